@@ -1,0 +1,68 @@
+/*
+ * err.h - every error code of cetcd, in one table.
+ *
+ * Functions return 0 or a negative ERR_* code.  The table gives each code a
+ * name and a message; only src/api maps codes to etcd's gRPC status codes and
+ * messages (those are wire facts, see api/errors.c).  Modules append codes to
+ * their own section; never renumber (codes may be logged or persisted).
+ */
+#ifndef CETCD_UTIL_ERR_H
+#define CETCD_UTIL_ERR_H
+
+#define ERR_MAP(X)                                                           \
+    /* generic */                                                            \
+    X(NOMEM, -1, "out of memory")                                            \
+    X(IO, -2, "I/O error")                                                   \
+    X(INVAL, -3, "invalid argument")                                         \
+    X(CORRUPT, -4, "data corruption detected")                               \
+    X(NOTFOUND, -5, "not found")                                             \
+    X(EXIST, -6, "already exists")                                           \
+    X(FULL, -7, "queue or buffer full")                                      \
+    X(CLOSED, -8, "object closed")                                           \
+    X(BUSY, -9, "resource busy")                                             \
+    X(NOSPC, -10, "no space left on device")                                 \
+    X(TIMEOUT, -11, "timed out")                                             \
+    X(STOPPED, -12, "server stopped")                                        \
+    X(UNSUPPORTED, -13, "not supported")                                     \
+    X(TOO_LARGE, -14, "too large")                                           \
+    /* wal */                                                                \
+    X(WAL_TORN, -100, "wal: torn record at tail")                            \
+    X(WAL_CRC, -101, "wal: crc mismatch")                                    \
+    X(WAL_GAP, -102, "wal: index gap")                                       \
+    /* mvcc / kv semantics (mapped to etcd errors by api) */                 \
+    X(COMPACTED, -200, "mvcc: required revision has been compacted")        \
+    X(FUTURE_REV, -201, "mvcc: required revision is a future revision")     \
+    X(EMPTY_KEY, -202, "key is not provided")                                \
+    X(KEY_NOT_FOUND, -203, "key not found")                                  \
+    X(VALUE_PROVIDED, -204, "value is provided")                             \
+    X(LEASE_PROVIDED, -205, "lease is provided")                             \
+    X(TOO_MANY_OPS, -206, "too many operations in txn request")              \
+    X(DUPLICATE_KEY, -207, "duplicate key given in txn request")             \
+    X(LEASE_NOT_FOUND, -208, "requested lease not found")                    \
+    X(REQUEST_TOO_LARGE, -209, "request is too large")                       \
+    X(NO_SPACE, -210, "mvcc: database space exceeded")                       \
+    X(TOO_MANY_REQUESTS, -211, "too many requests")                          \
+    /* server / raft */                                                      \
+    X(LEADER_CHANGED, -300, "leader changed")                                \
+    X(NO_LEADER, -301, "no leader")                                          \
+    X(NOT_LEADER, -302, "not leader")                                        \
+    X(PROPOSAL_DROPPED, -303, "raft proposal dropped")                       \
+    X(RAFT_COMPACTED, -304, "requested index is unavailable due to compaction") \
+    X(RAFT_UNAVAILABLE, -305, "requested entry at index is unavailable")
+
+enum {
+#define ERR_ENUM(name, code, msg) ERR_##name = (code),
+    ERR_MAP(ERR_ENUM)
+#undef ERR_ENUM
+};
+
+/* err_str returns the static message of code (never NULL). */
+const char *err_str(int code);
+
+/* err_name returns the static "ERR_X" name of code (never NULL). */
+const char *err_name(int code);
+
+/* err_from_errno maps an errno value (positive) to an ERR_* code. */
+int err_from_errno(int errnum);
+
+#endif

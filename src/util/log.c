@@ -1,0 +1,53 @@
+/* log.c - stderr logger with a timestamp, level and module per line. */
+#include "util/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+static enum log_level min_level = LOG_INFO;
+
+void log_set_level(enum log_level level)
+{
+    min_level = level;
+}
+
+int log_level_parse(const char *s)
+{
+    static const char *names[] = {"debug", "info", "warn", "error", "fatal"};
+    for (int i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    if (strcmp(s, "panic") == 0)
+        return LOG_FATAL;
+    return -1;
+}
+
+void log_msg(enum log_level level, const char *module, const char *fmt, ...)
+{
+    static const char tag[] = "DIWEF";
+    if (level < min_level)
+        return;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    char line[2048];
+    int n = snprintf(line, sizeof line,
+                     "%04d-%02d-%02d %02d:%02d:%02d.%06ld %c | %s: ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, (long)tv.tv_usec, tag[level], module);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line - 1)
+        n = sizeof line - 2;
+    line[n++] = '\n';
+    fwrite(line, 1, (size_t)n, stderr);
+}

@@ -1,0 +1,24 @@
+/*
+ * log.h - leveled logging to stderr, shaped like etcd's capnslog/zap lines.
+ *
+ * log_set_level() is called once at start-up; log_*() are thread-safe.  The
+ * raft module does not use this (it logs through a callback, see raft.h).
+ */
+#ifndef CETCD_UTIL_LOG_H
+#define CETCD_UTIL_LOG_H
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_FATAL };
+
+void log_set_level(enum log_level level);
+/* log_level_parse maps "debug"/"info"/"warn"/"error"/"panic"/"fatal"; -1 if
+ * unknown. */
+int log_level_parse(const char *s);
+void log_msg(enum log_level level, const char *module, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define log_debug(m, ...) log_msg(LOG_DEBUG, m, __VA_ARGS__)
+#define log_info(m, ...) log_msg(LOG_INFO, m, __VA_ARGS__)
+#define log_warn(m, ...) log_msg(LOG_WARN, m, __VA_ARGS__)
+#define log_error(m, ...) log_msg(LOG_ERROR, m, __VA_ARGS__)
+
+#endif
