@@ -1,0 +1,217 @@
+/*
+ * backend.h - the LMDB environment under mvcc, lease, auth and membership.
+ *
+ * One LMDB environment lives in a directory (`<data-dir>/member/db/`, the
+ * caller passes the path) and holds named buckets (LMDB named databases):
+ * `kv`, `rev`, `meta`, `lkey` for mvcc, and later `lease`, `auth`,
+ * `members`, `alarm` for the other modules.  This header is a thin, typed
+ * layer over LMDB: it maps LMDB errors to ERR_* codes, pools read
+ * transactions, and fixes the durability policy in one place.
+ *
+ * Threads and lifetime:
+ * - Exactly ONE thread writes (the apply thread): at most one write txn is
+ *   open at a time (LMDB serialises writers anyway; we never rely on it).
+ * - Any thread may hold read txns, concurrently with the writer.  The env is
+ *   opened with MDB_NOTLS, so a read txn is not tied to the thread that began
+ *   it: it may be handed between threads (never used by two at once).
+ * - Data pointers returned by get/cursor calls point INTO the memory map:
+ *   zero-copy, read-only, valid until the txn that produced them ends.  In a
+ *   write txn they are valid only until the next write in that txn.
+ * - Buckets are opened once, at start-up, before any other thread uses the
+ *   backend (LMDB's rule for named databases); the handle is then valid for
+ *   the life of the backend.
+ * - A failed write poisons its txn: every later call on it fails and the
+ *   caller must abort it (LMDB's MDB_TXN_ERROR).
+ *
+ * Durability (why MDB_NOMETASYNC):
+ * The WAL is the durable log; the consistent index is stored in the same
+ * LMDB txn as the data it covers, so after any crash the store is exactly
+ * "everything up to consistent_index" and the WAL replays the rest.  What we
+ * need from LMDB is therefore integrity, not per-commit durability.
+ * - kill -9: LMDB writes pages with pwrite() into the page cache and
+ *   switches the meta page last, so a killed process loses nothing that was
+ *   committed, whatever the sync flags.
+ * - power loss: MDB_NOSYNC (even with a periodic mdb_env_sync) is NOT safe in
+ *   LMDB 0.9: pages still referenced by the last *synced* meta page can be
+ *   reused by later unsynced txns, so a crash can leave a durable meta page
+ *   pointing at overwritten pages (LMDB documents "a system crash can
+ *   corrupt the database" for NOSYNC).  MDB_NOMETASYNC fdatasync()s the data
+ *   pages of each commit and only defers the meta page write-out to the next
+ *   commit's sync: integrity is kept, and at most the last commit is lost
+ *   (the WAL re-applies it).  The cost is one fdatasync per apply batch (not
+ *   per request), paid on the apply thread, never on the raft thread.
+ * - opts.no_fsync (--unsafe-no-fsync) uses MDB_NOSYNC: fast, and a power
+ *   loss may corrupt the db, exactly as the flag promises.
+ * We never use MDB_WRITEMAP: the map stays read-only, so a stray pointer
+ *   cannot scribble on the db, and written pages are not counted in RSS.
+ * MDB_NORDAHEAD: the db may be larger than RAM and is read at random.
+ */
+#ifndef CETCD_BACKEND_BACKEND_H
+#define CETCD_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* An open environment.  Owned by whoever opened it (the server). */
+struct backend;
+/* A read or write transaction (opaque; it is an LMDB MDB_txn). */
+struct backend_txn;
+/* A cursor over one bucket inside one txn (an LMDB MDB_cursor). */
+struct backend_cursor;
+
+/* A bucket handle (an LMDB dbi).  Plain integer, valid until close. */
+typedef unsigned int backend_bucket;
+
+/* A byte string.  When filled by the backend, data points into the map. */
+struct backend_val {
+    size_t len; /* number of bytes at data */
+    void *data; /* the bytes; not NUL-terminated */
+};
+
+/* Options of backend_open; zeroed fields take the defaults. */
+struct backend_options {
+    uint64_t map_size_bytes; /* virtual map size; 0 = 64 GiB.  The file
+                                only grows as data is written. */
+    unsigned max_readers;    /* concurrent read txns; 0 = 1024 */
+    bool no_fsync;           /* --unsafe-no-fsync: MDB_NOSYNC */
+};
+
+/* Bucket flags. */
+enum {
+    /* Keys are "user bytes + BACKEND_REVKEY_SUFFIX fixed bytes".  Order:
+     * user bytes first (bytewise, a prefix sorts first, like Go's
+     * bytes.Compare), then the suffix bytewise.  This is the order of
+     * mvcc's versioned keys (see mvcc.c); plain buckets order bytewise. */
+    BACKEND_BUCKET_REVKEY = 1u << 0,
+};
+
+/* Length of the fixed suffix of BACKEND_BUCKET_REVKEY keys. */
+#define BACKEND_REVKEY_SUFFIX 17
+
+/*
+ * backend_open opens (creating if needed) the environment in directory
+ * `dir` (created with mode 0700 if missing; its parent must exist).
+ * opts may be NULL.  On success *out owns the env: free with backend_close.
+ * Errors: ERR_IO (cannot create/open), ERR_CORRUPT (not an LMDB env, or
+ * version mismatch), ERR_NOMEM, ERR_INVAL.
+ */
+int backend_open(const char *dir, const struct backend_options *opts,
+                 struct backend **out);
+
+/* backend_close closes the env.  Every txn must have ended.  NULL is ok. */
+void backend_close(struct backend *be);
+
+/*
+ * backend_bucket_open opens (creating if needed) the bucket `name` with
+ * BACKEND_BUCKET_* flags.  Call only at start-up, before other threads use
+ * be; opening the same name twice returns the same handle (flags must
+ * agree).  At most 16 buckets.  Errors: ERR_IO, ERR_NOSPC, ERR_INVAL.
+ */
+int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
+                        backend_bucket *out);
+
+/* backend_write_begin starts the one write txn.  Errors: ERR_IO, ERR_NOMEM,
+ * ERR_BUSY (the writer already holds one - a caller bug, also asserted). */
+int backend_write_begin(struct backend *be, struct backend_txn **out);
+/* backend_write_commit commits and frees txn (also on error, where nothing
+ * is committed).  Errors: ERR_NOSPC (map full), ERR_IO. */
+int backend_write_commit(struct backend_txn *txn);
+/* backend_write_abort drops every change of txn and frees it. */
+void backend_write_abort(struct backend_txn *txn);
+
+/* backend_read_begin starts a read txn on the latest committed state.
+ * Errors: ERR_BUSY (all reader slots in use), ERR_NOMEM, ERR_IO. */
+int backend_read_begin(struct backend *be, struct backend_txn **out);
+/* backend_read_end ends and frees a read txn (and its cursors). */
+void backend_read_end(struct backend_txn *txn);
+/* backend_read_reset releases the snapshot of a read txn but keeps the
+ * handle (and its reader slot) for backend_read_renew: pooling readers
+ * avoids a malloc and a lock per read.  Cursors survive via cursor_renew. */
+void backend_read_reset(struct backend_txn *txn);
+/* backend_read_renew re-arms a reset read txn on the latest state. */
+int backend_read_renew(struct backend_txn *txn);
+
+/* backend_get looks key up.  ERR_NOTFOUND if absent.  *val_out points into
+ * the map (see lifetime rules above). */
+int backend_get(struct backend_txn *txn, backend_bucket b, const void *key,
+                size_t key_len, struct backend_val *val_out);
+/* backend_put inserts or replaces key -> val.  Errors: ERR_NOSPC (map
+ * full), ERR_INVAL (key too long: > backend_key_max), ERR_IO, ERR_NOMEM. */
+int backend_put(struct backend_txn *txn, backend_bucket b, const void *key,
+                size_t key_len, const void *val, size_t val_len);
+/* backend_put_reserve inserts key with val_len uninitialised bytes and
+ * returns where to write them (valid until the next write in txn): saves a
+ * copy when the value is encoded in place.  Errors as backend_put. */
+int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
+                        const void *key, size_t key_len, size_t val_len,
+                        void **data_out);
+/* backend_del deletes key.  ERR_NOTFOUND if it was absent. */
+int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
+                size_t key_len);
+
+/* backend_cursor_open opens a cursor on b in txn.  A cursor of a write txn
+ * is freed with its txn; one of a read txn must be closed (or renewed into
+ * another read txn) before or after its txn ends.  Errors: ERR_NOMEM. */
+int backend_cursor_open(struct backend_txn *txn, backend_bucket b,
+                        struct backend_cursor **out);
+/* backend_cursor_close frees a cursor.  NULL is ok. */
+void backend_cursor_close(struct backend_cursor *c);
+/* backend_cursor_renew binds a read cursor to (renewed) read txn txn. */
+int backend_cursor_renew(struct backend_txn *txn, struct backend_cursor *c);
+
+/* Cursor moves.  Each fills key_out/val_out (either may be NULL) with the
+ * entry it lands on and returns 0, or ERR_NOTFOUND when there is none. */
+/* seek: the first entry with key >= key (MDB_SET_RANGE). */
+int backend_cursor_seek(struct backend_cursor *c, const void *key,
+                        size_t key_len, struct backend_val *key_out,
+                        struct backend_val *val_out);
+int backend_cursor_first(struct backend_cursor *c, struct backend_val *key_out,
+                         struct backend_val *val_out);
+int backend_cursor_last(struct backend_cursor *c, struct backend_val *key_out,
+                        struct backend_val *val_out);
+int backend_cursor_next(struct backend_cursor *c, struct backend_val *key_out,
+                        struct backend_val *val_out);
+int backend_cursor_prev(struct backend_cursor *c, struct backend_val *key_out,
+                        struct backend_val *val_out);
+/* backend_cursor_del deletes the entry under c (write txns only); c then
+ * sits on the entry that followed it, read it with cursor_current. */
+int backend_cursor_del(struct backend_cursor *c);
+int backend_cursor_current(struct backend_cursor *c,
+                           struct backend_val *key_out,
+                           struct backend_val *val_out);
+
+/* backend_key_max is the longest key a bucket accepts (LMDB's limit, 511
+ * bytes with the default build).  Callers validate sizes before writing. */
+size_t backend_key_max(const struct backend *be);
+
+/*
+ * backend_size reports the file size (total, what etcd calls dbSize) and
+ * the bytes in use (total minus free pages, etcd's dbSizeInUse).
+ * Either out may be NULL.  Errors: ERR_BUSY, ERR_IO.
+ */
+int backend_size(struct backend *be, uint64_t *total_bytes_out,
+                 uint64_t *in_use_bytes_out);
+
+/* backend_sync forces everything committed to disk (used at clean shutdown
+ * and after no_fsync runs).  Errors: ERR_IO. */
+int backend_sync(struct backend *be);
+
+/*
+ * backend_copy_fd writes a consistent copy of the env's data file to fd
+ * (a snapshot for a lagging peer, or a defragmented db when compact is true:
+ * free pages dropped).  Runs in its own read txn, concurrently with the
+ * writer.  Errors: ERR_IO.
+ */
+int backend_copy_fd(struct backend *be, int fd, bool compact);
+
+/*
+ * backend_rss_trim drops the process's page mappings of the map
+ * (MADV_DONTNEED on a read-only shared file mapping: the page cache keeps
+ * the data, the next access maps it again for the price of a minor fault).
+ * Keeps RSS bounded by the working set instead of "every page ever read".
+ * Safe at any time, from any thread.
+ */
+void backend_rss_trim(struct backend *be);
+
+#endif

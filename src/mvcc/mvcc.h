@@ -1,0 +1,312 @@
+/*
+ * mvcc.h - the multi-version key-value store (etcd's mvcc, on LMDB).
+ *
+ * Every write request that changes something gets the next main revision;
+ * the changes inside it are told apart by a sub revision (0, 1, ...).  Every
+ * version of every key is kept in LMDB until compaction, so a range can be
+ * read at any revision >= the compact revision.  The key index lives in
+ * LMDB too (versions sort by key, then revision descending), so opening a
+ * store with millions of keys costs a few page reads: nothing is rebuilt
+ * in memory at start-up.  The on-disk formats are documented in mvcc.c.
+ *
+ * Semantics follow etcd 3.4 (see shared/reference/etcd-features.md §0):
+ * - the empty store is at revision 1; a no-op request does not bump it;
+ * - version is 1 at creation, +1 per put, and a delete resets the key (the
+ *   next put is a creation again: new create_rev, version 1);
+ * - a put of identical bytes still makes a new revision and an event;
+ * - ranges: end_len == 0 -> the single key; end == "\0" (1 byte) -> every
+ *   key >= key; key == "\0" && end == "\0" -> every key; otherwise
+ *   [key, end) in bytewise order (Go bytes.Compare);
+ * - compaction at rev C drops, per key, every version <= C except the
+ *   newest one <= C, and that one too when it is a deletion.  Reads at a
+ *   revision < C fail with ERR_COMPACTED, at C they succeed.
+ *
+ * Threads:
+ * - Readers: any thread, any number, concurrently with the writer.  A read
+ *   (struct mvcc_read) is a consistent snapshot: it sees whole batches only.
+ *   It may move between threads but is used by one thread at a time.
+ * - Writer: one thread (the apply thread) owns every mvcc_batch_* and
+ *   mvcc_txn_* call, mvcc_compact* and the observer callback.
+ *
+ * Memory: nothing returned by a read is copied: keys and values point into
+ * the LMDB map and stay valid until mvcc_read_end.  Results of write-side
+ * calls (prev kvs, ranges inside a write txn) are copied into the batch's
+ * arena and stay valid until the next mvcc_batch_begin or store close.
+ *
+ * Errors: 0 or a negative ERR_* (util/err.h).  In a batch, any error other
+ * than the request-level ones (ERR_KEY_NOT_FOUND, ERR_COMPACTED,
+ * ERR_FUTURE_REV, ERR_INVAL, ERR_TOO_LARGE), i.e. ERR_NOMEM, ERR_NOSPC,
+ * ERR_IO, ERR_CORRUPT, poisons the batch: later writes fail with the same
+ * code and the caller must mvcc_batch_abort (nothing of the batch is kept)
+ * and retry or stop.  A request-level error changes nothing.
+ */
+#ifndef CETCD_MVCC_MVCC_H
+#define CETCD_MVCC_MVCC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct backend;
+struct backend_txn;
+
+/* A main revision (the store revision).  Sub revisions are plain int64. */
+typedef int64_t mvcc_rev;
+
+/* The store.  Opened on a backend the caller owns; owned by the server. */
+struct mvcc_store;
+/* A read snapshot (an LMDB read txn plus cursors). */
+struct mvcc_read;
+/* The apply batch: one LMDB write txn shared by many requests. */
+struct mvcc_batch;
+/* One write request inside a batch (one main revision). */
+struct mvcc_txn;
+
+/* One version of one key.  key/value borrow memory (see Memory above). */
+struct mvcc_kv {
+    const uint8_t *key;  /* user key bytes (never NULL when present) */
+    size_t key_len;      /* >= 1 */
+    const uint8_t *value; /* value bytes; NULL if keys-only or deletion */
+    size_t value_len;    /* 0 if keys-only (the real length is lost) */
+    mvcc_rev create_rev; /* revision of the key's last creation */
+    mvcc_rev mod_rev;    /* revision of this version; 0 = "no kv" */
+    int64_t version;     /* 1 at creation, +1 per put; 0 for deletions */
+    int64_t lease;       /* attached lease id, 0 = none */
+};
+
+/* Flags of mvcc_range / mvcc_txn_range. */
+enum {
+    MVCC_RANGE_KEYS_ONLY = 1u << 0,  /* kvs without values */
+    MVCC_RANGE_COUNT_ONLY = 1u << 1, /* only count; no kvs at all */
+};
+
+/* A range result.  Zero it before first use; reuse it across calls (its
+ * kvs array is kept and grown); free with mvcc_range_result_close. */
+struct mvcc_range_result {
+    struct mvcc_kv *kvs; /* n_kvs entries, in key order */
+    size_t n_kvs;        /* kvs returned (<= limit when limit > 0) */
+    size_t cap;          /* allocated entries of kvs (internal) */
+    int64_t count;       /* live keys in the range at rev, before limit */
+    bool more;           /* limit truncated the result */
+    mvcc_rev rev;        /* the revision that was read */
+};
+
+/* Options of mvcc_store_open; NULL = defaults. */
+struct mvcc_options {
+    size_t arena_keep_bytes; /* batch arena kept between batches; larger
+                                arenas are freed. 0 = 16 MiB */
+};
+
+/*
+ * mvcc_store_open opens the store's buckets in be (at start-up, before other
+ * threads use be) and loads its meta data.  Resumes nothing by itself: if
+ * mvcc_compact_pending() says so, the apply thread continues the compaction
+ * with mvcc_compact_step.  Errors: ERR_NOMEM, ERR_IO, ERR_CORRUPT (meta
+ * records of a wrong size or an impossible state).
+ */
+int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
+                    struct mvcc_store **out);
+/* mvcc_store_close frees the store (not be).  No read/batch may be open. */
+void mvcc_store_close(struct mvcc_store *s);
+
+/* Latest committed state, readable from any thread (atomics). */
+mvcc_rev mvcc_current_rev(const struct mvcc_store *s);
+/* The compact revision in effect for reads (the scheduled one). */
+mvcc_rev mvcc_compact_rev(const struct mvcc_store *s);
+/* The consistent index stored by the last committed batch (0 initially). */
+uint64_t mvcc_consistent_index(const struct mvcc_store *s);
+
+/* --- reads ------------------------------------------------------------ */
+
+/* mvcc_read_begin opens a snapshot of the latest committed batch.
+ * Errors: ERR_BUSY (too many concurrent readers), ERR_NOMEM, ERR_IO. */
+int mvcc_read_begin(struct mvcc_store *s, struct mvcc_read **out);
+/* mvcc_read_end ends the snapshot; every pointer it gave is then invalid. */
+void mvcc_read_end(struct mvcc_read *r);
+/* The snapshot's current and compact revisions (what a Range header and
+ * the ERR_COMPACTED/ERR_FUTURE_REV checks use). */
+mvcc_rev mvcc_read_rev(const struct mvcc_read *r);
+mvcc_rev mvcc_read_compact_rev(const struct mvcc_read *r);
+
+/*
+ * mvcc_range reads the live keys of the range (see semantics above) at
+ * revision rev (<= 0 = the snapshot's current revision) in key order.
+ * limit > 0 returns at most limit kvs (more = true if there were more);
+ * counting continues past the limit without reading values.
+ * Errors: ERR_COMPACTED (rev < compact rev), ERR_FUTURE_REV (rev >
+ * current), ERR_NOMEM (result untouched but for n_kvs = 0), ERR_INVAL
+ * (key_len == 0), ERR_CORRUPT (a bad record on disk).
+ */
+int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
+               const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
+               unsigned flags, struct mvcc_range_result *res);
+/* mvcc_range_result_close frees res->kvs (not what they point to). */
+void mvcc_range_result_close(struct mvcc_range_result *res);
+
+/* --- events ----------------------------------------------------------- */
+
+enum mvcc_event_type {
+    MVCC_EVENT_PUT = 0,    /* mvccpb.Event.PUT */
+    MVCC_EVENT_DELETE = 1, /* mvccpb.Event.DELETE */
+};
+
+/* One change.  A DELETE's kv has key, mod_rev (the delete revision) and
+ * zeros elsewhere, like etcd's. */
+struct mvcc_event {
+    enum mvcc_event_type type; /* PUT or DELETE */
+    mvcc_rev sub_rev;          /* position inside its main revision */
+    struct mvcc_kv kv;         /* the new version (or the deletion) */
+    struct mvcc_kv prev_kv;    /* previous version; mod_rev 0 = none */
+};
+
+/* Called on the apply thread after each committed batch that changed
+ * something, with its n events in revision order.  Pointers are valid only
+ * during the call; rev is the store revision after the batch. */
+typedef void (*mvcc_observer_fn)(void *arg, const struct mvcc_event *events,
+                                 size_t n, mvcc_rev rev);
+/* mvcc_store_set_observer installs fn (NULL = none).  Call from the apply
+ * thread or before it starts.  Events are only collected while an observer
+ * is installed (they cost a copy of each value). */
+void mvcc_store_set_observer(struct mvcc_store *s, mvcc_observer_fn fn,
+                             void *arg);
+
+/* Called per event by mvcc_events_read; pointers valid during the call.
+ * Return 0 to continue, anything else to stop (it is returned). */
+typedef int (*mvcc_event_fn)(void *arg, const struct mvcc_event *ev);
+
+/*
+ * mvcc_events_read replays history from the snapshot: the events with
+ * start_rev <= main rev <= snapshot rev on keys in [key, end) (same range
+ * rules as mvcc_range; key_len 0 = "\0"), in revision order.  With
+ * want_prev, prev_kv is filled when the previous version still exists.
+ * It stops after the revision during which max_events (> 0) was reached, so
+ * a revision's events are never split; *next_rev_out = the first revision
+ * not yet read.  Errors: ERR_COMPACTED (start_rev < compact rev),
+ * ERR_CORRUPT, or what fn returned.
+ */
+int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
+                     const void *key, size_t key_len, const void *end,
+                     size_t end_len, size_t max_events, bool want_prev,
+                     mvcc_event_fn fn, void *arg, mvcc_rev *next_rev_out);
+
+/* --- writes (apply thread only) --------------------------------------- */
+
+/* mvcc_batch_begin opens the batch's LMDB write txn.  One batch at a time.
+ * Errors: ERR_IO, ERR_NOMEM. */
+int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out);
+/*
+ * mvcc_batch_commit stores consistent_index (must be >= the stored one) and
+ * the store revisions in the same LMDB txn, commits, then calls the
+ * observer.  The batch is freed, whatever the result.  No mvcc_txn may be
+ * open.  Errors: the poisoning error, ERR_NOSPC, ERR_IO: nothing of the
+ * batch is then kept.
+ */
+int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index);
+/* mvcc_batch_abort drops the whole batch (and any open mvcc_txn). */
+void mvcc_batch_abort(struct mvcc_batch *b);
+/* The batch's write txn, for other modules (lease, auth) to write their
+ * buckets atomically with the store.  Valid until commit/abort. */
+struct backend_txn *mvcc_batch_backend_txn(struct mvcc_batch *b);
+
+/* mvcc_txn_begin starts one request in b: its writes get main revision
+ * current + 1 and sub revisions 0, 1, ...  At most one open at a time.
+ * Never fails (the txn lives inside the batch). */
+struct mvcc_txn *mvcc_txn_begin(struct mvcc_batch *b);
+/* mvcc_txn_end closes t and returns the store revision after it: bumped by
+ * one iff t changed something. */
+mvcc_rev mvcc_txn_end(struct mvcc_txn *t);
+/* The revision t's writes get (current + 1). */
+mvcc_rev mvcc_txn_rev(const struct mvcc_txn *t);
+
+/* Flags of mvcc_txn_put (etcd's PutRequest.ignore_value/ignore_lease). */
+enum {
+    MVCC_PUT_IGNORE_VALUE = 1u << 0, /* keep the current value */
+    MVCC_PUT_IGNORE_LEASE = 1u << 1, /* keep the current lease */
+};
+
+/*
+ * mvcc_txn_put writes a new version of key.  If prev_out is not NULL it
+ * receives the previous live version (mod_rev 0 if none), copied into the
+ * batch arena.  With an IGNORE flag on a key that does not exist:
+ * ERR_KEY_NOT_FOUND (nothing written).  Errors: ERR_INVAL (key_len 0 or >
+ * mvcc_key_max), ERR_KEY_NOT_FOUND, and the poisoning ones.
+ */
+int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
+                 const void *value, size_t value_len, int64_t lease,
+                 unsigned flags, struct mvcc_kv *prev_out);
+
+/*
+ * mvcc_txn_delete_range deletes the live keys of the range.  *deleted_out
+ * = how many.  With prev_kvs_out, receives an arena array of the deleted
+ * versions (in key order, values included).  Deleting nothing writes
+ * nothing.  Errors: ERR_INVAL, and the poisoning ones.
+ */
+int mvcc_txn_delete_range(struct mvcc_txn *t, const void *key,
+                          size_t key_len, const void *end, size_t end_len,
+                          int64_t *deleted_out,
+                          struct mvcc_kv **prev_kvs_out);
+
+/* mvcc_txn_range is mvcc_range inside t: it sees t's earlier writes (rev
+ * <= 0 reads the latest state including them).  The kvs are copied into the
+ * batch arena (valid as above).  Errors as mvcc_range. */
+int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
+                   const void *end, size_t end_len, mvcc_rev rev,
+                   int64_t limit, unsigned flags,
+                   struct mvcc_range_result *res);
+
+/* mvcc_txn_delete_lease deletes every key attached to lease (lease revoke
+ * or expiry), like delete_range.  Errors as mvcc_txn_delete_range. */
+int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
+                          int64_t *deleted_out);
+
+/* Called per key by mvcc_lease_keys; return non-zero to stop. */
+typedef int (*mvcc_key_fn)(void *arg, const uint8_t *key, size_t key_len);
+/* mvcc_lease_keys lists the live keys attached to lease, in key order
+ * (LeaseTimeToLive keys=true).  Errors: what fn returned, ERR_CORRUPT. */
+int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
+                    void *arg);
+
+/* mvcc_key_max is the longest user key the store accepts. */
+size_t mvcc_key_max(const struct mvcc_store *s);
+
+/* --- compaction (apply thread) ---------------------------------------- */
+
+/*
+ * mvcc_compact schedules compaction at rev inside batch b (persisted with
+ * it): from then on reads below rev fail with ERR_COMPACTED.  The physical
+ * deletion is done by mvcc_compact_step, in bounded steps, possibly over
+ * many batches and across restarts.  Scheduling a higher rev while one is
+ * still running extends the running one.  Errors: ERR_COMPACTED (rev <=
+ * compact rev), ERR_FUTURE_REV (rev > current).
+ */
+int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev);
+/* mvcc_compact_step deletes the dead versions of at most max_revs
+ * revisions; *more_out tells whether work remains.  When it finishes, the
+ * finished compact rev is stored (in b).  Errors: the poisoning ones. */
+int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out);
+/* mvcc_compact_pending tells whether a compaction is unfinished. */
+bool mvcc_compact_pending(const struct mvcc_store *s);
+/* The last fully finished compaction revision. */
+mvcc_rev mvcc_compact_finished_rev(const struct mvcc_store *s);
+
+/* --- integrity -------------------------------------------------------- */
+
+/*
+ * mvcc_hash_kv computes CRC32C over every stored version with main rev <=
+ * rev (<= 0: current) - key, revision and value record, in the kv bucket's
+ * order - for HashKV and corruption checks.  Members agree once their
+ * compactions have finished.  *compact_rev_out = the snapshot's compact rev.
+ * Errors: ERR_COMPACTED, ERR_FUTURE_REV, ERR_CORRUPT.
+ */
+int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
+                 mvcc_rev *compact_rev_out);
+
+/* --- record codec (exposed for the fuzzer and tests) ------------------ */
+
+/* mvcc_kv_decode parses one `kv` bucket entry (composite key + value
+ * record) into kv (pointing into the inputs) and *tombstone_out.
+ * Returns 0 or ERR_CORRUPT; never asserts on its input. */
+int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
+                   size_t val_len, struct mvcc_kv *kv, bool *tombstone_out);
+
+#endif
