@@ -1,0 +1,462 @@
+/*
+ * backend.c - the LMDB environment: open/close, buckets, txns, cursors,
+ * error mapping, size accounting.  Policy and thread rules: backend.h.
+ *
+ * The opaque struct backend_txn / backend_cursor pointers ARE the LMDB
+ * MDB_txn / MDB_cursor pointers (converted, never dereferenced as our
+ * types), so wrapping costs nothing but a call.  The backend itself is the
+ * env's userctx, so a txn finds its backend with mdb_txn_env.
+ */
+#include "backend/backend.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <lmdb.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "util/err.h"
+#include "util/mem.h"
+
+#define DEFAULT_MAP_SIZE (64ull << 30)
+#define DEFAULT_MAX_READERS 1024u
+#define MAX_BUCKETS 16
+
+struct backend {
+    MDB_env *env;          /* the environment; owned */
+    bool writing;          /* a write txn is open (apply thread only) */
+    size_t key_max;        /* mdb_env_get_maxkeysize */
+};
+
+static MDB_txn *mtxn(struct backend_txn *t)
+{
+    return (MDB_txn *)t;
+}
+
+static MDB_cursor *mcur(struct backend_cursor *c)
+{
+    return (MDB_cursor *)c;
+}
+
+/* map turns an LMDB or errno result into an ERR_* code. */
+static int map(int rc)
+{
+    switch (rc) {
+    case MDB_SUCCESS:
+        return 0;
+    case MDB_NOTFOUND:
+        return ERR_NOTFOUND;
+    case MDB_MAP_FULL:
+    case MDB_TXN_FULL:
+    case MDB_DBS_FULL:
+        return ERR_NOSPC;
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_INVALID:
+    case MDB_VERSION_MISMATCH:
+        return ERR_CORRUPT;
+    case MDB_READERS_FULL:
+        return ERR_BUSY;
+    case MDB_BAD_VALSIZE:
+    case MDB_INCOMPATIBLE:
+    case EINVAL:
+        return ERR_INVAL;
+    case ENOMEM:
+        return ERR_NOMEM;
+    default:
+        return rc > 0 ? err_from_errno(rc) : ERR_IO;
+    }
+}
+
+static void to_bval(const MDB_val *m, struct backend_val *b)
+{
+    if (b != NULL) {
+        b->len = m->mv_size;
+        b->data = m->mv_data;
+    }
+}
+
+/* revkey_cmp orders "user bytes + fixed suffix" keys: user bytes bytewise
+ * with the shorter prefix first, then the suffix.  Keys shorter than the
+ * suffix (never written by mvcc) fall back to plain bytewise order among
+ * themselves and sort before the others, so the order stays total. */
+static int revkey_cmp(const MDB_val *a, const MDB_val *b)
+{
+    const size_t s = BACKEND_REVKEY_SUFFIX;
+    if (a->mv_size < s || b->mv_size < s) {
+        if (a->mv_size >= s)
+            return 1;
+        if (b->mv_size >= s)
+            return -1;
+        size_t n = a->mv_size < b->mv_size ? a->mv_size : b->mv_size;
+        int c = memcmp(a->mv_data, b->mv_data, n);
+        if (c != 0 || a->mv_size == b->mv_size)
+            return c;
+        return a->mv_size < b->mv_size ? -1 : 1;
+    }
+    size_t la = a->mv_size - s, lb = b->mv_size - s;
+    int c = memcmp(a->mv_data, b->mv_data, la < lb ? la : lb);
+    if (c != 0)
+        return c;
+    if (la != lb)
+        return la < lb ? -1 : 1;
+    return memcmp((const char *)a->mv_data + la, (const char *)b->mv_data + lb,
+                  s);
+}
+
+static int env_configure(MDB_env *env, const struct backend_options *o)
+{
+    uint64_t map_size = o && o->map_size_bytes ? o->map_size_bytes
+                                               : DEFAULT_MAP_SIZE;
+    unsigned readers = o && o->max_readers ? o->max_readers
+                                           : DEFAULT_MAX_READERS;
+    int rc = mdb_env_set_mapsize(env, (size_t)map_size);
+    if (rc == 0)
+        rc = mdb_env_set_maxreaders(env, readers);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs(env, MAX_BUCKETS);
+    return map(rc);
+}
+
+int backend_open(const char *dir, const struct backend_options *opts,
+                 struct backend **out)
+{
+    assert(dir != NULL && out != NULL);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return err_from_errno(errno);
+    struct backend *be = mem_calloc(1, sizeof *be);
+    if (be == NULL)
+        return ERR_NOMEM;
+    int rc = map(mdb_env_create(&be->env));
+    if (rc != 0)
+        goto err_free;
+    rc = env_configure(be->env, opts);
+    if (rc != 0)
+        goto err_env;
+    unsigned flags = MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
+    if (opts != NULL && opts->no_fsync)
+        flags |= MDB_NOSYNC;
+    rc = map(mdb_env_open(be->env, dir, flags, 0600));
+    if (rc != 0)
+        goto err_env;
+    mdb_env_set_userctx(be->env, be);
+    be->key_max = (size_t)mdb_env_get_maxkeysize(be->env);
+    assert(be->key_max > BACKEND_REVKEY_SUFFIX);
+    *out = be;
+    return 0;
+err_env:
+    assert(rc < 0);
+    mdb_env_close(be->env);
+err_free:
+    mem_free(be);
+    return rc;
+}
+
+void backend_close(struct backend *be)
+{
+    if (be == NULL)
+        return;
+    assert(!be->writing);
+    mdb_env_close(be->env);
+    mem_free(be);
+}
+
+int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
+                        backend_bucket *out)
+{
+    assert(be != NULL && name != NULL && out != NULL);
+    assert(!be->writing);
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(be->env, NULL, 0, &txn);
+    if (rc != 0)
+        return map(rc);
+    MDB_dbi dbi;
+    rc = mdb_dbi_open(txn, name, MDB_CREATE, &dbi);
+    if (rc == 0 && (flags & BACKEND_BUCKET_REVKEY))
+        rc = mdb_set_compare(txn, dbi, revkey_cmp);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map(rc);
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != 0)
+        return map(rc);
+    *out = dbi;
+    return 0;
+}
+
+int backend_write_begin(struct backend *be, struct backend_txn **out)
+{
+    assert(be != NULL && out != NULL);
+    assert(!be->writing); /* one writer, one txn at a time */
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(be->env, NULL, 0, &txn);
+    if (rc != 0)
+        return map(rc);
+    be->writing = true;
+    *out = (struct backend_txn *)txn;
+    return 0;
+}
+
+static struct backend *txn_backend(MDB_txn *txn)
+{
+    struct backend *be = mdb_env_get_userctx(mdb_txn_env(txn));
+    assert(be != NULL);
+    return be;
+}
+
+int backend_write_commit(struct backend_txn *txn)
+{
+    assert(txn != NULL);
+    struct backend *be = txn_backend(mtxn(txn));
+    assert(be->writing);
+    be->writing = false;
+    return map(mdb_txn_commit(mtxn(txn)));
+}
+
+void backend_write_abort(struct backend_txn *txn)
+{
+    assert(txn != NULL);
+    struct backend *be = txn_backend(mtxn(txn));
+    assert(be->writing);
+    be->writing = false;
+    mdb_txn_abort(mtxn(txn));
+}
+
+int backend_read_begin(struct backend *be, struct backend_txn **out)
+{
+    assert(be != NULL && out != NULL);
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0)
+        return map(rc);
+    *out = (struct backend_txn *)txn;
+    return 0;
+}
+
+void backend_read_end(struct backend_txn *txn)
+{
+    assert(txn != NULL);
+    mdb_txn_abort(mtxn(txn));
+}
+
+void backend_read_reset(struct backend_txn *txn)
+{
+    assert(txn != NULL);
+    mdb_txn_reset(mtxn(txn));
+}
+
+int backend_read_renew(struct backend_txn *txn)
+{
+    assert(txn != NULL);
+    return map(mdb_txn_renew(mtxn(txn)));
+}
+
+int backend_get(struct backend_txn *txn, backend_bucket b, const void *key,
+                size_t key_len, struct backend_val *val_out)
+{
+    assert(txn != NULL && val_out != NULL);
+    MDB_val k = {key_len, (void *)key}, v;
+    int rc = mdb_get(mtxn(txn), b, &k, &v);
+    if (rc == 0)
+        to_bval(&v, val_out);
+    return map(rc);
+}
+
+int backend_put(struct backend_txn *txn, backend_bucket b, const void *key,
+                size_t key_len, const void *val, size_t val_len)
+{
+    assert(txn != NULL && key_len > 0);
+    MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
+    return map(mdb_put(mtxn(txn), b, &k, &v, 0));
+}
+
+int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
+                        const void *key, size_t key_len, size_t val_len,
+                        void **data_out)
+{
+    assert(txn != NULL && key_len > 0 && data_out != NULL);
+    MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
+    int rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE);
+    if (rc == 0)
+        *data_out = v.mv_data;
+    return map(rc);
+}
+
+int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
+                size_t key_len)
+{
+    assert(txn != NULL && key_len > 0);
+    MDB_val k = {key_len, (void *)key};
+    return map(mdb_del(mtxn(txn), b, &k, NULL));
+}
+
+int backend_cursor_open(struct backend_txn *txn, backend_bucket b,
+                        struct backend_cursor **out)
+{
+    assert(txn != NULL && out != NULL);
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(mtxn(txn), b, &c);
+    if (rc == 0)
+        *out = (struct backend_cursor *)c;
+    return map(rc);
+}
+
+void backend_cursor_close(struct backend_cursor *c)
+{
+    if (c != NULL)
+        mdb_cursor_close(mcur(c));
+}
+
+int backend_cursor_renew(struct backend_txn *txn, struct backend_cursor *c)
+{
+    assert(txn != NULL && c != NULL);
+    return map(mdb_cursor_renew(mtxn(txn), mcur(c)));
+}
+
+static int cursor_move(struct backend_cursor *c, MDB_cursor_op op,
+                       MDB_val *k, struct backend_val *key_out,
+                       struct backend_val *val_out)
+{
+    assert(c != NULL);
+    MDB_val v;
+    int rc = mdb_cursor_get(mcur(c), k, &v, op);
+    if (rc == 0) {
+        to_bval(k, key_out);
+        to_bval(&v, val_out);
+    }
+    return map(rc);
+}
+
+int backend_cursor_seek(struct backend_cursor *c, const void *key,
+                        size_t key_len, struct backend_val *key_out,
+                        struct backend_val *val_out)
+{
+    assert(key_len > 0);
+    MDB_val k = {key_len, (void *)key};
+    return cursor_move(c, MDB_SET_RANGE, &k, key_out, val_out);
+}
+
+int backend_cursor_first(struct backend_cursor *c, struct backend_val *key_out,
+                         struct backend_val *val_out)
+{
+    MDB_val k;
+    return cursor_move(c, MDB_FIRST, &k, key_out, val_out);
+}
+
+int backend_cursor_last(struct backend_cursor *c, struct backend_val *key_out,
+                        struct backend_val *val_out)
+{
+    MDB_val k;
+    return cursor_move(c, MDB_LAST, &k, key_out, val_out);
+}
+
+int backend_cursor_next(struct backend_cursor *c, struct backend_val *key_out,
+                        struct backend_val *val_out)
+{
+    MDB_val k;
+    return cursor_move(c, MDB_NEXT, &k, key_out, val_out);
+}
+
+int backend_cursor_prev(struct backend_cursor *c, struct backend_val *key_out,
+                        struct backend_val *val_out)
+{
+    MDB_val k;
+    return cursor_move(c, MDB_PREV, &k, key_out, val_out);
+}
+
+int backend_cursor_current(struct backend_cursor *c,
+                           struct backend_val *key_out,
+                           struct backend_val *val_out)
+{
+    MDB_val k;
+    return cursor_move(c, MDB_GET_CURRENT, &k, key_out, val_out);
+}
+
+int backend_cursor_del(struct backend_cursor *c)
+{
+    assert(c != NULL);
+    return map(mdb_cursor_del(mcur(c), 0));
+}
+
+size_t backend_key_max(const struct backend *be)
+{
+    assert(be != NULL);
+    return be->key_max;
+}
+
+/* free_pages sums the page counts of the freelist (LMDB's dbi 0): each
+ * record's value is an array of page numbers whose first element is the
+ * count. */
+static int free_pages(MDB_txn *txn, uint64_t *pages_out)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, 0, &c);
+    if (rc != 0)
+        return map(rc);
+    uint64_t pages = 0;
+    MDB_val k, v;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        size_t n;
+        if (v.mv_size < sizeof n)
+            continue;
+        memcpy(&n, v.mv_data, sizeof n);
+        pages += n;
+    }
+    mdb_cursor_close(c);
+    *pages_out = pages;
+    return rc == MDB_NOTFOUND ? 0 : map(rc);
+}
+
+int backend_size(struct backend *be, uint64_t *total_bytes_out,
+                 uint64_t *in_use_bytes_out)
+{
+    assert(be != NULL);
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0)
+        return map(rc);
+    MDB_envinfo info;
+    MDB_stat st;
+    uint64_t freep = 0;
+    rc = mdb_env_info(be->env, &info);
+    if (rc == 0)
+        rc = mdb_env_stat(be->env, &st);
+    if (rc == 0)
+        rc = free_pages(txn, &freep) == 0 ? 0 : MDB_CORRUPTED;
+    mdb_txn_abort(txn);
+    if (rc != 0)
+        return map(rc);
+    uint64_t total = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+    uint64_t used = total - freep * st.ms_psize;
+    assert(freep * st.ms_psize <= total);
+    if (total_bytes_out != NULL)
+        *total_bytes_out = total;
+    if (in_use_bytes_out != NULL)
+        *in_use_bytes_out = used;
+    return 0;
+}
+
+int backend_sync(struct backend *be)
+{
+    assert(be != NULL);
+    return map(mdb_env_sync(be->env, 1));
+}
+
+int backend_copy_fd(struct backend *be, int fd, bool compact)
+{
+    assert(be != NULL && fd >= 0);
+    return map(mdb_env_copyfd2(be->env, fd, compact ? MDB_CP_COMPACT : 0));
+}
+
+void backend_rss_trim(struct backend *be)
+{
+    assert(be != NULL);
+    MDB_envinfo info;
+    if (mdb_env_info(be->env, &info) != 0 || info.me_mapaddr == NULL)
+        return;
+    /* Errors are harmless: the mappings just stay. */
+    (void)madvise(info.me_mapaddr, info.me_mapsize, MADV_DONTNEED);
+}
