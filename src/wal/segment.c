@@ -1,0 +1,190 @@
+/*
+ * segment.c - segment files of the WAL: names, listing, whole-file reads,
+ * the preallocated next segment, and the syscalls with their errno mapping.
+ */
+#define _GNU_SOURCE /* fallocate */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/err.h"
+#include "util/mem.h"
+#include "wal/wal_int.h"
+
+void wal__seg_name(char out[WAL__NAME_BYTES], uint64_t seq,
+                   uint64_t first_index)
+{
+    int n = snprintf(out, WAL__NAME_BYTES, "%016" PRIx64 "-%016" PRIx64 ".wal",
+                     seq, first_index);
+    WAL_ASSERT(n == (int)WAL__NAME_BYTES - 1);
+}
+
+static bool is_lower_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* parse_name accepts exactly "%016llx-%016llx.wal". */
+static bool parse_name(const char *name, struct wal__seg *seg)
+{
+    if (strlen(name) != WAL__NAME_BYTES - 1 || name[16] != '-' ||
+        strcmp(name + 33, ".wal") != 0 || !is_lower_hex(name, 16) ||
+        !is_lower_hex(name + 17, 16))
+        return false;
+    seg->seq = strtoull(name, NULL, 16);
+    seg->first_index = strtoull(name + 17, NULL, 16);
+    seg->max_index = 0;
+    return true;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+    const struct wal__seg *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int seg_push(struct wal__seg **segs, size_t *n, size_t *cap,
+                    const struct wal__seg *seg)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 8;
+        struct wal__seg *p = mem_realloc(*segs, ncap * sizeof *p);
+        if (p == NULL)
+            return ERR_NOMEM;
+        *segs = p;
+        *cap = ncap;
+    }
+    (*segs)[(*n)++] = *seg;
+    return 0;
+}
+
+int wal__seg_list(int dir_fd, struct wal__seg **segs_out, size_t *n_out)
+{
+    WAL_ASSERT(segs_out != NULL && n_out != NULL);
+    int fd = dup(dir_fd);
+    if (fd < 0)
+        return err_from_errno(errno);
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        int rv = err_from_errno(errno);
+        close(fd);
+        return rv;
+    }
+    rewinddir(d);
+    struct wal__seg *segs = NULL, seg;
+    size_t n = 0, cap = 0;
+    int rv = 0;
+    struct dirent *de;
+    while (rv == 0 && (de = readdir(d)) != NULL)
+        if (parse_name(de->d_name, &seg))
+            rv = seg_push(&segs, &n, &cap, &seg);
+    closedir(d);
+    if (rv != 0) {
+        mem_free(segs);
+        return rv;
+    }
+    if (n > 1)
+        qsort(segs, n, sizeof *segs, seg_cmp);
+    *segs_out = segs;
+    *n_out = n;
+    return 0;
+}
+
+int wal__seg_read(int dir_fd, const char *name, unsigned char **buf,
+                  size_t *cap, size_t *size_out)
+{
+    int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_from_errno(errno);
+    int rv = 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rv = err_from_errno(errno);
+        goto err_close_fd;
+    }
+    size_t size = (size_t)st.st_size;
+    if (size > *cap) {
+        unsigned char *p = mem_realloc(*buf, size);
+        if (p == NULL) {
+            rv = ERR_NOMEM;
+            goto err_close_fd;
+        }
+        *buf = p;
+        *cap = size;
+    }
+    size_t done = 0;
+    while (done < size) {
+        ssize_t r = pread(fd, *buf + done, size - done, (off_t)done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rv = r < 0 ? err_from_errno(errno) : ERR_IO;
+            goto err_close_fd;
+        }
+        done += (size_t)r;
+    }
+    *size_out = size;
+err_close_fd:
+    WAL_ASSERT(rv == 0 || rv == ERR_NOMEM || rv < 0);
+    close(fd);
+    return rv;
+}
+
+int wal__tmp_create(int dir_fd, uint64_t bytes, int *fd_out)
+{
+    WAL_ASSERT(bytes >= WAL_SEGMENT_BYTES_MIN);
+    int fd = openat(dir_fd, WAL__TMP_NAME,
+                    O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return err_from_errno(errno);
+    int rv = 0;
+    if (fallocate(fd, 0, 0, (off_t)bytes) != 0) {
+        /* Some file systems cannot preallocate; a sparse file still reads
+         * as zeros, which is all the format needs. */
+        if (errno != EOPNOTSUPP || ftruncate(fd, (off_t)bytes) != 0) {
+            rv = err_from_errno(errno);
+            goto err_close_fd;
+        }
+    }
+    *fd_out = fd;
+    return 0;
+err_close_fd:
+    WAL_ASSERT(rv < 0);
+    close(fd);
+    unlinkat(dir_fd, WAL__TMP_NAME, 0);
+    return rv;
+}
+
+int wal__dir_sync(int dir_fd, bool no_fsync)
+{
+    if (no_fsync)
+        return 0;
+    if (fsync(dir_fd) != 0)
+        return err_from_errno(errno);
+    return 0;
+}
+
+int wal__pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t r = pwrite(fd, p, len, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return err_from_errno(errno);
+        WAL_ASSERT(r > 0 && (size_t)r <= len);
+        p += r;
+        len -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}

@@ -1,0 +1,419 @@
+/*
+ * wal.c - the WAL handle: create, append (buffered, one pwrite per batch),
+ * sync (one fdatasync per batch), segment cuts, release, close.  Opening an
+ * existing WAL (check + torn-tail repair) is in open.c; replay in replay.c;
+ * the record format in record.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "wal/wal_int.h"
+
+/* Upper bound of a segment head: CRC, METADATA, SNAPSHOT, HARDSTATE. */
+#define HEAD_BYTES_MAX (4 * (WAL__HEADER_BYTES + 24))
+
+int wal__opts_fill(const struct wal_options *in, struct wal_options *out)
+{
+    memset(out, 0, sizeof *out);
+    if (in != NULL)
+        *out = *in;
+    if (out->segment_bytes == 0)
+        out->segment_bytes = WAL_SEGMENT_BYTES_DEFAULT;
+    if (out->segment_bytes < WAL_SEGMENT_BYTES_MIN ||
+        out->segment_bytes > (1ull << 40))
+        return ERR_INVAL;
+    return 0;
+}
+
+int wal__alloc(const char *dir, const struct wal_options *opts,
+               struct wal **wal_out)
+{
+    struct wal_options o;
+    int rv = wal__opts_fill(opts, &o);
+    if (rv != 0)
+        return rv;
+    struct wal *w = mem_calloc(1, sizeof *w);
+    if (w == NULL)
+        return ERR_NOMEM;
+    w->dir = mem_dup(dir, strlen(dir) + 1);
+    if (w->dir == NULL) {
+        mem_free(w);
+        return ERR_NOMEM;
+    }
+    w->opts = o;
+    w->fd = w->tmp_fd = -1;
+    w->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->dir_fd < 0) {
+        rv = err_from_errno(errno);
+        wal_close(w);
+        return rv;
+    }
+    *wal_out = w;
+    return 0;
+}
+
+void wal_close(struct wal *wal)
+{
+    if (wal == NULL)
+        return;
+    if (wal->fd >= 0)
+        close(wal->fd);
+    if (wal->tmp_fd >= 0)
+        close(wal->tmp_fd);
+    if (wal->dir_fd >= 0)
+        close(wal->dir_fd);
+    mem_free(wal->segs);
+    mem_free(wal->buf);
+    mem_free(wal->dir);
+    mem_free(wal);
+}
+
+int wal__buf_reserve(struct wal *wal, size_t bytes)
+{
+    if (bytes <= wal->buf_cap)
+        return 0;
+    size_t cap = wal->buf_cap ? wal->buf_cap : 4096;
+    while (cap < bytes)
+        cap *= 2;
+    unsigned char *p = mem_realloc(wal->buf, cap);
+    if (p == NULL)
+        return ERR_NOMEM;
+    wal->buf = p;
+    wal->buf_cap = cap;
+    return 0;
+}
+
+void wal__log_corrupt(const struct wal *wal, uint64_t seq, uint64_t first,
+                      size_t off, const char *why)
+{
+    char name[WAL__NAME_BYTES];
+    wal__seg_name(name, seq, first);
+    log_error("wal", "%s/%s: corrupt at offset %zu: %s; refusing to start "
+              "(restore this member from a snapshot or remove it)",
+              wal->dir, name, off, why);
+}
+
+/* segs_reserve makes room for one more segment (before any I/O, so that
+ * ERR_NOMEM leaves the wal untouched). */
+static int segs_reserve(struct wal *w)
+{
+    if (w->nsegs < w->segs_cap)
+        return 0;
+    size_t cap = w->segs_cap ? w->segs_cap * 2 : 8;
+    struct wal__seg *p = mem_realloc(w->segs, cap * sizeof *p);
+    if (p == NULL)
+        return ERR_NOMEM;
+    w->segs = p;
+    w->segs_cap = cap;
+    return 0;
+}
+
+/* head_put encodes the head of a new segment into w->buf. */
+static size_t head_put(struct wal *w, uint32_t *crc)
+{
+    unsigned char p[24];
+    size_t off = 0;
+    off += wal__record_put(w->buf + off, WAL__REC_CRC, p,
+                           wal__crc_payload(p, *crc), NULL, 0, crc);
+    off += wal__record_put(w->buf + off, WAL__REC_METADATA, p,
+                           wal__metadata_payload(p, w->node_id, w->cluster_id),
+                           NULL, 0, crc);
+    if (w->has_snap)
+        off += wal__record_put(w->buf + off, WAL__REC_SNAPSHOT, p,
+                               wal__snapshot_payload(p, &w->snap), NULL, 0,
+                               crc);
+    if (w->has_hs)
+        off += wal__record_put(w->buf + off, WAL__REC_HARDSTATE, p,
+                               wal__hardstate_payload(p, &w->hs), NULL, 0,
+                               crc);
+    WAL_ASSERT(off <= HEAD_BYTES_MAX);
+    return off;
+}
+
+/* seg_start writes the head into the pre-created segment (creating it if
+ * needed), syncs it, renames it to its name and syncs the dir.  On success
+ * it is the segment in use (w->fd). */
+static int seg_start(struct wal *w, uint64_t seq, uint64_t first_index)
+{
+    int rv = segs_reserve(w);
+    if (rv == 0)
+        rv = wal__buf_reserve(w, HEAD_BYTES_MAX);
+    if (rv == 0 && w->tmp_fd < 0)
+        rv = wal__tmp_create(w->dir_fd, w->opts.segment_bytes, &w->tmp_fd);
+    if (rv != 0)
+        return rv;
+    uint32_t crc = w->crc;
+    size_t len = head_put(w, &crc);
+    rv = wal__pwrite_all(w->tmp_fd, w->buf, len, 0);
+    if (rv == 0 && !w->opts.no_fsync && fdatasync(w->tmp_fd) != 0)
+        rv = err_from_errno(errno);
+    char name[WAL__NAME_BYTES];
+    wal__seg_name(name, seq, first_index);
+    if (rv == 0 && renameat(w->dir_fd, WAL__TMP_NAME, w->dir_fd, name) != 0)
+        rv = err_from_errno(errno);
+    if (rv == 0)
+        rv = wal__dir_sync(w->dir_fd, w->opts.no_fsync);
+    if (rv != 0)
+        return rv;
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = w->tmp_fd;
+    w->tmp_fd = -1;
+    w->offset = w->head_end = len;
+    w->crc = crc;
+    w->segs[w->nsegs++] = (struct wal__seg){seq, first_index, 0};
+    w->stats.segments = w->nsegs;
+    w->stats.bytes_written += len;
+    return 0;
+}
+
+int wal_create(const char *dir, const struct wal_options *opts,
+               uint64_t node_id, uint64_t cluster_id, struct wal **wal_out)
+{
+    WAL_ASSERT(dir != NULL && wal_out != NULL);
+    struct wal_options o;
+    if (wal__opts_fill(opts, &o) != 0)
+        return ERR_INVAL;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return err_from_errno(errno);
+    if (wal_exists(dir))
+        return ERR_EXIST;
+    struct wal *w;
+    int rv = wal__alloc(dir, &o, &w);
+    if (rv != 0)
+        return rv;
+    w->node_id = node_id;
+    w->cluster_id = cluster_id;
+    rv = seg_start(w, 0, 1);
+    if (rv != 0) {
+        wal_close(w);
+        return rv;
+    }
+    WAL_ASSERT(w->nsegs == 1 && w->fd >= 0);
+    *wal_out = w;
+    return 0;
+}
+
+bool wal_exists(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct wal__seg *segs = NULL;
+    size_t n = 0;
+    int rv = wal__seg_list(fd, &segs, &n);
+    close(fd);
+    mem_free(segs);
+    return rv == 0 && n > 0;
+}
+
+/* seg_cut makes the old segment durable and starts the next one. */
+static int seg_cut(struct wal *w, uint64_t first_index)
+{
+    WAL_ASSERT(w->nsegs >= 1 && w->fd >= 0);
+    if (!w->opts.no_fsync && fdatasync(w->fd) != 0)
+        return err_from_errno(errno);
+    uint64_t seq = w->segs[w->nsegs - 1].seq + 1;
+    int rv = seg_start(w, seq, first_index);
+    if (rv != 0)
+        return rv;
+    w->dirty = false; /* the old segment was synced, the new head too */
+    w->stats.segments_cut++;
+    return 0;
+}
+
+/* batch_check validates ents and returns the bytes of their records. */
+static int batch_check(const struct wal *w, const struct wal_entry *ents,
+                       size_t n, size_t *bytes_out)
+{
+    if (n > WAL_APPEND_ENTRIES_MAX)
+        return ERR_TOO_LARGE;
+    if (n > 0 && (ents[0].index == 0 || ents[0].index > w->last_index + 1))
+        return ERR_INVAL;
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ents[i].len > WAL_ENTRY_BYTES_MAX)
+            return ERR_TOO_LARGE;
+        if (ents[i].len > 0 && ents[i].data == NULL)
+            return ERR_INVAL;
+        if (i > 0 && ents[i].index != ents[i - 1].index + 1)
+            return ERR_INVAL;
+        bytes += wal__record_size(WAL__ENTRY_FIXED_BYTES + ents[i].len);
+    }
+    *bytes_out = bytes;
+    return 0;
+}
+
+/* batch_put encodes the batch into w->buf; returns its length. */
+static size_t batch_put(struct wal *w, const struct wal_hardstate *hs,
+                        const struct wal_entry *ents, size_t n,
+                        const struct wal_snapshot *snap, uint32_t *crc)
+{
+    unsigned char p[24];
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++)
+        off += wal__record_put(w->buf + off, WAL__REC_ENTRY, p,
+                               wal__entry_payload(p, &ents[i]), ents[i].data,
+                               ents[i].len, crc);
+    if (snap != NULL)
+        off += wal__record_put(w->buf + off, WAL__REC_SNAPSHOT, p,
+                               wal__snapshot_payload(p, snap), NULL, 0, crc);
+    if (hs != NULL)
+        off += wal__record_put(w->buf + off, WAL__REC_HARDSTATE, p,
+                               wal__hardstate_payload(p, hs), NULL, 0, crc);
+    return off;
+}
+
+/* batch_commit updates the in-memory state after a successful write. */
+static void batch_commit(struct wal *w, const struct wal_hardstate *hs,
+                         const struct wal_entry *ents, size_t n,
+                         const struct wal_snapshot *snap)
+{
+    struct wal__seg *seg = &w->segs[w->nsegs - 1];
+    if (n > 0) {
+        w->last_index = ents[n - 1].index;
+        if (w->last_index > seg->max_index)
+            seg->max_index = w->last_index;
+    }
+    if (snap != NULL) {
+        if (!w->has_snap || snap->index >= w->snap.index)
+            w->snap = *snap;
+        w->has_snap = true;
+        if (snap->index > w->last_index)
+            w->last_index = snap->index;
+    }
+    if (hs != NULL) {
+        w->hs = *hs;
+        w->has_hs = true;
+    }
+    w->stats.last_index = w->last_index;
+}
+
+/* append_batch is wal_append with an optional snapshot marker. */
+static int append_batch(struct wal *w, const struct wal_hardstate *hs,
+                        const struct wal_entry *ents, size_t n,
+                        const struct wal_snapshot *snap)
+{
+    size_t bytes;
+    int rv = batch_check(w, ents, n, &bytes);
+    if (rv != 0)
+        return rv;
+    bytes += hs != NULL ? wal__record_size(24) : 0;
+    bytes += snap != NULL ? wal__record_size(16) : 0;
+    rv = wal__buf_reserve(w, bytes > HEAD_BYTES_MAX ? bytes : HEAD_BYTES_MAX);
+    if (rv != 0)
+        return rv; /* nothing written: the wal stays usable */
+    if (w->offset + bytes > w->opts.segment_bytes && w->offset > w->head_end) {
+        rv = seg_cut(w, n > 0 ? ents[0].index : w->last_index + 1);
+        if (rv != 0)
+            goto err_broken;
+    }
+    uint32_t crc = w->crc;
+    size_t len = batch_put(w, hs, ents, n, snap, &crc);
+    WAL_ASSERT(len == bytes);
+    rv = wal__pwrite_all(w->fd, w->buf, len, w->offset);
+    if (rv != 0)
+        goto err_broken;
+    w->offset += len;
+    w->crc = crc;
+    w->dirty = true;
+    w->stats.bytes_written += len;
+    batch_commit(w, hs, ents, n, snap);
+    if (w->tmp_fd < 0 && w->offset >= w->opts.segment_bytes / 2)
+        (void)wal__tmp_create(w->dir_fd, w->opts.segment_bytes, &w->tmp_fd);
+    return 0;
+err_broken:
+    WAL_ASSERT(rv < 0);
+    w->failed = rv;
+    return rv;
+}
+
+int wal_append(struct wal *wal, const struct wal_hardstate *hs_or_null,
+               const struct wal_entry *ents, size_t n)
+{
+    WAL_ASSERT(wal != NULL && wal->fd >= 0);
+    WAL_ASSERT(n == 0 || ents != NULL);
+    if (wal->failed != 0)
+        return wal->failed;
+    if (n == 0 && hs_or_null == NULL)
+        return 0;
+    return append_batch(wal, hs_or_null, ents, n, NULL);
+}
+
+int wal_sync(struct wal *wal)
+{
+    WAL_ASSERT(wal != NULL && wal->fd >= 0);
+    if (wal->failed != 0)
+        return wal->failed;
+    if (!wal->dirty)
+        return 0;
+    if (!wal->opts.no_fsync) {
+        if (fdatasync(wal->fd) != 0) {
+            wal->failed = err_from_errno(errno);
+            return wal->failed;
+        }
+        wal->stats.syncs++;
+    }
+    wal->dirty = false;
+    return 0;
+}
+
+int wal_save_snapshot(struct wal *wal, const struct wal_snapshot *snap)
+{
+    WAL_ASSERT(wal != NULL && wal->fd >= 0);
+    WAL_ASSERT(snap != NULL);
+    if (wal->failed != 0)
+        return wal->failed;
+    int rv = append_batch(wal, NULL, NULL, 0, snap);
+    if (rv != 0)
+        return rv;
+    return wal_sync(wal);
+}
+
+int wal_release_before(struct wal *wal, uint64_t index)
+{
+    WAL_ASSERT(wal != NULL && wal->nsegs >= 1);
+    if (wal->failed != 0)
+        return wal->failed;
+    size_t k = 0;
+    int rv = 0;
+    while (k + 1 < wal->nsegs && wal->segs[k].max_index < index) {
+        char name[WAL__NAME_BYTES];
+        wal__seg_name(name, wal->segs[k].seq, wal->segs[k].first_index);
+        if (unlinkat(wal->dir_fd, name, 0) != 0) {
+            rv = err_from_errno(errno);
+            break;
+        }
+        k++;
+    }
+    if (k > 0) {
+        memmove(wal->segs, wal->segs + k, (wal->nsegs - k) * sizeof *wal->segs);
+        wal->nsegs -= k;
+        wal->stats.segments = wal->nsegs;
+        int rv2 = wal__dir_sync(wal->dir_fd, wal->opts.no_fsync);
+        rv = rv != 0 ? rv : rv2;
+    }
+    if (rv != 0)
+        wal->failed = rv;
+    WAL_ASSERT(wal->nsegs >= 1);
+    return rv;
+}
+
+void wal_stats(const struct wal *wal, struct wal_stats *stats_out)
+{
+    WAL_ASSERT(wal != NULL && stats_out != NULL);
+    *stats_out = wal->stats;
+    stats_out->last_index = wal->last_index;
+}
+
+uint64_t wal_last_index(const struct wal *wal)
+{
+    WAL_ASSERT(wal != NULL);
+    return wal->last_index;
+}
