@@ -1,0 +1,31 @@
+/*
+ * api.h - the client-facing API of a member: the etcd v3 gRPC services on
+ * the client URLs, backed by a running server.  Owns the gRPC runtime
+ * (rpc.h); the services live in one file each (kv.c, ...).  Only this layer
+ * maps ERR_* codes to etcd's gRPC status codes and messages (errors.c).
+ *
+ * Thread rules: api_start/api_stop from the daemon's main thread.  Handlers
+ * run on the runtime's completion-queue threads and on the server's apply
+ * thread (asynchronous replies).
+ */
+#ifndef CETCD_API_API_H
+#define CETCD_API_API_H
+
+#include <grpc/status.h>
+
+struct server;
+struct api;
+
+/* api_start listens on the comma-separated listen_urls and serves s.
+ * Errors: ERR_INVAL (bad URL), ERR_UNSUPPORTED (https), ERR_IO (bind). */
+int api_start(struct server *s, const char *listen_urls, struct api **api_out);
+
+/* api_stop stops serving, waits for every call to be answered, frees api.
+ * The server must still be running (it answers pending proposals). */
+void api_stop(struct api *api);
+
+/* api_error maps an ERR_* code to etcd's gRPC status code and message
+ * (static string). */
+grpc_status_code api_error(int err, const char **msg_out);
+
+#endif

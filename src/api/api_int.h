@@ -1,0 +1,16 @@
+/* api_int.h - state shared by the API's service files. */
+#ifndef CETCD_API_API_INT_H
+#define CETCD_API_API_INT_H
+
+#include "api/api.h"
+#include "api/rpc.h"
+
+struct api {
+    struct server *server;  /* the member served (borrowed) */
+    struct api_server *rpc; /* the gRPC runtime (owned) */
+};
+
+/* Service registration, one per service file. */
+int api__kv_register(struct api *api);
+
+#endif

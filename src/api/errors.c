@@ -1,0 +1,51 @@
+/* errors.c - ERR_* -> etcd's gRPC status code and message (rpctypes of etcd
+ * 3.4; clients match on these strings). */
+#include "api/api.h"
+#include "util/err.h"
+
+grpc_status_code api_error(int err, const char **msg_out)
+{
+    switch (err) {
+#define E(code, grpc, msg)                                                   \
+    case code:                                                               \
+        *msg_out = msg;                                                      \
+        return grpc;
+        E(ERR_EMPTY_KEY, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: key is not provided")
+        E(ERR_KEY_NOT_FOUND, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: key not found")
+        E(ERR_VALUE_PROVIDED, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: value is provided")
+        E(ERR_LEASE_PROVIDED, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: lease is provided")
+        E(ERR_TOO_MANY_OPS, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: too many operations in txn request")
+        E(ERR_DUPLICATE_KEY, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: duplicate key given in txn request")
+        E(ERR_COMPACTED, GRPC_STATUS_OUT_OF_RANGE,
+          "etcdserver: mvcc: required revision has been compacted")
+        E(ERR_FUTURE_REV, GRPC_STATUS_OUT_OF_RANGE,
+          "etcdserver: mvcc: required revision is a future revision")
+        E(ERR_NO_SPACE, GRPC_STATUS_RESOURCE_EXHAUSTED,
+          "etcdserver: mvcc: database space exceeded")
+        E(ERR_LEASE_NOT_FOUND, GRPC_STATUS_NOT_FOUND,
+          "etcdserver: requested lease not found")
+        E(ERR_REQUEST_TOO_LARGE, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: request is too large")
+        E(ERR_TOO_MANY_REQUESTS, GRPC_STATUS_RESOURCE_EXHAUSTED,
+          "etcdserver: too many requests")
+        E(ERR_STOPPED, GRPC_STATUS_UNAVAILABLE, "etcdserver: server stopped")
+        E(ERR_TIMEOUT, GRPC_STATUS_UNAVAILABLE,
+          "etcdserver: request timed out")
+        E(ERR_LEADER_CHANGED, GRPC_STATUS_UNAVAILABLE,
+          "etcdserver: leader changed")
+        E(ERR_NO_LEADER, GRPC_STATUS_UNAVAILABLE, "etcdserver: no leader")
+        E(ERR_NOT_LEADER, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: not leader")
+        E(ERR_CORRUPT, GRPC_STATUS_DATA_LOSS, "etcdserver: corrupt cluster")
+#undef E
+    default:
+        *msg_out = err_str(err);
+        return GRPC_STATUS_UNKNOWN;
+    }
+}

@@ -1,0 +1,379 @@
+/*
+ * flags.c - the flag table and the parser (Go flag package syntax, as etcd
+ * uses it: -flag, --flag, -flag=value, --flag value; booleans take no
+ * separate value).
+ */
+#include "cmd/flags.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+#define CETCD_ETCD_VERSION "3.4.23"
+
+enum ftype { F_STR, F_BOOL, F_UINT, F_DUR };
+
+/* Whether cetcd has built what the flag controls. */
+enum fstate {
+    BUILT,   /* honoured */
+    NOT_YET, /* refused unless left at its default */
+};
+
+struct flag {
+    const char *name;    /* without dashes */
+    enum ftype type;     /* value syntax */
+    const char *def;     /* default, as etcd prints it */
+    enum fstate state;   /* built or not */
+    const char *group;   /* help section */
+    const char *help;    /* one-line help */
+    const char *value;   /* final value (points into argv/env or def) */
+    bool set;            /* given on the command line */
+    bool env;            /* given through ETCD_* */
+};
+
+static struct flag table[] = {
+    {"name", F_STR, "default", BUILT, "Member", "Human-readable name for this member."},
+    {"data-dir", F_STR, "${name}.etcd", BUILT, "Member", "Path to the data directory."},
+    {"wal-dir", F_STR, "", BUILT, "Member", "Path to the dedicated wal directory."},
+    {"snapshot-count", F_UINT, "100000", BUILT, "Member", "Number of committed transactions to trigger a snapshot to disk."},
+    {"heartbeat-interval", F_UINT, "100", BUILT, "Member", "Time (in milliseconds) of a heartbeat interval."},
+    {"election-timeout", F_UINT, "1000", BUILT, "Member", "Time (in milliseconds) for an election to timeout."},
+    {"initial-election-tick-advance", F_BOOL, "true", BUILT, "Member", "Whether to fast-forward initial election ticks on boot for faster election."},
+    {"listen-peer-urls", F_STR, "http://localhost:2380", BUILT, "Member", "List of URLs to listen on for peer traffic."},
+    {"listen-client-urls", F_STR, "http://localhost:2379", BUILT, "Member", "List of URLs to listen on for client traffic."},
+    {"max-snapshots", F_UINT, "5", BUILT, "Member", "Maximum number of snapshot files to retain (0 is unlimited)."},
+    {"max-wals", F_UINT, "5", BUILT, "Member", "Maximum number of wal files to retain (0 is unlimited)."},
+    {"quota-backend-bytes", F_UINT, "0", BUILT, "Member", "Raise alarms when backend size exceeds the given quota (0 defaults to low space quota)."},
+    {"backend-batch-interval", F_STR, "", NOT_YET, "Member", "BackendBatchInterval is the maximum time before commit the backend transaction."},
+    {"backend-batch-limit", F_UINT, "0", NOT_YET, "Member", "BackendBatchLimit is the maximum operations before commit the backend transaction."},
+    {"max-txn-ops", F_UINT, "128", BUILT, "Member", "Maximum number of operations permitted in a transaction."},
+    {"max-request-bytes", F_UINT, "1572864", BUILT, "Member", "Maximum client request size in bytes the server will accept."},
+    {"max-concurrent-streams", F_STR, "math.MaxUint32", NOT_YET, "Member", "Maximum concurrent streams that each client can open at a time."},
+    {"grpc-keepalive-min-time", F_DUR, "5s", NOT_YET, "Member", "Minimum duration interval that a client should wait before pinging server."},
+    {"grpc-keepalive-interval", F_DUR, "2h", NOT_YET, "Member", "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable)."},
+    {"grpc-keepalive-timeout", F_DUR, "20s", NOT_YET, "Member", "Additional duration of wait before closing a non-responsive connection (0 to disable)."},
+    {"initial-advertise-peer-urls", F_STR, "http://localhost:2380", BUILT, "Clustering", "List of this member's peer URLs to advertise to the rest of the cluster."},
+    {"initial-cluster", F_STR, "default=http://localhost:2380", BUILT, "Clustering", "Initial cluster configuration for bootstrapping."},
+    {"initial-cluster-state", F_STR, "new", BUILT, "Clustering", "Initial cluster state ('new' or 'existing')."},
+    {"initial-cluster-token", F_STR, "etcd-cluster", BUILT, "Clustering", "Initial cluster token for the etcd cluster during bootstrap."},
+    {"advertise-client-urls", F_STR, "http://localhost:2379", BUILT, "Clustering", "List of this member's client URLs to advertise to the public."},
+    {"discovery", F_STR, "", NOT_YET, "Clustering", "Discovery URL used to bootstrap the cluster."},
+    {"discovery-fallback", F_STR, "proxy", NOT_YET, "Clustering", "Expected behavior ('exit' or 'proxy') when discovery services fails."},
+    {"discovery-proxy", F_STR, "", NOT_YET, "Clustering", "HTTP proxy to use for traffic to discovery service."},
+    {"discovery-srv", F_STR, "", NOT_YET, "Clustering", "DNS srv domain used to bootstrap the cluster."},
+    {"discovery-srv-name", F_STR, "", NOT_YET, "Clustering", "Suffix to the dns srv name queried when bootstrapping."},
+    {"strict-reconfig-check", F_BOOL, "true", BUILT, "Clustering", "Reject reconfiguration requests that would cause quorum loss."},
+    {"pre-vote", F_BOOL, "false", BUILT, "Clustering", "Enable to run an additional Raft election phase."},
+    {"auto-compaction-retention", F_STR, "0", NOT_YET, "Clustering", "Auto compaction retention length. 0 means disable auto compaction."},
+    {"auto-compaction-mode", F_STR, "periodic", BUILT, "Clustering", "Interpret 'auto-compaction-retention' one of: periodic|revision."},
+    {"enable-v2", F_BOOL, "false", NOT_YET, "Clustering", "Accept etcd V2 client requests."},
+    {"cert-file", F_STR, "", NOT_YET, "Security", "Path to the client server TLS cert file."},
+    {"key-file", F_STR, "", NOT_YET, "Security", "Path to the client server TLS key file."},
+    {"client-cert-auth", F_BOOL, "false", NOT_YET, "Security", "Enable client cert authentication."},
+    {"client-crl-file", F_STR, "", NOT_YET, "Security", "Path to the client certificate revocation list file."},
+    {"client-cert-allowed-hostname", F_STR, "", NOT_YET, "Security", "Allowed TLS hostname for client cert authentication."},
+    {"trusted-ca-file", F_STR, "", NOT_YET, "Security", "Path to the client server TLS trusted CA cert file."},
+    {"auto-tls", F_BOOL, "false", NOT_YET, "Security", "Client TLS using generated certificates."},
+    {"peer-cert-file", F_STR, "", NOT_YET, "Security", "Path to the peer server TLS cert file."},
+    {"peer-key-file", F_STR, "", NOT_YET, "Security", "Path to the peer server TLS key file."},
+    {"peer-client-cert-auth", F_BOOL, "false", NOT_YET, "Security", "Enable peer client cert authentication."},
+    {"peer-trusted-ca-file", F_STR, "", NOT_YET, "Security", "Path to the peer server TLS trusted CA file."},
+    {"peer-cert-allowed-cn", F_STR, "", NOT_YET, "Security", "Required CN for client certs connecting to the peer endpoint."},
+    {"peer-cert-allowed-hostname", F_STR, "", NOT_YET, "Security", "Allowed TLS hostname for inter peer authentication."},
+    {"peer-auto-tls", F_BOOL, "false", NOT_YET, "Security", "Peer TLS using self-generated certificates if --peer-key-file and --peer-cert-file are not provided."},
+    {"peer-crl-file", F_STR, "", NOT_YET, "Security", "Path to the peer certificate revocation list file."},
+    {"cipher-suites", F_STR, "", NOT_YET, "Security", "Comma-separated list of supported TLS cipher suites between client/server and peers."},
+    {"cors", F_STR, "*", NOT_YET, "Security", "Comma-separated whitelist of origins for CORS (empty or * means allow all)."},
+    {"host-whitelist", F_STR, "*", NOT_YET, "Security", "Acceptable hostnames from HTTP client requests, if server is not secure (empty or * means allow all)."},
+    {"auth-token", F_STR, "simple", NOT_YET, "Auth", "Specify a v3 authentication token type and its options ('simple' or 'jwt')."},
+    {"bcrypt-cost", F_UINT, "10", NOT_YET, "Auth", "Specify the cost / strength of the bcrypt algorithm for hashing auth passwords. Valid values are between 4 and 31."},
+    {"auth-token-ttl", F_UINT, "300", NOT_YET, "Auth", "Time (in seconds) of the auth-token-ttl."},
+    {"enable-pprof", F_BOOL, "false", NOT_YET, "Profiling and Monitoring", "Enable runtime profiling data via HTTP server."},
+    {"metrics", F_STR, "basic", NOT_YET, "Profiling and Monitoring", "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics."},
+    {"listen-metrics-urls", F_STR, "", NOT_YET, "Profiling and Monitoring", "List of URLs to listen on for the metrics and health endpoints."},
+    {"logger", F_STR, "capnslog", BUILT, "Logging", "Specify 'zap' for structured logging or 'capnslog'."},
+    {"log-outputs", F_STR, "default", BUILT, "Logging", "Specify 'stdout' or 'stderr' to skip journald logging even when running under systemd."},
+    {"log-level", F_STR, "info", BUILT, "Logging", "Configures log level. Only supports debug, info, warn, error, panic, or fatal."},
+    {"debug", F_BOOL, "false", BUILT, "Logging", "Enable debug-level logging for etcd. Use '--log-level=debug' instead."},
+    {"log-package-levels", F_STR, "", NOT_YET, "Logging", "Specify a particular log level for each etcd package."},
+    {"proxy", F_STR, "off", NOT_YET, "v2 Proxy", "Proxy mode setting ('off', 'readonly' or 'on')."},
+    {"experimental-initial-corrupt-check", F_BOOL, "false", NOT_YET, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
+    {"experimental-corrupt-check-time", F_DUR, "0s", NOT_YET, "Experimental feature", "Duration of time between cluster corruption check passes."},
+    {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
+    {"experimental-backend-bbolt-freelist-type", F_STR, "array", BUILT, "Experimental feature", "Accepted for compatibility; cetcd's backend is LMDB."},
+    {"experimental-enable-lease-checkpoint", F_BOOL, "false", NOT_YET, "Experimental feature", "Enables primary lessor to persist lease remainingTTL."},
+    {"experimental-compaction-batch-limit", F_UINT, "1000", BUILT, "Experimental feature", "Sets the maximum revisions deleted in each compaction batch."},
+    {"experimental-peer-skip-client-san-verification", F_BOOL, "false", NOT_YET, "Experimental feature", "Skip verification of SAN field in client certificate for peer connections."},
+    {"experimental-watch-progress-notify-interval", F_DUR, "10m", NOT_YET, "Experimental feature", "Duration of periodical watch progress notification."},
+    {"experimental-warning-apply-duration", F_DUR, "100ms", BUILT, "Experimental feature", "Warning is generated if requests take more than this duration."},
+    {"unsafe-no-fsync", F_BOOL, "false", BUILT, "Unsafe feature", "Disables fsync, unsafe, will cause data loss."},
+    {"force-new-cluster", F_BOOL, "false", NOT_YET, "Unsafe feature", "Force to create a new one-member cluster."},
+    {"enable-grpc-gateway", F_BOOL, "true", BUILT, "Member", "Enable GRPC gateway."},
+    {"config-file", F_STR, "", NOT_YET, "Member", "Path to the server configuration file."},
+};
+
+#define NFLAGS (sizeof table / sizeof table[0])
+
+static struct flag *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NFLAGS; i++)
+        if (strlen(table[i].name) == len &&
+            strncmp(table[i].name, name, len) == 0)
+            return &table[i];
+    return NULL;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    static const char *t[] = {"1", "t", "T", "true", "TRUE", "True"};
+    static const char *f[] = {"0", "f", "F", "false", "FALSE", "False"};
+    for (size_t i = 0; i < 6; i++) {
+        if (strcmp(s, t[i]) == 0)
+            return *out = true, true;
+        if (strcmp(s, f[i]) == 0)
+            return *out = false, true;
+    }
+    return false;
+}
+
+static bool parse_uint(const char *s, uint64_t *out)
+{
+    if (*s == '\0' || *s == '-' || *s == '+')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Go time.ParseDuration, enough of it: a sequence of <number><unit>. */
+static bool parse_dur(const char *s)
+{
+    if (strcmp(s, "0") == 0)
+        return true;
+    if (*s == '\0')
+        return false;
+    while (*s) {
+        if (!isdigit((unsigned char)*s) && *s != '.')
+            return false;
+        while (isdigit((unsigned char)*s) || *s == '.')
+            s++;
+        size_t n = strspn(s, "nsuµmh");
+        if (n == 0)
+            return false;
+        s += n;
+    }
+    return true;
+}
+
+static bool value_ok(const struct flag *f, const char *v)
+{
+    bool b;
+    uint64_t u;
+    switch (f->type) {
+    case F_BOOL:
+        return parse_bool(v, &b);
+    case F_UINT:
+        return parse_uint(v, &u);
+    case F_DUR:
+        return parse_dur(v);
+    case F_STR:
+        return true;
+    }
+    return false;
+}
+
+static int bad_value(const struct flag *f, const char *v)
+{
+    fprintf(stderr, "invalid value \"%s\" for flag -%s: parse error\n", v,
+            f->name);
+    flags_print_help();
+    return 2;
+}
+
+/* One argv element; *i advances past a separate value if used. */
+static int parse_one(int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *name = a + (a[1] == '-' ? 2 : 1);
+    const char *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    struct flag *f = find(name, len);
+    if (f == NULL) {
+        fprintf(stderr, "flag provided but not defined: -%.*s\n", (int)len,
+                name);
+        flags_print_help();
+        return 2;
+    }
+    const char *v;
+    if (eq != NULL) {
+        v = eq + 1;
+    } else if (f->type == F_BOOL) {
+        v = "true";
+    } else if (*i + 1 < argc) {
+        v = argv[++*i];
+    } else {
+        fprintf(stderr, "flag needs an argument: -%s\n", f->name);
+        flags_print_help();
+        return 2;
+    }
+    if (!value_ok(f, v))
+        return bad_value(f, v);
+    f->value = v;
+    f->set = true;
+    return 0;
+}
+
+/* ETCD_<UPPER_SNAKE> for each flag not given on the command line. */
+static int apply_env(void)
+{
+    for (size_t i = 0; i < NFLAGS; i++) {
+        struct flag *f = &table[i];
+        char env[128] = "ETCD_";
+        size_t n = 5;
+        for (const char *p = f->name; *p && n < sizeof env - 1; p++)
+            env[n++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        env[n] = '\0';
+        const char *v = getenv(env);
+        if (v == NULL)
+            continue;
+        if (f->set) {
+            log_msg(LOG_FATAL, "pkg/flags",
+                    "conflicting environment variable \"%s\" is shadowed by "
+                    "corresponding command-line flag (either unset "
+                    "environment variable or disable flag)",
+                    env);
+            continue;
+        }
+        if (!value_ok(f, v)) {
+            fprintf(stderr, "invalid value \"%s\" for %s: parse error\n", v,
+                    env);
+            return 2;
+        }
+        f->value = v;
+        f->env = true;
+    }
+    return 0;
+}
+
+/* A flag whose feature is not built may only carry its default. */
+static int refuse_unbuilt(void)
+{
+    for (size_t i = 0; i < NFLAGS; i++) {
+        struct flag *f = &table[i];
+        if (f->state != NOT_YET || (!f->set && !f->env))
+            continue;
+        if (strcmp(f->value, f->def) == 0)
+            continue;
+        fprintf(stderr,
+                "cetcd: --%s is not supported yet: the feature behind it is "
+                "not built in this version of cetcd\n",
+                f->name);
+        return 1;
+    }
+    return 0;
+}
+
+enum flags_action flags_parse(int argc, char **argv, int *exit_code_out)
+{
+    *exit_code_out = 0;
+    for (size_t i = 0; i < NFLAGS; i++)
+        table[i].value = table[i].def;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 ||
+            strcmp(a, "-help") == 0)
+            return FLAGS_HELP;
+        if (strcmp(a, "--version") == 0 || strcmp(a, "-version") == 0)
+            return FLAGS_VERSION;
+        if (a[0] != '-' || a[1] == '\0') {
+            fprintf(stderr, "'%s' is not a valid flag\n", a);
+            *exit_code_out = 1;
+            return FLAGS_ERROR;
+        }
+        int rc = parse_one(argc, argv, &i);
+        if (rc != 0) {
+            *exit_code_out = rc;
+            return FLAGS_ERROR;
+        }
+    }
+    int rc = apply_env();
+    if (rc == 0)
+        rc = refuse_unbuilt();
+    if (rc != 0) {
+        *exit_code_out = rc;
+        return FLAGS_ERROR;
+    }
+    return FLAGS_RUN;
+}
+
+const char *flags_get(const char *name)
+{
+    struct flag *f = find(name, strlen(name));
+    return f ? f->value : NULL;
+}
+
+bool flags_get_bool(const char *name)
+{
+    bool b = false;
+    const char *v = flags_get(name);
+    if (v != NULL)
+        parse_bool(v, &b);
+    return b;
+}
+
+uint64_t flags_get_u64(const char *name)
+{
+    uint64_t u = 0;
+    const char *v = flags_get(name);
+    if (v != NULL)
+        parse_uint(v, &u);
+    return u;
+}
+
+bool flags_was_set(const char *name)
+{
+    struct flag *f = find(name, strlen(name));
+    return f != NULL && (f->set || f->env);
+}
+
+void flags_print_help(void)
+{
+    printf("Usage:\n\n  etcd [flags]\n    Start an etcd server.\n\n"
+           "  etcd --version\n    Show the version of etcd.\n\n"
+           "  etcd -h | --help\n    Show the help information about etcd.\n\n"
+           "  etcd --config-file\n    Path to the server configuration file."
+           " Note that if a configuration file is provided, other command "
+           "line flags and environment variables will be ignored.\n");
+    const char *group = "";
+    for (size_t i = 0; i < NFLAGS; i++) {
+        const struct flag *f = &table[i];
+        if (strcmp(f->name, "config-file") == 0)
+            continue;
+        if (strcmp(group, f->group) != 0) {
+            group = f->group;
+            printf("\n%s:\n", group);
+        }
+        if (f->type == F_UINT && strcmp(f->group, "Auth") == 0)
+            printf("  --%s %s\n", f->name, f->def);
+        else
+            printf("  --%s '%s'\n", f->name, f->def);
+        printf("    %s%s\n", f->help,
+               f->state == NOT_YET ? " [not built in cetcd yet]" : "");
+    }
+}
+
+void flags_print_version(void)
+{
+    printf("etcd Version: %s\n", CETCD_ETCD_VERSION);
+    printf("Git SHA: %s\n", CETCD_GIT_SHA);
+    printf("Go Version: none (cetcd is written in C)\n");
+    printf("Go OS/Arch: linux/amd64\n");
+}

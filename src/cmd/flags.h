@@ -1,0 +1,41 @@
+/*
+ * flags.h - etcd's member flags and ETCD_* environment variables for cetcd.
+ *
+ * The table in flags.c lists every flag etcd 3.4 takes, with its default and
+ * help text, and whether cetcd has built the feature behind it.  A flag whose
+ * feature is not built is refused when given a value other than its default
+ * (never silently ignored).  A flag given on the command line shadows its
+ * environment variable (logged, as etcd does).  Single-threaded: called once
+ * from main().
+ */
+#ifndef CETCD_CMD_FLAGS_H
+#define CETCD_CMD_FLAGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* flags_result: what flags_parse decided. */
+enum flags_action {
+    FLAGS_RUN,      /* start the member */
+    FLAGS_HELP,     /* print help, exit 0 */
+    FLAGS_VERSION,  /* print version, exit 0 */
+    FLAGS_ERROR,    /* message already printed; exit with code 1 or 2 */
+};
+
+/* flags_parse parses argv and the environment.  On FLAGS_ERROR,
+ * *exit_code_out is the code to exit with. */
+enum flags_action flags_parse(int argc, char **argv, int *exit_code_out);
+
+/* flags_get returns the final string value of a flag by name (without the
+ * dashes), never NULL for a flag in the table; NULL for an unknown name. */
+const char *flags_get(const char *name);
+bool flags_get_bool(const char *name);
+/* flags_get_u64 parses an integer flag (validated by flags_parse). */
+uint64_t flags_get_u64(const char *name);
+/* flags_was_set: given on the command line or in the environment. */
+bool flags_was_set(const char *name);
+
+void flags_print_help(void);
+void flags_print_version(void);
+
+#endif

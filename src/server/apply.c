@@ -1,0 +1,174 @@
+/*
+ * apply.c - the apply thread: takes committed entries from the log thread,
+ * applies each through the KV applier inside ONE mvcc batch (one LMDB write
+ * txn, consistent index stored in it), commits, and only then wakes each
+ * waiter with its response.  Also continues unfinished compactions between
+ * batches, in bounded steps.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mvcc/mvcc.h"
+#include "server/server_int.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define COMPACT_STEP_REVS 1000 /* revisions compacted per batch */
+
+/* A response waiting for the batch commit. */
+struct pending {
+    uint64_t id;                 /* waiter */
+    int err;                     /* request-level error */
+    ProtobufCMessage *msg;       /* response (arena) */
+};
+
+static int apply_one(struct server *s, struct mvcc_batch *b,
+                     const struct server_entry *e, struct pending *p)
+{
+    Cetcdpb__InternalRequest *req = cetcdpb__internal_request__unpack(
+        NULL, e->len, e->data);
+    p->id = e->id;
+    p->msg = NULL;
+    if (req == NULL) {
+        /* Only cetcd writes the log; a record that does not decode means
+         * the log was damaged after its CRC check, or a bug. */
+        log_error("etcdserver", "cannot decode entry %llu; skipped",
+                  (unsigned long long)e->index);
+        p->err = ERR_CORRUPT;
+        return 0;
+    }
+    p->id = req->id;
+    p->err = server__apply_request(s, b, req, &s->apply_arena, &p->msg);
+    cetcdpb__internal_request__free_unpacked(req, NULL);
+    switch (p->err) {
+    case 0:
+    case ERR_KEY_NOT_FOUND:
+    case ERR_LEASE_NOT_FOUND:
+    case ERR_COMPACTED:
+    case ERR_FUTURE_REV:
+    case ERR_INVAL:
+    case ERR_TOO_LARGE:
+    case ERR_UNSUPPORTED:
+        return 0;
+    default:
+        return p->err; /* poisons the batch */
+    }
+}
+
+static Etcdserverpb__ResponseHeader *header_of(ProtobufCMessage *m)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    if (d == &etcdserverpb__put_response__descriptor)
+        return ((Etcdserverpb__PutResponse *)m)->header;
+    if (d == &etcdserverpb__delete_range_response__descriptor)
+        return ((Etcdserverpb__DeleteRangeResponse *)m)->header;
+    if (d == &etcdserverpb__txn_response__descriptor)
+        return ((Etcdserverpb__TxnResponse *)m)->header;
+    if (d == &etcdserverpb__compaction_response__descriptor)
+        return ((Etcdserverpb__CompactionResponse *)m)->header;
+    if (d == &etcdserverpb__range_response__descriptor)
+        return ((Etcdserverpb__RangeResponse *)m)->header;
+    return NULL;
+}
+
+static void fill_headers(struct server *s, struct pending *ps, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].err != 0 || ps[i].msg == NULL)
+            continue;
+        Etcdserverpb__ResponseHeader *h = header_of(ps[i].msg);
+        assert(h != NULL);
+        server_header_fill(s, h);
+    }
+}
+
+static void wake(struct server *s, struct pending *ps, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        server_done_fn done;
+        void *arg;
+        if (ps[i].id == 0 || !server_wait_take(&s->wait, ps[i].id, &done, &arg))
+            continue;
+        struct server_response r = {.err = ps[i].err, .msg = ps[i].msg};
+        done(arg, &r);
+    }
+}
+
+static void compact_more(struct server *s, struct mvcc_batch *b)
+{
+    if (!mvcc_compact_pending(s->mvcc))
+        return;
+    bool more;
+    int rc = mvcc_compact_step(b, COMPACT_STEP_REVS, &more);
+    if (rc != 0)
+        log_warn("mvcc", "compaction step failed: %s", err_str(rc));
+}
+
+/* Applies the chain of n entries in one batch.  Returns 0 or a fatal
+ * storage error. */
+int server__apply_entries(struct server *s, struct server_entry *head,
+                          size_t n, bool wake_waiters)
+{
+    struct pending *ps = arena_alloc(&s->apply_arena, n * sizeof *ps);
+    struct mvcc_batch *b;
+    int rc = ps ? mvcc_batch_begin(s->mvcc, &b) : ERR_NOMEM;
+    if (rc != 0)
+        return rc;
+    size_t i = 0;
+    uint64_t last = 0;
+    for (struct server_entry *e = head; e != NULL && rc == 0; e = e->next) {
+        rc = apply_one(s, b, e, &ps[i++]);
+        last = e->index;
+    }
+    if (rc == 0)
+        compact_more(s, b);
+    if (rc != 0) {
+        mvcc_batch_abort(b);
+        return rc;
+    }
+    rc = mvcc_batch_commit(b, last);
+    if (rc != 0)
+        return rc;
+    atomic_store(&s->applied_index, last);
+    fill_headers(s, ps, i);
+    if (wake_waiters)
+        wake(s, ps, i);
+    pthread_mutex_lock(&s->applied_mu);
+    pthread_cond_broadcast(&s->applied_cv);
+    pthread_mutex_unlock(&s->applied_mu);
+    atomic_fetch_add(&s->stat_apply_batches, 1);
+    return 0;
+}
+
+static void free_chain(struct server_entry *e)
+{
+    while (e != NULL) {
+        struct server_entry *n = e->next;
+        mem_free(e);
+        e = n;
+    }
+}
+
+void *server__apply_main(void *arg)
+{
+    struct server *s = arg;
+    for (;;) {
+        size_t n;
+        struct server_entry *head = server_queue_pop_all(&s->committed, &n);
+        if (head == NULL)
+            break;
+        int rc = server__apply_entries(s, head, n, true);
+        if (rc != 0) {
+            /* The WAL holds these entries; stopping here and replaying at
+             * the next start loses nothing.  Serving on would. */
+            log_error("etcdserver", "apply failed: %s; stopping the member",
+                      err_str(rc));
+            abort();
+        }
+        free_chain(head);
+        arena_reset(&s->apply_arena);
+    }
+    return NULL;
+}

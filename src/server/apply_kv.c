@@ -1,0 +1,447 @@
+/*
+ * apply_kv.c - the KV applier: runs one committed request (Put,
+ * DeleteRange, Txn, Compaction, Range) against the open mvcc batch, with
+ * etcd 3.4's semantics (etcdserver/apply.go is the reference for what
+ * happens; this is our own code).  Responses are built in the batch arena;
+ * only the outer header is filled by the caller.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "mvcc/mvcc.h"
+#include "server/kv_range.h"
+#include "server/server_int.h"
+#include "util/err.h"
+
+typedef Etcdserverpb__TxnRequest txn_req;
+typedef Etcdserverpb__RequestOp req_op;
+
+#define NEW(a, T, init)                                                      \
+    ({                                                                       \
+        T *p_ = arena_alloc((a), sizeof(T));                                 \
+        if (p_ != NULL)                                                      \
+            init(p_);                                                        \
+        p_;                                                                  \
+    })
+
+static Etcdserverpb__ResponseHeader *new_header(struct arena *a, int64_t rev)
+{
+    Etcdserverpb__ResponseHeader *h =
+        NEW(a, Etcdserverpb__ResponseHeader, etcdserverpb__response_header__init);
+    if (h != NULL)
+        h->revision = rev;
+    return h;
+}
+
+/* Leases are not built yet: every lease id is unknown (etcd's error). */
+static int lease_check(int64_t lease)
+{
+    return lease != 0 ? ERR_LEASE_NOT_FOUND : 0;
+}
+
+static Mvccpb__KeyValue *kv_copy_pb(struct arena *a, const struct mvcc_kv *kv)
+{
+    Mvccpb__KeyValue *m = arena_alloc(a, sizeof *m);
+    if (m != NULL)
+        kv_to_pb(kv, m);
+    return m;
+}
+
+/* One request being applied: the mvcc txn and what etcd's write txn tracks
+ * (whether anything changed yet, which decides the revisions it reports). */
+struct kv_txn {
+    struct mvcc_txn *t; /* the request's mvcc txn */
+    bool changed;       /* a write of this request changed the store */
+    struct arena *a;    /* where responses go */
+    struct mvcc_store *store; /* for the compact revision */
+};
+
+/* The revision etcd's write txn reports for reads and no-op deletes: the
+ * new one once something changed, else the current one. */
+static mvcc_rev view_rev(const struct kv_txn *k)
+{
+    return k->changed ? mvcc_txn_rev(k->t) : mvcc_txn_rev(k->t) - 1;
+}
+
+static int do_put(struct kv_txn *k, const Etcdserverpb__PutRequest *p,
+                  Etcdserverpb__PutResponse **out)
+{
+    int rc = lease_check(p->lease);
+    if (rc != 0)
+        return rc;
+    unsigned flags = (p->ignore_value ? MVCC_PUT_IGNORE_VALUE : 0) |
+                     (p->ignore_lease ? MVCC_PUT_IGNORE_LEASE : 0);
+    struct mvcc_kv prev;
+    memset(&prev, 0, sizeof prev);
+    rc = mvcc_txn_put(k->t, p->key.data, p->key.len, p->value.data,
+                      p->value.len, p->lease, flags, &prev);
+    if (rc != 0)
+        return rc;
+    k->changed = true;
+    Etcdserverpb__PutResponse *r =
+        NEW(k->a, Etcdserverpb__PutResponse, etcdserverpb__put_response__init);
+    if (r == NULL || (r->header = new_header(k->a, mvcc_txn_rev(k->t))) == NULL)
+        return ERR_NOMEM;
+    if (p->prev_kv && prev.mod_rev != 0 &&
+        (r->prev_kv = kv_copy_pb(k->a, &prev)) == NULL)
+        return ERR_NOMEM;
+    *out = r;
+    return 0;
+}
+
+static int do_delete(struct kv_txn *k, const Etcdserverpb__DeleteRangeRequest *d,
+                     Etcdserverpb__DeleteRangeResponse **out)
+{
+    int64_t deleted = 0;
+    struct mvcc_kv *prevs = NULL;
+    int rc = mvcc_txn_delete_range(k->t, d->key.data, d->key.len,
+                                   d->range_end.data, d->range_end.len,
+                                   &deleted, d->prev_kv ? &prevs : NULL);
+    if (rc != 0)
+        return rc;
+    if (deleted > 0)
+        k->changed = true;
+    Etcdserverpb__DeleteRangeResponse *r =
+        NEW(k->a, Etcdserverpb__DeleteRangeResponse,
+            etcdserverpb__delete_range_response__init);
+    if (r == NULL || (r->header = new_header(k->a, view_rev(k))) == NULL)
+        return ERR_NOMEM;
+    r->deleted = deleted;
+    if (d->prev_kv && deleted > 0) {
+        r->prev_kvs = arena_alloc(k->a, (size_t)deleted * sizeof *r->prev_kvs);
+        if (r->prev_kvs == NULL)
+            return ERR_NOMEM;
+        for (int64_t i = 0; i < deleted; i++)
+            if ((r->prev_kvs[i] = kv_copy_pb(k->a, &prevs[i])) == NULL)
+                return ERR_NOMEM;
+        r->n_prev_kvs = (size_t)deleted;
+    }
+    *out = r;
+    return 0;
+}
+
+static int do_range(struct kv_txn *k, const Etcdserverpb__RangeRequest *q,
+                    Etcdserverpb__RangeResponse **out)
+{
+    struct mvcc_range_result res;
+    memset(&res, 0, sizeof res);
+    int rc = mvcc_txn_range(k->t, q->key.data, q->key.len, q->range_end.data,
+                            q->range_end.len, q->revision,
+                            kv_range_fetch_limit(q), kv_range_fetch_flags(q),
+                            &res);
+    if (rc == 0) {
+        *out = kv_range_build(q, &res, k->a);
+        if (*out == NULL)
+            rc = ERR_NOMEM;
+        else
+            (*out)->header->revision = view_rev(k);
+    }
+    mvcc_range_result_close(&res);
+    return rc;
+}
+
+/* --- Txn --------------------------------------------------------------- */
+
+static bool cmp_result(int result, int c)
+{
+    switch (result) {
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL:
+        return c == 0;
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__NOT_EQUAL:
+        return c != 0;
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__GREATER:
+        return c > 0;
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__LESS:
+        return c < 0;
+    default:
+        return true;
+    }
+}
+
+static int i64_cmp(int64_t a, int64_t b)
+{
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/* The compared field of kv; a target_union of another kind compares
+ * against zero (or the empty value), as in etcd. */
+static int cmp_kv(const Etcdserverpb__Compare *c, const struct mvcc_kv *kv)
+{
+    int u = c->target_union_case;
+    switch (c->target) {
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__VALUE: {
+        const uint8_t *v = NULL;
+        size_t vl = 0;
+        if (u == ETCDSERVERPB__COMPARE__TARGET_UNION_VALUE)
+            v = c->value.data, vl = c->value.len;
+        size_t n = kv->value_len < vl ? kv->value_len : vl;
+        int r = n ? memcmp(kv->value, v, n) : 0;
+        return r != 0 ? r : i64_cmp((int64_t)kv->value_len, (int64_t)vl);
+    }
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE:
+        return i64_cmp(kv->create_rev,
+                       u == ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION
+                           ? c->create_revision : 0);
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD:
+        return i64_cmp(kv->mod_rev,
+                       u == ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION
+                           ? c->mod_revision : 0);
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__VERSION:
+        return i64_cmp(kv->version,
+                       u == ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION
+                           ? c->version : 0);
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE:
+        return i64_cmp(kv->lease, u == ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE
+                                      ? c->lease : 0);
+    default:
+        return 0; /* unknown target: etcd's result stays 0 */
+    }
+}
+
+static int compare_one(struct kv_txn *k, const Etcdserverpb__Compare *c,
+                       bool *ok)
+{
+    struct mvcc_range_result res;
+    memset(&res, 0, sizeof res);
+    int rc = mvcc_txn_range(k->t, c->key.data, c->key.len, c->range_end.data,
+                            c->range_end.len, 0, 0, 0, &res);
+    if (rc != 0) {
+        mvcc_range_result_close(&res);
+        *ok = false; /* etcd: a failed range fails the compare */
+        return rc == ERR_NOMEM ? rc : 0;
+    }
+    if (res.n_kvs == 0) {
+        struct mvcc_kv zero;
+        memset(&zero, 0, sizeof zero);
+        *ok = c->target != ETCDSERVERPB__COMPARE__COMPARE_TARGET__VALUE &&
+              cmp_result(c->result, cmp_kv(c, &zero));
+    } else {
+        *ok = true;
+        for (size_t i = 0; i < res.n_kvs && *ok; i++)
+            *ok = cmp_result(c->result, cmp_kv(c, &res.kvs[i]));
+    }
+    mvcc_range_result_close(&res);
+    return 0;
+}
+
+/* The txn path: one bool per (nested) txn taken, in depth-first order. */
+struct txn_path {
+    bool *v;    /* branch taken by each txn */
+    size_t n;   /* used */
+    size_t cap; /* allocated */
+};
+
+static int path_push(struct kv_txn *k, struct txn_path *p, bool b)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        bool *v = arena_alloc(k->a, cap);
+        if (v == NULL)
+            return ERR_NOMEM;
+        if (p->n)
+            memcpy(v, p->v, p->n);
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = b;
+    return 0;
+}
+
+static int eval_path(struct kv_txn *k, const txn_req *r, struct txn_path *p)
+{
+    bool ok = true;
+    for (size_t i = 0; i < r->n_compare && ok; i++) {
+        int rc = compare_one(k, r->compare[i], &ok);
+        if (rc != 0)
+            return rc;
+    }
+    int rc = path_push(k, p, ok);
+    size_t n = ok ? r->n_success : r->n_failure;
+    req_op **ops = ok ? r->success : r->failure;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (ops[i]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN)
+            rc = eval_path(k, ops[i]->request_txn, p);
+    return rc;
+}
+
+static req_op **branch(const txn_req *r, bool ok, size_t *n)
+{
+    *n = ok ? r->n_success : r->n_failure;
+    return ok ? r->success : r->failure;
+}
+
+/* The oldest readable revision as etcd's read view reports it: -1 before
+ * any compaction (so a negative revision below it fails like etcd's). */
+static mvcc_rev first_rev(const struct mvcc_store *st)
+{
+    mvcc_rev c = mvcc_compact_rev(st);
+    return c > 0 ? c : -1;
+}
+
+/* etcd's pre-checks, on the state before the txn writes anything. */
+static int check_ops(struct kv_txn *k, const txn_req *r,
+                     const struct txn_path *p, size_t *pos)
+{
+    size_t n;
+    req_op **ops = branch(r, p->v[(*pos)++], &n);
+    mvcc_rev cur = mvcc_txn_rev(k->t) - 1;
+    for (size_t i = 0; i < n; i++) {
+        const req_op *o = ops[i];
+        int rc = 0;
+        if (o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN) {
+            rc = check_ops(k, o->request_txn, p, pos);
+        } else if (o->request_case ==
+                   ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT) {
+            const Etcdserverpb__PutRequest *q = o->request_put;
+            if (q->ignore_value || q->ignore_lease) {
+                struct mvcc_range_result res;
+                memset(&res, 0, sizeof res);
+                rc = mvcc_txn_range(k->t, q->key.data, q->key.len, NULL, 0, 0,
+                                    0, MVCC_RANGE_COUNT_ONLY, &res);
+                if (rc == 0 && res.count == 0)
+                    rc = ERR_KEY_NOT_FOUND;
+                mvcc_range_result_close(&res);
+            }
+            if (rc == 0)
+                rc = lease_check(q->lease);
+        } else if (o->request_case ==
+                   ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE) {
+            int64_t rev = o->request_range->revision;
+            if (rev > cur)
+                rc = ERR_FUTURE_REV;
+            else if (rev != 0 && rev < first_rev(k->store))
+                rc = ERR_COMPACTED;
+        }
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int run_txn(struct kv_txn *k, const txn_req *r,
+                   const struct txn_path *p, size_t *pos,
+                   Etcdserverpb__TxnResponse **out);
+
+static int run_op(struct kv_txn *k, const req_op *o, const struct txn_path *p,
+                  size_t *pos, Etcdserverpb__ResponseOp *ro)
+{
+    switch (o->request_case) {
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE:
+        ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+        return do_range(k, o->request_range, &ro->response_range);
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
+        ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT;
+        return do_put(k, o->request_put, &ro->response_put);
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
+        ro->response_case =
+            ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE;
+        return do_delete(k, o->request_delete_range,
+                         &ro->response_delete_range);
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
+        ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN;
+        return run_txn(k, o->request_txn, p, pos, &ro->response_txn);
+    default:
+        return 0; /* empty op: an empty ResponseOp, as etcd */
+    }
+}
+
+static int run_txn(struct kv_txn *k, const txn_req *r,
+                   const struct txn_path *p, size_t *pos,
+                   Etcdserverpb__TxnResponse **out)
+{
+    bool ok = p->v[(*pos)++];
+    size_t n;
+    req_op **ops = branch(r, ok, &n);
+    Etcdserverpb__TxnResponse *t =
+        NEW(k->a, Etcdserverpb__TxnResponse, etcdserverpb__txn_response__init);
+    if (t == NULL || (t->header = new_header(k->a, 0)) == NULL)
+        return ERR_NOMEM;
+    t->succeeded = ok;
+    if (n > 0 && (t->responses = arena_alloc(k->a, n * sizeof(void *))) == NULL)
+        return ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        Etcdserverpb__ResponseOp *ro = NEW(k->a, Etcdserverpb__ResponseOp,
+                                           etcdserverpb__response_op__init);
+        if (ro == NULL)
+            return ERR_NOMEM;
+        int rc = run_op(k, ops[i], p, pos, ro);
+        if (rc != 0)
+            return rc;
+        t->responses[i] = ro;
+    }
+    t->n_responses = n;
+    *out = t;
+    return 0;
+}
+
+static int do_txn(struct kv_txn *k, const txn_req *r,
+                  Etcdserverpb__TxnResponse **out)
+{
+    struct txn_path p = {0};
+    int rc = eval_path(k, r, &p);
+    size_t pos = 0;
+    if (rc == 0)
+        rc = check_ops(k, r, &p, &pos);
+    if (rc != 0)
+        return rc;
+    pos = 0;
+    rc = run_txn(k, r, &p, &pos, out);
+    assert(rc != 0 || pos == p.n);
+    return rc;
+}
+
+static int do_compact(struct mvcc_batch *b, const Etcdserverpb__CompactionRequest *c,
+                      struct arena *a, Etcdserverpb__CompactionResponse **out)
+{
+    int rc = mvcc_compact(b, c->revision);
+    if (rc != 0)
+        return rc;
+    if (c->physical) {
+        bool more = true;
+        while (more && rc == 0)
+            rc = mvcc_compact_step(b, 10000, &more);
+        if (rc != 0)
+            return rc;
+    }
+    Etcdserverpb__CompactionResponse *r =
+        NEW(a, Etcdserverpb__CompactionResponse,
+            etcdserverpb__compaction_response__init);
+    if (r == NULL || (r->header = new_header(a, 0)) == NULL)
+        return ERR_NOMEM;
+    *out = r;
+    return 0;
+}
+
+int server__apply_request(struct server *s, struct mvcc_batch *b,
+                          const Cetcdpb__InternalRequest *req,
+                          struct arena *a, ProtobufCMessage **msg_out)
+{
+    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION)
+        return do_compact(b, req->compaction, a,
+                          (Etcdserverpb__CompactionResponse **)msg_out);
+    struct kv_txn k = {
+        .t = mvcc_txn_begin(b), .changed = false, .a = a, .store = s->mvcc};
+    int rc;
+    switch (req->request_case) {
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_PUT:
+        rc = do_put(&k, req->put, (Etcdserverpb__PutResponse **)msg_out);
+        break;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_DELETE_RANGE:
+        rc = do_delete(&k, req->delete_range,
+                       (Etcdserverpb__DeleteRangeResponse **)msg_out);
+        break;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_TXN:
+        rc = do_txn(&k, req->txn, (Etcdserverpb__TxnResponse **)msg_out);
+        break;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_RANGE:
+        rc = do_range(&k, req->range, (Etcdserverpb__RangeResponse **)msg_out);
+        break;
+    default:
+        rc = ERR_UNSUPPORTED;
+        break;
+    }
+    mvcc_rev end = mvcc_txn_end(k.t);
+    if (rc == 0 && req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_TXN)
+        ((Etcdserverpb__TxnResponse *)*msg_out)->header->revision = end;
+    return rc;
+}

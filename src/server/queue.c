@@ -1,0 +1,90 @@
+/* queue.c - mutex + condition variable queue; the consumer grabs the whole
+ * chain in O(1). */
+#include "server/queue.h"
+
+#include <assert.h>
+
+#include "util/err.h"
+
+void server_queue_init(struct server_queue *q, size_t max)
+{
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    q->head = q->tail = NULL;
+    q->count = 0;
+    q->max = max;
+    q->closed = false;
+}
+
+void server_queue_destroy(struct server_queue *q)
+{
+    assert(q->head == NULL);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+}
+
+static void append(struct server_queue *q, struct server_entry *head,
+                   struct server_entry *tail, size_t n)
+{
+    tail->next = NULL;
+    if (q->tail != NULL)
+        q->tail->next = head;
+    else
+        q->head = head;
+    q->tail = tail;
+    q->count += n;
+}
+
+int server_queue_push(struct server_queue *q, struct server_entry *e,
+                      bool force)
+{
+    int rc = 0;
+    pthread_mutex_lock(&q->mu);
+    if (q->closed)
+        rc = ERR_STOPPED;
+    else if (!force && q->count >= q->max)
+        rc = ERR_FULL;
+    else
+        append(q, e, e, 1);
+    if (rc == 0 && q->count == 1)
+        pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+int server_queue_push_list(struct server_queue *q, struct server_entry *head,
+                           struct server_entry *tail, size_t n)
+{
+    assert(head != NULL && tail != NULL && n > 0);
+    pthread_mutex_lock(&q->mu);
+    if (q->closed) {
+        pthread_mutex_unlock(&q->mu);
+        return ERR_STOPPED;
+    }
+    append(q, head, tail, n);
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+struct server_entry *server_queue_pop_all(struct server_queue *q,
+                                          size_t *n_out)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->head == NULL && !q->closed)
+        pthread_cond_wait(&q->cv, &q->mu);
+    struct server_entry *h = q->head;
+    *n_out = q->count;
+    q->head = q->tail = NULL;
+    q->count = 0;
+    pthread_mutex_unlock(&q->mu);
+    return h;
+}
+
+void server_queue_close(struct server_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closed = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}

@@ -1,0 +1,113 @@
+/*
+ * server.h - the member core: the proposal funnel, the log (WAL) loop, the
+ * apply loop and the read path of one cetcd member.
+ *
+ * Write path (DESIGN.md "The write path"): an API thread calls
+ * server_propose() with an InternalRequest.  The server stamps a request id,
+ * registers a waiter, and queues the encoded request for the log thread.  The
+ * log thread drains every queued proposal into one batch, appends it to the
+ * WAL and makes it durable with ONE fdatasync (group commit), then hands the
+ * batch to the apply thread.  The apply thread applies the batch inside one
+ * LMDB write txn (mvcc_batch_*) that also stores the consistent index, and
+ * only after that commit wakes each waiter with its response.  Nothing is
+ * acknowledged before it is fsynced and applied.  (With Raft, the log thread
+ * becomes the raft thread; the funnel and the apply loop stay as they are.)
+ *
+ * Read path: server_range_begin() waits until the applied index covers the
+ * commit index observed at the call (ReadIndex of a single member) unless the
+ * request is serializable, then reads in an LMDB read txn; the response
+ * points into the map until server_read_end().
+ *
+ * Threads: server_propose/server_range_* are safe from any thread.  Done
+ * callbacks run on the apply thread and must not block.
+ */
+#ifndef CETCD_SERVER_H
+#define CETCD_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cetcdpb/internal.pb-c.h"
+#include "etcdserverpb/rpc.pb-c.h"
+
+/* server_config: everything the daemon's flags decide.  Strings are
+ * borrowed for the life of the server. */
+struct server_config {
+    const char *name;             /* --name */
+    const char *data_dir;         /* --data-dir */
+    const char *wal_dir;          /* --wal-dir; NULL = <data-dir>/member/wal */
+    const char *peer_urls;        /* --initial-advertise-peer-urls (comma list) */
+    const char *client_urls;      /* --advertise-client-urls (comma list) */
+    const char *cluster_token;    /* --initial-cluster-token */
+    uint64_t snapshot_count;      /* --snapshot-count */
+    uint64_t quota_backend_bytes; /* --quota-backend-bytes (0 = 2 GiB) */
+    uint64_t max_request_bytes;   /* --max-request-bytes */
+    uint32_t max_txn_ops;         /* --max-txn-ops */
+    bool unsafe_no_fsync;         /* --unsafe-no-fsync */
+};
+
+struct server;
+
+/* server_response: what a waiter gets.  `err` is 0 or a negative ERR_* code
+ * (api maps it to etcd's gRPC error); on success `msg` is the response
+ * message (PutResponse, DeleteRangeResponse, TxnResponse, CompactionResponse)
+ * whose memory stays valid only during the callback. */
+struct server_response {
+    int err;                        /* 0 or ERR_* */
+    const ProtobufCMessage *msg;    /* response on success, else NULL */
+};
+
+typedef void (*server_done_fn)(void *arg, const struct server_response *r);
+
+/* server_start opens (or creates) the member's data dir, replays the WAL
+ * above the consistent index, and starts the log and apply threads.
+ * Errors: ERR_IO, ERR_CORRUPT (refuses to start; logged), ERR_NOMEM. */
+int server_start(const struct server_config *cfg, struct server **server_out);
+
+/* server_stop stops accepting proposals, fails queued ones with ERR_STOPPED,
+ * joins the threads and closes the stores.  NULL is fine. */
+void server_stop(struct server *s);
+
+/* server_propose queues `req` (borrowed; encoded before return).  `done` is
+ * called exactly once, on the apply thread (or inline with an error before
+ * return when the request is refused: ERR_REQUEST_TOO_LARGE, ERR_STOPPED,
+ * ERR_TOO_MANY_REQUESTS).  Returns 0, or the error also given to `done`. */
+int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
+                   server_done_fn done, void *arg);
+
+/* server_read: a read txn with the response it produced (opaque). */
+struct server_read;
+
+/* server_range runs a Range (linearizable unless req->serializable) and
+ * stores the response in *resp_out; it and everything it points to stays
+ * valid until server_read_end(*read_out).  Errors: ERR_COMPACTED,
+ * ERR_FUTURE_REV, ERR_STOPPED, ERR_NOMEM. */
+int server_range(struct server *s, const Etcdserverpb__RangeRequest *req,
+                 Etcdserverpb__RangeResponse **resp_out,
+                 struct server_read **read_out);
+
+
+void server_read_end(struct server_read *read);
+
+/* server_header fills a response header with the ids, the current revision
+ * and the raft term. */
+void server_header_fill(struct server *s, Etcdserverpb__ResponseHeader *h);
+
+/* Limits the API enforces before proposing. */
+uint64_t server_max_request_bytes(const struct server *s);
+uint32_t server_max_txn_ops(const struct server *s);
+
+/* server_stats: counters for tests, metrics and benchmarks. */
+struct server_stats {
+    uint64_t proposals;     /* proposals accepted */
+    uint64_t wal_syncs;     /* fdatasyncs of the WAL */
+    uint64_t apply_batches; /* LMDB write txns committed by the apply loop */
+    uint64_t applied_index; /* last applied log index */
+};
+void server_stats_get(struct server *s, struct server_stats *out);
+
+uint64_t server_member_id(const struct server *s);
+uint64_t server_cluster_id(const struct server *s);
+
+#endif

@@ -1,0 +1,100 @@
+/* wait.c - sharded chained hash of waiters. */
+#include "server/wait.h"
+
+#include <assert.h>
+#include <string.h>
+
+#include "util/err.h"
+#include "util/mem.h"
+
+struct server_waiter {
+    struct server_waiter *next; /* bucket chain */
+    uint64_t id;                /* request id */
+    server_done_fn done;        /* result callback */
+    void *arg;                  /* its argument */
+};
+
+static struct server_wait_shard *shard_of(struct server_wait *w, uint64_t id)
+{
+    return &w->shards[id % SERVER_WAIT_SHARDS];
+}
+
+static struct server_waiter **bucket_of(struct server_wait_shard *s,
+                                        uint64_t id)
+{
+    return &s->buckets[(id / SERVER_WAIT_SHARDS) % SERVER_WAIT_BUCKETS];
+}
+
+void server_wait_init(struct server_wait *w)
+{
+    memset(w, 0, sizeof *w);
+    for (int i = 0; i < SERVER_WAIT_SHARDS; i++)
+        pthread_mutex_init(&w->shards[i].mu, NULL);
+}
+
+int server_wait_register(struct server_wait *w, uint64_t id,
+                         server_done_fn done, void *arg)
+{
+    assert(id != 0 && done != NULL);
+    struct server_waiter *x = mem_malloc(sizeof *x);
+    if (x == NULL)
+        return ERR_NOMEM;
+    x->id = id;
+    x->done = done;
+    x->arg = arg;
+    struct server_wait_shard *s = shard_of(w, id);
+    pthread_mutex_lock(&s->mu);
+    struct server_waiter **b = bucket_of(s, id);
+    x->next = *b;
+    *b = x;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+bool server_wait_take(struct server_wait *w, uint64_t id,
+                      server_done_fn *done_out, void **arg_out)
+{
+    struct server_wait_shard *s = shard_of(w, id);
+    struct server_waiter *found = NULL;
+    pthread_mutex_lock(&s->mu);
+    for (struct server_waiter **p = bucket_of(s, id); *p; p = &(*p)->next) {
+        if ((*p)->id == id) {
+            found = *p;
+            *p = found->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (found == NULL)
+        return false;
+    *done_out = found->done;
+    *arg_out = found->arg;
+    mem_free(found);
+    return true;
+}
+
+void server_wait_fail_all(struct server_wait *w, int err)
+{
+    struct server_response r = {.err = err, .msg = NULL};
+    for (int i = 0; i < SERVER_WAIT_SHARDS; i++) {
+        struct server_wait_shard *s = &w->shards[i];
+        for (int b = 0; b < SERVER_WAIT_BUCKETS; b++) {
+            pthread_mutex_lock(&s->mu);
+            struct server_waiter *x = s->buckets[b];
+            s->buckets[b] = NULL;
+            pthread_mutex_unlock(&s->mu);
+            while (x != NULL) {
+                struct server_waiter *n = x->next;
+                x->done(x->arg, &r);
+                mem_free(x);
+                x = n;
+            }
+        }
+    }
+}
+
+void server_wait_destroy(struct server_wait *w)
+{
+    for (int i = 0; i < SERVER_WAIT_SHARDS; i++)
+        pthread_mutex_destroy(&w->shards[i].mu);
+}

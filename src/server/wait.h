@@ -1,0 +1,42 @@
+/*
+ * wait.h - the wait registry: request id -> (callback, argument) of the
+ * client waiting for that request's result.  Any thread registers; the apply
+ * thread triggers.  Sharded by id to keep lock hold times short.
+ */
+#ifndef CETCD_SERVER_WAIT_H
+#define CETCD_SERVER_WAIT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/server.h"
+
+#define SERVER_WAIT_SHARDS 64
+#define SERVER_WAIT_BUCKETS 1024 /* per shard */
+
+struct server_waiter;
+
+struct server_wait_shard {
+    pthread_mutex_t mu;                               /* guards buckets */
+    struct server_waiter *buckets[SERVER_WAIT_BUCKETS]; /* chains by id */
+};
+
+struct server_wait {
+    struct server_wait_shard shards[SERVER_WAIT_SHARDS]; /* by id % shards */
+};
+
+void server_wait_init(struct server_wait *w);
+/* server_wait_register: 0 or ERR_NOMEM. */
+int server_wait_register(struct server_wait *w, uint64_t id,
+                         server_done_fn done, void *arg);
+/* server_wait_take removes id's waiter and returns true with its callback,
+ * or false if nobody waits for id. */
+bool server_wait_take(struct server_wait *w, uint64_t id,
+                      server_done_fn *done_out, void **arg_out);
+/* server_wait_fail_all calls every waiter with err and empties the registry
+ * (shutdown). */
+void server_wait_fail_all(struct server_wait *w, int err);
+void server_wait_destroy(struct server_wait *w);
+
+#endif
