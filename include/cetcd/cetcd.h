@@ -1,0 +1,500 @@
+/*
+ * cetcd.h - libcetcd, the C client of the etcd v3 API (cetcd and etcd alike).
+ *
+ * This is the library's only public header and its manual.
+ *
+ * PURPOSE
+ *   A client connects to a list of endpoints and sends etcd v3 gRPC calls
+ *   (KV, Maintenance, ...) to one of them.  It speaks plain gRPC over HTTP/2
+ *   through the gRPC C core, with messages encoded by protobuf-c, so it works
+ *   against cetcd and against the real etcd (3.4 and later) alike.
+ *
+ *   Three layers, from low to high:
+ *   - cetcd_call_unary(): any unary method, by its path
+ *     ("/etcdserverpb.KV/Put") and protobuf-c messages.  Everything else is
+ *     built on it.
+ *   - typed synchronous calls: cetcd_put(), cetcd_range(), cetcd_get(),
+ *     cetcd_delete(), cetcd_txn(), cetcd_compact(), cetcd_endpoint_status().
+ *   - an asynchronous interface (cetcd_async_*) for load generators: many
+ *     calls in flight on one completion queue per thread, a callback per
+ *     completed call.
+ *   Plus a small latency-statistics helper (cetcd_latency_*) that the
+ *   benchmark and callers timing their own calls share.
+ *
+ * ENDPOINTS AND FAILOVER
+ *   The endpoint list is a comma-separated string of "host:port" or
+ *   "http://host:port" items ("127.0.0.1:2379,http://10.0.0.2:2379").  The
+ *   client keeps one gRPC channel (one TCP connection) per endpoint and sends
+ *   every call to its current endpoint.  Before sending, it waits up to
+ *   dial_timeout_ms for that endpoint's connection; if the connection cannot
+ *   be made, nothing was sent and the call moves on to the next endpoint.
+ *   If a call that was sent fails with UNAVAILABLE, the client makes the next
+ *   endpoint current; the call itself is retried there only when it is
+ *   read-only (Range with any options, Status), because a write may already
+ *   have been applied (etcd clientv3 follows the same rule).
+ *   "https://" endpoints are refused with INVALID_ARGUMENT (no TLS yet).
+ *
+ * ERRORS
+ *   Every call returns 0 on success, or a positive status code: the gRPC
+ *   status code the server sent (enum cetcd_code, same numbers as gRPC), or
+ *   one the client chose for a local failure:
+ *     CETCD_INVALID_ARGUMENT  bad argument or endpoint string
+ *     CETCD_UNAVAILABLE       no endpoint could be reached within the dial
+ *                             timeout, or the connection broke
+ *     CETCD_DEADLINE_EXCEEDED the per-call timeout expired
+ *     CETCD_RESOURCE_EXHAUSTED out of memory
+ *     CETCD_INTERNAL          a reply that could not be decoded
+ *   When a struct cetcd_status pointer is given (it may be NULL), it receives
+ *   the same code and a message: etcd's error text for server errors, e.g.
+ *   "etcdserver: mvcc: required revision has been compacted".
+ *
+ * THREADS
+ *   A struct cetcd_client is thread-safe: any number of threads may make
+ *   synchronous calls on it concurrently, and it may be shared by many async
+ *   queues.  A struct cetcd_async_queue belongs to the one thread that calls
+ *   cetcd_async_queue_run() on it; callbacks run on that thread.
+ *   cetcd_async_call() may be called from any thread.  Results and latency
+ *   recorders are plain data owned by whoever holds them.
+ *
+ * OWNERSHIP
+ *   Inputs (keys, values, option structs, request messages) are borrowed for
+ *   the duration of the call only.  Results (*_out) are allocated by the
+ *   library and owned by the caller, who frees each with its *_free function
+ *   (free functions accept NULL).  A result's kvs point into the result
+ *   itself: they stay valid until that result is freed.
+ *
+ * LIFETIME
+ *   cetcd_client_open() ... cetcd_client_close().  Close only after every
+ *   call on the client returned and every async call completed.  The library
+ *   initialises gRPC on the first open and releases it on the last close.
+ */
+#ifndef CETCD_CETCD_H
+#define CETCD_CETCD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: 0 and the gRPC status codes, same numbers. */
+enum cetcd_code {
+    CETCD_OK = 0,
+    CETCD_CANCELLED = 1,
+    CETCD_UNKNOWN = 2,
+    CETCD_INVALID_ARGUMENT = 3,
+    CETCD_DEADLINE_EXCEEDED = 4,
+    CETCD_NOT_FOUND = 5,
+    CETCD_ALREADY_EXISTS = 6,
+    CETCD_PERMISSION_DENIED = 7,
+    CETCD_RESOURCE_EXHAUSTED = 8,
+    CETCD_FAILED_PRECONDITION = 9,
+    CETCD_ABORTED = 10,
+    CETCD_OUT_OF_RANGE = 11,
+    CETCD_UNIMPLEMENTED = 12,
+    CETCD_INTERNAL = 13,
+    CETCD_UNAVAILABLE = 14,
+    CETCD_DATA_LOSS = 15,
+    CETCD_UNAUTHENTICATED = 16,
+};
+
+/* A call's outcome, filled by every call that takes one. */
+struct cetcd_status {
+    int code;           /* enum cetcd_code; 0 = success */
+    char message[256];  /* NUL-terminated; "" on success; truncated if long */
+};
+
+/* cetcd_code_name returns the static upper-case name of code
+ * ("UNAVAILABLE"), or "UNKNOWN_CODE" for numbers outside the table. */
+const char *cetcd_code_name(int code);
+
+/* ------------------------------------------------------------------------
+ * Client
+ * ---------------------------------------------------------------------- */
+
+/* Options for cetcd_client_open(); zero-initialise, then set what you need. */
+struct cetcd_client_opts {
+    const char *endpoints;   /* required: "h:p,h:p" or "http://h:p,..." */
+    int dial_timeout_ms;     /* wait for a connection; 0 = 5000 */
+    int call_timeout_ms;     /* per-call deadline; 0 = none */
+    const char *token;       /* auth token sent as "token" metadata; NULL =
+                                none.  Copied. */
+    int max_recv_bytes;      /* largest reply accepted; 0 = 64 MiB */
+};
+
+struct cetcd_client; /* opaque */
+
+/* cetcd_client_open parses opts->endpoints and creates one channel per
+ * endpoint.  It does not connect: the first call does (within
+ * dial_timeout_ms).  On success *client_out owns the client; free it with
+ * cetcd_client_close().
+ * Errors: CETCD_INVALID_ARGUMENT (no or bad endpoints, https, too many
+ * endpoints: more than CETCD_ENDPOINTS_MAX), CETCD_RESOURCE_EXHAUSTED. */
+#define CETCD_ENDPOINTS_MAX 64
+int cetcd_client_open(const struct cetcd_client_opts *opts,
+                      struct cetcd_client **client_out,
+                      struct cetcd_status *st);
+
+/* cetcd_client_close destroys the client's channels.  Every call on it must
+ * have returned (async calls: completed).  NULL is fine. */
+void cetcd_client_close(struct cetcd_client *client);
+
+/* cetcd_client_endpoint returns the current endpoint as "host:port" (static
+ * for the client's lifetime), the one the next call goes to. */
+const char *cetcd_client_endpoint(const struct cetcd_client *client);
+
+/* cetcd_client_token_set replaces the auth token (NULL clears it).  Not
+ * safe concurrently with calls on the same client.
+ * Errors: CETCD_RESOURCE_EXHAUSTED. */
+int cetcd_client_token_set(struct cetcd_client *client, const char *token);
+
+/* ------------------------------------------------------------------------
+ * Generic unary call
+ * ---------------------------------------------------------------------- */
+
+/* cetcd_call_unary sends req to method_path ("/etcdserverpb.KV/Range") and
+ * decodes the reply with resp_desc into *resp_out, which the caller frees
+ * with protobuf_c_message_free_unpacked(*resp_out, NULL).  On error
+ * *resp_out is NULL.  Failover as described at the top.
+ * Errors: any gRPC status the server returns; CETCD_UNAVAILABLE,
+ * CETCD_DEADLINE_EXCEEDED, CETCD_INTERNAL (undecodable reply),
+ * CETCD_RESOURCE_EXHAUSTED, CETCD_INVALID_ARGUMENT. */
+int cetcd_call_unary(struct cetcd_client *client, const char *method_path,
+                     const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc,
+                     ProtobufCMessage **resp_out, struct cetcd_status *st);
+
+/* ------------------------------------------------------------------------
+ * KV: results
+ * ---------------------------------------------------------------------- */
+
+/* The response header every etcd reply carries. */
+struct cetcd_header {
+    uint64_t cluster_id; /* the cluster's id */
+    uint64_t member_id;  /* the member that answered */
+    int64_t revision;    /* the store revision when the request was applied */
+    uint64_t raft_term;  /* the raft term when the request was applied */
+};
+
+/* One key-value pair (mvccpb.KeyValue).  key/value point into the result
+ * that holds the pair; they are not NUL-terminated. */
+struct cetcd_kv {
+    const uint8_t *key;      /* the key bytes */
+    size_t key_len;          /* its length */
+    const uint8_t *value;    /* the value bytes (NULL if empty) */
+    size_t value_len;        /* its length */
+    int64_t create_revision; /* revision of the last creation of the key */
+    int64_t mod_revision;    /* revision of the last modification */
+    int64_t version;         /* modifications since creation (1 = created) */
+    int64_t lease;           /* attached lease id, 0 = none */
+};
+
+/* The result of a Range (also a txn's range op). */
+struct cetcd_range_result {
+    struct cetcd_header header; /* reply header */
+    struct cetcd_kv *kvs;       /* kvs_len pairs (NULL if none) */
+    size_t kvs_len;             /* number of pairs returned */
+    bool more;                  /* more keys matched than were returned */
+    int64_t count;              /* number of keys in the range */
+    void *internal_;            /* library-owned; do not touch */
+};
+
+/* The result of a Put. */
+struct cetcd_put_result {
+    struct cetcd_header header; /* reply header */
+    struct cetcd_kv *prev_kv;   /* previous pair if asked and existing */
+    void *internal_;            /* library-owned; do not touch */
+};
+
+/* The result of a DeleteRange. */
+struct cetcd_delete_result {
+    struct cetcd_header header; /* reply header */
+    int64_t deleted;            /* number of keys deleted */
+    struct cetcd_kv *prev_kvs;  /* deleted pairs if prev_kv was asked */
+    size_t prev_kvs_len;        /* their number */
+    void *internal_;            /* library-owned; do not touch */
+};
+
+void cetcd_range_result_free(struct cetcd_range_result *r);
+void cetcd_put_result_free(struct cetcd_put_result *r);
+void cetcd_delete_result_free(struct cetcd_delete_result *r);
+
+/* ------------------------------------------------------------------------
+ * KV: options and calls.  Option pointers may be NULL for defaults.
+ * ---------------------------------------------------------------------- */
+
+struct cetcd_put_opts {
+    int64_t lease;     /* lease id to attach; 0 = none */
+    bool prev_kv;      /* return the previous pair in result->prev_kv */
+    bool ignore_value; /* keep the current value (value must be empty) */
+    bool ignore_lease; /* keep the current lease (lease must be 0) */
+};
+
+/* cetcd_put stores value under key.  result_out may be NULL.
+ * Errors: as cetcd_call_unary; notably INVALID_ARGUMENT "etcdserver: key is
+ * not provided", NOT_FOUND "etcdserver: requested lease not found". */
+int cetcd_put(struct cetcd_client *client, const void *key, size_t key_len,
+              const void *value, size_t value_len,
+              const struct cetcd_put_opts *opts,
+              struct cetcd_put_result **result_out, struct cetcd_status *st);
+
+enum cetcd_sort_order { CETCD_SORT_NONE = 0, CETCD_SORT_ASCEND = 1,
+                        CETCD_SORT_DESCEND = 2 };
+enum cetcd_sort_target { CETCD_SORT_KEY = 0, CETCD_SORT_VERSION = 1,
+                         CETCD_SORT_CREATE = 2, CETCD_SORT_MOD = 3,
+                         CETCD_SORT_VALUE = 4 };
+
+/* Every RangeRequest option.  range_end semantics are etcd's: NULL/empty =
+ * the single key; "\0" (len 1) = every key >= key; else [key, range_end). */
+struct cetcd_range_opts {
+    const void *range_end;       /* end of the range, exclusive */
+    size_t range_end_len;        /* its length */
+    int64_t limit;               /* max pairs returned; 0 = no limit */
+    int64_t revision;            /* read at this revision; 0 = newest */
+    int sort_order;              /* enum cetcd_sort_order */
+    int sort_target;             /* enum cetcd_sort_target */
+    bool serializable;           /* local read, no linearizable round */
+    bool keys_only;              /* return keys without values */
+    bool count_only;             /* return only the count */
+    int64_t min_mod_revision;    /* filter: mod_revision >= this; 0 = off */
+    int64_t max_mod_revision;    /* filter: mod_revision <= this; 0 = off */
+    int64_t min_create_revision; /* filter: create_revision >= this */
+    int64_t max_create_revision; /* filter: create_revision <= this */
+};
+
+/* cetcd_range reads key (or the range [key, opts->range_end)).  Read-only:
+ * retried on the next endpoint on UNAVAILABLE.
+ * Errors: as cetcd_call_unary; OUT_OF_RANGE "etcdserver: mvcc: required
+ * revision has been compacted" / "... is a future revision". */
+int cetcd_range(struct cetcd_client *client, const void *key, size_t key_len,
+                const struct cetcd_range_opts *opts,
+                struct cetcd_range_result **result_out,
+                struct cetcd_status *st);
+
+/* cetcd_get reads the single NUL-terminated key (linearizable). */
+int cetcd_get(struct cetcd_client *client, const char *key,
+              struct cetcd_range_result **result_out,
+              struct cetcd_status *st);
+
+struct cetcd_delete_opts {
+    const void *range_end; /* as in cetcd_range_opts */
+    size_t range_end_len;  /* its length */
+    bool prev_kv;          /* return the deleted pairs */
+};
+
+/* cetcd_delete deletes key or a range.  result_out may be NULL. */
+int cetcd_delete(struct cetcd_client *client, const void *key, size_t key_len,
+                 const struct cetcd_delete_opts *opts,
+                 struct cetcd_delete_result **result_out,
+                 struct cetcd_status *st);
+
+/* ------------------------------------------------------------------------
+ * Txn
+ * ---------------------------------------------------------------------- */
+
+enum cetcd_compare_result { CETCD_CMP_EQUAL = 0, CETCD_CMP_GREATER = 1,
+                            CETCD_CMP_LESS = 2, CETCD_CMP_NOT_EQUAL = 3 };
+enum cetcd_compare_target { CETCD_CMP_VERSION = 0, CETCD_CMP_CREATE = 1,
+                            CETCD_CMP_MOD = 2, CETCD_CMP_VALUE = 3,
+                            CETCD_CMP_LEASE = 4 };
+
+/* One comparison of a txn's "if" part. */
+struct cetcd_compare {
+    int result;            /* enum cetcd_compare_result */
+    int target;            /* enum cetcd_compare_target */
+    const void *key;       /* the key compared */
+    size_t key_len;        /* its length */
+    const void *range_end; /* compare every key in [key, range_end) */
+    size_t range_end_len;  /* its length; 0 = single key */
+    int64_t number;        /* version / create / mod revision / lease */
+    const void *value;     /* for CETCD_CMP_VALUE */
+    size_t value_len;      /* its length */
+};
+
+/* CETCD_OP_TXN appears only in results: a nested txn's result, which the
+ * typed API does not expose (use cetcd_call_unary for nested txns). */
+enum cetcd_op_type { CETCD_OP_RANGE = 0, CETCD_OP_PUT = 1,
+                     CETCD_OP_DELETE = 2, CETCD_OP_TXN = 3 };
+
+/* One operation of a txn's "then" or "else" part (nested txns: use
+ * cetcd_call_unary). */
+struct cetcd_op {
+    int type;               /* enum cetcd_op_type */
+    const void *key;        /* the key */
+    size_t key_len;         /* its length */
+    const void *value;      /* CETCD_OP_PUT: the value */
+    size_t value_len;       /* its length */
+    struct cetcd_put_opts put;       /* CETCD_OP_PUT options */
+    struct cetcd_range_opts range;   /* CETCD_OP_RANGE options */
+    struct cetcd_delete_opts delete; /* CETCD_OP_DELETE options */
+};
+
+/* One op's result: the member matching type is set; its internal_ is
+ * NULL (the txn result owns the memory). */
+struct cetcd_op_result {
+    int type;                          /* enum cetcd_op_type */
+    struct cetcd_range_result range;   /* CETCD_OP_RANGE */
+    struct cetcd_put_result put;       /* CETCD_OP_PUT */
+    struct cetcd_delete_result delete; /* CETCD_OP_DELETE */
+};
+
+struct cetcd_txn_result {
+    struct cetcd_header header;        /* reply header */
+    bool succeeded;                    /* all compares held: "then" ran */
+    struct cetcd_op_result *responses; /* one per op that ran */
+    size_t responses_len;              /* their number */
+    void *internal_;                   /* library-owned; do not touch */
+};
+
+/* cetcd_txn runs if (all cmps) then success_ops else failure_ops atomically.
+ * result_out may be NULL.
+ * Errors: as cetcd_call_unary; INVALID_ARGUMENT "etcdserver: too many
+ * operations in txn request" / "duplicate key given in txn request". */
+int cetcd_txn(struct cetcd_client *client, const struct cetcd_compare *cmps,
+              size_t cmps_len, const struct cetcd_op *success_ops,
+              size_t success_len, const struct cetcd_op *failure_ops,
+              size_t failure_len, struct cetcd_txn_result **result_out,
+              struct cetcd_status *st);
+void cetcd_txn_result_free(struct cetcd_txn_result *r);
+
+/* cetcd_compact discards history before revision; physical waits until the
+ * space is reclaimed.  header_out may be NULL.
+ * Errors: OUT_OF_RANGE (already compacted / future revision), ... */
+int cetcd_compact(struct cetcd_client *client, int64_t revision,
+                  bool physical, struct cetcd_header *header_out,
+                  struct cetcd_status *st);
+
+/* Maintenance.Status of the current endpoint. */
+struct cetcd_endpoint_status {
+    struct cetcd_header header; /* reply header */
+    char version[32];           /* server version, e.g. "3.4.23" */
+    int64_t db_size;            /* backend size in bytes */
+    uint64_t leader;            /* member id of the leader, 0 = none */
+    uint64_t raft_index;        /* the member's raft log index */
+    uint64_t raft_term;         /* the member's raft term */
+    uint64_t raft_applied_index; /* the applied index */
+    int64_t db_size_in_use;     /* logical size in use */
+    bool is_learner;            /* the member is a learner */
+};
+
+/* cetcd_endpoint_status asks the current endpoint for its status.  The
+ * result is copied into *status_out (no free needed). */
+int cetcd_endpoint_status(struct cetcd_client *client,
+                          struct cetcd_endpoint_status *status_out,
+                          struct cetcd_status *st);
+
+/* ------------------------------------------------------------------------
+ * Asynchronous calls
+ *
+ * A queue is one gRPC completion queue.  Start calls on it with
+ * cetcd_async_call(); its owner thread runs cetcd_async_queue_run(), which
+ * invokes each completed call's callback.  A load generator keeps N calls
+ * in flight by starting the next one from the callback.  The client's
+ * current endpoint is used, without failover or dial wait: an unreachable
+ * endpoint fails the call with UNAVAILABLE.
+ * ---------------------------------------------------------------------- */
+
+struct cetcd_async_queue; /* opaque */
+
+/* cetcd_async_queue_open creates a queue.
+ * Errors: CETCD_RESOURCE_EXHAUSTED. */
+int cetcd_async_queue_open(struct cetcd_async_queue **queue_out);
+
+/* cetcd_async_queue_close shuts the queue down and frees it.  Every call
+ * started on it must have completed (its callback ran).  NULL is fine. */
+void cetcd_async_queue_close(struct cetcd_async_queue *queue);
+
+/* The callback of a completed call, run on the queue's thread.  st is the
+ * outcome (borrowed for the callback); resp is the decoded reply (owned by
+ * the callback: free with protobuf_c_message_free_unpacked), or NULL on
+ * error or when the call was started with resp_desc == NULL. */
+struct cetcd_async_done {
+    void (*fn)(void *arg, const struct cetcd_status *st,
+               ProtobufCMessage *resp);
+    void *arg; /* passed to fn */
+};
+
+/* cetcd_async_call starts req on method_path via client on queue.  resp_desc
+ * NULL skips decoding the reply (only the status is reported).  On success
+ * (0) the callback will run exactly once; on error it will not.
+ * Errors: CETCD_RESOURCE_EXHAUSTED, CETCD_INTERNAL (gRPC refused the
+ * batch), CETCD_INVALID_ARGUMENT. */
+int cetcd_async_call(struct cetcd_client *client,
+                     struct cetcd_async_queue *queue, const char *method_path,
+                     const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc,
+                     const struct cetcd_async_done *done);
+
+/* cetcd_async_queue_run waits for completions for up to timeout_ms (<0:
+ * forever, 0: only what is ready) and runs their callbacks.  It returns
+ * when the time is up, or as soon as a callback leaves no call pending
+ * (callbacks that start new calls keep it running).  Returns the number of
+ * callbacks run (>= 0). */
+int cetcd_async_queue_run(struct cetcd_async_queue *queue, int timeout_ms);
+
+/* cetcd_async_queue_pending returns the number of calls started on the
+ * queue whose callbacks have not run yet. */
+size_t cetcd_async_queue_pending(const struct cetcd_async_queue *queue);
+
+/* ------------------------------------------------------------------------
+ * Latency statistics (pure computation, no I/O)
+ *
+ * A recorder collects latencies (seconds, as double) and summarises them the
+ * way etcd's benchmark report does.  One thread per recorder; merge
+ * recorders of several threads with cetcd_latency_merge().
+ * ---------------------------------------------------------------------- */
+
+#define CETCD_LATENCY_PCTLS 8       /* 10 25 50 75 90 95 99 99.9 */
+#define CETCD_LATENCY_BUCKETS 11    /* histogram buckets, as etcd */
+
+struct cetcd_latency {
+    double *lats;   /* recorded latencies (seconds); sorted by summarise */
+    size_t len;     /* number recorded */
+    size_t cap;     /* allocated slots */
+    uint64_t errors; /* calls that failed (not in lats) */
+};
+
+/* Percentiles reported, in percent: 10 25 50 75 90 95 99 99.9. */
+extern const double cetcd_latency_pctls[CETCD_LATENCY_PCTLS];
+
+struct cetcd_latency_summary {
+    size_t count;     /* successful calls */
+    double total_s;   /* wall time of the run (given by the caller) */
+    double fastest_s; /* minimum latency */
+    double slowest_s; /* maximum latency */
+    double average_s; /* mean latency */
+    double stddev_s;  /* population standard deviation */
+    double rps;       /* count / total_s */
+    double pctl_s[CETCD_LATENCY_PCTLS];      /* etcd's percentile rule */
+    double bucket_s[CETCD_LATENCY_BUCKETS];  /* histogram upper bounds */
+    size_t bucket_n[CETCD_LATENCY_BUCKETS];  /* histogram counts */
+};
+
+/* cetcd_latency_init prepares an empty recorder with room for cap_hint
+ * samples.  Errors: CETCD_RESOURCE_EXHAUSTED. */
+int cetcd_latency_init(struct cetcd_latency *l, size_t cap_hint);
+void cetcd_latency_close(struct cetcd_latency *l);
+/* cetcd_latency_add records one latency (grows as needed).
+ * Errors: CETCD_RESOURCE_EXHAUSTED. */
+int cetcd_latency_add(struct cetcd_latency *l, double seconds);
+/* cetcd_latency_merge appends src's samples and errors to dst.
+ * Errors: CETCD_RESOURCE_EXHAUSTED. */
+int cetcd_latency_merge(struct cetcd_latency *dst,
+                        const struct cetcd_latency *src);
+/* cetcd_latency_summarise sorts l and fills *out.  A percentile p is the
+ * first sorted sample at index i with i*100/n >= p (etcd's rule, except
+ * that one sample may fill several percentiles when n is small); the
+ * histogram has 10 equal-width buckets from fastest to slowest plus a last
+ * bucket at slowest.  With no samples, *out is all zeros. */
+void cetcd_latency_summarise(struct cetcd_latency *l, double total_s,
+                             struct cetcd_latency_summary *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * call.c - one unary gRPC call as a single batch of six ops: send initial
+ * metadata, send message, close from client, receive initial metadata,
+ * receive message, receive status.  Sync and async calls share it; they
+ * differ only in how they wait for the batch's one completion.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/support/alloc.h>
+
+#include "client/client_int.h"
+
+/* pack_buffer encodes req into a fresh byte buffer (NULL: no memory). */
+static grpc_byte_buffer *pack_buffer(const ProtobufCMessage *req)
+{
+    size_t len = protobuf_c_message_get_packed_size(req);
+    grpc_slice s = grpc_slice_malloc(len);
+    grpc_byte_buffer *bb;
+    size_t packed;
+
+    packed = protobuf_c_message_pack(req, GRPC_SLICE_START_PTR(s));
+    assert(packed == len);
+    (void)packed;
+    bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+static void ops_fill(struct client__call *call, grpc_op ops[6])
+{
+    memset(ops, 0, sizeof(grpc_op) * 6);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = call->md_len;
+    ops[0].data.send_initial_metadata.metadata = call->md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = call->send_buf;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &call->init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &call->recv_buf;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &call->trail_md;
+    ops[5].data.recv_status_on_client.status = &call->status;
+    ops[5].data.recv_status_on_client.status_details = &call->details;
+    ops[5].data.recv_status_on_client.error_string = &call->error_string;
+}
+
+int client__call_start(struct cetcd_client *c, size_t ep,
+                       grpc_completion_queue *cq, const char *method_path,
+                       const ProtobufCMessage *req, void *tag,
+                       struct client__call *call)
+{
+    grpc_op ops[6];
+    grpc_slice method;
+    grpc_call_error err;
+
+    assert(c != NULL && ep < c->n_eps);
+    assert(req != NULL && method_path != NULL);
+    memset(call, 0, sizeof(*call));
+    call->send_buf = pack_buffer(req);
+    if (call->send_buf == NULL)
+        return CETCD_RESOURCE_EXHAUSTED;
+    if (c->token != NULL) {
+        call->md[0].key = grpc_slice_from_static_string("token");
+        call->md[0].value = grpc_slice_from_copied_string(c->token);
+        call->md_len = 1;
+    }
+    method = grpc_slice_from_copied_string(method_path);
+    call->call = grpc_channel_create_call(
+        c->eps[ep].channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
+        client__deadline(c->call_timeout_ms), NULL);
+    grpc_slice_unref(method);
+    grpc_metadata_array_init(&call->init_md);
+    grpc_metadata_array_init(&call->trail_md);
+    ops_fill(call, ops);
+    err = grpc_call_start_batch(call->call, ops, 6, tag, NULL);
+    if (err != GRPC_CALL_OK) {
+        client__call_finish(call, 0, NULL, NULL, NULL);
+        return CETCD_INTERNAL;
+    }
+    return 0;
+}
+
+/* status_copy fills st from the call's status, details and error string. */
+static int status_copy(struct client__call *call, struct cetcd_status *st)
+{
+    size_t len = GRPC_SLICE_LENGTH(call->details);
+    int code = (int)call->status;
+
+    if (code == 0)
+        return client__status_set(st, 0, "%s", "");
+    if (len > 0)
+        return client__status_set(st, code, "%.*s", (int)len,
+                                  (const char *)GRPC_SLICE_START_PTR(
+                                      call->details));
+    return client__status_set(st, code, "%s",
+                              call->error_string ? call->error_string
+                                                 : cetcd_code_name(code));
+}
+
+static int decode(struct client__call *call,
+                  const ProtobufCMessageDescriptor *desc,
+                  ProtobufCMessage **out, struct cetcd_status *st)
+{
+    grpc_byte_buffer_reader r;
+    grpc_slice s;
+
+    if (call->recv_buf == NULL)
+        return client__status_set(st, CETCD_INTERNAL, "no reply message");
+    if (!grpc_byte_buffer_reader_init(&r, call->recv_buf))
+        return client__status_set(st, CETCD_INTERNAL, "bad reply buffer");
+    s = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    *out = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(s),
+                                     GRPC_SLICE_START_PTR(s));
+    grpc_slice_unref(s);
+    if (*out == NULL)
+        return client__status_set(st, CETCD_INTERNAL,
+                                  "cannot decode %s", desc->name);
+    return 0;
+}
+
+int client__call_finish(struct client__call *call, int ok,
+                        const ProtobufCMessageDescriptor *resp_desc,
+                        ProtobufCMessage **resp_out, struct cetcd_status *st)
+{
+    int rc;
+
+    assert(call != NULL && call->call != NULL);
+    if (resp_out != NULL)
+        *resp_out = NULL;
+    if (!ok)
+        rc = client__status_set(st, CETCD_INTERNAL, "batch failed");
+    else
+        rc = status_copy(call, st);
+    if (rc == 0 && resp_desc != NULL && resp_out != NULL)
+        rc = decode(call, resp_desc, resp_out, st);
+    if (call->md_len > 0)
+        grpc_slice_unref(call->md[0].value);
+    grpc_metadata_array_destroy(&call->init_md);
+    grpc_metadata_array_destroy(&call->trail_md);
+    grpc_byte_buffer_destroy(call->send_buf);
+    if (call->recv_buf != NULL)
+        grpc_byte_buffer_destroy(call->recv_buf);
+    grpc_slice_unref(call->details);
+    gpr_free((void *)call->error_string);
+    grpc_call_unref(call->call);
+    call->call = NULL;
+    return rc;
+}

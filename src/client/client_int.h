@@ -1,0 +1,117 @@
+/*
+ * client_int.h - declarations shared between libcetcd's files.
+ *
+ * Not installed.  The pure parts (endpoint parsing, failover order, method
+ * classification) are declared first and have no gRPC dependency, so unit
+ * tests can exercise them without a server.
+ */
+#ifndef CETCD_CLIENT_INT_H
+#define CETCD_CLIENT_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <grpc/grpc.h>
+
+#include "cetcd/cetcd.h"
+#include "etcdserverpb/rpc.pb-c.h"
+
+/* Longest "host:port" kept for one endpoint, NUL included. */
+#define CLIENT_HOSTPORT_MAX 256
+
+/* client__endpoints_parse splits s ("a:1,http://b:2") into host:port items
+ * written to out[0..max).  Whitespace around items is ignored, an
+ * "http://" prefix and a trailing "/" are stripped.  Returns 0 and sets
+ * *n_out, or CETCD_INVALID_ARGUMENT (empty list, empty item, no port,
+ * https://, unknown scheme, item too long, more than max items). */
+int client__endpoints_parse(const char *s, char (*out)[CLIENT_HOSTPORT_MAX],
+                            size_t max, size_t *n_out);
+
+/* client__failover_order returns the endpoint index tried at attempt
+ * (0-based) when the current endpoint is cur out of n. */
+size_t client__failover_order(size_t cur, size_t n, size_t attempt);
+
+/* client__method_is_readonly says whether method_path may be retried on
+ * another endpoint after it was sent (it changes nothing). */
+bool client__method_is_readonly(const char *method_path);
+
+/* client__status_set fills st (if not NULL) and returns code. */
+int client__status_set(struct cetcd_status *st, int code, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
+
+/* One endpoint of a client.  Owned by the client; channel is thread-safe. */
+struct client__endpoint {
+    char host_port[CLIENT_HOSTPORT_MAX]; /* "host:port", the gRPC target */
+    grpc_channel *channel;               /* created at open */
+};
+
+/* The client.  Immutable after open except cur (atomic) and token (set by
+ * cetcd_client_token_set, documented as not concurrent with calls). */
+struct cetcd_client {
+    struct client__endpoint *eps; /* n_eps endpoints */
+    size_t n_eps;                 /* 1..CETCD_ENDPOINTS_MAX */
+    atomic_size_t cur;            /* index of the current endpoint */
+    int dial_timeout_ms;          /* wait for READY before sending */
+    int call_timeout_ms;          /* per-call deadline; 0 = none */
+    char *token;                  /* "token" metadata value or NULL */
+};
+
+/* One unary call in flight: everything its single batch points at.  Owned
+ * by whoever started it until client__call_finish. */
+struct client__call {
+    grpc_call *call;                /* the core call */
+    grpc_metadata md[1];            /* outgoing metadata (token) */
+    size_t md_len;                  /* used entries of md */
+    grpc_metadata_array init_md;    /* received initial metadata */
+    grpc_metadata_array trail_md;   /* received trailing metadata */
+    grpc_byte_buffer *send_buf;     /* packed request */
+    grpc_byte_buffer *recv_buf;     /* reply, NULL if none */
+    grpc_status_code status;        /* final status */
+    grpc_slice details;             /* status message */
+    const char *error_string;       /* core's debug string, gpr_free'd */
+};
+
+/* client__call_start packs req and starts the whole unary batch on the
+ * endpoint's channel with completion tag on cq.  On error nothing is left
+ * to clean up and no completion will arrive.
+ * Errors: CETCD_RESOURCE_EXHAUSTED, CETCD_INTERNAL. */
+int client__call_start(struct cetcd_client *c, size_t ep,
+                       grpc_completion_queue *cq, const char *method_path,
+                       const ProtobufCMessage *req, void *tag,
+                       struct client__call *call);
+
+/* client__call_finish, after the batch completed (ok = the event's
+ * success), decodes the reply into *resp_out (if resp_desc), fills st and
+ * releases everything the call held.  Returns the status code. */
+int client__call_finish(struct client__call *call, int ok,
+                        const ProtobufCMessageDescriptor *resp_desc,
+                        ProtobufCMessage **resp_out, struct cetcd_status *st);
+
+/* client__deadline returns now + ms (ms <= 0: infinite). */
+gpr_timespec client__deadline(int ms);
+
+/* Conversions between the public structs and protobuf-c messages, shared by
+ * kv.c and txn.c.  Requests borrow the caller's bytes (no copies); results
+ * point into the decoded reply (resp), which the caller keeps alive.
+ * The *_fill functions return 0 or CETCD_RESOURCE_EXHAUSTED. */
+void client__range_req_fill(Etcdserverpb__RangeRequest *req, const void *key,
+                            size_t key_len, const struct cetcd_range_opts *o);
+void client__put_req_fill(Etcdserverpb__PutRequest *req, const void *key,
+                          size_t key_len, const void *value, size_t value_len,
+                          const struct cetcd_put_opts *o);
+void client__delete_req_fill(Etcdserverpb__DeleteRangeRequest *req,
+                             const void *key, size_t key_len,
+                             const struct cetcd_delete_opts *o);
+int client__range_fill(struct cetcd_range_result *r,
+                       const Etcdserverpb__RangeResponse *resp);
+int client__put_fill(struct cetcd_put_result *r,
+                     const Etcdserverpb__PutResponse *resp);
+int client__delete_fill(struct cetcd_delete_result *r,
+                        const Etcdserverpb__DeleteRangeResponse *resp);
+/* client__range_clear etc. free what *_fill allocated (not the reply). */
+void client__range_clear(struct cetcd_range_result *r);
+void client__put_clear(struct cetcd_put_result *r);
+void client__delete_clear(struct cetcd_delete_result *r);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * endpoint.c - the pure parts of libcetcd: endpoint list parsing, failover
+ * order, which methods are safe to retry, status codes and their names.
+ *
+ * Nothing here touches gRPC, so tests/unit/test_client.c covers it fully.
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client/client_int.h"
+
+static const char *const code_names[] = {
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+};
+
+const char *cetcd_code_name(int code)
+{
+    if (code < 0 || code >= (int)(sizeof(code_names) / sizeof(code_names[0])))
+        return "UNKNOWN_CODE";
+    return code_names[code];
+}
+
+int client__status_set(struct cetcd_status *st, int code, const char *fmt,
+                       ...)
+{
+    va_list ap;
+
+    assert(code >= 0);
+    if (st == NULL)
+        return code;
+    st->code = code;
+    va_start(ap, fmt);
+    vsnprintf(st->message, sizeof(st->message), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* item_parse copies one trimmed item [b, e) into out without its scheme. */
+static int item_parse(const char *b, const char *e,
+                      char out[CLIENT_HOSTPORT_MAX])
+{
+    const char *colon;
+    size_t len;
+
+    while (b < e && isspace((unsigned char)*b))
+        b++;
+    while (e > b && isspace((unsigned char)e[-1]))
+        e--;
+    if (e - b >= 7 && strncmp(b, "http://", 7) == 0)
+        b += 7;
+    else if (memchr(b, '/', (size_t)(e - b)) != NULL)
+        return CETCD_INVALID_ARGUMENT; /* https:// or unix:// etc. */
+    if (e > b && e[-1] == '/')
+        e--;
+    len = (size_t)(e - b);
+    if (len == 0 || len >= CLIENT_HOSTPORT_MAX)
+        return CETCD_INVALID_ARGUMENT;
+    if (memchr(b, '/', len) != NULL)
+        return CETCD_INVALID_ARGUMENT;
+    /* The port follows the last colon ("[::1]:2379" works too). */
+    colon = NULL;
+    for (const char *p = b; p < e; p++)
+        if (*p == ':')
+            colon = p;
+    if (colon == NULL || colon + 1 == e || colon == b || colon[-1] == ':')
+        return CETCD_INVALID_ARGUMENT;
+    for (const char *p = colon + 1; p < e; p++)
+        if (!isdigit((unsigned char)*p))
+            return CETCD_INVALID_ARGUMENT;
+    memcpy(out, b, len);
+    out[len] = '\0';
+    return 0;
+}
+
+int client__endpoints_parse(const char *s, char (*out)[CLIENT_HOSTPORT_MAX],
+                            size_t max, size_t *n_out)
+{
+    size_t n = 0;
+    const char *b = s;
+
+    assert(out != NULL && n_out != NULL);
+    *n_out = 0;
+    if (s == NULL || max == 0)
+        return CETCD_INVALID_ARGUMENT;
+    for (;;) {
+        const char *e = strchr(b, ',');
+        if (e == NULL)
+            e = b + strlen(b);
+        if (n == max)
+            return CETCD_INVALID_ARGUMENT;
+        if (item_parse(b, e, out[n]) != 0)
+            return CETCD_INVALID_ARGUMENT;
+        n++;
+        if (*e == '\0')
+            break;
+        b = e + 1;
+    }
+    assert(n >= 1 && n <= max);
+    *n_out = n;
+    return 0;
+}
+
+size_t client__failover_order(size_t cur, size_t n, size_t attempt)
+{
+    assert(n > 0 && cur < n);
+    return (cur + attempt) % n;
+}
+
+bool client__method_is_readonly(const char *method_path)
+{
+    static const char *const ro[] = {
+        "/etcdserverpb.KV/Range",
+        "/etcdserverpb.Maintenance/Status",
+        "/etcdserverpb.Maintenance/Hash",
+        "/etcdserverpb.Maintenance/HashKV",
+        "/etcdserverpb.Cluster/MemberList",
+        "/etcdserverpb.Lease/LeaseTimeToLive",
+        "/etcdserverpb.Lease/LeaseLeases",
+    };
+
+    assert(method_path != NULL);
+    for (size_t i = 0; i < sizeof(ro) / sizeof(ro[0]); i++)
+        if (strcmp(method_path, ro[i]) == 0)
+            return true;
+    return false;
+}
