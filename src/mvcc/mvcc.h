@@ -135,7 +135,9 @@ mvcc_rev mvcc_read_compact_rev(const struct mvcc_read *r);
  * counting continues past the limit without reading values.
  * Errors: ERR_COMPACTED (rev < compact rev), ERR_FUTURE_REV (rev >
  * current), ERR_NOMEM (result untouched but for n_kvs = 0), ERR_INVAL
- * (key_len == 0), ERR_CORRUPT (a bad record on disk).
+ * (key_len == 0), ERR_TOO_LARGE (key_len > mvcc_key_max: such a key
+ * cannot exist, but LMDB cannot seek to it either), ERR_CORRUPT (a bad
+ * record on disk).
  */
 int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
                const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
@@ -228,8 +230,9 @@ enum {
  * mvcc_txn_put writes a new version of key.  If prev_out is not NULL it
  * receives the previous live version (mod_rev 0 if none), copied into the
  * batch arena.  With an IGNORE flag on a key that does not exist:
- * ERR_KEY_NOT_FOUND (nothing written).  Errors: ERR_INVAL (key_len 0 or >
- * mvcc_key_max), ERR_KEY_NOT_FOUND, and the poisoning ones.
+ * ERR_KEY_NOT_FOUND (nothing written).  Errors: ERR_INVAL (key_len 0),
+ * ERR_TOO_LARGE (key_len > mvcc_key_max), ERR_KEY_NOT_FOUND, and the
+ * poisoning ones.
  */
 int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
                  const void *value, size_t value_len, int64_t lease,

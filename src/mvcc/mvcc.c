@@ -1,0 +1,398 @@
+/*
+ * mvcc.c - the store object: open/close, the persisted state, the record
+ * codec, range normalisation, and read snapshots (pooled).  On-disk
+ * formats: mvcc_int.h.  Reads: mvcc_read.c; writes: mvcc_write.c;
+ * compaction: mvcc_compact.c.
+ */
+#include "mvcc/mvcc_int.h"
+
+#include "util/crc32c.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+static const char state_key[] = "mvcc_state";
+
+/* --- codec ----------------------------------------------------------- */
+
+size_t mvcc__ckey(uint8_t *buf, const void *key, size_t key_len, mvcc_rev main,
+                  int64_t sub, int kind)
+{
+    assert(key_len + MVCC_SUFFIX <= MVCC_CKEY_MAX);
+    assert(main >= 0 && sub >= 0 && (kind == 0 || kind == 1));
+    memcpy(buf, key, key_len);
+    mvcc__put_be64(buf + key_len, ~(uint64_t)main);
+    mvcc__put_be64(buf + key_len + 8, ~(uint64_t)sub);
+    buf[key_len + 16] = (uint8_t)kind;
+    return key_len + MVCC_SUFFIX;
+}
+
+int mvcc__ckey_parse(const struct backend_val *k, size_t *ulen_out,
+                     mvcc_rev *main_out, int64_t *sub_out, int *kind_out)
+{
+    if (k->len < MVCC_SUFFIX + 1)
+        return ERR_CORRUPT;
+    const uint8_t *p = k->data;
+    size_t ul = k->len - MVCC_SUFFIX;
+    uint64_t m = ~mvcc__get_be64(p + ul), sb = ~mvcc__get_be64(p + ul + 8);
+    uint8_t kind = p[ul + 16];
+    if (m == 0 || m > INT64_MAX || sb > INT64_MAX || kind > MVCC_KIND_TOMB)
+        return ERR_CORRUPT;
+    *ulen_out = ul;
+    *main_out = (mvcc_rev)m;
+    *sub_out = (int64_t)sb;
+    *kind_out = kind;
+    return 0;
+}
+
+void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb)
+{
+    assert(tomb || kv->version >= 1);
+    assert(!tomb || kv->value_len == 0);
+    dst[0] = MVCC_FORMAT;
+    dst[1] = tomb ? 1 : 0;
+    mvcc__put_le64(dst + 2, (uint64_t)kv->create_rev);
+    mvcc__put_le64(dst + 10, (uint64_t)kv->version);
+    mvcc__put_le64(dst + 18, (uint64_t)kv->lease);
+    if (kv->value_len > 0)
+        memcpy(dst + MVCC_HDR, kv->value, kv->value_len);
+}
+
+int mvcc__entry_decode(const struct backend_val *k,
+                       const struct backend_val *v, bool keys_only,
+                       struct mvcc_kv *kv, bool *tomb_out)
+{
+    size_t ul;
+    int64_t sub;
+    int kind;
+    int rc = mvcc__ckey_parse(k, &ul, &kv->mod_rev, &sub, &kind);
+    if (rc != 0)
+        return rc;
+    const uint8_t *p = v->data;
+    if (v->len < MVCC_HDR || p[0] != MVCC_FORMAT || p[1] != kind)
+        return ERR_CORRUPT;
+    kv->key = k->data;
+    kv->key_len = ul;
+    kv->create_rev = (mvcc_rev)mvcc__get_le64(p + 2);
+    kv->version = (int64_t)mvcc__get_le64(p + 10);
+    kv->lease = (int64_t)mvcc__get_le64(p + 18);
+    bool tomb = kind == MVCC_KIND_TOMB;
+    if (tomb ? (v->len != MVCC_HDR || kv->create_rev != 0 || kv->version != 0)
+             : (kv->create_rev <= 0 || kv->create_rev > kv->mod_rev ||
+                kv->version <= 0))
+        return ERR_CORRUPT;
+    kv->value = keys_only || tomb ? NULL : p + MVCC_HDR;
+    kv->value_len = keys_only ? 0 : v->len - MVCC_HDR;
+    *tomb_out = tomb;
+    return 0;
+}
+
+int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
+                   size_t val_len, struct mvcc_kv *kv, bool *tombstone_out)
+{
+    struct backend_val k = {ckey_len, (void *)ckey};
+    struct backend_val v = {val_len, (void *)val};
+    if (ckey == NULL || val == NULL || kv == NULL || tombstone_out == NULL)
+        return ERR_CORRUPT;
+    return mvcc__entry_decode(&k, &v, false, kv, tombstone_out);
+}
+
+void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
+{
+    assert(st->rev >= 1 && st->compact <= st->rev);
+    assert(st->compact_fin <= st->compact);
+    mvcc__put_le64(dst, st->ci);
+    mvcc__put_le64(dst + 8, (uint64_t)st->rev);
+    mvcc__put_le64(dst + 16, (uint64_t)st->compact);
+    mvcc__put_le64(dst + 24, (uint64_t)st->compact_fin);
+    mvcc__put_le64(dst + 32, (uint64_t)st->next_main);
+    mvcc__put_le64(dst + 40, (uint64_t)st->next_sub);
+    uint32_t crc = crc32c_extend(0, dst, 48);
+    for (int i = 0; i < 4; i++)
+        dst[48 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st)
+{
+    const uint8_t *p = v->data;
+    if (v->len != MVCC_STATE_LEN)
+        return ERR_CORRUPT;
+    uint32_t crc = 0;
+    for (int i = 3; i >= 0; i--)
+        crc = (crc << 8) | p[48 + i];
+    if (crc != crc32c_extend(0, p, 48))
+        return ERR_CORRUPT;
+    st->ci = mvcc__get_le64(p);
+    st->rev = (mvcc_rev)mvcc__get_le64(p + 8);
+    st->compact = (mvcc_rev)mvcc__get_le64(p + 16);
+    st->compact_fin = (mvcc_rev)mvcc__get_le64(p + 24);
+    st->next_main = (mvcc_rev)mvcc__get_le64(p + 32);
+    st->next_sub = (int64_t)mvcc__get_le64(p + 40);
+    if (st->rev < 1 || st->compact < 0 || st->compact > st->rev ||
+        st->compact_fin < 0 || st->compact_fin > st->compact ||
+        st->next_main < 0 || st->next_sub < 0)
+        return ERR_CORRUPT;
+    return 0;
+}
+
+/* --- ranges ---------------------------------------------------------- */
+
+int mvcc__span_init(struct mvcc_span *sp, const struct mvcc_store *s,
+                    const void *key, size_t key_len, const void *end,
+                    size_t end_len)
+{
+    if (key_len == 0 || key == NULL)
+        return ERR_INVAL;
+    if (key_len > s->key_max)
+        return ERR_TOO_LARGE;
+    sp->key = key;
+    sp->key_len = key_len;
+    sp->end = end;
+    sp->end_len = end_len;
+    sp->single = end_len == 0;
+    sp->unbounded = end_len == 1 && ((const uint8_t *)end)[0] == 0;
+    return 0;
+}
+
+bool mvcc__span_has(const struct mvcc_span *sp, const uint8_t *u, size_t ul)
+{
+    if (sp->single)
+        return ul == sp->key_len && memcmp(u, sp->key, ul) == 0;
+    if (sp->unbounded)
+        return true;
+    return mvcc__bytes_cmp(u, ul, sp->end, sp->end_len) < 0;
+}
+
+/* --- store ----------------------------------------------------------- */
+
+static int store_buckets(struct mvcc_store *s)
+{
+    int rc = backend_bucket_open(s->be, "kv", BACKEND_BUCKET_REVKEY, &s->kv);
+    if (rc == 0)
+        rc = backend_bucket_open(s->be, "rev", 0, &s->rev);
+    if (rc == 0)
+        rc = backend_bucket_open(s->be, "meta", 0, &s->meta);
+    if (rc == 0)
+        rc = backend_bucket_open(s->be, "lkey", 0, &s->lkey);
+    return rc;
+}
+
+static int store_load(struct mvcc_store *s)
+{
+    struct backend_txn *txn;
+    int rc = backend_read_begin(s->be, &txn);
+    if (rc != 0)
+        return rc;
+    struct backend_val v;
+    rc = backend_get(txn, s->meta, state_key, sizeof state_key - 1, &v);
+    if (rc == ERR_NOTFOUND) {
+        memset(&s->st, 0, sizeof s->st);
+        s->st.rev = 1; /* etcd: the empty store is at revision 1 */
+        rc = 0;
+    } else if (rc == 0) {
+        rc = mvcc__state_decode(&v, &s->st);
+    }
+    backend_read_end(txn);
+    if (rc != 0)
+        return rc;
+    atomic_store(&s->cur_rev, s->st.rev);
+    atomic_store(&s->compact_rev, s->st.compact);
+    atomic_store(&s->compact_fin, s->st.compact_fin);
+    atomic_store(&s->ci, s->st.ci);
+    return 0;
+}
+
+int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
+                    struct mvcc_store **out)
+{
+    assert(be != NULL && out != NULL);
+    struct mvcc_store *s = mem_calloc(1, sizeof *s);
+    if (s == NULL)
+        return ERR_NOMEM;
+    s->be = be;
+    size_t km = backend_key_max(be);
+    if (km > MVCC_CKEY_MAX)
+        km = MVCC_CKEY_MAX;
+    assert(km > MVCC_SUFFIX + MVCC_LEASE_PREFIX);
+    /* lkey keys are lease + user key: the tighter of the two limits. */
+    s->key_max = km - MVCC_SUFFIX;
+    if (s->key_max > km - MVCC_LEASE_PREFIX)
+        s->key_max = km - MVCC_LEASE_PREFIX;
+    int rc = store_buckets(s);
+    if (rc == 0)
+        rc = store_load(s);
+    if (rc != 0) {
+        mem_free(s);
+        return rc;
+    }
+    s->batch.arena.keep = opts && opts->arena_keep_bytes
+                              ? opts->arena_keep_bytes
+                              : (16u << 20);
+    pthread_mutex_init(&s->pool_mu, NULL);
+    *out = s;
+    return 0;
+}
+
+static void read_free(struct mvcc_read *r)
+{
+    backend_cursor_close(r->kv);
+    backend_cursor_close(r->revc);
+    backend_cursor_close(r->lk);
+    backend_read_end(r->txn);
+    mem_free(r);
+}
+
+void mvcc_store_close(struct mvcc_store *s)
+{
+    if (s == NULL)
+        return;
+    assert(!s->batch.open);
+    while (s->pool != NULL) {
+        struct mvcc_read *r = s->pool;
+        s->pool = r->next_free;
+        read_free(r);
+    }
+    mvcc__arena_free(&s->batch.arena);
+    mvcc_range_result_close(&s->batch.scratch);
+    mem_free(s->batch.events);
+    pthread_mutex_destroy(&s->pool_mu);
+    mem_free(s);
+}
+
+mvcc_rev mvcc_current_rev(const struct mvcc_store *s)
+{
+    return atomic_load(&((struct mvcc_store *)s)->cur_rev);
+}
+
+mvcc_rev mvcc_compact_rev(const struct mvcc_store *s)
+{
+    return atomic_load(&((struct mvcc_store *)s)->compact_rev);
+}
+
+mvcc_rev mvcc_compact_finished_rev(const struct mvcc_store *s)
+{
+    return atomic_load(&((struct mvcc_store *)s)->compact_fin);
+}
+
+uint64_t mvcc_consistent_index(const struct mvcc_store *s)
+{
+    return atomic_load(&((struct mvcc_store *)s)->ci);
+}
+
+size_t mvcc_key_max(const struct mvcc_store *s)
+{
+    return s->key_max;
+}
+
+void mvcc_store_set_observer(struct mvcc_store *s, mvcc_observer_fn fn,
+                             void *arg)
+{
+    assert(s != NULL && !s->batch.open);
+    s->observer = fn;
+    s->observer_arg = arg;
+}
+
+/* --- read snapshots -------------------------------------------------- */
+
+static int read_new(struct mvcc_store *s, struct mvcc_read **out)
+{
+    struct mvcc_read *r = mem_calloc(1, sizeof *r);
+    if (r == NULL)
+        return ERR_NOMEM;
+    r->s = s;
+    int rc = backend_read_begin(s->be, &r->txn);
+    if (rc != 0) {
+        mem_free(r);
+        return rc;
+    }
+    rc = backend_cursor_open(r->txn, s->kv, &r->kv);
+    if (rc != 0) {
+        backend_read_end(r->txn);
+        mem_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+static int read_renew(struct mvcc_read *r)
+{
+    int rc = backend_read_renew(r->txn);
+    if (rc == 0)
+        rc = backend_cursor_renew(r->txn, r->kv);
+    if (rc == 0 && r->revc != NULL)
+        rc = backend_cursor_renew(r->txn, r->revc);
+    if (rc == 0 && r->lk != NULL)
+        rc = backend_cursor_renew(r->txn, r->lk);
+    return rc;
+}
+
+static int read_state(struct mvcc_read *r)
+{
+    struct backend_val v;
+    struct mvcc_state st;
+    int rc = backend_get(r->txn, r->s->meta, state_key, sizeof state_key - 1,
+                         &v);
+    if (rc == ERR_NOTFOUND) {
+        r->rev = 1;
+        r->compact = 0;
+        return 0;
+    }
+    if (rc == 0)
+        rc = mvcc__state_decode(&v, &st);
+    if (rc != 0)
+        return rc;
+    r->rev = st.rev;
+    r->compact = st.compact;
+    return 0;
+}
+
+int mvcc_read_begin(struct mvcc_store *s, struct mvcc_read **out)
+{
+    assert(s != NULL && out != NULL);
+    pthread_mutex_lock(&s->pool_mu);
+    struct mvcc_read *r = s->pool;
+    if (r != NULL) {
+        s->pool = r->next_free;
+        s->pool_len--;
+    }
+    pthread_mutex_unlock(&s->pool_mu);
+    int rc = r != NULL ? read_renew(r) : read_new(s, &r);
+    if (rc == 0)
+        rc = read_state(r);
+    if (rc != 0) {
+        if (r != NULL)
+            read_free(r);
+        return rc;
+    }
+    r->next_free = NULL;
+    *out = r;
+    return 0;
+}
+
+void mvcc_read_end(struct mvcc_read *r)
+{
+    if (r == NULL)
+        return;
+    struct mvcc_store *s = r->s;
+    backend_read_reset(r->txn);
+    pthread_mutex_lock(&s->pool_mu);
+    bool pooled = s->pool_len < MVCC_READ_POOL_MAX;
+    if (pooled) {
+        r->next_free = s->pool;
+        s->pool = r;
+        s->pool_len++;
+    }
+    pthread_mutex_unlock(&s->pool_mu);
+    if (!pooled)
+        read_free(r);
+}
+
+mvcc_rev mvcc_read_rev(const struct mvcc_read *r)
+{
+    return r->rev;
+}
+
+mvcc_rev mvcc_read_compact_rev(const struct mvcc_read *r)
+{
+    return r->compact;
+}

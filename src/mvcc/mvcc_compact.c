@@ -1,0 +1,139 @@
+/*
+ * mvcc_compact.c - compaction: scheduling, and the physical deletion in
+ * bounded steps that survive restarts.
+ *
+ * Compacting at C must drop, for every key, each version <= C except the
+ * newest one <= C (and that one too if it is a tombstone).  A version that
+ * survived the previous compaction at C' can only become dead because of a
+ * newer version at a revision in (C', C].  So the step walks the `rev` log
+ * over (C', C] only - work proportional to the writes since the last
+ * compaction, not to the number of keys - and for each key it meets, drops
+ * all of its versions older than its newest version <= C.  The position in
+ * the log is persisted (mvcc_state.compact_next_*) with every step, in the
+ * same txn as the deletions, so a crash resumes exactly where it stopped.
+ */
+#include "mvcc/mvcc_int.h"
+
+#include "util/err.h"
+
+static bool pending(const struct mvcc_state *st)
+{
+    return st->compact > st->compact_fin;
+}
+
+int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev)
+{
+    assert(b != NULL && b->open && !b->t.open);
+    if (b->err != 0)
+        return b->err;
+    if (rev <= b->st.compact)
+        return ERR_COMPACTED;
+    if (rev > b->st.rev)
+        return ERR_FUTURE_REV;
+    if (!pending(&b->st)) {
+        b->st.next_main = b->st.compact_fin + 1;
+        b->st.next_sub = 0;
+    }
+    b->st.compact = rev;
+    assert(pending(&b->st));
+    return 0;
+}
+
+bool mvcc_compact_pending(const struct mvcc_store *s)
+{
+    return pending(&s->st);
+}
+
+/* del_current deletes the kv entry under the cursor and its `rev` entry;
+ * k receives the entry that followed (ERR_NOTFOUND at the end). */
+static int del_current(struct mvcc_batch *b, struct backend_val *k)
+{
+    size_t ul;
+    mvcc_rev main;
+    int64_t sub;
+    int kind;
+    uint8_t rk[MVCC_REVKEY_LEN];
+    int rc = mvcc__ckey_parse(k, &ul, &main, &sub, &kind);
+    if (rc != 0)
+        return rc;
+    mvcc__put_be64(rk, (uint64_t)main);
+    mvcc__put_be64(rk + 8, (uint64_t)sub);
+    rc = backend_cursor_del(b->kv);
+    if (rc == 0)
+        rc = backend_del(b->txn, b->s->rev, rk, sizeof rk);
+    if (rc != 0)
+        return rc == ERR_NOTFOUND ? ERR_CORRUPT : rc;
+    return backend_cursor_current(b->kv, k, NULL);
+}
+
+/* compact_key drops the versions of user key u that are dead at c. */
+static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
+                       mvcc_rev c)
+{
+    struct mvcc_kv kv;
+    struct backend_val k;
+    bool tomb;
+    int rc = mvcc__visible(b->kv, u, ul, c, true, &kv, &tomb);
+    if (rc == ERR_NOTFOUND)
+        return 0; /* every version <= c is already gone */
+    if (rc != 0)
+        return rc;
+    assert(kv.mod_rev <= c);
+    rc = backend_cursor_current(b->kv, &k, NULL);
+    if (rc == 0)
+        rc = tomb ? del_current(b, &k) : backend_cursor_next(b->kv, &k, NULL);
+    while (rc == 0 && k.len == ul + MVCC_SUFFIX && memcmp(k.data, u, ul) == 0)
+        rc = del_current(b, &k);
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+/* next_rev reads the next `rev` log entry to examine into u/ul; *done when
+ * the log has nothing left at or below the compact rev. */
+static int next_rev(struct mvcc_batch *b, uint8_t *u, size_t *ul, bool *done)
+{
+    uint8_t rk[MVCC_REVKEY_LEN];
+    struct backend_val k, v;
+    mvcc__put_be64(rk, (uint64_t)b->st.next_main);
+    mvcc__put_be64(rk + 8, (uint64_t)b->st.next_sub);
+    int rc = backend_cursor_seek(b->revc, rk, sizeof rk, &k, &v);
+    *done = rc == ERR_NOTFOUND;
+    if (rc != 0)
+        return *done ? 0 : rc;
+    if (k.len != MVCC_REVKEY_LEN || v.len < 2 || v.len - 1 > b->s->key_max)
+        return ERR_CORRUPT;
+    uint64_t main = mvcc__get_be64(k.data);
+    uint64_t sub = mvcc__get_be64((const uint8_t *)k.data + 8);
+    if (main > INT64_MAX || sub >= INT64_MAX)
+        return ERR_CORRUPT;
+    *done = (mvcc_rev)main > b->st.compact;
+    *ul = v.len - 1;
+    memcpy(u, (const uint8_t *)v.data + 1, *ul); /* pages move as we delete */
+    b->st.next_main = (mvcc_rev)main;
+    b->st.next_sub = (int64_t)sub + 1;
+    return 0;
+}
+
+int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
+{
+    assert(b != NULL && b->open && !b->t.open && more_out != NULL);
+    assert(max_revs > 0);
+    if (b->err != 0)
+        return b->err;
+    bool done = !pending(&b->st);
+    uint8_t u[MVCC_CKEY_MAX];
+    size_t ul = 0;
+    for (size_t n = 0; !done && n < max_revs; n++) {
+        int rc = next_rev(b, u, &ul, &done);
+        if (rc == 0 && !done)
+            rc = compact_key(b, u, ul, b->st.compact);
+        if (rc != 0)
+            return mvcc__batch_fail(b, rc);
+    }
+    if (done && pending(&b->st)) {
+        b->st.compact_fin = b->st.compact;
+        b->st.next_main = b->st.compact + 1;
+        b->st.next_sub = 0;
+    }
+    *more_out = pending(&b->st);
+    return 0;
+}

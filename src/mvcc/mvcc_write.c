@@ -1,0 +1,483 @@
+/*
+ * mvcc_write.c - the write side: apply batches, request txns, put, delete,
+ * ranges inside a write txn, lease deletion, and event collection.
+ *
+ * One batch = one LMDB write txn; the apply thread opens it, runs many
+ * requests through it and commits it together with the consistent index.
+ * Everything handed back to the caller (prev kvs, ranges, events) is
+ * copied into the batch arena, because pointers into a write txn's pages
+ * move with the next write.
+ */
+#include "mvcc/mvcc_int.h"
+
+#include "util/err.h"
+#include "util/mem.h"
+
+#define CHUNK_MIN (64u << 10)
+
+static const char state_key[] = "mvcc_state";
+
+/* --- arena ----------------------------------------------------------- */
+
+void *mvcc__arena_alloc(struct mvcc_arena *a, size_t len)
+{
+    len = (len + 7) & ~(size_t)7;
+    struct mvcc_chunk *c = a->head;
+    if (c == NULL || c->cap - c->used < len) {
+        size_t cap = a->total > CHUNK_MIN ? a->total : CHUNK_MIN;
+        if (cap < len)
+            cap = len;
+        c = mem_malloc(sizeof *c + cap);
+        if (c == NULL)
+            return NULL;
+        c->cap = cap;
+        c->used = 0;
+        c->next = a->head;
+        a->head = c;
+        a->total += cap;
+    }
+    void *p = (char *)(c + 1) + c->used;
+    c->used += len;
+    assert(c->used <= c->cap);
+    return p;
+}
+
+void mvcc__arena_free(struct mvcc_arena *a)
+{
+    while (a->head != NULL) {
+        struct mvcc_chunk *c = a->head;
+        a->head = c->next;
+        mem_free(c);
+    }
+    a->total = 0;
+}
+
+/* Reset keeps the newest (largest) chunk unless it exceeds the limit. */
+void mvcc__arena_reset(struct mvcc_arena *a)
+{
+    struct mvcc_chunk *keep = a->head;
+    if (keep == NULL)
+        return;
+    a->head = keep->next;
+    mvcc__arena_free(a);
+    if (keep->cap > a->keep) {
+        mem_free(keep);
+        return;
+    }
+    keep->used = 0;
+    keep->next = NULL;
+    a->head = keep;
+    a->total = keep->cap;
+}
+
+/* copy_kv duplicates kv's bytes into the arena (dst may alias src). */
+static int copy_kv(struct mvcc_arena *a, const struct mvcc_kv *src,
+                   struct mvcc_kv *dst)
+{
+    uint8_t *p = mvcc__arena_alloc(a, src->key_len + src->value_len);
+    if (p == NULL)
+        return ERR_NOMEM;
+    struct mvcc_kv kv = *src;
+    memcpy(p, src->key, src->key_len);
+    kv.key = p;
+    if (src->value != NULL) {
+        if (src->value_len > 0)
+            memcpy(p + src->key_len, src->value, src->value_len);
+        kv.value = p + src->key_len;
+    }
+    *dst = kv;
+    return 0;
+}
+
+/* --- batch ----------------------------------------------------------- */
+
+int mvcc__batch_fail(struct mvcc_batch *b, int err)
+{
+    assert(err < 0);
+    if (b->err == 0)
+        b->err = err;
+    return b->err;
+}
+
+int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
+{
+    assert(s != NULL && out != NULL);
+    struct mvcc_batch *b = &s->batch;
+    assert(!b->open);
+    mvcc__arena_reset(&b->arena);
+    b->s = s;
+    b->n_events = 0;
+    b->err = 0;
+    b->lk = NULL;
+    int rc = backend_write_begin(s->be, &b->txn);
+    if (rc != 0)
+        return rc;
+    rc = backend_cursor_open(b->txn, s->kv, &b->kv);
+    if (rc == 0)
+        rc = backend_cursor_open(b->txn, s->rev, &b->revc);
+    if (rc != 0) {
+        backend_write_abort(b->txn);
+        return rc;
+    }
+    b->st = s->st;
+    b->t.open = false;
+    b->open = true;
+    *out = b;
+    return 0;
+}
+
+static void batch_close(struct mvcc_batch *b)
+{
+    b->open = false;
+    b->t.open = false;
+    b->txn = NULL;
+    b->kv = b->revc = b->lk = NULL; /* freed with the txn */
+}
+
+void mvcc_batch_abort(struct mvcc_batch *b)
+{
+    assert(b != NULL && b->open);
+    backend_write_abort(b->txn);
+    batch_close(b);
+}
+
+int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
+{
+    assert(b != NULL && b->open && !b->t.open);
+    assert(consistent_index >= b->st.ci);
+    struct mvcc_store *s = b->s;
+    uint8_t st[MVCC_STATE_LEN];
+    int rc = b->err;
+    if (rc == 0) {
+        b->st.ci = consistent_index;
+        mvcc__state_encode(st, &b->st);
+        rc = backend_put(b->txn, s->meta, state_key, sizeof state_key - 1, st,
+                         sizeof st);
+    }
+    if (rc != 0) {
+        mvcc_batch_abort(b);
+        return rc;
+    }
+    rc = backend_write_commit(b->txn);
+    batch_close(b);
+    if (rc != 0)
+        return rc;
+    s->st = b->st;
+    atomic_store(&s->cur_rev, s->st.rev);
+    atomic_store(&s->compact_rev, s->st.compact);
+    atomic_store(&s->compact_fin, s->st.compact_fin);
+    atomic_store(&s->ci, s->st.ci);
+    if (s->observer != NULL && b->n_events > 0)
+        s->observer(s->observer_arg, b->events, b->n_events, s->st.rev);
+    return 0;
+}
+
+struct backend_txn *mvcc_batch_backend_txn(struct mvcc_batch *b)
+{
+    assert(b != NULL && b->open);
+    return b->txn;
+}
+
+/* --- request txns ---------------------------------------------------- */
+
+struct mvcc_txn *mvcc_txn_begin(struct mvcc_batch *b)
+{
+    assert(b != NULL && b->open && !b->t.open);
+    struct mvcc_txn *t = &b->t;
+    t->b = b;
+    t->rev = b->st.rev + 1;
+    t->sub = 0;
+    t->open = true;
+    return t;
+}
+
+mvcc_rev mvcc_txn_end(struct mvcc_txn *t)
+{
+    assert(t != NULL && t->open);
+    struct mvcc_batch *b = t->b;
+    assert(t->rev == b->st.rev + 1);
+    if (t->sub > 0 && b->err == 0)
+        b->st.rev = t->rev;
+    t->open = false;
+    return b->st.rev;
+}
+
+mvcc_rev mvcc_txn_rev(const struct mvcc_txn *t)
+{
+    return t->rev;
+}
+
+static int event_push(struct mvcc_batch *b, enum mvcc_event_type type,
+                      const struct mvcc_kv *kv, int64_t sub,
+                      const struct mvcc_kv *prev)
+{
+    if (b->n_events == b->cap_events) {
+        size_t cap = b->cap_events ? b->cap_events * 2 : 256;
+        struct mvcc_event *e = mem_realloc(b->events, cap * sizeof *e);
+        if (e == NULL)
+            return ERR_NOMEM;
+        b->events = e;
+        b->cap_events = cap;
+    }
+    struct mvcc_event *ev = &b->events[b->n_events++];
+    memset(ev, 0, sizeof *ev);
+    ev->type = type;
+    ev->sub_rev = sub;
+    ev->kv = *kv;
+    if (prev != NULL)
+        ev->prev_kv = *prev;
+    return 0;
+}
+
+/* lease_move keeps the `lkey` index in step with a key's lease. */
+static int lease_move(struct mvcc_batch *b, const struct mvcc_kv *kv,
+                      int64_t from, int64_t to)
+{
+    uint8_t buf[MVCC_LEASE_PREFIX + MVCC_CKEY_MAX];
+    if (from == to)
+        return 0;
+    memcpy(buf + MVCC_LEASE_PREFIX, kv->key, kv->key_len);
+    size_t n = MVCC_LEASE_PREFIX + kv->key_len;
+    int rc = 0;
+    if (from != 0) {
+        mvcc__put_be64(buf, (uint64_t)from);
+        rc = backend_del(b->txn, b->s->lkey, buf, n);
+        rc = rc == ERR_NOTFOUND ? 0 : rc;
+    }
+    if (rc == 0 && to != 0) {
+        mvcc__put_be64(buf, (uint64_t)to);
+        rc = backend_put(b->txn, b->s->lkey, buf, n, "", 0);
+    }
+    return rc;
+}
+
+/* write_version stores kv (a put, or a tombstone of kv->key) at (t->rev,
+ * t->sub) in `kv` and `rev`, moves its lease index entry, bumps sub. */
+static int write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
+                         bool tomb, int64_t old_lease)
+{
+    struct mvcc_batch *b = t->b;
+    uint8_t ck[MVCC_CKEY_MAX], rk[MVCC_REVKEY_LEN];
+    int kind = tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT;
+    size_t n = mvcc__ckey(ck, kv->key, kv->key_len, t->rev, t->sub, kind);
+    void *dst;
+    int rc = backend_put_reserve(b->txn, b->s->kv, ck, n,
+                                 MVCC_HDR + kv->value_len, &dst);
+    if (rc != 0)
+        return rc;
+    mvcc__value_encode(dst, kv, tomb);
+    mvcc__put_be64(rk, (uint64_t)t->rev);
+    mvcc__put_be64(rk + 8, (uint64_t)t->sub);
+    rc = backend_put_reserve(b->txn, b->s->rev, rk, sizeof rk,
+                             1 + kv->key_len, &dst);
+    if (rc != 0)
+        return rc;
+    ((uint8_t *)dst)[0] = (uint8_t)kind;
+    memcpy((uint8_t *)dst + 1, kv->key, kv->key_len);
+    rc = lease_move(b, kv, old_lease, tomb ? 0 : kv->lease);
+    if (rc == 0)
+        t->sub++;
+    return rc;
+}
+
+/* latest finds the live version of key (including this batch's writes):
+ * *found false if the key does not exist or is deleted. */
+static int latest(struct mvcc_batch *b, const void *key, size_t key_len,
+                  struct mvcc_kv *kv, bool *found)
+{
+    bool tomb;
+    int rc = mvcc__visible(b->kv, key, key_len, INT64_MAX, false, kv, &tomb);
+    *found = rc == 0 && !tomb;
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+static int check_key(const struct mvcc_store *s, const void *key,
+                     size_t key_len)
+{
+    if (key == NULL || key_len == 0)
+        return ERR_INVAL;
+    return key_len > s->key_max ? ERR_TOO_LARGE : 0;
+}
+
+int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
+                 const void *value, size_t value_len, int64_t lease,
+                 unsigned flags, struct mvcc_kv *prev_out)
+{
+    assert(t != NULL && t->open && (value != NULL || value_len == 0));
+    struct mvcc_batch *b = t->b;
+    struct mvcc_kv prev, kv;
+    bool has_prev, observed = b->s->observer != NULL;
+    int rc = b->err ? b->err : check_key(b->s, key, key_len);
+    if (rc != 0)
+        return rc;
+    if ((rc = latest(b, key, key_len, &prev, &has_prev)) != 0)
+        return mvcc__batch_fail(b, rc);
+    if (flags && !has_prev)
+        return ERR_KEY_NOT_FOUND;
+    /* prev points into pages the write below may move: copy it first. */
+    if (has_prev && (prev_out || observed || (flags & MVCC_PUT_IGNORE_VALUE))
+        && copy_kv(&b->arena, &prev, &prev) != 0)
+        return mvcc__batch_fail(b, ERR_NOMEM);
+    kv = (struct mvcc_kv){key, key_len, value, value_len,
+                          has_prev ? prev.create_rev : t->rev, t->rev,
+                          has_prev ? prev.version + 1 : 1, lease};
+    if (flags & MVCC_PUT_IGNORE_VALUE) {
+        kv.value = prev.value;
+        kv.value_len = prev.value_len;
+    }
+    if (flags & MVCC_PUT_IGNORE_LEASE)
+        kv.lease = prev.lease;
+    int64_t sub = t->sub;
+    if ((rc = write_version(t, &kv, false, has_prev ? prev.lease : 0)) != 0)
+        return mvcc__batch_fail(b, rc);
+    if (observed && (copy_kv(&b->arena, &kv, &kv) != 0 ||
+                     event_push(b, MVCC_EVENT_PUT, &kv, sub,
+                                has_prev ? &prev : NULL) != 0))
+        return mvcc__batch_fail(b, ERR_NOMEM);
+    if (prev_out != NULL && has_prev)
+        *prev_out = prev;
+    else if (prev_out != NULL)
+        memset(prev_out, 0, sizeof *prev_out);
+    return 0;
+}
+
+/* delete_one writes the tombstone of live version prev (arena copy). */
+static int delete_one(struct mvcc_txn *t, const struct mvcc_kv *prev)
+{
+    struct mvcc_batch *b = t->b;
+    struct mvcc_kv kv = {.key = prev->key, .key_len = prev->key_len,
+                         .mod_rev = t->rev};
+    int64_t sub = t->sub;
+    int rc = write_version(t, &kv, true, prev->lease);
+    if (rc == 0 && b->s->observer != NULL)
+        rc = event_push(b, MVCC_EVENT_DELETE, &kv, sub, prev);
+    return rc;
+}
+
+/* copy_result moves a scan's kvs into the arena (array and bytes). */
+static int copy_result(struct mvcc_arena *a, const struct mvcc_kv *kvs,
+                       size_t n, struct mvcc_kv **out)
+{
+    struct mvcc_kv *arr = mvcc__arena_alloc(a, (n ? n : 1) * sizeof *arr);
+    if (arr == NULL)
+        return ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (copy_kv(a, &kvs[i], &arr[i]) != 0)
+            return ERR_NOMEM;
+    *out = arr;
+    return 0;
+}
+
+int mvcc_txn_delete_range(struct mvcc_txn *t, const void *key,
+                          size_t key_len, const void *end, size_t end_len,
+                          int64_t *deleted_out,
+                          struct mvcc_kv **prev_kvs_out)
+{
+    assert(t != NULL && t->open && deleted_out != NULL);
+    struct mvcc_batch *b = t->b;
+    struct mvcc_span sp;
+    struct mvcc_kv *dead;
+    int rc = b->err ? b->err
+                    : mvcc__span_init(&sp, b->s, key, key_len, end, end_len);
+    if (rc != 0)
+        return rc;
+    bool values = prev_kvs_out != NULL || b->s->observer != NULL;
+    rc = mvcc__scan(b->kv, &sp, INT64_MAX, 0,
+                    values ? 0 : MVCC_RANGE_KEYS_ONLY, &b->scratch);
+    if (rc == 0)
+        rc = copy_result(&b->arena, b->scratch.kvs, b->scratch.n_kvs, &dead);
+    for (size_t i = 0; rc == 0 && i < b->scratch.n_kvs; i++)
+        rc = delete_one(t, &dead[i]);
+    if (rc != 0)
+        return mvcc__batch_fail(b, rc);
+    *deleted_out = (int64_t)b->scratch.n_kvs;
+    if (prev_kvs_out != NULL)
+        *prev_kvs_out = dead;
+    return 0;
+}
+
+int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
+                   const void *end, size_t end_len, mvcc_rev rev,
+                   int64_t limit, unsigned flags,
+                   struct mvcc_range_result *res)
+{
+    assert(t != NULL && t->open && res != NULL);
+    struct mvcc_batch *b = t->b;
+    struct mvcc_span sp;
+    res->n_kvs = 0;
+    int rc = b->err ? b->err
+                    : mvcc__span_init(&sp, b->s, key, key_len, end, end_len);
+    if (rc != 0)
+        return rc;
+    mvcc_rev cur = t->sub > 0 ? t->rev : b->st.rev;
+    if (rev <= 0)
+        rev = cur;
+    if (rev > cur)
+        return ERR_FUTURE_REV;
+    if (rev < b->st.compact)
+        return ERR_COMPACTED;
+    rc = mvcc__scan(b->kv, &sp, rev, limit, flags, res);
+    for (size_t i = 0; rc == 0 && i < res->n_kvs; i++)
+        rc = copy_kv(&b->arena, &res->kvs[i], &res->kvs[i]);
+    if (rc != 0) {
+        res->n_kvs = 0;
+        return mvcc__batch_fail(b, rc);
+    }
+    return 0;
+}
+
+/* lease_collect copies the keys attached to lease into the scratch
+ * result (arena bytes), before any of them is deleted. */
+static int lease_collect(struct mvcc_batch *b, int64_t lease)
+{
+    uint8_t pfx[MVCC_LEASE_PREFIX];
+    struct backend_val k;
+    struct mvcc_range_result *res = &b->scratch;
+    int rc = b->lk ? 0 : backend_cursor_open(b->txn, b->s->lkey, &b->lk);
+    mvcc__put_be64(pfx, (uint64_t)lease);
+    res->n_kvs = 0;
+    if (rc == 0)
+        rc = backend_cursor_seek(b->lk, pfx, sizeof pfx, &k, NULL);
+    for (; rc == 0; rc = backend_cursor_next(b->lk, &k, NULL)) {
+        if (k.len <= sizeof pfx || memcmp(k.data, pfx, sizeof pfx) != 0)
+            return 0;
+        if (res->n_kvs == res->cap) {
+            size_t cap = res->cap ? res->cap * 2 : 16;
+            struct mvcc_kv *kvs = mem_realloc(res->kvs, cap * sizeof *kvs);
+            if (kvs == NULL)
+                return ERR_NOMEM;
+            res->kvs = kvs;
+            res->cap = cap;
+        }
+        struct mvcc_kv kv = {.key = (const uint8_t *)k.data + sizeof pfx,
+                             .key_len = k.len - sizeof pfx};
+        if (copy_kv(&b->arena, &kv, &res->kvs[res->n_kvs++]) != 0)
+            return ERR_NOMEM;
+    }
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
+                          int64_t *deleted_out)
+{
+    assert(t != NULL && t->open && deleted_out != NULL);
+    struct mvcc_batch *b = t->b;
+    int64_t n = 0;
+    int rc = b->err ? b->err : lease_collect(b, lease);
+    for (size_t i = 0; rc == 0 && i < b->scratch.n_kvs; i++) {
+        const struct mvcc_kv *k = &b->scratch.kvs[i];
+        struct mvcc_kv prev;
+        bool live;
+        rc = latest(b, k->key, k->key_len, &prev, &live);
+        if (rc != 0 || !live)
+            continue;
+        rc = copy_kv(&b->arena, &prev, &prev);
+        if (rc == 0)
+            rc = delete_one(t, &prev);
+        n += rc == 0;
+    }
+    if (rc != 0)
+        return mvcc__batch_fail(b, rc);
+    *deleted_out = n;
+    return 0;
+}

@@ -1,0 +1,754 @@
+/*
+ * test_mvcc.c - goal: the store follows etcd 3.4's revision, version,
+ * range, txn, compaction and event semantics, keeps everything across
+ * reopen, and survives allocation failures.  Method: targeted cases per
+ * function, plus a randomized run (seeded, printed) that applies thousands
+ * of random requests to the store and to a naive in-test model (a full
+ * copy of the key space per revision) and compares every range at every
+ * revision, before and after a compaction and a reopen.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "backend/backend.h"
+#include "mvcc/mvcc.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+struct fixture {
+    char dir[64];          /* temporary data directory */
+    struct backend *be;    /* its env */
+    struct mvcc_store *s;  /* the store */
+};
+
+static void fx_open(struct fixture *f)
+{
+    assert_int_equal(backend_open(f->dir, NULL, &f->be), 0);
+    assert_int_equal(mvcc_store_open(f->be, NULL, &f->s), 0);
+}
+
+static void fx_close(struct fixture *f)
+{
+    mvcc_store_close(f->s);
+    backend_close(f->be);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    strcpy(f->dir, "/tmp/cetcd-test-mvcc-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    fx_open(f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    char cmd[128];
+    fx_close(f);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+/* --- helpers --------------------------------------------------------- */
+
+static uint64_t next_ci = 1;
+
+static mvcc_rev put(struct mvcc_store *s, const char *k, const char *v,
+                    int64_t lease)
+{
+    struct mvcc_batch *b;
+    assert_int_equal(mvcc_batch_begin(s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(
+        mvcc_txn_put(t, k, strlen(k), v, strlen(v), lease, 0, NULL), 0);
+    mvcc_rev rev = mvcc_txn_end(t);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    return rev;
+}
+
+static int64_t del(struct mvcc_store *s, const char *k, const char *end,
+                   size_t end_len)
+{
+    struct mvcc_batch *b;
+    int64_t n;
+    assert_int_equal(mvcc_batch_begin(s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(
+        mvcc_txn_delete_range(t, k, strlen(k), end, end_len, &n, NULL), 0);
+    mvcc_txn_end(t);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    return n;
+}
+
+/* get reads key k at rev into *kv (mod_rev 0 if absent); returns rc. */
+static int get(struct mvcc_store *s, const char *k, mvcc_rev rev,
+               struct mvcc_kv *kv, char *val, size_t cap)
+{
+    struct mvcc_read *r;
+    struct mvcc_range_result res = {0};
+    assert_int_equal(mvcc_read_begin(s, &r), 0);
+    int rc = mvcc_range(r, k, strlen(k), NULL, 0, rev, 0, 0, &res);
+    memset(kv, 0, sizeof *kv);
+    if (rc == 0 && res.n_kvs == 1) {
+        *kv = res.kvs[0];
+        assert_true(kv->value_len < cap);
+        memcpy(val, kv->value, kv->value_len);
+        val[kv->value_len] = 0;
+        kv->value = (const uint8_t *)val;
+        kv->key = NULL;
+    }
+    mvcc_read_end(r);
+    mvcc_range_result_close(&res);
+    return rc;
+}
+
+/* count_range returns res.count of [k, end) and checks n_kvs/more. */
+static int64_t count_range(struct mvcc_store *s, const char *k, size_t kl,
+                           const char *end, size_t el, int64_t limit,
+                           unsigned flags, bool *more)
+{
+    struct mvcc_read *r;
+    struct mvcc_range_result res = {0};
+    assert_int_equal(mvcc_read_begin(s, &r), 0);
+    assert_int_equal(mvcc_range(r, k, kl, end, el, 0, limit, flags, &res), 0);
+    int64_t c = res.count;
+    if (flags & MVCC_RANGE_COUNT_ONLY)
+        assert_int_equal(res.n_kvs, 0);
+    else
+        assert_int_equal(res.n_kvs, limit > 0 && c > limit ? limit : c);
+    for (size_t i = 1; i < res.n_kvs; i++) /* strictly ascending keys */
+        assert_true(memcmp(res.kvs[i - 1].key, res.kvs[i].key,
+                           res.kvs[i].key_len < res.kvs[i - 1].key_len
+                               ? res.kvs[i].key_len
+                               : res.kvs[i - 1].key_len) <= 0);
+    if (more != NULL)
+        *more = res.more;
+    mvcc_read_end(r);
+    mvcc_range_result_close(&res);
+    return c;
+}
+
+/* --- targeted cases -------------------------------------------------- */
+
+static void test_put_version_rules(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_kv kv;
+    char v[64];
+    assert_int_equal(mvcc_current_rev(f->s), 1); /* etcd: empty store = 1 */
+    assert_int_equal(put(f->s, "a", "1", 0), 2);
+    assert_int_equal(put(f->s, "a", "1", 0), 3); /* same bytes: new rev */
+    assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.create_rev, 2);
+    assert_int_equal(kv.mod_rev, 3);
+    assert_int_equal(kv.version, 2);
+    assert_int_equal(del(f->s, "a", NULL, 0), 1);
+    assert_int_equal(mvcc_current_rev(f->s), 4);
+    assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 0);
+    assert_int_equal(put(f->s, "a", "xyz", 7), 5);
+    assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.create_rev, 5);
+    assert_int_equal(kv.version, 1);
+    assert_int_equal(kv.lease, 7);
+    assert_string_equal(v, "xyz");
+    /* history */
+    assert_int_equal(get(f->s, "a", 2, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.version, 1);
+    assert_int_equal(get(f->s, "a", 4, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 0);
+    assert_int_equal(get(f->s, "a", 6, &kv, v, sizeof v), ERR_FUTURE_REV);
+    assert_int_equal(get(f->s, "", 0, &kv, v, sizeof v), ERR_INVAL);
+}
+
+static void test_range_semantics(void **state)
+{
+    struct fixture *f = *state;
+    bool more;
+    const char *keys[] = {"a", "ab", "abc", "b", "c", "\xff"};
+    for (int i = 0; i < 6; i++)
+        put(f->s, keys[i], "v", 0);
+    assert_int_equal(count_range(f->s, "ab", 2, NULL, 0, 0, 0, NULL), 1);
+    assert_int_equal(count_range(f->s, "abx", 3, NULL, 0, 0, 0, NULL), 0);
+    assert_int_equal(count_range(f->s, "a", 1, "b", 1, 0, 0, NULL), 3);
+    assert_int_equal(count_range(f->s, "ab", 2, "ac", 2, 0, 0, NULL), 2);
+    assert_int_equal(count_range(f->s, "b", 1, "\0", 1, 0, 0, NULL), 3);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 6);
+    assert_int_equal(count_range(f->s, "c", 1, "a", 1, 0, 0, NULL), 0);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 2, 0, &more), 6);
+    assert_true(more);
+    assert_int_equal(count_range(f->s, "a", 1, "b", 1, 3, 0, &more), 3);
+    assert_false(more);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0,
+                                 MVCC_RANGE_COUNT_ONLY, NULL),
+                     6);
+    assert_int_equal(count_range(f->s, "a", 1, "\0", 1, 1,
+                                 MVCC_RANGE_KEYS_ONLY, &more),
+                     6);
+    del(f->s, "ab", "b", 1); /* deletes ab, abc */
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 4);
+}
+
+static void test_txn_subrevs_read_your_writes(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    struct mvcc_range_result res = {0};
+    struct mvcc_kv prev;
+    int64_t n;
+    put(f->s, "x", "old", 0);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_rev(t), 3);
+    assert_int_equal(mvcc_txn_put(t, "x", 1, "new", 3, 0, 0, &prev), 0);
+    assert_int_equal(prev.mod_rev, 2);
+    assert_memory_equal(prev.value, "old", 3);
+    assert_int_equal(mvcc_txn_put(t, "y", 1, "y1", 2, 0, 0, &prev), 0);
+    assert_int_equal(prev.mod_rev, 0);
+    assert_int_equal(mvcc_txn_range(t, "x", 1, NULL, 0, 0, 0, 0, &res), 0);
+    assert_int_equal(res.n_kvs, 1);
+    assert_memory_equal(res.kvs[0].value, "new", 3);
+    assert_int_equal(res.kvs[0].mod_rev, 3);
+    assert_int_equal(res.kvs[0].version, 2);
+    assert_int_equal(mvcc_txn_range(t, "x", 1, NULL, 0, 2, 0, 0, &res), 0);
+    assert_memory_equal(res.kvs[0].value, "old", 3);
+    assert_int_equal(mvcc_txn_delete_range(t, "x", 1, NULL, 0, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(mvcc_txn_range(t, "x", 1, NULL, 0, 0, 0, 0, &res), 0);
+    assert_int_equal(res.count, 0);
+    assert_int_equal(mvcc_txn_end(t), 3); /* one rev for the whole txn */
+    /* the next request in the same batch gets rev 4 */
+    t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_rev(t), 4);
+    assert_int_equal(mvcc_txn_end(t), 3); /* read-only: no bump */
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(mvcc_current_rev(f->s), 3);
+    mvcc_range_result_close(&res);
+}
+
+static void test_noop_delete_no_bump(void **state)
+{
+    struct fixture *f = *state;
+    put(f->s, "a", "1", 0);
+    assert_int_equal(del(f->s, "zz", NULL, 0), 0);
+    assert_int_equal(del(f->s, "b", "\0", 1), 0);
+    assert_int_equal(mvcc_current_rev(f->s), 2);
+    assert_int_equal(del(f->s, "a", NULL, 0), 1);
+    assert_int_equal(del(f->s, "a", NULL, 0), 0); /* already deleted */
+    assert_int_equal(mvcc_current_rev(f->s), 3);
+}
+
+static void test_ignore_flags(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    struct mvcc_kv kv;
+    char v[16];
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "k", 1, NULL, 0, 0,
+                                  MVCC_PUT_IGNORE_VALUE, NULL),
+                     ERR_KEY_NOT_FOUND);
+    assert_int_equal(mvcc_txn_end(t), 1);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    put(f->s, "k", "val", 9);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "k", 1, NULL, 0, 0,
+                                  MVCC_PUT_IGNORE_VALUE |
+                                      MVCC_PUT_IGNORE_LEASE,
+                                  NULL),
+                     0);
+    mvcc_txn_end(t);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(get(f->s, "k", 0, &kv, v, sizeof v), 0);
+    assert_string_equal(v, "val");
+    assert_int_equal(kv.lease, 9);
+    assert_int_equal(kv.version, 2);
+}
+
+static void test_compaction_semantics(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    struct mvcc_kv kv;
+    char v[16];
+    bool more;
+    put(f->s, "a", "1", 0);  /* 2 */
+    put(f->s, "a", "2", 0);  /* 3 */
+    put(f->s, "b", "1", 0);  /* 4 */
+    del(f->s, "b", NULL, 0); /* 5 */
+    put(f->s, "a", "3", 0);  /* 6 */
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, 7), ERR_FUTURE_REV);
+    assert_int_equal(mvcc_compact(b, 5), 0);
+    assert_int_equal(mvcc_compact(b, 5), ERR_COMPACTED);
+    do
+        assert_int_equal(mvcc_compact_step(b, 1, &more), 0);
+    while (more);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(mvcc_compact_rev(f->s), 5);
+    assert_int_equal(mvcc_compact_finished_rev(f->s), 5);
+    assert_int_equal(get(f->s, "a", 4, &kv, v, sizeof v), ERR_COMPACTED);
+    assert_int_equal(get(f->s, "a", 5, &kv, v, sizeof v), 0); /* == ok */
+    assert_string_equal(v, "2");
+    assert_int_equal(kv.version, 2);
+    assert_int_equal(get(f->s, "a", 6, &kv, v, sizeof v), 0);
+    assert_string_equal(v, "3");
+    assert_int_equal(get(f->s, "b", 5, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 0);
+    /* physically: a@3, a@6 remain; b's tombstone and a@2 are gone. */
+    struct mvcc_read *r;
+    uint32_t h;
+    mvcc_rev cr;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_hash_kv(r, 4, &h, &cr), ERR_COMPACTED);
+    assert_int_equal(mvcc_hash_kv(r, 0, &h, &cr), 0);
+    assert_int_equal(cr, 5);
+    mvcc_read_end(r);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, 5), ERR_COMPACTED);
+    mvcc_batch_abort(b);
+}
+
+static int count_event(void *arg, const struct mvcc_event *ev)
+{
+    (void)ev;
+    (*(int *)arg)++;
+    return 0;
+}
+
+static void test_compaction_resume_after_reopen(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    struct mvcc_kv kv;
+    char v[16], key[8];
+    bool more;
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof key, "k%d", i % 7);
+        put(f->s, key, i % 5 ? "v" : "w", 0);
+        if (i % 11 == 0)
+            del(f->s, key, NULL, 0);
+    }
+    mvcc_rev cur = mvcc_current_rev(f->s), c = cur - 10;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, c), 0);
+    assert_int_equal(mvcc_compact_step(b, 3, &more), 0);
+    assert_true(more);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    fx_close(f);
+    fx_open(f);
+    assert_true(mvcc_compact_pending(f->s));
+    assert_int_equal(mvcc_compact_rev(f->s), c);
+    assert_int_equal(get(f->s, "k1", c - 1, &kv, v, sizeof v), ERR_COMPACTED);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    do
+        assert_int_equal(mvcc_compact_step(b, 2, &more), 0);
+    while (more);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_false(mvcc_compact_pending(f->s));
+    /* only versions > c plus at most one per key (<= c) remain */
+    struct mvcc_read *r;
+    int n = 0;
+    mvcc_rev next;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_events_read(r, c - 1, NULL, 0, NULL, 0, 0, false,
+                                      count_event, &n, &next),
+                     ERR_COMPACTED);
+    assert_int_equal(mvcc_events_read(r, c + 1, NULL, 0, "\0", 1, 0, false,
+                                      count_event, &n, &next),
+                     0);
+    assert_int_equal(next, cur + 1);
+    assert_int_equal(n, cur - c);
+    mvcc_read_end(r);
+}
+
+static void test_consistent_index_persisted(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    struct mvcc_kv kv;
+    char v[16];
+    assert_int_equal(mvcc_consistent_index(f->s), 0);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "a", 1, "1", 1, 0, 0, NULL), 0);
+    mvcc_txn_end(t);
+    assert_int_equal(mvcc_batch_commit(b, 42), 0);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0); /* never committed */
+    t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "b", 1, "1", 1, 0, 0, NULL), 0);
+    mvcc_txn_end(t);
+    mvcc_batch_abort(b);
+    fx_close(f);
+    fx_open(f);
+    assert_int_equal(mvcc_consistent_index(f->s), 42);
+    assert_int_equal(mvcc_current_rev(f->s), 2);
+    assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 2);
+    assert_int_equal(get(f->s, "b", 0, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 0);
+    next_ci = 43;
+}
+
+/* --- events ---------------------------------------------------------- */
+
+struct seen {
+    int n;             /* events seen */
+    int types[8];      /* their types */
+    mvcc_rev mods[8];  /* kv.mod_rev */
+    mvcc_rev prevs[8]; /* prev_kv.mod_rev */
+    int64_t subs[8];   /* sub revs */
+    char vals[8][8];   /* kv values */
+};
+
+static void observe(void *arg, const struct mvcc_event *ev, size_t n,
+                    mvcc_rev rev)
+{
+    struct seen *s = arg;
+    for (size_t i = 0; i < n && s->n < 8; i++, s->n++) {
+        s->types[s->n] = ev[i].type;
+        s->mods[s->n] = ev[i].kv.mod_rev;
+        s->prevs[s->n] = ev[i].prev_kv.mod_rev;
+        s->subs[s->n] = ev[i].sub_rev;
+        memcpy(s->vals[s->n], ev[i].kv.value ? (const char *)ev[i].kv.value
+                                              : "",
+               ev[i].kv.value_len);
+        s->vals[s->n][ev[i].kv.value_len] = 0;
+    }
+    assert_true(rev >= ev[n - 1].kv.mod_rev);
+}
+
+static int replay(void *arg, const struct mvcc_event *ev)
+{
+    struct seen *s = arg;
+    assert_true(s->n < 8);
+    assert_int_equal(ev->type, s->types[s->n]);
+    assert_int_equal(ev->kv.mod_rev, s->mods[s->n]);
+    assert_int_equal(ev->prev_kv.mod_rev, s->prevs[s->n]);
+    assert_int_equal(ev->sub_rev, s->subs[s->n]);
+    s->n++;
+    return 0;
+}
+
+static void test_events(void **state)
+{
+    struct fixture *f = *state;
+    struct seen seen = {0};
+    struct mvcc_batch *b;
+    int64_t n;
+    mvcc_store_set_observer(f->s, observe, &seen);
+    put(f->s, "a", "1", 0); /* rev 2 */
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b); /* rev 3: two changes */
+    assert_int_equal(mvcc_txn_put(t, "a", 1, "2", 1, 0, 0, NULL), 0);
+    assert_int_equal(mvcc_txn_put(t, "b", 1, "3", 1, 0, 0, NULL), 0);
+    mvcc_txn_end(t);
+    t = mvcc_txn_begin(b); /* rev 4 */
+    assert_int_equal(mvcc_txn_delete_range(t, "a", 1, "\0", 1, &n, NULL), 0);
+    assert_int_equal(n, 2);
+    mvcc_txn_end(t);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(seen.n, 5);
+    int types[] = {0, 0, 0, 1, 1};
+    mvcc_rev mods[] = {2, 3, 3, 4, 4}, prevs[] = {0, 2, 0, 3, 3};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(seen.types[i], types[i]);
+        assert_int_equal(seen.mods[i], mods[i]);
+        assert_int_equal(seen.prevs[i], prevs[i]);
+    }
+    assert_string_equal(seen.vals[1], "2");
+    assert_int_equal(seen.subs[2], 1);
+    mvcc_store_set_observer(f->s, NULL, NULL);
+    /* replay from history gives the same events (after a reopen) */
+    fx_close(f);
+    fx_open(f);
+    struct mvcc_read *r;
+    mvcc_rev next;
+    seen.n = 0;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_events_read(r, 1, "\0", 1, "\0", 1, 0, true,
+                                      replay, &seen, &next),
+                     0);
+    assert_int_equal(seen.n, 5);
+    assert_int_equal(next, 5);
+    seen.n = 1; /* max 1 stops after rev 3 as a whole: events 2 and 3 */
+    assert_int_equal(mvcc_events_read(r, 3, "a", 1, "c", 1, 1, true, replay,
+                                      &seen, &next),
+                     0);
+    assert_int_equal(seen.n, 3);
+    assert_int_equal(next, 4);
+    mvcc_read_end(r);
+}
+
+static int count_key(void *arg, const uint8_t *key, size_t key_len)
+{
+    assert_true(key_len == 1 && key[0] == 'a');
+    (*(int *)arg)++;
+    return 0;
+}
+
+static void test_lease_keys(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    int64_t n;
+    put(f->s, "a", "1", 5);
+    put(f->s, "b", "1", 5);
+    put(f->s, "c", "1", 6);
+    put(f->s, "b", "2", 0); /* detaches b */
+    struct mvcc_read *r;
+    int cnt = 0;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(
+        mvcc_lease_keys(r, 5, count_key, &cnt), 0);
+    mvcc_read_end(r);
+    assert_int_equal(cnt, 1);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_delete_lease(t, 5, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(mvcc_txn_end(t), 6);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 2);
+}
+
+/* --- allocation failures --------------------------------------------- */
+
+static int batch_with_fault(struct mvcc_store *s, long fault)
+{
+    struct mvcc_batch *b;
+    struct mvcc_kv prev, *prevs;
+    struct mvcc_range_result res = {0};
+    int64_t n;
+    char big[100000];
+    memset(big, 'z', sizeof big);
+    mem_fault_set(fault);
+    int rc = mvcc_batch_begin(s, &b);
+    if (rc != 0)
+        goto out;
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    rc = mvcc_txn_put(t, "a", 1, big, sizeof big, 0, 0, &prev);
+    if (rc == 0)
+        rc = mvcc_txn_put(t, "a", 1, "2", 1, 0, 0, &prev);
+    if (rc == 0)
+        rc = mvcc_txn_range(t, "\0", 1, "\0", 1, 0, 0, 0, &res);
+    if (rc == 0)
+        rc = mvcc_txn_delete_range(t, "a", 1, "\0", 1, &n, &prevs);
+    mvcc_txn_end(t);
+    if (rc != 0) {
+        mvcc_batch_abort(b);
+        goto out;
+    }
+    rc = mvcc_batch_commit(b, next_ci);
+    next_ci += rc == 0;
+out:
+    mem_fault_set(0);
+    mvcc_range_result_close(&res);
+    return rc;
+}
+
+static void noop_observer(void *arg, const struct mvcc_event *e, size_t n,
+                          mvcc_rev rev)
+{
+    (void)arg, (void)e, (void)n, (void)rev;
+}
+
+static void test_nomem(void **state)
+{
+    struct fixture *f = *state;
+    mvcc_store_set_observer(f->s, noop_observer, NULL);
+    put(f->s, "a", "1", 0);
+    put(f->s, "b", "1", 0);
+    for (long i = 1; i < 40; i++) {
+        mvcc_rev before = mvcc_current_rev(f->s);
+        int rc = batch_with_fault(f->s, i);
+        if (rc == 0) {
+            assert_int_equal(mvcc_current_rev(f->s), before + 1);
+            break; /* the fault landed past every allocation */
+        }
+        assert_int_equal(rc, ERR_NOMEM);
+        assert_int_equal(mvcc_current_rev(f->s), before);
+        assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 2);
+    }
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 0);
+    mvcc_store_set_observer(f->s, NULL, NULL);
+}
+
+/* --- randomized model check ------------------------------------------ */
+
+#define NKEYS 6
+#define MAXREV 1500
+
+/* The model: for each revision, each key's state. */
+struct mkv {
+    int live;       /* key exists */
+    int val;        /* value: decimal digits */
+    mvcc_rev create; /* create rev */
+    mvcc_rev mod;   /* mod rev */
+    int64_t ver;    /* version */
+};
+static struct mkv model[MAXREV + 2][NKEYS];
+static const char *mkeys[NKEYS] = {"a", "a\0", "ab", "b", "ba", "\xff"};
+static const size_t mklen[NKEYS] = {1, 2, 2, 1, 2, 1};
+
+static void check_range(struct mvcc_read *r, mvcc_rev rev, int lo, int hi)
+{
+    struct mvcc_range_result res = {0};
+    /* [mkeys[lo], mkeys[hi]) or, hi == NKEYS, [mkeys[lo], "\0") */
+    const char *end = hi < NKEYS ? mkeys[hi] : "\0";
+    size_t el = hi < NKEYS ? mklen[hi] : 1;
+    int64_t lim = (rev + lo) % 3;
+    assert_int_equal(mvcc_range(r, mkeys[lo], mklen[lo], end, el, rev, lim,
+                                0, &res),
+                     0);
+    int64_t want = 0;
+    for (int i = lo; i < hi; i++) {
+        const struct mkv *m = &model[rev][i];
+        if (!m->live)
+            continue;
+        want++;
+        if (lim > 0 && want > lim)
+            continue;
+        const struct mvcc_kv *kv = &res.kvs[want - 1];
+        char buf[16];
+        int n = snprintf(buf, sizeof buf, "%d", m->val);
+        assert_int_equal(kv->key_len, mklen[i]);
+        assert_memory_equal(kv->key, mkeys[i], mklen[i]);
+        assert_int_equal(kv->value_len, (size_t)n);
+        assert_memory_equal(kv->value, buf, (size_t)n);
+        assert_int_equal(kv->create_rev, m->create);
+        assert_int_equal(kv->mod_rev, m->mod);
+        assert_int_equal(kv->version, m->ver);
+    }
+    assert_int_equal(res.count, want);
+    assert_int_equal(res.more, lim > 0 && want > lim);
+    mvcc_range_result_close(&res);
+}
+
+static void check_all(struct mvcc_store *s, mvcc_rev from)
+{
+    struct mvcc_read *r;
+    assert_int_equal(mvcc_read_begin(s, &r), 0);
+    mvcc_rev cur = mvcc_read_rev(r);
+    for (mvcc_rev rev = from; rev <= cur; rev++)
+        for (int lo = 0; lo < NKEYS; lo++)
+            for (int hi = lo; hi <= NKEYS; hi++)
+                check_range(r, rev, lo, hi);
+    mvcc_read_end(r);
+}
+
+/* random_request applies one random request to store and model. */
+static void random_request(struct mvcc_batch *b, mvcc_rev *rev)
+{
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    struct mkv *next = model[*rev + 1];
+    memcpy(next, model[*rev], sizeof model[0]);
+    int ops = 1 + rand() % 3;
+    for (int o = 0; o < ops; o++) {
+        int k = rand() % NKEYS;
+        if (rand() % 4) {
+            char buf[16];
+            int v = rand() % 1000, n = snprintf(buf, sizeof buf, "%d", v);
+            assert_int_equal(mvcc_txn_put(t, mkeys[k], mklen[k], buf,
+                                          (size_t)n, 0, 0, NULL),
+                             0);
+            struct mkv *m = &next[k];
+            m->create = m->live ? m->create : *rev + 1;
+            m->ver = m->live ? m->ver + 1 : 1;
+            m->live = 1, m->val = v, m->mod = *rev + 1;
+            continue;
+        }
+        int hi = k + rand() % (NKEYS - k + 1);
+        const char *end = hi < NKEYS ? mkeys[hi] : "\0";
+        int64_t n, want = 0;
+        for (int i = k; i < (hi > k ? hi : k + 1); i++) {
+            want += next[i].live;
+            memset(&next[i], 0, sizeof next[i]);
+        }
+        assert_int_equal(mvcc_txn_delete_range(t, mkeys[k], mklen[k],
+                                               hi > k ? end : NULL,
+                                               hi > k ? (hi < NKEYS ? mklen[hi]
+                                                                    : 1)
+                                                      : 0,
+                                               &n, NULL),
+                         0);
+        assert_int_equal(n, want);
+    }
+    mvcc_rev after = mvcc_txn_end(t);
+    assert_true(after == *rev || after == *rev + 1);
+    *rev = after;
+}
+
+static void test_random_model(void **state)
+{
+    struct fixture *f = *state;
+    unsigned seed = (unsigned)time(NULL);
+    printf("test_random_model seed %u\n", seed);
+    srand(seed);
+    memset(model, 0, sizeof model);
+    mvcc_rev rev = 1;
+    while (rev < MAXREV - 10) {
+        struct mvcc_batch *b;
+        assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+        for (int i = 1 + rand() % 5; i > 0; i--)
+            random_request(b, &rev);
+        assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    }
+    assert_int_equal(mvcc_current_rev(f->s), rev);
+    check_all(f->s, 1);
+    /* compact in the middle, in small steps; everything >= c unchanged */
+    mvcc_rev c = rev / 2;
+    struct mvcc_batch *b;
+    bool more;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, c), 0);
+    do
+        assert_int_equal(mvcc_compact_step(b, 7, &more), 0);
+    while (more);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    fx_close(f);
+    fx_open(f);
+    check_all(f->s, c);
+    struct mvcc_read *r;
+    struct mvcc_range_result res = {0};
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_range(r, "a", 1, "\0", 1, c - 1, 0, 0, &res),
+                     ERR_COMPACTED);
+    mvcc_read_end(r);
+    mvcc_range_result_close(&res);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_put_version_rules),
+        T(test_range_semantics),
+        T(test_txn_subrevs_read_your_writes),
+        T(test_noop_delete_no_bump),
+        T(test_ignore_flags),
+        T(test_compaction_semantics),
+        T(test_compaction_resume_after_reopen),
+        T(test_consistent_index_persisted),
+        T(test_events),
+        T(test_lease_keys),
+        T(test_nomem),
+        T(test_random_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
