@@ -31,6 +31,8 @@ int api_start(struct server *s, const char *listen_urls, struct api **api_out)
     }
     rc = api__kv_register(api);
     if (rc == 0)
+        rc = api__maintenance_register(api);
+    if (rc == 0)
         rc = api_server_start(api->rpc);
     if (rc != 0) {
         api_server_close(api->rpc);

@@ -12,5 +12,6 @@ struct api {
 
 /* Service registration, one per service file. */
 int api__kv_register(struct api *api);
+int api__maintenance_register(struct api *api);
 
 #endif

@@ -348,3 +348,13 @@ void server_stats_get(struct server *s, struct server_stats *out)
     out->apply_batches = atomic_load(&s->stat_apply_batches);
     out->applied_index = atomic_load(&s->applied_index);
 }
+
+int server_status_get(struct server *s, struct server_status *out)
+{
+    memset(out, 0, sizeof *out);
+    out->leader = s->member_id; /* a single member leads itself */
+    out->raft_index = atomic_load(&s->committed_index);
+    out->raft_term = atomic_load(&s->term);
+    out->applied_index = atomic_load(&s->applied_index);
+    return backend_size(s->be, &out->db_size, &out->db_in_use);
+}

@@ -107,6 +107,19 @@ struct server_stats {
 };
 void server_stats_get(struct server *s, struct server_stats *out);
 
+/* server_status: what Maintenance.Status reports. */
+struct server_status {
+    uint64_t leader;        /* member id of the leader (0 = none) */
+    uint64_t raft_index;    /* last committed log index */
+    uint64_t raft_term;     /* current term */
+    uint64_t applied_index; /* last applied log index */
+    uint64_t db_size;       /* backend file size */
+    uint64_t db_in_use;     /* backend bytes in use */
+    bool is_learner;        /* this member is a learner */
+};
+/* server_status_get: 0, or ERR_BUSY/ERR_IO from the backend. */
+int server_status_get(struct server *s, struct server_status *out);
+
 uint64_t server_member_id(const struct server *s);
 uint64_t server_cluster_id(const struct server *s);
 
