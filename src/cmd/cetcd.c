@@ -24,13 +24,13 @@ static void on_signal(int sig)
     got_signal = sig;
 }
 
-/* The data dir default is "<name>.etcd", as etcd's. */
+/* The data dir default is "<name>.cetcd" (etcd: "<name>.etcd"). */
 static const char *data_dir(char *buf, size_t cap)
 {
     const char *d = flags_get("data-dir");
-    if (strcmp(d, "${name}.etcd") != 0)
+    if (strcmp(d, "${name}.cetcd") != 0)
         return d;
-    snprintf(buf, cap, "%s.etcd", flags_get("name"));
+    snprintf(buf, cap, "%s.cetcd", flags_get("name"));
     return buf;
 }
 

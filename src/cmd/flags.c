@@ -37,7 +37,7 @@ struct flag {
 
 static struct flag table[] = {
     {"name", F_STR, "default", BUILT, "Member", "Human-readable name for this member."},
-    {"data-dir", F_STR, "${name}.etcd", BUILT, "Member", "Path to the data directory."},
+    {"data-dir", F_STR, "${name}.cetcd", BUILT, "Member", "Path to the data directory."},
     {"wal-dir", F_STR, "", BUILT, "Member", "Path to the dedicated wal directory."},
     {"snapshot-count", F_UINT, "100000", BUILT, "Member", "Number of committed transactions to trigger a snapshot to disk."},
     {"heartbeat-interval", F_UINT, "100", BUILT, "Member", "Time (in milliseconds) of a heartbeat interval."},
