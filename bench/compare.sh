@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# compare.sh - the same cetcd-bench workloads against the real etcd 3.4.23
+# and against cetcd, one server after the other, in one run; prints a
+# markdown table for docs/BENCHMARKS.md.
+#
+# usage: bench/compare.sh [WORKDIR]        (default: a fresh dir in /tmp)
+# environment:
+#   CETCD_BIN   cetcd binary (default build/cetcd; if missing, etcd only)
+#   ETCD_BIN    etcd binary (default: etcd on PATH)
+#   BENCH_BIN   cetcd-bench (default build/src/bench/cetcd-bench, then
+#               build-client/src/bench/cetcd-bench)
+#   SCALE       multiplies every --total (default 1; SCALE=10 for a longer,
+#               steadier run of some minutes per server)
+#   VAL_SIZE    put value size in bytes (default 256, as etcd's docs)
+#   KEY_SPACE   put key space (default 100000)
+#
+# Each server gets a fresh data dir in WORKDIR, fsync on (etcd's default;
+# cetcd the same), single member on 127.0.0.1.  Per workload we record
+# qps, p50/p99 latency from cetcd-bench's RESULT line, the server's CPU time
+# (utime+stime from /proc/PID/stat) per request and its RSS.  The disk's
+# fdatasync latency (4 KiB append + fdatasync, x1000) is measured first in
+# WORKDIR.  The load generator shares the machine's cores with the server;
+# on a 2-core box both compete, so compare ratios, not absolute numbers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WORK=${1:-$(mktemp -d /tmp/cetcd-compare.XXXXXX)}
+mkdir -p "$WORK"
+SCALE=${SCALE:-1}
+VAL_SIZE=${VAL_SIZE:-256}
+KEY_SPACE=${KEY_SPACE:-100000}
+ETCD_BIN=${ETCD_BIN:-etcd}
+CETCD_BIN=${CETCD_BIN:-$ROOT/build/cetcd}
+BENCH_BIN=${BENCH_BIN:-}
+for b in "$ROOT/build/src/bench/cetcd-bench" \
+         "$ROOT/build-client/src/bench/cetcd-bench"; do
+    [ -n "$BENCH_BIN" ] || { [ -x "$b" ] && BENCH_BIN=$b; } || true
+done
+[ -n "$BENCH_BIN" ] && [ -x "$BENCH_BIN" ] ||
+    { echo "compare.sh: cetcd-bench not found (make build)" >&2; exit 1; }
+CLK_TCK=$(getconf CLK_TCK)
+CPORT=23790
+PPORT=23800
+EP=127.0.0.1:$CPORT
+
+# name | cetcd-bench arguments.  Totals are modest so a whole comparison
+# takes a few minutes on 2 cores; SCALE raises them.
+t() { echo $(($1 * SCALE)); }
+WORKLOADS=(
+"put-c1|--conns 1 --clients 1 put --total $(t 1000)"
+"put-c100|--conns 10 --clients 100 put --total $(t 10000)"
+"put-c1000|--conns 100 --clients 1000 put --total $(t 20000)"
+"range-l-c100|--conns 10 --clients 100 range foo --consistency l --total $(t 10000)"
+"range-l-c1000|--conns 100 --clients 1000 range foo --consistency l --total $(t 20000)"
+"range-s-c100|--conns 10 --clients 100 range foo --consistency s --total $(t 10000)"
+"range-s-c1000|--conns 100 --clients 1000 range foo --consistency s --total $(t 20000)"
+"txn-put-c100|--conns 10 --clients 100 txn-put --txn-ops 1 --total $(t 10000)"
+)
+PUT_FLAGS="--key-size 8 --val-size $VAL_SIZE --key-space-size $KEY_SPACE"
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+
+# start_server NAME BIN: fresh data dir, waits until a put succeeds.
+start_server() {
+    local name=$1 bin=$2 dir=$WORK/$1
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    "$bin" --name default --data-dir "$dir/data" \
+        --listen-client-urls "http://$EP" --advertise-client-urls "http://$EP" \
+        --listen-peer-urls "http://127.0.0.1:$PPORT" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
+        --initial-cluster "default=http://127.0.0.1:$PPORT" \
+        >"$dir/server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 100); do
+        if "$BENCH_BIN" --endpoints "$EP" --dial-timeout 1 put --total 1 \
+            >/dev/null 2>&1; then
+            return 0
+        fi
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.2
+    done
+    echo "compare.sh: $name did not come up, see $dir/server.log" >&2
+    stop_server
+    return 1
+}
+
+stop_server() {
+    [ -n "${SERVER_PID:-}" ] || return 0
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=
+}
+trap stop_server EXIT
+
+# run_all NAME BIN: every workload against one server; one line each in
+# $WORK/NAME.results: workload qps p50_ms p99_ms cpu_us_per_req rss_kb errors
+run_all() {
+    local name=$1 bin=$2 out=$WORK/$1.results
+    : >"$out"
+    start_server "$name" "$bin" || return 1
+    # The range workloads read one small key, as etcd's docs do.
+    "$BENCH_BIN" --endpoints "$EP" put --total 1 --key-size 8 >/dev/null
+    ETCDCTL_API=3 etcdctl --endpoints "$EP" put foo bar >/dev/null 2>&1 ||
+        echo "compare.sh: etcdctl put foo failed (range reads a missing key)" >&2
+    for w in "${WORKLOADS[@]}"; do
+        local wname=${w%%|*} args=${w#*|} extra="" c0 c1 line
+        case $args in *put*) extra=$PUT_FLAGS ;; esac
+        c0=$(cpu_ticks "$SERVER_PID")
+        # shellcheck disable=SC2086
+        line=$("$BENCH_BIN" --endpoints "$EP" $args $extra \
+               | tee "$WORK/$name.$wname.txt" | grep '^RESULT') || {
+            echo "compare.sh: $name $wname failed" >&2; continue; }
+        c1=$(cpu_ticks "$SERVER_PID")
+        python3 - "$wname" "$c0" "$c1" "$CLK_TCK" "$(rss_kb "$SERVER_PID")" \
+            "$line" >>"$out" <<'PY'
+import sys
+w, c0, c1, tck, rss, line = sys.argv[1:]
+r = dict(kv.split("=", 1) for kv in line.split()[1:])
+ok = max(1, int(r["ok"]))
+cpu_us = (int(c1) - int(c0)) * 1e6 / int(tck) / ok
+print(w, r["qps"], r["p50_ms"], r["p99_ms"], "%.1f" % cpu_us, rss, r["errors"])
+PY
+        echo "  $name $wname: $(tail -1 "$out")" >&2
+    done
+    echo "peak_rss_kb $(hwm_kb "$SERVER_PID")" >"$WORK/$name.peak"
+    stop_server
+}
+
+echo "== fdatasync latency in $WORK" >&2
+python3 "$ROOT/bench/fsync_lat.py" "$WORK" 1000 | tee "$WORK/fsync.txt" >&2
+
+echo "== etcd ($("$ETCD_BIN" --version | head -1))" >&2
+run_all etcd "$ETCD_BIN"
+HAVE_CETCD=0
+if [ -x "$CETCD_BIN" ]; then
+    echo "== cetcd ($CETCD_BIN)" >&2
+    run_all cetcd "$CETCD_BIN" && HAVE_CETCD=1
+else
+    echo "== cetcd: $CETCD_BIN not found, measuring etcd only" >&2
+fi
+
+python3 - "$WORK" "$HAVE_CETCD" "$SCALE" "$VAL_SIZE" <<'PY'
+import os, platform, sys, time
+work, have, scale, val = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
+
+def load(name):
+    res = {}
+    p = os.path.join(work, name + ".results")
+    if os.path.exists(p):
+        for line in open(p):
+            f = line.split()
+            res[f[0]] = f[1:]
+    return res
+
+def peak(name):
+    p = os.path.join(work, name + ".peak")
+    return open(p).read().split()[1] if os.path.exists(p) else "-"
+
+e, c = load("etcd"), load("cetcd") if have else {}
+fs = dict(kv.split("=") for kv in open(os.path.join(work, "fsync.txt")).read().split()[1:])
+ratio = lambda a, b: "%.2f" % (float(b) / float(a)) if a and b and float(a) > 0 else "-"
+print("### cetcd vs etcd 3.4.23 (%s, %d cores, %s)" % (
+    time.strftime("%Y-%m-%d"), os.cpu_count(), platform.machine()))
+print()
+print("fdatasync (4 KiB append + fdatasync, x1000): p50 %s ms, p99 %s ms. "
+      "Values %s B, keys 8 B, SCALE=%s. Server peak RSS: etcd %s KiB, cetcd %s KiB."
+      % (fs["p50_ms"], fs["p99_ms"], val, scale, peak("etcd"), peak("cetcd") if have else "-"))
+if not have:
+    print()
+    print("cetcd binary not found: etcd only.")
+print()
+print("| workload | etcd qps | cetcd qps | qps ratio | etcd p50 ms | cetcd p50 ms "
+      "| etcd p99 ms | cetcd p99 ms | etcd CPU µs/req | cetcd CPU µs/req | CPU ratio "
+      "| etcd RSS MiB | cetcd RSS MiB |")
+print("|" + "---|" * 13)
+for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 99):
+    a, b = e.get(w), c.get(w)
+    g = lambda r, i: r[i] if r else "-"
+    mib = lambda r: "%.0f" % (int(r[4]) / 1024) if r else "-"
+    err = " (errors: etcd %s, cetcd %s)" % (g(a, 5), g(b, 5)) if (a and a[5] != "0") or (b and b[5] != "0") else ""
+    print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        w, err, g(a, 0), g(b, 0), ratio(g(a, 0) if a else None, g(b, 0) if b else None),
+        g(a, 1), g(b, 1), g(a, 2), g(b, 2), g(a, 3), g(b, 3),
+        ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b)))
+print()
+print("Ratios are cetcd/etcd (qps: higher is better; CPU: lower is better). "
+      "Raw output: %s" % work)
+PY
