@@ -1,0 +1,203 @@
+/*
+ * rpc.h - the gRPC server runtime that the etcd v3 API services sit on.
+ *
+ * Built on the gRPC C core (libgrpc 1.51).  A server listens on the client
+ * URLs, runs `threads` completion-queue (CQ) threads, each with its own CQ
+ * and its own pre-posted request slots for every registered method, and
+ * hands each call to the handler registered for its full method path
+ * ("/etcdserverpb.KV/Range").  Paths nobody registered are answered
+ * UNIMPLEMENTED the way grpc-go does: "unknown service <svc>",
+ * "unknown method <m> for service <svc>", or, for a method that exists in
+ * our protos but has no handler yet, "method <m> not implemented".
+ * grpc.health.v1.Health/Check answers SERVING.
+ *
+ * Life cycle (one thread, the owner):
+ *   api_server_create -> api_server_register_* ... -> api_server_start
+ *   -> (serve) -> api_server_stop (optional, non-blocking) -> api_server_close
+ *
+ * Unary calls.  The handler runs on a CQ thread with the request bytes.
+ * It must eventually answer exactly once, with api_call_reply,
+ * api_call_reply_bytes or api_call_reply_error, either before it returns or
+ * LATER FROM ANY THREAD (e.g. the apply thread waking a waiter).  Until that
+ * answer the call, its request bytes and its metadata stay valid; the call
+ * is owned by whoever must answer it.  The answering function hands the call
+ * back to the runtime: after it returns the caller must not touch the call
+ * or the request bytes again (the CQ thread may already have recycled it).
+ * A client cancel or deadline does not free the call early: the answer is
+ * still required and is then simply dropped by the core.  A handler that
+ * may wait long should look at api_call_deadline_ns.
+ *
+ * Streaming calls (Watch, LeaseKeepAlive, Snapshot, Observe).  Client
+ * messages arrive one at a time through ops->on_message on a CQ thread (the
+ * next one is read only after the callback returns: that is the flow
+ * control).  Any thread may send with api_stream_send; sends are queued in a
+ * bounded per-stream queue with one SEND_MESSAGE in flight.  ops->on_close
+ * runs exactly once when the stream has ended (finished, cancelled by the
+ * client, deadline, or server shutdown).  The stream object stays valid
+ * until its owner calls api_stream_release, exactly once, after on_open (it
+ * may be called from on_close).
+ *
+ * Shutdown.  api_server_close stops listening, cancels all calls and blocks
+ * until every call handed out has been answered and every stream released;
+ * the threads that answer asynchronously must keep running (and must fail
+ * their waiters) until it returns.  It then drains the CQs, joins the
+ * threads and frees everything.
+ *
+ * Errors are negative ERR_* codes from util/err.h.
+ */
+#ifndef CETCD_API_RPC_H
+#define CETCD_API_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <grpc/status.h>
+#include <protobuf-c/protobuf-c.h>
+
+/* Defaults, as in etcd 3.4 where etcd has one. */
+#define API_DEFAULT_MAX_REQUEST_BYTES (1536 * 1024) /* --max-request-bytes */
+#define API_DEFAULT_THREADS 2
+#define API_DEFAULT_SLOTS 32    /* pre-posted requests per method per thread */
+#define API_DEFAULT_STREAM_QUEUE 128 /* queued sends per stream */
+#define API_THREADS_MAX 64
+#define API_URLS_MAX 16
+
+struct api_server;
+struct api_call;
+struct api_stream;
+
+/* Server settings; the strings are copied by api_server_create. */
+struct api_server_config {
+    /* "http://host:port", "unix://path" (port 0 picks a free port, see
+     * api_server_port).  "https://" is refused with ERR_UNSUPPORTED until
+     * TLS lands (it will take cert/key files below). */
+    const char *urls[API_URLS_MAX];
+    size_t urls_n;
+    /* Largest request etcd accepts; the gRPC receive limit is this plus
+     * 512 KiB, as in etcd.  0 means API_DEFAULT_MAX_REQUEST_BYTES. */
+    size_t max_request_bytes;
+    int threads;        /* CQ threads; 0 means API_DEFAULT_THREADS */
+    int slots;          /* per method per thread; 0 means the default */
+    int stream_queue;   /* per-stream send queue; 0 means the default */
+    const char *tls_cert_file; /* reserved for TLS; must be NULL today */
+    const char *tls_key_file;  /* reserved for TLS; must be NULL today */
+};
+
+/*
+ * Unary handler.  Runs on a CQ thread.  req/req_len is the serialized
+ * request (valid until the call is answered); ctx is the registration's.
+ * The handler must answer the call exactly once, now or later, from any
+ * thread.  It must not block the CQ thread for long.
+ */
+typedef void (*api_unary_fn)(struct api_call *call, const uint8_t *req,
+                             size_t req_len, void *ctx);
+
+/* Streaming handler callbacks, all run on the stream's CQ thread. */
+struct api_stream_ops {
+    /* A client opened a stream.  The owner now holds a reference that it
+     * drops with api_stream_release. */
+    void (*on_open)(struct api_stream *stream, void *ctx);
+    /* One client message (bytes valid during the callback only), or
+     * msg == NULL once: the client half-closed its side. */
+    void (*on_message)(struct api_stream *stream, const uint8_t *msg,
+                       size_t len, void *ctx);
+    /* The stream ended; cancelled tells whether it ended without a status
+     * from us (client cancel, deadline, shutdown).  Called exactly once;
+     * later api_stream_send/finish return ERR_CLOSED. */
+    void (*on_close)(struct api_stream *stream, bool cancelled, void *ctx);
+};
+
+/* --- server (owner thread only) --- */
+
+/* api_server_create validates cfg and builds an unstarted server in
+ * *srv_out.  Errors: ERR_INVAL (bad URL or limits), ERR_UNSUPPORTED (TLS),
+ * ERR_NOMEM. */
+int api_server_create(const struct api_server_config *cfg,
+                      struct api_server **srv_out);
+
+/* api_server_register_unary routes the full method path (copied) to fn.
+ * Before api_server_start only.  Errors: ERR_EXIST, ERR_INVAL, ERR_NOMEM. */
+int api_server_register_unary(struct api_server *srv, const char *path,
+                              api_unary_fn fn, void *ctx);
+
+/* api_server_register_stream routes path to the stream callbacks; ops must
+ * outlive the server.  Same rules and errors as register_unary. */
+int api_server_register_stream(struct api_server *srv, const char *path,
+                               const struct api_stream_ops *ops, void *ctx);
+
+/* api_server_start binds every URL, starts the CQ threads and pre-posts the
+ * request slots.  Errors: ERR_IO (a URL could not be bound), ERR_NOMEM.  On
+ * error the server must still be closed with api_server_close. */
+int api_server_start(struct api_server *srv);
+
+/* api_server_port returns the port bound for urls[i] (after start), or 0
+ * (unix sockets, unbound). */
+int api_server_port(const struct api_server *srv, size_t i);
+
+/* api_server_stop starts shutdown without blocking: listeners close and all
+ * calls get cancelled.  Idempotent. */
+void api_server_stop(struct api_server *srv);
+
+/* api_server_close stops the server if needed, waits for every call and
+ * stream to be answered/released, joins the threads and frees srv. */
+void api_server_close(struct api_server *srv);
+
+/* --- unary calls (any thread that owns the call) --- */
+
+/* api_call_reply packs resp and sends it with status OK. */
+void api_call_reply(struct api_call *call, const ProtobufCMessage *resp);
+
+/* api_call_reply_bytes sends len already serialized bytes with status OK;
+ * the bytes are copied. */
+void api_call_reply_bytes(struct api_call *call, const uint8_t *bytes,
+                          size_t len);
+
+/* api_call_reply_error ends the call with status code (not OK) and message
+ * msg (copied; may be NULL). */
+void api_call_reply_error(struct api_call *call, grpc_status_code code,
+                          const char *msg);
+
+/* api_call_metadata returns the value of request metadata key (lower case,
+ * e.g. "token", "hasleader") and its length in *len_out, or NULL.  Not
+ * NUL-terminated; valid until the call is answered. */
+const char *api_call_metadata(const struct api_call *call, const char *key,
+                              size_t *len_out);
+
+/* api_call_method returns the full method path ("/etcdserverpb.KV/Range"),
+ * static for the server's lifetime. */
+const char *api_call_method(const struct api_call *call);
+
+/* api_call_deadline_ns returns the client's deadline on CLOCK_MONOTONIC in
+ * nanoseconds, or INT64_MAX when the client set none. */
+int64_t api_call_deadline_ns(const struct api_call *call);
+
+/* --- streams --- */
+
+/* api_stream_send queues msg (packed now, so it may be freed on return).
+ * Any thread.  Errors: ERR_FULL (the send queue is at its limit; nothing
+ * queued - the caller decides, e.g. etcd cancels a slow watcher),
+ * ERR_CLOSED (stream ended or finishing), ERR_NOMEM. */
+int api_stream_send(struct api_stream *stream, const ProtobufCMessage *msg);
+
+/* api_stream_finish ends the stream with code/msg once the queued messages
+ * are sent.  Any thread.  Errors: ERR_CLOSED (already ended/finishing). */
+int api_stream_finish(struct api_stream *stream, grpc_status_code code,
+                      const char *msg);
+
+/* api_stream_metadata, api_stream_method: as for calls; valid until
+ * release. */
+const char *api_stream_metadata(const struct api_stream *stream,
+                                const char *key, size_t *len_out);
+const char *api_stream_method(const struct api_stream *stream);
+
+/* api_stream_data_set/get: one pointer for the owner (e.g. its watcher
+ * set); the runtime never touches it. */
+void api_stream_data_set(struct api_stream *stream, void *data);
+void *api_stream_data_get(const struct api_stream *stream);
+
+/* api_stream_release drops the owner's reference taken at on_open; the
+ * stream is freed once the core is done with it too.  Any thread, once. */
+void api_stream_release(struct api_stream *stream);
+
+#endif
