@@ -31,7 +31,9 @@ unsigned kv_range_fetch_flags(const range_req *r)
     unsigned f = 0;
     if (r->count_only)
         f |= MVCC_RANGE_COUNT_ONLY;
-    if (r->keys_only)
+    /* Values are needed to sort by value; keys_only strips them after. */
+    if (r->keys_only &&
+        r->sort_target != ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE)
         f |= MVCC_RANGE_KEYS_ONLY;
     return f;
 }
