@@ -136,10 +136,13 @@ static void range(struct api_call *call, const uint8_t *req, size_t len,
         api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
                              "etcdserver: echo error");
     } else if (r->key.len > 6 && memcmp(r->key.data, "async/", 6) == 0) {
+        char ms[16];
+        snprintf(ms, sizeof(ms), "%.*s", (int)(r->key.len - 6),
+                 (const char *)r->key.data + 6);
         struct pending *p = calloc(1, sizeof(*p));
         p->call = call;
         p->req = r;
-        p->due_ns = now_ns() + atol((const char *)r->key.data + 6) * 1000000;
+        p->due_ns = now_ns() + atol(ms) * 1000000;
         pthread_mutex_lock(&delayer.mu);
         p->next = delayer.head;
         delayer.head = p;
