@@ -47,10 +47,12 @@ void raft__handle_append(struct raft *r, const struct raft_msg *m)
     raft_index hint = m->index < last ? m->index : last;
     raft_term hint_term = 0;
     hint = raft__log_find_conflict_by_term(l, hint, m->log_term, &hint_term);
-    raft__logf(r, 0, "%llu rejected APP [logterm: %llu, index: %llu] from "
-               "%llu", (unsigned long long)r->id,
-               (unsigned long long)m->log_term, (unsigned long long)m->index,
-               (unsigned long long)m->from);
+    raft__logf(r, 0, "%llu [logterm: %llu, index: %llu] rejected MsgApp "
+               "[logterm: %llu, index: %llu] from %llu",
+               (unsigned long long)r->id,
+               (unsigned long long)raft__log_term_or0(l, m->index),
+               (unsigned long long)m->index, (unsigned long long)m->log_term,
+               (unsigned long long)m->index, (unsigned long long)m->from);
     struct raft_msg resp = {.type = RAFT_MSG_APP_RESP, .to = m->from,
                             .index = m->index, .reject = true,
                             .reject_hint = hint, .log_term = hint_term};
@@ -86,10 +88,13 @@ static bool restore(struct raft *r, const struct raft_snapshot *s)
     if (s->meta.index <= r->log.committed)
         return false;
     if (!in_conf(&s->meta.conf, r->id)) {
-        raft__logf(r, 2, "%llu attempted to restore snapshot but it is not "
-                   "in the ConfState; should never happen",
+        /* etcd refuses such a snapshot; but a member added after the
+         * leader's latest snapshot would then wait for a newer snapshot
+         * forever.  Accepting is safe: we are not promotable until the
+         * conf change that adds us is applied from the entries that
+         * follow the snapshot. */
+        raft__logf(r, 1, "%llu restoring snapshot that does not contain it",
                    (unsigned long long)r->id);
-        return false;
     }
     if (raft__log_match(&r->log, s->meta.index, s->meta.term)) {
         /* We already hold the entries: just fast-forward the commit. */
@@ -127,6 +132,13 @@ static int forward(struct raft *r, const struct raft_msg *m)
     struct raft_msg f = *m;
     f.to = r->lead;
     f.owned_ = NULL;
+    /* A proposal or read may be forwarded twice (our view of the leader
+     * was stale); the sender is whoever forwards it.  A transfer names
+     * its transferee in from. */
+    if (m->type != RAFT_MSG_TRANSFER_LEADER)
+        f.from = r->id;
+    else if (f.from == r->lead)
+        return 0;
     raft__send(r, &f);
     return 0;
 }
