@@ -14,6 +14,7 @@
 #include <lmdb.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "util/err.h"
@@ -27,6 +28,8 @@ struct backend {
     MDB_env *env;          /* the environment; owned */
     bool writing;          /* a write txn is open (apply thread only) */
     size_t key_max;        /* mdb_env_get_maxkeysize */
+    void *map_addr;        /* the data file's mapping (for rss_trim) */
+    size_t map_len;        /* its length; 0 if it was not found */
 };
 
 static MDB_txn *mtxn(struct backend_txn *t)
@@ -119,6 +122,32 @@ static int env_configure(MDB_env *env, const struct backend_options *o)
     return map(rc);
 }
 
+/* find_map locates the env's data file mapping in /proc/self/maps by
+ * inode: LMDB's API does not expose the map address (mdb_env_info's
+ * me_mapaddr is only set with MDB_FIXEDMAP). */
+static void find_map(struct backend *be)
+{
+    int fd;
+    struct stat st;
+    if (mdb_env_get_fd(be->env, &fd) != 0 || fstat(fd, &st) != 0)
+        return;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi, ino;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) != 3)
+            continue;
+        if (ino == (unsigned long)st.st_ino && strstr(line, "data.mdb")) {
+            be->map_addr = (void *)lo;
+            be->map_len = hi - lo;
+            break;
+        }
+    }
+    fclose(f);
+}
+
 int backend_open(const char *dir, const struct backend_options *opts,
                  struct backend **out)
 {
@@ -143,6 +172,7 @@ int backend_open(const char *dir, const struct backend_options *opts,
     mdb_env_set_userctx(be->env, be);
     be->key_max = (size_t)mdb_env_get_maxkeysize(be->env);
     assert(be->key_max > BACKEND_REVKEY_SUFFIX);
+    find_map(be);
     *out = be;
     return 0;
 err_env:
@@ -454,9 +484,8 @@ int backend_copy_fd(struct backend *be, int fd, bool compact)
 void backend_rss_trim(struct backend *be)
 {
     assert(be != NULL);
-    MDB_envinfo info;
-    if (mdb_env_info(be->env, &info) != 0 || info.me_mapaddr == NULL)
+    if (be->map_len == 0)
         return;
     /* Errors are harmless: the mappings just stay. */
-    (void)madvise(info.me_mapaddr, info.me_mapsize, MADV_DONTNEED);
+    (void)madvise(be->map_addr, be->map_len, MADV_DONTNEED);
 }
