@@ -40,7 +40,11 @@ struct server {
 
     pthread_t log_thread;       /* WAL appends + group fdatasync */
     pthread_t apply_thread;     /* LMDB apply loop */
+    pthread_t house_thread;     /* periodic chores (RSS trim) */
+    pthread_mutex_t house_mu;   /* with house_cv: wakes it at stop */
+    pthread_cond_t house_cv;
     bool threads_started;       /* both threads running */
+    bool house_started;         /* house_thread running */
 
     uint64_t last_index;        /* log thread: last index written */
     _Atomic uint64_t committed_index; /* durable in the WAL */
