@@ -191,6 +191,14 @@ static void arrived(struct api__worker *w, struct api_call *c)
                              "grpc: error while reading request");
         return;
     }
+    if (len > w->srv->max_recv_bytes) {
+        char msg[128];
+        snprintf(msg, sizeof msg,
+                 "grpc: received message larger than max (%zu vs. %zu)", len,
+                 w->srv->max_recv_bytes);
+        api_call_reply_error(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        return;
+    }
     c->method->unary(c, req, len, c->method->ctx);
 }
 

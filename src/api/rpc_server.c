@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -124,7 +125,15 @@ int api_server_create(const struct api_server_config *cfg,
     if (rv != 0)
         goto err_free;
     grpc_init();
-    srv->server = core_server_create(srv->max_recv_bytes);
+    /* The core's own limit is set higher so that, up to it, the runtime
+     * itself refuses oversized requests with grpc-go's exact message (what
+     * etcd clients see); beyond it the core refuses on its own. */
+    size_t core_max = srv->max_recv_bytes * 2;
+    if (core_max < srv->max_recv_bytes + (8u << 20))
+        core_max = srv->max_recv_bytes + (8u << 20);
+    if (core_max > INT32_MAX)
+        core_max = INT32_MAX;
+    srv->server = core_server_create(core_max);
     srv->shutdown_cq = grpc_completion_queue_create_for_pluck(NULL);
     for (int i = 0; i < srv->threads_n; i++) {
         srv->workers[i].srv = srv;
