@@ -28,9 +28,9 @@ collide.  Responses are compared after normalising:
   a total order, so KEY sorts and unsorted ranges are compared as-is.)
 
 On a mismatch the seed, the op index, the request and a line diff of the two
-responses are printed.  Defaults: 6 seeds x 1500 ops (about 15 s against etcd); raise them with
-CETCD_DIFF_SEEDS (a count, or a comma-separated list of seeds) and
-CETCD_DIFF_OPS.  Against etcd itself (CETCD_TEST_AGAINST_ETCD=1) both sides
+responses are printed.  Defaults: 6 seeds x 1500 ops (about 15 s against
+etcd); raise them with CETCD_DIFF_SEEDS (a count, or a comma-separated list
+of seeds) and CETCD_DIFF_OPS.  Against etcd itself (CETCD_TEST_AGAINST_ETCD=1) both sides
 are etcd, which is how this file was validated.
 """
 
