@@ -154,8 +154,12 @@ static int grow(void **v, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* Puts are a set: a key allowed twice (then/else of a nested txn) is
+ * recorded once. */
 static int add_key(struct kset *s, struct bstr k)
 {
+    if (has_key(s, k))
+        return 0;
     int rc = grow((void **)&s->keys, &s->ck, s->nk + 1, sizeof *s->keys);
     if (rc == 0)
         s->keys[s->nk++] = k;

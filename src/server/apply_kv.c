@@ -278,40 +278,50 @@ static mvcc_rev first_rev(const struct mvcc_store *st)
     return c > 0 ? c : -1;
 }
 
-/* etcd's pre-checks, on the state before the txn writes anything. */
+static int check_put(struct kv_txn *k, const Etcdserverpb__PutRequest *q)
+{
+    int rc = 0;
+    if (q->ignore_value || q->ignore_lease) {
+        struct mvcc_range_result res;
+        memset(&res, 0, sizeof res);
+        rc = mvcc_txn_range(k->t, q->key.data, q->key.len, NULL, 0, 0, 0,
+                            MVCC_RANGE_COUNT_ONLY, &res);
+        if (rc == 0 && res.count == 0)
+            rc = ERR_KEY_NOT_FOUND;
+        mvcc_range_result_close(&res);
+    }
+    return rc != 0 ? rc : lease_check(q->lease);
+}
+
+static int check_range(struct kv_txn *k, const Etcdserverpb__RangeRequest *q)
+{
+    mvcc_rev cur = mvcc_txn_rev(k->t) - 1;
+    if (q->revision > cur)
+        return ERR_FUTURE_REV;
+    if (q->revision != 0 && q->revision < first_rev(k->store))
+        return ERR_COMPACTED;
+    return 0;
+}
+
+/* etcd's pre-checks, on the state before the txn writes anything: one pass
+ * over the taken path for the puts, then one for the ranges (that order
+ * decides which error wins). */
 static int check_ops(struct kv_txn *k, const txn_req *r,
-                     const struct txn_path *p, size_t *pos)
+                     const struct txn_path *p, size_t *pos, bool puts)
 {
     size_t n;
     req_op **ops = branch(r, p->v[(*pos)++], &n);
-    mvcc_rev cur = mvcc_txn_rev(k->t) - 1;
     for (size_t i = 0; i < n; i++) {
         const req_op *o = ops[i];
         int rc = 0;
-        if (o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN) {
-            rc = check_ops(k, o->request_txn, p, pos);
-        } else if (o->request_case ==
-                   ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT) {
-            const Etcdserverpb__PutRequest *q = o->request_put;
-            if (q->ignore_value || q->ignore_lease) {
-                struct mvcc_range_result res;
-                memset(&res, 0, sizeof res);
-                rc = mvcc_txn_range(k->t, q->key.data, q->key.len, NULL, 0, 0,
-                                    0, MVCC_RANGE_COUNT_ONLY, &res);
-                if (rc == 0 && res.count == 0)
-                    rc = ERR_KEY_NOT_FOUND;
-                mvcc_range_result_close(&res);
-            }
-            if (rc == 0)
-                rc = lease_check(q->lease);
-        } else if (o->request_case ==
-                   ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE) {
-            int64_t rev = o->request_range->revision;
-            if (rev > cur)
-                rc = ERR_FUTURE_REV;
-            else if (rev != 0 && rev < first_rev(k->store))
-                rc = ERR_COMPACTED;
-        }
+        if (o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN)
+            rc = check_ops(k, o->request_txn, p, pos, puts);
+        else if (puts &&
+                 o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
+            rc = check_put(k, o->request_put);
+        else if (!puts && o->request_case ==
+                              ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE)
+            rc = check_range(k, o->request_range);
         if (rc != 0)
             return rc;
     }
@@ -381,7 +391,10 @@ static int do_txn(struct kv_txn *k, const txn_req *r,
     int rc = eval_path(k, r, &p);
     size_t pos = 0;
     if (rc == 0)
-        rc = check_ops(k, r, &p, &pos);
+        rc = check_ops(k, r, &p, &pos, true);
+    pos = 0;
+    if (rc == 0)
+        rc = check_ops(k, r, &p, &pos, false);
     if (rc != 0)
         return rc;
     pos = 0;

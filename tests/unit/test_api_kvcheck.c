@@ -212,6 +212,20 @@ static void test_txn_nested_duplicates(void **state)
                      ERR_DUPLICATE_KEY);
 }
 
+/* A key put in both branches of a nested txn is one put for the levels
+ * above: an else-branch sibling putting it again in both branches is fine. */
+static void test_txn_nested_then_else_set(void **state)
+{
+    (void)state;
+    reset();
+    Etcdserverpb__RequestOp *p1 = op_put("\xff"), *p2 = op_put("\xff");
+    Etcdserverpb__RequestOp *inner = op_txn(txn(1, &p1, 1, &p2));
+    Etcdserverpb__RequestOp *q = op_put("\x01");
+    Etcdserverpb__RequestOp *then = op_txn(txn(0, NULL, 1, &q));
+    Etcdserverpb__RequestOp *t1 = op_txn(txn(1, &then, 1, &inner));
+    assert_int_equal(kv_check_txn(txn(1, &t1, 0, NULL), 128), 0);
+}
+
 static void test_readonly(void **state)
 {
     (void)state;
@@ -230,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_txn_empty_op_and_key),
         cmocka_unit_test(test_txn_duplicates),
         cmocka_unit_test(test_txn_nested_duplicates),
+        cmocka_unit_test(test_txn_nested_then_else_set),
         cmocka_unit_test(test_readonly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
