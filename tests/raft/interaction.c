@@ -230,7 +230,8 @@ static void disk_append(struct node *nd, const struct raft_entry *e, size_t n)
         struct raft_entry *x = &nd->ents[nd->n_ents++];
         *x = e[k];
         x->data = malloc(e[k].len + 1);
-        memcpy(x->data, e[k].data, e[k].len);
+        if (e[k].len)
+            memcpy(x->data, e[k].data, e[k].len);
     }
 }
 
@@ -239,7 +240,8 @@ static void disk_snap(struct node *nd, const struct raft_snapshot *s)
     free(nd->snap.data);
     nd->snap = *s;
     nd->snap.data = malloc(s->len + 1);
-    memcpy(nd->snap.data, s->data, s->len);
+    if (s->len)
+        memcpy(nd->snap.data, s->data, s->len);
 }
 
 static void apply(struct node *nd, const struct raft_entry *e)

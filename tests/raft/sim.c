@@ -284,7 +284,8 @@ static void disk_append(struct disk *d, const struct raft_entry *e, size_t n)
         struct raft_entry *x = &d->ents[d->n++];
         *x = e[k];
         x->data = malloc(e[k].len + 1);
-        memcpy(x->data, e[k].data, e[k].len);
+        if (e[k].len)
+            memcpy(x->data, e[k].data, e[k].len);
     }
 }
 
@@ -293,7 +294,8 @@ static void disk_set_snap(struct disk *d, const struct raft_snapshot *s)
     free(d->snap.data);
     d->snap = *s;
     d->snap.data = malloc(s->len + 1);
-    memcpy(d->snap.data, s->data, s->len);
+    if (s->len)
+        memcpy(d->snap.data, s->data, s->len);
 }
 
 /* Drops persisted entries <= i (i <= snapshot index). */
