@@ -125,12 +125,17 @@ int server__apply_entries(struct server *s, struct server_entry *head,
     if (rc == 0)
         compact_more(s, b);
     if (rc != 0) {
+        log_error("etcdserver", "applying entry %llu failed: %s",
+                  (unsigned long long)last, err_str(rc));
         mvcc_batch_abort(b);
         return rc;
     }
     rc = mvcc_batch_commit(b, last);
-    if (rc != 0)
+    if (rc != 0) {
+        log_error("etcdserver", "committing entries up to %llu failed: %s",
+                  (unsigned long long)last, err_str(rc));
         return rc;
+    }
     atomic_store(&s->applied_index, last);
     fill_headers(s, ps, i);
     if (wake_waiters)

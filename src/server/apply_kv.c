@@ -403,10 +403,21 @@ static int do_txn(struct kv_txn *k, const txn_req *r,
     return rc;
 }
 
-static int do_compact(struct mvcc_batch *b, const Etcdserverpb__CompactionRequest *c,
+static int do_compact(struct server *s, struct mvcc_batch *b,
+                      const Etcdserverpb__CompactionRequest *c,
                       struct arena *a, Etcdserverpb__CompactionResponse **out)
 {
-    int rc = mvcc_compact(b, c->revision);
+    int rc;
+    /* etcd starts at compact revision -1, so its first compaction at 0
+     * succeeds (deleting nothing) and only later ones at 0 fail.  Our store
+     * starts at 0; the difference is kept in memory (a restart forgets it). */
+    if (c->revision == 0 && mvcc_compact_rev(s->mvcc) == 0 &&
+        !s->compacted_at_zero) {
+        s->compacted_at_zero = true;
+        rc = 0;
+    } else {
+        rc = mvcc_compact(b, c->revision);
+    }
     if (rc != 0)
         return rc;
     if (c->physical) {
@@ -430,7 +441,7 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
                           struct arena *a, ProtobufCMessage **msg_out)
 {
     if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION)
-        return do_compact(b, req->compaction, a,
+        return do_compact(s, b, req->compaction, a,
                           (Etcdserverpb__CompactionResponse **)msg_out);
     struct kv_txn k = {
         .t = mvcc_txn_begin(b), .changed = false, .a = a, .store = s->mvcc};

@@ -54,6 +54,7 @@ struct server {
     _Atomic bool stopping;            /* server_stop has begun */
     int fatal;                        /* log/apply thread hit an I/O error */
 
+    bool compacted_at_zero;     /* apply thread: see do_compact */
     struct arena apply_arena;   /* apply thread: responses of one batch */
 
     _Atomic uint64_t stat_proposals;     /* see server_stats */

@@ -175,7 +175,7 @@ static int seg_names(const char *dir, char names[][64], int max)
     struct dirent *de;
     while ((de = readdir(d)) != NULL)
         if (strlen(de->d_name) == 37 && n < max)
-            snprintf(names[n++], 64, "%s", de->d_name);
+            memcpy(names[n++], de->d_name, 38); /* 37 chars + NUL */
     closedir(d);
     qsort(names, (size_t)n, 64, (int (*)(const void *, const void *))strcmp);
     return n;
