@@ -101,7 +101,7 @@ static struct flag table[] = {
     {"debug", F_BOOL, "false", BUILT, "Logging", "Enable debug-level logging for etcd. Use '--log-level=debug' instead."},
     {"log-package-levels", F_STR, "", NOT_YET, "Logging", "Specify a particular log level for each etcd package."},
     {"proxy", F_STR, "off", NOT_YET, "v2 Proxy", "Proxy mode setting ('off', 'readonly' or 'on')."},
-    {"experimental-initial-corrupt-check", F_BOOL, "false", NOT_YET, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
+    {"experimental-initial-corrupt-check", F_BOOL, "false", BUILT, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
     {"experimental-corrupt-check-time", F_DUR, "0s", NOT_YET, "Experimental feature", "Duration of time between cluster corruption check passes."},
     {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
     {"experimental-backend-bbolt-freelist-type", F_STR, "array", BUILT, "Experimental feature", "Accepted for compatibility; cetcd's backend is LMDB."},
