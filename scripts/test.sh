@@ -1,19 +1,58 @@
 #!/usr/bin/env bash
-# test.sh - the whole suite, as CI runs it: unit tests (plain and ASan+UBSan),
-# raft simulation, pytest integration/differential/crash tests (against the
-# ASan build where noted), and the list of etcd e2e tests known to pass.
+# test.sh - the whole suite, as CI runs it (well under 30 minutes on 2 cores):
+#   1. build: release (build/) and ASan+UBSan (build-asan/), -Werror
+#   2. unit tests (cmocka) and raft interaction/simulation, in both builds
+#   3. pytest integration against the release cetcd: etcdctl + python etcd3
+#      KV suites, the differential test against a real etcd 3.4.23, kill -9
+#      durability, the gRPC runtime, the client library and cetcd-bench
+#   4. the KV suites again against the ASan+UBSan cetcd
+#   5. every libFuzzer target, built with clang, for a short run each
+#   6. etcd's own e2e tests listed in tests/e2e/passing.txt
+# Longer runs: see docs/TESTING.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=/usr/bin/python3
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+
 make build asan
-echo "== unit (plain)"
+
+echo "== unit + raft (release)"
 (cd build && ctest --output-on-failure -j2)
-echo "== unit (asan+ubsan)"
-(cd build-asan && ctest --output-on-failure -j2)
-if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then
-    echo "== integration (pytest)"
-    CETCD_BIN="$PWD/build/cetcd" /usr/bin/python3 -m pytest -q tests/integration
-fi
-if [ -x tests/e2e/run.sh ]; then
-    echo "== etcd e2e (passing list)"
-    bash tests/e2e/run.sh
-fi
+echo "== unit + raft (asan+ubsan)"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j2)
+
+echo "== integration (release cetcd)"
+CETCD_BIN="$ROOT/build/cetcd" CETCD_BUILD_DIR="$ROOT/build" \
+    $PY -m pytest -q -p no:cacheprovider tests/integration
+
+echo "== integration KV suites (asan+ubsan cetcd)"
+CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
+    $PY -m pytest -q -p no:cacheprovider tests/integration/test_kv_etcdctl.py \
+    tests/integration/test_kv_python.py tests/integration/test_crash.py \
+    tests/integration/test_rpc_runtime.py
+
+echo "== fuzz targets (clang, ${FUZZ_SECONDS}s each)"
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCETCD_FUZZ=ON \
+    -DCETCD_SANITIZE=ON >/dev/null
+fuzzers=$(cd fuzz && ls fuzz_*.c | sed 's/\.c$//')
+# shellcheck disable=SC2086
+cmake --build build-fuzz -j2 --target $fuzzers >/dev/null
+for name in $fuzzers; do
+    f=build-fuzz/fuzz/$name
+    work=$(mktemp -d)
+    mkdir "$work/corpus"
+    # The seed corpus is copied: libFuzzer adds what it finds to its dir.
+    corpus="fuzz/corpus/${name#fuzz_}"
+    [ -d "$corpus" ] && cp -r "$corpus/." "$work/corpus/"
+    args=("$work/corpus")
+    echo "-- $name"
+    "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 \
+        -artifact_prefix="$work/" "${args[@]}" >"$work/log" 2>&1 ||
+        { tail -40 "$work/log"; exit 1; }
+    grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs" "$work/log" | tail -1 || true
+    rm -rf "$work"
+done
+
+echo "== etcd e2e (tests/e2e/passing.txt)"
+CETCD_BIN="$ROOT/build/cetcd" bash tests/e2e/run.sh
