@@ -156,24 +156,53 @@ static void free_chain(struct server_entry *e)
     }
 }
 
+static void apply_or_die(struct server *s, struct server_entry *head,
+                         size_t n)
+{
+    int rc = server__apply_entries(s, head, n, true);
+    if (rc != 0) {
+        /* The WAL holds these entries; stopping here and replaying at
+         * the next start loses nothing.  Serving on would. */
+        log_error("etcdserver", "apply failed: %s; stopping the member",
+                  err_str(rc));
+        abort();
+    }
+    free_chain(head);
+    arena_reset(&s->apply_arena);
+}
+
+/*
+ * Who applies: normally the apply thread, so that applying batch N overlaps
+ * the WAL fsync of batch N+1.  But when nothing is queued and nobody is
+ * applying, the log thread applies the batch itself: a lone client then
+ * pays no thread hand-off between its fsync and its answer.  Order holds
+ * because applying needs apply_mu and the apply thread only pops the queue
+ * while holding it.
+ */
+void server__apply_handoff(struct server *s, struct server_entry *head,
+                           struct server_entry *tail, size_t n)
+{
+    if (pthread_mutex_trylock(&s->apply_mu) == 0) {
+        if (server_queue_is_empty(&s->committed)) {
+            apply_or_die(s, head, n);
+            pthread_mutex_unlock(&s->apply_mu);
+            return;
+        }
+        pthread_mutex_unlock(&s->apply_mu);
+    }
+    server_queue_push_list(&s->committed, head, tail, n);
+}
+
 void *server__apply_main(void *arg)
 {
     struct server *s = arg;
-    for (;;) {
+    while (server_queue_wait_nonempty(&s->committed)) {
+        pthread_mutex_lock(&s->apply_mu);
         size_t n;
         struct server_entry *head = server_queue_pop_all(&s->committed, &n);
-        if (head == NULL)
-            break;
-        int rc = server__apply_entries(s, head, n, true);
-        if (rc != 0) {
-            /* The WAL holds these entries; stopping here and replaying at
-             * the next start loses nothing.  Serving on would. */
-            log_error("etcdserver", "apply failed: %s; stopping the member",
-                      err_str(rc));
-            abort();
-        }
-        free_chain(head);
-        arena_reset(&s->apply_arena);
+        if (head != NULL)
+            apply_or_die(s, head, n);
+        pthread_mutex_unlock(&s->apply_mu);
     }
     return NULL;
 }

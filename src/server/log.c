@@ -69,7 +69,7 @@ void *server__log_main(void *arg)
             }
             atomic_fetch_add(&s->stat_wal_syncs, 1);
             atomic_store(&s->committed_index, s->last_index);
-            server_queue_push_list(&s->committed, head, tail, k);
+            server__apply_handoff(s, head, tail, k);
             head = rest;
         }
     }

@@ -88,3 +88,21 @@ void server_queue_close(struct server_queue *q)
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
+
+bool server_queue_wait_nonempty(struct server_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->head == NULL && !q->closed)
+        pthread_cond_wait(&q->cv, &q->mu);
+    bool some = q->head != NULL;
+    pthread_mutex_unlock(&q->mu);
+    return some;
+}
+
+bool server_queue_is_empty(struct server_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    bool empty = q->head == NULL;
+    pthread_mutex_unlock(&q->mu);
+    return empty;
+}

@@ -47,5 +47,10 @@ int server_queue_push_list(struct server_queue *q, struct server_entry *head,
 struct server_entry *server_queue_pop_all(struct server_queue *q,
                                           size_t *n_out);
 void server_queue_close(struct server_queue *q);
+/* wait_nonempty blocks until something is queued (true) or the queue is
+ * closed and empty (false); it takes nothing. */
+bool server_queue_wait_nonempty(struct server_queue *q);
+/* is_empty: nothing queued right now. */
+bool server_queue_is_empty(struct server_queue *q);
 
 #endif

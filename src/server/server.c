@@ -270,6 +270,7 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_mutex_init(&s->applied_mu, NULL);
     pthread_cond_init(&s->applied_cv, NULL);
     pthread_mutex_init(&s->house_mu, NULL);
+    pthread_mutex_init(&s->apply_mu, NULL);
     pthread_cond_init(&s->house_cv, NULL);
     arena_init(&s->apply_arena);
     atomic_store(&s->next_id, 1);
@@ -340,6 +341,7 @@ void server_stop(struct server *s)
     pthread_mutex_destroy(&s->applied_mu);
     pthread_cond_destroy(&s->applied_cv);
     pthread_mutex_destroy(&s->house_mu);
+    pthread_mutex_destroy(&s->apply_mu);
     pthread_cond_destroy(&s->house_cv);
     arena_free(&s->apply_arena);
     mem_free(s);

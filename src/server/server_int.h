@@ -40,6 +40,7 @@ struct server {
 
     pthread_t log_thread;       /* WAL appends + group fdatasync */
     pthread_t apply_thread;     /* LMDB apply loop */
+    pthread_mutex_t apply_mu;   /* held by whoever applies (see apply.c) */
     pthread_t house_thread;     /* periodic chores (RSS trim) */
     pthread_mutex_t house_mu;   /* with house_cv: wakes it at stop */
     pthread_cond_t house_cv;
@@ -71,6 +72,10 @@ void *server__apply_main(void *arg);
 /* apply.c: applies a chain of n committed entries in one batch. */
 int server__apply_entries(struct server *s, struct server_entry *head,
                           size_t n, bool wake_waiters);
+/* apply.c: hand a durable batch over for applying: applied at once by the
+ * calling (log) thread when nothing else is pending, else queued. */
+void server__apply_handoff(struct server *s, struct server_entry *head,
+                           struct server_entry *tail, size_t n);
 struct mvcc_batch;
 int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,
