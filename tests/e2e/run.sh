@@ -83,3 +83,4 @@ if [ "$failed" -ne 0 ] || [ "$rc" -ne 0 ]; then
     exit 1
 fi
 echo "e2e: all ${#tests[@]} listed tests passed"
+echo "e2e: ${#tests[@]} passed, 0 failed"
