@@ -342,8 +342,11 @@ static void handle_vote(struct raft *r, const struct raft_msg *m)
      * neither voted nor heard of a leader in this term, and PreVote for
      * anybody who would be in a later term. */
     bool can = r->vote == m->from || (r->vote == 0 && r->lead == 0) ||
-               (pre && m->term > r->term);
-    if (can && raft__log_up_to_date(&r->log, m->index, m->log_term)) {
+               (pre && m->term > r->term) ||
+               RAFT_MUTANT(r, RAFT_MUTATE_VOTE_TWICE);
+    bool up = raft__log_up_to_date(&r->log, m->index, m->log_term) ||
+              RAFT_MUTANT(r, RAFT_MUTATE_VOTE_ANY_LOG);
+    if (can && up) {
         raft__logf(r, 1, "%llu cast %s for %llu at term %llu",
                    (unsigned long long)r->id, raft_msg_type_name(m->type),
                    (unsigned long long)m->from, (unsigned long long)r->term);
@@ -454,6 +457,9 @@ static int check_config(const struct raft_config *c)
         return ERR_INVAL; /* the lease needs CheckQuorum */
     if (raft__conf_state_check(&c->conf) != 0)
         return ERR_INVAL;
+    if ((c->test_mutations & ~RAFT_MUTATE_ALL) != 0 ||
+        (c->test_mutations != 0 && !RAFT_MUTANT_BUILD))
+        return ERR_INVAL;
     raft_index next = c->snapshot.meta.index + 1;
     for (size_t k = 0; k < c->n_entries; k++, next++)
         if (c->entries[k].index != next || c->entries[k].term == 0 ||
@@ -487,6 +493,7 @@ int raft_init(struct raft *r, const struct raft_config *c)
     r->prng = c->seed ^ (c->id * 0x2545f4914f6cdd1dULL);
     r->logger = c->logger;
     r->logger_arg = c->logger_arg;
+    r->mutations = c->test_mutations;
     raft__log_init(&r->log);
     const struct raft_snapshot *s = &c->snapshot;
     r->log.offset = s->meta.index;

@@ -198,7 +198,22 @@ struct raft_config {
     const struct raft_entry *entries;  /* persisted entries after snapshot */
     size_t n_entries;                  /* (copied) */
     raft_index applied;                /* already applied; >= snapshot */
+    /* Test-only fault seeding (RAFT_MUTATE_* bits): deliberately broken
+     * Raft rules, used to prove the simulator catches them.  Honoured only
+     * by the test library cetcd_raft_mutant (built with RAFT_MUTATIONS);
+     * the product library refuses a non-zero value with ERR_INVAL. */
+    uint32_t test_mutations;
 };
+
+/* Mutations (tests/raft/CMakeLists.txt, raft.mutation.*). */
+#define RAFT_MUTATE_COMMIT_PRIOR_TERM (1u << 0) /* count replicas of any
+                                                   term (Raft Figure 8) */
+#define RAFT_MUTATE_VOTE_ANY_LOG (1u << 1)      /* no up-to-date check */
+#define RAFT_MUTATE_NO_TRUNCATE (1u << 2)       /* keep conflicting entries */
+#define RAFT_MUTATE_VOTE_TWICE (1u << 3)        /* forget our vote */
+#define RAFT_MUTATE_HEARTBEAT_COMMIT (1u << 4)  /* heartbeat commit not
+                                                   capped at match */
+#define RAFT_MUTATE_ALL 0x1fu
 
 struct raft_soft_state {
     raft_id lead;   /* current leader, 0 if unknown */

@@ -23,6 +23,17 @@
         }                                                                    \
     } while (0)
 
+/* RAFT_MUTANT(r, RAFT_MUTATE_X) is true when a test build asked for the
+ * broken rule X (raft.h, test_mutations).  In the product library it is the
+ * constant false, so the broken branches compile away. */
+#ifdef RAFT_MUTATIONS
+#define RAFT_MUTANT_BUILD true
+#define RAFT_MUTANT(r, m) (((r)->mutations & (m)) != 0)
+#else
+#define RAFT_MUTANT_BUILD false
+#define RAFT_MUTANT(r, m) ((void)(r), false)
+#endif
+
 /* Allocation failure inside a transition aborts (see raft.h ERRORS). */
 void *raft__xmalloc(size_t n);
 void *raft__xrealloc(void *p, size_t n);
@@ -238,6 +249,7 @@ struct raft {
     raft_index ready_last;         /* last entry index in that Ready */
     raft_index ready_applied;      /* last committed index in that Ready */
     bool ready_snap;               /* that Ready carried a snapshot */
+    uint32_t mutations;            /* test builds: RAFT_MUTATE_* in force */
 };
 
 /* raft.c */

@@ -32,6 +32,11 @@ void raft__handle_append(struct raft *r, const struct raft_msg *m)
                        (unsigned long long)conflict);
             return;
         }
+        if (conflict != 0 && RAFT_MUTANT(r, RAFT_MUTATE_NO_TRUNCATE) &&
+            conflict <= raft__log_last(l))
+            conflict = raft__log_last(l) + 1 <= m->index + m->n_entries
+                           ? raft__log_last(l) + 1
+                           : 0; /* keep ours, append only what is new */
         if (conflict != 0) {
             size_t skip = (size_t)(conflict - (m->index + 1));
             raft__log_append(l, m->entries + skip, m->n_entries - skip);

@@ -73,6 +73,8 @@ static void send_heartbeat(struct raft *r, struct raft_progress *p,
 {
     /* Never tell a follower to commit beyond what it is known to hold. */
     raft_index c = p->match < r->log.committed ? p->match : r->log.committed;
+    if (RAFT_MUTANT(r, RAFT_MUTATE_HEARTBEAT_COMMIT))
+        c = r->log.committed;
     struct raft_msg m = {.type = RAFT_MSG_HEARTBEAT, .to = p->id, .commit = c,
                          .ctx = ctx, .ctx_len = len};
     raft__send(r, &m);
@@ -98,7 +100,12 @@ void raft__bcast_heartbeat(struct raft *r)
 bool raft__maybe_commit(struct raft *r)
 {
     raft_index c = raft__trk_committed(&r->trk);
-    return raft__log_maybe_commit(&r->log, c, r->term);
+    /* Raft §5.4.2: only an entry of the leader's own term is committed by
+     * counting replicas; earlier ones commit with it (Figure 8). */
+    raft_term t = r->term;
+    if (RAFT_MUTANT(r, RAFT_MUTATE_COMMIT_PRIOR_TERM))
+        t = raft__log_term_or0(&r->log, c);
+    return raft__log_maybe_commit(&r->log, c, t);
 }
 
 void raft__abort_transfer(struct raft *r)

@@ -25,9 +25,31 @@
  * members within a bound.  Everything derives from the seed; a failure
  * prints the command that replays it.
  *
+ * PROFILES: half the seeds run the classic timing (election timeout 10
+ * ticks of 10 steps, latency <= 1 tick, rare late messages).  The other
+ * half run a churn profile built to open the Figure 8 window (Raft paper
+ * §5.4.2): election timeouts of 4-80 steps against latencies up to a whole
+ * timeout plus late deliveries of up to 3 timeouts, a nemesis that crashes
+ * (or isolates) a new leader within a few steps of winning, so a lone entry
+ * of its term stays behind, and a leader right after its commit index
+ * moved, before its own-term entry spreads; crashed nodes come back fast,
+ * and most members send one entry per APP, so an old-term entry is
+ * replicated before the new leader's own.
+ *
+ * MUTATION TESTS: raft_sim_mutant is this program linked against a test
+ * build of the library where raft_config.test_mutations disables one rule
+ * (--mutation commit-prior-term | vote-any-log | no-truncate | vote-twice |
+ * heartbeat-commit, see raft.h RAFT_MUTATE_*), or where this harness breaks
+ * the Ready contract itself (--mutation send-before-persist).  With
+ * --expect-violation the run succeeds at the first safety failure and fails
+ * if the mutant survives every seed; --count reports how many seeds fail.
+ *
  * Usage: raft_sim [--nodes N] [--seeds A:B | --seed S] [--steps K] [-v]
+ *                 [--profile classic|churn] [--mutation NAME]
+ *                 [--expect-violation | --count]
  */
 #include <inttypes.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +145,26 @@ static struct {
     int nreads;
     bool cc_enabled;
     bool healed;                   /* liveness phase: no faults */
+    /* Timing and nemesis profile, drawn per seed (see run_seed). */
+    int tick_every;                /* steps per tick */
+    int election_tick;             /* raft config */
+    long delay_max;                /* usual message latency, steps */
+    unsigned late_pm;              /* per mille of messages delivered late */
+    long late_max;                 /* how late, steps */
+    unsigned kill_new_leader_pm;   /* new leader dies soon after winning */
+    long kill_delay_max;           /* ... within this many steps */
+    unsigned kill_commit_pm;       /* leader dies right after committing */
+    unsigned restart_pm;           /* per step, a down node restarts */
+    unsigned small_msgs_pm;        /* max_size_per_msg = 1 entry */
+    bool isolate_not_crash;        /* the nemesis partitions instead */
+    long kill_at[MAXN + 1];        /* step at which a node's kill is due */
+    uint32_t mutations;            /* RAFT_MUTATE_* (mutant builds only) */
+    bool send_early;               /* caller mutation: send, then persist */
+    bool expect_violation;         /* mutation test: a failure is success */
+    bool count;                    /* --count: go on after a failure */
+    int profile;                   /* --profile: 0 drawn, 1 classic, 2 churn */
+    uint64_t n_failed;             /* seeds that failed (--count) */
+    jmp_buf next_seed;             /* --count: where fail() returns */
     struct raft_conf_state init_conf;
 } S;
 
@@ -133,8 +175,19 @@ static void fail(const char *fmt, ...)
     fprintf(stderr, "FAIL seed %" PRIu64 " step %ld: ", S.seed, S.step);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nreplay: tests/raft/raft_sim --nodes %d --seed %" PRIu64
-                    " --steps %ld -v\n", S.n, S.seed, S.steps);
+    fprintf(stderr, "\nreplay: tests/raft/raft_sim%s --nodes %d --seed %"
+                    PRIu64 " --steps %ld -v\n",
+            S.mutations ? "_mutant --mutation ..." : "", S.n, S.seed,
+            S.steps);
+    if (S.count) {
+        S.n_failed++;
+        longjmp(S.next_seed, 1);
+    }
+    if (S.expect_violation) {
+        printf("caught: mutation 0x%x violates safety at seed %" PRIu64
+               " step %ld\n", S.mutations, S.seed, S.step);
+        exit(0);
+    }
     exit(1);
 }
 
@@ -318,11 +371,14 @@ static void node_start(struct node *nd)
 {
     struct raft_config c = {0};
     c.id = nd->id;
-    c.election_tick = 10;
+    c.election_tick = S.election_tick;
     c.heartbeat_tick = 1;
     c.pre_vote = S.pre_vote;
     c.check_quorum = S.check_quorum;
-    c.max_size_per_msg = chance(500) ? 1 : 64 + rnd() % 512;
+    c.test_mutations = S.mutations;
+    /* One entry per APP lets a leader replicate an old-term entry before
+     * its own-term one (the Figure 8 window). */
+    c.max_size_per_msg = chance(S.small_msgs_pm) ? 1 : 64 + rnd() % 512;
     c.max_inflight_msgs = 1 + (uint32_t)(rnd() % 8);
     c.read_only = S.read_only;
     c.seed = rnd();
@@ -347,6 +403,7 @@ static void node_start(struct node *nd)
         nd->conf = d->snap.meta.conf;
     }
     nd->checked_commit = d->snap.meta.index;
+    S.kill_at[nd->id] = -1;
 }
 
 static void node_crash(struct node *nd)
@@ -376,10 +433,12 @@ static void net_send(const struct raft_msg *m)
             memmove(S.bag, S.bag + 1, (BAG_MAX - 1) * sizeof(S.bag[0]));
             S.nbag--;
         }
-        /* Mostly 0.1-1 tick of latency; sometimes much later (reorder). */
-        long delay = 1 + (long)(rnd() % 10);
-        if (chance(50))
-            delay += (long)(rnd() % 100);
+        /* Usual latency, and sometimes much later (reorder): an old
+         * leader's APP may land after newer terms have come and gone. */
+        long dmax = S.healed ? 10 : S.delay_max;
+        long delay = 1 + (long)(rnd() % (uint64_t)dmax);
+        if (!S.healed && chance(S.late_pm))
+            delay += (long)(rnd() % (uint64_t)S.late_max);
         S.bag[S.nbag++] = (struct netmsg){S.step + delay, m->from, m->to,
                                           buf, len};
     }
@@ -475,10 +534,25 @@ static void handle_ready(struct node *nd)
         if (rd.has_soft_state && rd.soft_state.role == RAFT_LEADER) {
             S.st_leaders++;
             check_leader_complete(nd, st.term);
+            /* Nemesis: a leader that dies before its first entry spreads
+             * leaves a lone entry of its term behind (Figure 8 (b)). */
+            if (!S.healed && chance(S.kill_new_leader_pm))
+                S.kill_at[nd->id] =
+                    S.step + (long)(rnd() % (uint64_t)S.kill_delay_max);
         }
+        /* Nemesis: a leader that dies right after advancing its commit
+         * may not have replicated its own-term entry yet (Figure 8 (c)). */
+        bool kill_now = !S.healed && st.role == RAFT_LEADER &&
+                        rd.has_hard_state &&
+                        rd.hard_state.commit > nd->checked_commit &&
+                        chance(S.kill_commit_pm);
         for (size_t k = 0; k < rd.n_entries; k++)
             check_log_matching(nd, &rd.entries[k]);
         if (!S.healed && chance(2)) {
+            /* A caller breaking THE READY CONTRACT sends before its
+             * write is durable (mutation "send-before-persist"). */
+            for (size_t k = 0; S.send_early && k < rd.n_msgs; k++)
+                net_send(&rd.msgs[k]);
             persist(nd, &rd, true);
             raft_advance(nd->r, &rd);
             node_crash(nd);
@@ -502,6 +576,8 @@ static void handle_ready(struct node *nd)
             check_read_state(&rd.read_states[k]);
         raft_advance(nd->r, &rd);
         maybe_snapshot(nd);
+        if (kill_now)
+            S.kill_at[nd->id] = S.step;
     }
 }
 
@@ -626,12 +702,14 @@ static void deliver_due(void)
     }
 }
 
-/* Each node ticks every 10 steps, with its own phase and some drift. */
+/* Each node ticks every tick_every steps, with its own phase and some
+ * drift. */
 static void tick_nodes(void)
 {
     for (int k = 0; k < S.nall; k++) {
         struct node *nd = &S.nodes[k];
-        if (!nd->up || (S.step + k * 3) % 10 != 0)
+        int every = S.healed ? 20 : S.tick_every;
+        if (!nd->up || (S.step + k * 3) % every != 0)
             continue;
         int n = S.healed ? 1 : (chance(20) ? 0 : chance(20) ? 2 : 1);
         for (int i = 0; i < n; i++)
@@ -673,10 +751,41 @@ static void fault_step(void)
     }
 }
 
+/* Carries out due kills (crash, or isolation of the victim) and brings
+ * crashed nodes back. */
+static void nemesis(void)
+{
+    for (int k = 0; k < S.nall; k++) {
+        struct node *nd = &S.nodes[k];
+        if (nd->up && S.kill_at[nd->id] >= 0 &&
+            S.kill_at[nd->id] <= S.step) {
+            S.kill_at[nd->id] = -1;
+            if (S.verbose)
+                fprintf(stderr, "[%ld] nemesis %s %" PRIu64 "\n", S.step,
+                        S.isolate_not_crash ? "isolates" : "crashes",
+                        nd->id);
+            if (S.isolate_not_crash) {
+                for (int j = 0; j < S.nall; j++)
+                    S.nodes[j].group = 0;
+                nd->group = 1;
+            } else {
+                node_crash(nd);
+            }
+        } else if (!nd->up && chance(S.restart_pm)) {
+            if (S.verbose)
+                fprintf(stderr, "[%ld] restart %" PRIu64 "\n", S.step,
+                        nd->id);
+            node_start(nd);
+            handle_ready(nd);
+        }
+    }
+}
+
 static void one_step(void)
 {
     deliver_due();
     tick_nodes();
+    nemesis();
     unsigned x = (unsigned)(rnd() % 1000);
     struct node *nd = &S.nodes[rnd() % S.nall];
     if (x < 60) {
@@ -759,6 +868,38 @@ static void liveness(void)
          "after healing", bound);
 }
 
+static void free_seed(void)
+{
+    for (int k = 0; k < S.nall; k++) {
+        if (S.nodes[k].up)
+            node_crash(&S.nodes[k]);
+        disk_free(&S.nodes[k].d);
+    }
+    for (size_t k = 0; k < S.nbag; k++)
+        free(S.bag[k].buf);
+    S.nbag = 0;
+}
+
+static uint32_t mutation_of(const char *name)
+{
+    static const struct { const char *name; uint32_t bit; } m[] = {
+        {"commit-prior-term", RAFT_MUTATE_COMMIT_PRIOR_TERM},
+        {"vote-any-log", RAFT_MUTATE_VOTE_ANY_LOG},
+        {"no-truncate", RAFT_MUTATE_NO_TRUNCATE},
+        {"vote-twice", RAFT_MUTATE_VOTE_TWICE},
+        {"heartbeat-commit", RAFT_MUTATE_HEARTBEAT_COMMIT},
+    };
+    for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++)
+        if (!strcmp(name, m[k].name))
+            return m[k].bit;
+    if (!strcmp(name, "send-before-persist")) {
+        S.send_early = true; /* the caller's bug, not the library's */
+        return 0;
+    }
+    fprintf(stderr, "unknown mutation %s\n", name);
+    exit(2);
+}
+
 static void run_seed(uint64_t seed)
 {
     memset(S.nodes, 0, sizeof(S.nodes));
@@ -780,6 +921,25 @@ static void run_seed(uint64_t seed)
     S.dup = (unsigned)(rnd() % 50);
     S.faults = (unsigned)(rnd() % 40);
     S.cc_enabled = chance(600);
+    /* Timing: the classic profile (election timeout 10 ticks of 10 steps,
+     * latency <= 1 tick) or a churn profile hunting Figure 8: short
+     * election timeouts against long, reordering latency, leaders killed
+     * right after winning or committing, crashed nodes back quickly. */
+    bool churn = chance(500);
+    if (S.profile != 0)
+        churn = S.profile == 2;
+    S.tick_every = churn ? 2 + (int)(rnd() % 9) : 10;
+    S.election_tick = churn ? 2 + (int)(rnd() % 6) : 10;
+    long timeout_steps = (long)S.tick_every * S.election_tick;
+    S.delay_max = churn ? 1 + (long)(rnd() % (uint64_t)timeout_steps) : 10;
+    S.late_pm = churn ? (unsigned)(rnd() % 300) : 50;
+    S.late_max = churn ? 1 + 3 * timeout_steps : 100;
+    S.kill_new_leader_pm = churn ? (unsigned)(rnd() % 800) : 0;
+    S.kill_delay_max = 1 + (long)(rnd() % 20);
+    S.kill_commit_pm = churn ? (unsigned)(rnd() % 800) : 0;
+    S.restart_pm = churn ? 5 + (unsigned)(rnd() % 60) : 0;
+    S.small_msgs_pm = churn ? 800 : 500;
+    S.isolate_not_crash = churn && chance(300);
     S.nall = S.n + (S.cc_enabled ? 1 : 0);
     memset(&S.init_conf, 0, sizeof(S.init_conf));
     for (int k = 0; k < S.n; k++)
@@ -807,14 +967,7 @@ static void run_seed(uint64_t seed)
     for (S.step = 0; S.step < S.steps; S.step++)
         one_step();
     liveness();
-    for (int k = 0; k < S.nall; k++) {
-        if (S.nodes[k].up)
-            node_crash(&S.nodes[k]);
-        disk_free(&S.nodes[k].d);
-    }
-    for (size_t k = 0; k < S.nbag; k++)
-        free(S.bag[k].buf);
-    S.nbag = 0;
+    free_seed();
 }
 
 int main(int argc, char **argv)
@@ -833,16 +986,40 @@ int main(int argc, char **argv)
             S.steps = atol(argv[++i]);
         else if (!strcmp(argv[i], "-v"))
             S.verbose = true;
+        else if (!strcmp(argv[i], "--mutation") && i + 1 < argc)
+            S.mutations |= mutation_of(argv[++i]);
+        else if (!strcmp(argv[i], "--count"))
+            S.count = true;
+        else if (!strcmp(argv[i], "--profile") && i + 1 < argc)
+            S.profile = !strcmp(argv[++i], "classic") ? 1 : 2;
+        else if (!strcmp(argv[i], "--expect-violation"))
+            S.expect_violation = true;
         else {
             fprintf(stderr, "usage: raft_sim [--nodes N] [--seeds A:B | "
-                            "--seed S] [--steps K] [-v]\n");
+                            "--seed S] [--steps K] [-v] [--mutation NAME "
+                            "[--expect-violation]]\n");
             return 2;
         }
     }
     if (S.n < 1 || S.n > MAXN - 1)
         return 2;
-    for (uint64_t s = a; s <= b; s++)
+    for (uint64_t s = a; s <= b; s++) {
+        if (S.count && setjmp(S.next_seed) != 0) {
+            free_seed(); /* failed: drop what the seed left behind */
+            continue;
+        }
         run_seed(s);
+    }
+    if (S.count) {
+        printf("%" PRIu64 " of %" PRIu64 " seeds failed\n", S.n_failed,
+               b - a + 1);
+        return 0;
+    }
+    if (S.expect_violation) {
+        printf("SURVIVED: mutation 0x%x passed %" PRIu64 " seeds x %ld "
+               "steps undetected\n", S.mutations, b - a + 1, S.steps);
+        return 1;
+    }
     printf("ok: %" PRIu64 " seeds x %ld steps, %d nodes: applied %" PRIu64
            " entries, %" PRIu64 " leaders, %" PRIu64 " crashes, %" PRIu64
            " snapshots installed, %" PRIu64 " conf changes applied, %" PRIu64
