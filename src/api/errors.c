@@ -43,6 +43,10 @@ grpc_status_code api_error(int err, const char **msg_out)
         E(ERR_NOT_LEADER, GRPC_STATUS_FAILED_PRECONDITION,
           "etcdserver: not leader")
         E(ERR_CORRUPT, GRPC_STATUS_DATA_LOSS, "etcdserver: corrupt cluster")
+        /* Not an etcd error: cetcd's store limits keys to LMDB's key size
+         * (494 bytes of user key); etcd accepts longer keys. */
+        E(ERR_TOO_LARGE, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: key is too long for cetcd's store (max 494 bytes)")
 #undef E
     default:
         *msg_out = err_str(err);

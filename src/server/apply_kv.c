@@ -278,6 +278,22 @@ static mvcc_rev first_rev(const struct mvcc_store *st)
     return c > 0 ? c : -1;
 }
 
+/* The store keeps keys up to mvcc_key_max bytes (LMDB's key limit); a txn
+ * must fail before its first write, not halfway, so every key is checked up
+ * front. */
+static int check_key_len(struct kv_txn *k, const req_op *o)
+{
+    size_t len = 0;
+    if (o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
+        len = o->request_put->key.len;
+    else if (o->request_case ==
+             ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE)
+        len = o->request_delete_range->key.len;
+    else if (o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE)
+        len = o->request_range->key.len;
+    return len > mvcc_key_max(k->store) ? ERR_TOO_LARGE : 0;
+}
+
 static int check_put(struct kv_txn *k, const Etcdserverpb__PutRequest *q)
 {
     int rc = 0;
@@ -316,6 +332,8 @@ static int check_ops(struct kv_txn *k, const txn_req *r,
         int rc = 0;
         if (o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN)
             rc = check_ops(k, o->request_txn, p, pos, puts);
+        else if (puts && (rc = check_key_len(k, o)) != 0)
+            return rc;
         else if (puts &&
                  o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
             rc = check_put(k, o->request_put);
