@@ -396,12 +396,32 @@ int backend_cursor_prev(struct backend_cursor *c, struct backend_val *key_out,
     return cursor_move(c, MDB_PREV, &k, key_out, val_out);
 }
 
+/* bucket_empty tells whether c's bucket holds no entry at all. */
+static bool bucket_empty(struct backend_cursor *c)
+{
+    MDB_stat st;
+    MDB_cursor *mc = mcur(c);
+    assert(mc != NULL);
+    if (mdb_stat(mdb_cursor_txn(mc), mdb_cursor_dbi(mc), &st) != 0)
+        return false; /* keep the caller's error */
+    return st.ms_entries == 0;
+}
+
 int backend_cursor_current(struct backend_cursor *c,
                            struct backend_val *key_out,
                            struct backend_val *val_out)
 {
     MDB_val k;
-    return cursor_move(c, MDB_GET_CURRENT, &k, key_out, val_out);
+    int rc = cursor_move(c, MDB_GET_CURRENT, &k, key_out, val_out);
+    /* When mdb_cursor_del removes a bucket's last entry, LMDB frees the
+     * root page and unpositions the cursor, and MDB_GET_CURRENT then
+     * answers EINVAL, not MDB_NOTFOUND as it does after deleting the last
+     * entry of a bucket that still holds others.  "Nothing follows" is
+     * the same fact either way, so report it the same way: a compaction
+     * that drops every version of every key must not fail its batch. */
+    if (rc == ERR_INVAL && bucket_empty(c))
+        return ERR_NOTFOUND;
+    return rc;
 }
 
 int backend_cursor_del(struct backend_cursor *c)

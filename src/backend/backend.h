@@ -175,8 +175,15 @@ int backend_cursor_next(struct backend_cursor *c, struct backend_val *key_out,
 int backend_cursor_prev(struct backend_cursor *c, struct backend_val *key_out,
                         struct backend_val *val_out);
 /* backend_cursor_del deletes the entry under c (write txns only); c then
- * sits on the entry that followed it, read it with cursor_current. */
+ * sits on the entry that followed it, read it with cursor_current.
+ * Errors: ERR_NOTFOUND (c is past the last entry), ERR_INVAL (c is not
+ * positioned), ERR_NOSPC, ERR_IO. */
 int backend_cursor_del(struct backend_cursor *c);
+/* backend_cursor_current reads the entry under c: ERR_NOTFOUND when none
+ * is there - after a cursor_del of the last entry, including the one that
+ * emptied the bucket (which leaves c unpositioned: seek it again before
+ * any other move).  ERR_INVAL if c was never positioned in a non-empty
+ * bucket (a caller bug). */
 int backend_cursor_current(struct backend_cursor *c,
                            struct backend_val *key_out,
                            struct backend_val *val_out);

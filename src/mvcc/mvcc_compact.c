@@ -45,7 +45,9 @@ bool mvcc_compact_pending(const struct mvcc_store *s)
 }
 
 /* del_current deletes the kv entry under the cursor and its `rev` entry;
- * k receives the entry that followed (ERR_NOTFOUND at the end). */
+ * k receives the entry that followed (ERR_NOTFOUND at the end, also when
+ * this deletion emptied the `kv` bucket: a compaction at a revision where
+ * every key is deleted drops every entry). */
 static int del_current(struct mvcc_batch *b, struct backend_val *k)
 {
     size_t ul;

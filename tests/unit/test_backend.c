@@ -2,8 +2,9 @@
  * test_backend.c - goal: the LMDB layer stores, orders, isolates and
  * persists data as backend.h promises.  Method: a fresh env per test in a
  * temporary directory; put/get/del, cursor walks over plain and REVKEY
- * buckets, a read txn that must not see a later commit, pooled reader
- * reset/renew, reopen, and size accounting.
+ * buckets, deletes through a cursor down to an empty bucket, a read txn
+ * that must not see a later commit, pooled reader reset/renew, reopen, and
+ * size accounting.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -162,6 +163,49 @@ static void test_reopen_and_size(void **state)
     assert_true(backend_key_max(f->be) >= 256);
 }
 
+/* Deleting through a cursor leaves it on the entry that followed, and
+ * cursor_current reports the end as ERR_NOTFOUND - also when the delete
+ * emptied the bucket, where LMDB unpositions the cursor and answers
+ * MDB_GET_CURRENT with EINVAL (a physical compaction that dropped every
+ * version of every key failed its batch with ERR_INVAL that way). */
+static void test_cursor_del_to_empty(void **state)
+{
+    struct fixture *f = *state;
+    backend_bucket b;
+    struct backend_txn *t;
+    struct backend_cursor *c;
+    struct backend_val k;
+    assert_int_equal(backend_bucket_open(f->be, "plain", 0, &b), 0);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    put_str(t, b, "a", "1");
+    put_str(t, b, "b", "2");
+    put_str(t, b, "c", "3");
+    assert_int_equal(backend_cursor_open(t, b, &c), 0);
+    /* the middle entry: the cursor moves on to "c" */
+    assert_int_equal(backend_cursor_seek(c, "b", 1, &k, NULL), 0);
+    assert_int_equal(backend_cursor_del(c), 0);
+    assert_int_equal(backend_cursor_current(c, &k, NULL), 0);
+    assert_memory_equal(k.data, "c", 1);
+    /* the last entry: nothing follows */
+    assert_int_equal(backend_cursor_del(c), 0);
+    assert_int_equal(backend_cursor_current(c, &k, NULL), ERR_NOTFOUND);
+    assert_int_equal(backend_cursor_next(c, &k, NULL), ERR_NOTFOUND);
+    /* the only entry left: the bucket becomes empty */
+    assert_int_equal(backend_cursor_first(c, &k, NULL), 0);
+    assert_memory_equal(k.data, "a", 1);
+    assert_int_equal(backend_cursor_del(c), 0);
+    assert_int_equal(backend_cursor_current(c, &k, NULL), ERR_NOTFOUND);
+    assert_int_equal(backend_cursor_next(c, &k, NULL), ERR_NOTFOUND);
+    assert_int_equal(backend_cursor_seek(c, "a", 1, &k, NULL), ERR_NOTFOUND);
+    /* and the cursor still works once the bucket fills again */
+    put_str(t, b, "d", "4");
+    assert_int_equal(backend_cursor_seek(c, "a", 1, &k, NULL), 0);
+    assert_memory_equal(k.data, "d", 1);
+    assert_int_equal(backend_cursor_current(c, &k, NULL), 0);
+    assert_memory_equal(k.data, "d", 1);
+    assert_int_equal(backend_write_commit(t), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +214,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_isolation_and_pool, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reopen_and_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cursor_del_to_empty, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
