@@ -486,10 +486,14 @@ static void cmd_status(struct node *nd)
     }
     for (uint32_t k = 0; k < st.n_progress; k++) {
         const struct raft_progress_status *p = &st.progress[k];
+        char snap[48] = "";
+        if (p->pending_snapshot)
+            snprintf(snap, sizeof(snap), " pendingSnap=%" PRIu64,
+                     p->pending_snapshot);
         outf("%" PRIu64 ": %s match=%" PRIu64 " next=%" PRIu64 "%s%s%s"
              " inflight=%u", p->id, ps[p->state], p->match, p->next,
              p->is_learner ? " learner" : "", p->paused ? " paused" : "",
-             p->pending_snapshot ? " pendingSnap" : "", p->inflight);
+             snap, p->inflight);
     }
 }
 
