@@ -187,6 +187,8 @@ raft_index raft__log_find_conflict_by_term(const struct raft_log *l,
         if (got <= t)
             break;
     }
+    if (i == 0)
+        got = 0; /* ran off the start: index 0 has term 0 */
     *t_out = got;
     return i;
 }
