@@ -6,11 +6,34 @@
 #include <string.h>
 
 #include "api/api_int.h"
+#include "api/tls.h"
 #include "server/server.h"
 #include "util/err.h"
 #include "util/mem.h"
 
-int api_start(struct server *s, const char *listen_urls, struct api **api_out)
+/* urls_split fills cfg->urls from comma-separated urls, which it cuts up
+ * in place (buf must outlive the api_server_create call). */
+static void urls_split(char *buf, struct api_server_config *cfg)
+{
+    for (char *save, *t = strtok_r(buf, ",", &save);
+         t && cfg->urls_n < API_URLS_MAX; t = strtok_r(NULL, ",", &save))
+        cfg->urls[cfg->urls_n++] = t;
+}
+
+/* tls_apply points cfg's TLS fields at tls (NULL: no TLS). */
+static void tls_apply(const struct api_tls *tls, struct api_server_config *cfg)
+{
+    if (tls == NULL)
+        return;
+    cfg->tls_cert_pem = tls->cert_pem;
+    cfg->tls_key_pem = tls->key_pem;
+    cfg->tls_ca_pem = tls->ca_pem;
+    cfg->tls_verify_clients = tls->verify_clients;
+    cfg->tls_crl_dir = tls->crl_dir;
+}
+
+int api_start(struct server *s, const char *listen_urls,
+              const struct api_tls *tls, struct api **api_out)
 {
     struct api *api = mem_calloc(1, sizeof *api);
     if (api == NULL)
@@ -20,9 +43,8 @@ int api_start(struct server *s, const char *listen_urls, struct api **api_out)
     snprintf(buf, sizeof buf, "%s", listen_urls);
     struct api_server_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    for (char *save, *t = strtok_r(buf, ",", &save);
-         t && cfg.urls_n < API_URLS_MAX; t = strtok_r(NULL, ",", &save))
-        cfg.urls[cfg.urls_n++] = t;
+    urls_split(buf, &cfg);
+    tls_apply(tls, &cfg);
     cfg.max_request_bytes = server_max_request_bytes(s);
     int rc = api_server_create(&cfg, &api->rpc);
     if (rc != 0) {
@@ -41,6 +63,37 @@ int api_start(struct server *s, const char *listen_urls, struct api **api_out)
     }
     *api_out = api;
     return 0;
+}
+
+int api_peer_start(const char *listen_peer_urls, const struct api_tls *tls,
+                   struct api_server **peer_out)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", listen_peer_urls);
+    struct api_server_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    urls_split(buf, &cfg);
+    tls_apply(tls, &cfg);
+    /* Raft messages and snapshots will come here; one thread serves the
+     * health check until then. */
+    cfg.threads = 1;
+    struct api_server *peer;
+    int rc = api_server_create(&cfg, &peer);
+    if (rc != 0)
+        return rc;
+    rc = api_server_start(peer);
+    if (rc != 0) {
+        api_server_close(peer);
+        return rc;
+    }
+    *peer_out = peer;
+    return 0;
+}
+
+void api_peer_stop(struct api_server *peer)
+{
+    if (peer != NULL)
+        api_server_close(peer);
 }
 
 void api_stop(struct api *api)

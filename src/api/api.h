@@ -15,10 +15,26 @@
 
 struct server;
 struct api;
+struct api_tls;
+struct api_server;
 
 /* api_start listens on the comma-separated listen_urls and serves s.
- * Errors: ERR_INVAL (bad URL), ERR_UNSUPPORTED (https), ERR_IO (bind). */
-int api_start(struct server *s, const char *listen_urls, struct api **api_out);
+ * https:// and unixs:// URLs serve TLS with tls (see tls.h; borrowed for
+ * the call only), plain ones stay plain, as in etcd.
+ * Errors: ERR_INVAL (bad URL, https without tls, bad TLS material),
+ * ERR_IO (bind). */
+int api_start(struct server *s, const char *listen_urls,
+              const struct api_tls *tls, struct api **api_out);
+
+/* api_peer_start opens the member's peer listener on the comma-separated
+ * listen_peer_urls (http://, https://, unix://, unixs://), TLS as for
+ * api_start.  It serves only grpc.health.v1 until the peer transport
+ * registers its services.  Errors: as api_start. */
+int api_peer_start(const char *listen_peer_urls, const struct api_tls *tls,
+                   struct api_server **peer_out);
+
+/* api_peer_stop closes the peer listener (NULL is fine). */
+void api_peer_stop(struct api_server *peer);
 
 /* api_stop stops serving, waits for every call to be answered, frees api.
  * The server must still be running (it answers pending proposals). */

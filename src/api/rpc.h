@@ -70,8 +70,9 @@ struct api_stream;
 /* Server settings; the strings are copied by api_server_create. */
 struct api_server_config {
     /* "http://host:port", "unix://path" (port 0 picks a free port, see
-     * api_server_port).  "https://" is refused with ERR_UNSUPPORTED until
-     * TLS lands (it will take cert/key files below). */
+     * api_server_port); "https://host:port" and "unixs://path" serve TLS
+     * with the tls_* PEM material below and are refused with ERR_INVAL
+     * when there is none (etcd: "TLS key/cert ... must be provided"). */
     const char *urls[API_URLS_MAX];
     size_t urls_n;
     /* Largest request etcd accepts; the gRPC receive limit is this plus
@@ -80,8 +81,18 @@ struct api_server_config {
     int threads;        /* CQ threads; 0 means API_DEFAULT_THREADS */
     int slots;          /* per method per thread; 0 means the default */
     int stream_queue;   /* per-stream send queue; 0 means the default */
-    const char *tls_cert_file; /* reserved for TLS; must be NULL today */
-    const char *tls_key_file;  /* reserved for TLS; must be NULL today */
+    /* TLS for the https:// and unixs:// URLs (plain URLs stay plain, as
+     * in etcd).  PEM strings, copied into the core's credentials by
+     * api_server_create; NULL cert and key mean no TLS. */
+    const char *tls_cert_pem; /* certificate chain of this server */
+    const char *tls_key_pem;  /* its private key */
+    const char *tls_ca_pem;   /* CAs that sign client certs, or NULL */
+    /* Require a client certificate and verify it against tls_ca_pem
+     * (which must then be set); otherwise none is asked for. */
+    bool tls_verify_clients;
+    /* A directory of hashed CRL files (<issuer-hash>.r0) checked on every
+     * verified client certificate, or NULL. */
+    const char *tls_crl_dir;
 };
 
 /*
@@ -111,7 +122,8 @@ struct api_stream_ops {
 /* --- server (owner thread only) --- */
 
 /* api_server_create validates cfg and builds an unstarted server in
- * *srv_out.  Errors: ERR_INVAL (bad URL or limits), ERR_UNSUPPORTED (TLS),
+ * *srv_out.  Errors: ERR_INVAL (bad URL or limits, a TLS URL without TLS
+ * material, half of a cert/key pair, verify_clients without a CA),
  * ERR_NOMEM. */
 int api_server_create(const struct api_server_config *cfg,
                       struct api_server **srv_out);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
 
 #include "api/rpc.h"
 
@@ -100,6 +101,8 @@ struct api__worker {
 struct api_server {
     char *addrs[API_URLS_MAX];         /* core addresses ("host:port") */
     int ports[API_URLS_MAX];           /* bound ports */
+    bool secure[API_URLS_MAX];         /* https:// or unixs:// (TLS) */
+    grpc_server_credentials *tls_creds; /* for the secure URLs, or NULL */
     size_t addrs_n;                    /* number of URLs */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
     int threads_n;                     /* CQ threads */

@@ -28,21 +28,30 @@
 #define KEEPALIVE_TIMEOUT_MS 20000    /* --grpc-keepalive-timeout */
 #define GENERIC_SLOTS 4               /* unknown-method slots per thread */
 
-/* url_to_addr turns a client URL into a core listen address (malloc'd). */
-static int url_to_addr(const char *url, char **addr_out)
+/* url_to_addr turns a URL into a core listen address (malloc'd) and tells
+ * whether it wants TLS: https:// and unixs:// do, http:// and unix:// not. */
+static int url_to_addr(const char *url, char **addr_out, bool *secure_out)
 {
     char buf[512];
-    assert(url != NULL && addr_out != NULL);
-    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "unixs://", 8) == 0)
-        return ERR_UNSUPPORTED; /* TLS: later issue. */
-    if (strncmp(url, "http://", 7) == 0) {
-        const char *hp = url + 7;
+    assert(url != NULL && addr_out != NULL && secure_out != NULL);
+    bool tcp = strncmp(url, "http://", 7) == 0;
+    bool unix_sock = strncmp(url, "unix://", 7) == 0;
+    size_t skip = 7;
+    *secure_out = false;
+    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "unixs://", 8) == 0) {
+        tcp = url[4] == 's' && url[5] == ':';
+        unix_sock = !tcp;
+        skip = 8;
+        *secure_out = true;
+    }
+    const char *hp = url + skip;
+    if (tcp) {
         size_t n = strcspn(hp, "/");
         if (n == 0 || memchr(hp, ':', n) == NULL || n >= sizeof(buf))
             return ERR_INVAL;
         snprintf(buf, sizeof(buf), "%.*s", (int)n, hp);
-    } else if (strncmp(url, "unix://", 7) == 0 && url[7] != '\0') {
-        if (snprintf(buf, sizeof(buf), "unix:%s", url + 7) >= (int)sizeof(buf))
+    } else if (unix_sock && *hp != '\0') {
+        if (snprintf(buf, sizeof(buf), "unix:%s", hp) >= (int)sizeof(buf))
             return ERR_INVAL;
     } else {
         return ERR_INVAL;
@@ -80,8 +89,11 @@ static int config_apply(struct api_server *srv,
 {
     size_t max_req = cfg->max_request_bytes ? cfg->max_request_bytes
                                             : API_DEFAULT_MAX_REQUEST_BYTES;
-    if (cfg->tls_cert_file != NULL || cfg->tls_key_file != NULL)
-        return ERR_UNSUPPORTED;
+    bool has_tls = cfg->tls_cert_pem != NULL && cfg->tls_key_pem != NULL;
+    if ((cfg->tls_cert_pem != NULL) != (cfg->tls_key_pem != NULL) ||
+        (cfg->tls_verify_clients && cfg->tls_ca_pem == NULL) ||
+        (cfg->tls_crl_dir != NULL && !cfg->tls_verify_clients))
+        return ERR_INVAL;
     if (cfg->urls_n == 0 || cfg->urls_n > API_URLS_MAX ||
         max_req > INT32_MAX - RECV_SLACK_BYTES || cfg->threads < 0 ||
         cfg->threads > API_THREADS_MAX || cfg->slots < 0 ||
@@ -93,12 +105,60 @@ static int config_apply(struct api_server *srv,
     srv->stream_queue =
         cfg->stream_queue ? cfg->stream_queue : API_DEFAULT_STREAM_QUEUE;
     for (size_t i = 0; i < cfg->urls_n; i++) {
-        int rv = url_to_addr(cfg->urls[i], &srv->addrs[i]);
+        int rv = url_to_addr(cfg->urls[i], &srv->addrs[i], &srv->secure[i]);
         if (rv != 0)
             return rv;
         srv->addrs_n = i + 1;
+        if (srv->secure[i] && !has_tls)
+            return ERR_INVAL;
     }
     return 0;
+}
+
+/* tls_crl_creds builds credentials with the experimental grpc_tls API,
+ * the only one of the core that checks CRLs (a hashed directory). */
+static grpc_server_credentials *
+tls_crl_creds(const struct api_server_config *cfg,
+              grpc_ssl_client_certificate_request_type req)
+{
+    assert(cfg->tls_crl_dir != NULL && cfg->tls_ca_pem != NULL);
+    grpc_tls_identity_pairs *pairs = grpc_tls_identity_pairs_create();
+    grpc_tls_identity_pairs_add_pair(pairs, cfg->tls_key_pem,
+                                     cfg->tls_cert_pem);
+    /* The provider takes the pairs; the options take their own ref on the
+     * provider, and the credentials take the options. */
+    grpc_tls_certificate_provider *prov =
+        grpc_tls_certificate_provider_static_data_create(cfg->tls_ca_pem,
+                                                         pairs);
+    grpc_tls_credentials_options *opts = grpc_tls_credentials_options_create();
+    grpc_tls_credentials_options_set_certificate_provider(opts, prov);
+    grpc_tls_credentials_options_watch_root_certs(opts);
+    grpc_tls_credentials_options_watch_identity_key_cert_pairs(opts);
+    grpc_tls_credentials_options_set_cert_request_type(opts, req);
+    grpc_tls_credentials_options_set_crl_directory(opts, cfg->tls_crl_dir);
+    grpc_server_credentials *creds = grpc_tls_server_credentials_create(opts);
+    grpc_tls_certificate_provider_release(prov);
+    return creds;
+}
+
+/* tls_creds turns the PEM material into the core's server credentials
+ * (which copy it), or NULL when no TLS is configured. */
+static grpc_server_credentials *tls_creds(const struct api_server_config *cfg)
+{
+    if (cfg->tls_cert_pem == NULL)
+        return NULL;
+    /* etcd asks for client certificates only when it verifies them
+     * (tls.RequireAndVerifyClientCert or tls.NoClientCert). */
+    grpc_ssl_client_certificate_request_type req =
+        cfg->tls_verify_clients
+            ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+            : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+    if (cfg->tls_crl_dir != NULL)
+        return tls_crl_creds(cfg, req);
+    grpc_ssl_pem_key_cert_pair pair = {.private_key = cfg->tls_key_pem,
+                                       .cert_chain = cfg->tls_cert_pem};
+    return grpc_ssl_server_credentials_create_ex(
+        cfg->tls_verify_clients ? cfg->tls_ca_pem : NULL, &pair, 1, req, NULL);
 }
 
 static void server_free(struct api_server *srv)
@@ -125,6 +185,13 @@ int api_server_create(const struct api_server_config *cfg,
     if (rv != 0)
         goto err_free;
     grpc_init();
+    srv->tls_creds = tls_creds(cfg);
+    if (cfg->tls_cert_pem != NULL && srv->tls_creds == NULL) {
+        /* The core refused the PEM material; it logs why. */
+        grpc_shutdown_blocking();
+        rv = ERR_INVAL;
+        goto err_free;
+    }
     /* The core's own limit is set higher so that, up to it, the runtime
      * itself refuses oversized requests with grpc-go's exact message (what
      * etcd clients see); beyond it the core refuses on its own. */
@@ -152,7 +219,7 @@ int api_server_create(const struct api_server_config *cfg,
     *srv_out = srv;
     return 0;
 err_free:
-    assert(rv == ERR_INVAL || rv == ERR_UNSUPPORTED || rv == ERR_NOMEM);
+    assert(rv == ERR_INVAL || rv == ERR_NOMEM);
     server_free(srv);
     return rv;
 }
@@ -272,17 +339,19 @@ static void worker_post_all(struct api__worker *w)
 int api_server_start(struct api_server *srv)
 {
     assert(srv != NULL && !srv->started);
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *plain = grpc_insecure_server_credentials_create();
     for (size_t i = 0; i < srv->addrs_n; i++) {
-        srv->ports[i] =
-            grpc_server_add_http2_port(srv->server, srv->addrs[i], creds);
+        /* The core takes its own reference on the credentials. */
+        srv->ports[i] = grpc_server_add_http2_port(
+            srv->server, srv->addrs[i],
+            srv->secure[i] ? srv->tls_creds : plain);
         if (srv->ports[i] == 0) {
             log_error("api", "cannot listen on %s", srv->addrs[i]);
-            grpc_server_credentials_release(creds);
+            grpc_server_credentials_release(plain);
             return ERR_IO;
         }
     }
-    grpc_server_credentials_release(creds);
+    grpc_server_credentials_release(plain);
     grpc_server_start(srv->server);
     srv->started = true;
     for (int i = 0; i < srv->threads_n; i++)
@@ -366,6 +435,8 @@ void api_server_close(struct api_server *srv)
         }
     }
     grpc_server_destroy(srv->server);
+    if (srv->tls_creds != NULL)
+        grpc_server_credentials_release(srv->tls_creds);
     for (int i = 0; i < srv->threads_n; i++)
         grpc_completion_queue_destroy(srv->workers[i].cq);
     grpc_completion_queue_shutdown(srv->shutdown_cq);

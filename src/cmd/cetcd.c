@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/tls.h"
 #include "cmd/flags.h"
 #include "server/server.h"
 #include "util/err.h"
@@ -115,6 +116,123 @@ static void fill_config(struct server_config *c, const char *dir)
     c->unsafe_no_fsync = flags_get_bool("unsafe-no-fsync");
 }
 
+/* One kind of listener's TLS flags: client ("") or peer ("peer-"). */
+struct tls_kind {
+    const char *name;     /* "client" or "peer": fixtures dir, messages */
+    const char *prefix;   /* flag name prefix */
+    const char *crl_flag; /* client-crl-file or peer-crl-file */
+    const char *urls;     /* the listen URLs */
+};
+
+static const char *kflag(const struct tls_kind *k, const char *suffix)
+{
+    static char name[64];
+    snprintf(name, sizeof name, "%s%s", k->prefix, suffix);
+    return flags_get(name);
+}
+
+/* has_tls_url: some URL in the comma-separated list wants TLS. */
+static bool has_tls_url(const char *urls, char *first, size_t cap)
+{
+    for (const char *u = urls; u != NULL; u = strchr(u, ',')) {
+        u += *u == ',';
+        if (strncmp(u, "https://", 8) == 0 || strncmp(u, "unixs://", 8) == 0) {
+            snprintf(first, cap, "%.*s", (int)strcspn(u, ","), u);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void tls_log(const struct tls_kind *k, const struct api_tls_files *f)
+{
+    log_info("embed", "%s: cert = %s, key = %s, trusted-ca = %s, "
+             "client-cert-auth = %s, crl-file = %s",
+             strcmp(k->name, "peer") == 0 ? "peerTLS" : "ClientTLS",
+             f->cert_file, f->key_file, f->trusted_ca_file ? f->trusted_ca_file : "",
+             f->client_cert_auth ? "true" : "false",
+             f->crl_file ? f->crl_file : "");
+}
+
+/*
+ * tls_setup builds one listener kind's TLS material from its flags, as
+ * etcd's configure{Client,Peer}Listeners do: --[peer-]auto-tls replaces an
+ * empty cert/key pair by a self-signed one under <data-dir>/fixtures/<kind>
+ * (dropping the CA, cert auth and CRL, as etcd's SelfCert TLSInfo does);
+ * TLS material is only loaded when some URL is https:// or unixs://, and
+ * such a URL without material is refused.  *tls_out stays NULL for none.
+ */
+static int tls_setup(const struct tls_kind *k, const char *dir,
+                     struct api_tls **tls_out)
+{
+    char cert[1200], key[1200], sub[1100], url[512];
+    struct api_tls_files f = {
+        .cert_file = kflag(k, "cert-file"), .key_file = kflag(k, "key-file"),
+        .trusted_ca_file = kflag(k, "trusted-ca-file"),
+        .crl_file = flags_get(k->crl_flag),
+        .client_cert_auth = flags_get_bool(
+            strcmp(k->name, "peer") == 0 ? "peer-client-cert-auth"
+                                         : "client-cert-auth")};
+    bool empty = !*f.cert_file && !*f.key_file;
+    *tls_out = NULL;
+    if (flags_get_bool(*k->prefix ? "peer-auto-tls" : "auto-tls")) {
+        if (!empty) {
+            log_warn("embed", "ignoring %s auto TLS since certs given",
+                     k->name);
+        } else {
+            snprintf(sub, sizeof sub, "%s/fixtures/%s", dir, k->name);
+            if (api_tls_self_cert(sub, k->urls, cert, key, sizeof cert) != 0)
+                return 1;
+            struct api_tls_files self = {.cert_file = cert, .key_file = key};
+            f = self;
+            empty = false;
+        }
+    }
+    if (!has_tls_url(k->urls, url, sizeof url)) {
+        if (!empty)
+            log_warn("embed", "scheme is HTTP while key and cert files are "
+                     "present; ignoring key and cert files (%s urls %s)",
+                     k->name, k->urls);
+        return 0;
+    }
+    if (empty) {
+        if (strcmp(k->name, "peer") == 0)
+            log_error("etcdmain", "cannot listen on TLS for %s: KeyFile and "
+                      "CertFile are not presented", url);
+        else
+            log_error("etcdmain", "TLS key/cert (--cert-file, --key-file) "
+                      "must be provided for client url %s with HTTPS scheme",
+                      url);
+        return 1;
+    }
+    tls_log(k, &f);
+    snprintf(sub, sizeof sub, "%s/fixtures/%s-crl", dir, k->name);
+    return api_tls_load(&f, sub, tls_out) == 0 ? 0 : 1;
+}
+
+/* print_serving prints etcd's line per client listener: tools (and
+ * people) look for "serving client requests on" to know TLS is on. */
+static void print_serving(const char *urls)
+{
+    for (const char *u = urls; u != NULL && *u; u = strchr(u, ',')) {
+        u += *u == ',';
+        size_t n = strcspn(u, ",");
+        const char *sep = strstr(u, "://");
+        if (sep == NULL || sep > u + n)
+            continue;
+        bool secure = sep[-1] == 's';
+        const char *addr = sep + 3;
+        int alen = (int)(n - (size_t)(addr - u));
+        if (strncmp(u, "http", 4) == 0)
+            alen = (int)strcspn(addr, "/,");
+        if (secure)
+            log_info("embed", "serving client requests on %.*s", alen, addr);
+        else
+            log_info("embed", "serving insecure client requests on %.*s, "
+                     "this is strongly discouraged!", alen, addr);
+    }
+}
+
 static void print_startup(const struct server_config *c)
 {
     log_info("etcdmain", "etcd Version: 3.4.23 (cetcd %s)", CETCD_GIT_SHA);
@@ -126,16 +244,60 @@ static void print_startup(const struct server_config *c)
     log_info("embed", "advertise client URLs = %s", c->client_urls);
 }
 
+/* The member's TLS material and peer listener, set up before the member
+ * starts (etcd opens its peer listeners before creating the server). */
+struct listeners {
+    struct api_tls *client_tls; /* NULL: no client TLS */
+    struct api_tls *peer_tls;   /* NULL: no peer TLS */
+    struct api_server *peer;    /* the peer listener */
+};
+
+static void listeners_close(struct listeners *l)
+{
+    api_peer_stop(l->peer);
+    api_tls_free(l->peer_tls);
+    api_tls_free(l->client_tls);
+}
+
+static int listeners_open(struct listeners *l, const char *dir)
+{
+    const struct tls_kind client = {"client", "", "client-crl-file",
+                                    flags_get("listen-client-urls")};
+    const struct tls_kind peer = {"peer", "peer-", "peer-crl-file",
+                                  flags_get("listen-peer-urls")};
+    memset(l, 0, sizeof *l);
+    if (tls_setup(&peer, dir, &l->peer_tls) != 0 ||
+        tls_setup(&client, dir, &l->client_tls) != 0) {
+        listeners_close(l);
+        return 1;
+    }
+    int rc = api_peer_start(peer.urls, l->peer_tls, &l->peer);
+    if (rc != 0) {
+        log_error("etcdmain", "failed to listen on peer urls %s: %s",
+                  peer.urls, err_str(rc));
+        listeners_close(l);
+        return 1;
+    }
+    for (const char *u = peer.urls; u != NULL; u = strchr(u + 1, ','))
+        log_info("embed", "listening for peers on %.*s",
+                 (int)strcspn(u + (*u == ','), ","), u + (*u == ','));
+    return 0;
+}
+
 static int run(void)
 {
     char buf[4096];
     struct server_config cfg;
+    struct listeners l;
     fill_config(&cfg, data_dir(buf, sizeof buf));
     print_startup(&cfg);
+    if (listeners_open(&l, cfg.data_dir) != 0)
+        return 1;
     struct server *s;
     int rc = server_start(&cfg, &s);
     if (rc != 0) {
         log_error("etcdmain", "failed to start the member: %s", err_str(rc));
+        listeners_close(&l);
         return 1;
     }
     if (flags_get_bool("experimental-initial-corrupt-check")) {
@@ -148,11 +310,12 @@ static int run(void)
                  (unsigned long long)server_member_id(s));
     }
     struct api *api;
-    rc = api_start(s, flags_get("listen-client-urls"), &api);
+    rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, &api);
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on client urls %s: %s",
                   flags_get("listen-client-urls"), err_str(rc));
         server_stop(s);
+        listeners_close(&l);
         return 1;
     }
     log_info("etcdserver", "published {Name:%s ClientURLs:[%s]} to cluster "
@@ -160,14 +323,14 @@ static int run(void)
              (unsigned long long)server_cluster_id(s));
     log_info("etcdserver/api", "enabled capabilities for version 3.4");
     log_info("embed", "ready to serve client requests");
-    log_info("embed", "serving insecure client requests on %s, this is "
-             "strongly discouraged!", flags_get("listen-client-urls"));
+    print_serving(flags_get("listen-client-urls"));
     while (!got_signal)
         pause();
     log_info("pkg/osutil", "received %s signal, shutting down...",
              got_signal == SIGINT ? "interrupt" : "terminated");
     api_stop(api);
     server_stop(s);
+    listeners_close(&l);
     return 0;
 }
 

@@ -1,0 +1,446 @@
+/*
+ * tls.c - loading and generating the TLS material of the member's
+ * listeners (see tls.h).  OpenSSL does the parsing and the certificate
+ * generation; the gRPC core gets PEM strings.
+ *
+ * Self-signed certificates follow etcd's transport.SelfCert (behaviour, not
+ * code): <dir>/cert.pem + <dir>/key.pem ("EC PRIVATE KEY"), reused when both
+ * exist, else created with a random 128-bit serial, O=etcd, key usage
+ * digitalSignature + keyEncipherment, extended usage serverAuth, one year
+ * of validity, and SANs for the listen hosts.  etcd 3.4 uses P-521; we use
+ * P-256, which every TLS stack offers (the certificate is never verified
+ * by clients anyway: they run with --insecure-skip-tls-verify).
+ */
+#include "api/tls.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define TLS_FILE_MAX (4u << 20) /* a PEM bundle larger than this is junk */
+#define SELF_CERT_DAYS 365
+#define SAN_MAX 2048
+
+/* mkdir_p creates path and its parents with mode 0700 (etcd's
+ * fileutil.TouchDirAll uses 0700 too). */
+static int mkdir_p(const char *path)
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return ERR_INVAL;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return ERR_IO;
+        *p = '/';
+    }
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        return ERR_IO;
+    return 0;
+}
+
+/* read_file reads a whole (small) file into a NUL-terminated buffer owned
+ * by the caller (mem_free). */
+static int read_file(const char *path, char **out)
+{
+    assert(path != NULL && out != NULL);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        log_error("embed", "cannot open %s: %s", path, strerror(errno));
+        return ERR_IO;
+    }
+    char *buf = mem_malloc(TLS_FILE_MAX + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return ERR_NOMEM;
+    }
+    size_t n = fread(buf, 1, TLS_FILE_MAX + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || n > TLS_FILE_MAX) {
+        log_error("embed", "cannot read %s (unreadable or over %u bytes)",
+                  path, TLS_FILE_MAX);
+        mem_free(buf);
+        return bad ? ERR_IO : ERR_INVAL;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* openssl_why returns OpenSSL's last error text (static buffer). */
+static const char *openssl_why(void)
+{
+    static char buf[256];
+    unsigned long e = ERR_get_error();
+    ERR_error_string_n(e, buf, sizeof buf);
+    ERR_clear_error();
+    return e == 0 ? "no PEM data found" : buf;
+}
+
+/* --- self-signed certificates ------------------------------------------ */
+
+/* san_add appends "DNS:h" or "IP:h" to san unless already there. */
+static void san_add(char *san, const char *host, size_t len)
+{
+    char item[300];
+    char tmp[256];
+    unsigned char ip[16];
+    if (len == 0 || len >= sizeof tmp)
+        return;
+    memcpy(tmp, host, len);
+    tmp[len] = '\0';
+    /* etcd: net.ParseIP decides between an IP and a DNS SAN. */
+    bool is_ip = inet_pton(AF_INET, tmp, ip) == 1 ||
+                 inet_pton(AF_INET6, tmp, ip) == 1;
+    snprintf(item, sizeof item, "%s:%s", is_ip ? "IP" : "DNS", tmp);
+    size_t il = strlen(item);
+    for (const char *p = strstr(san, item); p; p = strstr(p + 1, item))
+        if ((p == san || p[-1] == ',') && (p[il] == ',' || p[il] == '\0'))
+            return;
+    size_t sl = strlen(san);
+    if (sl + il + 2 > SAN_MAX)
+        return;
+    snprintf(san + sl, SAN_MAX - sl, "%s%s", sl ? "," : "", item);
+}
+
+/* san_from_urls builds an OpenSSL subjectAltName value from the hosts of
+ * the comma-separated URLs plus localhost and 127.0.0.1. */
+static void san_from_urls(const char *urls, char *san)
+{
+    san[0] = '\0';
+    for (const char *u = urls; u && *u;) {
+        const char *end = strchr(u, ',');
+        size_t ulen = end ? (size_t)(end - u) : strlen(u);
+        const char *sep = strstr(u, "://");
+        if (sep != NULL && sep < u + ulen) {
+            const char *h = sep + 3;
+            size_t hl = strcspn(h, "/,");
+            if (hl > 0 && h[0] == '[') { /* [v6]:port */
+                const char *rb = memchr(h, ']', hl);
+                if (rb != NULL)
+                    san_add(san, h + 1, (size_t)(rb - h - 1));
+            } else {
+                const char *colon = memchr(h, ':', hl);
+                san_add(san, h, colon ? (size_t)(colon - h) : hl);
+            }
+        }
+        u = end ? end + 1 : NULL;
+    }
+    san_add(san, "localhost", 9);
+    san_add(san, "127.0.0.1", 9);
+}
+
+static int cert_ext_add(X509 *x, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    if (ext == NULL)
+        return ERR_INVAL;
+    int ok = X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+    return ok ? 0 : ERR_NOMEM;
+}
+
+/* cert_fill sets the fields and extensions of the self-signed certificate
+ * and signs it with key. */
+static int cert_fill(X509 *x, EVP_PKEY *key, const char *san)
+{
+    unsigned char serial[16];
+    if (RAND_bytes(serial, sizeof serial) != 1)
+        return ERR_NOMEM;
+    serial[0] &= 0x7f; /* positive, below 2^128 as in etcd */
+    BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
+    int ok = bn != NULL && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x));
+    BN_free(bn);
+    X509_NAME *name = X509_get_subject_name(x);
+    ok = ok && X509_set_version(x, 2) &&
+         X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
+                                    (const unsigned char *)"etcd", -1, -1,
+                                    0) &&
+         X509_set_issuer_name(x, name) &&
+         X509_gmtime_adj(X509_getm_notBefore(x), 0) &&
+         X509_gmtime_adj(X509_getm_notAfter(x),
+                         (long)SELF_CERT_DAYS * 24 * 3600) &&
+         X509_set_pubkey(x, key);
+    if (!ok)
+        return ERR_NOMEM;
+    int rc = cert_ext_add(x, NID_basic_constraints, "critical,CA:FALSE");
+    if (rc == 0)
+        rc = cert_ext_add(x, NID_key_usage,
+                          "critical,digitalSignature,keyEncipherment");
+    if (rc == 0)
+        rc = cert_ext_add(x, NID_ext_key_usage, "serverAuth");
+    if (rc == 0)
+        rc = cert_ext_add(x, NID_subject_alt_name, san);
+    if (rc == 0 && X509_sign(x, key, EVP_sha256()) == 0)
+        rc = ERR_NOMEM;
+    return rc;
+}
+
+/* write_pem writes a key or a certificate to path with mode. */
+static int write_pem(const char *path, int mode, EVP_PKEY *key, X509 *x)
+{
+    assert((key == NULL) != (x == NULL));
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fchmod(fileno(f), (mode_t)mode) != 0) {
+        log_error("embed", "cannot create %s: %s", path, strerror(errno));
+        if (f != NULL)
+            fclose(f);
+        return ERR_IO;
+    }
+    /* "EC PRIVATE KEY" (SEC 1), the form etcd writes. */
+    BIO *b = BIO_new_fp(f, BIO_NOCLOSE);
+    int ok = b != NULL &&
+             (key ? PEM_write_bio_PrivateKey_traditional(b, key, NULL, NULL,
+                                                         0, NULL, NULL)
+                  : PEM_write_bio_X509(b, x));
+    ok = ok && BIO_flush(b) == 1;
+    BIO_free(b);
+    if (fclose(f) != 0 || !ok) {
+        log_error("embed", "cannot write %s", path);
+        return ERR_IO;
+    }
+    log_info("embed", "created %s file %s", key ? "key" : "cert", path);
+    return 0;
+}
+
+static int self_cert_generate(const char *cert_path, const char *key_path,
+                              const char *urls)
+{
+    char san[SAN_MAX];
+    san_from_urls(urls, san);
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *x = X509_new();
+    int rc = key && x ? cert_fill(x, key, san) : ERR_NOMEM;
+    if (rc == 0)
+        rc = write_pem(key_path, 0600, key, NULL);
+    if (rc == 0)
+        rc = write_pem(cert_path, 0644, NULL, x);
+    if (rc != 0)
+        log_error("embed", "cannot generate a self-signed certificate for "
+                  "%s: %s", san, err_str(rc));
+    X509_free(x);
+    EVP_PKEY_free(key);
+    return rc;
+}
+
+int api_tls_self_cert(const char *dir, const char *urls, char *cert_out,
+                      char *key_out, size_t cap)
+{
+    assert(dir != NULL && urls != NULL && cert_out != NULL && key_out);
+    if (snprintf(cert_out, cap, "%s/cert.pem", dir) >= (int)cap ||
+        snprintf(key_out, cap, "%s/key.pem", dir) >= (int)cap)
+        return ERR_INVAL;
+    int rc = mkdir_p(dir);
+    if (rc != 0) {
+        log_error("embed", "cannot create cert directory %s", dir);
+        return rc;
+    }
+    if (access(cert_out, F_OK) == 0 && access(key_out, F_OK) == 0)
+        return 0; /* etcd reuses what an earlier start generated */
+    return self_cert_generate(cert_out, key_out, urls);
+}
+
+/* --- loading ------------------------------------------------------------ */
+
+/* check_pair: both parse, and the key belongs to the (first) certificate. */
+static int check_pair(const struct api_tls_files *f, const struct api_tls *t)
+{
+    BIO *cb = BIO_new_mem_buf(t->cert_pem, -1);
+    BIO *kb = BIO_new_mem_buf(t->key_pem, -1);
+    X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+    const char *why = x ? NULL : openssl_why();
+    EVP_PKEY *k = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    int rc = 0;
+    if (x == NULL) {
+        log_error("embed", "cannot parse cert file %s: %s", f->cert_file, why);
+        rc = ERR_INVAL;
+    } else if (k == NULL) {
+        log_error("embed", "cannot parse key file %s: %s", f->key_file,
+                  openssl_why());
+        rc = ERR_INVAL;
+    } else if (X509_check_private_key(x, k) != 1) {
+        log_error("embed", "tls: private key in %s does not match public key "
+                  "in %s", f->key_file, f->cert_file);
+        ERR_clear_error();
+        rc = ERR_INVAL;
+    }
+    EVP_PKEY_free(k);
+    X509_free(x);
+    BIO_free(kb);
+    BIO_free(cb);
+    return rc;
+}
+
+/* check_ca: at least one certificate parses. */
+static int check_ca(const char *path, const char *pem)
+{
+    BIO *b = BIO_new_mem_buf(pem, -1);
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    int rc = x ? 0 : ERR_INVAL;
+    if (x == NULL)
+        log_error("embed", "cannot parse trusted CA file %s: %s", path,
+                  openssl_why());
+    X509_free(x);
+    BIO_free(b);
+    return rc;
+}
+
+/* crl_read reads a CRL in PEM or DER (etcd's fixtures are DER). */
+static X509_CRL *crl_read(const char *path)
+{
+    BIO *b = BIO_new_file(path, "rb");
+    if (b == NULL)
+        return NULL;
+    X509_CRL *crl = PEM_read_bio_X509_CRL(b, NULL, NULL, NULL);
+    if (crl == NULL && BIO_reset(b) == 0)
+        crl = d2i_X509_CRL_bio(b, NULL);
+    ERR_clear_error();
+    BIO_free(b);
+    return crl;
+}
+
+/* crl_dir_clear removes the hashed CRL files an earlier start left, so a
+ * replaced CRL file does not leave its predecessor in force. */
+static void crl_dir_clear(const char *dir)
+{
+    DIR *d = opendir(dir);
+    char path[1200];
+    if (d == NULL)
+        return;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        if (strlen(e->d_name) != 11 || strncmp(e->d_name + 8, ".r", 2) != 0)
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
+            (int)sizeof path)
+            unlink(path);
+    }
+    closedir(d);
+}
+
+/* crl_install copies the CRL into dir as <issuer-hash>.r0, the hashed
+ * layout OpenSSL's directory lookup (and so the gRPC core) reads. */
+static int crl_install(const char *crl_file, const char *dir)
+{
+    X509_CRL *crl = crl_read(crl_file);
+    if (crl == NULL) {
+        log_error("embed", "cannot parse CRL file %s", crl_file);
+        return ERR_INVAL;
+    }
+    char path[1200];
+    int rc = mkdir_p(dir);
+    unsigned long h = X509_NAME_hash_ex(X509_CRL_get_issuer(crl), NULL,
+                                        NULL, NULL);
+    if (rc == 0 && snprintf(path, sizeof path, "%s/%08lx.r0", dir, h) >=
+                       (int)sizeof path)
+        rc = ERR_INVAL;
+    if (rc == 0) {
+        crl_dir_clear(dir);
+        FILE *f = fopen(path, "wb");
+        int ok = f != NULL && PEM_write_X509_CRL(f, crl);
+        if (f == NULL || fclose(f) != 0 || !ok)
+            rc = ERR_IO;
+    }
+    if (rc != 0)
+        log_error("embed", "cannot install CRL %s into %s: %s", crl_file,
+                  dir, err_str(rc));
+    X509_CRL_free(crl);
+    return rc;
+}
+
+static bool given(const char *s)
+{
+    return s != NULL && *s != '\0';
+}
+
+/* load_ca fills t->ca_pem from the trusted CA file or, when client cert
+ * auth is on without one, from the system bundle (Go verifies against
+ * the system roots when tls.Config.ClientCAs is nil). */
+static int load_ca(const struct api_tls_files *f, struct api_tls *t)
+{
+    static const char system_bundle[] = "/etc/ssl/certs/ca-certificates.crt";
+    const char *path = given(f->trusted_ca_file) ? f->trusted_ca_file
+                                                 : system_bundle;
+    assert(t->verify_clients);
+    int rc = read_file(path, &t->ca_pem);
+    if (rc == 0)
+        rc = check_ca(path, t->ca_pem);
+    return rc;
+}
+
+int api_tls_load(const struct api_tls_files *f, const char *crl_dir_base,
+                 struct api_tls **tls_out)
+{
+    assert(f != NULL && tls_out != NULL);
+    if (!given(f->cert_file) || !given(f->key_file)) {
+        log_error("embed", "KeyFile and CertFile must both be present "
+                  "[key: %s, cert: %s]", given(f->key_file) ? f->key_file : "",
+                  given(f->cert_file) ? f->cert_file : "");
+        return ERR_INVAL;
+    }
+    struct api_tls *t = mem_calloc(1, sizeof *t);
+    if (t == NULL)
+        return ERR_NOMEM;
+    t->verify_clients = given(f->trusted_ca_file) || f->client_cert_auth;
+    int rc = read_file(f->cert_file, &t->cert_pem);
+    if (rc == 0)
+        rc = read_file(f->key_file, &t->key_pem);
+    if (rc == 0)
+        rc = check_pair(f, t);
+    if (rc == 0 && t->verify_clients)
+        rc = load_ca(f, t);
+    if (rc == 0 && given(f->crl_file)) {
+        if (!t->verify_clients || crl_dir_base == NULL) {
+            log_error("embed", "a CRL file needs client certificate "
+                      "verification (--client-cert-auth)");
+            rc = ERR_INVAL;
+        } else {
+            rc = crl_install(f->crl_file, crl_dir_base);
+            t->crl_dir = rc ? NULL : mem_dup(crl_dir_base,
+                                              strlen(crl_dir_base) + 1);
+            rc = rc ? rc : t->crl_dir ? 0 : ERR_NOMEM;
+        }
+    }
+    if (rc != 0) {
+        api_tls_free(t);
+        return rc;
+    }
+    *tls_out = t;
+    return 0;
+}
+
+void api_tls_free(struct api_tls *tls)
+{
+    if (tls == NULL)
+        return;
+    if (tls->key_pem != NULL)
+        OPENSSL_cleanse(tls->key_pem, strlen(tls->key_pem));
+    mem_free(tls->cert_pem);
+    mem_free(tls->key_pem);
+    mem_free(tls->ca_pem);
+    mem_free(tls->crl_dir);
+    mem_free(tls);
+}
