@@ -294,10 +294,83 @@ static int check_key_len(struct kv_txn *k, const req_op *o)
     return len > mvcc_key_max(k->store) ? ERR_TOO_LARGE : 0;
 }
 
-static int check_put(struct kv_txn *k, const Etcdserverpb__PutRequest *q)
+/*
+ * The txn's own writes, in execution order, as seen by the pre-check: an
+ * ignore_value/ignore_lease put needs its key to exist when it runs, which
+ * an earlier delete of the same txn can change.  etcd 3.4 checks against
+ * the state before the txn and panics mid-txn when a ">= key" delete (which
+ * its duplicate check ignores) removed the key; we refuse the txn before
+ * its first write instead.
+ */
+struct sim_write {
+    bool del;                 /* a DeleteRange (else a Put) */
+    ProtobufCBinaryData key;  /* key (borrowed from the request) */
+    ProtobufCBinaryData end;  /* range end of a delete */
+};
+
+struct txn_sim {
+    struct sim_write *w; /* in execution order */
+    size_t n, cap;       /* used, allocated */
+};
+
+static int bin_cmp(const ProtobufCBinaryData *a, const ProtobufCBinaryData *b)
+{
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = n ? memcmp(a->data, b->data, n) : 0;
+    return c ? c : (a->len < b->len ? -1 : a->len > b->len);
+}
+
+/* Does the delete [w->key, w->end) cover k?  (end "" = the key alone,
+ * "\0" = every key >= key; key "\0" + end "\0" = everything.) */
+static bool sim_covers(const struct sim_write *w, const ProtobufCBinaryData *k)
+{
+    if (w->end.len == 0)
+        return bin_cmp(&w->key, k) == 0;
+    if (bin_cmp(&w->key, k) > 0)
+        return false;
+    if (w->end.len == 1 && w->end.data[0] == 0)
+        return true;
+    return bin_cmp(k, &w->end) < 0;
+}
+
+/* 1 exists, 0 does not, -1 the txn has not touched k (ask the store). */
+static int sim_exists(const struct txn_sim *sim, const ProtobufCBinaryData *k)
+{
+    for (size_t i = sim->n; i-- > 0;) {
+        const struct sim_write *w = &sim->w[i];
+        if (w->del && sim_covers(w, k))
+            return 0;
+        if (!w->del && bin_cmp(&w->key, k) == 0)
+            return 1;
+    }
+    return -1;
+}
+
+static int sim_add(struct kv_txn *k, struct txn_sim *sim, bool del,
+                   ProtobufCBinaryData key, ProtobufCBinaryData end)
+{
+    if (sim->n == sim->cap) {
+        size_t cap = sim->cap ? sim->cap * 2 : 16;
+        struct sim_write *w = arena_alloc(k->a, cap * sizeof *w);
+        if (w == NULL)
+            return ERR_NOMEM;
+        if (sim->n)
+            memcpy(w, sim->w, sim->n * sizeof *w);
+        sim->w = w;
+        sim->cap = cap;
+    }
+    sim->w[sim->n++] = (struct sim_write){.del = del, .key = key, .end = end};
+    return 0;
+}
+
+static int check_put(struct kv_txn *k, const Etcdserverpb__PutRequest *q,
+                     struct txn_sim *sim)
 {
     int rc = 0;
-    if (q->ignore_value || q->ignore_lease) {
+    int known = sim_exists(sim, &q->key);
+    if ((q->ignore_value || q->ignore_lease) && known >= 0) {
+        rc = known ? 0 : ERR_KEY_NOT_FOUND;
+    } else if (q->ignore_value || q->ignore_lease) {
         struct mvcc_range_result res;
         memset(&res, 0, sizeof res);
         rc = mvcc_txn_range(k->t, q->key.data, q->key.len, NULL, 0, 0, 0,
@@ -306,7 +379,11 @@ static int check_put(struct kv_txn *k, const Etcdserverpb__PutRequest *q)
             rc = ERR_KEY_NOT_FOUND;
         mvcc_range_result_close(&res);
     }
-    return rc != 0 ? rc : lease_check(q->lease);
+    if (rc == 0)
+        rc = lease_check(q->lease);
+    if (rc == 0)
+        rc = sim_add(k, sim, false, q->key, (ProtobufCBinaryData){0, NULL});
+    return rc;
 }
 
 static int check_range(struct kv_txn *k, const Etcdserverpb__RangeRequest *q)
@@ -323,7 +400,8 @@ static int check_range(struct kv_txn *k, const Etcdserverpb__RangeRequest *q)
  * over the taken path for the puts, then one for the ranges (that order
  * decides which error wins). */
 static int check_ops(struct kv_txn *k, const txn_req *r,
-                     const struct txn_path *p, size_t *pos, bool puts)
+                     const struct txn_path *p, size_t *pos, bool puts,
+                     struct txn_sim *sim)
 {
     size_t n;
     req_op **ops = branch(r, p->v[(*pos)++], &n);
@@ -331,12 +409,16 @@ static int check_ops(struct kv_txn *k, const txn_req *r,
         const req_op *o = ops[i];
         int rc = 0;
         if (o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN)
-            rc = check_ops(k, o->request_txn, p, pos, puts);
+            rc = check_ops(k, o->request_txn, p, pos, puts, sim);
         else if (puts && (rc = check_key_len(k, o)) != 0)
             return rc;
         else if (puts &&
                  o->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
-            rc = check_put(k, o->request_put);
+            rc = check_put(k, o->request_put, sim);
+        else if (puts && o->request_case ==
+                             ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE)
+            rc = sim_add(k, sim, true, o->request_delete_range->key,
+                         o->request_delete_range->range_end);
         else if (!puts && o->request_case ==
                               ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE)
             rc = check_range(k, o->request_range);
@@ -408,11 +490,12 @@ static int do_txn(struct kv_txn *k, const txn_req *r,
     struct txn_path p = {0};
     int rc = eval_path(k, r, &p);
     size_t pos = 0;
+    struct txn_sim sim = {0};
     if (rc == 0)
-        rc = check_ops(k, r, &p, &pos, true);
+        rc = check_ops(k, r, &p, &pos, true, &sim);
     pos = 0;
     if (rc == 0)
-        rc = check_ops(k, r, &p, &pos, false);
+        rc = check_ops(k, r, &p, &pos, false, &sim);
     if (rc != 0)
         return rc;
     pos = 0;
