@@ -29,7 +29,10 @@ static void tls_apply(const struct api_tls *tls, struct api_server_config *cfg)
     cfg->tls_key_pem = tls->key_pem;
     cfg->tls_ca_pem = tls->ca_pem;
     cfg->tls_verify_clients = tls->verify_clients;
-    cfg->tls_crl_dir = tls->crl_dir;
+    if (api_tls_has_client_check(tls)) {
+        cfg->tls_check = api_tls_client_check;
+        cfg->tls_check_ctx = (void *)tls;
+    }
 }
 
 int api_start(struct server *s, const char *listen_urls,

@@ -19,8 +19,8 @@ struct api_tls;
 struct api_server;
 
 /* api_start listens on the comma-separated listen_urls and serves s.
- * https:// and unixs:// URLs serve TLS with tls (see tls.h; borrowed for
- * the call only), plain ones stay plain, as in etcd.
+ * https:// and unixs:// URLs serve TLS with tls (see tls.h; borrowed, it
+ * must stay valid until api_stop), plain ones stay plain, as in etcd.
  * Errors: ERR_INVAL (bad URL, https without tls, bad TLS material),
  * ERR_IO (bind). */
 int api_start(struct server *s, const char *listen_urls,

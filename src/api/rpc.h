@@ -90,9 +90,12 @@ struct api_server_config {
     /* Require a client certificate and verify it against tls_ca_pem
      * (which must then be set); otherwise none is asked for. */
     bool tls_verify_clients;
-    /* A directory of hashed CRL files (<issuer-hash>.r0) checked on every
-     * verified client certificate, or NULL. */
-    const char *tls_crl_dir;
+    /* An extra decision on every verified client certificate (its PEM),
+     * made on a core thread after the handshake: false refuses the
+     * connection (CRLs, allowed CN/hostname).  NULL: none.  Needs
+     * tls_verify_clients; tls_check_ctx must outlive the server. */
+    bool (*tls_check)(const char *cert_pem, void *ctx);
+    void *tls_check_ctx;
 };
 
 /*

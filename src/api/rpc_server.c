@@ -16,6 +16,7 @@
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
+#include <grpc/support/string_util.h>
 
 #include "api/rpc_int.h"
 #include "util/err.h"
@@ -92,7 +93,7 @@ static int config_apply(struct api_server *srv,
     bool has_tls = cfg->tls_cert_pem != NULL && cfg->tls_key_pem != NULL;
     if ((cfg->tls_cert_pem != NULL) != (cfg->tls_key_pem != NULL) ||
         (cfg->tls_verify_clients && cfg->tls_ca_pem == NULL) ||
-        (cfg->tls_crl_dir != NULL && !cfg->tls_verify_clients))
+        (cfg->tls_check != NULL && !cfg->tls_verify_clients))
         return ERR_INVAL;
     if (cfg->urls_n == 0 || cfg->urls_n > API_URLS_MAX ||
         max_req > INT32_MAX - RECV_SLACK_BYTES || cfg->threads < 0 ||
@@ -115,28 +116,79 @@ static int config_apply(struct api_server *srv,
     return 0;
 }
 
-/* tls_crl_creds builds credentials with the experimental grpc_tls API,
- * the only one of the core that checks CRLs (a hashed directory). */
-static grpc_server_credentials *
-tls_crl_creds(const struct api_server_config *cfg,
-              grpc_ssl_client_certificate_request_type req)
+/* The core's external certificate verifier, wrapping cfg->tls_check.
+ * Freed by the core (destruct) when the last credentials using it go. */
+struct tls_verifier {
+    grpc_tls_certificate_verifier_external ext; /* handed to the core */
+    bool (*check)(const char *cert_pem, void *ctx); /* the decision */
+    void *ctx;                                   /* its context */
+};
+
+static int verifier_verify(void *user_data,
+                           grpc_tls_custom_verification_check_request *req,
+                           grpc_tls_on_custom_verification_check_done_cb cb,
+                           void *cb_arg, grpc_status_code *status_out,
+                           char **details_out)
 {
-    assert(cfg->tls_crl_dir != NULL && cfg->tls_ca_pem != NULL);
+    struct tls_verifier *v = user_data;
+    (void)cb;
+    (void)cb_arg;
+    assert(v != NULL && req != NULL);
+    if (v->check(req->peer_info.peer_cert, v->ctx)) {
+        *status_out = GRPC_STATUS_OK;
+        return 1; /* decided synchronously */
+    }
+    *status_out = GRPC_STATUS_UNAUTHENTICATED;
+    *details_out = gpr_strdup("client certificate authentication failed");
+    return 1;
+}
+
+static void verifier_cancel(void *user_data,
+                            grpc_tls_custom_verification_check_request *req)
+{
+    (void)user_data; /* synchronous: nothing in flight to cancel */
+    (void)req;
+}
+
+static void verifier_destruct(void *user_data)
+{
+    mem_free(user_data);
+}
+
+/* tls_check_creds builds credentials with the experimental grpc_tls API,
+ * the only one of the core with a post-handshake hook (the external
+ * verifier), on top of its usual chain verification. */
+static grpc_server_credentials *
+tls_check_creds(const struct api_server_config *cfg,
+                grpc_ssl_client_certificate_request_type req)
+{
+    assert(cfg->tls_check != NULL && cfg->tls_ca_pem != NULL);
+    struct tls_verifier *v = mem_calloc(1, sizeof *v);
+    if (v == NULL)
+        return NULL;
+    v->ext = (grpc_tls_certificate_verifier_external){
+        .user_data = v, .verify = verifier_verify, .cancel = verifier_cancel,
+        .destruct = verifier_destruct};
+    v->check = cfg->tls_check;
+    v->ctx = cfg->tls_check_ctx;
     grpc_tls_identity_pairs *pairs = grpc_tls_identity_pairs_create();
     grpc_tls_identity_pairs_add_pair(pairs, cfg->tls_key_pem,
                                      cfg->tls_cert_pem);
-    /* The provider takes the pairs; the options take their own ref on the
-     * provider, and the credentials take the options. */
+    /* The provider takes the pairs; the options take their own refs on
+     * the provider and the verifier; the credentials take the options. */
     grpc_tls_certificate_provider *prov =
         grpc_tls_certificate_provider_static_data_create(cfg->tls_ca_pem,
                                                          pairs);
+    grpc_tls_certificate_verifier *ver =
+        grpc_tls_certificate_verifier_external_create(&v->ext);
     grpc_tls_credentials_options *opts = grpc_tls_credentials_options_create();
     grpc_tls_credentials_options_set_certificate_provider(opts, prov);
     grpc_tls_credentials_options_watch_root_certs(opts);
     grpc_tls_credentials_options_watch_identity_key_cert_pairs(opts);
     grpc_tls_credentials_options_set_cert_request_type(opts, req);
-    grpc_tls_credentials_options_set_crl_directory(opts, cfg->tls_crl_dir);
+    grpc_tls_credentials_options_set_certificate_verifier(opts, ver);
     grpc_server_credentials *creds = grpc_tls_server_credentials_create(opts);
+    grpc_tls_certificate_verifier_release(ver);
     grpc_tls_certificate_provider_release(prov);
     return creds;
 }
@@ -153,8 +205,8 @@ static grpc_server_credentials *tls_creds(const struct api_server_config *cfg)
         cfg->tls_verify_clients
             ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
-    if (cfg->tls_crl_dir != NULL)
-        return tls_crl_creds(cfg, req);
+    if (cfg->tls_check != NULL)
+        return tls_check_creds(cfg, req);
     grpc_ssl_pem_key_cert_pair pair = {.private_key = cfg->tls_key_pem,
                                        .cert_chain = cfg->tls_cert_pem};
     return grpc_ssl_server_credentials_create_ex(

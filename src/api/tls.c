@@ -15,7 +15,6 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -323,54 +322,6 @@ static X509_CRL *crl_read(const char *path)
     return crl;
 }
 
-/* crl_dir_clear removes the hashed CRL files an earlier start left, so a
- * replaced CRL file does not leave its predecessor in force. */
-static void crl_dir_clear(const char *dir)
-{
-    DIR *d = opendir(dir);
-    char path[1200];
-    if (d == NULL)
-        return;
-    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
-        if (strlen(e->d_name) != 11 || strncmp(e->d_name + 8, ".r", 2) != 0)
-            continue;
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
-            (int)sizeof path)
-            unlink(path);
-    }
-    closedir(d);
-}
-
-/* crl_install copies the CRL into dir as <issuer-hash>.r0, the hashed
- * layout OpenSSL's directory lookup (and so the gRPC core) reads. */
-static int crl_install(const char *crl_file, const char *dir)
-{
-    X509_CRL *crl = crl_read(crl_file);
-    if (crl == NULL) {
-        log_error("embed", "cannot parse CRL file %s", crl_file);
-        return ERR_INVAL;
-    }
-    char path[1200];
-    int rc = mkdir_p(dir);
-    unsigned long h = X509_NAME_hash_ex(X509_CRL_get_issuer(crl), NULL,
-                                        NULL, NULL);
-    if (rc == 0 && snprintf(path, sizeof path, "%s/%08lx.r0", dir, h) >=
-                       (int)sizeof path)
-        rc = ERR_INVAL;
-    if (rc == 0) {
-        crl_dir_clear(dir);
-        FILE *f = fopen(path, "wb");
-        int ok = f != NULL && PEM_write_X509_CRL(f, crl);
-        if (f == NULL || fclose(f) != 0 || !ok)
-            rc = ERR_IO;
-    }
-    if (rc != 0)
-        log_error("embed", "cannot install CRL %s into %s: %s", crl_file,
-                  dir, err_str(rc));
-    X509_CRL_free(crl);
-    return rc;
-}
-
 static bool given(const char *s)
 {
     return s != NULL && *s != '\0';
@@ -391,8 +342,45 @@ static int load_ca(const struct api_tls_files *f, struct api_tls *t)
     return rc;
 }
 
-int api_tls_load(const struct api_tls_files *f, const char *crl_dir_base,
-                 struct api_tls **tls_out)
+/* load_client_checks loads the CRL and the allowed names: they only make
+ * sense for verified client certificates. */
+static int load_client_checks(const struct api_tls_files *f,
+                              struct api_tls *t)
+{
+    if (!given(f->crl_file) && !given(f->allowed_cn) &&
+        !given(f->allowed_hostname))
+        return 0;
+    if (!t->verify_clients) {
+        log_error("embed", "a CRL file or an allowed CN/hostname needs "
+                  "client certificate verification (--client-cert-auth)");
+        return ERR_INVAL;
+    }
+    if (given(f->allowed_cn) && given(f->allowed_hostname)) {
+        log_error("embed", "AllowedCN and AllowedHostname are mutually "
+                  "exclusive (cn=\"%s\", hostname=\"%s\")", f->allowed_cn,
+                  f->allowed_hostname);
+        return ERR_INVAL;
+    }
+    if (given(f->crl_file)) {
+        t->crl = crl_read(f->crl_file);
+        if (t->crl == NULL) {
+            log_error("embed", "cannot read or parse CRL file %s",
+                      f->crl_file);
+            return ERR_INVAL;
+        }
+    }
+    if (given(f->allowed_cn))
+        t->allowed_cn = mem_dup(f->allowed_cn, strlen(f->allowed_cn) + 1);
+    if (given(f->allowed_hostname))
+        t->allowed_hostname =
+            mem_dup(f->allowed_hostname, strlen(f->allowed_hostname) + 1);
+    if ((given(f->allowed_cn) && t->allowed_cn == NULL) ||
+        (given(f->allowed_hostname) && t->allowed_hostname == NULL))
+        return ERR_NOMEM;
+    return 0;
+}
+
+int api_tls_load(const struct api_tls_files *f, struct api_tls **tls_out)
 {
     assert(f != NULL && tls_out != NULL);
     if (!given(f->cert_file) || !given(f->key_file)) {
@@ -412,24 +400,59 @@ int api_tls_load(const struct api_tls_files *f, const char *crl_dir_base,
         rc = check_pair(f, t);
     if (rc == 0 && t->verify_clients)
         rc = load_ca(f, t);
-    if (rc == 0 && given(f->crl_file)) {
-        if (!t->verify_clients || crl_dir_base == NULL) {
-            log_error("embed", "a CRL file needs client certificate "
-                      "verification (--client-cert-auth)");
-            rc = ERR_INVAL;
-        } else {
-            rc = crl_install(f->crl_file, crl_dir_base);
-            t->crl_dir = rc ? NULL : mem_dup(crl_dir_base,
-                                              strlen(crl_dir_base) + 1);
-            rc = rc ? rc : t->crl_dir ? 0 : ERR_NOMEM;
-        }
-    }
+    if (rc == 0)
+        rc = load_client_checks(f, t);
     if (rc != 0) {
         api_tls_free(t);
         return rc;
     }
     *tls_out = t;
     return 0;
+}
+
+bool api_tls_has_client_check(const struct api_tls *tls)
+{
+    return tls != NULL && (tls->crl != NULL || tls->allowed_cn != NULL ||
+                           tls->allowed_hostname != NULL);
+}
+
+/* cn_is: the subject's common name is exactly cn. */
+static bool cn_is(X509 *x, const char *cn)
+{
+    char buf[256];
+    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x),
+                                      NID_commonName, buf, sizeof buf);
+    return n >= 0 && (size_t)n == strlen(cn) && strcmp(buf, cn) == 0;
+}
+
+bool api_tls_client_check(const char *cert_pem, void *ctx)
+{
+    const struct api_tls *t = ctx;
+    assert(t != NULL);
+    if (cert_pem == NULL)
+        return false;
+    BIO *b = BIO_new_mem_buf(cert_pem, -1);
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    BIO_free(b);
+    if (x == NULL) {
+        ERR_clear_error();
+        return false;
+    }
+    X509_REVOKED *rev = NULL;
+    bool ok = true;
+    /* etcd compares serials only (its checkCRL), so an expired CRL still
+     * revokes; OpenSSL's own CRL check would refuse everything then. */
+    if (t->crl != NULL &&
+        X509_CRL_get0_by_serial(t->crl, &rev, X509_get_serialNumber(x)) == 1)
+        ok = false;
+    if (ok && t->allowed_cn != NULL)
+        ok = cn_is(x, t->allowed_cn);
+    if (ok && t->allowed_hostname != NULL)
+        ok = X509_check_host(x, t->allowed_hostname, 0, 0, NULL) == 1 ||
+             X509_check_ip_asc(x, t->allowed_hostname, 0) == 1;
+    X509_free(x);
+    ERR_clear_error();
+    return ok;
 }
 
 void api_tls_free(struct api_tls *tls)
@@ -441,6 +464,8 @@ void api_tls_free(struct api_tls *tls)
     mem_free(tls->cert_pem);
     mem_free(tls->key_pem);
     mem_free(tls->ca_pem);
-    mem_free(tls->crl_dir);
+    X509_CRL_free(tls->crl);
+    mem_free(tls->allowed_cn);
+    mem_free(tls->allowed_hostname);
     mem_free(tls);
 }

@@ -22,21 +22,26 @@
 /* Where the TLS material of one listener comes from (strings borrowed;
  * empty or NULL means not given). */
 struct api_tls_files {
-    const char *cert_file;       /* --cert-file */
-    const char *key_file;        /* --key-file */
-    const char *trusted_ca_file; /* --trusted-ca-file */
-    const char *crl_file;        /* --client-crl-file */
-    bool client_cert_auth;       /* --client-cert-auth */
+    const char *cert_file;        /* --cert-file */
+    const char *key_file;         /* --key-file */
+    const char *trusted_ca_file;  /* --trusted-ca-file */
+    const char *crl_file;         /* --client-crl-file */
+    const char *allowed_cn;       /* --peer-cert-allowed-cn */
+    const char *allowed_hostname; /* --{client,peer}-cert-allowed-hostname */
+    bool client_cert_auth;        /* --client-cert-auth */
 };
 
 /* Loaded TLS material of one listener.  Owned by the caller, freed with
- * api_tls_free.  Feed it to api_server_config's tls_* fields. */
+ * api_tls_free after the listener using it is closed.  Feed it to
+ * api_server_config's tls_* fields (api.c does). */
 struct api_tls {
-    char *cert_pem;      /* certificate chain (NUL-terminated PEM) */
-    char *key_pem;       /* private key (PEM) */
-    char *ca_pem;        /* trusted CAs (PEM), or NULL */
-    bool verify_clients; /* require + verify client certs against ca_pem */
-    char *crl_dir;       /* hashed CRL directory, or NULL */
+    char *cert_pem;         /* certificate chain (NUL-terminated PEM) */
+    char *key_pem;          /* private key (PEM) */
+    char *ca_pem;           /* trusted CAs (PEM), or NULL */
+    bool verify_clients;    /* require + verify client certs (ca_pem) */
+    void *crl;              /* X509_CRL of revoked client certs, or NULL */
+    char *allowed_cn;       /* client cert CN must be this, or NULL */
+    char *allowed_hostname; /* client cert must be valid for it, or NULL */
 };
 
 /*
@@ -56,16 +61,28 @@ int api_tls_self_cert(const char *dir, const char *urls, char *cert_out,
 /*
  * api_tls_load reads and checks the files in f into *tls_out.  As in etcd
  * 3.4 (transport.TLSInfo.ServerConfig), client certificates are required
- * and verified when a trusted CA file is given or client_cert_auth is on.
- * A CRL file is installed into <crl_dir_base> as a hashed CRL directory
- * (the form the gRPC core reads); crl_dir_base may be NULL when crl_file is
- * not given.
- * Errors: ERR_INVAL (cert or key missing, unparsable, not matching; CRL
- * without client verification; client_cert_auth without a CA), ERR_IO
- * (unreadable file), ERR_NOMEM.
+ * and verified when a trusted CA file is given or client_cert_auth is on
+ * (then against the system CAs when no CA file is given, as Go does).  The
+ * CRL (PEM or DER) and the allowed CN / hostname apply to verified client
+ * certificates only, through api_tls_client_check.
+ * Errors: ERR_INVAL (cert or key missing, unparsable, not matching; a CRL
+ * or allowed name without client verification; both allowed CN and
+ * hostname), ERR_IO (unreadable file), ERR_NOMEM.
  */
-int api_tls_load(const struct api_tls_files *f, const char *crl_dir_base,
-                 struct api_tls **tls_out);
+int api_tls_load(const struct api_tls_files *f, struct api_tls **tls_out);
+
+/* api_tls_has_client_check: tls has a CRL or an allowed CN/hostname, so
+ * api_tls_client_check must see every verified client certificate. */
+bool api_tls_has_client_check(const struct api_tls *tls);
+
+/*
+ * api_tls_client_check decides on a client certificate (PEM) that passed
+ * chain verification, as etcd does after the handshake: refused when its
+ * serial is in the CRL (expiry of the CRL ignored, as in etcd's checkCRL)
+ * or when it lacks the allowed CN or hostname.  tls is a struct api_tls.
+ * Thread-safe (read-only); runs on gRPC core threads.
+ */
+bool api_tls_client_check(const char *cert_pem, void *tls);
 
 /* api_tls_free frees tls (NULL is fine). */
 void api_tls_free(struct api_tls *tls);

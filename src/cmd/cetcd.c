@@ -131,6 +131,13 @@ static const char *kflag(const struct tls_kind *k, const char *suffix)
     return flags_get(name);
 }
 
+/* --client-cert-allowed-hostname / --peer-cert-allowed-hostname */
+static const char *kflag_cert_allowed_hostname(const struct tls_kind *k)
+{
+    return flags_get(*k->prefix ? "peer-cert-allowed-hostname"
+                                : "client-cert-allowed-hostname");
+}
+
 /* has_tls_url: some URL in the comma-separated list wants TLS. */
 static bool has_tls_url(const char *urls, char *first, size_t cap)
 {
@@ -170,9 +177,10 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
         .cert_file = kflag(k, "cert-file"), .key_file = kflag(k, "key-file"),
         .trusted_ca_file = kflag(k, "trusted-ca-file"),
         .crl_file = flags_get(k->crl_flag),
+        .allowed_cn = *k->prefix ? flags_get("peer-cert-allowed-cn") : NULL,
+        .allowed_hostname = kflag_cert_allowed_hostname(k),
         .client_cert_auth = flags_get_bool(
-            strcmp(k->name, "peer") == 0 ? "peer-client-cert-auth"
-                                         : "client-cert-auth")};
+            *k->prefix ? "peer-client-cert-auth" : "client-cert-auth")};
     bool empty = !*f.cert_file && !*f.key_file;
     *tls_out = NULL;
     if (flags_get_bool(*k->prefix ? "peer-auto-tls" : "auto-tls")) {
@@ -206,8 +214,7 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
         return 1;
     }
     tls_log(k, &f);
-    snprintf(sub, sizeof sub, "%s/fixtures/%s-crl", dir, k->name);
-    return api_tls_load(&f, sub, tls_out) == 0 ? 0 : 1;
+    return api_tls_load(&f, tls_out) == 0 ? 0 : 1;
 }
 
 /* print_serving prints etcd's line per client listener: tools (and
