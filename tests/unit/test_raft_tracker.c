@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -476,6 +477,24 @@ static void test_progress_transitions(void **state)
     raft__pr_free(&p);
 }
 
+/* The product library refuses the test-only mutations (raft.h). */
+static void test_mutations_refused(void **state)
+{
+    (void)state;
+    struct raft_config c = {.id = 1, .election_tick = 10,
+                            .heartbeat_tick = 1, .max_inflight_msgs = 1};
+    c.conf.n_voters = 1;
+    c.conf.voters[0] = 1;
+    struct raft *r = malloc(raft_sizeof());
+    assert_non_null(r);
+    c.test_mutations = RAFT_MUTATE_COMMIT_PRIOR_TERM;
+    assert_int_equal(raft_init(r, &c), ERR_INVAL);
+    c.test_mutations = 0;
+    assert_int_equal(raft_init(r, &c), 0);
+    raft_close(r);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_conf_state_check),
         cmocka_unit_test(test_inflights),
         cmocka_unit_test(test_progress_transitions),
+        cmocka_unit_test(test_mutations_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
