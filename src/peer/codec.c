@@ -1,0 +1,241 @@
+/*
+ * codec.c - PeerBatch and SnapshotChunk on the wire, and the checks every
+ * receiver applies to them.
+ *
+ * A PeerBatch is packed by hand instead of through protobuf-c: that needs
+ * no array of ProtobufCBinaryData per batch and copies each encoded
+ * message once, straight into the gRPC slice.  The encoding is plain
+ * proto3 (fields 1-3 as varints, omitted when 0; field 4 repeated,
+ * length-delimited), so protobuf-c unpacks it; test_peer checks that.
+ * Decoding goes through protobuf-c, which bounds-checks everything; each
+ * message is then decoded with raft_msg_decode, which does the same.
+ */
+#include <assert.h>
+#include <string.h>
+#include <time.h>
+
+#include "peer/peer_int.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+static size_t varint_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *varint_put(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* field_size: a varint field (tag byte + value), 0 when omitted. */
+static size_t field_size(uint64_t v)
+{
+    return v == 0 ? 0 : 1 + varint_size(v);
+}
+
+size_t peer__batch_size(const struct peer__hdr *h, const struct peer__buf *msgs,
+                        size_t n)
+{
+    size_t total = field_size(h->cluster_id) + field_size(h->from) +
+                   field_size(h->to);
+    for (size_t i = 0; i < n; i++)
+        total += 1 + varint_size(msgs[i].len) + msgs[i].len;
+    return total;
+}
+
+size_t peer__batch_pack(const struct peer__hdr *h,
+                        const struct peer__buf *msgs, size_t n, uint8_t *out)
+{
+    const uint64_t ids[3] = {h->cluster_id, h->from, h->to};
+    uint8_t *p = out;
+
+    assert(h != NULL && out != NULL);
+    for (int f = 0; f < 3; f++) {
+        if (ids[f] == 0)
+            continue;
+        *p++ = (uint8_t)(((f + 1) << 3) | 0); /* field f+1, varint */
+        p = varint_put(p, ids[f]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        *p++ = (4 << 3) | 2; /* field 4, length-delimited */
+        p = varint_put(p, msgs[i].len);
+        if (msgs[i].len > 0)
+            memcpy(p, msgs[i].data, msgs[i].len);
+        p += msgs[i].len;
+    }
+    assert((size_t)(p - out) == peer__batch_size(h, msgs, n));
+    return (size_t)(p - out);
+}
+
+void peer__batch_free(struct peer__batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        raft_msg_release(&b->msgs[i]);
+    mem_free(b->msgs);
+    if (b->pb != NULL)
+        cetcdpb__peer_batch__free_unpacked(b->pb, NULL);
+    memset(b, 0, sizeof(*b));
+}
+
+int peer__batch_decode(const uint8_t *buf, size_t len, struct peer__batch *out)
+{
+    assert(out != NULL);
+    memset(out, 0, sizeof(*out));
+    out->pb = cetcdpb__peer_batch__unpack(NULL, len, buf);
+    if (out->pb == NULL)
+        return ERR_CORRUPT;
+    if (out->pb->n_msgs > PEER_BATCH_MSGS_MAX) {
+        peer__batch_free(out);
+        return ERR_TOO_LARGE;
+    }
+    if (out->pb->n_msgs > 0) {
+        out->msgs = mem_calloc(out->pb->n_msgs, sizeof(*out->msgs));
+        if (out->msgs == NULL) {
+            peer__batch_free(out);
+            return ERR_NOMEM;
+        }
+    }
+    for (size_t i = 0; i < out->pb->n_msgs; i++) {
+        const ProtobufCBinaryData *d = &out->pb->msgs[i];
+        int rv = raft_msg_decode(d->data, d->len, &out->msgs[i]);
+        if (rv != 0) {
+            peer__batch_free(out);
+            return rv;
+        }
+        out->n++;
+    }
+    assert(out->n == out->pb->n_msgs);
+    return 0;
+}
+
+grpc_status_code peer__hdr_check(const struct peer__hdr *got,
+                                 uint64_t cluster_id, raft_id self,
+                                 bool known, const char **why_out)
+{
+    assert(got != NULL && why_out != NULL);
+    assert(cluster_id != 0 && self != 0);
+    *why_out = NULL;
+    if (got->cluster_id != cluster_id) {
+        *why_out = "cluster ID mismatch";
+        return GRPC_STATUS_FAILED_PRECONDITION;
+    }
+    if (got->to != self) {
+        *why_out = "member ID mismatch: not the receiver";
+        return GRPC_STATUS_FAILED_PRECONDITION;
+    }
+    if (got->from == 0) {
+        *why_out = "sender member ID missing";
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    if (!known) {
+        *why_out = "member unknown: sender is not a member of this cluster";
+        return GRPC_STATUS_FAILED_PRECONDITION;
+    }
+    return GRPC_STATUS_OK;
+}
+
+grpc_status_code peer__msgs_check(const struct raft_msg *msgs, size_t n,
+                                  raft_id from, raft_id to,
+                                  const char **why_out)
+{
+    assert(why_out != NULL);
+    assert(n == 0 || msgs != NULL);
+    *why_out = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (msgs[i].from != from || msgs[i].to != to) {
+            *why_out = "raft message addressed differently from its batch";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        if (msgs[i].type == RAFT_MSG_SNAP) {
+            *why_out = "snapshot message outside a Snapshot call";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+    }
+    return GRPC_STATUS_OK;
+}
+
+int peer__chunk_decode(const uint8_t *buf, size_t len,
+                       Cetcdpb__SnapshotChunk **out, struct raft_msg *msg_out,
+                       bool *has_msg_out)
+{
+    assert(out != NULL && msg_out != NULL && has_msg_out != NULL);
+    *has_msg_out = false;
+    *out = cetcdpb__snapshot_chunk__unpack(NULL, len, buf);
+    if (*out == NULL)
+        return ERR_CORRUPT;
+    Cetcdpb__SnapshotChunk *c = *out;
+    int rv = 0;
+    if (c->last && c->sha256.len != PEER__SHA256_LEN)
+        rv = ERR_CORRUPT;
+    if (rv == 0 && c->msg.len > 0) {
+        rv = raft_msg_decode(c->msg.data, c->msg.len, msg_out);
+        if (rv == 0 && msg_out->type != RAFT_MSG_SNAP) {
+            raft_msg_release(msg_out);
+            rv = ERR_CORRUPT;
+        }
+        *has_msg_out = rv == 0;
+    }
+    if (rv != 0) {
+        cetcdpb__snapshot_chunk__free_unpacked(c, NULL);
+        *out = NULL;
+    }
+    return rv;
+}
+
+/* url_hostport copies "host:port" (no path) into out; ERR_INVAL if it has
+ * no port or does not fit. */
+static int url_hostport(const char *hp, char *out, size_t cap)
+{
+    size_t n = strcspn(hp, "/");
+    if (hp[n] == '/' && hp[n + 1] != '\0')
+        return ERR_INVAL; /* a path: not a peer URL */
+    const char *colon = NULL;
+    for (size_t i = 0; i < n; i++) /* The last ':' ends an IPv6 host. */
+        if (hp[i] == ':')
+            colon = hp + i;
+    if (n == 0 || colon == NULL || colon == hp || colon + 1 == hp + n)
+        return ERR_INVAL;
+    if (n + 1 > cap)
+        return ERR_INVAL;
+    memcpy(out, hp, n);
+    out[n] = '\0';
+    return 0;
+}
+
+int peer__url_target(const char *url, char *out, size_t cap)
+{
+    assert(out != NULL && cap > 0);
+    if (url == NULL || strlen(url) > PEER_URL_LEN_MAX)
+        return ERR_INVAL;
+    if (strncmp(url, "http://", 7) == 0)
+        return url_hostport(url + 7, out, cap);
+    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "unixs://", 8) == 0)
+        return ERR_UNSUPPORTED;
+    if (strncmp(url, "unix://", 7) == 0) {
+        const char *path = url + 7;
+        if (path[0] == '\0' || strlen(path) + 6 > cap)
+            return ERR_INVAL;
+        memcpy(out, "unix:", 5);
+        memcpy(out + 5, path, strlen(path) + 1);
+        return 0;
+    }
+    return ERR_INVAL;
+}
+
+int64_t peer__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

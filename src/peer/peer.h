@@ -1,0 +1,215 @@
+/*
+ * peer.h - the peer transport: Raft messages and snapshots between the
+ * members of a cluster, over gRPC (proto/cetcdpb/peer.proto), and its
+ * manual.
+ *
+ * PURPOSE
+ * The raft thread hands outgoing messages to peer_send, which never blocks:
+ * each message is encoded and appended to a bounded queue of its
+ * destination.  Every peer has its own sender thread that keeps one
+ * long-lived client stream (/cetcdpb.Peer/Stream) open, packs whatever is
+ * queued into one PeerBatch per write, and reconnects with exponential
+ * back-off when the stream breaks.  A slow or dead peer therefore only
+ * fills (and overflows) its own queue; the others are not delayed.
+ * Incoming batches arrive on the gRPC completion-queue (CQ) threads of the
+ * api_server the transport registered its service on, are checked
+ * (cluster id, receiver id, known sender) and handed to on_messages.
+ * Snapshots (the LMDB file) travel on a separate call per snapshot,
+ * /cetcdpb.Peer/Snapshot, in chunks followed by a SHA-256; the receiver
+ * writes them to a temp file in snap_dir, verifies size and checksum,
+ * fsyncs, and hands the file to on_snapshot.
+ *
+ * LIFE CYCLE (one owner thread)
+ *   peer_transport_create -> peer_transport_register(t, srv) ->
+ *   api_server_start(srv) -> peer_add ... (serve) ... ->
+ *   api_server_close(srv) -> peer_transport_close(t)
+ * The api_server calls the transport's handlers until it is closed, so it
+ * must be closed BEFORE the transport (or never have been started).
+ *
+ * THREADS
+ * - peer_send, peer_send_snapshot: the raft thread (any one thread at a
+ *   time per transport is fine; they never block on the network).
+ * - peer_add, peer_update, peer_remove, peer_stats: any thread; they are
+ *   serialised with each other and with peer_send by the transport's lock.
+ *   peer_remove and peer_transport_close wait for the peer's threads to
+ *   stop (at most about 100 ms plus the time a cancelled call takes).
+ * - Callbacks run on transport or gRPC threads (named at each callback).
+ *   They must not block and must not call peer_remove or
+ *   peer_transport_close; they may call peer_send, peer_stats.
+ *
+ * DELIVERY
+ * Messages to one peer are delivered in the order peer_send queued them,
+ * each at most once.  Messages may be lost: when the queue overflows, when
+ * the peer is down (then peer_send drops at once rather than letting stale
+ * messages pile up) and when a stream breaks with writes in flight.  Each
+ * such loss is reported through on_unreachable, so raft can back off
+ * (raft_report_unreachable) and retry; Raft tolerates loss by design.
+ *
+ * ERRORS
+ * Functions return 0 or a negative ERR_* code from util/err.h.  Input from
+ * the network is never asserted on: a bad batch or chunk ends its call
+ * with a gRPC status (FAILED_PRECONDITION for another cluster or member,
+ * INVALID_ARGUMENT for undecodable data, DATA_LOSS for a snapshot whose
+ * size or checksum is wrong, RESOURCE_EXHAUSTED over limits).
+ */
+#ifndef CETCD_PEER_PEER_H
+#define CETCD_PEER_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raft/raft.h"
+
+struct api_server;
+struct peer_transport;
+
+/* Defaults for struct peer_limits fields left 0. */
+#define PEER_DEFAULT_QUEUE_MSGS 4096            /* per peer, as etcd */
+#define PEER_DEFAULT_QUEUE_BYTES (64u << 20)    /* per peer */
+#define PEER_DEFAULT_BATCH_BYTES (1u << 20)     /* per PeerBatch */
+#define PEER_DEFAULT_BACKOFF_MIN_MS 100
+#define PEER_DEFAULT_BACKOFF_MAX_MS 2000
+#define PEER_DEFAULT_SEND_TIMEOUT_MS 5000
+#define PEER_DEFAULT_CHUNK_BYTES (1u << 20)     /* per SnapshotChunk */
+#define PEER_DEFAULT_SNAPSHOT_BYTES (8ull << 30) /* etcd's largest quota */
+#define PEER_DEFAULT_SNAPSHOT_TIMEOUT_MS 30000
+#define PEER_DEFAULT_SNAPSHOTS_IN 4
+
+/* Hard limits, also applied to input from the network. */
+#define PEER_BATCH_MSGS_MAX 65536   /* messages in one PeerBatch */
+#define PEER_PEERS_MAX RAFT_MAX_MEMBERS
+#define PEER_URLS_MAX 8             /* URLs per peer */
+#define PEER_URL_LEN_MAX 256        /* bytes per URL, NUL excluded */
+
+/* The callbacks.  arg is passed back to each.  Any may be NULL. */
+struct peer_callbacks {
+    void *arg;
+    /* n messages from member `from`, in the order it sent them.  Runs on a
+     * CQ thread of the api_server.  msgs and everything they point to are
+     * valid during the call only: copy what you keep.  Must not block (the
+     * next batch of that stream is read after it returns). */
+    void (*on_messages)(void *arg, raft_id from, const struct raft_msg *msgs,
+                        size_t n);
+    /* Messages to `id` were lost (queue full, peer down, stream broken):
+     * call raft_report_unreachable.  Runs on the thread that called
+     * peer_send (drops) or on the peer's sender thread (broken stream). */
+    void (*on_unreachable)(void *arg, raft_id id);
+    /* A verified snapshot from `from`: snap_msg is its RAFT_MSG_SNAP
+     * (valid during the call), path the fsynced data file in snap_dir.
+     * Return 0 to accept: the file then belongs to the callee (rename or
+     * delete it).  Return a negative ERR_* to refuse: the transport deletes
+     * the file and the sender is told.  Runs on a CQ thread; the sender
+     * waits for the answer, so keep it short. */
+    int (*on_snapshot)(void *arg, raft_id from, const struct raft_msg *snap_msg,
+                       const char *path);
+    /* The snapshot sent to `to` was accepted (ok) or not: call
+     * raft_report_snapshot.  Runs on that peer's snapshot thread. */
+    void (*on_snapshot_status)(void *arg, raft_id to, bool ok);
+};
+
+/* Limits; 0 in any field means its PEER_DEFAULT_*. */
+struct peer_limits {
+    size_t queue_msgs_max;        /* queued messages per peer */
+    size_t queue_bytes_max;       /* queued encoded bytes per peer */
+    size_t batch_bytes_max;       /* encoded bytes per PeerBatch; a larger
+                                     single message goes alone */
+    uint32_t backoff_min_ms;      /* first reconnect delay */
+    uint32_t backoff_max_ms;      /* reconnect delay ceiling */
+    uint32_t send_timeout_ms;     /* a write not taken by then breaks the
+                                     stream (a stalled peer) */
+    size_t chunk_bytes;           /* data bytes per SnapshotChunk */
+    uint64_t snapshot_bytes_max;  /* larger incoming snapshots refused */
+    uint32_t snapshot_timeout_ms; /* no progress for this long fails a
+                                     snapshot transfer */
+    int snapshots_in_max;         /* snapshots received at once */
+};
+
+struct peer_config {
+    raft_id self;           /* this member's id; non-zero */
+    uint64_t cluster_id;    /* this cluster's id; non-zero */
+    /* Directory for incoming snapshot files (created by the caller, on the
+     * same file system as the data dir so a rename moves the file).
+     * Copied.  NULL refuses incoming snapshots (UNAVAILABLE). */
+    const char *snap_dir;
+    struct peer_callbacks cb;  /* copied */
+    struct peer_limits limits; /* copied */
+};
+
+/* Counters of one peer, for logs, metrics and tests. */
+struct peer_stats {
+    uint64_t sent_msgs;      /* messages handed to gRPC */
+    uint64_t sent_batches;   /* PeerBatch writes handed to gRPC */
+    uint64_t dropped_msgs;   /* lost: full queue, peer down, broken stream */
+    uint64_t connects;       /* streams the peer acknowledged */
+    uint64_t failures;       /* streams that failed or broke */
+    uint64_t refusals;       /* of those, refused with FAILED_PRECONDITION */
+    size_t queued_msgs;      /* in the queue right now */
+    bool active;             /* the stream is up (acknowledged) */
+};
+
+/* peer_transport_create validates cfg and builds a transport with no peers
+ * in *t_out.  Errors: ERR_INVAL (self or cluster_id 0, snap_dir too long),
+ * ERR_NOMEM. */
+int peer_transport_create(const struct peer_config *cfg,
+                          struct peer_transport **t_out);
+
+/* peer_transport_register registers the Peer service handlers on srv,
+ * which must not be started yet.  srv must be closed before t.  Errors:
+ * those of api_server_register_stream (ERR_EXIST: registered twice). */
+int peer_transport_register(struct peer_transport *t,
+                            struct api_server *srv);
+
+/* peer_transport_close stops every sender and snapshot thread (cancelling
+ * their calls), frees queued messages and t.  Snapshots being sent are
+ * reported with on_snapshot_status(false).  Owner thread; t may be NULL. */
+void peer_transport_close(struct peer_transport *t);
+
+/* peer_add makes member id (not self) a peer reachable at urls[0..n)
+ * ("http://host:port" or "unix://path"; copied), and starts its sender
+ * thread, which connects at once.  Errors: ERR_INVAL (id 0 or self, no
+ * URL, too many, bad or too long URL), ERR_UNSUPPORTED (https:// until
+ * peer TLS lands), ERR_EXIST, ERR_FULL (PEER_PEERS_MAX peers), ERR_NOMEM,
+ * ERR_IO (thread). */
+int peer_add(struct peer_transport *t, raft_id id, const char *const *urls,
+             size_t n);
+
+/* peer_update replaces the URLs of peer id; its stream reconnects to the
+ * new ones.  Queued messages are kept.  Errors: as peer_add, and
+ * ERR_NOTFOUND. */
+int peer_update(struct peer_transport *t, raft_id id, const char *const *urls,
+                size_t n);
+
+/* peer_remove stops peer id's threads and drops its queue; messages to id
+ * are then dropped silently.  A snapshot being sent to id is reported
+ * failed.  Errors: ERR_NOTFOUND. */
+int peer_remove(struct peer_transport *t, raft_id id);
+
+/* peer_send queues msgs[0..n) (borrowed for the call; encoded copies are
+ * queued) for msgs[i].to.  Never blocks on the network.  Messages to self,
+ * to unknown members, and RAFT_MSG_SNAP messages (they need
+ * peer_send_snapshot; such a message is reported with
+ * on_snapshot_status(to, false)) are not sent.  Losses are reported as
+ * described under DELIVERY.  Errors: ERR_NOMEM (encoding buffers; the
+ * message is then dropped and reported unreachable; later messages are
+ * still tried).  Returns the first error met. */
+int peer_send(struct peer_transport *t, const struct raft_msg *msgs,
+              size_t n);
+
+/* peer_send_snapshot sends the RAFT_MSG_SNAP snap_msg (encoded now;
+ * borrowed for the call; snap_msg->to must be `to`) and `size` bytes read
+ * from fd starting at offset 0 to member `to`, on a thread of its own.  On success the transport owns
+ * fd (it closes it when done) and reports the outcome exactly once with
+ * on_snapshot_status.  On error the caller keeps fd and nothing is
+ * reported.  Errors: ERR_INVAL (not a SNAP message, to mismatch, fd < 0),
+ * ERR_NOTFOUND (to is not a peer), ERR_BUSY (a snapshot to that peer is in
+ * flight: one at a time per peer), ERR_NOMEM, ERR_IO (thread). */
+int peer_send_snapshot(struct peer_transport *t, raft_id to,
+                       const struct raft_msg *snap_msg, int fd,
+                       uint64_t size);
+
+/* peer_stats copies the counters of peer id into *out.  Errors:
+ * ERR_NOTFOUND. */
+int peer_stats(struct peer_transport *t, raft_id id, struct peer_stats *out);
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * peer_int.h - declarations shared between the peer module's files.
+ *
+ * The pure parts come first (queue, back-off, batch framing, decoding,
+ * URLs): they touch no gRPC object and no thread, so the unit tests and
+ * the fuzz target use them directly.  Then the transport's structs.
+ */
+#ifndef CETCD_PEER_INT_H
+#define CETCD_PEER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <grpc/grpc.h>
+
+#include "cetcdpb/peer.pb-c.h"
+#include "peer/peer.h"
+
+#define PEER__STREAM_PATH "/cetcdpb.Peer/Stream"
+#define PEER__SNAPSHOT_PATH "/cetcdpb.Peer/Snapshot"
+#define PEER__SHA256_LEN 32
+/* How often blocked peer threads look at their stop flag. */
+#define PEER__POLL_MS 50
+
+/* ---- queue.c: a bounded FIFO of encoded messages (not thread-safe; the
+ * peer's mutex guards it) ---- */
+
+/* One encoded message; data is mem_malloc'd and owned by whoever holds
+ * the struct. */
+struct peer__buf {
+    uint8_t *data; /* raft_msg_encode output */
+    size_t len;    /* bytes of data */
+};
+
+/* The queue.  Owned by its peer, guarded by the peer's mutex. */
+struct peer__queue {
+    struct peer__buf *ring; /* msgs_max slots */
+    size_t head;            /* index of the oldest message */
+    size_t n;               /* messages queued */
+    size_t msgs_max;        /* capacity in messages */
+    size_t bytes;           /* sum of queued lens */
+    size_t bytes_max;       /* capacity in bytes */
+};
+
+/* peer__queue_init allocates the ring.  Errors: ERR_NOMEM. */
+int peer__queue_init(struct peer__queue *q, size_t msgs_max,
+                     size_t bytes_max);
+/* peer__queue_close frees the ring and every queued message. */
+void peer__queue_close(struct peer__queue *q);
+/* peer__queue_push appends b, taking ownership of b->data on success.
+ * Errors: ERR_FULL (a bound would be exceeded; nothing changes). */
+int peer__queue_push(struct peer__queue *q, const struct peer__buf *b);
+/* peer__queue_take moves the oldest messages into out[0..max_n), as many
+ * as fit in max_bytes but at least one when the queue is not empty, and
+ * returns how many; the caller owns their data. */
+size_t peer__queue_take(struct peer__queue *q, struct peer__buf *out,
+                        size_t max_n, size_t max_bytes);
+/* peer__queue_clear frees every queued message and returns how many. */
+size_t peer__queue_clear(struct peer__queue *q);
+
+/* ---- backoff.c ---- */
+
+/* peer__backoff_ms returns the delay before reconnect attempt `failures`
+ * (1 = after the first failure): min doubled per failure, capped at max. */
+uint32_t peer__backoff_ms(uint32_t failures, uint32_t min_ms,
+                          uint32_t max_ms);
+
+/* ---- codec.c: framing and checks of PeerBatch and SnapshotChunk ---- */
+
+/* The identity every request carries. */
+struct peer__hdr {
+    uint64_t cluster_id; /* sender's cluster */
+    raft_id from;        /* sender */
+    raft_id to;          /* receiver */
+};
+
+/* peer__batch_size returns the packed size of a PeerBatch of msgs[0..n). */
+size_t peer__batch_size(const struct peer__hdr *h, const struct peer__buf *msgs,
+                        size_t n);
+/* peer__batch_pack writes that PeerBatch into out (peer__batch_size bytes)
+ * and returns the bytes written. */
+size_t peer__batch_pack(const struct peer__hdr *h,
+                        const struct peer__buf *msgs, size_t n, uint8_t *out);
+
+/* A decoded PeerBatch.  msgs point into pb, which owns all memory;
+ * released with peer__batch_free. */
+struct peer__batch {
+    Cetcdpb__PeerBatch *pb; /* protobuf-c unpacked message */
+    struct raft_msg *msgs;  /* pb->n_msgs decoded messages */
+    size_t n;               /* how many were decoded */
+};
+
+/* peer__batch_decode unpacks buf and decodes every message in it.
+ * Errors: ERR_CORRUPT (undecodable batch or message), ERR_TOO_LARGE (more
+ * than PEER_BATCH_MSGS_MAX messages), ERR_NOMEM.  On error *out is empty. */
+int peer__batch_decode(const uint8_t *buf, size_t len, struct peer__batch *out);
+/* peer__batch_free releases what peer__batch_decode allocated. */
+void peer__batch_free(struct peer__batch *b);
+
+/* peer__hdr_check compares a request's identity with the receiver's.
+ * Returns GRPC_STATUS_OK, or a status code with a static message in
+ * *why_out: FAILED_PRECONDITION for another cluster, another receiver or
+ * a sender that is not a peer (known == false), INVALID_ARGUMENT for a
+ * zero sender. */
+grpc_status_code peer__hdr_check(const struct peer__hdr *got,
+                                 uint64_t cluster_id, raft_id self,
+                                 bool known, const char **why_out);
+
+/* peer__msgs_check checks that every message of a batch is from `from`
+ * to `to` and is not a snapshot (those travel by Snapshot).  Returns
+ * GRPC_STATUS_OK or INVALID_ARGUMENT with *why_out. */
+grpc_status_code peer__msgs_check(const struct raft_msg *msgs, size_t n,
+                                  raft_id from, raft_id to,
+                                  const char **why_out);
+
+/* peer__chunk_decode unpacks a SnapshotChunk into *out (free it with
+ * cetcdpb__snapshot_chunk__free_unpacked) and, when it carries a msg,
+ * decodes that into *msg_out (pointing into *out; release with
+ * raft_msg_release) and sets *has_msg_out.  Errors: ERR_CORRUPT (bad
+ * chunk, bad msg, msg not a SNAP, sha256 of the wrong length),
+ * ERR_NOMEM. */
+int peer__chunk_decode(const uint8_t *buf, size_t len,
+                       Cetcdpb__SnapshotChunk **out, struct raft_msg *msg_out,
+                       bool *has_msg_out);
+
+/* peer__url_target turns "http://host:port" into the gRPC target
+ * "host:port" and "unix://path" into "unix:path", in out (cap bytes).
+ * Errors: ERR_INVAL (empty, no port, too long, unknown scheme),
+ * ERR_UNSUPPORTED (https://, unixs://: peer TLS is not done yet). */
+int peer__url_target(const char *url, char *out, size_t cap);
+
+/* peer__now_ms returns CLOCK_MONOTONIC in milliseconds. */
+int64_t peer__now_ms(void);
+
+/* ---- the transport ---- */
+
+/* The state of one stream of a sender thread.  Owned by that thread. */
+struct peer__stream {
+    grpc_channel *channel;        /* to the current URL, or NULL */
+    uint64_t urls_gen;            /* the peer's urls_gen it was made for */
+    size_t url_i;                 /* index of the URL in use */
+    grpc_completion_queue *cq;    /* a "next" queue of this thread */
+    grpc_call *call;              /* the open stream, or NULL */
+    int pending;                  /* batches started, not yet completed */
+    bool failing;                 /* cancelled; draining pending */
+    bool sending;                 /* a SEND_MESSAGE is in flight */
+    bool acked;                   /* the receiver's PeerAck arrived */
+    int64_t send_start_ms;        /* when the in-flight send started */
+    size_t send_msgs;             /* messages in the in-flight send */
+    grpc_byte_buffer *send_bb;    /* its buffer */
+    struct peer__buf *take;       /* scratch for one batch (take_max) */
+    size_t take_max;              /* messages per batch at most */
+    grpc_byte_buffer *ack_bb;     /* RECV_MESSAGE output */
+    grpc_metadata_array init_md;  /* RECV_INITIAL_METADATA output */
+    grpc_metadata_array trail_md; /* RECV_STATUS output */
+    grpc_status_code status;      /* RECV_STATUS output */
+    grpc_slice details;           /* RECV_STATUS output */
+    uint32_t failures;            /* consecutive failed attempts */
+    int64_t next_attempt_ms;      /* no reconnect before this */
+    char send_tag, ack_tag, status_tag; /* completion tags (addresses) */
+};
+
+/* One remote member.  Created and freed by the owner (peer_add,
+ * peer_remove, close); its sender thread owns `st`; the fields marked mu
+ * are shared with peer_send, peer_update and the snapshot thread. */
+struct peer__peer {
+    struct peer_transport *t;     /* immutable */
+    raft_id id;                   /* immutable */
+    pthread_t thread;             /* the sender thread */
+    pthread_mutex_t mu;           /* guards the fields marked mu */
+    pthread_cond_t cond;          /* mu: queue push, stop, URL change */
+    struct peer__queue q;         /* mu */
+    char urls[PEER_URLS_MAX][PEER_URL_LEN_MAX + 1]; /* mu */
+    size_t urls_n;                /* mu */
+    uint64_t urls_gen;            /* mu: bumped by peer_update */
+    bool stop;                    /* mu: threads must exit */
+    bool down;                    /* mu: last attempt failed; drop sends */
+    struct peer_stats stats;      /* mu */
+    bool snap_busy;               /* mu: a snapshot thread is running */
+    bool snap_joinable;           /* owner: snap_thread must be joined */
+    pthread_t snap_thread;        /* owner: the last snapshot thread */
+    struct peer__stream st;       /* sender thread only */
+};
+
+/* The transport.  Created and closed by its owner; peers[] is guarded by
+ * lock (write: add/remove/close; read: everyone else). */
+struct peer_transport {
+    raft_id self;                 /* immutable */
+    uint64_t cluster_id;          /* immutable */
+    char *snap_dir;               /* immutable, or NULL */
+    struct peer_callbacks cb;     /* immutable */
+    struct peer_limits lim;       /* immutable, defaults filled in */
+    pthread_rwlock_t lock;        /* guards peers, peers_n */
+    struct peer__peer *peers[PEER_PEERS_MAX]; /* lock */
+    size_t peers_n;                           /* lock */
+    atomic_int snapshots_in;      /* snapshots being received */
+    atomic_uint_fast64_t snap_seq; /* names temp files uniquely */
+    atomic_bool test_corrupt;     /* tests: flip a bit in sent snapshots */
+};
+
+/* peer__find returns the peer with id under t->lock (held by the caller,
+ * read or write), or NULL. */
+struct peer__peer *peer__find(struct peer_transport *t, raft_id id);
+
+/* peer__known says whether id is a peer (takes the read lock). */
+bool peer__known(struct peer_transport *t, raft_id id);
+
+/* send.c: the sender thread of p (argument p). */
+void *peer__sender_main(void *arg);
+
+/* snap_send.c: starts the snapshot thread of p for the encoded message
+ * (ownership of msg and fd passes on success).  p->mu not held; the
+ * caller holds t->lock for reading.  Errors: ERR_BUSY, ERR_NOMEM, ERR_IO. */
+int peer__snap_start(struct peer__peer *p, uint8_t *msg, size_t msg_len,
+                     int fd, uint64_t size);
+/* peer__snap_join joins a finished or stopping snapshot thread of p. */
+void peer__snap_join(struct peer__peer *p);
+
+/* recv.c, snap_recv.c: the service handlers. */
+extern const struct api_stream_ops peer__stream_ops;
+extern const struct api_stream_ops peer__snapshot_ops;
+
+/* peer__channel_create opens an insecure channel to target with the
+ * module's arguments (own subchannel pool, no retries, short reconnect
+ * back-off).  NULL on failure. */
+grpc_channel *peer__channel_create(const char *target,
+                                   const struct peer_limits *lim);
+
+/* peer__test_corrupt makes t flip one bit of every snapshot it sends from
+ * now on, after hashing (tests of the receiver's checksum). */
+void peer__test_corrupt(struct peer_transport *t, bool on);
+
+#endif

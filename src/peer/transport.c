@@ -1,0 +1,326 @@
+/*
+ * transport.c - the transport object: configuration, the peer set (add,
+ * update, remove, close, stats) and the channel every peer thread dials
+ * with.  The raft thread's entry points are in enqueue.c.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include <grpc/grpc_security.h>
+
+#include "api/rpc.h"
+#include "peer/peer_int.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+static void limits_fill(struct peer_limits *l)
+{
+#define DEF(f, v)                                                            \
+    if (l->f == 0)                                                           \
+    l->f = (v)
+    DEF(queue_msgs_max, PEER_DEFAULT_QUEUE_MSGS);
+    DEF(queue_bytes_max, PEER_DEFAULT_QUEUE_BYTES);
+    DEF(batch_bytes_max, PEER_DEFAULT_BATCH_BYTES);
+    DEF(backoff_min_ms, PEER_DEFAULT_BACKOFF_MIN_MS);
+    DEF(backoff_max_ms, PEER_DEFAULT_BACKOFF_MAX_MS);
+    DEF(send_timeout_ms, PEER_DEFAULT_SEND_TIMEOUT_MS);
+    DEF(chunk_bytes, PEER_DEFAULT_CHUNK_BYTES);
+    DEF(snapshot_bytes_max, PEER_DEFAULT_SNAPSHOT_BYTES);
+    DEF(snapshot_timeout_ms, PEER_DEFAULT_SNAPSHOT_TIMEOUT_MS);
+    DEF(snapshots_in_max, PEER_DEFAULT_SNAPSHOTS_IN);
+#undef DEF
+    if (l->backoff_max_ms < l->backoff_min_ms)
+        l->backoff_max_ms = l->backoff_min_ms;
+}
+
+int peer_transport_create(const struct peer_config *cfg,
+                          struct peer_transport **t_out)
+{
+    assert(cfg != NULL && t_out != NULL);
+    *t_out = NULL;
+    if (cfg->self == 0 || cfg->cluster_id == 0)
+        return ERR_INVAL;
+    if (cfg->snap_dir != NULL && strlen(cfg->snap_dir) > 4000)
+        return ERR_INVAL;
+    struct peer_transport *t = mem_calloc(1, sizeof(*t));
+    if (t == NULL)
+        return ERR_NOMEM;
+    if (cfg->snap_dir != NULL) {
+        t->snap_dir = mem_dup(cfg->snap_dir, strlen(cfg->snap_dir) + 1);
+        if (t->snap_dir == NULL) {
+            mem_free(t);
+            return ERR_NOMEM;
+        }
+    }
+    t->self = cfg->self;
+    t->cluster_id = cfg->cluster_id;
+    t->cb = cfg->cb;
+    t->lim = cfg->limits;
+    limits_fill(&t->lim);
+    pthread_rwlock_init(&t->lock, NULL);
+    atomic_init(&t->snapshots_in, 0);
+    atomic_init(&t->snap_seq, 0);
+    atomic_init(&t->test_corrupt, false);
+    grpc_init(); /* Balanced in close: channels outlive no init. */
+    *t_out = t;
+    return 0;
+}
+
+int peer_transport_register(struct peer_transport *t, struct api_server *srv)
+{
+    assert(t != NULL && srv != NULL);
+    int rv = api_server_register_stream(srv, PEER__STREAM_PATH,
+                                        &peer__stream_ops, t);
+    if (rv != 0)
+        return rv;
+    return api_server_register_stream(srv, PEER__SNAPSHOT_PATH,
+                                      &peer__snapshot_ops, t);
+}
+
+struct peer__peer *peer__find(struct peer_transport *t, raft_id id)
+{
+    for (size_t i = 0; i < t->peers_n; i++)
+        if (t->peers[i]->id == id)
+            return t->peers[i];
+    return NULL;
+}
+
+bool peer__known(struct peer_transport *t, raft_id id)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    bool known = peer__find(t, id) != NULL;
+    pthread_rwlock_unlock(&t->lock);
+    return known;
+}
+
+/* urls_check validates urls[0..n) without keeping anything. */
+static int urls_check(const char *const *urls, size_t n)
+{
+    char target[PEER_URL_LEN_MAX + 8];
+    if (urls == NULL || n == 0 || n > PEER_URLS_MAX)
+        return ERR_INVAL;
+    for (size_t i = 0; i < n; i++) {
+        int rv = peer__url_target(urls[i], target, sizeof(target));
+        if (rv != 0)
+            return rv;
+    }
+    return 0;
+}
+
+/* urls_set copies urls into p (the caller holds p->mu or owns p). */
+static void urls_set(struct peer__peer *p, const char *const *urls, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(urls[i]);
+        assert(len <= PEER_URL_LEN_MAX);
+        memcpy(p->urls[i], urls[i], len + 1);
+    }
+    p->urls_n = n;
+    p->urls_gen++;
+}
+
+static void peer_free(struct peer__peer *p)
+{
+    peer__queue_close(&p->q);
+    mem_free(p->st.take);
+    pthread_cond_destroy(&p->cond);
+    pthread_mutex_destroy(&p->mu);
+    mem_free(p);
+}
+
+static int peer_new(struct peer_transport *t, raft_id id,
+                    const char *const *urls, size_t n,
+                    struct peer__peer **p_out)
+{
+    struct peer__peer *p = mem_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return ERR_NOMEM;
+    p->t = t;
+    p->id = id;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    int rv = peer__queue_init(&p->q, t->lim.queue_msgs_max,
+                              t->lim.queue_bytes_max);
+    p->st.take_max = t->lim.queue_msgs_max < PEER_BATCH_MSGS_MAX
+                         ? t->lim.queue_msgs_max
+                         : PEER_BATCH_MSGS_MAX;
+    p->st.take = mem_calloc(p->st.take_max, sizeof(*p->st.take));
+    if (rv == 0 && p->st.take == NULL)
+        rv = ERR_NOMEM;
+    if (rv != 0) {
+        peer_free(p);
+        return rv;
+    }
+    urls_set(p, urls, n);
+    if (pthread_create(&p->thread, NULL, peer__sender_main, p) != 0) {
+        peer_free(p);
+        return ERR_IO;
+    }
+    *p_out = p;
+    return 0;
+}
+
+int peer_add(struct peer_transport *t, raft_id id, const char *const *urls,
+             size_t n)
+{
+    assert(t != NULL);
+    if (id == 0 || id == t->self)
+        return ERR_INVAL;
+    int rv = urls_check(urls, n);
+    if (rv != 0)
+        return rv;
+    pthread_rwlock_wrlock(&t->lock);
+    struct peer__peer *p = NULL;
+    if (peer__find(t, id) != NULL)
+        rv = ERR_EXIST;
+    else if (t->peers_n == PEER_PEERS_MAX)
+        rv = ERR_FULL;
+    else
+        rv = peer_new(t, id, urls, n, &p);
+    if (rv == 0)
+        t->peers[t->peers_n++] = p;
+    pthread_rwlock_unlock(&t->lock);
+    if (rv == 0)
+        log_info("peer", "added peer %016llx at %s", (unsigned long long)id,
+                 urls[0]);
+    return rv;
+}
+
+int peer_update(struct peer_transport *t, raft_id id, const char *const *urls,
+                size_t n)
+{
+    assert(t != NULL);
+    int rv = urls_check(urls, n);
+    if (rv != 0)
+        return rv;
+    pthread_rwlock_rdlock(&t->lock);
+    struct peer__peer *p = peer__find(t, id);
+    if (p == NULL) {
+        rv = ERR_NOTFOUND;
+    } else {
+        pthread_mutex_lock(&p->mu);
+        urls_set(p, urls, n);
+        pthread_cond_signal(&p->cond);
+        pthread_mutex_unlock(&p->mu);
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return rv;
+}
+
+/* peer_stop stops p's threads and frees p; p is already unlinked. */
+static void peer_stop(struct peer__peer *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    peer__snap_join(p);
+    peer_free(p);
+}
+
+int peer_remove(struct peer_transport *t, raft_id id)
+{
+    assert(t != NULL);
+    struct peer__peer *p = NULL;
+    pthread_rwlock_wrlock(&t->lock);
+    for (size_t i = 0; i < t->peers_n; i++) {
+        if (t->peers[i]->id != id)
+            continue;
+        p = t->peers[i];
+        t->peers[i] = t->peers[--t->peers_n];
+        t->peers[t->peers_n] = NULL;
+        break;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    if (p == NULL)
+        return ERR_NOTFOUND;
+    peer_stop(p);
+    log_info("peer", "removed peer %016llx", (unsigned long long)id);
+    return 0;
+}
+
+void peer_transport_close(struct peer_transport *t)
+{
+    if (t == NULL)
+        return;
+    pthread_rwlock_wrlock(&t->lock);
+    size_t n = t->peers_n;
+    struct peer__peer *peers[PEER_PEERS_MAX];
+    memcpy(peers, t->peers, sizeof(peers));
+    t->peers_n = 0;
+    pthread_rwlock_unlock(&t->lock);
+    /* Stop all first, then join: the threads wind down in parallel. */
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&peers[i]->mu);
+        peers[i]->stop = true;
+        pthread_cond_broadcast(&peers[i]->cond);
+        pthread_mutex_unlock(&peers[i]->mu);
+    }
+    for (size_t i = 0; i < n; i++)
+        peer_stop(peers[i]);
+    assert(atomic_load(&t->snapshots_in) == 0);
+    pthread_rwlock_destroy(&t->lock);
+    mem_free(t->snap_dir);
+    mem_free(t);
+    grpc_shutdown_blocking();
+}
+
+int peer_stats(struct peer_transport *t, raft_id id, struct peer_stats *out)
+{
+    assert(t != NULL && out != NULL);
+    int rv = 0;
+    pthread_rwlock_rdlock(&t->lock);
+    struct peer__peer *p = peer__find(t, id);
+    if (p == NULL) {
+        rv = ERR_NOTFOUND;
+    } else {
+        pthread_mutex_lock(&p->mu);
+        *out = p->stats;
+        out->queued_msgs = p->q.n;
+        pthread_mutex_unlock(&p->mu);
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return rv;
+}
+
+void peer__test_corrupt(struct peer_transport *t, bool on)
+{
+    atomic_store(&t->test_corrupt, on);
+}
+
+grpc_channel *peer__channel_create(const char *target,
+                                   const struct peer_limits *lim)
+{
+    grpc_arg args[6];
+    int n = 0;
+    /* Our own connection per peer (tests run several members in one
+     * process), no core retries (Raft retries), and a reconnect back-off
+     * on the same scale as ours so a restarted peer is found quickly. */
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
+    args[n++].value.integer = 1;
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_ENABLE_RETRIES;
+    args[n++].value.integer = 0;
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+    args[n++].value.integer = (int)lim->backoff_min_ms;
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
+    args[n++].value.integer = (int)lim->backoff_min_ms;
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+    args[n++].value.integer = (int)lim->backoff_max_ms;
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[n++].value.integer = 4 << 20;
+    grpc_channel_args cargs = {.num_args = (size_t)n, .args = args};
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    if (creds == NULL)
+        return NULL;
+    grpc_channel *ch = grpc_channel_create(target, creds, &cargs);
+    grpc_channel_credentials_release(creds);
+    return ch;
+}
