@@ -40,7 +40,7 @@ static int url_to_addr(const char *url, char **addr_out, bool *secure_out)
     size_t skip = 7;
     *secure_out = false;
     if (strncmp(url, "https://", 8) == 0 || strncmp(url, "unixs://", 8) == 0) {
-        tcp = url[4] == 's' && url[5] == ':';
+        tcp = url[0] == 'h';
         unix_sock = !tcp;
         skip = 8;
         *secure_out = true;
