@@ -290,7 +290,7 @@ void raft__campaign(struct raft *r, bool pre, bool transfer)
 static int validate(const struct raft *r, const struct raft_msg *m)
 {
     if (m->type < 1 || m->type > RAFT_MSG_TYPE_MAX || m->from == 0 ||
-        m->from == r->id)
+        m->from == r->id || m->term > RAFT_TERM_MAX)
         return ERR_INVAL;
     for (size_t k = 0; k < m->n_entries; k++) {
         const struct raft_entry *e = &m->entries[k];
@@ -311,6 +311,7 @@ static int validate(const struct raft *r, const struct raft_msg *m)
         return m->n_entries == 1 ? 0 : ERR_INVAL;
     case RAFT_MSG_SNAP:
         if (m->snapshot == NULL || m->snapshot->meta.index == 0 ||
+            m->snapshot->meta.term > m->term ||
             raft__conf_state_check(&m->snapshot->meta.conf) != 0)
             return ERR_INVAL;
         break;
@@ -455,7 +456,8 @@ static int check_config(const struct raft_config *c)
         return ERR_INVAL;
     if (c->read_only == RAFT_READ_ONLY_LEASE_BASED && !c->check_quorum)
         return ERR_INVAL; /* the lease needs CheckQuorum */
-    if (raft__conf_state_check(&c->conf) != 0)
+    if (raft__conf_state_check(&c->conf) != 0 ||
+        c->hard_state.term > RAFT_TERM_MAX)
         return ERR_INVAL;
     if ((c->test_mutations & ~RAFT_MUTATE_ALL) != 0 ||
         (c->test_mutations != 0 && !RAFT_MUTANT_BUILD))

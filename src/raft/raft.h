@@ -72,6 +72,11 @@ typedef uint64_t raft_index; /* log position, first entry is 1 */
  * configuration).  etcd clusters have 1-7 voters plus a few learners. */
 #define RAFT_MAX_MEMBERS 16
 
+/* Upper bound on terms: raft_step refuses a message carrying a larger term
+ * (ERR_INVAL), so that no input can make a term wrap around to 0 when a
+ * member campaigns (found by fuzz_raft with a term of 2^64-1). */
+#define RAFT_TERM_MAX (UINT64_MAX / 2)
+
 /* Upper bound on read-index requests waiting for a heartbeat round. */
 #define RAFT_MAX_PENDING_READS 4096
 

@@ -16,6 +16,7 @@
  *
  * Usage: raft_fuzz_corpus OUTDIR
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,8 @@ static size_t n_out;
 
 static void put(const void *p, size_t n)
 {
+    if (n == 0)
+        return;
     if (n_out + n > sizeof(out)) {
         fprintf(stderr, "corpus file too large\n");
         exit(1);
@@ -254,6 +257,22 @@ static void fresh(const char *dir)
     save(dir, "fresh");
 }
 
+/* Regression (found by fuzz_raft): a message with term 2^64-1 was adopted
+ * and the next campaign wrapped the term to 0 (assertion).  Terms above
+ * RAFT_TERM_MAX are now refused. */
+static void huge_term(const char *dir)
+{
+    begin(CFG_SNAP | CFG_PRE_VOTE);
+    struct raft_msg hb = {.type = RAFT_MSG_HEARTBEAT, .from = 2,
+                          .term = UINT64_MAX};
+    msg(OP_CAMPAIGN, hb);
+    hb.term = RAFT_TERM_MAX;
+    msg(OP_CAMPAIGN, hb);
+    for (int k = 0; k < 25; k++)
+        raw(OP_TICK, NULL, 0);
+    save(dir, "huge-term");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -264,5 +283,6 @@ int main(int argc, char **argv)
     follower(argv[1]);
     prevote(argv[1]);
     fresh(argv[1]);
+    huge_term(argv[1]);
     return 0;
 }
