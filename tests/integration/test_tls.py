@@ -402,3 +402,22 @@ def test_https_peer_url_needs_cert():
         s.cleanup()
     assert cp.returncode != 0
     assert "KeyFile and CertFile are not presented" in cp.stdout + cp.stderr
+
+
+def test_peer_unixs_socket(make_server):
+    """A unixs:// peer URL is a unix socket speaking TLS.  etcd wants the
+    host:port form and names the socket file after it, in its working
+    directory (the server's root here)."""
+    s = make_server(start=False)
+    s.extra_args = ["--listen-peer-urls", "unixs://peer.sock:1",
+                    "--peer-auto-tls"]
+    sock = os.path.join(s.root, "peer.sock:1")
+    s.start()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.settimeout(5)
+    raw.connect(sock)
+    with ctx.wrap_socket(raw) as tls:
+        assert tls.version().startswith("TLS")
