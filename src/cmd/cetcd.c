@@ -100,6 +100,19 @@ static int check_timing(void)
     return 0;
 }
 
+/* etcd: without --initial-cluster, a member not named "default" forms a
+ * cluster of itself at its advertised peer URLs. */
+static const char *initial_cluster(void)
+{
+    static char buf[4096];
+    if (flags_was_set("initial-cluster") ||
+        strcmp(flags_get("name"), "default") == 0)
+        return flags_get("initial-cluster");
+    snprintf(buf, sizeof buf, "%s=%s", flags_get("name"),
+             flags_get("initial-advertise-peer-urls"));
+    return buf;
+}
+
 static void fill_config(struct server_config *c, const char *dir)
 {
     memset(c, 0, sizeof *c);
@@ -114,6 +127,10 @@ static void fill_config(struct server_config *c, const char *dir)
     c->max_request_bytes = flags_get_u64("max-request-bytes");
     c->max_txn_ops = (uint32_t)flags_get_u64("max-txn-ops");
     c->unsafe_no_fsync = flags_get_bool("unsafe-no-fsync");
+    c->heartbeat_ms = flags_get_u64("heartbeat-interval");
+    c->election_ms = flags_get_u64("election-timeout");
+    c->pre_vote = flags_get_bool("pre-vote");
+    c->initial_cluster = initial_cluster();
 }
 
 /* One kind of listener's TLS flags: client ("") or peer ("peer-"). */

@@ -1,5 +1,5 @@
 /*
- * apply.c - the apply thread: takes committed entries from the log thread,
+ * apply.c - the apply thread: takes committed entries from the raft thread,
  * applies each through the KV applier inside ONE mvcc batch (one LMDB write
  * txn, consistent index stored in it), commits, and only then wakes each
  * waiter with its response.  Also continues unfinished compactions between
@@ -27,6 +27,14 @@ struct pending {
 static int apply_one(struct server *s, struct mvcc_batch *b,
                      const struct server_entry *e, struct pending *p)
 {
+    if (e->len == 0) {
+        /* A leader's empty entry or a conf change: nothing to apply here,
+         * only its index counts. */
+        p->id = 0;
+        p->err = 0;
+        p->msg = NULL;
+        return 0;
+    }
     Cetcdpb__InternalRequest *req = cetcdpb__internal_request__unpack(
         NULL, e->len, e->data);
     p->id = e->id;
@@ -174,7 +182,7 @@ static void apply_or_die(struct server *s, struct server_entry *head,
 /*
  * Who applies: normally the apply thread, so that applying batch N overlaps
  * the WAL fsync of batch N+1.  But when nothing is queued and nobody is
- * applying, the log thread applies the batch itself: a lone client then
+ * applying, the raft thread applies the batch itself: a lone client then
  * pays no thread hand-off between its fsync and its answer.  Order holds
  * because applying needs apply_mu and the apply thread only pops the queue
  * while holding it.

@@ -106,3 +106,15 @@ bool server_queue_is_empty(struct server_queue *q)
     pthread_mutex_unlock(&q->mu);
     return empty;
 }
+
+struct server_entry *server_queue_try_pop_all(struct server_queue *q,
+                                              size_t *n_out)
+{
+    pthread_mutex_lock(&q->mu);
+    struct server_entry *h = q->head;
+    *n_out = q->count;
+    q->head = q->tail = NULL;
+    q->count = 0;
+    pthread_mutex_unlock(&q->mu);
+    return h;
+}

@@ -1,6 +1,6 @@
 /*
  * queue.h - the bounded multi-producer, single-consumer queue of log entries
- * between the server's threads (API threads -> log thread, log thread ->
+ * between the server's threads (API threads -> raft thread, raft thread ->
  * apply thread).  The consumer takes everything queued at once, which is
  * what turns concurrent proposals into one WAL batch (group commit).
  */
@@ -17,7 +17,7 @@
  * whichever queue or thread holds it; freed by the apply thread. */
 struct server_entry {
     struct server_entry *next; /* queue link */
-    uint64_t index;            /* log index, set by the log thread */
+    uint64_t index;            /* log index, set by the raft thread */
     uint64_t id;               /* request id (waiter key); 0 = no waiter */
     size_t len;                /* bytes of data */
     uint8_t data[];            /* encoded cetcdpb.InternalRequest */
@@ -47,6 +47,9 @@ int server_queue_push_list(struct server_queue *q, struct server_entry *head,
 struct server_entry *server_queue_pop_all(struct server_queue *q,
                                           size_t *n_out);
 void server_queue_close(struct server_queue *q);
+/* try_pop_all: like pop_all without blocking (NULL when empty). */
+struct server_entry *server_queue_try_pop_all(struct server_queue *q,
+                                              size_t *n_out);
 /* wait_nonempty blocks until something is queued (true) or the queue is
  * closed and empty (false); it takes nothing. */
 bool server_queue_wait_nonempty(struct server_queue *q);

@@ -47,14 +47,22 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* etcd's member id: SHA-1 over the sorted peer URLs and the cluster token,
- * first 8 bytes big-endian; the cluster id: SHA-1 over the member ids. */
-static void compute_ids(struct server *s)
+static uint64_t be64_of(const unsigned char *d)
 {
-    char urls[4096], *parts[64];
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | d[i];
+    return v;
+}
+
+/* etcd's member id: SHA-1 over the member's sorted peer URLs and the
+ * cluster token, first 8 bytes big-endian. */
+static uint64_t member_id_of(const char *urls, const char *token)
+{
+    char buf[1024], *parts[64];
     size_t n = 0;
-    snprintf(urls, sizeof urls, "%s", s->cfg.peer_urls);
-    for (char *save, *t = strtok_r(urls, ",", &save); t && n < 64;
+    snprintf(buf, sizeof buf, "%s", urls);
+    for (char *save, *t = strtok_r(buf, ",", &save); t && n < 64;
          t = strtok_r(NULL, ",", &save))
         parts[n++] = t;
     qsort(parts, n, sizeof parts[0], cmp_str);
@@ -63,102 +71,89 @@ static void compute_ids(struct server *s)
     SHA1_Init(&c);
     for (size_t i = 0; i < n; i++)
         SHA1_Update(&c, parts[i], strlen(parts[i]));
-    SHA1_Update(&c, s->cfg.cluster_token, strlen(s->cfg.cluster_token));
+    SHA1_Update(&c, token, strlen(token));
     SHA1_Final(d, &c);
-    uint64_t id = 0;
-    for (int i = 0; i < 8; i++)
-        id = id << 8 | d[i];
-    unsigned char be[8];
-    for (int i = 0; i < 8; i++)
-        be[i] = (unsigned char)(id >> (56 - 8 * i));
-    SHA1(be, 8, d);
-    uint64_t cid = 0;
-    for (int i = 0; i < 8; i++)
-        cid = cid << 8 | d[i];
-    s->member_id = id;
-    s->cluster_id = cid;
+    return be64_of(d);
 }
 
-/* --- WAL replay -------------------------------------------------------- */
-
-struct replay {
-    struct server *s;           /* the member */
-    uint64_t above;             /* consistent index: skip entries <= it */
-    struct server_entry *head;  /* entries to apply, in order */
-    struct server_entry *tail;
-    size_t n;
-    uint64_t term;              /* last HardState term */
-};
-
-static int on_meta(void *arg, uint64_t node_id, uint64_t cluster_id)
+static int cmp_u64(const void *a, const void *b)
 {
-    struct replay *r = arg;
-    r->s->member_id = node_id;
-    r->s->cluster_id = cluster_id;
-    return 0;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
-static int on_hs(void *arg, const struct wal_hardstate *hs)
+/* The cluster id: SHA-1 over the sorted member ids (8 bytes BE each). */
+static uint64_t cluster_id_of(const struct server_member *m, size_t n)
 {
-    ((struct replay *)arg)->term = hs->term;
-    return 0;
+    uint64_t ids[SERVER_MEMBERS_MAX];
+    unsigned char b[8 * SERVER_MEMBERS_MAX], d[SHA_DIGEST_LENGTH];
+    for (size_t i = 0; i < n; i++)
+        ids[i] = m[i].id;
+    qsort(ids, n, sizeof ids[0], cmp_u64);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++)
+            b[8 * i + k] = (unsigned char)(ids[i] >> (56 - 8 * k));
+    SHA1(b, 8 * n, d);
+    return be64_of(d);
 }
 
-static int on_entry(void *arg, const struct wal_entry *ent)
+static struct server_member *member_named(struct server *s, const char *name,
+                                          size_t len)
 {
-    struct replay *r = arg;
-    if (ent->term > r->term)
-        r->term = ent->term;
-    if (ent->index <= r->above)
-        return 0;
-    struct server_entry *e = mem_malloc(sizeof *e + ent->len);
-    if (e == NULL)
-        return ERR_NOMEM;
-    e->next = NULL;
-    e->index = ent->index;
-    e->id = 0;
-    e->len = ent->len;
-    if (ent->len)
-        memcpy(e->data, ent->data, ent->len);
-    if (r->tail)
-        r->tail->next = e;
-    else
-        r->head = e;
-    r->tail = e;
-    r->n++;
-    return 0;
+    for (size_t i = 0; i < s->n_members; i++)
+        if (strlen(s->members[i].name) == len &&
+            strncmp(s->members[i].name, name, len) == 0)
+            return &s->members[i];
+    if (s->n_members == SERVER_MEMBERS_MAX || len >= sizeof s->members[0].name)
+        return NULL;
+    struct server_member *m = &s->members[s->n_members++];
+    memcpy(m->name, name, len);
+    m->name[len] = '\0';
+    return m;
 }
 
-static void free_chain(struct server_entry *e)
+/* --initial-cluster "a=http://x:2380,a=http://y:2380,b=..." (a name may
+ * repeat, one URL each time, as in etcd). */
+static int parse_cluster(struct server *s)
 {
-    while (e != NULL) {
-        struct server_entry *n = e->next;
-        mem_free(e);
-        e = n;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", s->cfg.initial_cluster);
+    for (char *save, *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        if (eq == NULL || eq == t)
+            return ERR_INVAL;
+        struct server_member *m = member_named(s, t, (size_t)(eq - t));
+        if (m == NULL)
+            return ERR_INVAL;
+        size_t used = strlen(m->peer_urls);
+        snprintf(m->peer_urls + used, sizeof m->peer_urls - used, "%s%s",
+                 used ? "," : "", eq + 1);
     }
+    for (size_t i = 0; i < s->n_members; i++)
+        s->members[i].id =
+            member_id_of(s->members[i].peer_urls, s->cfg.cluster_token);
+    return s->n_members > 0 ? 0 : ERR_INVAL;
 }
 
-static int replay_wal(struct server *s, const char *dir,
-                      const struct wal_options *wo)
+static int compute_ids(struct server *s)
 {
-    int rc = wal_open(dir, wo, &s->wal);
-    if (rc != 0)
+    int rc = parse_cluster(s);
+    if (rc != 0) {
+        log_error("etcdserver", "invalid --initial-cluster \"%s\"",
+                  s->cfg.initial_cluster);
         return rc;
-    struct replay r = {.s = s, .above = mvcc_consistent_index(s->mvcc)};
-    struct wal_replay_cb cb = {.on_metadata = on_meta,
-                               .on_hardstate = on_hs,
-                               .on_entry = on_entry};
-    rc = wal_replay(s->wal, NULL, &cb, &r);
-    if (rc == 0 && r.n > 0) {
-        log_info("etcdserver", "replaying %zu WAL entries above applied "
-                 "index %llu", r.n, (unsigned long long)r.above);
-        rc = server__apply_entries(s, r.head, r.n, false);
-        arena_reset(&s->apply_arena);
     }
-    free_chain(r.head);
-    s->last_index = wal_last_index(s->wal);
-    atomic_store(&s->term, r.term + 1);
-    return rc;
+    struct server_member *self =
+        member_named(s, s->cfg.name, strlen(s->cfg.name));
+    if (self == NULL || self->id == 0) {
+        log_error("etcdserver", "couldn't find local name \"%s\" in the "
+                  "initial cluster configuration", s->cfg.name);
+        return ERR_INVAL;
+    }
+    s->member_id = self->id;
+    s->cluster_id = cluster_id_of(s->members, s->n_members);
+    return 0;
 }
 
 static int open_wal(struct server *s)
@@ -169,26 +164,11 @@ static int open_wal(struct server *s)
     else
         snprintf(dir, sizeof dir, "%s/wal", s->member_dir);
     struct wal_options wo = {.no_fsync = s->cfg.unsafe_no_fsync};
-    int rc;
-    if (wal_exists(dir)) {
-        rc = replay_wal(s, dir, &wo);
-    } else {
-        rc = mkdir_p(dir);
-        if (rc == 0)
-            rc = wal_create(dir, &wo, s->member_id, s->cluster_id, &s->wal);
-        atomic_store(&s->term, 2); /* bootstrap term 1, then self-elected */
-    }
-    if (rc != 0)
-        return rc;
-    /* Make the new term durable before serving in it. */
-    struct wal_hardstate hs = {.term = atomic_load(&s->term),
-                               .vote = s->member_id,
-                               .commit = s->last_index};
-    rc = wal_append(s->wal, &hs, NULL, 0);
+    if (wal_exists(dir))
+        return wal_open(dir, &wo, &s->wal);
+    int rc = mkdir_p(dir);
     if (rc == 0)
-        rc = wal_sync(s->wal);
-    atomic_store(&s->committed_index, s->last_index);
-    atomic_store(&s->applied_index, s->last_index);
+        rc = wal_create(dir, &wo, s->member_id, s->cluster_id, &s->wal);
     return rc;
 }
 
@@ -209,7 +189,6 @@ static int set_aside(const char *dir)
     return 0;
 }
 
-/* The store commits without fsync; see boot_guard.h for why that is safe. */
 static int open_store(struct server *s)
 {
     char dir[4200];
@@ -272,9 +251,26 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_mutex_init(&s->house_mu, NULL);
     pthread_mutex_init(&s->apply_mu, NULL);
     pthread_cond_init(&s->house_cv, NULL);
+    pthread_mutex_init(&s->ev_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* raft ticks */
+    pthread_cond_init(&s->ev_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&s->read_cv, NULL);
     arena_init(&s->apply_arena);
-    atomic_store(&s->next_id, 1);
-    compute_ids(s);
+}
+
+/* Request ids are unique across the cluster and across restarts: the
+ * member id's low 16 bits, then the start time in ms, then a counter (the
+ * shape of etcd's id generator). */
+static void init_ids(struct server *s)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t ms = (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+    atomic_store(&s->next_id, (s->member_id & 0xffffu) << 48 |
+                                  (ms & 0xffffffffffull) << 8);
 }
 
 int server_start(const struct server_config *cfg, struct server **server_out)
@@ -283,15 +279,20 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     if (s == NULL)
         return ERR_NOMEM;
     init_state(s, cfg);
-    int rc = mkdir_p(s->member_dir);
+    int rc = compute_ids(s);
+    init_ids(s);
+    if (rc == 0)
+        rc = mkdir_p(s->member_dir);
     if (rc == 0)
         rc = open_store(s);
     if (rc == 0)
         rc = open_wal(s);
+    if (rc == 0)
+        rc = server__raft_open(s);
     if (rc == 0 && pthread_create(&s->apply_thread, NULL,
                                   server__apply_main, s) != 0)
         rc = ERR_NOMEM;
-    if (rc == 0 && pthread_create(&s->log_thread, NULL, server__log_main,
+    if (rc == 0 && pthread_create(&s->log_thread, NULL, server__raft_main,
                                   s) != 0) {
         server_queue_close(&s->committed);
         pthread_join(s->apply_thread, NULL);
@@ -329,10 +330,19 @@ void server_stop(struct server *s)
     }
     server_queue_close(&s->proposals);
     if (s->threads_started) {
+        server__kick(s);
         pthread_join(s->log_thread, NULL);
         pthread_join(s->apply_thread, NULL);
     }
+    size_t n;
+    for (struct server_entry *e = server_queue_try_pop_all(&s->proposals, &n),
+                             *next;
+         e != NULL; e = next) {
+        next = e->next;
+        mem_free(e);
+    }
     server_wait_fail_all(&s->wait, ERR_STOPPED);
+    server__raft_close(s);
     wal_close(s->wal);
     close_store(s);
     server_queue_destroy(&s->proposals);
@@ -343,6 +353,9 @@ void server_stop(struct server *s)
     pthread_mutex_destroy(&s->house_mu);
     pthread_mutex_destroy(&s->apply_mu);
     pthread_cond_destroy(&s->house_cv);
+    pthread_mutex_destroy(&s->ev_mu);
+    pthread_cond_destroy(&s->ev_cv);
+    pthread_cond_destroy(&s->read_cv);
     arena_free(&s->apply_arena);
     mem_free(s);
 }
@@ -374,6 +387,8 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     int rc = server_wait_register(&s->wait, e->id, done, arg);
     if (rc == 0)
         rc = server_queue_push(&s->proposals, e, false);
+    if (rc == 0)
+        server__kick(s);
     if (rc != 0) {
         server_done_fn d;
         void *a;
@@ -427,7 +442,7 @@ void server_stats_get(struct server *s, struct server_stats *out)
 int server_status_get(struct server *s, struct server_status *out)
 {
     memset(out, 0, sizeof *out);
-    out->leader = s->member_id; /* a single member leads itself */
+    out->leader = atomic_load(&s->lead);
     out->raft_index = atomic_load(&s->committed_index);
     out->raft_term = atomic_load(&s->term);
     out->applied_index = atomic_load(&s->applied_index);

@@ -4,19 +4,19 @@
  *
  * Write path (DESIGN.md "The write path"): an API thread calls
  * server_propose() with an InternalRequest.  The server stamps a request id,
- * registers a waiter, and queues the encoded request for the log thread.  The
- * log thread drains every queued proposal into one batch, appends it to the
- * WAL and makes it durable with ONE fdatasync (group commit), then hands the
- * batch to the apply thread.  The apply thread applies the batch inside one
- * LMDB write txn (mvcc_batch_*) that also stores the consistent index, and
- * only after that commit wakes each waiter with its response.  Nothing is
- * acknowledged before it is fsynced and applied.  (With Raft, the log thread
- * becomes the raft thread; the funnel and the apply loop stay as they are.)
+ * registers a waiter, and queues the encoded request for the raft thread,
+ * which proposes everything queued to raft (a follower's raft forwards to
+ * the leader), writes each Ready's entries and HardState to the WAL with ONE
+ * fdatasync (group commit), sends the messages, and hands committed entries
+ * to the applier.  The applier runs a batch inside one LMDB write txn
+ * (mvcc_batch_*) that also stores the consistent index, and only after that
+ * commit wakes each waiter with its response.  Nothing is acknowledged
+ * before it is committed by a quorum and applied.
  *
- * Read path: server_range_begin() waits until the applied index covers the
- * commit index observed at the call (ReadIndex of a single member) unless the
- * request is serializable, then reads in an LMDB read txn; the response
- * points into the map until server_read_end().
+ * Read path: server_range() runs a ReadIndex round through raft (batched
+ * with the reads arriving meanwhile) and waits until the applied index
+ * reaches it, unless the request is serializable; then it reads in an LMDB
+ * read txn; the response points into the map until server_read_end().
  *
  * Threads: server_propose/server_range_* are safe from any thread.  Done
  * callbacks run on the apply thread and must not block.
@@ -40,6 +40,10 @@ struct server_config {
     const char *peer_urls;        /* --initial-advertise-peer-urls (comma list) */
     const char *client_urls;      /* --advertise-client-urls (comma list) */
     const char *cluster_token;    /* --initial-cluster-token */
+    const char *initial_cluster;  /* --initial-cluster: name=url,... */
+    uint64_t heartbeat_ms;        /* --heartbeat-interval (raft tick) */
+    uint64_t election_ms;         /* --election-timeout */
+    bool pre_vote;                /* --pre-vote */
     uint64_t snapshot_count;      /* --snapshot-count */
     uint64_t quota_backend_bytes; /* --quota-backend-bytes (0 = 2 GiB) */
     uint64_t max_request_bytes;   /* --max-request-bytes */

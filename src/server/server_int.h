@@ -17,6 +17,31 @@
 struct wal;
 struct backend;
 struct mvcc_store;
+struct raft;
+struct raft_msg;
+
+/* Most members of a cluster (voters + learners). */
+#define SERVER_MEMBERS_MAX 16
+
+/* One member of the initial cluster. */
+struct server_member {
+    uint64_t id;             /* member id (raft id) */
+    char name[64];           /* --name */
+    char peer_urls[1024];    /* comma-separated */
+};
+
+/* A ReadIndex round shared by every linearizable read that arrived while
+ * it was open (batching): one raft_read_index for all of them. */
+struct server_read_batch {
+    struct server_read_batch *next; /* raft thread's in-flight list */
+    uint64_t ctx;          /* request context (unique per batch) */
+    uint64_t index;        /* answer: read at applied >= index */
+    int err;               /* or a failure */
+    bool done;             /* answered (index or err) */
+    bool requested;        /* raft_read_index called */
+    uint64_t asked_tick;   /* tick of the last request (retry) */
+    int refs;              /* readers + the raft thread */
+};
 
 /* Bound on proposals queued but not yet in the WAL (then ERR_TOO_MANY_REQUESTS,
  * as etcd's committed - applied > 5000 rule). */
@@ -29,16 +54,16 @@ struct server {
     uint64_t cluster_id;        /* from the member ids */
     _Atomic uint64_t term;      /* raft term (bumped at each start) */
 
-    struct wal *wal;            /* owned by the log thread after start */
+    struct wal *wal;            /* owned by the raft thread after start */
     struct backend *be;         /* LMDB environment */
     struct mvcc_store *mvcc;    /* the multi-version store */
 
-    struct server_queue proposals; /* API threads -> log thread */
-    struct server_queue committed; /* log thread -> apply thread */
+    struct server_queue proposals; /* API threads -> raft thread */
+    struct server_queue committed; /* raft thread -> apply thread */
     struct server_wait wait;       /* request id -> waiter */
     _Atomic uint64_t next_id;      /* request ids */
 
-    pthread_t log_thread;       /* WAL appends + group fdatasync */
+    pthread_t log_thread;       /* the raft thread: ticks, Ready, WAL */
     pthread_t apply_thread;     /* LMDB apply loop */
     pthread_mutex_t apply_mu;   /* held by whoever applies (see apply.c) */
     pthread_t house_thread;     /* periodic chores (RSS trim) */
@@ -47,7 +72,6 @@ struct server {
     bool threads_started;       /* both threads running */
     bool house_started;         /* house_thread running */
 
-    uint64_t last_index;        /* log thread: last index written */
     _Atomic uint64_t committed_index; /* durable in the WAL */
     _Atomic uint64_t applied_index;   /* applied to LMDB (committed txn) */
     pthread_mutex_t applied_mu;       /* with applied_cv: readers wait */
@@ -58,13 +82,53 @@ struct server {
     bool compacted_at_zero;     /* apply thread: see do_compact */
     struct arena apply_arena;   /* apply thread: responses of one batch */
 
+    /* --- raft (raft thread unless noted) --- */
+    struct raft *raft;          /* the consensus state machine */
+    struct server_member members[SERVER_MEMBERS_MAX]; /* initial cluster */
+    size_t n_members;
+    uint64_t ticks;             /* ticks since start */
+    uint64_t applied_raft;      /* last index handed to the applier */
+    uint64_t snap_index;        /* last raft snapshot (log compaction) */
+    _Atomic uint64_t lead;      /* current leader (any thread reads) */
+    pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
+    pthread_cond_t ev_cv;       /* wakes the raft thread */
+    bool ev;                    /* something arrived */
+    struct server_inbox_msg *inbox_head, *inbox_tail; /* peer messages */
+    struct server_read_batch *read_open;     /* batch accepting readers */
+    struct server_read_batch *read_inflight; /* raft thread: asked */
+    uint64_t read_ctx;          /* last batch ctx */
+    pthread_cond_t read_cv;     /* readers wait for their batch */
+    /* The transport: sends one message to its destination without
+     * blocking; NULL for a single member. */
+    void (*send_fn)(void *arg, const struct raft_msg *m);
+    void *send_arg;
+
     _Atomic uint64_t stat_proposals;     /* see server_stats */
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
 };
 
-/* log.c */
-void *server__log_main(void *arg);
+/* etcd's request timeout: 5 s + 2 election timeouts. */
+static inline uint64_t server__request_timeout_ms(const struct server *s)
+{
+    return 5000 + 2 * s->cfg.election_ms;
+}
+
+/* raft_loop.c: the raft thread. */
+void *server__raft_main(void *arg);
+/* raft_loop.c: wake the raft thread (new proposal, message, read). */
+void server__kick(struct server *s);
+/* raft_loop.c: set up raft from the WAL (restart) or the initial cluster;
+ * called by server_start before the threads run. */
+int server__raft_open(struct server *s);
+void server__raft_close(struct server *s);
+/* raft_loop.c: a message from a peer (copied; any thread). */
+int server__raft_receive(struct server *s, const struct raft_msg *m);
+/* raft_loop.c: a ReadIndex round for a linearizable read (batched with the
+ * reads arriving meanwhile): *index_out is the index the read must see
+ * applied.  Errors: ERR_TIMEOUT, ERR_STOPPED, ERR_NOMEM. */
+int server__read_index(struct server *s, uint64_t timeout_ms,
+                       uint64_t *index_out);
 /* apply.c */
 void *server__apply_main(void *arg);
 /* apply_kv.c: apply one decoded request inside the open mvcc batch;

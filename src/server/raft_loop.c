@@ -1,0 +1,583 @@
+/*
+ * raft_loop.c - the raft thread: the only owner of struct raft and of the
+ * WAL.  It ticks the raft clock every heartbeat interval, steps messages
+ * from peers, proposes queued client requests, starts ReadIndex rounds for
+ * waiting linearizable reads, and runs the Ready contract of raft.h:
+ *   persist entries + HardState to the WAL with ONE fdatasync (group
+ *   commit) -> send messages -> hand committed entries to the applier ->
+ *   answer read states -> raft_advance.
+ * On a restart the LMDB store is the snapshot: raft starts from a snapshot
+ * marker at the consistent index and the WAL's entries after it.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mvcc/mvcc.h"
+#include "raft/raft.h"
+#include "server/server_int.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "wal/wal.h"
+
+#define RAFT_PROPOSE_MAX 4096        /* proposals taken per loop pass */
+#define RAFT_LOG_KEEP 5000           /* entries kept behind a compaction */
+#define READ_RETRY_TICKS 20          /* re-ask an unanswered ReadIndex */
+
+/* A peer message waiting for the raft thread (encoded copy). */
+struct server_inbox_msg {
+    struct server_inbox_msg *next; /* FIFO link */
+    size_t len;                    /* bytes of data */
+    uint8_t data[];                /* raft_msg_encode output */
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+static void raft_logger(void *arg, int level, const char *line)
+{
+    (void)arg;
+    static const enum log_level map[] = {LOG_DEBUG, LOG_INFO, LOG_WARN,
+                                         LOG_ERROR};
+    log_msg(map[level < 0 ? 0 : level > 3 ? 3 : level], "raft", "%s", line);
+}
+
+void server__kick(struct server *s)
+{
+    pthread_mutex_lock(&s->ev_mu);
+    s->ev = true;
+    pthread_cond_signal(&s->ev_cv);
+    pthread_mutex_unlock(&s->ev_mu);
+}
+
+int server__raft_receive(struct server *s, const struct raft_msg *m)
+{
+    size_t len = raft_msg_encoded_size(m);
+    struct server_inbox_msg *x = mem_malloc(sizeof *x + len);
+    if (x == NULL)
+        return ERR_NOMEM;
+    int rc = raft_msg_encode(m, x->data, len, &x->len);
+    if (rc != 0) {
+        mem_free(x);
+        return rc;
+    }
+    x->next = NULL;
+    pthread_mutex_lock(&s->ev_mu);
+    if (s->inbox_tail)
+        s->inbox_tail->next = x;
+    else
+        s->inbox_head = x;
+    s->inbox_tail = x;
+    s->ev = true;
+    pthread_cond_signal(&s->ev_cv);
+    pthread_mutex_unlock(&s->ev_mu);
+    return 0;
+}
+
+/* --- start-up ---------------------------------------------------------- */
+
+struct wal_buf;
+static int handle_ready(struct server *s, struct wal_buf *wb);
+static void wal_buf_free(struct wal_buf *wb);
+static int catch_up(struct server *s);
+
+struct restore {
+    struct raft_hard_state hs;  /* last HardState in the WAL */
+    struct raft_entry *ents;    /* entries above the applied index */
+    size_t n, cap;
+    uint64_t applied;           /* the store's consistent index */
+    uint64_t applied_term;      /* term of the entry at applied */
+    uint64_t meta_id;           /* member id in the WAL */
+};
+
+static int r_meta(void *arg, uint64_t node_id, uint64_t cluster_id)
+{
+    (void)cluster_id;
+    ((struct restore *)arg)->meta_id = node_id;
+    return 0;
+}
+
+static int r_hs(void *arg, const struct wal_hardstate *hs)
+{
+    struct restore *r = arg;
+    r->hs = (struct raft_hard_state){hs->term, hs->vote, hs->commit};
+    return 0;
+}
+
+static int r_entry(void *arg, const struct wal_entry *e)
+{
+    struct restore *r = arg;
+    if (e->index == r->applied)
+        r->applied_term = e->term;
+    if (e->index <= r->applied)
+        return 0;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 1024;
+        void *p = mem_realloc(r->ents, cap * sizeof *r->ents);
+        if (p == NULL)
+            return ERR_NOMEM;
+        r->ents = p;
+        r->cap = cap;
+    }
+    uint8_t *d = e->len ? mem_dup(e->data, e->len) : NULL;
+    if (e->len && d == NULL)
+        return ERR_NOMEM;
+    r->ents[r->n++] = (struct raft_entry){.term = e->term, .index = e->index,
+                                          .type = (uint8_t)e->type,
+                                          .len = (uint32_t)e->len, .data = d};
+    return 0;
+}
+
+static void restore_free(struct restore *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        mem_free(r->ents[i].data);
+    mem_free(r->ents);
+}
+
+static void fill_conf(struct server *s, struct raft_config *c)
+{
+    for (size_t i = 0; i < s->n_members; i++)
+        c->conf.voters[i] = s->members[i].id;
+    c->conf.n_voters = (uint32_t)s->n_members;
+}
+
+static int raft_start(struct server *s, struct restore *r)
+{
+    struct raft_config c;
+    memset(&c, 0, sizeof c);
+    c.id = s->member_id;
+    c.heartbeat_tick = 1;
+    c.election_tick = (int)(s->cfg.election_ms / s->cfg.heartbeat_ms);
+    c.pre_vote = s->cfg.pre_vote;
+    c.check_quorum = true;
+    c.max_size_per_msg = 1u << 20;
+    c.max_inflight_msgs = 512;
+    c.read_only = RAFT_READ_ONLY_SAFE;
+    c.seed = s->member_id ^ now_ms();
+    c.logger = raft_logger;
+    fill_conf(s, &c);
+    c.hard_state = r->hs;
+    if (r->applied > 0) {
+        c.snapshot.meta.index = r->applied;
+        c.snapshot.meta.term = r->applied_term;
+        c.snapshot.meta.conf = c.conf;
+    }
+    c.entries = r->ents;
+    c.n_entries = r->n;
+    c.applied = r->applied;
+    s->raft = mem_malloc(raft_sizeof());
+    if (s->raft == NULL)
+        return ERR_NOMEM;
+    int rc = raft_init(s->raft, &c);
+    if (rc != 0) {
+        mem_free(s->raft);
+        s->raft = NULL;
+        return rc;
+    }
+    s->applied_raft = r->applied;
+    s->snap_index = r->applied;
+    return 0;
+}
+
+int server__raft_open(struct server *s)
+{
+    struct restore r;
+    memset(&r, 0, sizeof r);
+    r.applied = mvcc_consistent_index(s->mvcc);
+    struct wal_replay_cb cb = {.on_metadata = r_meta,
+                               .on_hardstate = r_hs,
+                               .on_entry = r_entry};
+    int rc = wal_replay(s->wal, NULL, &cb, &r);
+    if (rc == 0 && r.applied > 0 && r.applied_term == 0) {
+        log_error("etcdserver", "the WAL does not hold the store's applied "
+                  "index %llu", (unsigned long long)r.applied);
+        rc = ERR_CORRUPT;
+    }
+    if (rc == 0 && r.hs.commit < r.applied)
+        r.hs.commit = r.applied;
+    if (rc == 0)
+        rc = raft_start(s, &r);
+    if (rc == 0 && r.n > 0)
+        log_info("etcdserver", "restarting member %016llx: %zu WAL entries "
+                 "above applied index %llu (commit %llu, term %llu)",
+                 (unsigned long long)s->member_id, r.n,
+                 (unsigned long long)r.applied,
+                 (unsigned long long)r.hs.commit,
+                 (unsigned long long)r.hs.term);
+    restore_free(&r);
+    /* A lone voter need not wait an election timeout (etcd fast-forwards
+     * its ticks the same way). */
+    if (rc == 0 && s->n_members == 1)
+        rc = raft_campaign(s->raft);
+    if (rc == 0)
+        rc = catch_up(s);
+    return rc;
+}
+
+void server__raft_close(struct server *s)
+{
+    if (s->raft != NULL) {
+        raft_close(s->raft);
+        mem_free(s->raft);
+        s->raft = NULL;
+    }
+}
+
+/* --- the loop ---------------------------------------------------------- */
+
+/* The entries of one Ready, converted for the WAL (reused buffer). */
+struct wal_buf {
+    struct wal_entry *v; /* entries */
+    size_t cap;          /* allocated */
+};
+
+static void wal_buf_free(struct wal_buf *wb)
+{
+    mem_free(wb->v);
+}
+
+/* Before serving, apply what the WAL says is committed (the threads are
+ * not running yet, so the batches are applied here, in order). */
+static int catch_up(struct server *s)
+{
+    struct wal_buf wb = {NULL, 0};
+    int rc = handle_ready(s, &wb);
+    wal_buf_free(&wb);
+    return rc;
+}
+
+static int persist(struct server *s, const struct raft_ready *rd,
+                   struct wal_buf *wb)
+{
+    if (rd->n_entries > wb->cap) {
+        size_t cap = rd->n_entries * 2;
+        void *p = mem_realloc(wb->v, cap * sizeof *wb->v);
+        if (p == NULL)
+            return ERR_NOMEM;
+        wb->v = p;
+        wb->cap = cap;
+    }
+    for (size_t i = 0; i < rd->n_entries; i++) {
+        const struct raft_entry *e = &rd->entries[i];
+        wb->v[i] = (struct wal_entry){.index = e->index, .term = e->term,
+                                      .type = e->type, .data = e->data,
+                                      .len = e->len};
+    }
+    struct wal_hardstate hs = {rd->hard_state.term, rd->hard_state.vote,
+                               rd->hard_state.commit};
+    int rc = wal_append(s->wal, rd->has_hard_state ? &hs : NULL, wb->v,
+                        rd->n_entries);
+    if (rc == 0 && rd->must_sync) {
+        rc = wal_sync(s->wal);
+        atomic_fetch_add(&s->stat_wal_syncs, 1);
+    }
+    return rc;
+}
+
+/* Committed entries become server entries for the applier.  Conf changes
+ * take effect in raft here (the applier only records the index). */
+static int hand_committed(struct server *s, const struct raft_ready *rd)
+{
+    struct server_entry *head = NULL, *tail = NULL;
+    for (size_t i = 0; i < rd->n_committed; i++) {
+        const struct raft_entry *e = &rd->committed[i];
+        bool normal = e->type == RAFT_ENTRY_NORMAL;
+        size_t len = normal ? e->len : 0;
+        struct server_entry *x = mem_malloc(sizeof *x + len);
+        if (x == NULL)
+            return ERR_NOMEM;
+        x->next = NULL;
+        x->index = e->index;
+        x->id = 0;
+        x->len = len;
+        if (len)
+            memcpy(x->data, e->data, len);
+        if (!normal) {
+            struct raft_conf_change cc;
+            struct raft_conf_state cs;
+            if (raft_conf_change_decode(e->data, e->len, &cc) == 0)
+                raft_apply_conf_change(s->raft, &cc, &cs);
+        }
+        if (tail)
+            tail->next = x;
+        else
+            head = x;
+        tail = x;
+    }
+    if (head != NULL) {
+        s->applied_raft = tail->index;
+        atomic_store(&s->committed_index, tail->index);
+        server__apply_handoff(s, head, tail, rd->n_committed);
+    }
+    return 0;
+}
+
+static void read_batch_put(struct server_read_batch *b)
+{
+    if (--b->refs == 0)
+        mem_free(b);
+}
+
+/* Answers (or fails) a batch; caller holds ev_mu. */
+static void read_batch_finish(struct server *s, struct server_read_batch *b,
+                              uint64_t index, int err)
+{
+    b->index = index;
+    b->err = err;
+    b->done = true;
+    pthread_cond_broadcast(&s->read_cv);
+}
+
+static void answer_reads(struct server *s, const struct raft_ready *rd)
+{
+    for (size_t i = 0; i < rd->n_read_states; i++) {
+        const struct raft_read_state *rs = &rd->read_states[i];
+        uint64_t ctx;
+        if (rs->ctx_len != sizeof ctx)
+            continue;
+        memcpy(&ctx, rs->ctx, sizeof ctx);
+        pthread_mutex_lock(&s->ev_mu);
+        for (struct server_read_batch **p = &s->read_inflight; *p;
+             p = &(*p)->next) {
+            if ((*p)->ctx != ctx)
+                continue;
+            struct server_read_batch *b = *p;
+            *p = b->next;
+            read_batch_finish(s, b, rs->index, 0);
+            read_batch_put(b);
+            break;
+        }
+        pthread_mutex_unlock(&s->ev_mu);
+    }
+}
+
+/* Messages to peers: through the transport once there is one.  Snapshots
+ * are not sent yet (the store image transfer comes with the transport): a
+ * follower that needs one waits, safely, instead of installing nothing. */
+static void send_msgs(struct server *s, const struct raft_ready *rd)
+{
+    for (size_t i = 0; i < rd->n_msgs; i++) {
+        const struct raft_msg *m = &rd->msgs[i];
+        if (s->send_fn != NULL && m->type != RAFT_MSG_SNAP)
+            s->send_fn(s->send_arg, m);
+    }
+}
+
+static int handle_ready(struct server *s, struct wal_buf *wb)
+{
+    while (raft_has_ready(s->raft)) {
+        struct raft_ready rd;
+        int rc = raft_ready(s->raft, &rd);
+        if (rc == 0)
+            rc = persist(s, &rd, wb);
+        if (rc != 0)
+            return rc;
+        send_msgs(s, &rd);
+        rc = hand_committed(s, &rd);
+        if (rc != 0)
+            return rc;
+        answer_reads(s, &rd);
+        if (rd.has_soft_state)
+            atomic_store(&s->lead, rd.soft_state.lead);
+        if (rd.has_hard_state)
+            atomic_store(&s->term, rd.hard_state.term);
+        rc = raft_advance(s->raft, &rd);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Bound the in-memory raft log: every snapshot-count applied entries, mark
+ * the store (already holding them) as raft's snapshot and drop all but the
+ * last RAFT_LOG_KEEP entries. */
+static void maybe_compact(struct server *s)
+{
+    uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
+    if (s->applied_raft < s->snap_index + every)
+        return;
+    if (raft_snapshot_create(s->raft, s->applied_raft, NULL, NULL, 0) != 0)
+        return;
+    s->snap_index = s->applied_raft;
+    if (s->snap_index > RAFT_LOG_KEEP)
+        raft_log_compact(s->raft, s->snap_index - RAFT_LOG_KEEP);
+}
+
+static void fail_waiter(struct server *s, uint64_t id, int err)
+{
+    server_done_fn done;
+    void *arg;
+    if (id != 0 && server_wait_take(&s->wait, id, &done, &arg)) {
+        struct server_response r = {.err = err, .msg = NULL};
+        done(arg, &r);
+    }
+}
+
+static void take_proposals(struct server *s)
+{
+    size_t n;
+    struct server_entry *e = server_queue_try_pop_all(&s->proposals, &n);
+    while (e != NULL) {
+        struct server_entry *next = e->next;
+        int rc = raft_propose(s->raft, e->data, e->len);
+        if (rc != 0)
+            fail_waiter(s, e->id, rc == ERR_PROPOSAL_DROPPED ? ERR_NO_LEADER
+                                                             : rc);
+        mem_free(e);
+        e = next;
+    }
+}
+
+static void step_inbox(struct server *s, struct server_inbox_msg *x)
+{
+    while (x != NULL) {
+        struct server_inbox_msg *next = x->next;
+        struct raft_msg m;
+        if (raft_msg_decode(x->data, x->len, &m) == 0) {
+            raft_step(s->raft, &m);
+            raft_msg_release(&m);
+        }
+        mem_free(x);
+        x = next;
+    }
+}
+
+/* Start ReadIndex rounds: the open batch, and in-flight ones unanswered
+ * for a while (lost on a leader change). */
+static void take_reads(struct server *s)
+{
+    pthread_mutex_lock(&s->ev_mu);
+    struct server_read_batch *b = s->read_open;
+    if (b != NULL) {
+        s->read_open = NULL;
+        b->next = s->read_inflight;
+        s->read_inflight = b;
+    }
+    for (b = s->read_inflight; b != NULL; b = b->next) {
+        if (b->requested && s->ticks < b->asked_tick + READ_RETRY_TICKS)
+            continue;
+        uint64_t ctx = b->ctx;
+        b->requested = raft_read_index(s->raft, &ctx, sizeof ctx) == 0;
+        b->asked_tick = s->ticks;
+    }
+    pthread_mutex_unlock(&s->ev_mu);
+}
+
+/* Waits for an event or the next tick; returns the peer messages. */
+static struct server_inbox_msg *wait_event(struct server *s,
+                                           uint64_t next_tick)
+{
+    pthread_mutex_lock(&s->ev_mu);
+    while (!s->ev && !atomic_load(&s->stopping) && now_ms() < next_tick) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t wait = next_tick - now_ms();
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->ev_cv, &s->ev_mu, &ts);
+    }
+    s->ev = false;
+    struct server_inbox_msg *x = s->inbox_head;
+    s->inbox_head = s->inbox_tail = NULL;
+    pthread_mutex_unlock(&s->ev_mu);
+    return x;
+}
+
+static void fail_reads(struct server *s, int err)
+{
+    pthread_mutex_lock(&s->ev_mu);
+    struct server_read_batch *b = s->read_inflight;
+    s->read_inflight = NULL;
+    while (b != NULL) {
+        struct server_read_batch *n = b->next;
+        read_batch_finish(s, b, 0, err);
+        read_batch_put(b);
+        b = n;
+    }
+    if (s->read_open != NULL) {
+        read_batch_finish(s, s->read_open, 0, err);
+        read_batch_put(s->read_open);
+        s->read_open = NULL;
+    }
+    pthread_mutex_unlock(&s->ev_mu);
+}
+
+void *server__raft_main(void *arg)
+{
+    struct server *s = arg;
+    struct wal_buf wb = {NULL, 0};
+    uint64_t hb = s->cfg.heartbeat_ms;
+    uint64_t next_tick = now_ms() + hb;
+    while (!atomic_load(&s->stopping)) {
+        struct server_inbox_msg *in = wait_event(s, next_tick);
+        for (int n = 0; now_ms() >= next_tick && n < 10; n++) {
+            raft_tick(s->raft);
+            s->ticks++;
+            next_tick += hb;
+        }
+        if (now_ms() >= next_tick)
+            next_tick = now_ms() + hb; /* stalled: do not tick in a burst */
+        step_inbox(s, in);
+        take_proposals(s);
+        take_reads(s);
+        int rc = handle_ready(s, &wb);
+        if (rc != 0) {
+            log_error("etcdserver", "raft loop failed: %s; stopping",
+                      err_str(rc));
+            abort();
+        }
+        maybe_compact(s);
+    }
+    wal_buf_free(&wb);
+    fail_reads(s, ERR_STOPPED);
+    server_queue_close(&s->committed);
+    return NULL;
+}
+
+int server__read_index(struct server *s, uint64_t timeout_ms,
+                       uint64_t *index_out)
+{
+    pthread_mutex_lock(&s->ev_mu);
+    struct server_read_batch *b = s->read_open;
+    if (b == NULL) {
+        b = mem_calloc(1, sizeof *b);
+        if (b == NULL) {
+            pthread_mutex_unlock(&s->ev_mu);
+            return ERR_NOMEM;
+        }
+        b->ctx = ++s->read_ctx;
+        b->refs = 1; /* the raft thread's */
+        s->read_open = b;
+    }
+    b->refs++;
+    s->ev = true;
+    pthread_cond_signal(&s->ev_cv);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(timeout_ms / 1000);
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    while (!b->done && rc == 0)
+        rc = pthread_cond_timedwait(&s->read_cv, &s->ev_mu, &ts);
+    int err = b->done ? b->err : ERR_TIMEOUT;
+    *index_out = b->index;
+    read_batch_put(b);
+    pthread_mutex_unlock(&s->ev_mu);
+    return err;
+}
