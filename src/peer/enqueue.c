@@ -15,22 +15,32 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-/* The ids already reported unreachable during one peer_send call. */
-struct reported {
-    raft_id ids[PEER_PEERS_MAX]; /* reported so far */
-    size_t n;                    /* how many */
+/* The reports one peer_send call owes, made after it dropped t->lock so
+ * that a callback may call back into the transport. */
+struct reports {
+    raft_id unreachable[PEER_PEERS_MAX]; /* distinct ids, once each */
+    size_t n_unreachable;
+    raft_id snap_failed[PEER_PEERS_MAX]; /* MsgSnap given to peer_send */
+    size_t n_snap_failed;
 };
 
-static void unreachable(struct peer_transport *t, struct reported *r,
-                        raft_id id)
+static void note(raft_id *ids, size_t *n, raft_id id)
 {
-    for (size_t i = 0; i < r->n; i++)
-        if (r->ids[i] == id)
+    for (size_t i = 0; i < *n; i++)
+        if (ids[i] == id)
             return;
-    if (r->n < PEER_PEERS_MAX)
-        r->ids[r->n++] = id;
-    if (t->cb.on_unreachable != NULL)
-        t->cb.on_unreachable(t->cb.arg, id);
+    if (*n < PEER_PEERS_MAX)
+        ids[(*n)++] = id;
+}
+
+static void reports_deliver(struct peer_transport *t, const struct reports *r)
+{
+    for (size_t i = 0; i < r->n_unreachable; i++)
+        if (t->cb.on_unreachable != NULL)
+            t->cb.on_unreachable(t->cb.arg, r->unreachable[i]);
+    for (size_t i = 0; i < r->n_snap_failed; i++)
+        if (t->cb.on_snapshot_status != NULL)
+            t->cb.on_snapshot_status(t->cb.arg, r->snap_failed[i], false);
 }
 
 /* enqueue_one encodes m and queues it on p (under p->mu).  Returns 0,
@@ -62,10 +72,11 @@ static int enqueue_one(struct peer__peer *p, const struct raft_msg *m)
 
 int peer_send(struct peer_transport *t, const struct raft_msg *msgs, size_t n)
 {
-    struct reported rep = {.n = 0};
+    struct reports rep;
     int first_err = 0;
 
     assert(t != NULL && (n == 0 || msgs != NULL));
+    memset(&rep, 0, sizeof(rep));
     pthread_rwlock_rdlock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         const struct raft_msg *m = &msgs[i];
@@ -77,17 +88,17 @@ int peer_send(struct peer_transport *t, const struct raft_msg *msgs, size_t n)
         if (m->type == RAFT_MSG_SNAP) {
             log_warn("peer", "MsgSnap to %016llx needs peer_send_snapshot",
                      (unsigned long long)m->to);
-            if (t->cb.on_snapshot_status != NULL)
-                t->cb.on_snapshot_status(t->cb.arg, m->to, false);
+            note(rep.snap_failed, &rep.n_snap_failed, m->to);
             continue;
         }
         int rv = enqueue_one(p, m);
         if (rv == ERR_NOMEM && first_err == 0)
             first_err = rv;
         if (rv != 0)
-            unreachable(t, &rep, m->to);
+            note(rep.unreachable, &rep.n_unreachable, m->to);
     }
     pthread_rwlock_unlock(&t->lock);
+    reports_deliver(t, &rep);
     return first_err;
 }
 

@@ -33,9 +33,11 @@
  *   serialised with each other and with peer_send by the transport's lock.
  *   peer_remove and peer_transport_close wait for the peer's threads to
  *   stop (at most about 100 ms plus the time a cancelled call takes).
- * - Callbacks run on transport or gRPC threads (named at each callback).
- *   They must not block and must not call peer_remove or
- *   peer_transport_close; they may call peer_send, peer_stats.
+ * - Callbacks run on transport or gRPC threads (named at each callback)
+ *   with no transport lock held.  They must not block and must not call
+ *   peer_remove or peer_transport_close; they may call peer_send and
+ *   peer_stats (peer_send_snapshot from on_snapshot_status returns
+ *   ERR_BUSY: the finishing transfer still holds the peer's slot).
  *
  * DELIVERY
  * Messages to one peer are delivered in the order peer_send queued them,
@@ -44,6 +46,15 @@
  * messages pile up) and when a stream breaks with writes in flight.  Each
  * such loss is reported through on_unreachable, so raft can back off
  * (raft_report_unreachable) and retry; Raft tolerates loss by design.
+ *
+ * LIMITS
+ * Everything is bounded: per-peer queues (messages and bytes), batch
+ * size, one outgoing snapshot per peer, snapshots_in_max incoming at once,
+ * their size.  The peer api_server must accept messages of
+ * batch_bytes_max + a little and chunk_bytes + the MsgSnap (its receive
+ * limit is max_request_bytes + 512 KiB; the defaults, 1 MiB each, fit the
+ * API default); a single raft message larger than that limit can never be
+ * delivered, so raft's max_size_per_msg must stay below it.
  *
  * ERRORS
  * Functions return 0 or a negative ERR_* code from util/err.h.  Input from
