@@ -21,10 +21,13 @@
  *
  * LIFE CYCLE (one owner thread)
  *   peer_transport_create -> peer_transport_register(t, srv) ->
- *   api_server_start(srv) -> peer_add ... (serve) ... ->
+ *   peer_add (every known member) -> api_server_start(srv) -> (serve,
+ *   peer_add/update/remove as membership changes) ->
  *   api_server_close(srv) -> peer_transport_close(t)
- * The api_server calls the transport's handlers until it is closed, so it
- * must be closed BEFORE the transport (or never have been started).
+ * Adding the members before the server starts avoids refusing their first
+ * streams as "member unknown" (they would retry after a back-off).  The
+ * api_server calls the transport's handlers until it is closed, so it must
+ * be closed BEFORE the transport (or never have been started).
  *
  * THREADS
  * - peer_send, peer_send_snapshot: the raft thread (any one thread at a
@@ -209,9 +212,9 @@ int peer_send(struct peer_transport *t, const struct raft_msg *msgs,
 
 /* peer_send_snapshot sends the RAFT_MSG_SNAP snap_msg (encoded now;
  * borrowed for the call; snap_msg->to must be `to`) and `size` bytes read
- * from fd starting at offset 0 to member `to`, on a thread of its own.  On success the transport owns
- * fd (it closes it when done) and reports the outcome exactly once with
- * on_snapshot_status.  On error the caller keeps fd and nothing is
+ * from fd starting at offset 0 to member `to`, on a thread of its own.
+ * On success the transport owns fd (it closes it when done) and reports
+ * the outcome exactly once with on_snapshot_status.  On error the caller keeps fd and nothing is
  * reported.  Errors: ERR_INVAL (not a SNAP message, to mismatch, fd < 0),
  * ERR_NOTFOUND (to is not a peer), ERR_BUSY (a snapshot to that peer is in
  * flight: one at a time per peer), ERR_NOMEM, ERR_IO (thread). */

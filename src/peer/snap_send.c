@@ -188,7 +188,8 @@ static int stream_file(struct snap_out *so)
     int rv = 0;
     do {
         uint64_t left = so->size - off;
-        size_t n = left < t->lim.chunk_bytes ? (size_t)left : t->lim.chunk_bytes;
+        size_t n = left < t->lim.chunk_bytes ? (size_t)left
+                                              : t->lim.chunk_bytes;
         rv = read_full(so->fd, so->buf, n, off);
         if (rv != 0)
             break;
@@ -265,8 +266,9 @@ static bool transfer(struct snap_out *so)
     grpc_slice_unref(so->details);
     grpc_channel_destroy(ch);
     grpc_completion_queue_shutdown(so->cq);
-    while (grpc_completion_queue_next(so->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                      NULL).type != GRPC_QUEUE_SHUTDOWN)
+    gpr_timespec forever = gpr_inf_future(GPR_CLOCK_REALTIME);
+    while (grpc_completion_queue_next(so->cq, forever, NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
         ;
     grpc_completion_queue_destroy(so->cq);
     return ok;
