@@ -68,8 +68,8 @@ int api_start(struct server *s, const char *listen_urls,
     return 0;
 }
 
-int api_peer_start(const char *listen_peer_urls, const struct api_tls *tls,
-                   struct api_server **peer_out)
+int api_peer_create(const char *listen_peer_urls, const struct api_tls *tls,
+                    struct api_server **peer_out)
 {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", listen_peer_urls);
@@ -77,20 +77,15 @@ int api_peer_start(const char *listen_peer_urls, const struct api_tls *tls,
     memset(&cfg, 0, sizeof cfg);
     urls_split(buf, &cfg);
     tls_apply(tls, &cfg);
-    /* Raft messages and snapshots will come here; one thread serves the
-     * health check until then. */
+    /* Raft messages and snapshots come here (the peer transport registers
+     * its services before the listener starts). */
     cfg.threads = 1;
-    struct api_server *peer;
-    int rc = api_server_create(&cfg, &peer);
-    if (rc != 0)
-        return rc;
-    rc = api_server_start(peer);
-    if (rc != 0) {
-        api_server_close(peer);
-        return rc;
-    }
-    *peer_out = peer;
-    return 0;
+    return api_server_create(&cfg, peer_out);
+}
+
+int api_peer_serve(struct api_server *peer)
+{
+    return api_server_start(peer);
 }
 
 void api_peer_stop(struct api_server *peer)

@@ -26,12 +26,15 @@ struct api_server;
 int api_start(struct server *s, const char *listen_urls,
               const struct api_tls *tls, struct api **api_out);
 
-/* api_peer_start opens the member's peer listener on the comma-separated
- * listen_peer_urls (http://, https://, unix://, unixs://), TLS as for
- * api_start.  It serves only grpc.health.v1 until the peer transport
- * registers its services.  Errors: as api_start. */
-int api_peer_start(const char *listen_peer_urls, const struct api_tls *tls,
-                   struct api_server **peer_out);
+/* api_peer_create builds the member's peer listener on the
+ * comma-separated listen_peer_urls (http://, https://, unix://, unixs://),
+ * TLS as for api_start, without starting it: the peer transport registers
+ * its services first (server_start), then api_peer_serve binds and serves.
+ * Errors: as api_start (ERR_IO from api_peer_serve when a URL cannot be
+ * bound). */
+int api_peer_create(const char *listen_peer_urls, const struct api_tls *tls,
+                    struct api_server **peer_out);
+int api_peer_serve(struct api_server *peer);
 
 /* api_peer_stop closes the peer listener (NULL is fine). */
 void api_peer_stop(struct api_server *peer);

@@ -35,34 +35,20 @@ static const char *data_dir(char *buf, size_t cap)
     return buf;
 }
 
-/* Single-member only until Raft is wired in: the initial cluster must name
- * this member alone, with its advertised peer URLs. */
+/* A new cluster is bootstrapped from --initial-cluster (the server finds
+ * this member in it); joining an existing one needs MemberAdd. */
 static int check_cluster(void)
 {
-    const char *ic = flags_get("initial-cluster");
-    const char *name = flags_get("name");
-    if (!flags_was_set("initial-cluster") && strcmp(name, "default") != 0) {
-        /* etcd derives "<name>=<initial-advertise-peer-urls>" then. */
-        return 0;
-    }
-    size_t nl = strlen(name);
-    if (strncmp(ic, name, nl) != 0 || ic[nl] != '=') {
-        fprintf(stderr, "cetcd: couldn't find local name \"%s\" in the "
-                        "initial cluster configuration\n", name);
+    const char *state = flags_get("initial-cluster-state");
+    if (strcmp(state, "new") != 0 && strcmp(state, "existing") != 0) {
+        fprintf(stderr, "cetcd: unexpected --initial-cluster-state \"%s\" "
+                        "(new or existing)\n", state);
         return 1;
     }
-    for (const char *p = ic + nl + 1; *p; p++) {
-        if (*p == ',' && strchr(p + 1, '=') != NULL) {
-            fprintf(stderr, "cetcd: --initial-cluster with more than one "
-                            "member is not supported yet (multi-member "
-                            "clusters need Raft, not built in this version)\n");
-            return 1;
-        }
-    }
-    if (strcmp(flags_get("initial-cluster-state"), "new") != 0) {
-        fprintf(stderr, "cetcd: --initial-cluster-state=%s is not supported "
-                        "yet (joining a cluster needs Raft)\n",
-                flags_get("initial-cluster-state"));
+    if (strcmp(state, "existing") == 0) {
+        fprintf(stderr, "cetcd: --initial-cluster-state=existing is not "
+                        "supported yet (joining a running cluster needs "
+                        "MemberAdd, not built in this version)\n");
         return 1;
     }
     return 0;
@@ -295,7 +281,7 @@ static int listeners_open(struct listeners *l, const char *dir)
         listeners_close(l);
         return 1;
     }
-    int rc = api_peer_start(peer.urls, l->peer_tls, &l->peer);
+    int rc = api_peer_create(peer.urls, l->peer_tls, &l->peer);
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on peer urls %s: %s",
                   peer.urls, err_str(rc));
@@ -318,10 +304,19 @@ static int run(void)
     if (listeners_open(&l, cfg.data_dir) != 0)
         return 1;
     struct server *s;
+    cfg.peer_listener = l.peer;
     int rc = server_start(&cfg, &s);
     if (rc != 0) {
         log_error("etcdmain", "failed to start the member: %s", err_str(rc));
         listeners_close(&l);
+        return 1;
+    }
+    rc = api_peer_serve(l.peer);
+    if (rc != 0) {
+        log_error("etcdmain", "failed to listen on peer urls %s: %s",
+                  flags_get("listen-peer-urls"), err_str(rc));
+        listeners_close(&l);
+        server_stop(s);
         return 1;
     }
     if (flags_get_bool("experimental-initial-corrupt-check")) {
@@ -338,8 +333,8 @@ static int run(void)
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on client urls %s: %s",
                   flags_get("listen-client-urls"), err_str(rc));
-        server_stop(s);
         listeners_close(&l);
+        server_stop(s);
         return 1;
     }
     log_info("etcdserver", "published {Name:%s ClientURLs:[%s]} to cluster "
@@ -353,8 +348,8 @@ static int run(void)
     log_info("pkg/osutil", "received %s signal, shutting down...",
              got_signal == SIGINT ? "interrupt" : "terminated");
     api_stop(api);
+    listeners_close(&l); /* the peer listener before the transport */
     server_stop(s);
-    listeners_close(&l);
     return 0;
 }
 

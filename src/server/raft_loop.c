@@ -359,15 +359,40 @@ static void answer_reads(struct server *s, const struct raft_ready *rd)
     }
 }
 
-/* Messages to peers: through the transport once there is one.  Snapshots
- * are not sent yet (the store image transfer comes with the transport): a
- * follower that needs one waits, safely, instead of installing nothing. */
+/* Messages to peers, through the transport.  Snapshots of the store are
+ * not sent yet: the follower that needs one is reported failed (raft
+ * retries later) and waits, safely, instead of installing nothing. */
 static void send_msgs(struct server *s, const struct raft_ready *rd)
 {
     for (size_t i = 0; i < rd->n_msgs; i++) {
         const struct raft_msg *m = &rd->msgs[i];
-        if (s->send_fn != NULL && m->type != RAFT_MSG_SNAP)
+        if (m->type == RAFT_MSG_SNAP) {
+            pthread_mutex_lock(&s->ev_mu);
+            if (s->n_reports < SERVER_MEMBERS_MAX * 3)
+                s->reports[s->n_reports++] = (struct server_report){
+                    m->to, SERVER_REPORT_SNAP_FAIL};
+            pthread_mutex_unlock(&s->ev_mu);
+        } else if (s->send_fn != NULL) {
             s->send_fn(s->send_arg, m);
+        }
+    }
+}
+
+/* The transport's reports, given to raft outside a Ready. */
+static void take_reports(struct server *s)
+{
+    struct server_report r[SERVER_MEMBERS_MAX * 3];
+    pthread_mutex_lock(&s->ev_mu);
+    size_t n = s->n_reports;
+    memcpy(r, s->reports, n * sizeof r[0]);
+    s->n_reports = 0;
+    pthread_mutex_unlock(&s->ev_mu);
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].kind == SERVER_REPORT_UNREACHABLE)
+            raft_report_unreachable(s->raft, r[i].id);
+        else
+            raft_report_snapshot(s->raft, r[i].id,
+                                 r[i].kind == SERVER_REPORT_SNAP_OK);
     }
 }
 
@@ -530,6 +555,7 @@ void *server__raft_main(void *arg)
         if (now_ms() >= next_tick)
             next_tick = now_ms() + hb; /* stalled: do not tick in a burst */
         step_inbox(s, in);
+        take_reports(s);
         take_proposals(s);
         take_reads(s);
         int rc = handle_ready(s, &wb);

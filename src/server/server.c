@@ -289,6 +289,8 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         rc = open_wal(s);
     if (rc == 0)
         rc = server__raft_open(s);
+    if (rc == 0)
+        rc = server__peers_open(s, cfg->peer_listener);
     if (rc == 0 && pthread_create(&s->apply_thread, NULL,
                                   server__apply_main, s) != 0)
         rc = ERR_NOMEM;
@@ -342,6 +344,7 @@ void server_stop(struct server *s)
         mem_free(e);
     }
     server_wait_fail_all(&s->wait, ERR_STOPPED);
+    server__peers_close(s);
     server__raft_close(s);
     wal_close(s->wal);
     close_store(s);

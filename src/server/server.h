@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct api_server;
+
 #include "cetcdpb/internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
 
@@ -44,6 +46,11 @@ struct server_config {
     uint64_t heartbeat_ms;        /* --heartbeat-interval (raft tick) */
     uint64_t election_ms;         /* --election-timeout */
     bool pre_vote;                /* --pre-vote */
+    /* The peer listener (a gRPC server created but NOT yet started); the
+     * peer transport registers its services on it.  The caller starts it
+     * after server_start and closes it BEFORE server_stop.  NULL: no peers
+     * (a single member only). */
+    struct api_server *peer_listener;
     uint64_t snapshot_count;      /* --snapshot-count */
     uint64_t quota_backend_bytes; /* --quota-backend-bytes (0 = 2 GiB) */
     uint64_t max_request_bytes;   /* --max-request-bytes */

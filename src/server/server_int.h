@@ -23,6 +23,21 @@ struct raft_msg;
 /* Most members of a cluster (voters + learners). */
 #define SERVER_MEMBERS_MAX 16
 
+/* Something the transport tells raft (through the raft thread). */
+enum {
+    SERVER_REPORT_UNREACHABLE = 0, /* raft_report_unreachable */
+    SERVER_REPORT_SNAP_OK = 1,     /* raft_report_snapshot(true) */
+    SERVER_REPORT_SNAP_FAIL = 2,   /* raft_report_snapshot(false) */
+};
+
+struct server_report {
+    uint64_t id; /* the member concerned */
+    int kind;    /* SERVER_REPORT_* */
+};
+
+struct peer_transport;
+struct api_server;
+
 /* One member of the initial cluster. */
 struct server_member {
     uint64_t id;             /* member id (raft id) */
@@ -102,6 +117,9 @@ struct server {
      * blocking; NULL for a single member. */
     void (*send_fn)(void *arg, const struct raft_msg *m);
     void *send_arg;
+    struct peer_transport *transport; /* NULL for a single member */
+    struct server_report reports[SERVER_MEMBERS_MAX * 3]; /* under ev_mu */
+    size_t n_reports;
 
     _Atomic uint64_t stat_proposals;     /* see server_stats */
     _Atomic uint64_t stat_wal_syncs;
@@ -113,6 +131,10 @@ static inline uint64_t server__request_timeout_ms(const struct server *s)
 {
     return 5000 + 2 * s->cfg.election_ms;
 }
+
+/* peers.c: the transport, on the peer listener srv (not started yet). */
+int server__peers_open(struct server *s, struct api_server *srv);
+void server__peers_close(struct server *s);
 
 /* raft_loop.c: the raft thread. */
 void *server__raft_main(void *arg);
