@@ -64,7 +64,8 @@
  * the network is never asserted on: a bad batch or chunk ends its call
  * with a gRPC status (FAILED_PRECONDITION for another cluster or member,
  * INVALID_ARGUMENT for undecodable data, DATA_LOSS for a snapshot whose
- * size or checksum is wrong, RESOURCE_EXHAUSTED over limits).
+ * size or checksum is wrong, RESOURCE_EXHAUSTED over limits, UNAVAILABLE
+ * when the snapshot cannot be stored or on_snapshot refuses it).
  */
 #ifndef CETCD_PEER_PEER_H
 #define CETCD_PEER_PEER_H
@@ -188,9 +189,11 @@ void peer_transport_close(struct peer_transport *t);
 int peer_add(struct peer_transport *t, raft_id id, const char *const *urls,
              size_t n);
 
-/* peer_update replaces the URLs of peer id; its stream reconnects to the
- * new ones.  Queued messages are kept.  Errors: as peer_add, and
- * ERR_NOTFOUND. */
+/* peer_update replaces the URLs of peer id; its stream is closed and
+ * reopened to the new ones at once (messages queued or being written at
+ * that moment are dropped and reported, as for any broken stream).  A
+ * snapshot already being sent keeps its old URL.  Errors: as peer_add,
+ * and ERR_NOTFOUND. */
 int peer_update(struct peer_transport *t, raft_id id, const char *const *urls,
                 size_t n);
 
