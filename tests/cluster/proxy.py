@@ -36,14 +36,21 @@ def _hex_port(addr):
 
 def socket_inode(src_port, dst_port):
     """Inode of the TCP socket 127.0.0.1:src_port -> 127.0.0.1:dst_port
-    (the dialler's end of a connection we accepted), or None."""
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            fields = line.split()
-            if _hex_port(fields[1]) == src_port and \
-                    _hex_port(fields[2]) == dst_port:
-                return fields[9]
+    (the dialler's end of a connection we accepted), or None.  Both tables
+    are searched: gRPC's C core dials 127.0.0.1 from an IPv6 socket
+    (v4-mapped ::ffff:127.0.0.1), which /proc lists in tcp6."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            f = open(table)
+        except OSError:
+            continue
+        with f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if _hex_port(fields[1]) == src_port and \
+                        _hex_port(fields[2]) == dst_port:
+                    return fields[9]
     return None
 
 
