@@ -28,7 +28,7 @@
  * PROFILES: half the seeds run the classic timing (election timeout 10
  * ticks of 10 steps, latency <= 1 tick, rare late messages).  The other
  * half run a churn profile built to open the Figure 8 window (Raft paper
- * §5.4.2): election timeouts of 4-80 steps against latencies up to a whole
+ * §5.4.2): election timeouts of 8-140 steps against latencies up to a whole
  * timeout plus late deliveries of up to 3 timeouts, a nemesis that crashes
  * (or isolates) a new leader within a few steps of winning, so a lone entry
  * of its term stays behind, and a leader right after its commit index
@@ -928,7 +928,7 @@ static void run_seed(uint64_t seed)
     bool churn = chance(500);
     if (S.profile != 0)
         churn = S.profile == 2;
-    S.tick_every = churn ? 2 + (int)(rnd() % 9) : 10;
+    S.tick_every = churn ? 4 + (int)(rnd() % 7) : 10;
     S.election_tick = churn ? 2 + (int)(rnd() % 6) : 10;
     long timeout_steps = (long)S.tick_every * S.election_tick;
     S.delay_max = churn ? 1 + (long)(rnd() % (uint64_t)timeout_steps) : 10;
