@@ -85,29 +85,44 @@ def simulate(seed, n_ops=2000, clients=5, keys=("k0", "k1", "k2"),
     return ops
 
 
-def stale_read_corruption(history):
+def stale_read_corruption(history, at=0.5):
     """Change one completed get to return a value two writes old.
 
-    Picks a get G and completed writes W1 < W2 < G in real time on G's key
-    (W2 invoked after W1 returned, G invoked after W2 returned) with G's
-    result != W1's value; W1's value is unique, so G returning it is a stale
-    read in every linearization.  Returns (index, new value) or None.
+    Picks a get G (the first suitable one from fraction `at` of the history
+    on, wrapping around) and completed writes W1 < W2 < G in real time on
+    G's key (W2 invoked after W1 returned, G invoked after W2 returned),
+    with W1 the latest such write and W1's value written by no other op.
+    G returning W1's value is then a stale read in every linearization, and
+    the most recent stale value there is.  Returns (index, value) or None.
     """
+    writers = {}
+    for o in history:
+        if o["op"] == "put":
+            writers.setdefault(o["args"], []).append(o)
+        elif o["op"] == "cas":
+            writers.setdefault(o["args"][1], []).append(o)
     writes = [o for o in history if o["complete"] is not None and (
         o["op"] == "put" or (o["op"] == "cas" and o["result"][0]))]
     value = {id(o): (o["args"] if o["op"] == "put" else o["args"][1])
              for o in writes}
-    for gi in range(len(history) - 1, -1, -1):
+    n = len(history)
+    first = int(n * at)
+    for gi in list(range(first, n)) + list(range(0, first)):
         g = history[gi]
         if g["op"] != "get" or g["complete"] is None:
             continue
-        before = [w for w in writes if w["key"] == g["key"]
-                  and w["complete"] < g["invoke"]]
-        for w2 in before:
-            for w1 in before:
-                if w1["complete"] < w2["invoke"] and \
-                        value[id(w1)] != g["result"]:
-                    return gi, value[id(w1)]
+        before = sorted((w for w in writes if w["key"] == g["key"]
+                         and w["complete"] < g["invoke"]),
+                        key=lambda w: w["complete"])
+        for w2 in reversed(before):
+            older = [w1 for w1 in before if w1["complete"] < w2["invoke"]]
+            if not older:
+                continue
+            w1 = older[-1]
+            v = value[id(w1)]
+            if v != g["result"] and len(writers[v]) == 1:
+                return gi, v
+            break
     return None
 
 

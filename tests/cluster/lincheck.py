@@ -313,3 +313,24 @@ def explain(result, history=None, context=12):
     lines.append("could not be linearized before it returned: %r"
                  % r["stuck"])
     return "\n".join(lines)
+
+
+def _main(argv):
+    """python3 lincheck.py HISTORY.json: check a saved history (a list of
+    ops, or {"history": [...]} as test_faults.py writes with
+    CETCD_HISTORY_OUT).  Exit 0 valid, 1 not linearizable, 2 unknown."""
+    import json
+    import sys
+    with open(argv[1]) as f:
+        data = json.load(f)
+    hist = data["history"] if isinstance(data, dict) else data
+    t0 = time.monotonic()
+    res = check(hist, time_limit_s=float(argv[2]) if len(argv) > 2 else 60)
+    print("%d ops, %.2fs: %s" % (res["ops"], time.monotonic() - t0,
+                                 explain(res)))
+    sys.exit({True: 0, False: 1}.get(res["valid"], 2))
+
+
+if __name__ == "__main__":
+    import sys as _sys
+    _main(_sys.argv)

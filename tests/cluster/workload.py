@@ -56,9 +56,10 @@ class Client:
             ch.close()
 
     # -- the three operations of the lincheck model ---------------------------
-    def get(self, key):
-        resp = self.stub().Range(rpc_pb2.RangeRequest(key=key.encode()),
-                                 timeout=self.timeout_s)
+    def get(self, key, serializable=False):
+        resp = self.stub().Range(rpc_pb2.RangeRequest(
+            key=key.encode(), serializable=serializable),
+            timeout=self.timeout_s)
         return resp.kvs[0].value.decode() if resp.kvs else None
 
     def put(self, key, value):
@@ -94,16 +95,25 @@ class LinWorkload:
     """Clients doing get / put / cas on a few keys, recording a history.
 
     Values are unique ("c<client>-<seq>"), so a read names the write it saw.
+    serializable_reads=True makes the gets serializable (served from the
+    member's local state, which etcd documents as possibly stale): a
+    negative control that must produce non-linearizable histories.
+    The first `readers` clients only read (one per member when readers is
+    the cluster size), so some client keeps reading from whichever member
+    is cut off.
     """
 
     def __init__(self, cluster, clients=5, keys=("k0", "k1", "k2"),
-                 timeout_s=1.5, think_s=0.01, seed=0):
+                 timeout_s=1.5, think_s=0.01, seed=0,
+                 serializable_reads=False, readers=0):
         self.cluster = cluster
         self.keys = list(keys)
         self.n_clients = clients
         self.timeout_s = timeout_s
         self.think_s = think_s
         self.seed = seed
+        self.serializable_reads = serializable_reads
+        self.readers = readers
         self.history = []
         self.errors = {}
         self._lock = threading.Lock()
@@ -134,7 +144,7 @@ class LinWorkload:
             while not self._stop.is_set():
                 seq += 1
                 key = rng.choice(self.keys)
-                r = rng.random()
+                r = 0.0 if c < self.readers else rng.random()
                 if r < 0.5:
                     kind, args = "get", None
                 elif r < 0.75:
@@ -147,7 +157,7 @@ class LinWorkload:
                           complete=None, result=None, error=None)
                 try:
                     if kind == "get":
-                        res = client.get(key)
+                        res = client.get(key, self.serializable_reads)
                         known[key] = res
                     elif kind == "put":
                         res = client.put(key, args)
