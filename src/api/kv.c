@@ -33,6 +33,16 @@ static void bad_request(struct api_call *call)
                          "grpc: error unmarshalling request");
 }
 
+/* Runs on a CQ thread (served at once) or a read worker. */
+static void on_range(void *arg, int err, const Etcdserverpb__RangeResponse *r)
+{
+    struct api_call *call = arg;
+    if (err != 0)
+        reply_err(call, err);
+    else
+        api_call_reply(call, &r->base);
+}
+
 static void kv_range(struct api_call *call, const uint8_t *req, size_t len,
                      void *ctx)
 {
@@ -42,16 +52,13 @@ static void kv_range(struct api_call *call, const uint8_t *req, size_t len,
     if (r == NULL)
         return bad_request(call);
     int rc = kv_check_range(r);
-    Etcdserverpb__RangeResponse *resp;
-    struct server_read *read = NULL;
-    if (rc == 0)
-        rc = server_range(api->server, r, &resp, &read);
-    if (rc == 0)
-        api_call_reply(call, &resp->base);
-    else
+    if (rc != 0) {
         reply_err(call, rc);
-    server_read_end(read);
-    etcdserverpb__range_request__free_unpacked(r, NULL);
+        etcdserverpb__range_request__free_unpacked(r, NULL);
+        return;
+    }
+    /* A linearizable read waits for raft without holding this thread. */
+    server_range_async(api->server, r, on_range, call);
 }
 
 static void propose(struct api *api, struct api_call *call,

@@ -320,20 +320,17 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
     return 0;
 }
 
-static void read_batch_put(struct server_read_batch *b)
-{
-    if (--b->refs == 0)
-        mem_free(b);
-}
-
-/* Answers (or fails) a batch; caller holds ev_mu. */
+/* Hands every read of batch b to the read workers with index or err. */
 static void read_batch_finish(struct server *s, struct server_read_batch *b,
                               uint64_t index, int err)
 {
-    b->index = index;
-    b->err = err;
-    b->done = true;
-    pthread_cond_broadcast(&s->read_cv);
+    for (struct server_read_waiter *w = b->waiters; w != NULL; w = w->next) {
+        w->index = index;
+        w->err = err;
+    }
+    if (b->waiters != NULL)
+        server__reads_ready(s, b->waiters);
+    mem_free(b);
 }
 
 static void answer_reads(struct server *s, const struct raft_ready *rd)
@@ -344,18 +341,17 @@ static void answer_reads(struct server *s, const struct raft_ready *rd)
         if (rs->ctx_len != sizeof ctx)
             continue;
         memcpy(&ctx, rs->ctx, sizeof ctx);
-        pthread_mutex_lock(&s->ev_mu);
+        struct server_read_batch *found = NULL;
         for (struct server_read_batch **p = &s->read_inflight; *p;
              p = &(*p)->next) {
-            if ((*p)->ctx != ctx)
-                continue;
-            struct server_read_batch *b = *p;
-            *p = b->next;
-            read_batch_finish(s, b, rs->index, 0);
-            read_batch_put(b);
-            break;
+            if ((*p)->ctx == ctx) {
+                found = *p;
+                *p = found->next;
+                break;
+            }
         }
-        pthread_mutex_unlock(&s->ev_mu);
+        if (found != NULL)
+            read_batch_finish(s, found, rs->index, 0);
     }
 }
 
@@ -476,24 +472,33 @@ static void step_inbox(struct server *s, struct server_inbox_msg *x)
 }
 
 /* Start ReadIndex rounds: the open batch, and in-flight ones unanswered
- * for a while (lost on a leader change). */
+ * for a while (lost on a leader change); fail rounds past the request
+ * timeout.  The in-flight list belongs to the raft thread. */
 static void take_reads(struct server *s)
 {
     pthread_mutex_lock(&s->ev_mu);
     struct server_read_batch *b = s->read_open;
+    s->read_open = NULL;
+    pthread_mutex_unlock(&s->ev_mu);
     if (b != NULL) {
-        s->read_open = NULL;
         b->next = s->read_inflight;
         s->read_inflight = b;
     }
-    for (b = s->read_inflight; b != NULL; b = b->next) {
-        if (b->requested && s->ticks < b->asked_tick + READ_RETRY_TICKS)
+    uint64_t now = now_ms();
+    for (struct server_read_batch **p = &s->read_inflight; *p;) {
+        b = *p;
+        if (now > b->created_ms + server__request_timeout_ms(s)) {
+            *p = b->next;
+            read_batch_finish(s, b, 0, ERR_TIMEOUT);
             continue;
-        uint64_t ctx = b->ctx;
-        b->requested = raft_read_index(s->raft, &ctx, sizeof ctx) == 0;
-        b->asked_tick = s->ticks;
+        }
+        if (!b->requested || s->ticks >= b->asked_tick + READ_RETRY_TICKS) {
+            uint64_t ctx = b->ctx;
+            b->requested = raft_read_index(s->raft, &ctx, sizeof ctx) == 0;
+            b->asked_tick = s->ticks;
+        }
+        p = &b->next;
     }
-    pthread_mutex_unlock(&s->ev_mu);
 }
 
 /* Waits for an event or the next tick; returns the peer messages. */
@@ -522,21 +527,17 @@ static struct server_inbox_msg *wait_event(struct server *s,
 
 static void fail_reads(struct server *s, int err)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    struct server_read_batch *b = s->read_inflight;
-    s->read_inflight = NULL;
-    while (b != NULL) {
-        struct server_read_batch *n = b->next;
+    while (s->read_inflight != NULL) {
+        struct server_read_batch *b = s->read_inflight;
+        s->read_inflight = b->next;
         read_batch_finish(s, b, 0, err);
-        read_batch_put(b);
-        b = n;
     }
-    if (s->read_open != NULL) {
-        read_batch_finish(s, s->read_open, 0, err);
-        read_batch_put(s->read_open);
-        s->read_open = NULL;
-    }
+    pthread_mutex_lock(&s->ev_mu);
+    struct server_read_batch *b = s->read_open;
+    s->read_open = NULL;
     pthread_mutex_unlock(&s->ev_mu);
+    if (b != NULL)
+        read_batch_finish(s, b, 0, err);
 }
 
 void *server__raft_main(void *arg)
@@ -572,10 +573,13 @@ void *server__raft_main(void *arg)
     return NULL;
 }
 
-int server__read_index(struct server *s, uint64_t timeout_ms,
-                       uint64_t *index_out)
+int server__read_enqueue(struct server *s, struct server_read_waiter *w)
 {
     pthread_mutex_lock(&s->ev_mu);
+    if (atomic_load(&s->stopping)) {
+        pthread_mutex_unlock(&s->ev_mu);
+        return ERR_STOPPED;
+    }
     struct server_read_batch *b = s->read_open;
     if (b == NULL) {
         b = mem_calloc(1, sizeof *b);
@@ -584,26 +588,13 @@ int server__read_index(struct server *s, uint64_t timeout_ms,
             return ERR_NOMEM;
         }
         b->ctx = ++s->read_ctx;
-        b->refs = 1; /* the raft thread's */
+        b->created_ms = now_ms();
         s->read_open = b;
     }
-    b->refs++;
+    w->next = b->waiters;
+    b->waiters = w;
     s->ev = true;
     pthread_cond_signal(&s->ev_cv);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(timeout_ms / 1000);
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    int rc = 0;
-    while (!b->done && rc == 0)
-        rc = pthread_cond_timedwait(&s->read_cv, &s->ev_mu, &ts);
-    int err = b->done ? b->err : ERR_TIMEOUT;
-    *index_out = b->index;
-    read_batch_put(b);
     pthread_mutex_unlock(&s->ev_mu);
-    return err;
+    return 0;
 }

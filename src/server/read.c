@@ -5,6 +5,7 @@
  * without taking any lock the writer holds; the response borrows the map
  * until server_read_end.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "mvcc/mvcc.h"
@@ -31,25 +32,11 @@ static int wait_applied(struct server *s, uint64_t index)
     return atomic_load(&s->applied_index) >= index ? 0 : ERR_STOPPED;
 }
 
-int server_range(struct server *s, const Etcdserverpb__RangeRequest *req,
-                 Etcdserverpb__RangeResponse **resp_out,
-                 struct server_read **read_out)
+/* Reads the local store (no consistency wait). */
+static int range_local(struct server *s, const Etcdserverpb__RangeRequest *req,
+                       Etcdserverpb__RangeResponse **resp_out,
+                       struct server_read **read_out)
 {
-    if (!req->serializable) {
-        uint64_t index;
-        int rc = 0;
-        /* A lone voter that leads needs no heartbeat round to know it is
-         * still the leader (raft answers its ReadIndex at once too): read at
-         * its commit index without a trip through the raft thread. */
-        if (s->n_members == 1 && atomic_load(&s->lead) == s->member_id)
-            index = atomic_load(&s->committed_index);
-        else
-            rc = server__read_index(s, server__request_timeout_ms(s), &index);
-        if (rc == 0)
-            rc = wait_applied(s, index);
-        if (rc != 0)
-            return rc;
-    }
     struct server_read *r = mem_calloc(1, sizeof *r);
     if (r == NULL)
         return ERR_NOMEM;
@@ -80,6 +67,161 @@ int server_range(struct server *s, const Etcdserverpb__RangeRequest *req,
     *resp_out = resp;
     *read_out = r;
     return 0;
+}
+
+/* A lone voter that leads needs no heartbeat round to know it is still
+ * the leader (raft answers its ReadIndex at once too): it reads at its
+ * commit index without a trip through the raft thread. */
+static bool lone_leader(struct server *s)
+{
+    return s->n_members == 1 && atomic_load(&s->lead) == s->member_id;
+}
+
+/* Serves a read whose consistency point is known: wait, read, answer. */
+static void serve(struct server *s, Etcdserverpb__RangeRequest *req,
+                  uint64_t index, int err, server_read_fn fn, void *arg)
+{
+    Etcdserverpb__RangeResponse *resp = NULL;
+    struct server_read *rd = NULL;
+    if (err == 0)
+        err = wait_applied(s, index);
+    if (err == 0)
+        err = range_local(s, req, &resp, &rd);
+    fn(arg, err, resp);
+    server_read_end(rd);
+    etcdserverpb__range_request__free_unpacked(req, NULL);
+}
+
+void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
+                        server_read_fn fn, void *arg)
+{
+    if (req->serializable || lone_leader(s)) {
+        serve(s, req, req->serializable ? 0 : atomic_load(&s->committed_index),
+              0, fn, arg);
+        return;
+    }
+    struct server_read_waiter *w = mem_calloc(1, sizeof *w);
+    int rc = w ? 0 : ERR_NOMEM;
+    if (rc == 0) {
+        *w = (struct server_read_waiter){.req = req, .fn = fn, .arg = arg};
+        rc = server__read_enqueue(s, w);
+    }
+    if (rc != 0) {
+        mem_free(w);
+        serve(s, req, 0, rc, fn, arg);
+    }
+}
+
+/* The synchronous form, for callers that may block (tests, tools). */
+struct sync_read {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int err;
+    uint64_t index;
+};
+
+static void sync_done(void *arg, int err, const Etcdserverpb__RangeResponse *r)
+{
+    (void)r;
+    struct sync_read *x = arg;
+    pthread_mutex_lock(&x->mu);
+    x->err = err;
+    x->done = true;
+    pthread_cond_signal(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+}
+
+int server_range(struct server *s, const Etcdserverpb__RangeRequest *req,
+                 Etcdserverpb__RangeResponse **resp_out,
+                 struct server_read **read_out)
+{
+    if (!req->serializable && !lone_leader(s)) {
+        /* A ReadIndex round with an empty read: it only tells that the
+         * store has caught up; then read locally. */
+        Etcdserverpb__RangeRequest *probe = mem_calloc(1, sizeof *probe);
+        if (probe == NULL)
+            return ERR_NOMEM;
+        etcdserverpb__range_request__init(probe);
+        probe->key.data = mem_dup("\0", 1);
+        probe->key.len = 1;
+        probe->count_only = 1;
+        struct sync_read x = {PTHREAD_MUTEX_INITIALIZER,
+                              PTHREAD_COND_INITIALIZER, false, 0, 0};
+        server_range_async(s, probe, sync_done, &x);
+        pthread_mutex_lock(&x.mu);
+        while (!x.done)
+            pthread_cond_wait(&x.cv, &x.mu);
+        pthread_mutex_unlock(&x.mu);
+        if (x.err != 0)
+            return x.err;
+    }
+    return range_local(s, req, resp_out, read_out);
+}
+
+/* --- read workers ------------------------------------------------------ */
+
+void server__reads_ready(struct server *s, struct server_read_waiter *w)
+{
+    struct server_read_waiter *tail = w;
+    while (tail->next != NULL)
+        tail = tail->next;
+    pthread_mutex_lock(&s->ready_mu);
+    if (s->ready_tail)
+        s->ready_tail->next = w;
+    else
+        s->ready_head = w;
+    s->ready_tail = tail;
+    pthread_cond_broadcast(&s->ready_cv);
+    pthread_mutex_unlock(&s->ready_mu);
+}
+
+static void *read_worker(void *arg)
+{
+    struct server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->ready_mu);
+        while (s->ready_head == NULL && !s->readers_stop)
+            pthread_cond_wait(&s->ready_cv, &s->ready_mu);
+        struct server_read_waiter *w = s->ready_head;
+        if (w != NULL) {
+            s->ready_head = w->next;
+            if (s->ready_head == NULL)
+                s->ready_tail = NULL;
+        }
+        pthread_mutex_unlock(&s->ready_mu);
+        if (w == NULL)
+            return NULL; /* stopping and drained */
+        serve(s, w->req, w->index, w->err, w->fn, w->arg);
+        mem_free(w);
+    }
+}
+
+int server__read_workers_start(struct server *s)
+{
+    for (int i = 0; i < 2; i++) {
+        if (pthread_create(&s->read_workers[i], NULL, read_worker, s) != 0)
+            return ERR_NOMEM;
+        s->n_read_workers++;
+    }
+    return 0;
+}
+
+/* After the raft thread is gone (nothing more becomes ready): the workers
+ * drain the queue (each read is answered; wait_applied gives ERR_STOPPED
+ * once stopping) and exit. */
+void server__read_workers_stop(struct server *s)
+{
+    pthread_mutex_lock(&s->ready_mu);
+    s->readers_stop = true;
+    pthread_cond_broadcast(&s->ready_cv);
+    pthread_mutex_unlock(&s->ready_mu);
+    pthread_mutex_lock(&s->applied_mu);
+    pthread_cond_broadcast(&s->applied_cv);
+    pthread_mutex_unlock(&s->applied_mu);
+    for (int i = 0; i < s->n_read_workers; i++)
+        pthread_join(s->read_workers[i], NULL);
+    s->n_read_workers = 0;
 }
 
 void server_read_end(struct server_read *r)

@@ -229,10 +229,16 @@ static void *house_main(void *arg)
     while (!atomic_load(&s->stopping)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        ts.tv_nsec += 500 * 1000000L; /* twice a second */
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
         pthread_cond_timedwait(&s->house_cv, &s->house_mu, &ts);
-        if (!atomic_load(&s->stopping))
-            backend_rss_trim(s->be);
+        if (atomic_load(&s->stopping))
+            break;
+        backend_rss_trim(s->be);
+        server_wait_expire(&s->wait, server__now_ms(), ERR_TIMEOUT);
     }
     pthread_mutex_unlock(&s->house_mu);
     return NULL;
@@ -257,7 +263,8 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* raft ticks */
     pthread_cond_init(&s->ev_cv, &ca);
     pthread_condattr_destroy(&ca);
-    pthread_cond_init(&s->read_cv, NULL);
+    pthread_mutex_init(&s->ready_mu, NULL);
+    pthread_cond_init(&s->ready_cv, NULL);
     arena_init(&s->apply_arena);
 }
 
@@ -291,6 +298,8 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         rc = server__raft_open(s);
     if (rc == 0)
         rc = server__peers_open(s, cfg->peer_listener);
+    if (rc == 0)
+        rc = server__read_workers_start(s);
     if (rc == 0 && pthread_create(&s->apply_thread, NULL,
                                   server__apply_main, s) != 0)
         rc = ERR_NOMEM;
@@ -336,6 +345,7 @@ void server_stop(struct server *s)
         pthread_join(s->log_thread, NULL);
         pthread_join(s->apply_thread, NULL);
     }
+    server__read_workers_stop(s);
     size_t n;
     for (struct server_entry *e = server_queue_try_pop_all(&s->proposals, &n),
                              *next;
@@ -358,7 +368,8 @@ void server_stop(struct server *s)
     pthread_cond_destroy(&s->house_cv);
     pthread_mutex_destroy(&s->ev_mu);
     pthread_cond_destroy(&s->ev_cv);
-    pthread_cond_destroy(&s->read_cv);
+    pthread_mutex_destroy(&s->ready_mu);
+    pthread_cond_destroy(&s->ready_cv);
     arena_free(&s->apply_arena);
     mem_free(s);
 }
@@ -387,7 +398,9 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     e->id = req->id;
     e->len = cetcdpb__internal_request__pack(req, e->data);
     assert(e->len == len);
-    int rc = server_wait_register(&s->wait, e->id, done, arg);
+    int rc = server_wait_register(&s->wait, e->id, done, arg,
+                                  server__now_ms() +
+                                      server__request_timeout_ms(s));
     if (rc == 0)
         rc = server_queue_push(&s->proposals, e, false);
     if (rc == 0)

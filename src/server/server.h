@@ -101,6 +101,21 @@ int server_range(struct server *s, const Etcdserverpb__RangeRequest *req,
 
 void server_read_end(struct server_read *read);
 
+/* A Range's answer: err 0 and resp (valid during the call only), or an
+ * ERR_*.  Runs on the caller's thread (served at once) or a read worker. */
+typedef void (*server_read_fn)(void *arg, int err,
+                               const Etcdserverpb__RangeResponse *resp);
+
+/* server_range_async serves req without blocking the caller on raft: a
+ * serializable read (or one on a lone leading voter) is served at once;
+ * a linearizable one joins the next ReadIndex round and is served by a
+ * read worker once the applied index reaches the round's answer.  Takes
+ * ownership of req (an unpacked message; freed after fn).  fn is called
+ * exactly once.  Errors given to fn: as server_range, plus ERR_TIMEOUT
+ * (no ReadIndex answer within the request timeout). */
+void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
+                        server_read_fn fn, void *arg);
+
 /* server_header fills a response header with the ids, the current revision
  * and the raft term. */
 void server_header_fill(struct server *s, Etcdserverpb__ResponseHeader *h);

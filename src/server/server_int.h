@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "server/arena.h"
 #include "server/queue.h"
@@ -19,6 +20,10 @@ struct backend;
 struct mvcc_store;
 struct raft;
 struct raft_msg;
+
+/* Bound on proposals queued for the raft thread (then
+ * ERR_TOO_MANY_REQUESTS, as etcd's committed - applied > 5000 rule). */
+#define SERVER_PROPOSALS_MAX 5000
 
 /* Most members of a cluster (voters + learners). */
 #define SERVER_MEMBERS_MAX 16
@@ -45,22 +50,27 @@ struct server_member {
     char peer_urls[1024];    /* comma-separated */
 };
 
+/* A linearizable read waiting for its ReadIndex round, then for the
+ * applied index to reach it; served by a read worker. */
+struct server_read_waiter {
+    struct server_read_waiter *next;   /* batch or ready-queue link */
+    Etcdserverpb__RangeRequest *req;   /* owned (protobuf-c unpacked) */
+    server_read_fn fn;                 /* answer */
+    void *arg;
+    uint64_t index;                    /* read at applied >= index */
+    int err;                           /* or fail with this */
+};
+
 /* A ReadIndex round shared by every linearizable read that arrived while
  * it was open (batching): one raft_read_index for all of them. */
 struct server_read_batch {
-    struct server_read_batch *next; /* raft thread's in-flight list */
-    uint64_t ctx;          /* request context (unique per batch) */
-    uint64_t index;        /* answer: read at applied >= index */
-    int err;               /* or a failure */
-    bool done;             /* answered (index or err) */
-    bool requested;        /* raft_read_index called */
-    uint64_t asked_tick;   /* tick of the last request (retry) */
-    int refs;              /* readers + the raft thread */
+    struct server_read_batch *next;    /* raft thread's in-flight list */
+    uint64_t ctx;                      /* request context (unique) */
+    bool requested;                    /* raft_read_index accepted it */
+    uint64_t asked_tick;               /* tick of the last request */
+    uint64_t created_ms;               /* for the request timeout */
+    struct server_read_waiter *waiters; /* the reads it serves */
 };
-
-/* Bound on proposals queued but not yet in the WAL (then ERR_TOO_MANY_REQUESTS,
- * as etcd's committed - applied > 5000 rule). */
-#define SERVER_PROPOSALS_MAX 5000
 
 struct server {
     struct server_config cfg;   /* copy of the config (strings borrowed) */
@@ -112,7 +122,12 @@ struct server {
     struct server_read_batch *read_open;     /* batch accepting readers */
     struct server_read_batch *read_inflight; /* raft thread: asked */
     uint64_t read_ctx;          /* last batch ctx */
-    pthread_cond_t read_cv;     /* readers wait for their batch */
+    struct server_read_waiter *ready_head, *ready_tail; /* under ready_mu */
+    pthread_mutex_t ready_mu;   /* the read workers' queue */
+    pthread_cond_t ready_cv;
+    pthread_t read_workers[2];  /* serve answered linearizable reads */
+    int n_read_workers;
+    bool readers_stop;          /* under ready_mu */
     /* The transport: sends one message to its destination without
      * blocking; NULL for a single member. */
     void (*send_fn)(void *arg, const struct raft_msg *m);
@@ -125,6 +140,13 @@ struct server {
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
 };
+
+static inline uint64_t server__now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
 
 /* etcd's request timeout: 5 s + 2 election timeouts. */
 static inline uint64_t server__request_timeout_ms(const struct server *s)
@@ -146,11 +168,13 @@ int server__raft_open(struct server *s);
 void server__raft_close(struct server *s);
 /* raft_loop.c: a message from a peer (copied; any thread). */
 int server__raft_receive(struct server *s, const struct raft_msg *m);
-/* raft_loop.c: a ReadIndex round for a linearizable read (batched with the
- * reads arriving meanwhile): *index_out is the index the read must see
- * applied.  Errors: ERR_TIMEOUT, ERR_STOPPED, ERR_NOMEM. */
-int server__read_index(struct server *s, uint64_t timeout_ms,
-                       uint64_t *index_out);
+/* raft_loop.c: queue a linearizable read for the next ReadIndex round
+ * (batched with the reads arriving meanwhile).  0 or ERR_NOMEM. */
+int server__read_enqueue(struct server *s, struct server_read_waiter *w);
+/* read.c: answered reads go to the read workers. */
+void server__reads_ready(struct server *s, struct server_read_waiter *w);
+int server__read_workers_start(struct server *s);
+void server__read_workers_stop(struct server *s);
 /* apply.c */
 void *server__apply_main(void *arg);
 /* apply_kv.c: apply one decoded request inside the open mvcc batch;

@@ -12,6 +12,7 @@ struct server_waiter {
     uint64_t id;                /* request id */
     server_done_fn done;        /* result callback */
     void *arg;                  /* its argument */
+    uint64_t deadline_ms;       /* failed with a timeout after this */
 };
 
 static struct server_wait_shard *shard_of(struct server_wait *w, uint64_t id)
@@ -33,7 +34,7 @@ void server_wait_init(struct server_wait *w)
 }
 
 int server_wait_register(struct server_wait *w, uint64_t id,
-                         server_done_fn done, void *arg)
+                         server_done_fn done, void *arg, uint64_t deadline_ms)
 {
     assert(id != 0 && done != NULL);
     struct server_waiter *x = mem_malloc(sizeof *x);
@@ -42,6 +43,7 @@ int server_wait_register(struct server_wait *w, uint64_t id,
     x->id = id;
     x->done = done;
     x->arg = arg;
+    x->deadline_ms = deadline_ms;
     struct server_wait_shard *s = shard_of(w, id);
     pthread_mutex_lock(&s->mu);
     struct server_waiter **b = bucket_of(s, id);
@@ -97,4 +99,40 @@ void server_wait_destroy(struct server_wait *w)
 {
     for (int i = 0; i < SERVER_WAIT_SHARDS; i++)
         pthread_mutex_destroy(&w->shards[i].mu);
+}
+
+/* Unlinks the expired waiters of one bucket into *out (under the lock). */
+static void take_expired(struct server_waiter **b, uint64_t now_ms,
+                         struct server_waiter **out)
+{
+    while (*b != NULL) {
+        struct server_waiter *x = *b;
+        if (x->deadline_ms >= now_ms) {
+            b = &x->next;
+            continue;
+        }
+        *b = x->next;
+        x->next = *out;
+        *out = x;
+    }
+}
+
+void server_wait_expire(struct server_wait *w, uint64_t now_ms, int err)
+{
+    struct server_response r = {.err = err, .msg = NULL};
+    for (int i = 0; i < SERVER_WAIT_SHARDS; i++) {
+        struct server_wait_shard *s = &w->shards[i];
+        struct server_waiter *expired = NULL;
+        pthread_mutex_lock(&s->mu);
+        for (int b = 0; b < SERVER_WAIT_BUCKETS; b++)
+            if (s->buckets[b] != NULL)
+                take_expired(&s->buckets[b], now_ms, &expired);
+        pthread_mutex_unlock(&s->mu);
+        while (expired != NULL) {
+            struct server_waiter *n = expired->next;
+            expired->done(expired->arg, &r);
+            mem_free(expired);
+            expired = n;
+        }
+    }
 }

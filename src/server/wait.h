@@ -27,9 +27,13 @@ struct server_wait {
 };
 
 void server_wait_init(struct server_wait *w);
-/* server_wait_register: 0 or ERR_NOMEM. */
+/* server_wait_register: 0 or ERR_NOMEM.  The waiter is failed by
+ * server_wait_expire once deadline_ms (CLOCK_MONOTONIC) has passed. */
 int server_wait_register(struct server_wait *w, uint64_t id,
-                         server_done_fn done, void *arg);
+                         server_done_fn done, void *arg, uint64_t deadline_ms);
+/* server_wait_expire fails (with err) every waiter whose deadline is before
+ * now_ms: a proposal lost with a leader, or stuck in a minority. */
+void server_wait_expire(struct server_wait *w, uint64_t now_ms, int err);
 /* server_wait_take removes id's waiter and returns true with its callback,
  * or false if nobody waits for id. */
 bool server_wait_take(struct server_wait *w, uint64_t id,
