@@ -5,9 +5,11 @@
 #   3. pytest integration against the release cetcd: etcdctl + python etcd3
 #      KV suites, the differential test against a real etcd 3.4.23, kill -9
 #      durability, the gRPC runtime, the client library and cetcd-bench
-#   4. the KV suites again against the ASan+UBSan cetcd
-#   5. every libFuzzer target, built with clang, for a short run each
-#   6. etcd's own e2e tests listed in tests/e2e/passing.txt
+#   4. 3- and 5-member clusters under kill -9, SIGSTOP and partitions, with a
+#      linearizability check of the recorded histories (tests/cluster)
+#   5. the KV suites again against the ASan+UBSan cetcd
+#   6. every libFuzzer target, built with clang, for a short run each
+#   7. etcd's own e2e tests listed in tests/e2e/passing.txt
 # Longer runs: see docs/TESTING.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,9 @@ echo "== unit + raft (asan+ubsan)"
 echo "== integration (release cetcd)"
 CETCD_BIN="$ROOT/build/cetcd" CETCD_BUILD_DIR="$ROOT/build" \
     $PY -m pytest -q -p no:cacheprovider tests/integration
+
+echo "== clusters: faults and linearizability (release cetcd)"
+CETCD_BIN="$ROOT/build/cetcd" $PY -m pytest -q -p no:cacheprovider tests/cluster
 
 echo "== integration KV suites (asan+ubsan cetcd)"
 CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
