@@ -9,7 +9,11 @@ Method: a session-wide probe (cluster.multi_member_support) starts the
 binary once with a 3-member --initial-cluster: a server that exits with a
 message is not cluster-capable and every test using make_cluster is
 skipped.  Against etcd (CETCD_TEST_AGAINST_ETCD=1) nothing is skipped.
+CETCD_SKIP_CLUSTER_TESTS=1 skips them explicitly (for CI while a server
+that accepts clusters still lacks pieces the faults need).
 """
+
+import os
 
 import pytest
 
@@ -26,6 +30,8 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def cluster_capable():
+    if os.environ.get("CETCD_SKIP_CLUSTER_TESTS") == "1":
+        pytest.skip("CETCD_SKIP_CLUSTER_TESTS=1")
     ok, why = clusterlib.multi_member_support()
     if not ok:
         if clusterlib.against_etcd():
