@@ -13,6 +13,9 @@
 #               steadier run of some minutes per server)
 #   VAL_SIZE    put value size in bytes (default 256, as etcd's docs)
 #   KEY_SPACE   put key space (default 100000)
+#   MEMBERS     cluster size (default 1).  With 3 or 5, each server is a
+#               cluster of that many members on 127.0.0.1; puts go to the
+#               leader, ranges to all members; CPU is summed over members.
 #
 # Each server gets a fresh data dir in WORKDIR, fsync on (etcd's default;
 # cetcd the same), single member on 127.0.0.1.  Per workload we record
@@ -42,6 +45,8 @@ CLK_TCK=$(getconf CLK_TCK)
 CPORT=23790
 PPORT=23800
 EP=127.0.0.1:$CPORT
+MEMBERS=${MEMBERS:-1}
+EPS=$EP
 
 # name | cetcd-bench arguments.  Totals are modest so a whole comparison
 # takes a few minutes on 2 cores; SCALE raises them.
@@ -62,38 +67,62 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 
-# start_server NAME BIN: fresh data dir, waits until a put succeeds.
+# start_server NAME BIN: fresh data dirs, MEMBERS members; waits until a
+# put succeeds; sets SERVER_PIDS, EP (the leader) and EPS (all members).
 start_server() {
-    local name=$1 bin=$2 dir=$WORK/$1
+    local name=$1 bin=$2 dir=$WORK/$1 ic="" i
     rm -rf "$dir"
     mkdir -p "$dir"
-    "$bin" --name default --data-dir "$dir/data" \
-        --listen-client-urls "http://$EP" --advertise-client-urls "http://$EP" \
-        --listen-peer-urls "http://127.0.0.1:$PPORT" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-        --initial-cluster "default=http://127.0.0.1:$PPORT" \
-        >"$dir/server.log" 2>&1 &
-    SERVER_PID=$!
+    SERVER_PIDS=""
+    EPS=""
+    for i in $(seq 0 $((MEMBERS - 1))); do
+        ic="${ic:+$ic,}m$i=http://127.0.0.1:$((PPORT + i))"
+        EPS="${EPS:+$EPS,}127.0.0.1:$((CPORT + i))"
+    done
+    [ "$MEMBERS" -gt 1 ] || ic="m0=http://127.0.0.1:$PPORT"
+    for i in $(seq 0 $((MEMBERS - 1))); do
+        local c=127.0.0.1:$((CPORT + i)) p=http://127.0.0.1:$((PPORT + i))
+        "$bin" --name "m$i" --data-dir "$dir/data$i" \
+            --listen-client-urls "http://$c" --advertise-client-urls "http://$c" \
+            --listen-peer-urls "$p" --initial-advertise-peer-urls "$p" \
+            --initial-cluster "$ic" >"$dir/server$i.log" 2>&1 &
+        SERVER_PIDS="$SERVER_PIDS $!"
+    done
     for _ in $(seq 100); do
-        if "$BENCH_BIN" --endpoints "$EP" --dial-timeout 1 put --total 1 \
+        if "$BENCH_BIN" --endpoints "$EPS" --dial-timeout 1 put --total 1 \
             >/dev/null 2>&1; then
-            return 0
+            EP=$(ETCDCTL_API=3 etcdctl --endpoints "$EPS" endpoint status \
+                 -w json | python3 -c 'import json,sys
+for s in json.load(sys.stdin):
+    if s["Status"]["leader"] == s["Status"]["header"]["member_id"]:
+        print(s["Endpoint"])')
+            [ -n "$EP" ] && return 0
         fi
-        kill -0 "$SERVER_PID" 2>/dev/null || break
         sleep 0.2
     done
-    echo "compare.sh: $name did not come up, see $dir/server.log" >&2
+    echo "compare.sh: $name did not come up, see $dir/server*.log" >&2
     stop_server
     return 1
 }
 
 stop_server() {
-    [ -n "${SERVER_PID:-}" ] || return 0
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
+    [ -n "${SERVER_PIDS:-}" ] || return 0
+    # shellcheck disable=SC2086
+    kill $SERVER_PIDS 2>/dev/null || true
+    for p in $SERVER_PIDS; do wait "$p" 2>/dev/null || true; done
+    SERVER_PIDS=
 }
 trap stop_server EXIT
+
+cpu_all() {
+    local t=0 p
+    for p in $SERVER_PIDS; do t=$((t + $(cpu_ticks "$p"))); done
+    echo $t
+}
+leader_pid() {
+    local i=$(( ${EP##*:} - CPORT + 1 ))
+    echo "$SERVER_PIDS" | awk -v i="$i" '{print $i}'
+}
 
 # run_all NAME BIN: every workload against one server; one line each in
 # $WORK/NAME.results: workload qps p50_ms p99_ms cpu_us_per_req rss_kb errors
@@ -106,15 +135,15 @@ run_all() {
     ETCDCTL_API=3 etcdctl --endpoints "$EP" put foo bar >/dev/null 2>&1 ||
         echo "compare.sh: etcdctl put foo failed (range reads a missing key)" >&2
     for w in "${WORKLOADS[@]}"; do
-        local wname=${w%%|*} args=${w#*|} extra="" c0 c1 line
-        case $args in *put*) extra=$PUT_FLAGS ;; esac
-        c0=$(cpu_ticks "$SERVER_PID")
+        local wname=${w%%|*} args=${w#*|} extra="" c0 c1 line eps=$EPS
+        case $args in *put*) extra=$PUT_FLAGS; eps=$EP ;; esac
+        c0=$(cpu_all)
         # shellcheck disable=SC2086
-        line=$("$BENCH_BIN" --endpoints "$EP" $args $extra \
+        line=$("$BENCH_BIN" --endpoints "$eps" $args $extra \
                | tee "$WORK/$name.$wname.txt" | grep '^RESULT') || {
             echo "compare.sh: $name $wname failed" >&2; continue; }
-        c1=$(cpu_ticks "$SERVER_PID")
-        python3 - "$wname" "$c0" "$c1" "$CLK_TCK" "$(rss_kb "$SERVER_PID")" \
+        c1=$(cpu_all)
+        python3 - "$wname" "$c0" "$c1" "$CLK_TCK" "$(rss_kb "$(leader_pid)")" \
             "$line" >>"$out" <<'PY'
 import sys
 w, c0, c1, tck, rss, line = sys.argv[1:]
@@ -125,7 +154,7 @@ print(w, r["qps"], r["p50_ms"], r["p99_ms"], "%.1f" % cpu_us, rss, r["errors"])
 PY
         echo "  $name $wname: $(tail -1 "$out")" >&2
     done
-    echo "peak_rss_kb $(hwm_kb "$SERVER_PID")" >"$WORK/$name.peak"
+    echo "peak_rss_kb $(hwm_kb "$(leader_pid)")" >"$WORK/$name.peak"
     stop_server
 }
 
@@ -142,9 +171,10 @@ else
     echo "== cetcd: $CETCD_BIN not found, measuring etcd only" >&2
 fi
 
-python3 - "$WORK" "$HAVE_CETCD" "$SCALE" "$VAL_SIZE" <<'PY'
+python3 - "$WORK" "$HAVE_CETCD" "$SCALE" "$VAL_SIZE" "$MEMBERS" <<'PY'
 import os, platform, sys, time
 work, have, scale, val = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
+members = int(sys.argv[5])
 
 def load(name):
     res = {}
@@ -162,8 +192,13 @@ def peak(name):
 e, c = load("etcd"), load("cetcd") if have else {}
 fs = dict(kv.split("=") for kv in open(os.path.join(work, "fsync.txt")).read().split()[1:])
 ratio = lambda a, b: "%.2f" % (float(b) / float(a)) if a and b and float(a) > 0 else "-"
-print("### cetcd vs etcd 3.4.23 (%s, %d cores, %s)" % (
+print("### cetcd vs etcd 3.4.23, %s (%s, %d cores, %s)" % (
+    "single member" if members == 1 else "%d-member clusters" % members,
     time.strftime("%Y-%m-%d"), os.cpu_count(), platform.machine()))
+if members > 1:
+    print()
+    print("Puts go to the leader, ranges to every member; CPU is summed over "
+          "the members, RSS is the leader's.")
 print()
 print("fdatasync (4 KiB append + fdatasync, x1000): p50 %s ms, p99 %s ms. "
       "Values %s B, keys 8 B, SCALE=%s. Server peak RSS: etcd %s KiB, cetcd %s KiB."
