@@ -337,14 +337,16 @@ static void answer_reads(struct server *s, const struct raft_ready *rd)
 {
     for (size_t i = 0; i < rd->n_read_states; i++) {
         const struct raft_read_state *rs = &rd->read_states[i];
-        uint64_t ctx;
+        uint64_t ctx[2];
         if (rs->ctx_len != sizeof ctx)
             continue;
-        memcpy(&ctx, rs->ctx, sizeof ctx);
+        memcpy(ctx, rs->ctx, sizeof ctx);
+        if (ctx[0] != s->member_id)
+            continue;
         struct server_read_batch *found = NULL;
         for (struct server_read_batch **p = &s->read_inflight; *p;
              p = &(*p)->next) {
-            if ((*p)->ctx == ctx) {
+            if ((*p)->ctx == ctx[1]) {
                 found = *p;
                 *p = found->next;
                 break;
@@ -397,17 +399,27 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
     while (raft_has_ready(s->raft)) {
         struct raft_ready rd;
         int rc = raft_ready(s->raft, &rd);
+        if (rd.has_soft_state) {
+            atomic_store(&s->lead, rd.soft_state.lead);
+            s->is_leader = rd.soft_state.role == RAFT_LEADER;
+        }
+        /* A leader replicates while it writes its own disk (Raft thesis
+         * 10.2.1, as etcd does): its entries count toward commit only after
+         * raft_advance.  Other members' messages (votes, append acks)
+         * promise persisted state, so they leave after the fsync. */
+        bool early = s->is_leader;
+        if (rc == 0 && early)
+            send_msgs(s, &rd);
         if (rc == 0)
             rc = persist(s, &rd, wb);
         if (rc != 0)
             return rc;
-        send_msgs(s, &rd);
+        if (!early)
+            send_msgs(s, &rd);
         rc = hand_committed(s, &rd);
         if (rc != 0)
             return rc;
         answer_reads(s, &rd);
-        if (rd.has_soft_state)
-            atomic_store(&s->lead, rd.soft_state.lead);
         if (rd.has_hard_state)
             atomic_store(&s->term, rd.hard_state.term);
         rc = raft_advance(s->raft, &rd);
@@ -493,8 +505,10 @@ static void take_reads(struct server *s)
             continue;
         }
         if (!b->requested || s->ticks >= b->asked_tick + READ_RETRY_TICKS) {
-            uint64_t ctx = b->ctx;
-            b->requested = raft_read_index(s->raft, &ctx, sizeof ctx) == 0;
+            /* The leader keys pending reads by context: it must be unique
+             * across members, not just here. */
+            uint64_t ctx[2] = {s->member_id, b->ctx};
+            b->requested = raft_read_index(s->raft, ctx, sizeof ctx) == 0;
             b->asked_tick = s->ticks;
         }
         p = &b->next;

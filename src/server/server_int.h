@@ -115,6 +115,7 @@ struct server {
     uint64_t applied_raft;      /* last index handed to the applier */
     uint64_t snap_index;        /* last raft snapshot (log compaction) */
     _Atomic uint64_t lead;      /* current leader (any thread reads) */
+    bool is_leader;             /* raft thread: this member leads */
     pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
     pthread_cond_t ev_cv;       /* wakes the raft thread */
     bool ev;                    /* something arrived */
