@@ -88,7 +88,7 @@ static void fill_headers(struct server *s, struct pending *ps, size_t n)
             continue;
         Etcdserverpb__ResponseHeader *h = header_of(ps[i].msg);
         assert(h != NULL);
-        server_header_fill(s, h);
+        server__header_fill(s, h); /* apply_mu held: no store swap */
     }
 }
 
@@ -177,6 +177,16 @@ static void apply_or_die(struct server *s, struct server_entry *head,
     }
     free_chain(head);
     arena_reset(&s->apply_arena);
+}
+
+/* A store swap (snapshot.c) first applies what is queued, under apply_mu,
+ * so that nothing older than the snapshot reaches the new store. */
+void server__apply_drain_locked(struct server *s)
+{
+    size_t n;
+    struct server_entry *head = server_queue_try_pop_all(&s->committed, &n);
+    if (head != NULL)
+        apply_or_die(s, head, n);
 }
 
 /*

@@ -2,8 +2,8 @@
  * peers.c - the member's end of the peer transport (src/peer): incoming
  * raft messages go to the raft thread's inbox, losses and snapshot outcomes
  * are reported to raft by the raft thread, and the raft thread's messages
- * leave through peer_send.  Snapshots of the store are not sent or accepted
- * yet: a follower too far behind waits rather than installing nothing.
+ * leave through peer_send.  Snapshots of the store arrive as verified
+ * files in <member>/snap and are installed through snapshot.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -51,12 +51,8 @@ static void on_snapshot_status(void *arg, raft_id to, bool ok)
 static int on_snapshot(void *arg, raft_id from, const struct raft_msg *m,
                        const char *path)
 {
-    (void)arg;
-    (void)m;
-    (void)path;
-    log_warn("etcdserver", "refusing a snapshot from %016llx: installing "
-             "store snapshots is not built yet", (unsigned long long)from);
-    return ERR_UNSUPPORTED;
+    (void)from; /* m->from */
+    return server__snap_received(arg, m, path);
 }
 
 static void send_one(void *arg, const struct raft_msg *m)
@@ -90,7 +86,9 @@ int server__peers_open(struct server *s, struct api_server *srv)
     memset(&pc, 0, sizeof pc);
     pc.self = s->member_id;
     pc.cluster_id = s->cluster_id;
-    pc.snap_dir = NULL; /* incoming snapshots refused (see above) */
+    char snap_dir[sizeof s->member_dir + 8];
+    snprintf(snap_dir, sizeof snap_dir, "%s/snap", s->member_dir);
+    pc.snap_dir = snap_dir; /* copied; made by server__snap_open */
     pc.cb = (struct peer_callbacks){.arg = s,
                                     .on_messages = on_messages,
                                     .on_unreachable = on_unreachable,

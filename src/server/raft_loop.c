@@ -7,7 +7,8 @@
  *   commit) -> send messages -> hand committed entries to the applier ->
  *   answer read states -> raft_advance.
  * On a restart the LMDB store is the snapshot: raft starts from a snapshot
- * marker at the consistent index and the WAL's entries after it.
+ * marker at the consistent index and the WAL's entries after it.  Store
+ * snapshots (copies, sends, installs, log truncation) are in snapshot.c.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -24,7 +25,6 @@
 #include "wal/wal.h"
 
 #define RAFT_PROPOSE_MAX 4096        /* proposals taken per loop pass */
-#define RAFT_LOG_KEEP 5000           /* entries kept behind a compaction */
 #define READ_RETRY_TICKS 20          /* re-ask an unanswered ReadIndex */
 
 /* A peer message waiting for the raft thread (encoded copy). */
@@ -101,6 +101,16 @@ static int r_meta(void *arg, uint64_t node_id, uint64_t cluster_id)
 {
     (void)cluster_id;
     ((struct restore *)arg)->meta_id = node_id;
+    return 0;
+}
+
+/* The WAL's snapshot marker at the applied index gives its term when the
+ * entry itself is not in the WAL (a snapshot installed from the leader). */
+static int r_snap(void *arg, const struct wal_snapshot *snap)
+{
+    struct restore *r = arg;
+    if (snap->index == r->applied)
+        r->applied_term = snap->term;
     return 0;
 }
 
@@ -184,6 +194,7 @@ static int raft_start(struct server *s, struct restore *r)
     }
     s->applied_raft = r->applied;
     s->snap_index = r->applied;
+    atomic_store(&s->applied_index, r->applied); /* the store holds it */
     return 0;
 }
 
@@ -195,7 +206,20 @@ int server__raft_open(struct server *s)
     struct wal_replay_cb cb = {.on_metadata = r_meta,
                                .on_hardstate = r_hs,
                                .on_entry = r_entry};
-    int rc = wal_replay(s->wal, NULL, &cb, &r);
+    /* Entries from the applied one on (its term is needed); after a
+     * snapshot install the WAL jumps past it: then read from the marker. */
+    struct wal_snapshot from = {r.applied ? r.applied - 1 : 0, 0};
+    int rc = wal_replay(s->wal, &from, &cb, &r);
+    if ((rc == ERR_WAL_GAP || (rc == 0 && r.applied_term == 0)) &&
+        r.applied > 0) {
+        restore_free(&r);
+        uint64_t applied = r.applied;
+        memset(&r, 0, sizeof r);
+        r.applied = applied;
+        from.index = applied;
+        cb.on_snapshot = r_snap;
+        rc = wal_replay(s->wal, &from, &cb, &r);
+    }
     if (rc == 0 && r.applied > 0 && r.applied_term == 0) {
         log_error("etcdserver", "the WAL does not hold the store's applied "
                   "index %llu", (unsigned long long)r.applied);
@@ -357,19 +381,14 @@ static void answer_reads(struct server *s, const struct raft_ready *rd)
     }
 }
 
-/* Messages to peers, through the transport.  Snapshots of the store are
- * not sent yet: the follower that needs one is reported failed (raft
- * retries later) and waits, safely, instead of installing nothing. */
+/* Messages to peers, through the transport.  A snapshot goes out later,
+ * with a copy of the store, through snapshot.c. */
 static void send_msgs(struct server *s, const struct raft_ready *rd)
 {
     for (size_t i = 0; i < rd->n_msgs; i++) {
         const struct raft_msg *m = &rd->msgs[i];
         if (m->type == RAFT_MSG_SNAP) {
-            pthread_mutex_lock(&s->ev_mu);
-            if (s->n_reports < SERVER_MEMBERS_MAX * 3)
-                s->reports[s->n_reports++] = (struct server_report){
-                    m->to, SERVER_REPORT_SNAP_FAIL};
-            pthread_mutex_unlock(&s->ev_mu);
+            server__snap_want_send(s, m); /* a store copy: snapshot.c */
         } else if (s->send_fn != NULL) {
             s->send_fn(s->send_arg, m);
         }
@@ -411,6 +430,8 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         if (rc == 0 && early)
             send_msgs(s, &rd);
         if (rc == 0)
+            rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
+        if (rc == 0)
             rc = persist(s, &rd, wb);
         if (rc != 0)
             return rc;
@@ -427,21 +448,6 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
             return rc;
     }
     return 0;
-}
-
-/* Bound the in-memory raft log: every snapshot-count applied entries, mark
- * the store (already holding them) as raft's snapshot and drop all but the
- * last RAFT_LOG_KEEP entries. */
-static void maybe_compact(struct server *s)
-{
-    uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
-    if (s->applied_raft < s->snap_index + every)
-        return;
-    if (raft_snapshot_create(s->raft, s->applied_raft, NULL, NULL, 0) != 0)
-        return;
-    s->snap_index = s->applied_raft;
-    if (s->snap_index > RAFT_LOG_KEEP)
-        raft_log_compact(s->raft, s->snap_index - RAFT_LOG_KEEP);
 }
 
 static void fail_waiter(struct server *s, uint64_t id, int err)
@@ -573,13 +579,13 @@ void *server__raft_main(void *arg)
         take_reports(s);
         take_proposals(s);
         take_reads(s);
+        server__snap_tick(s); /* copies, sends, received snapshots */
         int rc = handle_ready(s, &wb);
         if (rc != 0) {
             log_error("etcdserver", "raft loop failed: %s; stopping",
                       err_str(rc));
             abort();
         }
-        maybe_compact(s);
     }
     wal_buf_free(&wb);
     fail_reads(s, ERR_STOPPED);

@@ -15,6 +15,7 @@
 #include "util/mem.h"
 
 struct server_read {
+    struct server *s;                /* inside its store gate */
     struct mvcc_read *snap;          /* the LMDB read txn */
     struct mvcc_range_result res;    /* kvs borrowed by the response */
     struct arena arena;              /* the response */
@@ -41,8 +42,13 @@ static int range_local(struct server *s, const Etcdserverpb__RangeRequest *req,
     if (r == NULL)
         return ERR_NOMEM;
     arena_init(&r->arena);
+    /* The store may be replaced by a snapshot from the leader: the gate
+     * holds that off until server_read_end. */
+    server__store_enter(s);
+    r->s = s;
     int rc = mvcc_read_begin(s->mvcc, &r->snap);
     if (rc != 0) {
+        server__store_leave(s);
         mem_free(r);
         return rc;
     }
@@ -63,7 +69,7 @@ static int range_local(struct server *s, const Etcdserverpb__RangeRequest *req,
     /* The header carries the snapshot's current revision, even for a read
      * at a past revision (etcd's rule). */
     resp->header->revision = mvcc_read_rev(r->snap);
-    server_header_fill(s, resp->header);
+    server__header_fill(s, resp->header);
     *resp_out = resp;
     *read_out = r;
     return 0;
@@ -230,6 +236,7 @@ void server_read_end(struct server_read *r)
         return;
     mvcc_range_result_close(&r->res);
     mvcc_read_end(r->snap);
+    server__store_leave(r->s);
     arena_free(&r->arena);
     mem_free(r);
 }

@@ -52,6 +52,7 @@ struct server_config {
      * (a single member only). */
     struct api_server *peer_listener;
     uint64_t snapshot_count;      /* --snapshot-count */
+    uint32_t max_snapshots;       /* --max-snapshots: snap files kept (0 = all) */
     uint64_t quota_backend_bytes; /* --quota-backend-bytes (0 = 2 GiB) */
     uint64_t max_request_bytes;   /* --max-request-bytes */
     uint32_t max_txn_ops;         /* --max-txn-ops */

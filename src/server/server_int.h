@@ -43,6 +43,55 @@ struct server_report {
 struct peer_transport;
 struct api_server;
 
+/* --- store snapshots (snapshot.c) --- */
+
+/* Most store snapshots queued at once for the worker (received ones). */
+#define SERVER_SNAP_RECV_MAX 4
+
+/* A snapshot a peer sent us, staged by the worker, installed by the raft
+ * thread (see snapshot.c). */
+struct server_snap_recv;
+
+/* A snapshot raft asked to send to a follower (raft thread only). */
+struct server_snap_want {
+    uint64_t to;        /* the follower; 0 = free slot */
+    uint64_t index;     /* raft's snapshot index: send a copy >= this */
+    uint64_t term;      /* the MsgSnap's term */
+};
+
+/* State of snapshot.c.  The worker thread makes consistent copies of the
+ * store into <member>/snap/<index>.snap.db and stages received ones; the
+ * raft thread sends, installs, records WAL markers and compacts. */
+struct server_snap {
+    bool inited;                  /* mutexes below are initialised */
+    pthread_t thread;             /* the worker */
+    bool started;                 /* thread running */
+    pthread_mutex_t mu;           /* guards the worker fields below */
+    pthread_cond_t cv;            /* wakes the worker */
+    bool stop;                    /* under mu: worker must exit */
+    uint64_t copy_want;           /* under mu: copy at >= this (0: none) */
+    bool copy_busy;               /* under mu: copy asked, result not taken */
+    uint64_t copy_done;           /* under mu: a durable copy at index */
+    bool copy_failed;             /* under mu: the asked copy failed */
+    struct server_snap_recv *recv_head;   /* under mu: to stage */
+    struct server_snap_recv *staged_head; /* under mu: for the raft thread */
+    size_t n_recv;                /* under mu: recv + staged */
+    uint64_t staging_index;       /* under mu: being staged now (0: none) */
+    /* raft thread only */
+    uint64_t newest_index;        /* newest local snap file (0: unknown) */
+    uint64_t newest_term;         /* its term */
+    uint64_t copy_asked_at;       /* applied index at the last copy request */
+    uint64_t stepped_index;       /* a received MsgSnap stepped into raft */
+    uint64_t installed_index;     /* last snapshot installed from a peer */
+    struct server_snap_want want[SERVER_MEMBERS_MAX]; /* pending sends */
+    /* The store gate: readers of s->be / s->mvcc outside the apply path
+     * enter it; swapping the store waits until none is inside. */
+    pthread_mutex_t gate_mu;
+    pthread_cond_t gate_cv;
+    int gate_users;               /* under gate_mu: readers inside */
+    bool gate_closed;             /* under gate_mu: a swap is waiting/on */
+};
+
 /* One member of the initial cluster. */
 struct server_member {
     uint64_t id;             /* member id (raft id) */
@@ -137,6 +186,8 @@ struct server {
     struct server_report reports[SERVER_MEMBERS_MAX * 3]; /* under ev_mu */
     size_t n_reports;
 
+    struct server_snap snap;    /* store snapshots (snapshot.c) */
+
     _Atomic uint64_t stat_proposals;     /* see server_stats */
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
@@ -191,5 +242,46 @@ struct mvcc_batch;
 int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,
                           struct arena *a, ProtobufCMessage **msg_out);
+
+/* --- snapshot.c: store snapshots -------------------------------------
+ * Threads: _open/_close/_recover/_rebuild before/after the threads run;
+ * _tick, _want_send and _install on the raft thread; _received on a gRPC
+ * thread; the gate from any thread. */
+/* Creates <member>/snap and the worker state (not the thread). */
+int server__snap_open(struct server *s);
+/* Starts the worker thread (after the store is open). */
+int server__snap_start(struct server *s);
+/* Stops the worker and frees queued work (after the raft thread exits). */
+void server__snap_close(struct server *s);
+/* A store the boot guard distrusts was moved aside: put the newest snap
+ * file in db_dir (absent: start empty and replay the whole WAL). */
+int server__snap_rebuild(struct server *s, const char *db_dir);
+/* Before raft starts: a store behind the WAL's newest snapshot marker (a
+ * crash while a received snapshot was installed) is restored from the
+ * marker's snap file. */
+int server__snap_recover(struct server *s);
+/* Raft thread, each loop pass before the Ready: periodic copies (every
+ * --snapshot-count entries), their results (raft snapshot, WAL marker,
+ * log compaction, WAL release, pruning), pending sends, staged received
+ * snapshots (stepped into raft). */
+void server__snap_tick(struct server *s);
+/* Raft thread: raft wants snapshot message m sent to m->to. */
+void server__snap_want_send(struct server *s, const struct raft_msg *m);
+struct raft_snapshot;
+/* Raft thread, Ready step 1: install the snapshot raft accepted (WAL
+ * marker, then the staged store replaces the store).  ERR_* is fatal. */
+int server__snap_install(struct server *s, const struct raft_snapshot *snap);
+/* Peer transport (gRPC thread): a verified snapshot file arrived. */
+int server__snap_received(struct server *s, const struct raft_msg *m,
+                          const char *path);
+/* The store gate: enter before using s->be / s->mvcc outside the apply
+ * path (readers), leave when done.  Never nest. */
+void server__store_enter(struct server *s);
+void server__store_leave(struct server *s);
+/* server.c: server_header_fill without the gate (the caller is inside it
+ * or holds apply_mu). */
+void server__header_fill(struct server *s, Etcdserverpb__ResponseHeader *h);
+/* apply.c: with apply_mu held, apply what the apply thread has queued. */
+void server__apply_drain_locked(struct server *s);
 
 #endif

@@ -1,0 +1,860 @@
+/*
+ * snapshot.c - Raft snapshots of the store: a follower too far behind (or
+ * restarted after the leader truncated its log) catches up by receiving
+ * the leader's LMDB database.
+ *
+ * Files, in <member>/snap/:
+ *   <index %016x>.snap.db  a consistent copy of the store whose consistent
+ *                          index is <index> (an LMDB data file, compacted).
+ *                          Made locally every --snapshot-count applied
+ *                          entries, or received from a leader (the peer
+ *                          transport names them the same way).  The newest
+ *                          --max-snapshots are kept.
+ *   .copy.d/, .recv-<index %016x>.d/
+ *                          staging dirs (data.mdb + lock.mdb) in which the
+ *                          worker opens a copy to read its consistent index;
+ *                          left-overs are removed before reuse.
+ *
+ * Making a snapshot (any member): the raft thread asks the worker for a
+ * copy at >= applied index N; the worker waits until the store has applied
+ * N, copies it from one LMDB read txn (concurrently with the writer), reads
+ * the copy's consistent index C, renames it to <C>.snap.db and fsyncs the
+ * dir.  Then the raft thread records raft's snapshot at C, writes a WAL
+ * snapshot marker (C, term) and drops raft's log and WAL segments before
+ * C - SNAP_LOG_KEEP.  A log is thus truncated only behind a durable copy.
+ *
+ * Sending (leader): raft emits MsgSnap for index S when a follower needs
+ * entries it dropped.  The raft thread sends the newest copy once one with
+ * C >= S exists (else it asks for one), with a MsgSnap describing C (the
+ * copy's own index and term; the raft data field stays empty: the file
+ * travels beside it).  The follower then acknowledges C >= S, which moves
+ * raft's progress out of snapshot state.  One transfer per follower.
+ *
+ * Receiving (follower): the transport hands over a verified file; the
+ * worker copies it into a staging dir and checks that its consistent index
+ * is the MsgSnap's index; the raft thread steps the MsgSnap.  If raft takes
+ * it, the next Ready carries the snapshot, and server__snap_install writes
+ * the WAL marker, stops the apply pipeline (apply_mu; queued entries are
+ * applied first), closes the store gate (no reader inside), renames the
+ * staged file over db/data.mdb, fsyncs, and reopens the store.
+ *
+ * Crash safety: the marker is written before the store is replaced; a
+ * store found behind the WAL's newest marker at start-up is restored from
+ * the marker's snap file (server__snap_recover).  A store the boot guard
+ * distrusts is rebuilt from the newest snap file plus the WAL after it.
+ */
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "mvcc/mvcc.h"
+#include "peer/peer.h"
+#include "raft/raft.h"
+#include "server/boot_guard.h"
+#include "server/server_int.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "wal/wal.h"
+
+#define SNAP_LOG_KEEP 5000        /* entries kept behind a snapshot */
+#define SNAP_APPLY_WAIT_MS 10000  /* a copy waits this long for apply */
+#define SNAP_PATH_MAX 4400
+
+/* A received snapshot on its way from the transport to raft. */
+struct server_snap_recv {
+    struct server_snap_recv *next; /* FIFO link */
+    uint64_t index;                /* the MsgSnap's snapshot index */
+    char path[SNAP_PATH_MAX];      /* the transport's verified file */
+    size_t len;                    /* bytes of msg */
+    uint8_t msg[];                 /* raft_msg_encode of the MsgSnap */
+};
+
+/* --- paths and files ---------------------------------------------------- */
+
+/* snprintf for paths (a wrapper: paths are bounded by member_dir, and a
+ * truncated one only fails the open/rename that uses it). */
+__attribute__((format(printf, 3, 4))) static void
+pathf(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
+static void snap_dir(const struct server *s, char *buf, size_t cap)
+{
+    pathf(buf, cap, "%s/snap", s->member_dir);
+}
+
+static void snap_file(const struct server *s, uint64_t index, char *buf,
+                      size_t cap)
+{
+    pathf(buf, cap, "%s/snap/%016" PRIx64 ".snap.db", s->member_dir,
+             index);
+}
+
+static void db_dir(const struct server *s, char *buf, size_t cap)
+{
+    pathf(buf, cap, "%s/db", s->member_dir);
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_from_errno(errno);
+    int rc = fsync(fd) == 0 ? 0 : err_from_errno(errno);
+    close(fd);
+    return rc;
+}
+
+/* Removes a staging dir and the two files LMDB keeps there. */
+static void rm_staging(const char *dir)
+{
+    char p[SNAP_PATH_MAX + 16];
+    pathf(p, sizeof p, "%s/data.mdb", dir);
+    unlink(p);
+    pathf(p, sizeof p, "%s/lock.mdb", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* Copies src to dst (created or truncated) and fsyncs dst. */
+static int copy_file(const char *src, const char *dst)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return err_from_errno(errno);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0) {
+        int rc = err_from_errno(errno);
+        close(in);
+        return rc;
+    }
+    int rc = 0;
+    static char buf[1 << 16];
+    static pthread_mutex_t buf_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&buf_mu);
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? err_from_errno(errno) : 0;
+            break;
+        }
+        for (ssize_t off = 0; off < n && rc == 0;) {
+            ssize_t w = write(out, buf + off, (size_t)(n - off));
+            if (w < 0 && errno != EINTR)
+                rc = err_from_errno(errno);
+            else if (w > 0)
+                off += w;
+        }
+        if (rc != 0)
+            break;
+    }
+    pthread_mutex_unlock(&buf_mu);
+    if (rc == 0 && fsync(out) != 0)
+        rc = err_from_errno(errno);
+    close(out);
+    close(in);
+    return rc;
+}
+
+/* Opens the LMDB file <dir>/data.mdb as a store and reads its consistent
+ * index. */
+static int read_index(const char *dir, uint64_t *index_out)
+{
+    struct backend_options bo = {.no_fsync = true, .max_readers = 8};
+    struct backend *be;
+    struct mvcc_store *mv;
+    int rc = backend_open(dir, &bo, &be);
+    if (rc != 0)
+        return rc;
+    rc = mvcc_store_open(be, NULL, &mv);
+    if (rc == 0) {
+        *index_out = mvcc_consistent_index(mv);
+        mvcc_store_close(mv);
+    }
+    backend_close(be);
+    return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The indexes of the snap files in <member>/snap, ascending, in *out
+ * (mem_free it).  Other names (temp files, staging dirs) are ignored. */
+static int list_snaps(const struct server *s, uint64_t **out, size_t *n_out)
+{
+    char dir[SNAP_PATH_MAX];
+    snap_dir(s, dir, sizeof dir);
+    *out = NULL;
+    *n_out = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return errno == ENOENT ? 0 : err_from_errno(errno);
+    size_t n = 0, cap = 0;
+    uint64_t *v = NULL;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name;
+        if (strlen(nm) != 24 || strcmp(nm + 16, ".snap.db") != 0 ||
+            strspn(nm, "0123456789abcdef") != 16)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint64_t *p = mem_realloc(v, cap * sizeof *v);
+            if (p == NULL) {
+                closedir(d);
+                mem_free(v);
+                return ERR_NOMEM;
+            }
+            v = p;
+        }
+        v[n++] = strtoull(nm, NULL, 16);
+    }
+    closedir(d);
+    qsort(v, n, sizeof *v, cmp_u64);
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+/* Keeps the newest --max-snapshots snap files (0: all). */
+static void prune(struct server *s)
+{
+    uint64_t *v;
+    size_t n;
+    uint32_t keep = s->cfg.max_snapshots;
+    if (keep == 0 || list_snaps(s, &v, &n) != 0)
+        return;
+    for (size_t i = 0; i + keep < n; i++) {
+        char p[SNAP_PATH_MAX];
+        snap_file(s, v[i], p, sizeof p);
+        if (v[i] != s->snap.newest_index)
+            unlink(p);
+    }
+    mem_free(v);
+}
+
+/* --- the store and its gate ---------------------------------------------- */
+
+void server__store_enter(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    while (s->snap.gate_closed)
+        pthread_cond_wait(&s->snap.gate_cv, &s->snap.gate_mu);
+    s->snap.gate_users++;
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+void server__store_leave(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    assert(s->snap.gate_users > 0);
+    if (--s->snap.gate_users == 0)
+        pthread_cond_broadcast(&s->snap.gate_cv);
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+static void gate_close(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    assert(!s->snap.gate_closed);
+    s->snap.gate_closed = true;
+    while (s->snap.gate_users > 0)
+        pthread_cond_wait(&s->snap.gate_cv, &s->snap.gate_mu);
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+static void gate_open(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    s->snap.gate_closed = false;
+    pthread_cond_broadcast(&s->snap.gate_cv);
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+/* Replaces the store by the LMDB file src (moved, or copied when !move)
+ * and reopens it.  Nobody may use the store meanwhile: before the threads
+ * run, or with apply_mu held and the gate closed. */
+static int store_replace(struct server *s, const char *src, bool move)
+{
+    char dir[SNAP_PATH_MAX], dst[SNAP_PATH_MAX + 16], tmp[SNAP_PATH_MAX + 16];
+    db_dir(s, dir, sizeof dir);
+    pathf(dst, sizeof dst, "%s/data.mdb", dir);
+    pathf(tmp, sizeof tmp, "%s/data.mdb.tmp", dir);
+    mvcc_store_close(s->mvcc);
+    backend_close(s->be);
+    s->mvcc = NULL;
+    s->be = NULL;
+    int rc = 0;
+    if (move) {
+        rc = rename(src, dst) == 0 ? 0 : err_from_errno(errno);
+    } else {
+        rc = copy_file(src, tmp);
+        if (rc == 0 && rename(tmp, dst) != 0)
+            rc = err_from_errno(errno);
+    }
+    if (rc == 0)
+        rc = fsync_dir(dir);
+    if (rc == 0)
+        rc = boot_guard_mark(dir, false);
+    struct backend_options bo = {.no_fsync = true};
+    if (rc == 0)
+        rc = backend_open(dir, &bo, &s->be);
+    if (rc == 0)
+        rc = mvcc_store_open(s->be, NULL, &s->mvcc);
+    if (rc != 0)
+        log_error("etcdserver", "cannot replace the store in %s by %s: %s",
+                  dir, src, err_str(rc));
+    return rc;
+}
+
+/* --- the worker ----------------------------------------------------------- */
+
+static bool wait_applied(struct server *s, uint64_t index)
+{
+    uint64_t deadline = server__now_ms() + SNAP_APPLY_WAIT_MS;
+    pthread_mutex_lock(&s->applied_mu);
+    while (atomic_load(&s->applied_index) < index &&
+           !atomic_load(&s->stopping) && server__now_ms() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->applied_cv, &s->applied_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->applied_mu);
+    return atomic_load(&s->applied_index) >= index;
+}
+
+/* Copies the store (once it has applied target) to <C>.snap.db. */
+static int make_copy(struct server *s, uint64_t target, uint64_t *index_out)
+{
+    char dir[SNAP_PATH_MAX], stage[SNAP_PATH_MAX + 16], data[SNAP_PATH_MAX + 32];
+    if (!wait_applied(s, target))
+        return atomic_load(&s->stopping) ? ERR_STOPPED : ERR_TIMEOUT;
+    snap_dir(s, dir, sizeof dir);
+    pathf(stage, sizeof stage, "%s/.copy.d", dir);
+    pathf(data, sizeof data, "%s/data.mdb", stage);
+    rm_staging(stage);
+    if (mkdir(stage, 0700) != 0)
+        return err_from_errno(errno);
+    int fd = open(data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = fd < 0 ? err_from_errno(errno) : 0;
+    if (rc == 0) {
+        server__store_enter(s);
+        rc = backend_copy_fd(s->be, fd, true);
+        server__store_leave(s);
+        if (rc == 0 && fsync(fd) != 0)
+            rc = err_from_errno(errno);
+        close(fd);
+    }
+    uint64_t index = 0;
+    if (rc == 0)
+        rc = read_index(stage, &index);
+    if (rc == 0 && index < target)
+        rc = ERR_CORRUPT; /* the store went backwards: a bug */
+    char final[SNAP_PATH_MAX];
+    snap_file(s, index, final, sizeof final);
+    if (rc == 0 && rename(data, final) != 0)
+        rc = err_from_errno(errno);
+    if (rc == 0)
+        rc = fsync_dir(dir);
+    rm_staging(stage);
+    if (rc == 0)
+        *index_out = index;
+    return rc;
+}
+
+/* Checks a received file and stages it (see the file comment). */
+static bool stage(struct server *s, struct server_snap_recv *r)
+{
+    char dir[SNAP_PATH_MAX], st[SNAP_PATH_MAX + 32], data[SNAP_PATH_MAX + 48];
+    snap_dir(s, dir, sizeof dir);
+    pathf(st, sizeof st, "%s/.recv-%016" PRIx64 ".d", dir, r->index);
+    pathf(data, sizeof data, "%s/data.mdb", st);
+    rm_staging(st);
+    uint64_t index = 0;
+    int rc = mkdir(st, 0700) == 0 ? 0 : err_from_errno(errno);
+    if (rc == 0)
+        rc = copy_file(r->path, data);
+    if (rc == 0)
+        rc = read_index(st, &index);
+    if (rc == 0 && index != r->index)
+        rc = ERR_CORRUPT;
+    if (rc != 0) {
+        log_error("etcdserver", "dropping the snapshot received at index "
+                  "%" PRIu64 " (%s; its store is at index %" PRIu64 ")",
+                  r->index, err_str(rc), index);
+        rm_staging(st);
+        unlink(r->path);
+        return false;
+    }
+    return true;
+}
+
+static void *worker_main(void *arg)
+{
+    struct server *s = arg;
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    for (;;) {
+        while (!sn->stop && sn->recv_head == NULL && sn->copy_want == 0)
+            pthread_cond_wait(&sn->cv, &sn->mu);
+        if (sn->stop)
+            break;
+        struct server_snap_recv *r = sn->recv_head;
+        if (r != NULL) {
+            sn->recv_head = r->next;
+            sn->staging_index = r->index;
+            pthread_mutex_unlock(&sn->mu);
+            bool ok = stage(s, r);
+            pthread_mutex_lock(&sn->mu);
+            sn->staging_index = 0;
+            if (ok) {
+                struct server_snap_recv **p = &sn->staged_head;
+                while (*p != NULL)
+                    p = &(*p)->next;
+                r->next = NULL;
+                *p = r;
+            } else {
+                sn->n_recv--;
+                mem_free(r);
+            }
+        } else {
+            uint64_t target = sn->copy_want, index = 0;
+            sn->copy_want = 0;
+            pthread_mutex_unlock(&sn->mu);
+            int rc = make_copy(s, target, &index);
+            if (rc != 0 && rc != ERR_STOPPED)
+                log_warn("etcdserver", "snapshot of the store at index >= "
+                         "%" PRIu64 " failed: %s", target, err_str(rc));
+            pthread_mutex_lock(&sn->mu);
+            sn->copy_done = rc == 0 ? index : 0;
+            sn->copy_failed = rc != 0;
+        }
+        pthread_mutex_unlock(&sn->mu);
+        server__kick(s);
+        pthread_mutex_lock(&sn->mu);
+    }
+    pthread_mutex_unlock(&sn->mu);
+    return NULL;
+}
+
+/* --- life cycle ------------------------------------------------------------ */
+
+int server__snap_open(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_init(&sn->mu, NULL);
+    pthread_cond_init(&sn->cv, NULL);
+    pthread_mutex_init(&sn->gate_mu, NULL);
+    pthread_cond_init(&sn->gate_cv, NULL);
+    sn->inited = true;
+    char dir[SNAP_PATH_MAX];
+    snap_dir(s, dir, sizeof dir);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return err_from_errno(errno);
+    return 0;
+}
+
+int server__snap_start(struct server *s)
+{
+    if (pthread_create(&s->snap.thread, NULL, worker_main, s) != 0)
+        return ERR_NOMEM;
+    s->snap.started = true;
+    return 0;
+}
+
+static void free_list(struct server_snap_recv *r)
+{
+    while (r != NULL) {
+        struct server_snap_recv *next = r->next;
+        mem_free(r);
+        r = next;
+    }
+}
+
+void server__snap_close(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    if (!sn->inited)
+        return;
+    if (sn->started) {
+        pthread_mutex_lock(&sn->mu);
+        sn->stop = true;
+        pthread_cond_signal(&sn->cv);
+        pthread_mutex_unlock(&sn->mu);
+        pthread_join(sn->thread, NULL);
+        sn->started = false;
+    }
+    free_list(sn->recv_head);
+    free_list(sn->staged_head);
+    sn->recv_head = sn->staged_head = NULL;
+    pthread_mutex_destroy(&sn->mu);
+    pthread_cond_destroy(&sn->cv);
+    pthread_mutex_destroy(&sn->gate_mu);
+    pthread_cond_destroy(&sn->gate_cv);
+    sn->inited = false;
+}
+
+int server__snap_rebuild(struct server *s, const char *db)
+{
+    uint64_t *v;
+    size_t n;
+    int rc = list_snaps(s, &v, &n);
+    if (rc != 0 || n == 0)
+        return rc;
+    char src[SNAP_PATH_MAX], dst[SNAP_PATH_MAX + 16], tmp[SNAP_PATH_MAX + 16];
+    snap_file(s, v[n - 1], src, sizeof src);
+    mem_free(v);
+    pathf(dst, sizeof dst, "%s/data.mdb", db);
+    pathf(tmp, sizeof tmp, "%s/data.mdb.tmp", db);
+    log_warn("etcdserver", "rebuilding the store from %s and the WAL after "
+             "it", src);
+    if (mkdir(db, 0700) != 0 && errno != EEXIST)
+        return err_from_errno(errno);
+    rc = copy_file(src, tmp);
+    if (rc == 0 && rename(tmp, dst) != 0)
+        rc = err_from_errno(errno);
+    if (rc == 0)
+        rc = fsync_dir(db);
+    return rc;
+}
+
+static int r_marker(void *arg, const struct wal_snapshot *snap)
+{
+    *(struct wal_snapshot *)arg = *snap;
+    return 0;
+}
+
+int server__snap_recover(struct server *s)
+{
+    struct wal_snapshot from = {UINT64_MAX / 2, 0}, mark = {0, 0};
+    struct wal_replay_cb cb = {.on_snapshot = r_marker};
+    int rc = wal_replay(s->wal, &from, &cb, &mark);
+    uint64_t ci = mvcc_consistent_index(s->mvcc);
+    if (rc != 0 || mark.index <= ci)
+        return rc;
+    char src[SNAP_PATH_MAX];
+    snap_file(s, mark.index, src, sizeof src);
+    if (access(src, R_OK) != 0) {
+        log_error("etcdserver", "the store is at index %" PRIu64 " but the "
+                  "WAL has a snapshot at %" PRIu64 " and %s is missing", ci,
+                  mark.index, src);
+        return ERR_CORRUPT;
+    }
+    log_warn("etcdserver", "the store (index %" PRIu64 ") is behind the "
+             "snapshot at index %" PRIu64 " (a crash while installing it); "
+             "restoring it from %s", ci, mark.index, src);
+    return store_replace(s, src, false);
+}
+
+/* --- the raft thread ---------------------------------------------------- */
+
+static void ask_copy(struct server *s, uint64_t target)
+{
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    if (!sn->copy_busy) {
+        sn->copy_busy = true;
+        sn->copy_want = target > 0 ? target : 1;
+        pthread_cond_signal(&sn->cv);
+    }
+    pthread_mutex_unlock(&sn->mu);
+}
+
+/* Truncates raft's log and the WAL behind snapshot index `index`. */
+static void release_behind(struct server *s, uint64_t index)
+{
+    if (index <= SNAP_LOG_KEEP)
+        return;
+    raft_log_compact(s->raft, index - SNAP_LOG_KEEP);
+    int rc = wal_release_before(s->wal, index - SNAP_LOG_KEEP);
+    if (rc != 0)
+        log_warn("etcdserver", "cannot release WAL segments: %s",
+                 err_str(rc));
+}
+
+static void save_marker(struct server *s, uint64_t index, uint64_t term)
+{
+    struct wal_snapshot ws = {index, term};
+    int rc = wal_save_snapshot(s->wal, &ws);
+    if (rc != 0) {
+        log_error("etcdserver", "cannot write a WAL snapshot marker: %s; "
+                  "stopping", err_str(rc));
+        abort();
+    }
+}
+
+/* A durable copy at index exists: it becomes raft's snapshot and the WAL's
+ * marker, and the logs behind it are dropped. */
+static void copy_done(struct server *s, uint64_t index)
+{
+    if (index < s->snap.newest_index)
+        return; /* began before a newer snapshot was installed */
+    raft_term term;
+    int rc = raft_term_at(s->raft, index, &term);
+    if (rc != 0) {
+        log_warn("etcdserver", "snapshot at index %" PRIu64 " dropped: its "
+                 "term is unknown (%s)", index, err_str(rc));
+        return;
+    }
+    s->snap.newest_index = index;
+    s->snap.newest_term = term;
+    if (index > s->snap_index &&
+        raft_snapshot_create(s->raft, index, NULL, NULL, 0) == 0)
+        s->snap_index = index;
+    save_marker(s, index, term);
+    release_behind(s, s->snap_index);
+    prune(s);
+    log_info("etcdserver", "saved snapshot of the store at index %" PRIu64
+             " (term %" PRIu64 ")", index, term);
+}
+
+/* Sends the newest copy to w->to (its index >= w->index). */
+static void send_one(struct server *s, struct server_snap_want *w)
+{
+    char path[SNAP_PATH_MAX];
+    snap_file(s, s->snap.newest_index, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int rc = fd < 0 ? err_from_errno(errno) : 0;
+    if (rc == 0 && fstat(fd, &st) != 0)
+        rc = err_from_errno(errno);
+    if (rc == 0) {
+        struct raft_status rs;
+        raft_status(s->raft, &rs);
+        struct raft_snapshot snap = {
+            .meta = {s->snap.newest_index, s->snap.newest_term, rs.conf}};
+        struct raft_msg m = {.type = RAFT_MSG_SNAP, .from = s->member_id,
+                             .to = w->to, .term = w->term, .snapshot = &snap};
+        rc = peer_send_snapshot(s->transport, w->to, &m, fd,
+                                (uint64_t)st.st_size);
+    }
+    if (rc == 0)
+        log_info("etcdserver", "sending snapshot at index %" PRIu64 " (%lld "
+                 "bytes) to %016" PRIx64, s->snap.newest_index,
+                 (long long)st.st_size, w->to);
+    if (rc != 0 && fd >= 0)
+        close(fd);
+    if (rc != 0 && rc != ERR_BUSY) {
+        log_warn("etcdserver", "cannot send a snapshot to %016" PRIx64 ": %s",
+                 w->to, err_str(rc));
+        raft_report_snapshot(s->raft, w->to, false);
+    }
+    w->to = 0;
+}
+
+void server__snap_want_send(struct server *s, const struct raft_msg *m)
+{
+    struct server_snap_want *free_slot = NULL;
+    uint64_t index = m->snapshot != NULL ? m->snapshot->meta.index : 0;
+    for (size_t i = 0; i < SERVER_MEMBERS_MAX; i++) {
+        struct server_snap_want *w = &s->snap.want[i];
+        if (w->to == m->to || (w->to == 0 && free_slot == NULL))
+            free_slot = w;
+        if (w->to == m->to)
+            break;
+    }
+    if (free_slot == NULL || s->transport == NULL) {
+        /* Inside a Ready raft takes no report: queue it. */
+        pthread_mutex_lock(&s->ev_mu);
+        if (s->n_reports < SERVER_MEMBERS_MAX * 3)
+            s->reports[s->n_reports++] = (struct server_report){
+                m->to, SERVER_REPORT_SNAP_FAIL};
+        pthread_mutex_unlock(&s->ev_mu);
+        return;
+    }
+    *free_slot = (struct server_snap_want){m->to, index, m->term};
+}
+
+/* Removes what a stepped snapshot left if raft did not install it. */
+static void cleanup_stepped(struct server *s)
+{
+    uint64_t index = s->snap.stepped_index;
+    s->snap.stepped_index = 0;
+    if (index == 0 || index == s->snap.installed_index)
+        return;
+    char dir[SNAP_PATH_MAX], st[SNAP_PATH_MAX + 32], f[SNAP_PATH_MAX];
+    snap_dir(s, dir, sizeof dir);
+    pathf(st, sizeof st, "%s/.recv-%016" PRIx64 ".d", dir, index);
+    rm_staging(st);
+    snap_file(s, index, f, sizeof f);
+    if (index != s->snap.newest_index)
+        unlink(f);
+}
+
+/* Steps one staged snapshot into raft; the Ready installs it. */
+static void step_staged(struct server *s, struct server_snap_recv *r)
+{
+    struct raft_msg m;
+    int rc = raft_msg_decode(r->msg, r->len, &m);
+    if (rc == 0) {
+        s->snap.stepped_index = r->index;
+        rc = raft_step(s->raft, &m);
+        raft_msg_release(&m);
+    }
+    if (rc != 0)
+        log_warn("etcdserver", "snapshot at index %" PRIu64 " not taken: %s",
+                 r->index, err_str(rc));
+    mem_free(r);
+}
+
+void server__snap_tick(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    cleanup_stepped(s);
+    pthread_mutex_lock(&sn->mu);
+    uint64_t done = sn->copy_done;
+    bool finished = sn->copy_busy && sn->copy_want == 0 &&
+                    (done != 0 || sn->copy_failed);
+    if (finished) {
+        sn->copy_busy = false;
+        sn->copy_done = 0;
+        sn->copy_failed = false;
+    }
+    struct server_snap_recv *r = sn->staged_head;
+    if (r != NULL) {
+        sn->staged_head = r->next;
+        sn->n_recv--;
+    }
+    pthread_mutex_unlock(&sn->mu);
+    if (finished && done != 0)
+        copy_done(s, done);
+    if (r != NULL)
+        step_staged(s, r);
+    uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
+    if (s->applied_raft >= sn->copy_asked_at + every) {
+        sn->copy_asked_at = s->applied_raft;
+        ask_copy(s, s->applied_raft);
+    }
+    for (size_t i = 0; i < SERVER_MEMBERS_MAX; i++) {
+        struct server_snap_want *w = &sn->want[i];
+        if (w->to == 0)
+            continue;
+        if (sn->newest_index > 0 && sn->newest_index >= w->index)
+            send_one(s, w);
+        else
+            ask_copy(s, w->index > s->applied_raft ? s->applied_raft
+                                                   : w->index);
+    }
+}
+
+int server__snap_install(struct server *s, const struct raft_snapshot *snap)
+{
+    uint64_t index = snap->meta.index, term = snap->meta.term;
+    char dir[SNAP_PATH_MAX], st[SNAP_PATH_MAX + 32], data[SNAP_PATH_MAX + 48];
+    snap_dir(s, dir, sizeof dir);
+    pathf(st, sizeof st, "%s/.recv-%016" PRIx64 ".d", dir, index);
+    pathf(data, sizeof data, "%s/data.mdb", st);
+    if (access(data, R_OK) != 0) {
+        log_error("etcdserver", "raft installed a snapshot at index %" PRIu64
+                  " but no store for it is staged", index);
+        return ERR_CORRUPT;
+    }
+    save_marker(s, index, term);
+    pthread_mutex_lock(&s->apply_mu);
+    server__apply_drain_locked(s);
+    gate_close(s);
+    int rc = store_replace(s, data, true);
+    gate_open(s);
+    pthread_mutex_unlock(&s->apply_mu);
+    rm_staging(st);
+    if (rc == 0 && mvcc_consistent_index(s->mvcc) != index)
+        rc = ERR_CORRUPT;
+    if (rc != 0)
+        return rc;
+    s->applied_raft = index;
+    s->snap_index = index;
+    s->snap.copy_asked_at = index;
+    s->snap.installed_index = index;
+    s->snap.newest_index = index;
+    s->snap.newest_term = term;
+    atomic_store(&s->committed_index, index);
+    atomic_store(&s->applied_index, index);
+    pthread_mutex_lock(&s->applied_mu);
+    pthread_cond_broadcast(&s->applied_cv);
+    pthread_mutex_unlock(&s->applied_mu);
+    int wrc = wal_release_before(s->wal, index > SNAP_LOG_KEEP
+                                             ? index - SNAP_LOG_KEEP : 0);
+    if (wrc != 0)
+        log_warn("etcdserver", "cannot release WAL segments: %s",
+                 err_str(wrc));
+    prune(s);
+    log_info("etcdserver", "installed snapshot of the store at index %" PRIu64
+             " (term %" PRIu64 ") from the leader", index, term);
+    return 0;
+}
+
+int server__snap_received(struct server *s, const struct raft_msg *m,
+                          const char *path)
+{
+    if (m->snapshot == NULL || m->snapshot->meta.index == 0 ||
+        strlen(path) >= SNAP_PATH_MAX)
+        return ERR_INVAL;
+    size_t len = raft_msg_encoded_size(m);
+    struct server_snap_recv *r = mem_malloc(sizeof *r + len);
+    if (r == NULL)
+        return ERR_NOMEM;
+    int rc = raft_msg_encode(m, r->msg, len, &r->len);
+    if (rc != 0) {
+        mem_free(r);
+        return rc;
+    }
+    r->next = NULL;
+    r->index = m->snapshot->meta.index;
+    pathf(r->path, sizeof r->path, "%s", path);
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    /* The leader resends while we stage (raft probes, finds the log
+     * still behind, sends again).  The transport stored the same index
+     * under the same name: the queued one reads it; do not refuse (the
+     * transport would delete that very file). */
+    bool dup = sn->staging_index == r->index;
+    for (int list = 0; list < 2; list++)
+        for (struct server_snap_recv *q = list ? sn->staged_head
+                                               : sn->recv_head;
+             q != NULL; q = q->next)
+            dup = dup || q->index == r->index;
+    if (dup) {
+        pthread_mutex_unlock(&sn->mu);
+        mem_free(r);
+        return 0;
+    }
+    if (sn->n_recv >= SERVER_SNAP_RECV_MAX || !sn->started) {
+        pthread_mutex_unlock(&sn->mu);
+        mem_free(r);
+        return ERR_BUSY;
+    }
+    struct server_snap_recv **p = &sn->recv_head;
+    while (*p != NULL)
+        p = &(*p)->next;
+    *p = r;
+    sn->n_recv++;
+    pthread_cond_signal(&sn->cv);
+    pthread_mutex_unlock(&sn->mu);
+    log_info("etcdserver", "received snapshot at index %" PRIu64 " (term %"
+             PRIu64 ") from %016" PRIx64, r->index, m->snapshot->meta.term,
+             m->from);
+    return 0;
+}
