@@ -61,84 +61,93 @@ static void kv_range(struct api_call *call, const uint8_t *req, size_t len,
     server_range_async(api->server, r, on_range, call);
 }
 
-static void propose(struct api *api, struct api_call *call,
-                    Cetcdpb__InternalRequest *ir)
+/* A write method: its request type, etcd's checks, and which kind of
+ * internal request carries it through raft. */
+struct write_method {
+    const ProtobufCMessageDescriptor *desc;  /* request message type */
+    Cetcdpb__InternalRequest__RequestCase kind; /* InternalRequest case */
+    int (*check)(const struct api *api, const ProtobufCMessage *m);
+};
+
+static int check_put(const struct api *api, const ProtobufCMessage *m)
 {
-    server_propose(api->server, ir, on_done, call);
+    (void)api;
+    return kv_check_put((const Etcdserverpb__PutRequest *)m);
+}
+
+static int check_delete(const struct api *api, const ProtobufCMessage *m)
+{
+    (void)api;
+    return kv_check_delete((const Etcdserverpb__DeleteRangeRequest *)m);
+}
+
+/* Read-only txns also go through raft for now: linearizable and correct,
+ * one log entry more than etcd's read path. */
+static int check_txn(const struct api *api, const ProtobufCMessage *m)
+{
+    return kv_check_txn((const Etcdserverpb__TxnRequest *)m,
+                        server_max_txn_ops(api->server));
+}
+
+static const struct write_method put_method = {
+    &etcdserverpb__put_request__descriptor,
+    CETCDPB__INTERNAL_REQUEST__REQUEST_PUT, check_put};
+static const struct write_method delete_method = {
+    &etcdserverpb__delete_range_request__descriptor,
+    CETCDPB__INTERNAL_REQUEST__REQUEST_DELETE_RANGE, check_delete};
+static const struct write_method txn_method = {
+    &etcdserverpb__txn_request__descriptor,
+    CETCDPB__INTERNAL_REQUEST__REQUEST_TXN, check_txn};
+static const struct write_method compact_method = {
+    &etcdserverpb__compaction_request__descriptor,
+    CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION, NULL};
+
+/* Decode, check, propose; the answer comes from the apply thread.  The
+ * request is packed into the proposal before server_propose returns, so
+ * it is freed here. */
+static void propose_write(struct api_call *call, const uint8_t *req,
+                          size_t len, const struct write_method *wm,
+                          struct api *api)
+{
+    ProtobufCMessage *m = protobuf_c_message_unpack(wm->desc, NULL, len, req);
+    if (m == NULL)
+        return bad_request(call);
+    int rc = wm->check ? wm->check(api, m) : 0;
+    if (rc != 0) {
+        reply_err(call, rc);
+    } else {
+        Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+        ir.request_case = wm->kind;
+        /* Every member of the request oneof is a message pointer: storing
+         * through one of them sets the one the case names. */
+        ir.put = (Etcdserverpb__PutRequest *)m;
+        server_propose(api->server, &ir, on_done, call);
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
 }
 
 static void kv_put(struct api_call *call, const uint8_t *req, size_t len,
                    void *ctx)
 {
-    Etcdserverpb__PutRequest *r =
-        etcdserverpb__put_request__unpack(NULL, len, req);
-    if (r == NULL)
-        return bad_request(call);
-    int rc = kv_check_put(r);
-    if (rc != 0) {
-        reply_err(call, rc);
-    } else {
-        Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-        ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_PUT;
-        ir.put = r;
-        propose(ctx, call, &ir);
-    }
-    etcdserverpb__put_request__free_unpacked(r, NULL);
+    propose_write(call, req, len, &put_method, ctx);
 }
 
 static void kv_delete(struct api_call *call, const uint8_t *req, size_t len,
                       void *ctx)
 {
-    Etcdserverpb__DeleteRangeRequest *r =
-        etcdserverpb__delete_range_request__unpack(NULL, len, req);
-    if (r == NULL)
-        return bad_request(call);
-    int rc = kv_check_delete(r);
-    if (rc != 0) {
-        reply_err(call, rc);
-    } else {
-        Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-        ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_DELETE_RANGE;
-        ir.delete_range = r;
-        propose(ctx, call, &ir);
-    }
-    etcdserverpb__delete_range_request__free_unpacked(r, NULL);
+    propose_write(call, req, len, &delete_method, ctx);
 }
 
 static void kv_txn(struct api_call *call, const uint8_t *req, size_t len,
                    void *ctx)
 {
-    struct api *api = ctx;
-    Etcdserverpb__TxnRequest *r =
-        etcdserverpb__txn_request__unpack(NULL, len, req);
-    if (r == NULL)
-        return bad_request(call);
-    int rc = kv_check_txn(r, server_max_txn_ops(api->server));
-    if (rc != 0) {
-        reply_err(call, rc);
-    } else {
-        /* Read-only txns also go through the log for now: linearizable
-         * and correct, one WAL record more than etcd's read path. */
-        Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-        ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_TXN;
-        ir.txn = r;
-        propose(api, call, &ir);
-    }
-    etcdserverpb__txn_request__free_unpacked(r, NULL);
+    propose_write(call, req, len, &txn_method, ctx);
 }
 
 static void kv_compact(struct api_call *call, const uint8_t *req, size_t len,
                        void *ctx)
 {
-    Etcdserverpb__CompactionRequest *r =
-        etcdserverpb__compaction_request__unpack(NULL, len, req);
-    if (r == NULL)
-        return bad_request(call);
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION;
-    ir.compaction = r;
-    propose(ctx, call, &ir);
-    etcdserverpb__compaction_request__free_unpacked(r, NULL);
+    propose_write(call, req, len, &compact_method, ctx);
 }
 
 int api__kv_register(struct api *api)
