@@ -228,7 +228,8 @@ static int list_snaps(const struct server *s, uint64_t **out, size_t *n_out)
         v[n++] = strtoull(nm, NULL, 16);
     }
     closedir(d);
-    qsort(v, n, sizeof *v, cmp_u64);
+    if (n > 1)
+        qsort(v, n, sizeof *v, cmp_u64);
     *out = v;
     *n_out = n;
     return 0;
