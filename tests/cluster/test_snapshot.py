@@ -38,8 +38,8 @@ LOG_KEEP = 5000
 
 # What the member that installed a snapshot logs: cetcd, etcd 3.4.
 INSTALLED = re.compile(r"installed snapshot of the store|"
-                       r"applied incoming Raft snapshot|"
-                       r"applied snapshot")
+                       r"finished applying incoming snapshot|"
+                       r"received and saved database snapshot")
 
 
 def write_keys(m, prefix, n, threads=6, value_bytes=20, distinct=None):
