@@ -55,8 +55,11 @@ struct server_snap_recv;
 /* A snapshot raft asked to send to a follower (raft thread only). */
 struct server_snap_want {
     uint64_t to;        /* the follower; 0 = free slot */
+    bool pending;       /* raft asked; not sent yet */
     uint64_t index;     /* raft's snapshot index: send a copy >= this */
     uint64_t term;      /* the MsgSnap's term */
+    uint64_t sent_index; /* the last copy sent to `to` */
+    uint64_t sent_ms;    /* when (server__now_ms) */
 };
 
 /* State of snapshot.c.  The worker thread makes consistent copies of the

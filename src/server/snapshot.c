@@ -68,6 +68,7 @@
 
 #define SNAP_LOG_KEEP 5000        /* entries kept behind a snapshot */
 #define SNAP_APPLY_WAIT_MS 10000  /* a copy waits this long for apply */
+#define SNAP_RESEND_MS 3000       /* the same copy again only after this */
 #define SNAP_PATH_MAX 4400
 
 /* A received snapshot on its way from the transport to raft. */
@@ -652,10 +653,13 @@ static void send_one(struct server *s, struct server_snap_want *w)
         rc = peer_send_snapshot(s->transport, w->to, &m, fd,
                                 (uint64_t)st.st_size);
     }
-    if (rc == 0)
+    if (rc == 0) {
         log_info("etcdserver", "sending snapshot at index %" PRIu64 " (%lld "
                  "bytes) to %016" PRIx64, s->snap.newest_index,
                  (long long)st.st_size, w->to);
+        w->sent_index = s->snap.newest_index;
+        w->sent_ms = server__now_ms();
+    }
     if (rc != 0 && fd >= 0)
         close(fd);
     if (rc != 0 && rc != ERR_BUSY) {
@@ -663,7 +667,7 @@ static void send_one(struct server *s, struct server_snap_want *w)
                  w->to, err_str(rc));
         raft_report_snapshot(s->raft, w->to, false);
     }
-    w->to = 0;
+    w->pending = false;
 }
 
 void server__snap_want_send(struct server *s, const struct raft_msg *m)
@@ -686,7 +690,28 @@ void server__snap_want_send(struct server *s, const struct raft_msg *m)
         pthread_mutex_unlock(&s->ev_mu);
         return;
     }
-    *free_slot = (struct server_snap_want){m->to, index, m->term};
+    free_slot->to = m->to;
+    free_slot->pending = true;
+    free_slot->index = index;
+    free_slot->term = m->term;
+}
+
+/* The follower took our copy a moment ago and is still installing it:
+ * raft, seeing its log still behind, asks again.  Wait a little rather
+ * than send the same file again; drop the request once raft no longer
+ * waits for a snapshot (the follower acknowledged the installed one). */
+static bool resent_too_soon(struct server *s, struct server_snap_want *w)
+{
+    if (w->sent_index != s->snap.newest_index ||
+        server__now_ms() >= w->sent_ms + SNAP_RESEND_MS)
+        return false;
+    struct raft_status st;
+    raft_status(s->raft, &st);
+    for (uint32_t i = 0; i < st.n_progress; i++)
+        if (st.progress[i].id == w->to &&
+            st.progress[i].state != RAFT_PROGRESS_SNAPSHOT)
+            w->pending = false;
+    return true;
 }
 
 /* Removes what a stepped snapshot left if raft did not install it. */
@@ -751,7 +776,9 @@ void server__snap_tick(struct server *s)
     }
     for (size_t i = 0; i < SERVER_MEMBERS_MAX; i++) {
         struct server_snap_want *w = &sn->want[i];
-        if (w->to == 0)
+        if (w->to == 0 || !w->pending)
+            continue;
+        if (resent_too_soon(s, w))
             continue;
         if (sn->newest_index > 0 && sn->newest_index >= w->index)
             send_one(s, w);
