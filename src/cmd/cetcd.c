@@ -14,6 +14,7 @@
 #include "api/api.h"
 #include "api/tls.h"
 #include "cmd/flags.h"
+#include "peer/peer.h"
 #include "server/server.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -261,6 +262,7 @@ struct listeners {
     struct api_tls *client_tls; /* NULL: no client TLS */
     struct api_tls *peer_tls;   /* NULL: no peer TLS */
     struct api_server *peer;    /* the peer listener */
+    struct peer_tls peer_dial;  /* peer_tls's material for dialling */
 };
 
 static void listeners_close(struct listeners *l)
@@ -281,6 +283,18 @@ static int listeners_open(struct listeners *l, const char *dir)
         tls_setup(&client, dir, &l->client_tls) != 0) {
         listeners_close(l);
         return 1;
+    }
+    if (l->peer_tls != NULL) {
+        /* Other members are dialled with the listener's certificate (as
+         * etcd's rafthttp uses the one PeerTLSInfo); self-signed ones are
+         * not verified (etcd: InsecureSkipVerify for a SelfCert). */
+        const char *c = flags_get("peer-cert-file");
+        const char *k = flags_get("peer-key-file");
+        l->peer_dial = (struct peer_tls){
+            .cert_pem = l->peer_tls->cert_pem,
+            .key_pem = l->peer_tls->key_pem,
+            .ca_pem = l->peer_tls->ca_pem,
+            .skip_verify = flags_get_bool("peer-auto-tls") && !*c && !*k};
     }
     int rc = api_peer_create(peer.urls, l->peer_tls, &l->peer);
     if (rc != 0) {
@@ -306,6 +320,7 @@ static int run(void)
         return 1;
     struct server *s;
     cfg.peer_listener = l.peer;
+    cfg.peer_tls = l.peer_tls != NULL ? &l.peer_dial : NULL;
     int rc = server_start(&cfg, &s);
     if (rc != 0) {
         log_error("etcdmain", "failed to start the member: %s", err_str(rc));

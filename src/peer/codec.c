@@ -213,17 +213,26 @@ static int url_hostport(const char *hp, char *out, size_t cap)
     return 0;
 }
 
-int peer__url_target(const char *url, char *out, size_t cap)
+int peer__url_parse(const char *url, char *out, size_t cap, bool *tls_out)
 {
-    assert(out != NULL && cap > 0);
+    static const struct {
+        const char *prefix; /* the scheme and "://" */
+        bool unix_path;     /* a socket path follows, else host:port */
+        bool tls;           /* the scheme asks for TLS */
+    } schemes[] = {{"http://", false, false}, {"https://", false, true},
+                   {"unix://", true, false}, {"unixs://", true, true}};
+    assert(out != NULL && cap > 0 && tls_out != NULL);
+    *tls_out = false;
     if (url == NULL || strlen(url) > PEER_URL_LEN_MAX)
         return ERR_INVAL;
-    if (strncmp(url, "http://", 7) == 0)
-        return url_hostport(url + 7, out, cap);
-    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "unixs://", 8) == 0)
-        return ERR_UNSUPPORTED;
-    if (strncmp(url, "unix://", 7) == 0) {
-        const char *path = url + 7;
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        size_t n = strlen(schemes[i].prefix);
+        if (strncmp(url, schemes[i].prefix, n) != 0)
+            continue;
+        *tls_out = schemes[i].tls;
+        if (!schemes[i].unix_path)
+            return url_hostport(url + n, out, cap);
+        const char *path = url + n;
         if (path[0] == '\0' || strlen(path) + 6 > cap)
             return ERR_INVAL;
         memcpy(out, "unix:", 5);
@@ -231,6 +240,14 @@ int peer__url_target(const char *url, char *out, size_t cap)
         return 0;
     }
     return ERR_INVAL;
+}
+
+int peer__url_target(const char *url, char *out, size_t cap)
+{
+    bool tls;
+    int rv = peer__url_parse(url, out, cap, &tls);
+    assert(rv != 0 || out[0] != '\0');
+    return rv == 0 && tls ? ERR_UNSUPPORTED : rv;
 }
 
 int64_t peer__now_ms(void)

@@ -18,6 +18,10 @@
  * /cetcdpb.Peer/Snapshot, in chunks followed by a SHA-256; the receiver
  * writes them to a temp file in snap_dir, verifies size and checksum,
  * fsyncs, and hands the file to on_snapshot.
+ * Both calls dial https:// and unixs:// peers over TLS when the transport
+ * has TLS material (struct peer_tls): this member presents its
+ * certificate as a client certificate and verifies the other's, or, with
+ * etcd's peer auto-TLS, accepts it unverified.
  *
  * LIFE CYCLE (one owner thread)
  *   peer_transport_create -> peer_transport_register(t, srv) ->
@@ -140,6 +144,27 @@ struct peer_limits {
     int snapshots_in_max;         /* snapshots received at once */
 };
 
+/* TLS of the dialing side (the listening side is the api_server's), as
+ * etcd's peer transport uses its --peer-* TLSInfo for the client end:
+ * https:// and unixs:// URLs are dialled with TLS, http:// and unix://
+ * ones in the clear.  All strings are NUL-terminated PEM, copied by
+ * peer_transport_create. */
+struct peer_tls {
+    /* This member's certificate chain and key, presented when the other
+     * member asks for a client certificate (--peer-client-cert-auth).
+     * Both or neither. */
+    const char *cert_pem;
+    const char *key_pem;
+    /* CAs that sign the other members' server certificates
+     * (--peer-trusted-ca-file), or NULL for the system's CAs.  The
+     * certificate must also be valid for the host of the URL dialled. */
+    const char *ca_pem;
+    /* Accept any server certificate, unverified: etcd does so for
+     * self-signed peer certificates (--peer-auto-tls, where no member can
+     * verify another's).  ca_pem is then ignored. */
+    bool skip_verify;
+};
+
 struct peer_config {
     raft_id self;           /* this member's id; non-zero */
     uint64_t cluster_id;    /* this cluster's id; non-zero */
@@ -149,6 +174,9 @@ struct peer_config {
     const char *snap_dir;
     struct peer_callbacks cb;  /* copied */
     struct peer_limits limits; /* copied */
+    /* TLS for https:// and unixs:// peers (copied), or NULL: such URLs are
+     * then refused by peer_add and peer_update. */
+    const struct peer_tls *tls;
 };
 
 /* Counters of one peer, for logs, metrics and tests. */
@@ -164,7 +192,8 @@ struct peer_stats {
 };
 
 /* peer_transport_create validates cfg and builds a transport with no peers
- * in *t_out.  Errors: ERR_INVAL (self or cluster_id 0, snap_dir too long),
+ * in *t_out.  Errors: ERR_INVAL (self or cluster_id 0, snap_dir too long,
+ * only one of tls->cert_pem and tls->key_pem, TLS material gRPC refuses),
  * ERR_NOMEM. */
 int peer_transport_create(const struct peer_config *cfg,
                           struct peer_transport **t_out);
@@ -181,11 +210,15 @@ int peer_transport_register(struct peer_transport *t,
 void peer_transport_close(struct peer_transport *t);
 
 /* peer_add makes member id (not self) a peer reachable at urls[0..n)
- * ("http://host:port" or "unix://path"; copied), and starts its sender
- * thread, which connects at once.  Errors: ERR_INVAL (id 0 or self, no
- * URL, too many, bad or too long URL), ERR_UNSUPPORTED (https:// until
- * peer TLS lands), ERR_EXIST, ERR_FULL (PEER_PEERS_MAX peers), ERR_NOMEM,
- * ERR_IO (thread). */
+ * ("http://host:port", "unix://path", or with cfg->tls "https://host:port"
+ * and "unixs://path"; copied), and starts its sender thread, which
+ * connects at once.  A TLS handshake that fails (an unverifiable server
+ * certificate, a client certificate the peer refuses) counts as a failed
+ * connection: retried with back-off, messages reported unreachable.
+ * Errors: ERR_INVAL (id 0 or self, no URL, too many, bad or too long URL),
+ * ERR_UNSUPPORTED (https:// or unixs:// on a transport without TLS),
+ * ERR_EXIST, ERR_FULL (PEER_PEERS_MAX peers), ERR_NOMEM, ERR_IO
+ * (thread). */
 int peer_add(struct peer_transport *t, raft_id id, const char *const *urls,
              size_t n);
 
@@ -217,8 +250,8 @@ int peer_send(struct peer_transport *t, const struct raft_msg *msgs,
  * borrowed for the call; snap_msg->to must be `to`) and `size` bytes read
  * from fd starting at offset 0 to member `to`, on a thread of its own.
  * On success the transport owns fd (it closes it when done) and reports
- * the outcome exactly once with on_snapshot_status.  On error the caller keeps fd and nothing is
- * reported.  Errors: ERR_INVAL (not a SNAP message, to mismatch, fd < 0),
+ * the outcome exactly once with on_snapshot_status.  On error the caller
+ * keeps fd and nothing is reported.  Errors: ERR_INVAL (not a SNAP message, to mismatch, fd < 0),
  * ERR_NOTFOUND (to is not a peer), ERR_BUSY (a snapshot to that peer is in
  * flight: one at a time per peer), ERR_NOMEM, ERR_IO (thread). */
 int peer_send_snapshot(struct peer_transport *t, raft_id to,

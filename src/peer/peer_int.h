@@ -126,10 +126,14 @@ int peer__chunk_decode(const uint8_t *buf, size_t len,
                        Cetcdpb__SnapshotChunk **out, struct raft_msg *msg_out,
                        bool *has_msg_out);
 
-/* peer__url_target turns "http://host:port" into the gRPC target
- * "host:port" and "unix://path" into "unix:path", in out (cap bytes).
- * Errors: ERR_INVAL (empty, no port, too long, unknown scheme),
- * ERR_UNSUPPORTED (https://, unixs://: peer TLS is not done yet). */
+/* peer__url_parse turns "http[s]://host:port" into the gRPC target
+ * "host:port" and "unix[s]://path" into "unix:path", in out (cap bytes),
+ * and says in *tls_out whether the scheme asks for TLS.  Errors: ERR_INVAL
+ * (empty, no port, too long, unknown scheme). */
+int peer__url_parse(const char *url, char *out, size_t cap, bool *tls_out);
+
+/* peer__url_target is peer__url_parse for a transport without TLS: the
+ * secure schemes are refused with ERR_UNSUPPORTED. */
 int peer__url_target(const char *url, char *out, size_t cap);
 
 /* peer__now_ms returns CLOCK_MONOTONIC in milliseconds. */
@@ -199,6 +203,9 @@ struct peer_transport {
     atomic_int snapshots_in;      /* snapshots being received */
     atomic_uint_fast64_t snap_seq; /* names temp files uniquely */
     atomic_bool test_corrupt;     /* tests: flip a bit in sent snapshots */
+    grpc_channel_credentials *plain; /* immutable: http://, unix:// */
+    grpc_channel_credentials *tls;   /* immutable: https://, unixs://, or
+                                        NULL (no TLS configured) */
 };
 
 /* peer__find returns the peer with id under t->lock (held by the caller,
@@ -223,11 +230,15 @@ void peer__snap_join(struct peer__peer *p);
 extern const struct api_stream_ops peer__stream_ops;
 extern const struct api_stream_ops peer__snapshot_ops;
 
-/* peer__channel_create opens an insecure channel to target with the
- * module's arguments (own subchannel pool, no retries, short reconnect
- * back-off).  NULL on failure. */
-grpc_channel *peer__channel_create(const char *target,
-                                   const struct peer_limits *lim);
+/* peer__channel_create opens a channel to url (checked by peer_add or
+ * peer_update) with t's credentials for its scheme and the module's
+ * arguments (own subchannel pool, no retries, short reconnect back-off).
+ * NULL on failure. */
+grpc_channel *peer__channel_create(struct peer_transport *t, const char *url);
+
+/* tls.c: peer__creds_create builds the channel credentials for tls (the
+ * caller releases them), NULL when gRPC refuses the material. */
+grpc_channel_credentials *peer__creds_create(const struct peer_tls *tls);
 
 /* peer__test_corrupt makes t flip one bit of every snapshot it sends from
  * now on, after hashing (tests of the receiver's checksum). */

@@ -83,25 +83,22 @@ static void write_start(struct peer__peer *p, const struct peer__buf *msgs,
 static bool channel_ensure(struct peer__peer *p)
 {
     struct peer__stream *s = &p->st;
-    char target[PEER_URL_LEN_MAX + 8];
+    char url[PEER_URL_LEN_MAX + 1];
     pthread_mutex_lock(&p->mu);
     size_t want = s->failures % p->urls_n;
     bool fresh = s->channel == NULL || s->urls_gen != p->urls_gen ||
                  s->url_i != want;
-    int rv = 0;
     if (fresh) {
-        rv = peer__url_target(p->urls[want], target, sizeof(target));
+        memcpy(url, p->urls[want], sizeof(url));
         s->urls_gen = p->urls_gen;
         s->url_i = want;
     }
     pthread_mutex_unlock(&p->mu);
     if (!fresh)
         return true;
-    assert(rv == 0); /* URLs were checked by peer_add / peer_update. */
-    (void)rv;
     if (s->channel != NULL)
         grpc_channel_destroy(s->channel);
-    s->channel = peer__channel_create(target, &p->t->lim);
+    s->channel = peer__channel_create(p->t, url);
     return s->channel != NULL;
 }
 

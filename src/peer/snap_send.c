@@ -31,7 +31,7 @@ struct snap_out {
     uint64_t size;              /* bytes to send */
     uint8_t *msg;               /* encoded MsgSnap */
     size_t msg_len;             /* its length */
-    char target[PEER_URL_LEN_MAX + 8]; /* gRPC target */
+    char url[PEER_URL_LEN_MAX + 1]; /* the peer's first URL */
     uint8_t *buf;               /* one chunk of file data */
     grpc_completion_queue *cq;  /* a "next" queue of this thread */
     grpc_call *call;            /* the Snapshot call */
@@ -243,7 +243,7 @@ static bool outcome(struct snap_out *so, int rv)
 /* transfer runs the call on its own channel and queue; true on success. */
 static bool transfer(struct snap_out *so)
 {
-    grpc_channel *ch = peer__channel_create(so->target, &so->p->t->lim);
+    grpc_channel *ch = peer__channel_create(so->p->t, so->url);
     if (ch == NULL)
         return false;
     so->cq = grpc_completion_queue_create_for_next(NULL);
@@ -329,10 +329,8 @@ int peer__snap_start(struct peer__peer *p, uint8_t *msg, size_t msg_len,
     *so = (struct snap_out){.p = p, .fd = fd, .size = size, .msg = msg,
                             .msg_len = msg_len, .buf = buf};
     pthread_mutex_lock(&p->mu);
-    int rv = peer__url_target(p->urls[0], so->target, sizeof(so->target));
+    memcpy(so->url, p->urls[0], sizeof(so->url));
     pthread_mutex_unlock(&p->mu);
-    assert(rv == 0); /* URLs were checked by peer_add / peer_update. */
-    (void)rv;
     if (pthread_create(&p->snap_thread, NULL, snap_main, so) != 0) {
         pthread_mutex_lock(&p->mu);
         p->snap_busy = false;

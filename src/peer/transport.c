@@ -34,14 +34,43 @@ static void limits_fill(struct peer_limits *l)
         l->backoff_max_ms = l->backoff_min_ms;
 }
 
+/* creds_open makes the credentials for each scheme; grpc_init is held. */
+static int creds_open(struct peer_transport *t, const struct peer_tls *tls)
+{
+    t->plain = grpc_insecure_credentials_create();
+    if (t->plain == NULL)
+        return ERR_NOMEM;
+    if (tls == NULL)
+        return 0;
+    t->tls = peer__creds_create(tls);
+    return t->tls != NULL ? 0 : ERR_INVAL;
+}
+
+static void creds_close(struct peer_transport *t)
+{
+    if (t->tls != NULL)
+        grpc_channel_credentials_release(t->tls);
+    if (t->plain != NULL)
+        grpc_channel_credentials_release(t->plain);
+    t->tls = t->plain = NULL;
+}
+
+static bool config_valid(const struct peer_config *cfg)
+{
+    if (cfg->self == 0 || cfg->cluster_id == 0)
+        return false;
+    if (cfg->snap_dir != NULL && strlen(cfg->snap_dir) > 4000)
+        return false;
+    return cfg->tls == NULL ||
+           (cfg->tls->cert_pem == NULL) == (cfg->tls->key_pem == NULL);
+}
+
 int peer_transport_create(const struct peer_config *cfg,
                           struct peer_transport **t_out)
 {
     assert(cfg != NULL && t_out != NULL);
     *t_out = NULL;
-    if (cfg->self == 0 || cfg->cluster_id == 0)
-        return ERR_INVAL;
-    if (cfg->snap_dir != NULL && strlen(cfg->snap_dir) > 4000)
+    if (!config_valid(cfg))
         return ERR_INVAL;
     struct peer_transport *t = mem_calloc(1, sizeof(*t));
     if (t == NULL)
@@ -53,6 +82,15 @@ int peer_transport_create(const struct peer_config *cfg,
             return ERR_NOMEM;
         }
     }
+    grpc_init(); /* Balanced in close: channels outlive no init. */
+    int rv = creds_open(t, cfg->tls);
+    if (rv != 0) {
+        creds_close(t);
+        grpc_shutdown_blocking();
+        mem_free(t->snap_dir);
+        mem_free(t);
+        return rv;
+    }
     t->self = cfg->self;
     t->cluster_id = cfg->cluster_id;
     t->cb = cfg->cb;
@@ -62,7 +100,6 @@ int peer_transport_create(const struct peer_config *cfg,
     atomic_init(&t->snapshots_in, 0);
     atomic_init(&t->snap_seq, 0);
     atomic_init(&t->test_corrupt, false);
-    grpc_init(); /* Balanced in close: channels outlive no init. */
     *t_out = t;
     return 0;
 }
@@ -94,14 +131,19 @@ bool peer__known(struct peer_transport *t, raft_id id)
     return known;
 }
 
-/* urls_check validates urls[0..n) without keeping anything. */
-static int urls_check(const char *const *urls, size_t n)
+/* urls_check validates urls[0..n) without keeping anything: the secure
+ * schemes need a transport with TLS. */
+static int urls_check(const struct peer_transport *t, const char *const *urls,
+                      size_t n)
 {
     char target[PEER_URL_LEN_MAX + 8];
+    bool tls;
     if (urls == NULL || n == 0 || n > PEER_URLS_MAX)
         return ERR_INVAL;
     for (size_t i = 0; i < n; i++) {
-        int rv = peer__url_target(urls[i], target, sizeof(target));
+        int rv = t->tls != NULL
+                     ? peer__url_parse(urls[i], target, sizeof(target), &tls)
+                     : peer__url_target(urls[i], target, sizeof(target));
         if (rv != 0)
             return rv;
     }
@@ -167,7 +209,7 @@ int peer_add(struct peer_transport *t, raft_id id, const char *const *urls,
     assert(t != NULL);
     if (id == 0 || id == t->self)
         return ERR_INVAL;
-    int rv = urls_check(urls, n);
+    int rv = urls_check(t, urls, n);
     if (rv != 0)
         return rv;
     pthread_rwlock_wrlock(&t->lock);
@@ -191,7 +233,7 @@ int peer_update(struct peer_transport *t, raft_id id, const char *const *urls,
                 size_t n)
 {
     assert(t != NULL);
-    int rv = urls_check(urls, n);
+    int rv = urls_check(t, urls, n);
     if (rv != 0)
         return rv;
     pthread_rwlock_rdlock(&t->lock);
@@ -262,6 +304,7 @@ void peer_transport_close(struct peer_transport *t)
         peer_stop(peers[i]);
     assert(atomic_load(&t->snapshots_in) == 0);
     pthread_rwlock_destroy(&t->lock);
+    creds_close(t);
     mem_free(t->snap_dir);
     mem_free(t);
     grpc_shutdown_blocking();
@@ -290,9 +333,16 @@ void peer__test_corrupt(struct peer_transport *t, bool on)
     atomic_store(&t->test_corrupt, on);
 }
 
-grpc_channel *peer__channel_create(const char *target,
-                                   const struct peer_limits *lim)
+grpc_channel *peer__channel_create(struct peer_transport *t, const char *url)
 {
+    char target[PEER_URL_LEN_MAX + 8];
+    bool tls = false;
+    int rv = peer__url_parse(url, target, sizeof(target), &tls);
+    assert(rv == 0); /* URLs were checked by peer_add / peer_update. */
+    assert(!tls || t->tls != NULL);
+    if (rv != 0)
+        return NULL;
+    const struct peer_limits *lim = &t->lim;
     grpc_arg args[6];
     int n = 0;
     /* Our own connection per peer (tests run several members in one
@@ -317,10 +367,6 @@ grpc_channel *peer__channel_create(const char *target,
     args[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[n++].value.integer = 4 << 20;
     grpc_channel_args cargs = {.num_args = (size_t)n, .args = args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    if (creds == NULL)
-        return NULL;
-    grpc_channel *ch = grpc_channel_create(target, creds, &cargs);
-    grpc_channel_credentials_release(creds);
-    return ch;
+    /* The channel takes its own reference to the credentials. */
+    return grpc_channel_create(target, tls ? t->tls : t->plain, &cargs);
 }

@@ -89,6 +89,7 @@ int server__peers_open(struct server *s, struct api_server *srv)
     char snap_dir[sizeof s->member_dir + 8];
     snprintf(snap_dir, sizeof snap_dir, "%s/snap", s->member_dir);
     pc.snap_dir = snap_dir; /* copied; made by server__snap_open */
+    pc.tls = s->cfg.peer_tls; /* copied */
     pc.cb = (struct peer_callbacks){.arg = s,
                                     .on_messages = on_messages,
                                     .on_unreachable = on_unreachable,

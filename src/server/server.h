@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 struct api_server;
+struct peer_tls;
 
 #include "cetcdpb/internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
@@ -51,6 +52,9 @@ struct server_config {
      * after server_start and closes it BEFORE server_stop.  NULL: no peers
      * (a single member only). */
     struct api_server *peer_listener;
+    /* TLS for dialling https:// and unixs:// peers (borrowed; see
+     * peer/peer.h), or NULL: such peers are refused. */
+    const struct peer_tls *peer_tls;
     uint64_t snapshot_count;      /* --snapshot-count */
     uint32_t max_snapshots;       /* --max-snapshots: snap files kept (0 = all) */
     uint64_t quota_backend_bytes; /* --quota-backend-bytes (0 = 2 GiB) */
