@@ -58,6 +58,8 @@ int api_start(struct server *s, const char *listen_urls,
     if (rc == 0)
         rc = api__maintenance_register(api);
     if (rc == 0)
+        rc = api__cluster_register(api);
+    if (rc == 0)
         rc = api_server_start(api->rpc);
     if (rc != 0) {
         api_server_close(api->rpc);

@@ -13,5 +13,6 @@ struct api {
 /* Service registration, one per service file. */
 int api__kv_register(struct api *api);
 int api__maintenance_register(struct api *api);
+int api__cluster_register(struct api *api);
 
 #endif

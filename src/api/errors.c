@@ -43,6 +43,33 @@ grpc_status_code api_error(int err, const char **msg_out)
         E(ERR_NOT_LEADER, GRPC_STATUS_FAILED_PRECONDITION,
           "etcdserver: not leader")
         E(ERR_CORRUPT, GRPC_STATUS_DATA_LOSS, "etcdserver: corrupt cluster")
+        E(ERR_MEMBER_EXIST, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: member ID already exist")
+        E(ERR_PEER_URL_EXIST, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: Peer URLs already exists")
+        E(ERR_MEMBER_NOT_ENOUGH_STARTED, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: re-configuration failed due to not enough started "
+          "members")
+        E(ERR_MEMBER_BAD_URLS, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: given member URLs are invalid")
+        E(ERR_MEMBER_NOT_FOUND, GRPC_STATUS_NOT_FOUND,
+          "etcdserver: member not found")
+        E(ERR_MEMBER_NOT_LEARNER, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: can only promote a learner member")
+        E(ERR_LEARNER_NOT_READY, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: can only promote a learner member which is in sync "
+          "with leader")
+        E(ERR_TOO_MANY_LEARNERS, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: too many learner members in cluster")
+        E(ERR_BAD_LEADER_TRANSFEREE, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: bad leader transferee")
+        /* An unmapped Go error in etcd: code Unknown, raw text. */
+        E(ERR_LEADER_TRANSFER_TIMEOUT, GRPC_STATUS_UNKNOWN,
+          "etcdserver: request timed out, leader transfer took too long")
+        E(ERR_UNHEALTHY, GRPC_STATUS_UNAVAILABLE,
+          "etcdserver: unhealthy cluster")
+        E(ERR_MEMBER_REMOVED, GRPC_STATUS_UNAVAILABLE,
+          "etcdserver: server stopped")
         /* Not an etcd error: cetcd's store limits keys to LMDB's key size
          * (494 bytes of user key); etcd accepts longer keys. */
         E(ERR_TOO_LARGE, GRPC_STATUS_INVALID_ARGUMENT,

@@ -1,11 +1,18 @@
 /*
- * maintenance.c - the etcdserverpb.Maintenance service.  Status for now
- * (etcdctl endpoint status, client version checks); Alarm, Defragment,
- * Hash/HashKV, Snapshot and MoveLeader come with their issues and answer
- * UNIMPLEMENTED until then.
+ * maintenance.c - the etcdserverpb.Maintenance service: Status (etcdctl
+ * endpoint status, client version checks) and MoveLeader (leader
+ * transfer); Alarm, Defragment, Hash/HashKV and Snapshot come with their
+ * issues and answer UNIMPLEMENTED until then.
  */
+#include <stdint.h>
+#include <time.h>
+
 #include "api/api_int.h"
 #include "server/server.h"
+#include "util/mem.h"
+
+/* A leader transfer without a client deadline gives up after this. */
+#define MOVE_LEADER_TIMEOUT_MS 10000
 
 /* The etcd version cetcd reports (the API it matches). */
 #define API_ETCD_VERSION "3.4.23"
@@ -39,9 +46,70 @@ static void status(struct api_call *call, const uint8_t *req, size_t len,
     api_call_reply(call, &r.base);
 }
 
+/* A MoveLeader waiting for the leader to change. */
+struct move {
+    struct api_call *call;
+    struct api *api;
+};
+
+/* Runs on the raft thread (or inline on an early error). */
+static void on_moved(void *arg, int err)
+{
+    struct move *mv = arg;
+    if (err != 0) {
+        const char *msg;
+        grpc_status_code code = api_error(err, &msg);
+        api_call_reply_error(mv->call, code, msg);
+    } else {
+        Etcdserverpb__MoveLeaderResponse r =
+            ETCDSERVERPB__MOVE_LEADER_RESPONSE__INIT;
+        Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+        server_header_fill(mv->api->server, &h);
+        r.header = &h;
+        api_call_reply(mv->call, &r.base);
+    }
+    mem_free(mv);
+}
+
+/* etcd: only the leader moves leadership, to a voter, and the call waits
+ * (until the client's deadline) for the new leader. */
+static void move_leader(struct api_call *call, const uint8_t *req, size_t len,
+                        void *ctx)
+{
+    struct api *api = ctx;
+    Etcdserverpb__MoveLeaderRequest *r =
+        etcdserverpb__move_leader_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+                             "grpc: error unmarshalling request");
+        return;
+    }
+    uint64_t target = r->targetid;
+    etcdserverpb__move_leader_request__free_unpacked(r, NULL);
+    struct move *mv = mem_malloc(sizeof *mv);
+    if (mv == NULL) {
+        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                             "out of memory");
+        return;
+    }
+    *mv = (struct move){call, api};
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t now = (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+    uint64_t deadline = now + MOVE_LEADER_TIMEOUT_MS;
+    int64_t client = api_call_deadline_ns(call);
+    if (client != INT64_MAX && (uint64_t)(client / 1000000) < deadline)
+        deadline = client > 0 ? (uint64_t)(client / 1000000) : now;
+    server_move_leader(api->server, target, deadline, on_moved, mv);
+}
+
 int api__maintenance_register(struct api *api)
 {
-    return api_server_register_unary(api->rpc,
-                                     "/etcdserverpb.Maintenance/Status",
-                                     status, api);
+    int rc = api_server_register_unary(
+        api->rpc, "/etcdserverpb.Maintenance/Status", status, api);
+    if (rc == 0)
+        rc = api_server_register_unary(
+            api->rpc, "/etcdserverpb.Maintenance/MoveLeader", move_leader,
+            api);
+    return rc;
 }

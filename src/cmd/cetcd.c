@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
 #include "api/tls.h"
 #include "cmd/flags.h"
+#include "cmd/join.h"
 #include "peer/peer.h"
 #include "server/server.h"
 #include "util/err.h"
@@ -37,19 +39,14 @@ static const char *data_dir(char *buf, size_t cap)
 }
 
 /* A new cluster is bootstrapped from --initial-cluster (the server finds
- * this member in it); joining an existing one needs MemberAdd. */
+ * this member in it); joining an existing one (after MemberAdd) asks its
+ * running members first (join.c). */
 static int check_cluster(void)
 {
     const char *state = flags_get("initial-cluster-state");
     if (strcmp(state, "new") != 0 && strcmp(state, "existing") != 0) {
         fprintf(stderr, "cetcd: unexpected --initial-cluster-state \"%s\" "
                         "(new or existing)\n", state);
-        return 1;
-    }
-    if (strcmp(state, "existing") == 0) {
-        fprintf(stderr, "cetcd: --initial-cluster-state=existing is not "
-                        "supported yet (joining a running cluster needs "
-                        "MemberAdd, not built in this version)\n");
         return 1;
     }
     return 0;
@@ -118,6 +115,7 @@ static void fill_config(struct server_config *c, const char *dir)
     c->heartbeat_ms = flags_get_u64("heartbeat-interval");
     c->election_ms = flags_get_u64("election-timeout");
     c->pre_vote = flags_get_bool("pre-vote");
+    c->strict_reconfig_check = flags_get_bool("strict-reconfig-check");
     c->initial_cluster = initial_cluster();
 }
 
@@ -309,6 +307,24 @@ static int listeners_open(struct listeners *l, const char *dir)
     return 0;
 }
 
+/* etcd serves clients once the member has published its name and client
+ * URLs through raft (ReadyNotify).  A member that cannot reach a quorum
+ * would wait forever there; cetcd serves after the request timeout. */
+static void wait_published(struct server *s)
+{
+    uint64_t waited_ms = 0, limit_ms = 5000 + 2 * flags_get_u64(
+                                                      "election-timeout");
+    while (!server_published(s) && !got_signal && waited_ms < limit_ms) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+        waited_ms += 10;
+    }
+    if (!server_published(s))
+        log_warn("etcdserver", "not yet published to the cluster after "
+                 "%llu ms; serving clients anyway",
+                 (unsigned long long)waited_ms);
+}
+
 static int run(void)
 {
     char buf[4096];
@@ -321,7 +337,25 @@ static int run(void)
     struct server *s;
     cfg.peer_listener = l.peer;
     cfg.peer_tls = l.peer_tls != NULL ? &l.peer_dial : NULL;
+    struct join_result join;
+    memset(&join, 0, sizeof join);
+    if (strcmp(flags_get("initial-cluster-state"), "existing") == 0 &&
+        !join_has_wal(cfg.data_dir, cfg.wal_dir)) {
+        if (join_fetch(cfg.initial_cluster, cfg.name, cfg.peer_urls,
+                       cfg.cluster_token, &join) != 0) {
+            listeners_close(&l);
+            return 1;
+        }
+        cfg.join = &join.join;
+    }
     int rc = server_start(&cfg, &s);
+    join_free(&join);
+    cfg.join = NULL;
+    if (rc == 0 && (rc = api_peer_register(l.peer, s)) != 0) {
+        listeners_close(&l);
+        server_stop(s);
+        return 1;
+    }
     if (rc != 0) {
         log_error("etcdmain", "failed to start the member: %s", err_str(rc));
         listeners_close(&l);
@@ -344,6 +378,7 @@ static int run(void)
                  "checking: no corruption (no peers to compare with)",
                  (unsigned long long)server_member_id(s));
     }
+    wait_published(s);
     struct api *api;
     rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, &api);
     if (rc != 0) {
@@ -359,10 +394,13 @@ static int run(void)
     log_info("etcdserver/api", "enabled capabilities for version 3.4");
     log_info("embed", "ready to serve client requests");
     print_serving(flags_get("listen-client-urls"));
-    while (!got_signal)
-        pause();
-    log_info("pkg/osutil", "received %s signal, shutting down...",
-             got_signal == SIGINT ? "interrupt" : "terminated");
+    while (!got_signal && !server_removed(s)) {
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (got_signal)
+        log_info("pkg/osutil", "received %s signal, shutting down...",
+                 got_signal == SIGINT ? "interrupt" : "terminated");
     api_stop(api);
     listeners_close(&l); /* the peer listener before the transport */
     server_stop(s);

@@ -541,6 +541,9 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,
                           struct arena *a, ProtobufCMessage **msg_out)
 {
+    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR ||
+        req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_CHANGE)
+        return server__members_apply(s, b, req); /* members.c */
     if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION)
         return do_compact(s, b, req->compaction, a,
                           (Etcdserverpb__CompactionResponse **)msg_out);

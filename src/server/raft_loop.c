@@ -154,9 +154,7 @@ static void restore_free(struct restore *r)
 
 static void fill_conf(struct server *s, struct raft_config *c)
 {
-    for (size_t i = 0; i < s->n_members; i++)
-        c->conf.voters[i] = s->members[i].id;
-    c->conf.n_voters = (uint32_t)s->n_members;
+    server__members_conf(s, &c->conf); /* members.c: voters, learners */
 }
 
 static int raft_start(struct server *s, struct restore *r)
@@ -314,7 +312,12 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
     for (size_t i = 0; i < rd->n_committed; i++) {
         const struct raft_entry *e = &rd->committed[i];
         bool normal = e->type == RAFT_ENTRY_NORMAL;
-        size_t len = normal ? e->len : 0;
+        const uint8_t *src = e->data;
+        size_t len = e->len;
+        /* A conf change takes effect in raft here; the applier gets its
+         * context (the members store change), see members.c. */
+        if (!normal)
+            server__conf_change_committed(s, e, &src, &len);
         struct server_entry *x = mem_malloc(sizeof *x + len);
         if (x == NULL)
             return ERR_NOMEM;
@@ -323,13 +326,7 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
         x->id = 0;
         x->len = len;
         if (len)
-            memcpy(x->data, e->data, len);
-        if (!normal) {
-            struct raft_conf_change cc;
-            struct raft_conf_state cs;
-            if (raft_conf_change_decode(e->data, e->len, &cc) == 0)
-                raft_apply_conf_change(s->raft, &cc, &cs);
-        }
+            memcpy(x->data, src, len);
         if (tail)
             tail->next = x;
         else
@@ -578,6 +575,7 @@ void *server__raft_main(void *arg)
         step_inbox(s, in);
         take_reports(s);
         take_proposals(s);
+        server__members_raft_pass(s);
         take_reads(s);
         server__snap_tick(s); /* copies, sends, received snapshots */
         int rc = handle_ready(s, &wb);

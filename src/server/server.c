@@ -153,6 +153,11 @@ static int compute_ids(struct server *s)
     }
     s->member_id = self->id;
     s->cluster_id = cluster_id_of(s->members, s->n_members);
+    if (s->cfg.join != NULL) {
+        /* Joining: the running cluster decided both ids (MemberAdd). */
+        s->member_id = s->cfg.join->member_id;
+        s->cluster_id = s->cfg.join->cluster_id;
+    }
     return 0;
 }
 
@@ -236,7 +241,9 @@ static void *house_main(void *arg)
     while (!atomic_load(&s->stopping)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 500 * 1000000L; /* twice a second */
+        /* Twice a second; every 50 ms until this member has published
+         * itself (clients wait for that). */
+        ts.tv_nsec += (server_published(s) ? 500 : 50) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
@@ -247,6 +254,7 @@ static void *house_main(void *arg)
         server__store_enter(s);
         backend_rss_trim(s->be);
         server__store_leave(s);
+        server__members_house(s);
         server_wait_expire(&s->wait, server__now_ms(), ERR_TIMEOUT);
     }
     pthread_mutex_unlock(&s->house_mu);
@@ -303,6 +311,10 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         rc = server__snap_open(s);
     if (rc == 0)
         rc = open_store(s);
+    if (rc == 0)
+        rc = server__members_open(s);
+    if (rc == 0)
+        init_ids(s); /* the stored member id may differ from the flags' */
     if (rc == 0)
         rc = open_wal(s);
     if (rc == 0)
@@ -368,6 +380,7 @@ void server_stop(struct server *s)
         next = e->next;
         mem_free(e);
     }
+    server__members_close(s);
     server_wait_fail_all(&s->wait, ERR_STOPPED);
     server__peers_close(s);
     server__snap_close(s);
@@ -485,6 +498,7 @@ int server_status_get(struct server *s, struct server_status *out)
     out->raft_index = atomic_load(&s->committed_index);
     out->raft_term = atomic_load(&s->term);
     out->applied_index = atomic_load(&s->applied_index);
+    out->is_learner = server__member_is_learner(s, s->member_id);
     server__store_enter(s);
     int rc = backend_size(s->be, &out->db_size, &out->db_in_use);
     server__store_leave(s);

@@ -61,6 +61,21 @@ struct server_config {
     uint64_t max_request_bytes;   /* --max-request-bytes */
     uint32_t max_txn_ops;         /* --max-txn-ops */
     bool unsafe_no_fsync;         /* --unsafe-no-fsync */
+    bool strict_reconfig_check;   /* --strict-reconfig-check */
+    /* Joining a running cluster (--initial-cluster-state=existing, no WAL
+     * yet): what a running member said (cmd learns it through the peer
+     * listener's Join service).  NULL: bootstrap a new cluster from
+     * --initial-cluster, or restart from the data dir. */
+    const struct server_join *join;
+};
+
+/* server_join: the cluster a new member joins.  Borrowed for
+ * server_start only. */
+struct server_join {
+    uint64_t cluster_id;                       /* the running cluster's */
+    uint64_t member_id;                        /* ours, as MemberAdd chose */
+    const Etcdserverpb__Member *const *members; /* current members */
+    size_t n_members;
 };
 
 struct server;
@@ -152,6 +167,79 @@ struct server_status {
 int server_status_get(struct server *s, struct server_status *out);
 
 uint64_t server_member_id(const struct server *s);
+
+/* --- membership (members.c) ------------------------------------------ */
+
+/* One member as the members store holds it (etcd's membership.Member). */
+struct server_member_info {
+    uint64_t id;            /* member id */
+    char name[64];          /* "" until the member has published */
+    char peer_urls[1024];   /* comma-separated */
+    char client_urls[1024]; /* comma-separated; "" until published */
+    bool is_learner;        /* non-voting */
+};
+
+/* server_members_list copies up to cap members, sorted by id, into out and
+ * returns how many there are (may exceed cap).  Any thread. */
+size_t server_members_list(struct server *s, struct server_member_info *out,
+                           size_t cap);
+
+enum server_member_op {
+    SERVER_MEMBER_ADD = 0,     /* peer_urls, is_learner */
+    SERVER_MEMBER_REMOVE = 1,  /* id */
+    SERVER_MEMBER_UPDATE = 2,  /* id, peer_urls */
+    SERVER_MEMBER_PROMOTE = 3, /* id */
+};
+
+struct server_member_change {
+    int op;                       /* enum server_member_op */
+    uint64_t id;                  /* member (not for ADD) */
+    const char *const *peer_urls; /* ADD, UPDATE (borrowed for the call) */
+    size_t n_peer_urls;
+    bool is_learner;              /* ADD */
+};
+
+/* Outcome of a membership change: err 0 and the member's id, or ERR_*.
+ * Runs on the apply thread (after the change is applied locally), the
+ * raft thread, or inline before server_member_change returns. */
+typedef void (*server_member_fn)(void *arg, int err, uint64_t id);
+
+/* server_member_change checks c against the members store and proposes it
+ * as a raft conf change (one step, as etcd 3.4); fn is called exactly
+ * once.  Errors given to fn: ERR_MEMBER_BAD_URLS, ERR_PEER_URL_EXIST,
+ * ERR_MEMBER_EXIST, ERR_MEMBER_NOT_FOUND, ERR_MEMBER_NOT_LEARNER,
+ * ERR_TOO_MANY_LEARNERS, ERR_MEMBER_NOT_ENOUGH_STARTED, ERR_UNHEALTHY
+ * (strict reconfig check), ERR_LEARNER_NOT_READY, ERR_NO_LEADER,
+ * ERR_TIMEOUT, ERR_STOPPED, ERR_NOMEM.  Any thread. */
+void server_member_change(struct server *s,
+                          const struct server_member_change *c,
+                          server_member_fn fn, void *arg);
+
+/* Outcome of a leader transfer: 0 once `target` leads, or ERR_*. */
+typedef void (*server_leader_fn)(void *arg, int err);
+
+/* server_move_leader asks raft (this member must lead) to hand leadership
+ * to the voter target and answers once the leader has changed to it, or
+ * at deadline_ms (CLOCK_MONOTONIC) with ERR_LEADER_TRANSFER_TIMEOUT.
+ * Other errors: ERR_NOT_LEADER, ERR_BAD_LEADER_TRANSFEREE, ERR_STOPPED,
+ * ERR_NOMEM.  fn runs on the raft thread or inline.  Any thread. */
+void server_move_leader(struct server *s, uint64_t target,
+                        uint64_t deadline_ms, server_leader_fn fn, void *arg);
+
+/* server_published: this member's name and client URLs are applied in
+ * the cluster (etcd's publish; it serves clients after that). */
+bool server_published(struct server *s);
+
+/* server_removed: this member was removed from the cluster (it stops
+ * serving; the daemon exits). */
+bool server_removed(struct server *s);
+
+/* server_join_info answers a joining member (the peer listener's Join
+ * service): the cluster id and up to cap members (count returned in
+ * *n_out).  Errors: ERR_INVAL (another --initial-cluster-token). */
+int server_join_info(struct server *s, const char *cluster_token,
+                     uint64_t *cluster_id_out, struct server_member_info *out,
+                     size_t cap, size_t *n_out);
 uint64_t server_cluster_id(const struct server *s);
 
 #endif

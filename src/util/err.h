@@ -48,7 +48,24 @@
     X(NOT_LEADER, -302, "not leader")                                        \
     X(PROPOSAL_DROPPED, -303, "raft proposal dropped")                       \
     X(RAFT_COMPACTED, -304, "requested index is unavailable due to compaction") \
-    X(RAFT_UNAVAILABLE, -305, "requested entry at index is unavailable")
+    X(RAFT_UNAVAILABLE, -305, "requested entry at index is unavailable") \
+    /* membership (mapped to etcd errors by api) */                         \
+    X(MEMBER_EXIST, -400, "member ID already exist")                         \
+    X(PEER_URL_EXIST, -401, "Peer URLs already exists")                      \
+    X(MEMBER_NOT_ENOUGH_STARTED, -402,                                       \
+      "re-configuration failed due to not enough started members")          \
+    X(MEMBER_BAD_URLS, -403, "given member URLs are invalid")                \
+    X(MEMBER_NOT_FOUND, -404, "member not found")                            \
+    X(MEMBER_NOT_LEARNER, -405, "can only promote a learner member")         \
+    X(LEARNER_NOT_READY, -406,                                               \
+      "can only promote a learner member which is in sync with leader")     \
+    X(TOO_MANY_LEARNERS, -407, "too many learner members in cluster")        \
+    X(BAD_LEADER_TRANSFEREE, -408, "bad leader transferee")                  \
+    X(LEADER_TRANSFER_TIMEOUT, -409,                                         \
+      "request timed out, leader transfer took too long")                   \
+    X(MEMBER_REMOVED, -410,                                                  \
+      "the member has been permanently removed from the cluster")           \
+    X(UNHEALTHY, -411, "unhealthy cluster")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),

@@ -1,0 +1,273 @@
+/*
+ * cluster.c - the etcdserverpb.Cluster service (MemberList, MemberAdd,
+ * MemberRemove, MemberUpdate, MemberPromote) and, on the peer listener,
+ * cetcd's Join service that a member started with
+ * --initial-cluster-state=existing asks for the cluster id and members.
+ *
+ * MemberList is served from the local members store (etcd 3.4 does the
+ * same).  Changes go to server_member_change, which proposes a raft conf
+ * change; the reply is built on the apply thread once the change is
+ * applied here, from the members store as it then is.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "server/server.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+#define URLS_MAX 16 /* URLs of one member in a response */
+#define SERVER_MEMBERS_MAX_API 16 /* members listed (server: 16 at most) */
+
+static void reply_err(struct api_call *call, int err)
+{
+    const char *msg;
+    grpc_status_code code = api_error(err, &msg);
+    api_call_reply_error(call, code, msg);
+}
+
+static void bad_request(struct api_call *call)
+{
+    api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+                         "grpc: error unmarshalling request");
+}
+
+/* The members as protobuf, pointing into a snapshot of the table. */
+struct members_pb {
+    struct server_member_info info[SERVER_MEMBERS_MAX_API];
+    Etcdserverpb__Member m[SERVER_MEMBERS_MAX_API];
+    Etcdserverpb__Member *ptrs[SERVER_MEMBERS_MAX_API];
+    char *purls[SERVER_MEMBERS_MAX_API][URLS_MAX];
+    char *curls[SERVER_MEMBERS_MAX_API][URLS_MAX];
+    size_t n;
+};
+
+static size_t split(char *buf, char **out)
+{
+    size_t n = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t && n < URLS_MAX;
+         t = strtok_r(NULL, ",", &save))
+        out[n++] = t;
+    return n;
+}
+
+static void members_fill(struct server *s, struct members_pb *p)
+{
+    size_t n = server_members_list(s, p->info, SERVER_MEMBERS_MAX_API);
+    p->n = n < SERVER_MEMBERS_MAX_API ? n : SERVER_MEMBERS_MAX_API;
+    for (size_t i = 0; i < p->n; i++) {
+        Etcdserverpb__Member *m = &p->m[i];
+        etcdserverpb__member__init(m);
+        m->id = p->info[i].id;
+        m->name = p->info[i].name;
+        m->n_peerurls = split(p->info[i].peer_urls, p->purls[i]);
+        m->peerurls = p->purls[i];
+        m->n_clienturls = split(p->info[i].client_urls, p->curls[i]);
+        m->clienturls = p->curls[i];
+        m->islearner = p->info[i].is_learner;
+        p->ptrs[i] = m;
+    }
+}
+
+static Etcdserverpb__Member *members_find(struct members_pb *p, uint64_t id)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->m[i].id == id)
+            return &p->m[i];
+    return NULL;
+}
+
+static void member_list(struct api_call *call, const uint8_t *req, size_t len,
+                        void *ctx)
+{
+    struct api *api = ctx;
+    Etcdserverpb__MemberListRequest *r =
+        etcdserverpb__member_list_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return bad_request(call);
+    etcdserverpb__member_list_request__free_unpacked(r, NULL);
+    struct members_pb *p = mem_malloc(sizeof *p);
+    if (p == NULL)
+        return reply_err(call, ERR_NOMEM);
+    members_fill(api->server, p);
+    Etcdserverpb__MemberListResponse resp =
+        ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_header_fill(api->server, &h);
+    resp.header = &h;
+    resp.n_members = p->n;
+    resp.members = p->ptrs;
+    api_call_reply(call, &resp.base);
+    mem_free(p);
+}
+
+/* A change waiting for its outcome. */
+struct pending {
+    struct api_call *call;
+    struct api *api;
+    int op; /* enum server_member_op */
+};
+
+/* Every change response is {header, members} (+ member for Add). */
+static void on_changed(void *arg, int err, uint64_t id)
+{
+    struct pending *pd = arg;
+    struct members_pb *p = err == 0 ? mem_malloc(sizeof *p) : NULL;
+    if (err == 0 && p == NULL)
+        err = ERR_NOMEM;
+    if (err != 0) {
+        reply_err(pd->call, err);
+        mem_free(pd);
+        return;
+    }
+    members_fill(pd->api->server, p);
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_header_fill(pd->api->server, &h);
+    /* Member*Response share {header = 1, members = 2} except Add, whose
+     * members are field 3 after member = 2. */
+    if (pd->op == SERVER_MEMBER_ADD) {
+        Etcdserverpb__MemberAddResponse r =
+            ETCDSERVERPB__MEMBER_ADD_RESPONSE__INIT;
+        r.header = &h;
+        r.member = members_find(p, id);
+        r.n_members = p->n;
+        r.members = p->ptrs;
+        api_call_reply(pd->call, &r.base);
+    } else {
+        Etcdserverpb__MemberListResponse r =
+            ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+        r.header = &h;
+        r.n_members = p->n;
+        r.members = p->ptrs;
+        api_call_reply(pd->call, &r.base);
+    }
+    mem_free(p);
+    mem_free(pd);
+}
+
+static void change(struct api_call *call, struct api *api,
+                   struct server_member_change *c)
+{
+    struct pending *pd = mem_malloc(sizeof *pd);
+    if (pd == NULL)
+        return reply_err(call, ERR_NOMEM);
+    *pd = (struct pending){call, api, c->op};
+    server_member_change(api->server, c, on_changed, pd);
+}
+
+static void member_add(struct api_call *call, const uint8_t *req, size_t len,
+                       void *ctx)
+{
+    Etcdserverpb__MemberAddRequest *r =
+        etcdserverpb__member_add_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return bad_request(call);
+    struct server_member_change c = {
+        .op = SERVER_MEMBER_ADD,
+        .peer_urls = (const char *const *)r->peerurls,
+        .n_peer_urls = r->n_peerurls,
+        .is_learner = r->islearner};
+    change(call, ctx, &c);
+    etcdserverpb__member_add_request__free_unpacked(r, NULL);
+}
+
+static void member_remove(struct api_call *call, const uint8_t *req,
+                          size_t len, void *ctx)
+{
+    Etcdserverpb__MemberRemoveRequest *r =
+        etcdserverpb__member_remove_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return bad_request(call);
+    struct server_member_change c = {.op = SERVER_MEMBER_REMOVE, .id = r->id};
+    etcdserverpb__member_remove_request__free_unpacked(r, NULL);
+    change(call, ctx, &c);
+}
+
+static void member_update(struct api_call *call, const uint8_t *req,
+                          size_t len, void *ctx)
+{
+    Etcdserverpb__MemberUpdateRequest *r =
+        etcdserverpb__member_update_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return bad_request(call);
+    struct server_member_change c = {
+        .op = SERVER_MEMBER_UPDATE,
+        .id = r->id,
+        .peer_urls = (const char *const *)r->peerurls,
+        .n_peer_urls = r->n_peerurls};
+    change(call, ctx, &c);
+    etcdserverpb__member_update_request__free_unpacked(r, NULL);
+}
+
+static void member_promote(struct api_call *call, const uint8_t *req,
+                           size_t len, void *ctx)
+{
+    Etcdserverpb__MemberPromoteRequest *r =
+        etcdserverpb__member_promote_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return bad_request(call);
+    struct server_member_change c = {.op = SERVER_MEMBER_PROMOTE,
+                                     .id = r->id};
+    etcdserverpb__member_promote_request__free_unpacked(r, NULL);
+    change(call, ctx, &c);
+}
+
+int api__cluster_register(struct api *api)
+{
+    static const struct {
+        const char *path;
+        api_unary_fn fn;
+    } m[] = {
+        {"/etcdserverpb.Cluster/MemberList", member_list},
+        {"/etcdserverpb.Cluster/MemberAdd", member_add},
+        {"/etcdserverpb.Cluster/MemberRemove", member_remove},
+        {"/etcdserverpb.Cluster/MemberUpdate", member_update},
+        {"/etcdserverpb.Cluster/MemberPromote", member_promote},
+    };
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof m / sizeof m[0]; i++)
+        rc = api_server_register_unary(api->rpc, m[i].path, m[i].fn, api);
+    return rc;
+}
+
+/* --- the peer listener's Join service ------------------------------------ */
+
+static void join_members(struct api_call *call, const uint8_t *req,
+                         size_t len, void *ctx)
+{
+    struct server *s = ctx;
+    Cetcdpb__JoinRequest *r = cetcdpb__join_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return bad_request(call);
+    struct members_pb *p = mem_malloc(sizeof *p);
+    if (p == NULL) {
+        cetcdpb__join_request__free_unpacked(r, NULL);
+        return reply_err(call, ERR_NOMEM);
+    }
+    uint64_t cid;
+    size_t n;
+    int rc = server_join_info(s, r->cluster_token, &cid, p->info,
+                              SERVER_MEMBERS_MAX_API, &n);
+    cetcdpb__join_request__free_unpacked(r, NULL);
+    if (rc != 0) {
+        mem_free(p);
+        api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
+                             "cetcd: the cluster token does not match");
+        return;
+    }
+    members_fill(s, p);
+    Cetcdpb__JoinResponse resp = CETCDPB__JOIN_RESPONSE__INIT;
+    resp.cluster_id = cid;
+    resp.n_members = p->n;
+    resp.members = p->ptrs;
+    api_call_reply(call, &resp.base);
+    mem_free(p);
+}
+
+int api_peer_register(struct api_server *peer, struct server *s)
+{
+    return api_server_register_unary(peer, "/cetcdpb.Join/Members",
+                                     join_members, s);
+}

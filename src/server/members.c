@@ -1,0 +1,670 @@
+/*
+ * members.c - the members store: etcd's membership.RaftCluster for cetcd.
+ *
+ * Every member keeps the cluster's members {id, name, peer URLs, client
+ * URLs, learner} in memory (for MemberList, Status, the strict reconfig
+ * check) and in two LMDB buckets written inside the apply batch, so the
+ * table is exactly as of the consistent index after any crash:
+ *   "members"          key: member id, 8 bytes big-endian
+ *                      value: etcdserverpb.Member, protobuf-encoded
+ *   "members_removed"  key: member id, 8 bytes big-endian; value empty
+ * A new cluster seeds the table from --initial-cluster (names known, no
+ * client URLs), a joining member from the running cluster's answer.  The
+ * table changes only by applying committed log entries: conf changes
+ * (their context is a MemberChange) and MemberAttr (a member publishing
+ * its name and client URLs after it starts, as etcd's publish).
+ */
+#include "server/members.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mvcc/mvcc.h"
+#include "peer/peer.h"
+#include "raft/raft.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define META_KEY "meta"
+#define PUBLISH_RETRY_MS 1000 /* between publish attempts */
+
+static void be64_put(uint8_t *d, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        d[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t be64_get(const uint8_t *d)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | d[i];
+    return v;
+}
+
+size_t server__urls_split(char *buf, const char **out, size_t cap)
+{
+    size_t n = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t && n < cap;
+         t = strtok_r(NULL, ",", &save))
+        out[n++] = t;
+    return n;
+}
+
+static void urls_join(char *dst, size_t cap, char *const *urls, size_t n)
+{
+    size_t used = 0;
+    dst[0] = '\0';
+    for (size_t i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(dst + used, cap - used, "%s%s",
+                                 i ? "," : "", urls[i]);
+}
+
+struct server_member_info *server__ms_find(struct server_ms *ms, uint64_t id)
+{
+    for (size_t i = 0; i < ms->n; i++)
+        if (ms->m[i].id == id)
+            return &ms->m[i];
+    return NULL;
+}
+
+bool server__ms_is_removed(const struct server_ms *ms, uint64_t id)
+{
+    for (size_t i = 0; i < ms->n_removed; i++)
+        if (ms->removed[i] == id)
+            return true;
+    return false;
+}
+
+/* Inserts (or returns) id's slot, keeping the table sorted by id. */
+static struct server_member_info *ms_slot(struct server_ms *ms, uint64_t id)
+{
+    struct server_member_info *m = server__ms_find(ms, id);
+    if (m != NULL || ms->n == SERVER_MEMBERS_MAX)
+        return m;
+    size_t i = 0;
+    while (i < ms->n && ms->m[i].id < id)
+        i++;
+    memmove(&ms->m[i + 1], &ms->m[i], (ms->n - i) * sizeof ms->m[0]);
+    ms->n++;
+    memset(&ms->m[i], 0, sizeof ms->m[i]);
+    ms->m[i].id = id;
+    return &ms->m[i];
+}
+
+static void ms_drop(struct server_ms *ms, uint64_t id)
+{
+    struct server_member_info *m = server__ms_find(ms, id);
+    if (m != NULL) {
+        size_t i = (size_t)(m - ms->m);
+        memmove(&ms->m[i], &ms->m[i + 1], (ms->n - i - 1) * sizeof ms->m[0]);
+        ms->n--;
+    }
+    if (!server__ms_is_removed(ms, id) && ms->n_removed < SERVER_REMOVED_MAX)
+        ms->removed[ms->n_removed++] = id;
+}
+
+/* --- records ------------------------------------------------------------ */
+
+static void info_from_pb(struct server_member_info *m,
+                         const Etcdserverpb__Member *pb)
+{
+    m->id = pb->id;
+    snprintf(m->name, sizeof m->name, "%s", pb->name ? pb->name : "");
+    urls_join(m->peer_urls, sizeof m->peer_urls, pb->peerurls,
+              pb->n_peerurls);
+    urls_join(m->client_urls, sizeof m->client_urls, pb->clienturls,
+              pb->n_clienturls);
+    m->is_learner = pb->islearner;
+}
+
+/* Writes m's record in txn. */
+static int record_put(struct server_ms *ms, struct backend_txn *txn,
+                      const struct server_member_info *m)
+{
+    char peers[sizeof m->peer_urls], clients[sizeof m->client_urls];
+    const char *pu[PEER_URLS_MAX * 2], *cu[PEER_URLS_MAX * 2];
+    snprintf(peers, sizeof peers, "%s", m->peer_urls);
+    snprintf(clients, sizeof clients, "%s", m->client_urls);
+    Etcdserverpb__Member pb = ETCDSERVERPB__MEMBER__INIT;
+    pb.id = m->id;
+    pb.name = (char *)m->name;
+    pb.n_peerurls = server__urls_split(peers, pu, PEER_URLS_MAX * 2);
+    pb.peerurls = (char **)pu;
+    pb.n_clienturls = server__urls_split(clients, cu, PEER_URLS_MAX * 2);
+    pb.clienturls = (char **)cu;
+    pb.islearner = m->is_learner;
+    uint8_t buf[4096], key[8];
+    size_t len = etcdserverpb__member__get_packed_size(&pb);
+    if (len > sizeof buf)
+        return ERR_TOO_LARGE;
+    etcdserverpb__member__pack(&pb, buf);
+    be64_put(key, m->id);
+    return backend_put(txn, ms->b_members, key, 8, buf, len);
+}
+
+static int record_remove(struct server_ms *ms, struct backend_txn *txn,
+                         uint64_t id)
+{
+    uint8_t key[8];
+    be64_put(key, id);
+    int rc = backend_del(txn, ms->b_members, key, 8);
+    if (rc == ERR_NOTFOUND)
+        rc = 0;
+    if (rc == 0)
+        rc = backend_put(txn, ms->b_removed, key, 8, "", 0);
+    return rc;
+}
+
+static int load_bucket(struct server *s, struct backend_txn *txn, bool removed,
+                       uint8_t meta[16], bool *has_meta)
+{
+    struct server_ms *ms = s->ms;
+    struct backend_cursor *c;
+    int rc = backend_cursor_open(txn, removed ? ms->b_removed : ms->b_members,
+                                 &c);
+    if (rc != 0)
+        return rc;
+    struct backend_val k, v;
+    for (rc = backend_cursor_first(c, &k, &v); rc == 0;
+         rc = backend_cursor_next(c, &k, &v)) {
+        if (!removed && k.len == 4 && memcmp(k.data, META_KEY, 4) == 0 &&
+            v.len == 16) {
+            memcpy(meta, v.data, 16);
+            *has_meta = true;
+            continue;
+        }
+        if (k.len != 8)
+            continue;
+        if (removed) {
+            if (ms->n_removed < SERVER_REMOVED_MAX)
+                ms->removed[ms->n_removed++] = be64_get(k.data);
+            continue;
+        }
+        Etcdserverpb__Member *pb =
+            etcdserverpb__member__unpack(NULL, v.len, v.data);
+        if (pb == NULL) {
+            rc = ERR_CORRUPT;
+            break;
+        }
+        struct server_member_info *m = ms_slot(ms, pb->id);
+        if (m != NULL)
+            info_from_pb(m, pb);
+        etcdserverpb__member__free_unpacked(pb, NULL);
+    }
+    backend_cursor_close(c);
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+/* Reads both buckets; *has_meta tells whether ids were stored. */
+static int load(struct server *s, uint8_t meta[16], bool *has_meta)
+{
+    struct backend_txn *txn;
+    int rc = backend_read_begin(s->be, &txn);
+    if (rc != 0)
+        return rc;
+    *has_meta = false;
+    s->ms->n = 0;
+    s->ms->n_removed = 0;
+    rc = load_bucket(s, txn, false, meta, has_meta);
+    if (rc == 0)
+        rc = load_bucket(s, txn, true, meta, has_meta);
+    backend_read_end(txn);
+    return rc;
+}
+
+/* A new cluster: the members of --initial-cluster, or the join answer. */
+static void seed_table(struct server *s)
+{
+    struct server_ms *ms = s->ms;
+    const struct server_join *j = s->cfg.join;
+    if (j != NULL) {
+        for (size_t i = 0; i < j->n_members; i++) {
+            struct server_member_info *m = ms_slot(ms, j->members[i]->id);
+            if (m != NULL)
+                info_from_pb(m, j->members[i]);
+        }
+        return;
+    }
+    for (size_t i = 0; i < s->n_members; i++) {
+        struct server_member_info *m = ms_slot(ms, s->members[i].id);
+        if (m == NULL)
+            continue;
+        snprintf(m->name, sizeof m->name, "%s", s->members[i].name);
+        snprintf(m->peer_urls, sizeof m->peer_urls, "%s",
+                 s->members[i].peer_urls);
+    }
+}
+
+/* Writes the seeded table and the ids (start-up: no other writer yet). */
+static int seed_write(struct server *s)
+{
+    struct backend_txn *txn;
+    int rc = backend_write_begin(s->be, &txn);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < s->ms->n; i++)
+        rc = record_put(s->ms, txn, &s->ms->m[i]);
+    if (rc != 0) {
+        backend_write_abort(txn);
+        return rc;
+    }
+    return backend_write_commit(txn);
+}
+
+/* s->members (what peers.c and raft_loop.c start from) := the table. */
+static void publish_to_initial(struct server *s)
+{
+    struct server_ms *ms = s->ms;
+    s->n_members = 0;
+    for (size_t i = 0; i < ms->n; i++) {
+        struct server_member *dst = &s->members[s->n_members++];
+        dst->id = ms->m[i].id;
+        snprintf(dst->name, sizeof dst->name, "%s", ms->m[i].name);
+        snprintf(dst->peer_urls, sizeof dst->peer_urls, "%s",
+                 ms->m[i].peer_urls);
+    }
+}
+
+/* <member>/ids: this member's id and the cluster id, as 32 hex digits
+ * and a newline.  Not in the store: a snapshot from the leader replaces
+ * the store but not who we are. */
+static void ids_path(struct server *s, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/ids", s->member_dir);
+}
+
+static int ids_write(struct server *s)
+{
+    char path[4200], tmp[4300], line[64];
+    ids_path(s, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int n = snprintf(line, sizeof line, "%016llx%016llx\n",
+                     (unsigned long long)s->member_id,
+                     (unsigned long long)s->cluster_id);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return ERR_IO;
+    bool ok = fwrite(line, 1, (size_t)n, f) == (size_t)n && fflush(f) == 0 &&
+              fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0)
+        return ERR_IO;
+    return 0;
+}
+
+/* 0 and the ids, or ERR_NOTFOUND when the file is absent. */
+static int ids_read(struct server *s, uint8_t meta[16])
+{
+    char path[4200], line[64];
+    ids_path(s, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return ERR_NOTFOUND;
+    bool ok = fgets(line, sizeof line, f) != NULL && strlen(line) >= 32;
+    fclose(f);
+    if (!ok)
+        return ERR_CORRUPT;
+    char a[17], b[17];
+    memcpy(a, line, 16);
+    memcpy(b, line + 16, 16);
+    a[16] = b[16] = '\0';
+    be64_put(meta, strtoull(a, NULL, 16));
+    be64_put(meta + 8, strtoull(b, NULL, 16));
+    return 0;
+}
+
+static int adopt_ids(struct server *s, const uint8_t meta[16])
+{
+    uint64_t id = be64_get(meta), cid = be64_get(meta + 8);
+    if (id != s->member_id || cid != s->cluster_id)
+        log_info("etcdserver", "using the stored member id %016llx and "
+                 "cluster id %016llx (flags give %016llx / %016llx)",
+                 (unsigned long long)id, (unsigned long long)cid,
+                 (unsigned long long)s->member_id,
+                 (unsigned long long)s->cluster_id);
+    s->member_id = id;
+    s->cluster_id = cid;
+    return 0;
+}
+
+static int open_buckets(struct server *s)
+{
+    int rc = backend_bucket_open(s->be, "members", 0, &s->ms->b_members);
+    if (rc == 0)
+        rc = backend_bucket_open(s->be, "members_removed", 0,
+                                 &s->ms->b_removed);
+    return rc;
+}
+
+int server__members_open(struct server *s)
+{
+    assert(s->ms == NULL && s->be != NULL);
+    s->ms = mem_calloc(1, sizeof *s->ms);
+    if (s->ms == NULL)
+        return ERR_NOMEM;
+    pthread_mutex_init(&s->ms->mu, NULL);
+    uint8_t meta[16], ids[16];
+    bool has_meta;
+    int rc = open_buckets(s);
+    if (rc == 0)
+        rc = load(s, meta, &has_meta);
+    if (rc == 0 && s->ms->n == 0) {
+        seed_table(s);
+        rc = seed_write(s);
+    }
+    int irc = rc == 0 ? ids_read(s, ids) : rc;
+    if (irc == 0)
+        rc = adopt_ids(s, ids);
+    else if (irc == ERR_NOTFOUND)
+        rc = ids_write(s);
+    else
+        rc = irc;
+    if (rc == 0 && server__ms_is_removed(s->ms, s->member_id)) {
+        log_error("etcdserver", "the member has been permanently removed "
+                  "from the cluster; the data-dir used by this member must "
+                  "be removed");
+        rc = ERR_MEMBER_REMOVED;
+    }
+    if (rc == 0 && s->ms->n > 0)
+        publish_to_initial(s);
+    return rc;
+}
+
+int server__members_reload(struct server *s)
+{
+    uint8_t meta[16];
+    bool has_meta;
+    pthread_mutex_lock(&s->ms->mu);
+    int rc = open_buckets(s);
+    if (rc == 0)
+        rc = load(s, meta, &has_meta);
+    pthread_mutex_unlock(&s->ms->mu);
+    return rc;
+}
+
+void server__members_conf(struct server *s, struct raft_conf_state *cs)
+{
+    struct server_ms *ms = s->ms;
+    memset(cs, 0, sizeof *cs);
+    pthread_mutex_lock(&ms->mu);
+    for (size_t i = 0; i < ms->n && i < RAFT_MAX_MEMBERS; i++) {
+        if (ms->m[i].is_learner)
+            cs->learners[cs->n_learners++] = ms->m[i].id;
+        else
+            cs->voters[cs->n_voters++] = ms->m[i].id;
+    }
+    pthread_mutex_unlock(&ms->mu);
+    assert(cs->n_voters + cs->n_learners <= RAFT_MAX_MEMBERS);
+}
+
+/* --- reading ----------------------------------------------------------- */
+
+size_t server_members_list(struct server *s, struct server_member_info *out,
+                           size_t cap)
+{
+    pthread_mutex_lock(&s->ms->mu);
+    size_t n = s->ms->n;
+    memcpy(out, s->ms->m, (n < cap ? n : cap) * sizeof *out);
+    pthread_mutex_unlock(&s->ms->mu);
+    return n;
+}
+
+bool server__member_is_learner(struct server *s, uint64_t id)
+{
+    if (s->ms == NULL)
+        return false;
+    pthread_mutex_lock(&s->ms->mu);
+    struct server_member_info *m = server__ms_find(s->ms, id);
+    bool l = m != NULL && m->is_learner;
+    pthread_mutex_unlock(&s->ms->mu);
+    return l;
+}
+
+bool server_published(struct server *s)
+{
+    return s->ms != NULL && atomic_load(&s->ms->published);
+}
+
+bool server_removed(struct server *s)
+{
+    return s->ms != NULL && atomic_load(&s->ms->removed_self);
+}
+
+int server_join_info(struct server *s, const char *cluster_token,
+                     uint64_t *cluster_id_out, struct server_member_info *out,
+                     size_t cap, size_t *n_out)
+{
+    if (strcmp(cluster_token, s->cfg.cluster_token) != 0)
+        return ERR_INVAL;
+    *cluster_id_out = s->cluster_id;
+    *n_out = server_members_list(s, out, cap);
+    return 0;
+}
+
+/* --- applying ---------------------------------------------------------- */
+
+/* The transport follows the table (not for ourselves). */
+static void transport_follow(struct server *s, int kind, uint64_t id,
+                             const char *peer_urls)
+{
+    if (s->transport == NULL || id == s->member_id)
+        return;
+    char buf[1024];
+    const char *urls[PEER_URLS_MAX];
+    snprintf(buf, sizeof buf, "%s", peer_urls);
+    size_t n = server__urls_split(buf, urls, PEER_URLS_MAX);
+    int rc;
+    if (kind == CETCDPB__MEMBER_CHANGE__KIND__REMOVE)
+        rc = peer_remove(s->transport, id);
+    else if (kind == CETCDPB__MEMBER_CHANGE__KIND__UPDATE)
+        rc = peer_update(s->transport, id, urls, n);
+    else
+        rc = peer_add(s->transport, id, urls, n);
+    if (rc == ERR_EXIST)
+        rc = peer_update(s->transport, id, urls, n);
+    if (rc != 0 && rc != ERR_NOTFOUND)
+        log_warn("rafthttp", "cannot update peer %016llx (%s): %s",
+                 (unsigned long long)id, peer_urls, err_str(rc));
+}
+
+static void log_change(struct server *s, int kind, uint64_t id,
+                       const char *urls)
+{
+    static const char *what[] = {"added", "removed", "updated", "promoted"};
+    log_info("membership", "%s member %016llx %s%s%s in cluster %016llx",
+             what[kind & 3], (unsigned long long)id, *urls ? "[" : "", urls,
+             *urls ? "]" : "", (unsigned long long)s->cluster_id);
+}
+
+static int apply_change(struct server *s, struct backend_txn *txn,
+                        const Cetcdpb__MemberChange *c)
+{
+    struct server_ms *ms = s->ms;
+    if (c->member == NULL)
+        return 0;
+    uint64_t id = c->member->id;
+    char urls[1024];
+    urls_join(urls, sizeof urls, c->member->peerurls, c->member->n_peerurls);
+    int rc = 0;
+    pthread_mutex_lock(&ms->mu);
+    struct server_member_info *m = server__ms_find(ms, id);
+    switch (c->kind) {
+    case CETCDPB__MEMBER_CHANGE__KIND__ADD:
+        if (m == NULL && !server__ms_is_removed(ms, id))
+            m = ms_slot(ms, id);
+        if (m != NULL) {
+            snprintf(m->peer_urls, sizeof m->peer_urls, "%s", urls);
+            m->is_learner = c->member->islearner;
+        }
+        break;
+    case CETCDPB__MEMBER_CHANGE__KIND__REMOVE:
+        ms_drop(ms, id);
+        m = NULL;
+        rc = record_remove(ms, txn, id);
+        break;
+    case CETCDPB__MEMBER_CHANGE__KIND__UPDATE:
+        if (m != NULL)
+            snprintf(m->peer_urls, sizeof m->peer_urls, "%s", urls);
+        break;
+    case CETCDPB__MEMBER_CHANGE__KIND__PROMOTE:
+        if (m != NULL)
+            m->is_learner = false;
+        break;
+    default:
+        m = NULL;
+        break;
+    }
+    if (m != NULL)
+        rc = record_put(ms, txn, m);
+    pthread_mutex_unlock(&ms->mu);
+    if (rc != 0)
+        return rc;
+    log_change(s, c->kind, id, urls);
+    if (c->kind != CETCDPB__MEMBER_CHANGE__KIND__PROMOTE)
+        transport_follow(s, c->kind, id, urls);
+    if (c->kind == CETCDPB__MEMBER_CHANGE__KIND__REMOVE && id == s->member_id) {
+        log_warn("etcdserver", "the member has been permanently removed from "
+                 "the cluster; the data-dir used by this member must be "
+                 "removed");
+        atomic_store(&ms->removed_self, true);
+    }
+    return 0;
+}
+
+static int apply_attr(struct server *s, struct backend_txn *txn,
+                      const Cetcdpb__MemberAttr *a)
+{
+    struct server_ms *ms = s->ms;
+    int rc = 0;
+    pthread_mutex_lock(&ms->mu);
+    struct server_member_info *m = server__ms_find(ms, a->member_id);
+    if (m != NULL) {
+        snprintf(m->name, sizeof m->name, "%s", a->name ? a->name : "");
+        urls_join(m->client_urls, sizeof m->client_urls, a->client_urls,
+                  a->n_client_urls);
+        rc = record_put(ms, txn, m);
+    }
+    pthread_mutex_unlock(&ms->mu);
+    if (rc == 0 && a->member_id == s->member_id)
+        atomic_store(&ms->published, true);
+    return rc;
+}
+
+int server__members_apply(struct server *s, struct mvcc_batch *b,
+                          const Cetcdpb__InternalRequest *req)
+{
+    struct backend_txn *txn = mvcc_batch_backend_txn(b);
+    assert(txn != NULL);
+    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR)
+        return apply_attr(s, txn, req->member_attr);
+    assert(req->request_case ==
+           CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_CHANGE);
+    return apply_change(s, txn, req->member_change);
+}
+
+/* --- publishing -------------------------------------------------------- */
+
+static void published(void *arg, const struct server_response *r)
+{
+    struct server *s = arg;
+    if (r->err != 0)
+        log_warn("etcdserver", "failed to publish local member to cluster "
+                 "through raft: %s", err_str(r->err));
+    atomic_store(&s->ms->publishing, false);
+}
+
+/* A removed member may never see its removal commit: the others stop
+ * sending to it and refuse its streams as "member unknown" (etcd answers
+ * it 410 Gone and it stops).  When a majority of the other members have
+ * kept refusing us, with no stream of ours up, for REMOVED_AFTER_MS, we
+ * have been removed. */
+#define REMOVED_AFTER_MS 5000
+#define REFUSED_RECENT_MS 3000 /* back-off between dials is at most 2 s */
+
+/* House: has peer `id` (slot i) refused a stream of ours lately (1), or
+ * not (0), or is its stream up (-1)? */
+static int refusing(struct server *s, size_t i, uint64_t id, uint64_t now)
+{
+    struct server_ms *ms = s->ms;
+    struct peer_stats st;
+    if (peer_stats(s->transport, id, &st) != 0)
+        return 0;
+    if (ms->ref_id[i] != id) {
+        ms->ref_id[i] = id;
+        ms->ref_count[i] = st.refusals;
+        ms->ref_at[i] = 0;
+    }
+    if (st.refusals > ms->ref_count[i]) {
+        ms->ref_count[i] = st.refusals;
+        ms->ref_at[i] = now;
+    }
+    if (st.active)
+        return -1;
+    return ms->ref_at[i] != 0 && now - ms->ref_at[i] < REFUSED_RECENT_MS;
+}
+
+static void check_refused(struct server *s, uint64_t now)
+{
+    struct server_ms *ms = s->ms;
+    uint64_t ids[SERVER_MEMBERS_MAX];
+    size_t n = 0;
+    pthread_mutex_lock(&ms->mu);
+    for (size_t i = 0; i < ms->n; i++)
+        if (ms->m[i].id != s->member_id)
+            ids[n++] = ms->m[i].id;
+    pthread_mutex_unlock(&ms->mu);
+    if (s->transport == NULL || n == 0)
+        return;
+    /* A majority of the others refuse us and none takes our streams (the
+     * rest may be down). */
+    size_t refused = 0;
+    bool up = false;
+    for (size_t i = 0; i < n; i++) {
+        int r = refusing(s, i, ids[i], now);
+        refused += r == 1;
+        up = up || r == -1;
+    }
+    if (up || refused < n / 2 + 1) {
+        ms->refused_since = 0;
+        return;
+    }
+    if (ms->refused_since == 0)
+        ms->refused_since = now;
+    if (now - ms->refused_since < REMOVED_AFTER_MS)
+        return;
+    log_warn("etcdserver", "every member refuses us: the member has been "
+             "permanently removed from the cluster; the data-dir used by "
+             "this member must be removed");
+    atomic_store(&ms->removed_self, true);
+}
+
+void server__members_house(struct server *s)
+{
+    struct server_ms *ms = s->ms;
+    uint64_t now = server__now_ms();
+    check_refused(s, now);
+    if (atomic_load(&ms->published) || atomic_load(&ms->publishing) ||
+        atomic_load(&s->lead) == 0 || now < atomic_load(&ms->publish_at))
+        return;
+    atomic_store(&ms->publish_at, now + PUBLISH_RETRY_MS);
+    char buf[1024];
+    const char *urls[PEER_URLS_MAX * 2];
+    snprintf(buf, sizeof buf, "%s", s->cfg.client_urls ? s->cfg.client_urls
+                                                      : "");
+    Cetcdpb__MemberAttr a = CETCDPB__MEMBER_ATTR__INIT;
+    a.member_id = s->member_id;
+    a.name = (char *)s->cfg.name;
+    a.n_client_urls = server__urls_split(buf, urls, PEER_URLS_MAX * 2);
+    a.client_urls = (char **)urls;
+    Cetcdpb__InternalRequest req = CETCDPB__INTERNAL_REQUEST__INIT;
+    req.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR;
+    req.member_attr = &a;
+    atomic_store(&ms->publishing, true);
+    server_propose(s, &req, published, s);
+}

@@ -1,0 +1,68 @@
+/*
+ * members.h - the members store shared by members.c (store, apply,
+ * publish) and member_change.c (proposing changes, leader transfer).
+ * Private to src/server.
+ */
+#ifndef CETCD_SERVER_MEMBERS_H
+#define CETCD_SERVER_MEMBERS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "server/server_int.h"
+
+/* Removed member ids remembered (etcd keeps them all; a cluster sees few). */
+#define SERVER_REMOVED_MAX 256
+
+/* A job for the raft thread (membership change or leader transfer). */
+struct server_ms_job {
+    struct server_ms_job *next;  /* list link */
+    int kind;                    /* SERVER_MS_JOB_* */
+    int op;                      /* enum server_member_op (conf change) */
+    uint64_t id;                 /* member concerned / transfer target */
+    uint64_t req_id;             /* waiter of a conf change */
+    uint64_t deadline_ms;        /* transfer: give up then */
+    server_leader_fn fn;         /* transfer: answer */
+    void *arg;
+    size_t len;                  /* conf change: bytes of data */
+    uint8_t data[];              /* conf change: packed InternalRequest */
+};
+
+enum {
+    SERVER_MS_JOB_CONF = 0,     /* propose a conf change */
+    SERVER_MS_JOB_TRANSFER = 1, /* leader transfer */
+};
+
+/* The membership state of a member. */
+struct server_ms {
+    pthread_mutex_t mu;          /* guards the table and removed list */
+    struct server_member_info m[SERVER_MEMBERS_MAX]; /* sorted by id */
+    size_t n;                    /* members */
+    uint64_t removed[SERVER_REMOVED_MAX]; /* removed ids */
+    size_t n_removed;
+    backend_bucket b_members;    /* "members": id (8 BE) -> Member pb */
+    backend_bucket b_removed;    /* "members_removed": id (8 BE) -> "" */
+    struct server_ms_job *jobs;  /* under mu: queued for the raft thread */
+    struct server_ms_job *transfers; /* raft thread: transfers waiting */
+    uint64_t active_id[SERVER_MEMBERS_MAX];    /* raft thread: peers seen */
+    uint64_t active_since[SERVER_MEMBERS_MAX]; /* connected since (ms) */
+    _Atomic bool removed_self;   /* this member was removed */
+    _Atomic bool published;      /* our attributes are applied */
+    _Atomic bool publishing;     /* a publish proposal is in flight */
+    _Atomic uint64_t publish_at; /* next publish attempt (ms) */
+    uint64_t ref_id[SERVER_MEMBERS_MAX];   /* house: peer of the slot */
+    uint64_t ref_count[SERVER_MEMBERS_MAX]; /* house: its refusals seen */
+    uint64_t ref_at[SERVER_MEMBERS_MAX];   /* house: when they last grew */
+    uint64_t refused_since;      /* house: every peer refuses us since */
+};
+
+/* members.c */
+struct server_member_info *server__ms_find(struct server_ms *ms, uint64_t id);
+bool server__ms_is_removed(const struct server_ms *ms, uint64_t id);
+/* Splits a comma list into at most cap pointers into buf. */
+size_t server__urls_split(char *buf, const char **out, size_t cap);
+
+#endif
