@@ -191,6 +191,8 @@ struct server {
 
     struct server_snap snap;    /* store snapshots (snapshot.c) */
 
+    struct server_ms *ms;       /* membership (members.c) */
+
     _Atomic uint64_t stat_proposals;     /* see server_stats */
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
@@ -286,5 +288,40 @@ void server__store_leave(struct server *s);
 void server__header_fill(struct server *s, Etcdserverpb__ResponseHeader *h);
 /* apply.c: with apply_mu held, apply what the apply thread has queued. */
 void server__apply_drain_locked(struct server *s);
+
+/* members.c: the members store and membership changes. */
+struct raft_conf_state;
+struct raft_entry;
+/* Opens the members buckets and loads them (seeding a new cluster from
+ * --initial-cluster or the join answer), adopts the stored member and
+ * cluster ids, refuses a removed member (ERR_MEMBER_REMOVED) and rewrites
+ * s->members with the current members.  Start-up, before the threads. */
+int server__members_open(struct server *s);
+/* The store was replaced (a snapshot from the leader was installed):
+ * re-open the buckets on s->be and reload the table.  Call where opening
+ * buckets is allowed (nobody else uses the new store yet). */
+int server__members_reload(struct server *s);
+/* Any thread: id is a learner in the members store. */
+bool server__member_is_learner(struct server *s, uint64_t id);
+/* After the threads stopped: fails what still waits, frees the state. */
+void server__members_close(struct server *s);
+/* raft thread: the membership as raft's initial configuration. */
+void server__members_conf(struct server *s, struct raft_conf_state *cs);
+/* raft thread, each loop pass: propose queued conf changes, start and
+ * finish leader transfers. */
+void server__members_raft_pass(struct server *s);
+/* raft thread: a committed CONF_CHANGE entry e; applies it to raft and
+ * points data and len at what the applier gets (the change's InternalRequest
+ * context, borrowed from e; length 0 when there is nothing to apply). */
+void server__conf_change_committed(struct server *s,
+                                   const struct raft_entry *e,
+                                   const uint8_t **data, size_t *len);
+/* apply thread: a MemberAttr or MemberChange request inside batch b.
+ * Returns 0 or a storage error. */
+struct mvcc_batch;
+int server__members_apply(struct server *s, struct mvcc_batch *b,
+                          const Cetcdpb__InternalRequest *req);
+/* house thread: publish this member's name and client URLs until done. */
+void server__members_house(struct server *s);
 
 #endif
