@@ -204,18 +204,19 @@ int server__raft_open(struct server *s)
     struct wal_replay_cb cb = {.on_metadata = r_meta,
                                .on_hardstate = r_hs,
                                .on_entry = r_entry};
-    /* Entries from the applied one on (its term is needed); after a
-     * snapshot install the WAL jumps past it: then read from the marker. */
-    struct wal_snapshot from = {r.applied ? r.applied - 1 : 0, 0};
+    /* The applied index's term: a snapshot marker there is authoritative
+     * (after an install the WAL may even hold a stale entry at that index
+     * from an older term); else the entry itself, read from one below. */
+    struct wal_snapshot from = {r.applied, 0};
+    cb.on_snapshot = r_snap;
     int rc = wal_replay(s->wal, &from, &cb, &r);
-    if ((rc == ERR_WAL_GAP || (rc == 0 && r.applied_term == 0)) &&
-        r.applied > 0) {
+    if (rc == 0 && r.applied > 0 && r.applied_term == 0) {
         restore_free(&r);
         uint64_t applied = r.applied;
         memset(&r, 0, sizeof r);
         r.applied = applied;
-        from.index = applied;
-        cb.on_snapshot = r_snap;
+        from.index = applied - 1;
+        cb.on_snapshot = NULL;
         rc = wal_replay(s->wal, &from, &cb, &r);
     }
     if (rc == 0 && r.applied > 0 && r.applied_term == 0) {
