@@ -321,6 +321,8 @@ static int store_replace(struct server *s, const char *src, bool move)
         rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
         rc = mvcc_store_open(s->be, NULL, &s->mvcc);
+    if (rc == 0 && s->ms != NULL)
+        rc = server__members_reload(s); /* its buckets, on the new env */
     if (rc != 0)
         log_error("etcdserver", "cannot replace the store in %s by %s: %s",
                   dir, src, err_str(rc));
