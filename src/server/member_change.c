@@ -319,48 +319,57 @@ static bool peer_active(struct server *s, uint64_t id)
     return false;
 }
 
-/* etcd's --strict-reconfig-check: a change must not leave fewer started
- * voters than a quorum, and this member must reach the voters. */
+/* etcd's --strict-reconfig-check (membership.RaftCluster.IsReadyTo*,
+ * EtcdServer.mayAddMember / mayRemoveMember): a change must leave a
+ * quorum of started voters, and this member must reach the voters. */
 static int strict_check(struct server *s, const struct server_ms_job *j)
 {
     struct server_ms *ms = s->ms;
     size_t voters = 0, started = 0, active = 0;
-    bool target_learner_started = false;
+    bool target_active = false;
     pthread_mutex_lock(&ms->mu);
     for (size_t i = 0; i < ms->n; i++) {
         const struct server_member_info *m = &ms->m[i];
-        if (m->is_learner) {
-            if (m->id == j->id && m->name[0])
-                target_learner_started = true;
+        if (m->is_learner)
             continue;
+        bool up = peer_active(s, m->id);
+        active += up;
+        if (m->id == j->id) {
+            target_active = up;
+            if (j->op == SERVER_MEMBER_REMOVE)
+                continue;
         }
-        if (j->op == SERVER_MEMBER_REMOVE && m->id == j->id)
-            continue;
         voters++;
         started += m->name[0] != '\0';
-        active += peer_active(s, m->id);
     }
-    bool removing_voter = false;
     struct server_member_info *t = server__ms_find(ms, j->id);
-    if (j->op == SERVER_MEMBER_REMOVE && t != NULL && !t->is_learner)
-        removing_voter = true;
+    bool voter_target = t != NULL && !t->is_learner;
     pthread_mutex_unlock(&ms->mu);
-    if (j->op == SERVER_MEMBER_ADD) {
-        /* The new voter counts as a member that has not started. */
-        if (started < (voters + 1) / 2 + 1)
+    switch (j->op) {
+    case SERVER_MEMBER_ADD:
+        /* The new voter counts as a member that has not started; adding
+         * a second member to a lone one is allowed (restoring a cluster). */
+        if (!(started == 1 && voters == 1) &&
+            started < (voters + 1) / 2 + 1)
             return ERR_MEMBER_NOT_ENOUGH_STARTED;
         return active == voters ? 0 : ERR_UNHEALTHY;
-    }
-    if (j->op == SERVER_MEMBER_PROMOTE)
-        return started + target_learner_started < (voters + 1) / 2 + 1
+    case SERVER_MEMBER_PROMOTE:
+        /* The learner counts as a started voter. */
+        return started + 1 < (voters + 1) / 2 + 1
                    ? ERR_MEMBER_NOT_ENOUGH_STARTED
                    : 0;
-    if (removing_voter) {
+    case SERVER_MEMBER_REMOVE:
+        if (!voter_target)
+            return 0;
         if (started < voters / 2 + 1)
             return ERR_MEMBER_NOT_ENOUGH_STARTED;
-        return active >= voters / 2 + 1 ? 0 : ERR_UNHEALTHY;
+        /* A member that is down is safe to remove. */
+        if (j->id != s->member_id && !target_active)
+            return 0;
+        return active - 1 < 1 + voters / 2 ? ERR_UNHEALTHY : 0;
+    default:
+        return 0;
     }
-    return 0;
 }
 
 /* etcd's isLearnerReady: the learner's match must be at least 90% of
