@@ -416,6 +416,8 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
     while (raft_has_ready(s->raft)) {
         struct raft_ready rd;
         int rc = raft_ready(s->raft, &rd);
+        if (rc == 0)
+            rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
         if (rd.has_soft_state) {
             atomic_store(&s->lead, rd.soft_state.lead);
             s->is_leader = rd.soft_state.role == RAFT_LEADER;
@@ -427,8 +429,6 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         bool early = s->is_leader;
         if (rc == 0 && early)
             send_msgs(s, &rd);
-        if (rc == 0)
-            rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
         if (rc == 0)
             rc = persist(s, &rd, wb);
         if (rc != 0)
