@@ -31,32 +31,13 @@
 #include <openssl/x509v3.h>
 
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 
 #define TLS_FILE_MAX (4u << 20) /* a PEM bundle larger than this is junk */
 #define SELF_CERT_DAYS 365
 #define SAN_MAX 2048
-
-/* mkdir_p creates path and its parents with mode 0700 (etcd's
- * fileutil.TouchDirAll uses 0700 too). */
-static int mkdir_p(const char *path)
-{
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return ERR_INVAL;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return ERR_IO;
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return ERR_IO;
-    return 0;
-}
 
 /* read_file reads a whole (small) file into a NUL-terminated buffer owned
  * by the caller (mem_free). */
@@ -253,7 +234,7 @@ int api_tls_self_cert(const char *dir, const char *urls, char *cert_out,
     if (snprintf(cert_out, cap, "%s/cert.pem", dir) >= (int)cap ||
         snprintf(key_out, cap, "%s/key.pem", dir) >= (int)cap)
         return ERR_INVAL;
-    int rc = mkdir_p(dir);
+    int rc = fs_mkdir_p(dir);
     if (rc != 0) {
         log_error("embed", "cannot create cert directory %s", dir);
         return rc;

@@ -20,27 +20,10 @@
 #include "server/boot_guard.h"
 #include "server/server_int.h"
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "wal/wal.h"
-
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return ERR_INVAL;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return err_from_errno(errno);
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return err_from_errno(errno);
-    return 0;
-}
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -176,7 +159,7 @@ static int open_wal(struct server *s)
         wo.segment_bytes = strtoull(seg, NULL, 10);
     if (wal_exists(dir))
         return wal_open(dir, &wo, &s->wal);
-    int rc = mkdir_p(dir);
+    int rc = fs_mkdir_p(dir);
     if (rc == 0)
         rc = wal_create(dir, &wo, s->member_id, s->cluster_id, &s->wal);
     return rc;
@@ -306,7 +289,7 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     int rc = compute_ids(s);
     init_ids(s);
     if (rc == 0)
-        rc = mkdir_p(s->member_dir);
+        rc = fs_mkdir_p(s->member_dir);
     if (rc == 0)
         rc = server__snap_open(s);
     if (rc == 0)
