@@ -35,6 +35,31 @@ static void tls_apply(const struct api_tls *tls, struct api_server_config *cfg)
     }
 }
 
+/* etcd's learner interceptor: a learner serves only Status and
+ * serializable Ranges; everything else gets "rpc not supported for
+ * learner" (Unavailable in 3.4, so clients move to another member). */
+static bool learner_gate(void *ctx, const char *method, const uint8_t *req,
+                         size_t len, grpc_status_code *code_out,
+                         const char **msg_out)
+{
+    struct api *api = ctx;
+    if (!server_is_learner(api->server) ||
+        strcmp(method, "/etcdserverpb.Maintenance/Status") == 0)
+        return true;
+    if (strcmp(method, "/etcdserverpb.KV/Range") == 0) {
+        Etcdserverpb__RangeRequest *r =
+            etcdserverpb__range_request__unpack(NULL, len, req);
+        bool ok = r == NULL || r->serializable; /* bad bytes: the handler */
+        if (r != NULL)
+            etcdserverpb__range_request__free_unpacked(r, NULL);
+        if (ok)
+            return true;
+    }
+    *code_out = GRPC_STATUS_UNAVAILABLE;
+    *msg_out = "etcdserver: rpc not supported for learner";
+    return false;
+}
+
 int api_start(struct server *s, const char *listen_urls,
               const struct api_tls *tls, struct api **api_out)
 {
@@ -54,6 +79,7 @@ int api_start(struct server *s, const char *listen_urls,
         mem_free(api);
         return rc;
     }
+    api_server_set_gate(api->rpc, learner_gate, api);
     rc = api__kv_register(api);
     if (rc == 0)
         rc = api__maintenance_register(api);

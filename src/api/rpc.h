@@ -141,6 +141,18 @@ int api_server_register_unary(struct api_server *srv, const char *path,
 int api_server_register_stream(struct api_server *srv, const char *path,
                                const struct api_stream_ops *ops, void *ctx);
 
+/* A gate every unary call passes before its handler (etcd's interceptors):
+ * return true to let it through, or false with a status code and a static
+ * message to refuse it.  Runs on the CQ thread; must not block. */
+typedef bool (*api_unary_gate_fn)(void *ctx, const char *method,
+                                  const uint8_t *req, size_t req_len,
+                                  grpc_status_code *code_out,
+                                  const char **msg_out);
+
+/* api_server_set_gate installs gate (NULL: none).  Before start only. */
+void api_server_set_gate(struct api_server *srv, api_unary_gate_fn gate,
+                         void *ctx);
+
 /* api_server_start binds every URL, starts the CQ threads and pre-posts the
  * request slots.  Errors: ERR_IO (a URL could not be bound), ERR_NOMEM.  On
  * error the server must still be closed with api_server_close. */

@@ -199,6 +199,14 @@ static void arrived(struct api__worker *w, struct api_call *c)
         api_call_reply_error(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
+    grpc_status_code code;
+    const char *msg;
+    if (w->srv->gate != NULL &&
+        !w->srv->gate(w->srv->gate_ctx, c->method->path, req, len, &code,
+                      &msg)) {
+        api_call_reply_error(c, code, msg);
+        return;
+    }
     c->method->unary(c, req, len, c->method->ctx);
 }
 

@@ -108,6 +108,8 @@ struct api_server {
     int threads_n;                     /* CQ threads */
     int slots;                         /* request slots per method/thread */
     int stream_queue;                  /* per-stream send queue bound */
+    api_unary_gate_fn gate;            /* checks every unary call, or NULL */
+    void *gate_ctx;                    /* its argument */
     struct api__method *methods;       /* registered methods */
     size_t methods_n;                  /* entries used */
     size_t methods_cap;                /* entries allocated */

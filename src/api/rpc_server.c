@@ -314,6 +314,14 @@ static int method_add(struct api_server *srv, const char *path,
     return 0;
 }
 
+void api_server_set_gate(struct api_server *srv, api_unary_gate_fn gate,
+                         void *ctx)
+{
+    assert(srv != NULL && !srv->started);
+    srv->gate = gate;
+    srv->gate_ctx = ctx;
+}
+
 int api_server_register_unary(struct api_server *srv, const char *path,
                               api_unary_fn fn, void *ctx)
 {

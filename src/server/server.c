@@ -474,6 +474,11 @@ void server_stats_get(struct server *s, struct server_stats *out)
     out->applied_index = atomic_load(&s->applied_index);
 }
 
+bool server_is_learner(struct server *s)
+{
+    return server__member_is_learner(s, s->member_id);
+}
+
 int server_status_get(struct server *s, struct server_status *out)
 {
     memset(out, 0, sizeof *out);

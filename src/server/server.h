@@ -166,6 +166,9 @@ struct server_status {
 /* server_status_get: 0, or ERR_BUSY/ERR_IO from the backend. */
 int server_status_get(struct server *s, struct server_status *out);
 
+/* server_is_learner: this member is a (non-voting) learner right now. */
+bool server_is_learner(struct server *s);
+
 uint64_t server_member_id(const struct server *s);
 
 /* --- membership (members.c) ------------------------------------------ */

@@ -242,6 +242,19 @@ def test_learner_add_promote_update(make_cluster):
     st = json.loads(ctl(m4.endpoint, "endpoint", "status", "-w",
                         "json").stdout)
     assert st[0]["Status"]["isLearner"]
+    # A learner serves only Status and serializable Ranges (etcd 3.4's
+    # interceptor): writes and linearizable reads are refused.
+    kv = m4.kv()
+    for call in (lambda: kv.Put(rpc_pb2.PutRequest(key=b"l", value=b"v"),
+                                timeout=5),
+                 lambda: kv.Range(rpc_pb2.RangeRequest(key=b"k49"),
+                                  timeout=5)):
+        with pytest.raises(grpc.RpcError) as e:
+            call()
+        assert (e.value.code(), e.value.details()) == (
+            grpc.StatusCode.UNAVAILABLE,
+            "etcdserver: rpc not supported for learner")
+    kv.Range(rpc_pb2.RangeRequest(key=b"k49", serializable=True), timeout=5)
     # Caught up: promotion accepted (retried while it catches up).
     deadline = time.monotonic() + 20
     while True:
