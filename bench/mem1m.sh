@@ -1,0 +1,36 @@
+#!/bin/bash
+# mem1m.sh NAME BIN - the memory and crash-restart goals: load 1M keys
+# (16 B keys, 64 B values) into a single member with cetcd-bench, report the
+# server's RSS, kill -9 it, restart it on the same data dir and time until a
+# linearizable Range answers.  Run it for cetcd and for etcd 3.4.23:
+#   bash bench/mem1m.sh cetcd build/cetcd; bash bench/mem1m.sh etcd /usr/bin/etcd
+set -u
+NAME=$1; BIN=$2; D=/tmp/m1m-$NAME; rm -rf $D; mkdir -p $D
+B=${BENCH_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/src/bench/cetcd-bench}
+EP=127.0.0.1:45379
+start() { $BIN --name m --data-dir $D/data --listen-client-urls http://$EP --advertise-client-urls http://$EP --listen-peer-urls http://127.0.0.1:45380 --initial-advertise-peer-urls http://127.0.0.1:45380 --initial-cluster m=http://127.0.0.1:45380 >> $D/log 2>&1 & echo $!; }
+P=$(start); sleep 2
+$B --endpoints $EP --conns 10 --clients 200 put --total 1000000 --key-size 16 --val-size 64 --key-space-size 1000000 --sequential-keys 2>&1 | grep RESULT | cut -c1-120
+sleep 3
+echo "$NAME rss_kb=$(awk '/VmRSS/{print $2}' /proc/$P/status) hwm_kb=$(awk '/VmHWM/{print $2}' /proc/$P/status)"
+ETCDCTL_API=3 etcdctl --endpoints $EP get "\x00" --from-key --count-only -w fields 2>/dev/null | grep Count
+kill -9 $P; sleep 1
+T0=$(date +%s.%N); P=$(start)
+/usr/bin/python3 - $EP <<'PY'
+import grpc, sys, time
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+while True:
+    ch = grpc.insecure_channel(sys.argv[1])
+    try:
+        rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"foo"), timeout=0.2)
+        break
+    except grpc.RpcError:
+        time.sleep(0.005)
+    finally:
+        ch.close()
+PY
+T1=$(date +%s.%N)
+echo "$NAME restart_to_serving_s=$(echo "$T1 - $T0" | bc)"
+sleep 1; echo "$NAME rss_after_restart_kb=$(awk '/VmRSS/{print $2}' /proc/$P/status)"
+du -sh $D/data
+kill $P; wait $P 2>/dev/null
