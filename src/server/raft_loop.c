@@ -34,13 +34,6 @@ struct server_inbox_msg {
     uint8_t data[];                /* raft_msg_encode output */
 };
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
-
 static void raft_logger(void *arg, int level, const char *line)
 {
     (void)arg;
@@ -169,7 +162,7 @@ static int raft_start(struct server *s, struct restore *r)
     c.max_size_per_msg = 1u << 20;
     c.max_inflight_msgs = 512;
     c.read_only = RAFT_READ_ONLY_SAFE;
-    c.seed = s->member_id ^ now_ms();
+    c.seed = s->member_id ^ server__now_ms();
     c.logger = raft_logger;
     fill_conf(s, &c);
     c.hard_state = r->hs;
@@ -500,7 +493,7 @@ static void take_reads(struct server *s)
         b->next = s->read_inflight;
         s->read_inflight = b;
     }
-    uint64_t now = now_ms();
+    uint64_t now = server__now_ms();
     for (struct server_read_batch **p = &s->read_inflight; *p;) {
         b = *p;
         if (now > b->created_ms + server__request_timeout_ms(s)) {
@@ -524,10 +517,11 @@ static struct server_inbox_msg *wait_event(struct server *s,
                                            uint64_t next_tick)
 {
     pthread_mutex_lock(&s->ev_mu);
-    while (!s->ev && !atomic_load(&s->stopping) && now_ms() < next_tick) {
+    while (!s->ev && !atomic_load(&s->stopping) &&
+           server__now_ms() < next_tick) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait = next_tick - now_ms();
+        uint64_t wait = next_tick - server__now_ms();
         ts.tv_sec += (time_t)(wait / 1000);
         ts.tv_nsec += (long)(wait % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
@@ -563,16 +557,16 @@ void *server__raft_main(void *arg)
     struct server *s = arg;
     struct wal_buf wb = {NULL, 0};
     uint64_t hb = s->cfg.heartbeat_ms;
-    uint64_t next_tick = now_ms() + hb;
+    uint64_t next_tick = server__now_ms() + hb;
     while (!atomic_load(&s->stopping)) {
         struct server_inbox_msg *in = wait_event(s, next_tick);
-        for (int n = 0; now_ms() >= next_tick && n < 10; n++) {
+        for (int n = 0; server__now_ms() >= next_tick && n < 10; n++) {
             raft_tick(s->raft);
             s->ticks++;
             next_tick += hb;
         }
-        if (now_ms() >= next_tick)
-            next_tick = now_ms() + hb; /* stalled: do not tick in a burst */
+        if (server__now_ms() >= next_tick) /* stalled: no burst of ticks */
+            next_tick = server__now_ms() + hb;
         step_inbox(s, in);
         take_reports(s);
         take_proposals(s);
@@ -607,7 +601,7 @@ int server__read_enqueue(struct server *s, struct server_read_waiter *w)
             return ERR_NOMEM;
         }
         b->ctx = ++s->read_ctx;
-        b->created_ms = now_ms();
+        b->created_ms = server__now_ms();
         s->read_open = b;
     }
     w->next = b->waiters;
