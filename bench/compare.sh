@@ -16,6 +16,8 @@
 #   MEMBERS     cluster size (default 1).  With 3 or 5, each server is a
 #               cluster of that many members on 127.0.0.1; puts go to the
 #               leader, ranges to all members; CPU is summed over members.
+#   ONLY        run only the workloads whose name matches this extended
+#               regex (e.g. ONLY='^put-c1$' for the single-client put)
 #
 # Each server gets a fresh data dir in WORKDIR, fsync on (etcd's default;
 # cetcd the same), single member on 127.0.0.1.  Per workload we record
@@ -61,6 +63,13 @@ WORKLOADS=(
 "range-s-c1000|--conns 100 --clients 1000 range foo --consistency s --total $(t 20000)"
 "txn-put-c100|--conns 10 --clients 100 txn-put --txn-ops 1 --total $(t 10000)"
 )
+if [ -n "${ONLY:-}" ]; then
+    keep=()
+    for w in "${WORKLOADS[@]}"; do
+        [[ ${w%%|*} =~ $ONLY ]] && keep+=("$w")
+    done
+    WORKLOADS=("${keep[@]}")
+fi
 PUT_FLAGS="--key-size 8 --val-size $VAL_SIZE --key-space-size $KEY_SPACE"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -18,6 +18,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/string_util.h>
 
+#include "util/thread.h"
 #include "api/rpc_int.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -420,6 +421,7 @@ int api_server_start(struct api_server *srv)
         struct api__worker *w = &srv->workers[i];
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
             abort(); /* No way to serve; nothing sane to unwind to. */
+        thread_name_set(w->thread, "cetcd-rpc");
         w->started = true;
     }
     return 0;

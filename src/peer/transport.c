@@ -8,6 +8,7 @@
 
 #include <grpc/grpc_security.h>
 
+#include "util/thread.h"
 #include "api/rpc.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
@@ -199,6 +200,7 @@ static int peer_new(struct peer_transport *t, raft_id id,
         peer_free(p);
         return ERR_IO;
     }
+    thread_name_set(p->thread, "cetcd-peer");
     *p_out = p;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/thread.h"
 #include "mvcc/mvcc.h"
 #include "server/kv_range.h"
 #include "server/server_int.h"
@@ -208,6 +209,7 @@ int server__read_workers_start(struct server *s)
     for (int i = 0; i < 2; i++) {
         if (pthread_create(&s->read_workers[i], NULL, read_worker, s) != 0)
             return ERR_NOMEM;
+        thread_name_set(s->read_workers[i], "cetcd-read");
         s->n_read_workers++;
     }
     return 0;

@@ -3,6 +3,7 @@
  * ids, LMDB + mvcc, WAL create or replay above the consistent index, the
  * log and apply threads; and the proposal entry point.
  */
+#include "util/thread.h"
 #include "server/server.h"
 
 #include <assert.h>
@@ -313,11 +314,15 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     if (rc == 0 && pthread_create(&s->apply_thread, NULL,
                                   server__apply_main, s) != 0)
         rc = ERR_NOMEM;
+    else if (rc == 0)
+        thread_name_set(s->apply_thread, "cetcd-apply");
     if (rc == 0 && pthread_create(&s->log_thread, NULL, server__raft_main,
                                   s) != 0) {
         server_queue_close(&s->committed);
         pthread_join(s->apply_thread, NULL);
         rc = ERR_NOMEM;
+    } else if (rc == 0) {
+        thread_name_set(s->log_thread, "cetcd-raft");
     }
     if (rc != 0) {
         log_error("etcdserver", "cannot start member in %s: %s",
@@ -330,6 +335,7 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         server_stop(s);
         return ERR_NOMEM;
     }
+    thread_name_set(s->house_thread, "cetcd-house");
     s->house_started = true;
     log_info("etcdserver", "starting member %016llx in cluster %016llx",
              (unsigned long long)s->member_id,

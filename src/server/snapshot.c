@@ -55,6 +55,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/thread.h"
 #include "backend/backend.h"
 #include "mvcc/mvcc.h"
 #include "peer/peer.h"
@@ -485,6 +486,7 @@ int server__snap_start(struct server *s)
 {
     if (pthread_create(&s->snap.thread, NULL, worker_main, s) != 0)
         return ERR_NOMEM;
+    thread_name_set(s->snap.thread, "cetcd-snap");
     s->snap.started = true;
     return 0;
 }
