@@ -112,6 +112,8 @@ static void fill_config(struct server_config *c, const char *dir)
     c->max_request_bytes = flags_get_u64("max-request-bytes");
     c->max_txn_ops = (uint32_t)flags_get_u64("max-txn-ops");
     c->unsafe_no_fsync = flags_get_bool("unsafe-no-fsync");
+    const char *nospec = getenv("CETCD_NO_SPECULATIVE_APPLY");
+    c->no_speculation = nospec != NULL && strcmp(nospec, "1") == 0;
     c->heartbeat_ms = flags_get_u64("heartbeat-interval");
     c->election_ms = flags_get_u64("election-timeout");
     c->pre_vote = flags_get_bool("pre-vote");

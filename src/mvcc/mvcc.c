@@ -263,6 +263,20 @@ mvcc_rev mvcc_current_rev(const struct mvcc_store *s)
     return atomic_load(&((struct mvcc_store *)s)->cur_rev);
 }
 
+void mvcc_visible_hold(struct mvcc_store *s)
+{
+    /* compact first: a reader that sees lim_rev != 0 then reads a
+     * lim_compact at least as new as the pin (see read_state). */
+    atomic_store(&s->lim_compact, atomic_load(&s->compact_rev));
+    mvcc_rev rev = atomic_load(&s->cur_rev);
+    atomic_store(&s->lim_rev, rev > 0 ? rev : 1);
+}
+
+void mvcc_visible_release(struct mvcc_store *s)
+{
+    atomic_store(&s->lim_rev, 0);
+}
+
 mvcc_rev mvcc_compact_rev(const struct mvcc_store *s)
 {
     return atomic_load(&((struct mvcc_store *)s)->compact_rev);
@@ -343,6 +357,17 @@ static int read_state(struct mvcc_read *r)
         return rc;
     r->rev = st.rev;
     r->compact = st.compact;
+    /* A tentative batch (mvcc_visible_hold) may be in this snapshot: read
+     * as of the pinned, durable state instead.  Older revisions are all
+     * there: physical compaction never runs in a tentative batch. */
+    mvcc_rev lim = atomic_load(&r->s->lim_rev);
+    if (lim != 0) {
+        mvcc_rev lc = atomic_load(&r->s->lim_compact);
+        if (r->rev > lim)
+            r->rev = lim;
+        if (r->compact > lc)
+            r->compact = lc;
+    }
     return 0;
 }
 

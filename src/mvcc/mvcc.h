@@ -116,6 +116,18 @@ mvcc_rev mvcc_compact_rev(const struct mvcc_store *s);
 /* The consistent index stored by the last committed batch (0 initially). */
 uint64_t mvcc_consistent_index(const struct mvcc_store *s);
 
+/* Tentative batches.  The server may commit a batch whose entries are not
+ * durable yet (a lone voter applies while its WAL fsync runs, see
+ * server/apply.c); no read may see such a batch before it is.
+ * mvcc_visible_hold (writer thread, before that batch) pins the revision
+ * and compact revision that reads started from now on see to the current
+ * committed ones; mvcc_visible_release (any thread, once the batch is
+ * durable) lets reads see the latest commit again.  A held store's readers
+ * get mvcc_read_rev = the pinned revision, so ranges, counts, the header
+ * revision and ErrFutureRev all agree with the durable state. */
+void mvcc_visible_hold(struct mvcc_store *s);
+void mvcc_visible_release(struct mvcc_store *s);
+
 /* --- reads ------------------------------------------------------------ */
 
 /* mvcc_read_begin opens a snapshot of the latest committed batch.

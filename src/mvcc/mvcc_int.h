@@ -143,6 +143,8 @@ struct mvcc_store {
     _Atomic mvcc_rev compact_rev;  /* committed scheduled compact rev */
     _Atomic mvcc_rev compact_fin;  /* committed finished compact rev */
     _Atomic uint64_t ci;           /* committed consistent index */
+    _Atomic mvcc_rev lim_rev;      /* reads see at most this rev; 0: all */
+    _Atomic mvcc_rev lim_compact;  /* ... and this compact rev (if lim) */
     struct mvcc_state st;          /* committed state (apply thread) */
     struct mvcc_batch batch;       /* the reusable batch */
     mvcc_observer_fn observer;     /* event consumer or NULL */

@@ -25,7 +25,8 @@ struct pending {
 };
 
 static int apply_one(struct server *s, struct mvcc_batch *b,
-                     const struct server_entry *e, struct pending *p)
+                     struct arena *arena, const struct server_entry *e,
+                     struct pending *p)
 {
     if (e->len == 0) {
         /* A leader's empty entry or a conf change: nothing to apply here,
@@ -48,7 +49,7 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
         return 0;
     }
     p->id = req->id;
-    p->err = server__apply_request(s, b, req, &s->apply_arena, &p->msg);
+    p->err = server__apply_request(s, b, req, arena, &p->msg);
     cetcdpb__internal_request__free_unpacked(req, NULL);
     switch (p->err) {
     case 0:
@@ -114,12 +115,22 @@ static void compact_more(struct server *s, struct mvcc_batch *b)
         log_warn("mvcc", "compaction step failed: %s", err_str(rc));
 }
 
-/* Applies the chain of n entries in one batch.  Returns 0 or a fatal
- * storage error. */
-int server__apply_entries(struct server *s, struct server_entry *head,
-                          size_t n, bool wake_waiters)
+/* A committed apply batch whose responses wait in ps[0..n) (in an arena). */
+struct applied {
+    struct pending *ps;
+    size_t n;
+    uint64_t last;   /* index of its last entry */
+};
+
+/* Applies the chain of n entries in one batch (one LMDB txn) with the
+ * responses in arena.  A tentative batch pins what reads see first and
+ * leaves physical compaction for later (see mvcc_visible_hold).  Returns 0
+ * or a fatal storage error. */
+static int apply_batch(struct server *s, struct server_entry *head, size_t n,
+                       struct arena *arena, bool tentative,
+                       struct applied *out)
 {
-    struct pending *ps = arena_alloc(&s->apply_arena, n * sizeof *ps);
+    struct pending *ps = arena_alloc(arena, n * sizeof *ps);
     struct mvcc_batch *b;
     int rc = ps ? mvcc_batch_begin(s->mvcc, &b) : ERR_NOMEM;
     if (rc != 0)
@@ -127,10 +138,10 @@ int server__apply_entries(struct server *s, struct server_entry *head,
     size_t i = 0;
     uint64_t last = 0;
     for (struct server_entry *e = head; e != NULL && rc == 0; e = e->next) {
-        rc = apply_one(s, b, e, &ps[i++]);
+        rc = apply_one(s, b, arena, e, &ps[i++]);
         last = e->index;
     }
-    if (rc == 0)
+    if (rc == 0 && !tentative)
         compact_more(s, b);
     if (rc != 0) {
         log_error("etcdserver", "applying entry %llu failed: %s",
@@ -138,21 +149,124 @@ int server__apply_entries(struct server *s, struct server_entry *head,
         mvcc_batch_abort(b);
         return rc;
     }
+    if (tentative)
+        mvcc_visible_hold(s->mvcc);
     rc = mvcc_batch_commit(b, last);
     if (rc != 0) {
         log_error("etcdserver", "committing entries up to %llu failed: %s",
                   (unsigned long long)last, err_str(rc));
         return rc;
     }
-    atomic_store(&s->applied_index, last);
     fill_headers(s, ps, i);
+    *out = (struct applied){ps, i, last};
+    return 0;
+}
+
+/* The batch is applied and durable: readers may see it, waiters learn. */
+static void publish(struct server *s, const struct applied *a,
+                    bool wake_waiters)
+{
+    atomic_store(&s->applied_index, a->last);
     if (wake_waiters)
-        wake(s, ps, i);
+        wake(s, a->ps, a->n);
     pthread_mutex_lock(&s->applied_mu);
     pthread_cond_broadcast(&s->applied_cv);
     pthread_mutex_unlock(&s->applied_mu);
     atomic_fetch_add(&s->stat_apply_batches, 1);
-    return 0;
+}
+
+int server__apply_entries(struct server *s, struct server_entry *head,
+                          size_t n, bool wake_waiters)
+{
+    struct applied a;
+    int rc = apply_batch(s, head, n, &s->apply_arena, false, &a);
+    if (rc == 0)
+        publish(s, &a, wake_waiters);
+    return rc;
+}
+
+/*
+ * Speculative apply (a lone voter only).  When this member is the only
+ * voter, each entry it appends is committed as soon as its own WAL fsync
+ * returns, and nothing can replace it.  So the raft thread hands the
+ * entries to the applier right after writing them (before the fsync), and
+ * applying overlaps the fsync instead of following it.  Nothing leaks
+ * early: the batch is committed to LMDB with reads pinned to the state
+ * before it (mvcc_visible_hold), and its waiters are woken only once the
+ * raft thread has seen the entries committed (server__spec_durable).
+ * Whichever of the applier and the raft thread finishes last publishes.
+ *
+ * Crash safety: the WAL write precedes the LMDB commit, so a killed
+ * process leaves the WAL at or ahead of the store; at restart the store's
+ * index counts as applied (a lone voter commits its whole log anyway).
+ * If the machine loses power the boot guard rebuilds the store from the
+ * WAL, and a failed fsync distrusts the store first (raft_loop.c).
+ */
+static void spec_finish(struct server *s)
+{
+    /* spec.mu not held: only the caller that saw both halves gets here. */
+    struct applied a = {s->spec.done.ps, s->spec.done.n, s->spec.done.last};
+    mvcc_visible_release(s->mvcc);
+    publish(s, &a, true);
+    arena_reset(&s->spec_arena);
+}
+
+static void spec_applied(struct server *s, const struct applied *a)
+{
+    pthread_mutex_lock(&s->spec.mu);
+    s->spec.done.ps = a->ps;
+    s->spec.done.n = a->n;
+    s->spec.done.last = a->last;
+    s->spec.applied = true;
+    bool last = s->spec.durable;
+    if (last)
+        s->spec.active = false;
+    pthread_mutex_unlock(&s->spec.mu);
+    if (last)
+        spec_finish(s);
+}
+
+bool server__spec_begin(struct server *s, struct server_entry *head,
+                        struct server_entry *tail, size_t n)
+{
+    if (pthread_mutex_trylock(&s->apply_mu) != 0)
+        return false;
+    bool idle = server_queue_is_empty(&s->committed);
+    pthread_mutex_unlock(&s->apply_mu);
+    if (!idle)
+        return false;
+    pthread_mutex_lock(&s->spec.mu);
+    assert(!s->spec.active);
+    s->spec.active = true;
+    s->spec.applied = false;
+    s->spec.durable = false;
+    s->spec.last = tail->index;
+    pthread_mutex_unlock(&s->spec.mu);
+    for (struct server_entry *e = head; e != NULL; e = e->next)
+        e->tentative = true;
+    server_queue_push_list(&s->committed, head, tail, n);
+    return true;
+}
+
+uint64_t server__spec_last(struct server *s)
+{
+    pthread_mutex_lock(&s->spec.mu);
+    uint64_t last = s->spec.active ? s->spec.last : 0;
+    pthread_mutex_unlock(&s->spec.mu);
+    return last;
+}
+
+void server__spec_durable(struct server *s)
+{
+    pthread_mutex_lock(&s->spec.mu);
+    assert(s->spec.active);
+    s->spec.durable = true;
+    bool last = s->spec.applied;
+    if (last)
+        s->spec.active = false;
+    pthread_mutex_unlock(&s->spec.mu);
+    if (last)
+        spec_finish(s);
 }
 
 static void free_chain(struct server_entry *e)
@@ -167,7 +281,29 @@ static void free_chain(struct server_entry *e)
 static void apply_or_die(struct server *s, struct server_entry *head,
                          size_t n)
 {
-    int rc = server__apply_entries(s, head, n, true);
+    int rc = 0;
+    if (head->tentative) {
+        /* server__spec_begin queued the tentative entries into an empty
+         * queue, so they lead the chain; committed ones may follow. */
+        struct server_entry *t = head;
+        size_t k = 1;
+        while (t->next != NULL && t->next->tentative) {
+            t = t->next;
+            k++;
+        }
+        struct server_entry *rest = t->next;
+        t->next = NULL;
+        struct applied a;
+        rc = apply_batch(s, head, k, &s->spec_arena, true, &a);
+        if (rc == 0) {
+            free_chain(head);
+            spec_applied(s, &a);
+            head = rest;
+            n -= k;
+        }
+    }
+    if (rc == 0 && head != NULL)
+        rc = server__apply_entries(s, head, n, true);
     if (rc != 0) {
         /* The WAL holds these entries; stopping here and replaying at
          * the next start loses nothing.  Serving on would. */

@@ -77,12 +77,11 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-int boot_guard_mark(const char *db_dir, bool clean)
+static int state_write(const char *db_dir, const char *id, bool clean)
 {
-    char path[4200], tmp[4300], line[256], id[128];
+    char path[4200], tmp[4300], line[256];
     snprintf(path, sizeof path, "%s.state", db_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    boot_id(id, sizeof id);
     int n = snprintf(line, sizeof line, "%s %s\n", id,
                      clean ? "clean" : "dirty");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -97,4 +96,17 @@ int boot_guard_mark(const char *db_dir, bool clean)
     if (rc == 0)
         rc = fsync_dir_of(path);
     return rc;
+}
+
+int boot_guard_mark(const char *db_dir, bool clean)
+{
+    char id[128];
+    boot_id(id, sizeof id);
+    return state_write(db_dir, id, clean);
+}
+
+int boot_guard_distrust(const char *db_dir)
+{
+    /* No boot has this id, so the next check rebuilds the store. */
+    return state_write(db_dir, "distrusted", false);
 }

@@ -23,6 +23,10 @@ int boot_guard_check(const char *db_dir, bool *trusted_out);
 /* boot_guard_mark writes the state file ("dirty" or "clean" with this
  * boot's id) durably (file and directory fsync).  Errors: ERR_IO. */
 int boot_guard_mark(const char *db_dir, bool clean);
+/* boot_guard_distrust records that the store must not be trusted even in
+ * this boot (it may hold batches the WAL failed to make durable): the next
+ * boot_guard_check answers false.  Errors: ERR_IO. */
+int boot_guard_distrust(const char *db_dir);
 /* boot_guard_set_boot_id overrides the boot id (tests simulate a reboot);
  * NULL restores /proc/sys/kernel/random/boot_id. */
 void boot_guard_set_boot_id(const char *id);

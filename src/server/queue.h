@@ -20,6 +20,7 @@ struct server_entry {
     uint64_t index;            /* log index, set by the raft thread */
     uint64_t id;               /* request id (waiter key); 0 = no waiter */
     size_t len;                /* bytes of data */
+    bool tentative;            /* not durable yet: see apply.c */
     uint8_t data[];            /* encoded cetcdpb.InternalRequest */
 };
 

@@ -18,6 +18,7 @@
 
 #include "mvcc/mvcc.h"
 #include "raft/raft.h"
+#include "server/boot_guard.h"
 #include "server/server_int.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -270,8 +271,9 @@ static int catch_up(struct server *s)
     return rc;
 }
 
-static int persist(struct server *s, const struct raft_ready *rd,
-                   struct wal_buf *wb)
+/* Writes rd's entries and HardState to the WAL (not yet synced). */
+static int persist_append(struct server *s, const struct raft_ready *rd,
+                          struct wal_buf *wb)
 {
     if (rd->n_entries > wb->cap) {
         size_t cap = rd->n_entries * 2;
@@ -289,13 +291,81 @@ static int persist(struct server *s, const struct raft_ready *rd,
     }
     struct wal_hardstate hs = {rd->hard_state.term, rd->hard_state.vote,
                                rd->hard_state.commit};
-    int rc = wal_append(s->wal, rd->has_hard_state ? &hs : NULL, wb->v,
-                        rd->n_entries);
-    if (rc == 0 && rd->must_sync) {
-        rc = wal_sync(s->wal);
-        atomic_fetch_add(&s->stat_wal_syncs, 1);
+    return wal_append(s->wal, rd->has_hard_state ? &hs : NULL, wb->v,
+                      rd->n_entries);
+}
+
+static int persist_sync(struct server *s, const struct raft_ready *rd)
+{
+    if (!rd->must_sync)
+        return 0;
+    atomic_fetch_add(&s->stat_wal_syncs, 1);
+    return wal_sync(s->wal);
+}
+
+/* A server entry (for the applier) holding len bytes of src. */
+static struct server_entry *entry_new(uint64_t index, const uint8_t *src,
+                                      size_t len)
+{
+    struct server_entry *x = mem_malloc(sizeof *x + len);
+    if (x == NULL)
+        return NULL;
+    x->next = NULL;
+    x->index = index;
+    x->id = 0;
+    x->len = len;
+    x->tentative = false;
+    if (len)
+        memcpy(x->data, src, len);
+    return x;
+}
+
+/* May rd's new entries be applied while their fsync runs (apply.c,
+ * "Speculative apply")?  Only when this member is the only voter (its own
+ * fsync commits them and no other leader can replace them), no conf change
+ * is among them or committed with them (the voters could change before
+ * they commit), and no tentative batch is out. */
+static bool may_speculate(struct server *s, const struct raft_ready *rd)
+{
+    if (!s->spec_ok || !s->is_leader || rd->n_entries == 0 ||
+        rd->n_committed != 0 || rd->snapshot != NULL || !rd->must_sync)
+        return false;
+    for (size_t i = 0; i < rd->n_entries; i++)
+        if (rd->entries[i].type != RAFT_ENTRY_NORMAL)
+            return false;
+    if (server__spec_last(s) != 0)
+        return false;
+    struct raft_status st;
+    raft_status(s->raft, &st);
+    return st.conf.n_voters == 1 && st.conf.voters[0] == s->member_id &&
+           st.conf.n_voters_outgoing == 0;
+}
+
+/* Hands rd's (unsynced) entries to the applier as a tentative batch;
+ * false if it did not take them. */
+static bool speculate(struct server *s, const struct raft_ready *rd)
+{
+    struct server_entry *head = NULL, *tail = NULL;
+    for (size_t i = 0; i < rd->n_entries; i++) {
+        const struct raft_entry *e = &rd->entries[i];
+        struct server_entry *x = entry_new(e->index, e->data, e->len);
+        if (x == NULL)
+            goto err_free;
+        if (tail)
+            tail->next = x;
+        else
+            head = x;
+        tail = x;
     }
-    return rc;
+    if (server__spec_begin(s, head, tail, rd->n_entries))
+        return true;
+err_free:
+    while (head != NULL) {
+        struct server_entry *n = head->next;
+        mem_free(head);
+        head = n;
+    }
+    return false;
 }
 
 /* Committed entries become server entries for the applier.  Conf changes
@@ -303,8 +373,18 @@ static int persist(struct server *s, const struct raft_ready *rd,
 static int hand_committed(struct server *s, const struct raft_ready *rd)
 {
     struct server_entry *head = NULL, *tail = NULL;
+    size_t n = 0;
+    uint64_t spec_last = server__spec_last(s);
     for (size_t i = 0; i < rd->n_committed; i++) {
         const struct raft_entry *e = &rd->committed[i];
+        if (e->index <= spec_last) {
+            /* Applied already as a tentative batch. */
+            if (e->index == spec_last)
+                server__spec_durable(s);
+            s->applied_raft = e->index;
+            atomic_store(&s->committed_index, e->index);
+            continue;
+        }
         bool normal = e->type == RAFT_ENTRY_NORMAL;
         const uint8_t *src = e->data;
         size_t len = e->len;
@@ -312,15 +392,10 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
          * context (the members store change), see members.c. */
         if (!normal)
             server__conf_change_committed(s, e, &src, &len);
-        struct server_entry *x = mem_malloc(sizeof *x + len);
+        struct server_entry *x = entry_new(e->index, src, len);
         if (x == NULL)
             return ERR_NOMEM;
-        x->next = NULL;
-        x->index = e->index;
-        x->id = 0;
-        x->len = len;
-        if (len)
-            memcpy(x->data, src, len);
+        n++;
         if (tail)
             tail->next = x;
         else
@@ -330,7 +405,7 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
     if (head != NULL) {
         s->applied_raft = tail->index;
         atomic_store(&s->committed_index, tail->index);
-        server__apply_handoff(s, head, tail, rd->n_committed);
+        server__apply_handoff(s, head, tail, n);
     }
     return 0;
 }
@@ -423,9 +498,19 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         if (rc == 0 && early)
             send_msgs(s, &rd);
         if (rc == 0)
-            rc = persist(s, &rd, wb);
-        if (rc != 0)
+            rc = persist_append(s, &rd, wb);
+        bool spec = rc == 0 && may_speculate(s, &rd) && speculate(s, &rd);
+        if (rc == 0)
+            rc = persist_sync(s, &rd);
+        if (rc != 0) {
+            /* A tentative batch may be in the store but not in the WAL. */
+            if (spec) {
+                char dir[4200];
+                snprintf(dir, sizeof dir, "%s/db", s->member_dir);
+                (void)boot_guard_distrust(dir);
+            }
             return rc;
+        }
         if (!early)
             send_msgs(s, &rd);
         rc = hand_committed(s, &rd);

@@ -267,6 +267,8 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_mutex_init(&s->ready_mu, NULL);
     pthread_cond_init(&s->ready_cv, NULL);
     arena_init(&s->apply_arena);
+    arena_init(&s->spec_arena);
+    pthread_mutex_init(&s->spec.mu, NULL);
 }
 
 /* Request ids are unique across the cluster and across restarts: the
@@ -316,6 +318,8 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         rc = ERR_NOMEM;
     else if (rc == 0)
         thread_name_set(s->apply_thread, "cetcd-apply");
+    /* From now on the applier runs: the raft thread may speculate. */
+    s->spec_ok = rc == 0 && !s->cfg.no_speculation;
     if (rc == 0 && pthread_create(&s->log_thread, NULL, server__raft_main,
                                   s) != 0) {
         server_queue_close(&s->committed);
@@ -389,6 +393,8 @@ void server_stop(struct server *s)
     pthread_mutex_destroy(&s->ready_mu);
     pthread_cond_destroy(&s->ready_cv);
     arena_free(&s->apply_arena);
+    arena_free(&s->spec_arena);
+    pthread_mutex_destroy(&s->spec.mu);
     mem_free(s);
 }
 

@@ -62,6 +62,9 @@ struct server_config {
     uint32_t max_txn_ops;         /* --max-txn-ops */
     bool unsafe_no_fsync;         /* --unsafe-no-fsync */
     bool strict_reconfig_check;   /* --strict-reconfig-check */
+    bool no_speculation;          /* CETCD_NO_SPECULATIVE_APPLY=1: a lone
+                                   * voter applies after its fsync, not
+                                   * during it (for comparisons, tests) */
     /* Joining a running cluster (--initial-cluster-state=existing, no WAL
      * yet): what a running member said (cmd learns it through the peer
      * listener's Join service).  NULL: bootstrap a new cluster from

@@ -158,6 +158,20 @@ struct server {
 
     bool compacted_at_zero;     /* apply thread: see do_compact */
     struct arena apply_arena;   /* apply thread: responses of one batch */
+    struct arena spec_arena;    /* responses of the tentative batch */
+    struct {                    /* speculative apply, see apply.c */
+        pthread_mutex_t mu;     /* guards the fields below */
+        bool active;            /* a tentative batch is out */
+        bool applied;           /* ... the applier has committed it */
+        bool durable;           /* ... raft has committed it */
+        uint64_t last;          /* ... its last index */
+        struct {                /* ... its responses, once applied */
+            void *ps;
+            size_t n;
+            uint64_t last;
+        } done;
+    } spec;
+    bool spec_ok;               /* raft thread: threads run, may speculate */
 
     /* --- raft (raft thread unless noted) --- */
     struct raft *raft;          /* the consensus state machine */
@@ -243,6 +257,16 @@ int server__apply_entries(struct server *s, struct server_entry *head,
  * calling (log) thread when nothing else is pending, else queued. */
 void server__apply_handoff(struct server *s, struct server_entry *head,
                            struct server_entry *tail, size_t n);
+/* apply.c, raft thread: speculative apply of a lone voter's entries that
+ * are written to the WAL but not yet fsynced.  server__spec_begin queues
+ * the chain as tentative if the applier is idle (false: not taken, the
+ * caller keeps it); server__spec_last is the last index of the tentative
+ * batch still out (0: none); server__spec_durable says raft has committed
+ * it (its waiters are then woken by whoever finishes last). */
+bool server__spec_begin(struct server *s, struct server_entry *head,
+                        struct server_entry *tail, size_t n);
+uint64_t server__spec_last(struct server *s);
+void server__spec_durable(struct server *s);
 struct mvcc_batch;
 int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,

@@ -327,6 +327,51 @@ static void test_compaction_semantics(void **state)
     mvcc_batch_abort(b);
 }
 
+/* A held store (a tentative batch committed, not yet durable): reads
+ * started during the hold see the state before it, revision, values,
+ * counts, future-rev errors and compact revision alike; after the release
+ * they see everything. */
+static void test_visible_hold(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_kv kv;
+    char v[16];
+    put(f->s, "a", "1", 0); /* 2 */
+    put(f->s, "b", "1", 0); /* 3 */
+    mvcc_visible_hold(f->s);
+    put(f->s, "a", "2", 0); /* 4: tentative */
+    put(f->s, "c", "1", 0); /* 5: tentative */
+    struct mvcc_batch *b;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, 4), 0); /* tentative, logical only */
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(mvcc_current_rev(f->s), 5);
+
+    struct mvcc_read *r;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_read_rev(r), 3);
+    assert_int_equal(mvcc_read_compact_rev(r), 0);
+    mvcc_read_end(r);
+    assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
+    assert_string_equal(v, "1");
+    assert_int_equal(kv.mod_rev, 2);
+    assert_int_equal(get(f->s, "c", 0, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 0); /* absent */
+    assert_int_equal(get(f->s, "a", 2, &kv, v, sizeof v), 0); /* not compacted */
+    assert_int_equal(get(f->s, "a", 4, &kv, v, sizeof v), ERR_FUTURE_REV);
+    assert_int_equal(count_range(f->s, "a", 1, "z", 1, 0, 0, NULL), 2);
+
+    mvcc_visible_release(f->s);
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_read_rev(r), 5);
+    assert_int_equal(mvcc_read_compact_rev(r), 4);
+    mvcc_read_end(r);
+    assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
+    assert_string_equal(v, "2");
+    assert_int_equal(get(f->s, "a", 2, &kv, v, sizeof v), ERR_COMPACTED);
+    assert_int_equal(count_range(f->s, "a", 1, "z", 1, 0, 0, NULL), 3);
+}
+
 static int count_event(void *arg, const struct mvcc_event *ev)
 {
     (void)ev;
@@ -1010,6 +1055,7 @@ int main(void)
         T(test_noop_delete_no_bump),
         T(test_ignore_flags),
         T(test_compaction_semantics),
+        T(test_visible_hold),
         T(test_compaction_resume_after_reopen),
         T(test_compaction_empties_store),
         T(test_consistent_index_persisted),
