@@ -208,6 +208,41 @@ static void test_untrusted_store_rebuilt(void **state)
     server_stop(s);
 }
 
+/* A store distrusted in this very boot (a WAL fsync failed while a
+ * tentative batch was in it) is rebuilt at the next start too. */
+static void test_distrusted_store_rebuilt(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    for (int i = 0; i < 20; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "d/%02d", i);
+        assert_int_equal(put_sync(s, key, "v", NULL), 0);
+    }
+    server_stop(s);
+    char db[300], path[400];
+    snprintf(db, sizeof db, "%s/member/db", dir);
+    bool trusted;
+    assert_int_equal(boot_guard_check(db, &trusted), 0);
+    assert_true(trusted);
+    assert_int_equal(boot_guard_distrust(db), 0);
+    assert_int_equal(boot_guard_check(db, &trusted), 0);
+    assert_false(trusted);
+    snprintf(path, sizeof path, "%s/data.mdb", db);
+    FILE *f = fopen(path, "r+");
+    assert_non_null(f);
+    char junk[8192];
+    memset(junk, 0x5a, sizeof junk);
+    fwrite(junk, 1, sizeof junk, f);
+    fclose(f);
+    s = start(); /* same boot id */
+    assert_int_equal(count_prefix(s, "d/", 1), 20);
+    int64_t rev;
+    assert_int_equal(put_sync(s, "d/new", "v", &rev), 0);
+    assert_int_equal(rev, 22);
+    server_stop(s);
+}
+
 static void test_request_too_large(void **state)
 {
     (void)state;
@@ -244,6 +279,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_group_commit_and_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_untrusted_store_rebuilt, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_distrusted_store_rebuilt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_request_too_large, setup,
                                         teardown),
