@@ -211,14 +211,21 @@ static void spec_finish(struct server *s)
     arena_reset(&s->spec_arena);
 }
 
-static void spec_applied(struct server *s, const struct applied *a)
+/* One half of a tentative batch is done: the applier committed it (a
+ * non-NULL) or raft committed it (a NULL).  The second half publishes. */
+static void spec_half_done(struct server *s, const struct applied *a)
 {
     pthread_mutex_lock(&s->spec.mu);
-    s->spec.done.ps = a->ps;
-    s->spec.done.n = a->n;
-    s->spec.done.last = a->last;
-    s->spec.applied = true;
-    bool last = s->spec.durable;
+    assert(s->spec.active);
+    if (a != NULL) {
+        s->spec.done.ps = a->ps;
+        s->spec.done.n = a->n;
+        s->spec.done.last = a->last;
+        s->spec.applied = true;
+    } else {
+        s->spec.durable = true;
+    }
+    bool last = s->spec.applied && s->spec.durable;
     if (last)
         s->spec.active = false;
     pthread_mutex_unlock(&s->spec.mu);
@@ -258,15 +265,7 @@ uint64_t server__spec_last(struct server *s)
 
 void server__spec_durable(struct server *s)
 {
-    pthread_mutex_lock(&s->spec.mu);
-    assert(s->spec.active);
-    s->spec.durable = true;
-    bool last = s->spec.applied;
-    if (last)
-        s->spec.active = false;
-    pthread_mutex_unlock(&s->spec.mu);
-    if (last)
-        spec_finish(s);
+    spec_half_done(s, NULL);
 }
 
 static void free_chain(struct server_entry *e)
@@ -297,7 +296,7 @@ static void apply_or_die(struct server *s, struct server_entry *head,
         rc = apply_batch(s, head, k, &s->spec_arena, true, &a);
         if (rc == 0) {
             free_chain(head);
-            spec_applied(s, &a);
+            spec_half_done(s, &a);
             head = rest;
             n -= k;
         }

@@ -173,39 +173,58 @@ static void test_group_commit_and_restart(void **state)
     server_stop(s);
 }
 
-/* A store left dirty by an earlier boot is rebuilt from the WAL; one left
- * dirty in this boot (kill -9) is trusted as it is. */
-static void test_untrusted_store_rebuilt(void **state)
+/* Writes n keys "<prefix>NN" and stops the member; *db_out is its store. */
+static void fill_and_stop(const char *prefix, int n, char *db_out,
+                          size_t cap)
 {
-    (void)state;
     struct server *s = start();
-    for (int i = 0; i < 50; i++) {
+    for (int i = 0; i < n; i++) {
         char key[16];
-        snprintf(key, sizeof key, "r/%02d", i);
+        snprintf(key, sizeof key, "%s%02d", prefix, i);
         assert_int_equal(put_sync(s, key, "v", NULL), 0);
     }
     server_stop(s);
-    char db[300];
-    snprintf(db, sizeof db, "%s/member/db", dir);
-    /* Pretend the member died without a clean stop, then the machine
-     * rebooted: the store may be torn, so wreck it for real. */
-    assert_int_equal(boot_guard_mark(db, false), 0);
+    snprintf(db_out, cap, "%s/member/db", dir);
+}
+
+/* Overwrites the head of the store file: it is torn for real. */
+static void wreck_store(const char *db)
+{
     char path[400];
     snprintf(path, sizeof path, "%s/data.mdb", db);
     FILE *f = fopen(path, "r+");
     assert_non_null(f);
     char junk[8192];
     memset(junk, 0x5a, sizeof junk);
-    fwrite(junk, 1, sizeof junk, f);
+    assert_int_equal(fwrite(junk, 1, sizeof junk, f), sizeof junk);
     fclose(f);
-    boot_guard_set_boot_id("another-boot");
-    s = start();
-    boot_guard_set_boot_id(NULL);
-    assert_int_equal(count_prefix(s, "r/", 1), 50);
+}
+
+/* After a rebuild all n keys are back and the next put gets rev n + 2. */
+static void check_rebuilt(struct server *s, const char *prefix, int n)
+{
+    assert_int_equal(count_prefix(s, prefix, 1), n);
     int64_t rev;
-    assert_int_equal(put_sync(s, "r/new", "v", &rev), 0);
-    assert_int_equal(rev, 52);
+    assert_int_equal(put_sync(s, "zz/new", "v", &rev), 0);
+    assert_int_equal(rev, n + 2);
     server_stop(s);
+}
+
+/* A store left dirty by an earlier boot is rebuilt from the WAL; one left
+ * dirty in this boot (kill -9) is trusted as it is. */
+static void test_untrusted_store_rebuilt(void **state)
+{
+    (void)state;
+    char db[300];
+    fill_and_stop("r/", 50, db, sizeof db);
+    /* Pretend the member died without a clean stop, then the machine
+     * rebooted: the store may be torn, so wreck it for real. */
+    assert_int_equal(boot_guard_mark(db, false), 0);
+    wreck_store(db);
+    boot_guard_set_boot_id("another-boot");
+    struct server *s = start();
+    boot_guard_set_boot_id(NULL);
+    check_rebuilt(s, "r/", 50);
 }
 
 /* A store distrusted in this very boot (a WAL fsync failed while a
@@ -213,34 +232,16 @@ static void test_untrusted_store_rebuilt(void **state)
 static void test_distrusted_store_rebuilt(void **state)
 {
     (void)state;
-    struct server *s = start();
-    for (int i = 0; i < 20; i++) {
-        char key[16];
-        snprintf(key, sizeof key, "d/%02d", i);
-        assert_int_equal(put_sync(s, key, "v", NULL), 0);
-    }
-    server_stop(s);
-    char db[300], path[400];
-    snprintf(db, sizeof db, "%s/member/db", dir);
+    char db[300];
+    fill_and_stop("d/", 20, db, sizeof db);
     bool trusted;
     assert_int_equal(boot_guard_check(db, &trusted), 0);
     assert_true(trusted);
     assert_int_equal(boot_guard_distrust(db), 0);
     assert_int_equal(boot_guard_check(db, &trusted), 0);
     assert_false(trusted);
-    snprintf(path, sizeof path, "%s/data.mdb", db);
-    FILE *f = fopen(path, "r+");
-    assert_non_null(f);
-    char junk[8192];
-    memset(junk, 0x5a, sizeof junk);
-    fwrite(junk, 1, sizeof junk, f);
-    fclose(f);
-    s = start(); /* same boot id */
-    assert_int_equal(count_prefix(s, "d/", 1), 20);
-    int64_t rev;
-    assert_int_equal(put_sync(s, "d/new", "v", &rev), 0);
-    assert_int_equal(rev, 22);
-    server_stop(s);
+    wreck_store(db);
+    check_rebuilt(start(), "d/", 20); /* same boot id */
 }
 
 static void test_request_too_large(void **state)
