@@ -497,6 +497,12 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         bool early = s->is_leader;
         if (rc == 0 && early)
             send_msgs(s, &rd);
+        /* Committed entries are durable already; when all this Ready has
+         * to write is an unsynced HardState (a commit index), answer them
+         * first: the write does not delay their replies. */
+        bool apply_first = rc == 0 && rd.n_entries == 0 && !rd.must_sync;
+        if (apply_first)
+            rc = hand_committed(s, &rd);
         if (rc == 0)
             rc = persist_append(s, &rd, wb);
         bool spec = rc == 0 && may_speculate(s, &rd) && speculate(s, &rd);
@@ -513,7 +519,7 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         }
         if (!early)
             send_msgs(s, &rd);
-        rc = hand_committed(s, &rd);
+        rc = apply_first ? 0 : hand_committed(s, &rd);
         if (rc != 0)
             return rc;
         answer_reads(s, &rd);
