@@ -36,9 +36,10 @@ int api_peer_create(const char *listen_peer_urls, const struct api_tls *tls,
                     struct api_server **peer_out);
 int api_peer_serve(struct api_server *peer);
 
-/* api_peer_register adds cetcd's Join service (cluster.c) to the peer
- * listener, served by s: between server_start and api_peer_serve.  Errors:
- * as api_server_register_unary. */
+/* api_peer_register adds cetcd's member services (cluster.c: Join, and
+ * the Promote a follower forwards to the leader) to the peer listener,
+ * served by s: between server_start and api_peer_serve.  Errors: as
+ * api_server_register_unary. */
 int api_peer_register(struct api_server *peer, struct server *s);
 
 /* api_peer_stop closes the peer listener (NULL is fine). */

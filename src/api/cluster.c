@@ -2,12 +2,15 @@
  * cluster.c - the etcdserverpb.Cluster service (MemberList, MemberAdd,
  * MemberRemove, MemberUpdate, MemberPromote) and, on the peer listener,
  * cetcd's Join service that a member started with
- * --initial-cluster-state=existing asks for the cluster id and members.
+ * --initial-cluster-state=existing asks for the cluster id and members,
+ * and the Promote call a follower forwards a promotion with.
  *
  * MemberList is served from the local members store (etcd 3.4 does the
  * same).  Changes go to server_member_change, which proposes a raft conf
  * change; the reply is built on the apply thread once the change is
- * applied here, from the members store as it then is.
+ * applied here, from the members store as it then is.  A promotion asked
+ * of a follower is answered with the leader's list of the members (the
+ * leader decided and applied it first), as etcd does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,9 +114,10 @@ struct pending {
 };
 
 /* Every change response is {header, members} (+ member for Add). */
-static void on_changed(void *arg, int err, uint64_t id)
+static void on_changed(void *arg, const struct server_member_result *res)
 {
     struct pending *pd = arg;
+    int err = res->err;
     struct members_pb *p = err == 0 ? mem_malloc(sizeof *p) : NULL;
     if (err == 0 && p == NULL)
         err = ERR_NOMEM;
@@ -131,7 +135,7 @@ static void on_changed(void *arg, int err, uint64_t id)
         Etcdserverpb__MemberAddResponse r =
             ETCDSERVERPB__MEMBER_ADD_RESPONSE__INIT;
         r.header = &h;
-        r.member = members_find(p, id);
+        r.member = members_find(p, res->id);
         r.n_members = p->n;
         r.members = p->ptrs;
         api_call_reply(pd->call, &r.base);
@@ -141,6 +145,10 @@ static void on_changed(void *arg, int err, uint64_t id)
         r.header = &h;
         r.n_members = p->n;
         r.members = p->ptrs;
+        if (res->members != NULL) { /* the leader's list */
+            r.n_members = res->n_members;
+            r.members = (Etcdserverpb__Member **)res->members;
+        }
         api_call_reply(pd->call, &r.base);
     }
     mem_free(p);
@@ -266,8 +274,62 @@ static void join_members(struct api_call *call, const uint8_t *req,
     mem_free(p);
 }
 
+/* --- the peer listener's Promote: a promotion a follower forwards ------ */
+
+/* A forwarded promotion waiting for its outcome here. */
+struct peer_pending {
+    struct api_call *call;
+    struct server *s;
+};
+
+/* The outcome travels as PromoteResponse.error (a stable ERR_* code): the
+ * follower gives it to its client as if it were its own. */
+static void on_peer_promoted(void *arg, const struct server_member_result *res)
+{
+    struct peer_pending *pd = arg;
+    Cetcdpb__PromoteResponse resp = CETCDPB__PROMOTE_RESPONSE__INIT;
+    struct members_pb *p = res->err == 0 ? mem_malloc(sizeof *p) : NULL;
+    resp.error = res->err != 0 || p != NULL ? res->err : ERR_NOMEM;
+    if (p != NULL) {
+        members_fill(pd->s, p);
+        resp.n_members = p->n;
+        resp.members = p->ptrs;
+    }
+    api_call_reply(pd->call, &resp.base);
+    mem_free(p);
+    mem_free(pd);
+}
+
+static void peer_promote(struct api_call *call, const uint8_t *req,
+                         size_t len, void *ctx)
+{
+    struct server *s = ctx;
+    Cetcdpb__PromoteRequest *r =
+        cetcdpb__promote_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return bad_request(call);
+    uint64_t cluster_id = r->cluster_id, id = r->member_id;
+    cetcdpb__promote_request__free_unpacked(r, NULL);
+    if (cluster_id != server_cluster_id(s)) {
+        api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
+                             "cetcd: cluster ID mismatch");
+        return;
+    }
+    struct peer_pending *pd = mem_malloc(sizeof *pd);
+    if (pd == NULL)
+        return reply_err(call, ERR_NOMEM);
+    *pd = (struct peer_pending){call, s};
+    struct server_member_change c = {
+        .op = SERVER_MEMBER_PROMOTE, .id = id, .from_peer = true};
+    server_member_change(s, &c, on_peer_promoted, pd);
+}
+
 int api_peer_register(struct api_server *peer, struct server *s)
 {
-    return api_server_register_unary(peer, "/cetcdpb.Join/Members",
-                                     join_members, s);
+    int rc = api_server_register_unary(peer, "/cetcdpb.Join/Members",
+                                       join_members, s);
+    if (rc == 0)
+        rc = api_server_register_unary(peer, "/cetcdpb.Cluster/Promote",
+                                       peer_promote, s);
+    return rc;
 }

@@ -316,12 +316,13 @@ static void wait_published(struct server *s)
 {
     uint64_t waited_ms = 0, limit_ms = 5000 + 2 * flags_get_u64(
                                                       "election-timeout");
-    while (!server_published(s) && !got_signal && waited_ms < limit_ms) {
+    while (!server_published(s) && !got_signal && !server_removed(s) &&
+           waited_ms < limit_ms) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
         waited_ms += 10;
     }
-    if (!server_published(s))
+    if (!server_published(s) && !server_removed(s))
         log_warn("etcdserver", "not yet published to the cluster after "
                  "%llu ms; serving clients anyway",
                  (unsigned long long)waited_ms);
@@ -381,6 +382,11 @@ static int run(void)
                  (unsigned long long)server_member_id(s));
     }
     wait_published(s);
+    if (server_removed(s)) { /* refused by the cluster: never serve */
+        listeners_close(&l);
+        server_stop(s);
+        return 0;
+    }
     struct api *api;
     rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, &api);
     if (rc != 0) {

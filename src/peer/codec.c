@@ -121,7 +121,8 @@ int peer__batch_decode(const uint8_t *buf, size_t len, struct peer__batch *out)
 
 grpc_status_code peer__hdr_check(const struct peer__hdr *got,
                                  uint64_t cluster_id, raft_id self,
-                                 bool known, const char **why_out)
+                                 enum peer__sender sender,
+                                 const char **why_out)
 {
     assert(got != NULL && why_out != NULL);
     assert(cluster_id != 0 && self != 0);
@@ -138,11 +139,46 @@ grpc_status_code peer__hdr_check(const struct peer__hdr *got,
         *why_out = "sender member ID missing";
         return GRPC_STATUS_INVALID_ARGUMENT;
     }
-    if (!known) {
+    if (sender == PEER__SENDER_REMOVED) {
+        *why_out = PEER_REMOVED_MSG;
+        return GRPC_STATUS_PERMISSION_DENIED;
+    }
+    if (sender != PEER__SENDER_PEER) {
         *why_out = "member unknown: sender is not a member of this cluster";
         return GRPC_STATUS_FAILED_PRECONDITION;
     }
     return GRPC_STATUS_OK;
+}
+
+bool peer__status_removed(grpc_status_code code, const char *details,
+                          size_t len)
+{
+    assert(details != NULL || len == 0);
+    /* Both the code and the exact message: PERMISSION_DENIED alone could
+     * come from something else on the path (a proxy, an interceptor). */
+    return code == GRPC_STATUS_PERMISSION_DENIED &&
+           len == sizeof(PEER_REMOVED_MSG) - 1 &&
+           memcmp(details, PEER_REMOVED_MSG, len) == 0;
+}
+
+int peer__call_err(grpc_status_code code, const char *details, size_t len,
+                   bool stopping)
+{
+    assert(details != NULL || len == 0);
+    if (code == GRPC_STATUS_OK)
+        return 0;
+    if (stopping)
+        return ERR_STOPPED;
+    if (peer__status_removed(code, details, len))
+        return ERR_MEMBER_REMOVED;
+    switch (code) {
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        return ERR_TIMEOUT;
+    case GRPC_STATUS_UNIMPLEMENTED:
+        return ERR_UNSUPPORTED;
+    default:
+        return ERR_IO; /* unreachable, refused, or the peer failed */
+    }
 }
 
 grpc_status_code peer__msgs_check(const struct raft_msg *msgs, size_t n,

@@ -22,6 +22,18 @@
  * has TLS material (struct peer_tls): this member presents its
  * certificate as a client certificate and verifies the other's, or, with
  * etcd's peer auto-TLS, accepts it unverified.
+ * peer_call makes one unary call to a peer's listener (a member's own
+ * services there, e.g. a promotion forwarded to the leader) with the same
+ * credentials, on a thread of its own.
+ *
+ * REMOVED MEMBERS
+ * As etcd's peer handler answers 410 Gone to a member it knows was
+ * removed, the receiving side asks is_removed about every sender that is
+ * not a peer and refuses a removed one with PERMISSION_DENIED and
+ * PEER_REMOVED_MSG; peer_remove also ends the streams the removed member
+ * has open to us that way, so it hears of its removal at once even when
+ * nothing is left to send it.  A sender refused so reports on_removed:
+ * this member must stop.
  *
  * LIFE CYCLE (one owner thread)
  *   peer_transport_create -> peer_transport_register(t, srv) ->
@@ -36,8 +48,9 @@
  * THREADS
  * - peer_send, peer_send_snapshot: the raft thread (any one thread at a
  *   time per transport is fine; they never block on the network).
- * - peer_add, peer_update, peer_remove, peer_stats: any thread; they are
- *   serialised with each other and with peer_send by the transport's lock.
+ * - peer_add, peer_update, peer_remove, peer_stats, peer_call: any
+ *   thread; they are serialised with each other and with peer_send by the
+ *   transport's lock.
  *   peer_remove and peer_transport_close wait for the peer's threads to
  *   stop (at most about 100 ms plus the time a cancelled call takes).
  * - Callbacks run on transport or gRPC threads (named at each callback)
@@ -67,9 +80,10 @@
  * Functions return 0 or a negative ERR_* code from util/err.h.  Input from
  * the network is never asserted on: a bad batch or chunk ends its call
  * with a gRPC status (FAILED_PRECONDITION for another cluster or member,
- * INVALID_ARGUMENT for undecodable data, DATA_LOSS for a snapshot whose
- * size or checksum is wrong, RESOURCE_EXHAUSTED over limits, UNAVAILABLE
- * when the snapshot cannot be stored or on_snapshot refuses it).
+ * PERMISSION_DENIED for a removed member, INVALID_ARGUMENT for
+ * undecodable data, DATA_LOSS for a snapshot whose size or checksum is
+ * wrong, RESOURCE_EXHAUSTED over limits, UNAVAILABLE when the snapshot
+ * cannot be stored or on_snapshot refuses it).
  */
 #ifndef CETCD_PEER_PEER_H
 #define CETCD_PEER_PEER_H
@@ -100,6 +114,12 @@ struct peer_transport;
 #define PEER_PEERS_MAX RAFT_MAX_MEMBERS
 #define PEER_URLS_MAX 8             /* URLs per peer */
 #define PEER_URL_LEN_MAX 256        /* bytes per URL, NUL excluded */
+#define PEER_CALLS_MAX 8            /* peer_call calls in flight */
+
+/* The status message that refuses a removed member (etcd's
+ * errMemberRemoved), with GRPC_STATUS_PERMISSION_DENIED. */
+#define PEER_REMOVED_MSG \
+    "the member has been permanently removed from the cluster"
 
 /* The callbacks.  arg is passed back to each.  Any may be NULL. */
 struct peer_callbacks {
@@ -125,6 +145,15 @@ struct peer_callbacks {
     /* The snapshot sent to `to` was accepted (ok) or not: call
      * raft_report_snapshot.  Runs on that peer's snapshot thread. */
     void (*on_snapshot_status)(void *arg, raft_id to, bool ok);
+    /* Was member id removed from the cluster?  Asked about senders that
+     * are not peers, on a CQ thread or in peer_remove, with no transport
+     * lock held: a quick lookup, no blocking.  NULL: no member is ever
+     * taken for removed. */
+    bool (*is_removed)(void *arg, raft_id id);
+    /* Peer `by` refused this member as removed from the cluster: it must
+     * stop (etcd: errMemberRemoved).  Runs on that peer's sender or
+     * snapshot thread, possibly once per peer. */
+    void (*on_removed)(void *arg, raft_id by);
 };
 
 /* Limits; 0 in any field means its PEER_DEFAULT_*. */
@@ -186,7 +215,8 @@ struct peer_stats {
     uint64_t dropped_msgs;   /* lost: full queue, peer down, broken stream */
     uint64_t connects;       /* streams the peer acknowledged */
     uint64_t failures;       /* streams that failed or broke */
-    uint64_t refusals;       /* of those, refused with FAILED_PRECONDITION */
+    uint64_t refusals;       /* of those, refused by the peer (another
+                                cluster, unknown or removed member) */
     size_t queued_msgs;      /* in the queue right now */
     bool active;             /* the stream is up (acknowledged) */
 };
@@ -204,9 +234,10 @@ int peer_transport_create(const struct peer_config *cfg,
 int peer_transport_register(struct peer_transport *t,
                             struct api_server *srv);
 
-/* peer_transport_close stops every sender and snapshot thread (cancelling
- * their calls), frees queued messages and t.  Snapshots being sent are
- * reported with on_snapshot_status(false).  Owner thread; t may be NULL. */
+/* peer_transport_close stops every sender, snapshot and peer_call thread
+ * (cancelling their calls), frees queued messages and t.  Snapshots being
+ * sent are reported with on_snapshot_status(false), peer_calls in flight
+ * with ERR_STOPPED.  Owner thread; t may be NULL. */
 void peer_transport_close(struct peer_transport *t);
 
 /* peer_add makes member id (not self) a peer reachable at urls[0..n)
@@ -232,7 +263,10 @@ int peer_update(struct peer_transport *t, raft_id id, const char *const *urls,
 
 /* peer_remove stops peer id's threads and drops its queue; messages to id
  * are then dropped silently.  A snapshot being sent to id is reported
- * failed.  Errors: ERR_NOTFOUND. */
+ * failed.  The streams id has open to this member are ended as any later
+ * one is refused: PERMISSION_DENIED and PEER_REMOVED_MSG when is_removed
+ * says id was removed (call peer_remove after the removal is recorded),
+ * FAILED_PRECONDITION otherwise.  Errors: ERR_NOTFOUND. */
 int peer_remove(struct peer_transport *t, raft_id id);
 
 /* peer_send queues msgs[0..n) (borrowed for the call; encoded copies are
@@ -261,5 +295,27 @@ int peer_send_snapshot(struct peer_transport *t, raft_id to,
 /* peer_stats copies the counters of peer id into *out.  Errors:
  * ERR_NOTFOUND. */
 int peer_stats(struct peer_transport *t, raft_id id, struct peer_stats *out);
+
+/* The outcome of a peer_call: err 0 and the reply (valid during the
+ * callback only), or an ERR_* with reply NULL.  Runs on the call's thread;
+ * must not call peer_remove or peer_transport_close. */
+typedef void (*peer_call_fn)(void *arg, int err, const uint8_t *reply,
+                             size_t len);
+
+/* peer_call sends req[0..len) (copied) as a unary gRPC call of `method`
+ * (a full path such as "/cetcdpb.Cluster/Promote"; static) to peer `to`,
+ * trying its URLs in turn while they are unreachable, for at most
+ * timeout_ms, on a thread of its own.  On success fn gets the outcome
+ * exactly once: 0 and the reply, or ERR_TIMEOUT (no answer in time),
+ * ERR_STOPPED (the transport is closing), ERR_UNSUPPORTED (the peer does
+ * not serve method), ERR_MEMBER_REMOVED (it refuses us as removed),
+ * ERR_IO (unreachable at every URL, or any other failure).  Errors of
+ * peer_call itself (fn is not called): ERR_INVAL (timeout_ms 0, no
+ * method), ERR_NOTFOUND (to is not a peer), ERR_BUSY (PEER_CALLS_MAX
+ * calls in flight), ERR_STOPPED, ERR_NOMEM, ERR_IO (thread).  Any thread
+ * (a callback's too). */
+int peer_call(struct peer_transport *t, raft_id to, const char *method,
+              const uint8_t *req, size_t len, uint32_t timeout_ms,
+              peer_call_fn fn, void *arg);
 
 #endif

@@ -19,6 +19,8 @@
 #include "cetcdpb/peer.pb-c.h"
 #include "peer/peer.h"
 
+struct api_stream;
+
 #define PEER__STREAM_PATH "/cetcdpb.Peer/Stream"
 #define PEER__SNAPSHOT_PATH "/cetcdpb.Peer/Snapshot"
 #define PEER__SHA256_LEN 32
@@ -100,14 +102,33 @@ int peer__batch_decode(const uint8_t *buf, size_t len, struct peer__batch *out);
 /* peer__batch_free releases what peer__batch_decode allocated. */
 void peer__batch_free(struct peer__batch *b);
 
+/* What the receiver knows of a sender. */
+enum peer__sender {
+    PEER__SENDER_PEER = 0,    /* a peer: accepted */
+    PEER__SENDER_UNKNOWN = 1, /* not a member we know (yet) */
+    PEER__SENDER_REMOVED = 2, /* a member removed from the cluster */
+};
+
 /* peer__hdr_check compares a request's identity with the receiver's.
  * Returns GRPC_STATUS_OK, or a status code with a static message in
  * *why_out: FAILED_PRECONDITION for another cluster, another receiver or
- * a sender that is not a peer (known == false), INVALID_ARGUMENT for a
- * zero sender. */
+ * an unknown sender, PERMISSION_DENIED and PEER_REMOVED_MSG for a removed
+ * one, INVALID_ARGUMENT for a zero sender. */
 grpc_status_code peer__hdr_check(const struct peer__hdr *got,
                                  uint64_t cluster_id, raft_id self,
-                                 bool known, const char **why_out);
+                                 enum peer__sender sender,
+                                 const char **why_out);
+
+/* peer__status_removed: does a call's final status (details: len bytes,
+ * not NUL-terminated) say the receiver refuses us as a removed member? */
+bool peer__status_removed(grpc_status_code code, const char *details,
+                          size_t len);
+
+/* peer__call_err maps the final status of a peer_call attempt to the
+ * ERR_* its callback gets (0 for OK); stopping: the transport cancelled
+ * the call because it is closing. */
+int peer__call_err(grpc_status_code code, const char *details, size_t len,
+                   bool stopping);
 
 /* peer__msgs_check checks that every message of a batch is from `from`
  * to `to` and is not a snapshot (those travel by Snapshot).  Returns
@@ -167,6 +188,36 @@ struct peer__stream {
     char send_tag, ack_tag, status_tag; /* completion tags (addresses) */
 };
 
+/* One incoming Stream call, listed in the transport so that peer_remove
+ * can end those of a removed member.  Created by the stream's on_open,
+ * unlinked and freed by its on_close. */
+struct peer__in {
+    struct peer__in *next;        /* t->in_mu: list link */
+    struct api_stream *stream;    /* immutable */
+    raft_id from;                 /* t->in_mu: sender of the first
+                                     accepted batch, 0 before */
+    bool refused;                 /* t->in_mu: finished with an error */
+    bool acked;                   /* CQ thread only: PeerAck sent */
+};
+
+/* One peer_call in flight (a slot of t->calls).  Its thread owns the
+ * fields but `used` and `done`. */
+struct peer__call {
+    struct peer_transport *t;     /* immutable while used */
+    bool used;                    /* t->calls_mu: the slot is taken */
+    atomic_bool done;             /* the thread finished: join it */
+    pthread_t thread;             /* the call's thread */
+    raft_id to;                   /* the peer called */
+    const char *method;           /* static path */
+    uint8_t *req;                 /* the request bytes (owned) */
+    size_t req_len;               /* their length */
+    char urls[PEER_URLS_MAX][PEER_URL_LEN_MAX + 1]; /* copied at start */
+    size_t urls_n;                /* how many */
+    int64_t deadline_ms;          /* peer__now_ms() limit */
+    peer_call_fn fn;              /* the outcome */
+    void *arg;                    /* fn's argument */
+};
+
 /* One remote member.  Created and freed by the owner (peer_add,
  * peer_remove, close); its sender thread owns `st`; the fields marked mu
  * are shared with peer_send, peer_update and the snapshot thread. */
@@ -206,6 +257,11 @@ struct peer_transport {
     grpc_channel_credentials *plain; /* immutable: http://, unix:// */
     grpc_channel_credentials *tls;   /* immutable: https://, unixs://, or
                                         NULL (no TLS configured) */
+    pthread_mutex_t in_mu;        /* guards ins and their marked fields */
+    struct peer__in *ins;         /* in_mu: incoming Stream calls */
+    pthread_mutex_t calls_mu;     /* guards calls[].used, closing */
+    struct peer__call calls[PEER_CALLS_MAX]; /* calls_mu: peer_call slots */
+    atomic_bool closing;          /* peer_transport_close has begun */
 };
 
 /* peer__find returns the peer with id under t->lock (held by the caller,
@@ -214,6 +270,19 @@ struct peer__peer *peer__find(struct peer_transport *t, raft_id id);
 
 /* peer__known says whether id is a peer (takes the read lock). */
 bool peer__known(struct peer_transport *t, raft_id id);
+
+/* peer__sender_of says what t knows of sender `from` (not 0): a peer,
+ * removed (cb.is_removed), or unknown.  Takes the read lock, then calls
+ * is_removed without it. */
+enum peer__sender peer__sender_of(struct peer_transport *t, raft_id from);
+
+/* recv.c: peer__in_refuse_from ends every incoming stream of `from` with
+ * the status a new one would get (peer_remove, after unlinking it). */
+void peer__in_refuse_from(struct peer_transport *t, raft_id from);
+
+/* call.c: peer__calls_close cancels every peer_call (their callbacks get
+ * ERR_STOPPED) and joins their threads (peer_transport_close). */
+void peer__calls_close(struct peer_transport *t);
 
 /* send.c: the sender thread of p (argument p). */
 void *peer__sender_main(void *arg);

@@ -4,8 +4,15 @@
  * Runs on the api_server's CQ threads.  Each batch is decoded and checked
  * (cluster, receiver, known sender, every message addressed as its batch)
  * before any of it reaches on_messages; a bad batch ends the stream with
- * a status and nothing of it is delivered.  The first accepted batch is
+ * a status and nothing of it is delivered.  A sender that is not a peer
+ * is refused as unknown, or, when is_removed says so, as removed (etcd's
+ * 410 Gone), which tells it to stop.  The first accepted batch is
  * answered with one PeerAck so the sender knows the stream is up.
+ *
+ * Every open stream is listed in the transport (t->ins) so that
+ * peer_remove can end the streams of the member it removes at once: a
+ * removed member may have nothing more to send, and would otherwise not
+ * hear of its removal until its next batch.
  */
 #include <assert.h>
 #include <string.h>
@@ -16,56 +23,86 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-/* One incoming stream.  Owned by the stream's CQ thread (callbacks of one
- * stream never run concurrently); freed in on_close. */
-struct in_stream {
-    raft_id from;  /* sender named by the first batch, 0 before */
-    bool refused;  /* finished with an error; ignore the rest */
-    bool acked;    /* PeerAck sent */
-};
-
 static void in_open(struct api_stream *stream, void *ctx)
 {
-    struct in_stream *st = mem_calloc(1, sizeof(*st));
-    api_stream_data_set(stream, st);
-    if (st == NULL)
+    struct peer_transport *t = ctx;
+    struct peer__in *in = mem_calloc(1, sizeof(*in));
+    api_stream_data_set(stream, in);
+    if (in == NULL) {
         api_stream_finish(stream, GRPC_STATUS_RESOURCE_EXHAUSTED,
                           "out of memory");
+        return;
+    }
+    in->stream = stream;
+    pthread_mutex_lock(&t->in_mu);
+    in->next = t->ins;
+    t->ins = in;
+    pthread_mutex_unlock(&t->in_mu);
 }
 
-static void refuse(struct api_stream *stream, struct in_stream *st,
-                   grpc_status_code code, const char *why, raft_id from)
+/* refuse_locked ends in's stream with code/why once (t->in_mu held). */
+static void refuse_locked(struct peer__in *in, grpc_status_code code,
+                          const char *why, raft_id from)
 {
     assert(code != GRPC_STATUS_OK && why != NULL);
+    if (in->refused)
+        return;
     log_warn("peer", "refused stream from %016llx: %s",
              (unsigned long long)from, why);
-    st->refused = true;
-    api_stream_finish(stream, code, why);
+    in->refused = true;
+    api_stream_finish(in->stream, code, why);
+}
+
+static void refuse(struct peer_transport *t, struct peer__in *in,
+                   grpc_status_code code, const char *why, raft_id from)
+{
+    pthread_mutex_lock(&t->in_mu);
+    refuse_locked(in, code, why, from);
+    pthread_mutex_unlock(&t->in_mu);
 }
 
 /* check validates b against t and the stream so far; OK or a status. */
-static grpc_status_code check(struct peer_transport *t, struct in_stream *st,
+static grpc_status_code check(struct peer_transport *t, raft_id stream_from,
                               const struct peer__batch *b, const char **why)
 {
     struct peer__hdr h = {b->pb->cluster_id, b->pb->from, b->pb->to};
-    bool known = h.from != 0 && peer__known(t, h.from);
+    enum peer__sender sender =
+        h.from != 0 ? peer__sender_of(t, h.from) : PEER__SENDER_UNKNOWN;
     grpc_status_code code =
-        peer__hdr_check(&h, t->cluster_id, t->self, known, why);
+        peer__hdr_check(&h, t->cluster_id, t->self, sender, why);
     if (code != GRPC_STATUS_OK)
         return code;
-    if (st->from != 0 && st->from != h.from) {
+    if (stream_from != 0 && stream_from != h.from) {
         *why = "sender changed within a stream";
         return GRPC_STATUS_INVALID_ARGUMENT;
     }
     return peer__msgs_check(b->msgs, b->n, h.from, h.to, why);
 }
 
+/* accepted records the sender of an accepted batch; false when the stream
+ * was refused meanwhile (peer_remove): the batch is then dropped. */
+static bool accepted(struct peer_transport *t, struct peer__in *in,
+                     raft_id from)
+{
+    pthread_mutex_lock(&t->in_mu);
+    bool ok = !in->refused;
+    in->from = from;
+    pthread_mutex_unlock(&t->in_mu);
+    return ok;
+}
+
 static void in_message(struct api_stream *stream, const uint8_t *msg,
                        size_t len, void *ctx)
 {
     struct peer_transport *t = ctx;
-    struct in_stream *st = api_stream_data_get(stream);
-    if (st == NULL || st->refused)
+    struct peer__in *in = api_stream_data_get(stream);
+    if (in == NULL)
+        return;
+    pthread_mutex_lock(&t->in_mu);
+    bool refused = in->refused;
+    raft_id stream_from = in->from;
+    pthread_mutex_unlock(&t->in_mu);
+    if (refused)
         return;
     if (msg == NULL) { /* The sender closed its side: end cleanly. */
         api_stream_finish(stream, GRPC_STATUS_OK, NULL);
@@ -74,33 +111,64 @@ static void in_message(struct api_stream *stream, const uint8_t *msg,
     struct peer__batch b;
     int rv = peer__batch_decode(msg, len, &b);
     if (rv != 0) {
-        refuse(stream, st, rv == ERR_NOMEM ? GRPC_STATUS_RESOURCE_EXHAUSTED
-                                           : GRPC_STATUS_INVALID_ARGUMENT,
+        refuse(t, in, rv == ERR_NOMEM ? GRPC_STATUS_RESOURCE_EXHAUSTED
+                                      : GRPC_STATUS_INVALID_ARGUMENT,
                rv == ERR_NOMEM ? "out of memory" : "undecodable PeerBatch",
-               st->from);
+               stream_from);
         return;
     }
     const char *why = NULL;
-    grpc_status_code code = check(t, st, &b, &why);
+    grpc_status_code code = check(t, stream_from, &b, &why);
     if (code != GRPC_STATUS_OK) {
-        refuse(stream, st, code, why, b.pb->from);
+        refuse(t, in, code, why, b.pb->from);
         peer__batch_free(&b);
         return;
     }
-    st->from = b.pb->from;
-    if (!st->acked) {
+    raft_id from = b.pb->from;
+    bool ok = accepted(t, in, from);
+    if (ok && !in->acked) {
         Cetcdpb__PeerAck ack = CETCDPB__PEER_ACK__INIT;
         ack.member_id = t->self;
-        st->acked = api_stream_send(stream, &ack.base) == 0;
+        in->acked = api_stream_send(stream, &ack.base) == 0;
     }
-    if (b.n > 0 && t->cb.on_messages != NULL)
-        t->cb.on_messages(t->cb.arg, st->from, b.msgs, b.n);
+    if (ok && b.n > 0 && t->cb.on_messages != NULL)
+        t->cb.on_messages(t->cb.arg, from, b.msgs, b.n);
     peer__batch_free(&b);
+}
+
+void peer__in_refuse_from(struct peer_transport *t, raft_id from)
+{
+    assert(t != NULL && from != 0);
+    /* Asked before taking in_mu: is_removed may take the caller's locks. */
+    enum peer__sender sender = peer__sender_of(t, from);
+    const char *why = NULL;
+    struct peer__hdr h = {t->cluster_id, from, t->self};
+    grpc_status_code code =
+        peer__hdr_check(&h, t->cluster_id, t->self, sender, &why);
+    if (code == GRPC_STATUS_OK)
+        return; /* A peer again (added back meanwhile): keep its streams. */
+    pthread_mutex_lock(&t->in_mu);
+    for (struct peer__in *in = t->ins; in != NULL; in = in->next)
+        if (in->from == from)
+            refuse_locked(in, code, why, from);
+    pthread_mutex_unlock(&t->in_mu);
 }
 
 static void in_close(struct api_stream *stream, bool cancelled, void *ctx)
 {
-    mem_free(api_stream_data_get(stream));
+    struct peer_transport *t = ctx;
+    struct peer__in *in = api_stream_data_get(stream);
+    (void)cancelled;
+    if (in != NULL) {
+        pthread_mutex_lock(&t->in_mu);
+        struct peer__in **p = &t->ins;
+        while (*p != NULL && *p != in)
+            p = &(*p)->next;
+        assert(*p == in);
+        *p = in->next;
+        pthread_mutex_unlock(&t->in_mu);
+        mem_free(in);
+    }
     api_stream_data_set(stream, NULL);
     api_stream_release(stream);
 }

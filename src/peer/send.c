@@ -233,11 +233,19 @@ static void on_acked(struct peer__peer *p, bool ok)
 
 static void on_status(struct peer__peer *p)
 {
-    if (p->st.status == GRPC_STATUS_FAILED_PRECONDITION) {
+    struct peer__stream *s = &p->st;
+    const struct peer_callbacks *cb = &p->t->cb;
+    bool removed = peer__status_removed(
+        s->status, (const char *)GRPC_SLICE_START_PTR(s->details),
+        GRPC_SLICE_LENGTH(s->details));
+    if (s->status == GRPC_STATUS_FAILED_PRECONDITION || removed) {
         pthread_mutex_lock(&p->mu);
         p->stats.refusals++;
         pthread_mutex_unlock(&p->mu);
     }
+    /* The peer knows we were removed from the cluster (etcd: 410 Gone). */
+    if (removed && cb->on_removed != NULL)
+        cb->on_removed(cb->arg, p->id);
     stream_fail(p);
 }
 

@@ -88,9 +88,10 @@ static grpc_status_code first_check(struct peer_transport *t,
                                     const char **why)
 {
     struct peer__hdr h = {c->cluster_id, c->from, c->to};
-    bool known = h.from != 0 && peer__known(t, h.from);
+    enum peer__sender sender =
+        h.from != 0 ? peer__sender_of(t, h.from) : PEER__SENDER_UNKNOWN;
     grpc_status_code code =
-        peer__hdr_check(&h, t->cluster_id, t->self, known, why);
+        peer__hdr_check(&h, t->cluster_id, t->self, sender, why);
     if (code != GRPC_STATUS_OK)
         return code;
     if (!has_msg || m->from != h.from || m->to != h.to ||

@@ -237,6 +237,11 @@ static bool outcome(struct snap_out *so, int rv)
                  (unsigned long long)so->p->id, rv != 0 ? err_str(rv) : "ok",
                  (int)so->status, (int)GRPC_SLICE_LENGTH(so->details),
                  (const char *)GRPC_SLICE_START_PTR(so->details));
+    if (!ok && t->cb.on_removed != NULL &&
+        peer__status_removed(
+            so->status, (const char *)GRPC_SLICE_START_PTR(so->details),
+            GRPC_SLICE_LENGTH(so->details)))
+        t->cb.on_removed(t->cb.arg, so->p->id);
     return ok;
 }
 

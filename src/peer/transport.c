@@ -98,6 +98,11 @@ int peer_transport_create(const struct peer_config *cfg,
     t->lim = cfg->limits;
     limits_fill(&t->lim);
     pthread_rwlock_init(&t->lock, NULL);
+    pthread_mutex_init(&t->in_mu, NULL);
+    pthread_mutex_init(&t->calls_mu, NULL);
+    atomic_init(&t->closing, false);
+    for (size_t i = 0; i < PEER_CALLS_MAX; i++)
+        atomic_init(&t->calls[i].done, false);
     atomic_init(&t->snapshots_in, 0);
     atomic_init(&t->snap_seq, 0);
     atomic_init(&t->test_corrupt, false);
@@ -130,6 +135,16 @@ bool peer__known(struct peer_transport *t, raft_id id)
     bool known = peer__find(t, id) != NULL;
     pthread_rwlock_unlock(&t->lock);
     return known;
+}
+
+enum peer__sender peer__sender_of(struct peer_transport *t, raft_id from)
+{
+    assert(t != NULL && from != 0);
+    if (peer__known(t, from))
+        return PEER__SENDER_PEER;
+    if (t->cb.is_removed != NULL && t->cb.is_removed(t->cb.arg, from))
+        return PEER__SENDER_REMOVED;
+    return PEER__SENDER_UNKNOWN;
 }
 
 /* urls_check validates urls[0..n) without keeping anything: the secure
@@ -281,6 +296,8 @@ int peer_remove(struct peer_transport *t, raft_id id)
     if (p == NULL)
         return ERR_NOTFOUND;
     peer_stop(p);
+    /* Now unknown: its open streams get what a new one would. */
+    peer__in_refuse_from(t, id);
     log_info("peer", "removed peer %016llx", (unsigned long long)id);
     return 0;
 }
@@ -289,6 +306,8 @@ void peer_transport_close(struct peer_transport *t)
 {
     if (t == NULL)
         return;
+    atomic_store(&t->closing, true);
+    peer__calls_close(t);
     pthread_rwlock_wrlock(&t->lock);
     size_t n = t->peers_n;
     struct peer__peer *peers[PEER_PEERS_MAX];
@@ -305,6 +324,10 @@ void peer_transport_close(struct peer_transport *t)
     for (size_t i = 0; i < n; i++)
         peer_stop(peers[i]);
     assert(atomic_load(&t->snapshots_in) == 0);
+    /* The api_server was closed first: every stream is gone. */
+    assert(t->ins == NULL);
+    pthread_mutex_destroy(&t->calls_mu);
+    pthread_mutex_destroy(&t->in_mu);
     pthread_rwlock_destroy(&t->lock);
     creds_close(t);
     mem_free(t->snap_dir);

@@ -10,7 +10,9 @@
  * proposes the change as a one-step (v1) conf change whose context is the
  * packed InternalRequest{member_change}.  When the entry commits, the raft
  * thread applies it to raft and hands the context to the applier
- * (members.c), which updates the store and wakes the waiter.
+ * (members.c), which updates the store and wakes the waiter.  Only the
+ * leader knows a learner's progress: a follower hands a promotion to
+ * member_forward.c, which asks the leader to check and propose it.
  */
 #include <assert.h>
 #include <openssl/sha.h>
@@ -28,6 +30,9 @@
 
 #define LEARNERS_MAX 1          /* etcd 3.4's maxLearners */
 #define READY_PERCENT 90        /* learner match vs leader's, to promote */
+/* A promotion's waiter outlives its forwarding deadline by this much, so
+ * the forwarding code gives the answer (no leader, timeout) itself. */
+#define PROMOTE_WAIT_SLACK_MS 1000
 
 /* A waiting membership change: the API's callback and the member id. */
 struct change_waiter {
@@ -39,7 +44,17 @@ struct change_waiter {
 static void change_done(void *arg, const struct server_response *r)
 {
     struct change_waiter *w = arg;
-    w->fn(w->arg, r->err, w->id);
+    struct server_member_result res = {.err = r->err,
+                                       .id = r->err == 0 ? w->id : 0};
+    /* A promotion forwarded to the leader: its list of the members. */
+    if (r->err == 0 && r->msg != NULL &&
+        r->msg->descriptor == &cetcdpb__promote_response__descriptor) {
+        const Cetcdpb__PromoteResponse *pr =
+            (const Cetcdpb__PromoteResponse *)r->msg;
+        res.members = pr->members;
+        res.n_members = pr->n_members;
+    }
+    w->fn(w->arg, &res);
     mem_free(w);
 }
 
@@ -195,15 +210,41 @@ static struct server_ms_job *change_job(const struct server_member_change *c,
     return j;
 }
 
-static void job_push(struct server *s, struct server_ms_job *j)
+void server__ms_job_push(struct server *s, struct server_ms_job *j,
+                         bool kick)
 {
+    assert(j != NULL && j->next == NULL);
     pthread_mutex_lock(&s->ms->mu);
     struct server_ms_job **p = &s->ms->jobs;
     while (*p != NULL)
         p = &(*p)->next;
     *p = j;
     pthread_mutex_unlock(&s->ms->mu);
-    server__kick(s);
+    if (kick)
+        server__kick(s);
+}
+
+static void job_push(struct server *s, struct server_ms_job *j)
+{
+    server__ms_job_push(s, j, true);
+}
+
+static void refuse_now(server_member_fn fn, void *arg, int err)
+{
+    struct server_member_result r = {.err = err};
+    assert(err != 0);
+    fn(arg, &r);
+}
+
+/* A promotion's forwarding state: the deadline is the request timeout,
+ * as etcd's forwarding context. */
+static void promote_init(struct server *s, struct server_ms_job *j,
+                         const struct server_member_change *c)
+{
+    j->s = s;
+    j->from_peer = c->from_peer;
+    j->deadline_ms = server__now_ms() + server__request_timeout_ms(s);
+    j->fwd_err = ERR_NO_LEADER;
 }
 
 void server_member_change(struct server *s,
@@ -212,7 +253,7 @@ void server_member_change(struct server *s,
 {
     assert(c->op >= SERVER_MEMBER_ADD && c->op <= SERVER_MEMBER_PROMOTE);
     if (atomic_load(&s->stopping) || server_removed(s)) {
-        fn(arg, ERR_STOPPED, 0);
+        refuse_now(fn, arg, ERR_STOPPED);
         return;
     }
     uint64_t id;
@@ -228,14 +269,18 @@ void server_member_change(struct server *s,
         rc = ERR_NOMEM;
     if (rc == 0) {
         *w = (struct change_waiter){fn, arg, id};
+        uint64_t wait_ms = server__request_timeout_ms(s);
+        if (c->op == SERVER_MEMBER_PROMOTE) {
+            promote_init(s, j, c);
+            wait_ms += PROMOTE_WAIT_SLACK_MS;
+        }
         rc = server_wait_register(&s->wait, req_id, change_done, w,
-                                  server__now_ms() +
-                                      server__request_timeout_ms(s));
+                                  server__now_ms() + wait_ms);
     }
     if (rc != 0) {
         mem_free(w);
         mem_free(j);
-        fn(arg, rc, 0);
+        refuse_now(fn, arg, rc);
         return;
     }
     job_push(s, j);
@@ -263,14 +308,22 @@ void server_move_leader(struct server *s, uint64_t target,
 
 /* --- the raft thread ---------------------------------------------------- */
 
-static void fail_change(struct server *s, uint64_t req_id, int err)
+void server__ms_job_answer(struct server *s, uint64_t req_id, int err,
+                           const ProtobufCMessage *msg)
 {
     server_done_fn done;
     void *arg;
+    assert(err == 0 || msg == NULL);
     if (server_wait_take(&s->wait, req_id, &done, &arg)) {
-        struct server_response r = {.err = err, .msg = NULL};
+        struct server_response r = {.err = err, .msg = msg};
         done(arg, &r);
     }
+}
+
+static void fail_change(struct server *s, uint64_t req_id, int err)
+{
+    assert(err != 0);
+    server__ms_job_answer(s, req_id, err, NULL);
 }
 
 /* etcd's HealthInterval: a peer counts as connected once its stream has
@@ -373,7 +426,8 @@ static int strict_check(struct server *s, const struct server_ms_job *j)
 }
 
 /* etcd's isLearnerReady: the learner's match must be at least 90% of
- * the leader's.  Only the leader knows; a follower lets it through. */
+ * the leader's.  Only the leader knows: ERR_NOT_LEADER elsewhere.  A
+ * member raft does not track passes (the apply refuses it later). */
 static int learner_ready(struct server *s, uint64_t id)
 {
     struct raft_status *st = mem_malloc(sizeof *st);
@@ -381,18 +435,21 @@ static int learner_ready(struct server *s, uint64_t id)
         return ERR_NOMEM;
     raft_status(s->raft, st);
     uint64_t lead_match = 0, match = 0;
-    bool leader = st->role == RAFT_LEADER;
+    bool leader = st->role == RAFT_LEADER, found = false;
     for (uint32_t i = 0; i < st->n_progress; i++) {
         if (st->progress[i].id == st->id)
             lead_match = st->progress[i].match;
-        if (st->progress[i].id == id)
+        if (st->progress[i].id == id) {
             match = st->progress[i].match;
+            found = true;
+        }
     }
     mem_free(st);
     if (!leader)
-        return 0;
-    return match * 100 < lead_match * READY_PERCENT ? ERR_LEARNER_NOT_READY
-                                                    : 0;
+        return ERR_NOT_LEADER;
+    return found && match * 100 < lead_match * READY_PERCENT
+               ? ERR_LEARNER_NOT_READY
+               : 0;
 }
 
 static void run_conf(struct server *s, struct server_ms_job *j)
@@ -400,6 +457,12 @@ static void run_conf(struct server *s, struct server_ms_job *j)
     int rc = 0;
     if (j->op == SERVER_MEMBER_PROMOTE)
         rc = learner_ready(s, j->id);
+    /* etcd's PromoteMember: a follower asks the leader; the leader answers
+     * a forwarded one itself (never forwarding it on). */
+    if (rc == ERR_NOT_LEADER && !j->from_peer) {
+        server__promote_forward(s, j);
+        return;
+    }
     if (rc == 0 && s->cfg.strict_reconfig_check)
         rc = strict_check(s, j);
     if (rc == 0) {

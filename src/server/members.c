@@ -579,76 +579,34 @@ static void published(void *arg, const struct server_response *r)
     atomic_store(&s->ms->publishing, false);
 }
 
-/* A removed member may never see its removal commit: the others stop
- * sending to it and refuse its streams as "member unknown" (etcd answers
- * it 410 Gone and it stops).  When a majority of the other members have
- * kept refusing us, with no stream of ours up, for REMOVED_AFTER_MS, we
- * have been removed. */
-#define REMOVED_AFTER_MS 5000
-#define REFUSED_RECENT_MS 3000 /* back-off between dials is at most 2 s */
+/* --- removal ------------------------------------------------------------ */
 
-/* House: has peer `id` (slot i) refused a stream of ours lately (1), or
- * not (0), or is its stream up (-1)? */
-static int refusing(struct server *s, size_t i, uint64_t id, uint64_t now)
+bool server__member_id_removed(struct server *s, uint64_t id)
 {
-    struct server_ms *ms = s->ms;
-    struct peer_stats st;
-    if (peer_stats(s->transport, id, &st) != 0)
-        return 0;
-    if (ms->ref_id[i] != id) {
-        ms->ref_id[i] = id;
-        ms->ref_count[i] = st.refusals;
-        ms->ref_at[i] = 0;
-    }
-    if (st.refusals > ms->ref_count[i]) {
-        ms->ref_count[i] = st.refusals;
-        ms->ref_at[i] = now;
-    }
-    if (st.active)
-        return -1;
-    return ms->ref_at[i] != 0 && now - ms->ref_at[i] < REFUSED_RECENT_MS;
+    if (s->ms == NULL)
+        return false;
+    pthread_mutex_lock(&s->ms->mu);
+    bool removed = server__ms_is_removed(s->ms, id);
+    pthread_mutex_unlock(&s->ms->mu);
+    return removed;
 }
 
-static void check_refused(struct server *s, uint64_t now)
+void server__member_removed_by(struct server *s, uint64_t by)
 {
-    struct server_ms *ms = s->ms;
-    uint64_t ids[SERVER_MEMBERS_MAX];
-    size_t n = 0;
-    pthread_mutex_lock(&ms->mu);
-    for (size_t i = 0; i < ms->n; i++)
-        if (ms->m[i].id != s->member_id)
-            ids[n++] = ms->m[i].id;
-    pthread_mutex_unlock(&ms->mu);
-    if (s->transport == NULL || n == 0)
+    /* A removed member often never sees its removal commit: the others
+     * stop sending to it once they apply it.  They refuse its streams as
+     * removed instead (etcd answers 410 Gone), which lands here. */
+    if (atomic_exchange(&s->ms->removed_self, true))
         return;
-    /* A majority of the others refuse us and none takes our streams (the
-     * rest may be down). */
-    size_t refused = 0;
-    bool up = false;
-    for (size_t i = 0; i < n; i++) {
-        int r = refusing(s, i, ids[i], now);
-        refused += r == 1;
-        up = up || r == -1;
-    }
-    if (up || refused < n / 2 + 1) {
-        ms->refused_since = 0;
-        return;
-    }
-    if (ms->refused_since == 0)
-        ms->refused_since = now;
-    if (now - ms->refused_since < REMOVED_AFTER_MS)
-        return;
-    log_warn("etcdserver", "every member refuses us: the member has been "
-             "permanently removed from the cluster; the data-dir used by "
-             "this member must be removed");
-    atomic_store(&ms->removed_self, true);
+    log_warn("etcdserver", "the member has been permanently removed from "
+             "the cluster (refused by member %016llx); the data-dir used "
+             "by this member must be removed", (unsigned long long)by);
 }
 
 void server__members_house(struct server *s)
 {
     struct server_ms *ms = s->ms;
     uint64_t now = server__now_ms();
-    check_refused(s, now);
     if (atomic_load(&ms->published) || atomic_load(&ms->publishing) ||
         atomic_load(&s->lead) == 0 || now < atomic_load(&ms->publish_at))
         return;

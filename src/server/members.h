@@ -24,9 +24,14 @@ struct server_ms_job {
     int op;                      /* enum server_member_op (conf change) */
     uint64_t id;                 /* member concerned / transfer target */
     uint64_t req_id;             /* waiter of a conf change */
-    uint64_t deadline_ms;        /* transfer: give up then */
+    uint64_t deadline_ms;        /* transfer, promotion: give up then */
     server_leader_fn fn;         /* transfer: answer */
     void *arg;
+    struct server *s;            /* promotion: the member (callbacks) */
+    bool from_peer;              /* promotion forwarded to us by a peer */
+    uint64_t retry_ms;           /* promotion to forward: not before */
+    int fwd_err;                 /* promotion to forward: the error at
+                                    the deadline (no leader, timeout) */
     size_t len;                  /* conf change: bytes of data */
     uint8_t data[];              /* conf change: packed InternalRequest */
 };
@@ -53,11 +58,20 @@ struct server_ms {
     _Atomic bool published;      /* our attributes are applied */
     _Atomic bool publishing;     /* a publish proposal is in flight */
     _Atomic uint64_t publish_at; /* next publish attempt (ms) */
-    uint64_t ref_id[SERVER_MEMBERS_MAX];   /* house: peer of the slot */
-    uint64_t ref_count[SERVER_MEMBERS_MAX]; /* house: its refusals seen */
-    uint64_t ref_at[SERVER_MEMBERS_MAX];   /* house: when they last grew */
-    uint64_t refused_since;      /* house: every peer refuses us since */
 };
+
+/* member_forward.c: raft thread, this member does not lead: send the
+ * promotion j to the leader (or keep it until there is one); j is then
+ * answered and freed by the forwarding code. */
+void server__promote_forward(struct server *s, struct server_ms_job *j);
+/* member_change.c: queue j for the raft thread's next pass (any thread);
+ * kick: wake the raft thread now (else it runs at the next tick). */
+void server__ms_job_push(struct server *s, struct server_ms_job *j,
+                         bool kick);
+/* member_change.c: answer the waiter of request req_id with err and, on
+ * success, msg (a forwarded promotion: the leader's PromoteResponse). */
+void server__ms_job_answer(struct server *s, uint64_t req_id, int err,
+                           const ProtobufCMessage *msg);
 
 /* members.c */
 struct server_member_info *server__ms_find(struct server_ms *ms, uint64_t id);

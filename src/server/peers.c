@@ -2,8 +2,11 @@
  * peers.c - the member's end of the peer transport (src/peer): incoming
  * raft messages go to the raft thread's inbox, losses and snapshot outcomes
  * are reported to raft by the raft thread, and the raft thread's messages
- * leave through peer_send.  Snapshots of the store arrive as verified
- * files in <member>/snap and are installed through snapshot.c.
+ * leave through peer_send.  The transport asks the members store whether
+ * an unknown sender was removed (it then refuses it as such) and tells us
+ * when a peer refuses this member as removed (it then stops).  Snapshots
+ * of the store arrive as verified files in <member>/snap and are installed
+ * through snapshot.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +58,16 @@ static int on_snapshot(void *arg, raft_id from, const struct raft_msg *m,
     return server__snap_received(arg, m, path);
 }
 
+static bool is_removed(void *arg, raft_id id)
+{
+    return server__member_id_removed(arg, id);
+}
+
+static void on_removed(void *arg, raft_id by)
+{
+    server__member_removed_by(arg, by);
+}
+
 static void send_one(void *arg, const struct raft_msg *m)
 {
     struct server *s = arg;
@@ -94,7 +107,9 @@ int server__peers_open(struct server *s, struct api_server *srv)
                                     .on_messages = on_messages,
                                     .on_unreachable = on_unreachable,
                                     .on_snapshot = on_snapshot,
-                                    .on_snapshot_status = on_snapshot_status};
+                                    .on_snapshot_status = on_snapshot_status,
+                                    .is_removed = is_removed,
+                                    .on_removed = on_removed};
     int rc = peer_transport_create(&pc, &s->transport);
     if (rc == 0)
         rc = peer_transport_register(s->transport, srv);

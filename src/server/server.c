@@ -373,9 +373,11 @@ void server_stop(struct server *s)
         next = e->next;
         mem_free(e);
     }
+    /* The transport first: its threads call into the members store (a
+     * forwarded promotion's answer, a removal). */
+    server__peers_close(s);
     server__members_close(s);
     server_wait_fail_all(&s->wait, ERR_STOPPED);
-    server__peers_close(s);
     server__snap_close(s);
     server__raft_close(s);
     wal_close(s->wal);

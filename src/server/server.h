@@ -203,20 +203,41 @@ struct server_member_change {
     const char *const *peer_urls; /* ADD, UPDATE (borrowed for the call) */
     size_t n_peer_urls;
     bool is_learner;              /* ADD */
+    /* PROMOTE forwarded by a follower (the peer listener's Promote): this
+     * member must lead; it never forwards it again (ERR_NOT_LEADER). */
+    bool from_peer;
 };
 
-/* Outcome of a membership change: err 0 and the member's id, or ERR_*.
- * Runs on the apply thread (after the change is applied locally), the
- * raft thread, or inline before server_member_change returns. */
-typedef void (*server_member_fn)(void *arg, int err, uint64_t id);
+/* The outcome of a membership change. */
+struct server_member_result {
+    int err;     /* 0 or ERR_* */
+    uint64_t id; /* the member changed (added: its new id); 0 on error */
+    /* A promotion this follower forwarded to the leader: the members as
+     * the leader lists them after the change (etcd answers with the
+     * leader's list; this member may not have applied it yet), borrowed
+     * for the callback.  NULL otherwise: the change is applied here, list
+     * this member's store. */
+    Etcdserverpb__Member *const *members;
+    size_t n_members;
+};
+
+/* Outcome of a membership change.  Runs on the apply thread (after the
+ * change is applied locally), the raft thread, a peer transport thread (a
+ * forwarded promotion), or inline before server_member_change returns. */
+typedef void (*server_member_fn)(void *arg,
+                                 const struct server_member_result *r);
 
 /* server_member_change checks c against the members store and proposes it
  * as a raft conf change (one step, as etcd 3.4); fn is called exactly
- * once.  Errors given to fn: ERR_MEMBER_BAD_URLS, ERR_PEER_URL_EXIST,
+ * once.  A promotion needs the leader's view of the learner's progress:
+ * on a follower it is forwarded to the leader (waiting up to the request
+ * timeout for one), which checks and proposes it (etcd's PromoteMember).
+ * Errors given to fn: ERR_MEMBER_BAD_URLS, ERR_PEER_URL_EXIST,
  * ERR_MEMBER_EXIST, ERR_MEMBER_NOT_FOUND, ERR_MEMBER_NOT_LEARNER,
  * ERR_TOO_MANY_LEARNERS, ERR_MEMBER_NOT_ENOUGH_STARTED, ERR_UNHEALTHY
  * (strict reconfig check), ERR_LEARNER_NOT_READY, ERR_NO_LEADER,
- * ERR_TIMEOUT, ERR_STOPPED, ERR_NOMEM.  Any thread. */
+ * ERR_NOT_LEADER (from_peer on a follower), ERR_TIMEOUT, ERR_STOPPED,
+ * ERR_NOMEM.  Any thread. */
 void server_member_change(struct server *s,
                           const struct server_member_change *c,
                           server_member_fn fn, void *arg);

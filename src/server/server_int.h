@@ -347,5 +347,10 @@ int server__members_apply(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req);
 /* house thread: publish this member's name and client URLs until done. */
 void server__members_house(struct server *s);
+/* Any thread: id was removed from the cluster (the members store says). */
+bool server__member_id_removed(struct server *s, uint64_t id);
+/* Peer transport: member `by` refused us as removed; this member stops
+ * (server_removed turns true; logged once). */
+void server__member_removed_by(struct server *s, uint64_t by);
 
 #endif

@@ -257,22 +257,82 @@ static void test_hdr_check(void **state)
 {
     (void)state;
     const char *why;
+    const enum peer__sender peer = PEER__SENDER_PEER;
+    const enum peer__sender unknown = PEER__SENDER_UNKNOWN;
+    const enum peer__sender removed = PEER__SENDER_REMOVED;
     struct peer__hdr ok = {5, 2, 1};
-    assert_int_equal(peer__hdr_check(&ok, 5, 1, true, &why), GRPC_STATUS_OK);
+    assert_int_equal(peer__hdr_check(&ok, 5, 1, peer, &why), GRPC_STATUS_OK);
     assert_null(why);
     struct peer__hdr other = {6, 2, 1};
-    assert_int_equal(peer__hdr_check(&other, 5, 1, true, &why),
+    assert_int_equal(peer__hdr_check(&other, 5, 1, peer, &why),
                      GRPC_STATUS_FAILED_PRECONDITION);
     assert_string_equal(why, "cluster ID mismatch");
+    /* Another cluster's member is refused as such, even if an id of ours
+     * was removed: only our own removed members are told to stop. */
+    assert_int_equal(peer__hdr_check(&other, 5, 1, removed, &why),
+                     GRPC_STATUS_FAILED_PRECONDITION);
     struct peer__hdr wrong_to = {5, 2, 3};
-    assert_int_equal(peer__hdr_check(&wrong_to, 5, 1, true, &why),
+    assert_int_equal(peer__hdr_check(&wrong_to, 5, 1, peer, &why),
                      GRPC_STATUS_FAILED_PRECONDITION);
     struct peer__hdr no_from = {5, 0, 1};
-    assert_int_equal(peer__hdr_check(&no_from, 5, 1, false, &why),
+    assert_int_equal(peer__hdr_check(&no_from, 5, 1, unknown, &why),
                      GRPC_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(peer__hdr_check(&ok, 5, 1, false, &why),
+    assert_int_equal(peer__hdr_check(&ok, 5, 1, unknown, &why),
                      GRPC_STATUS_FAILED_PRECONDITION);
     assert_non_null(strstr(why, "member unknown"));
+    assert_int_equal(peer__hdr_check(&ok, 5, 1, removed, &why),
+                     GRPC_STATUS_PERMISSION_DENIED);
+    assert_string_equal(why, PEER_REMOVED_MSG);
+    assert_true(peer__status_removed(GRPC_STATUS_PERMISSION_DENIED, why,
+                                     strlen(why)));
+}
+
+/* Only the exact pair (code, message) means "you were removed". */
+static void test_status_removed(void **state)
+{
+    (void)state;
+    const char *msg = PEER_REMOVED_MSG;
+    size_t n = strlen(msg);
+    assert_string_equal(msg, "the member has been permanently removed "
+                             "from the cluster");
+    assert_true(peer__status_removed(GRPC_STATUS_PERMISSION_DENIED, msg, n));
+    assert_false(peer__status_removed(GRPC_STATUS_FAILED_PRECONDITION, msg,
+                                      n));
+    assert_false(peer__status_removed(GRPC_STATUS_PERMISSION_DENIED, msg,
+                                      n - 1));
+    assert_false(peer__status_removed(GRPC_STATUS_PERMISSION_DENIED,
+                                      "permission denied", 17));
+    assert_false(peer__status_removed(GRPC_STATUS_PERMISSION_DENIED, NULL,
+                                      0));
+    assert_false(peer__status_removed(GRPC_STATUS_OK, msg, n));
+}
+
+static void test_call_err(void **state)
+{
+    (void)state;
+    const char *rm = PEER_REMOVED_MSG;
+    assert_int_equal(peer__call_err(GRPC_STATUS_OK, NULL, 0, false), 0);
+    assert_int_equal(peer__call_err(GRPC_STATUS_DEADLINE_EXCEEDED, NULL, 0,
+                                    false),
+                     ERR_TIMEOUT);
+    assert_int_equal(peer__call_err(GRPC_STATUS_UNIMPLEMENTED, "x", 1,
+                                    false),
+                     ERR_UNSUPPORTED);
+    assert_int_equal(peer__call_err(GRPC_STATUS_PERMISSION_DENIED, rm,
+                                    strlen(rm), false),
+                     ERR_MEMBER_REMOVED);
+    assert_int_equal(peer__call_err(GRPC_STATUS_PERMISSION_DENIED, "x", 1,
+                                    false),
+                     ERR_IO);
+    assert_int_equal(peer__call_err(GRPC_STATUS_UNAVAILABLE, NULL, 0, false),
+                     ERR_IO);
+    assert_int_equal(peer__call_err(GRPC_STATUS_FAILED_PRECONDITION, NULL, 0,
+                                    false),
+                     ERR_IO);
+    /* Cancelled by our own close: whatever status that produced. */
+    assert_int_equal(peer__call_err(GRPC_STATUS_CANCELLED, NULL, 0, true),
+                     ERR_STOPPED);
+    assert_int_equal(peer__call_err(GRPC_STATUS_OK, NULL, 0, true), 0);
 }
 
 static void test_msgs_check(void **state)
@@ -509,6 +569,8 @@ int main(void)
         cmocka_unit_test(test_batch_decode_bad),
         cmocka_unit_test(test_batch_decode_nomem),
         cmocka_unit_test(test_hdr_check),
+        cmocka_unit_test(test_status_removed),
+        cmocka_unit_test(test_call_err),
         cmocka_unit_test(test_msgs_check),
         cmocka_unit_test(test_chunk_decode),
         cmocka_unit_test(test_url_target),
