@@ -21,6 +21,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/thread.h"
 
 /* The state of one attempt (one URL). */
 struct attempt {
@@ -243,6 +244,8 @@ int peer_call(struct peer_transport *t, raft_id to, const char *method,
             c->used = false;
             c->req = NULL;
             rv = ERR_IO;
+        } else {
+            thread_name_set(c->thread, "cetcd-peer-call");
         }
     }
     pthread_mutex_unlock(&t->calls_mu);
