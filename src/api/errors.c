@@ -37,6 +37,11 @@ grpc_status_code api_error(int err, const char **msg_out)
         E(ERR_STOPPED, GRPC_STATUS_UNAVAILABLE, "etcdserver: server stopped")
         E(ERR_TIMEOUT, GRPC_STATUS_UNAVAILABLE,
           "etcdserver: request timed out")
+        E(ERR_TIMEOUT_LEADER_FAIL, GRPC_STATUS_UNAVAILABLE,
+          "etcdserver: request timed out, possibly due to previous leader "
+          "failure")
+        E(ERR_TIMEOUT_CONN_LOST, GRPC_STATUS_UNAVAILABLE,
+          "etcdserver: request timed out, possibly due to connection lost")
         E(ERR_LEADER_CHANGED, GRPC_STATUS_UNAVAILABLE,
           "etcdserver: leader changed")
         E(ERR_NO_LEADER, GRPC_STATUS_UNAVAILABLE, "etcdserver: no leader")

@@ -219,6 +219,9 @@ struct peer_stats {
                                 cluster, unknown or removed member) */
     size_t queued_msgs;      /* in the queue right now */
     bool active;             /* the stream is up (acknowledged) */
+    int64_t active_since_ms; /* CLOCK_MONOTONIC ms the stream has been up
+                                since (its PeerAck arrived); 0 when down
+                                (etcd's Transport.ActiveSince) */
 };
 
 /* peer_transport_create validates cfg and builds a transport with no peers

@@ -162,6 +162,7 @@ static bool down(struct peer__peer *p)
     p->stats.dropped_msgs += peer__queue_clear(&p->q);
     p->stats.failures++;
     p->stats.active = false;
+    p->stats.active_since_ms = 0;
     p->down = true;
     pthread_mutex_unlock(&p->mu);
     if (stop)
@@ -227,6 +228,7 @@ static void on_acked(struct peer__peer *p, bool ok)
     pthread_mutex_lock(&p->mu);
     p->stats.connects++;
     p->stats.active = true;
+    p->stats.active_since_ms = peer__now_ms();
     p->down = false;
     pthread_mutex_unlock(&p->mu);
 }

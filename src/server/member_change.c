@@ -269,13 +269,14 @@ void server_member_change(struct server *s,
         rc = ERR_NOMEM;
     if (rc == 0) {
         *w = (struct change_waiter){fn, arg, id};
+        uint64_t now = server__now_ms();
         uint64_t wait_ms = server__request_timeout_ms(s);
         if (c->op == SERVER_MEMBER_PROMOTE) {
             promote_init(s, j, c);
             wait_ms += PROMOTE_WAIT_SLACK_MS;
         }
-        rc = server_wait_register(&s->wait, req_id, change_done, w,
-                                  server__now_ms() + wait_ms);
+        rc = server_wait_register(&s->wait, req_id, change_done, w, now,
+                                  now + wait_ms);
     }
     if (rc != 0) {
         mem_free(w);

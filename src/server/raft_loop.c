@@ -479,6 +479,22 @@ static void take_reports(struct server *s)
     }
 }
 
+/* This member saw a new leader (after this Ready's read states were
+ * answered): the ReadIndex rounds still pending were asked of a leader
+ * that is gone, and fail with etcd's retryable "leader changed" (reads
+ * not yet asked join the next round).  When the new leader is this
+ * member, the time is kept for server__timeout_err. */
+static void leader_changed(struct server *s)
+{
+    if (s->is_leader)
+        atomic_store(&s->lead_elected_ms, server__now_ms());
+    while (s->read_inflight != NULL) {
+        struct server_read_batch *b = s->read_inflight;
+        s->read_inflight = b->next;
+        read_batch_finish(s, b, 0, ERR_LEADER_CHANGED);
+    }
+}
+
 static int handle_ready(struct server *s, struct wal_buf *wb)
 {
     while (raft_has_ready(s->raft)) {
@@ -486,6 +502,9 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         int rc = raft_ready(s->raft, &rd);
         if (rc == 0)
             rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
+        /* A new leader (not "none"), as etcd's newLeader. */
+        bool new_lead = rd.has_soft_state && rd.soft_state.lead != 0 &&
+                        rd.soft_state.lead != atomic_load(&s->lead);
         if (rd.has_soft_state) {
             atomic_store(&s->lead, rd.soft_state.lead);
             s->is_leader = rd.soft_state.role == RAFT_LEADER;
@@ -523,6 +542,8 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         if (rc != 0)
             return rc;
         answer_reads(s, &rd);
+        if (new_lead)
+            leader_changed(s);
         if (rd.has_hard_state)
             atomic_store(&s->term, rd.hard_state.term);
         rc = raft_advance(s->raft, &rd);

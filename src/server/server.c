@@ -239,7 +239,7 @@ static void *house_main(void *arg)
         backend_rss_trim(s->be);
         server__store_leave(s);
         server__members_house(s);
-        server_wait_expire(&s->wait, server__now_ms(), ERR_TIMEOUT);
+        server__timeouts_expire(s, server__now_ms());
     }
     pthread_mutex_unlock(&s->house_mu);
     return NULL;
@@ -424,9 +424,9 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     e->id = req->id;
     e->len = cetcdpb__internal_request__pack(req, e->data);
     assert(e->len == len);
-    int rc = server_wait_register(&s->wait, e->id, done, arg,
-                                  server__now_ms() +
-                                      server__request_timeout_ms(s));
+    uint64_t now = server__now_ms();
+    int rc = server_wait_register(&s->wait, e->id, done, arg, now,
+                                  now + server__request_timeout_ms(s));
     if (rc == 0)
         rc = server_queue_push(&s->proposals, e, false);
     if (rc == 0)

@@ -106,7 +106,10 @@ void server_stop(struct server *s);
 /* server_propose queues `req` (borrowed; encoded before return).  `done` is
  * called exactly once, on the apply thread (or inline with an error before
  * return when the request is refused: ERR_REQUEST_TOO_LARGE, ERR_STOPPED,
- * ERR_TOO_MANY_REQUESTS).  Returns 0, or the error also given to `done`. */
+ * ERR_TOO_MANY_REQUESTS).  A request not applied within the request
+ * timeout gets ERR_TIMEOUT, ERR_TIMEOUT_LEADER_FAIL or ERR_TIMEOUT_CONN_LOST
+ * (see timeout.h) on the house thread.  Returns 0, or the error also given
+ * to `done` inline. */
 int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
                    server_done_fn done, void *arg);
 
@@ -135,7 +138,9 @@ typedef void (*server_read_fn)(void *arg, int err,
  * read worker once the applied index reaches the round's answer.  Takes
  * ownership of req (an unpacked message; freed after fn).  fn is called
  * exactly once.  Errors given to fn: as server_range, plus ERR_TIMEOUT
- * (no ReadIndex answer within the request timeout). */
+ * (no ReadIndex answer within the request timeout) and ERR_LEADER_CHANGED
+ * (the member saw a new leader while its ReadIndex round was pending; a
+ * retry may succeed). */
 void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
                         server_read_fn fn, void *arg);
 
@@ -236,8 +241,9 @@ typedef void (*server_member_fn)(void *arg,
  * ERR_MEMBER_EXIST, ERR_MEMBER_NOT_FOUND, ERR_MEMBER_NOT_LEARNER,
  * ERR_TOO_MANY_LEARNERS, ERR_MEMBER_NOT_ENOUGH_STARTED, ERR_UNHEALTHY
  * (strict reconfig check), ERR_LEARNER_NOT_READY, ERR_NO_LEADER,
- * ERR_NOT_LEADER (from_peer on a follower), ERR_TIMEOUT, ERR_STOPPED,
- * ERR_NOMEM.  Any thread. */
+ * ERR_NOT_LEADER (from_peer on a follower), ERR_TIMEOUT (or
+ * ERR_TIMEOUT_LEADER_FAIL, ERR_TIMEOUT_CONN_LOST, as server_propose),
+ * ERR_STOPPED, ERR_NOMEM.  Any thread. */
 void server_member_change(struct server *s,
                           const struct server_member_change *c,
                           server_member_fn fn, void *arg);

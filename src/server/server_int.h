@@ -182,6 +182,9 @@ struct server {
     uint64_t snap_index;        /* last raft snapshot (log compaction) */
     _Atomic uint64_t lead;      /* current leader (any thread reads) */
     bool is_leader;             /* raft thread: this member leads */
+    /* When this member last became leader (server__now_ms; 0: never);
+     * kept after it steps down.  Written by the raft thread. */
+    _Atomic uint64_t lead_elected_ms;
     pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
     pthread_cond_t ev_cv;       /* wakes the raft thread */
     bool ev;                    /* something arrived */
@@ -224,6 +227,10 @@ static inline uint64_t server__request_timeout_ms(const struct server *s)
 {
     return 5000 + 2 * s->cfg.election_ms;
 }
+
+/* timeout.c, house thread: fails the requests past their deadline with
+ * the error etcd gives for their likely cause (see timeout.h). */
+void server__timeouts_expire(struct server *s, uint64_t now_ms);
 
 /* peers.c: the transport, on the peer listener srv (not started yet). */
 int server__peers_open(struct server *s, struct api_server *srv);

@@ -12,6 +12,7 @@ struct server_waiter {
     uint64_t id;                /* request id */
     server_done_fn done;        /* result callback */
     void *arg;                  /* its argument */
+    uint64_t start_ms;          /* when the request started */
     uint64_t deadline_ms;       /* failed with a timeout after this */
 };
 
@@ -34,15 +35,18 @@ void server_wait_init(struct server_wait *w)
 }
 
 int server_wait_register(struct server_wait *w, uint64_t id,
-                         server_done_fn done, void *arg, uint64_t deadline_ms)
+                         server_done_fn done, void *arg, uint64_t start_ms,
+                         uint64_t deadline_ms)
 {
     assert(id != 0 && done != NULL);
+    assert(start_ms <= deadline_ms);
     struct server_waiter *x = mem_malloc(sizeof *x);
     if (x == NULL)
         return ERR_NOMEM;
     x->id = id;
     x->done = done;
     x->arg = arg;
+    x->start_ms = start_ms;
     x->deadline_ms = deadline_ms;
     struct server_wait_shard *s = shard_of(w, id);
     pthread_mutex_lock(&s->mu);
@@ -117,9 +121,10 @@ static void take_expired(struct server_waiter **b, uint64_t now_ms,
     }
 }
 
-void server_wait_expire(struct server_wait *w, uint64_t now_ms, int err)
+void server_wait_expire(struct server_wait *w, uint64_t now_ms,
+                        server_wait_why_fn why, void *ctx)
 {
-    struct server_response r = {.err = err, .msg = NULL};
+    assert(why != NULL);
     for (int i = 0; i < SERVER_WAIT_SHARDS; i++) {
         struct server_wait_shard *s = &w->shards[i];
         struct server_waiter *expired = NULL;
@@ -130,6 +135,9 @@ void server_wait_expire(struct server_wait *w, uint64_t now_ms, int err)
         pthread_mutex_unlock(&s->mu);
         while (expired != NULL) {
             struct server_waiter *n = expired->next;
+            struct server_response r = {.err = why(ctx, expired->start_ms),
+                                        .msg = NULL};
+            assert(r.err < 0);
             expired->done(expired->arg, &r);
             mem_free(expired);
             expired = n;

@@ -26,14 +26,22 @@ struct server_wait {
     struct server_wait_shard shards[SERVER_WAIT_SHARDS]; /* by id % shards */
 };
 
+/* Why a request that started at start_ms timed out: the ERR_* its waiter
+ * is failed with (see server__timeout_err). */
+typedef int (*server_wait_why_fn)(void *ctx, uint64_t start_ms);
+
 void server_wait_init(struct server_wait *w);
-/* server_wait_register: 0 or ERR_NOMEM.  The waiter is failed by
- * server_wait_expire once deadline_ms (CLOCK_MONOTONIC) has passed. */
+/* server_wait_register: 0 or ERR_NOMEM.  The request started at start_ms;
+ * its waiter is failed by server_wait_expire once deadline_ms has passed
+ * (both CLOCK_MONOTONIC). */
 int server_wait_register(struct server_wait *w, uint64_t id,
-                         server_done_fn done, void *arg, uint64_t deadline_ms);
-/* server_wait_expire fails (with err) every waiter whose deadline is before
- * now_ms: a proposal lost with a leader, or stuck in a minority. */
-void server_wait_expire(struct server_wait *w, uint64_t now_ms, int err);
+                         server_done_fn done, void *arg, uint64_t start_ms,
+                         uint64_t deadline_ms);
+/* server_wait_expire fails every waiter whose deadline is before now_ms (a
+ * proposal lost with a leader, or stuck in a minority) with the error
+ * why(ctx, its start_ms) returns.  why runs with no lock held. */
+void server_wait_expire(struct server_wait *w, uint64_t now_ms,
+                        server_wait_why_fn why, void *ctx);
 /* server_wait_take removes id's waiter and returns true with its callback,
  * or false if nobody waits for id. */
 bool server_wait_take(struct server_wait *w, uint64_t id,

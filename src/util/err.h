@@ -49,6 +49,10 @@
     X(PROPOSAL_DROPPED, -303, "raft proposal dropped")                       \
     X(RAFT_COMPACTED, -304, "requested index is unavailable due to compaction") \
     X(RAFT_UNAVAILABLE, -305, "requested entry at index is unavailable") \
+    X(TIMEOUT_LEADER_FAIL, -306,                                             \
+      "request timed out, possibly due to previous leader failure")         \
+    X(TIMEOUT_CONN_LOST, -307,                                               \
+      "request timed out, possibly due to connection lost")                 \
     /* membership (mapped to etcd errors by api) */                         \
     X(MEMBER_EXIST, -400, "member ID already exist")                         \
     X(PEER_URL_EXIST, -401, "Peer URLs already exists")                      \

@@ -468,7 +468,8 @@ static void test_restart(struct node *a, struct node *b, struct node *c)
         usleep(20 * 1000);
     }
     struct peer_stats st;
-    CHECK(peer_stats(a->t, c->id, &st) == 0 && !st.active, "C still up");
+    CHECK(peer_stats(a->t, c->id, &st) == 0 && !st.active &&
+              st.active_since_ms == 0, "C still up");
     node_start(c);
     link_peer(c, a);
     link_peer(c, b);
@@ -481,6 +482,10 @@ static void test_restart(struct node *a, struct node *b, struct node *c)
     CHECK(c->disorder == 0, "disorder after restart");
     pthread_mutex_unlock(&c->mu);
     CHECK(peer_stats(a->t, c->id, &st) == 0 && st.active, "C not up");
+    /* Up since the new stream came up (after C stopped), not before. */
+    CHECK(st.active_since_ms >= t0 / 1000 &&
+              st.active_since_ms <= now_us() / 1000, "C up since %lld",
+          (long long)st.active_since_ms);
     printf("ok restart: C down %lld ms, A's stream back %lld ms after C "
            "restarted (%llu failed attempts, %llu dropped), 5000 msgs "
            "delivered in order\n",
