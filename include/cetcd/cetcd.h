@@ -22,9 +22,11 @@
  *   benchmark and callers timing their own calls share.
  *
  * ENDPOINTS AND FAILOVER
- *   The endpoint list is a comma-separated string of "host:port" or
- *   "http://host:port" items ("127.0.0.1:2379,http://10.0.0.2:2379").  The
- *   client keeps one gRPC channel (one TCP connection) per endpoint and sends
+ *   The endpoint list is a comma-separated string of items as etcdctl's
+ *   --endpoints takes them ("127.0.0.1:2379,https://10.0.0.2:2379"):
+ *   "host:port", "http://host:port", "https://host:port", "unix://path",
+ *   "unixs://path" (an IPv6 host in brackets: "[::1]:2379").  The client
+ *   keeps one gRPC channel (one connection) per endpoint and sends
  *   every call to its current endpoint.  Before sending, it waits up to
  *   dial_timeout_ms for that endpoint's connection; if the connection cannot
  *   be made, nothing was sent and the call moves on to the next endpoint.
@@ -32,7 +34,19 @@
  *   endpoint current; the call itself is retried there only when it is
  *   read-only (Range with any options, Status), because a write may already
  *   have been applied (etcd clientv3 follows the same rule).
- *   "https://" endpoints are refused with INVALID_ARGUMENT (no TLS yet).
+ *
+ * TLS
+ *   Which endpoints are dialled with TLS: http:// and unix:// ones never,
+ *   https:// and unixs:// ones always, bare "host:port" ones when
+ *   opts->tls is given (as etcd's clientv3 does, but for unix://).  With
+ *   opts->tls, the client offers its certificate (if any) and verifies the
+ *   server's against the given CAs (or the system's) and the endpoint's
+ *   host, unless insecure_skip_verify.  An https:// endpoint without
+ *   opts->tls verifies the server against the system's CAs and offers no
+ *   certificate.  A handshake that fails (an unverifiable server, a
+ *   certificate the server refuses) makes the endpoint unreachable:
+ *   UNAVAILABLE, as a dead one; the reason is not in the message (gRPC
+ *   does not give it).
  *
  * ERRORS
  *   Every call returns 0 on success, or a positive status code: the gRPC
@@ -116,14 +130,35 @@ const char *cetcd_code_name(int code);
  * Client
  * ---------------------------------------------------------------------- */
 
+/* TLS material of a client (etcdctl's --cacert, --cert, --key and
+ * --insecure-skip-tls-verify; read the PEM files yourself).  Every string
+ * is NUL-terminated PEM text, borrowed for the cetcd_client_open() call
+ * only: the client keeps its own copies.  The material is checked by the
+ * handshakes, not at open: a bad certificate makes the endpoints
+ * unreachable (see TLS at the top). */
+struct cetcd_tls {
+    const char *ca_pem;        /* CAs the server's certificate must chain
+                                  to; NULL = the system's */
+    const char *cert_pem;      /* client certificate chain, offered when
+                                  the server asks; NULL = none */
+    const char *key_pem;       /* its private key; set with cert_pem or
+                                  not at all */
+    bool insecure_skip_verify; /* accept any server certificate unverified
+                                  (still encrypted); ca_pem is ignored */
+};
+
 /* Options for cetcd_client_open(); zero-initialise, then set what you need. */
 struct cetcd_client_opts {
-    const char *endpoints;   /* required: "h:p,h:p" or "http://h:p,..." */
+    const char *endpoints;   /* required: "h:p,h:p" or "https://h:p,..." */
     int dial_timeout_ms;     /* wait for a connection; 0 = 5000 */
     int call_timeout_ms;     /* per-call deadline; 0 = none */
     const char *token;       /* auth token sent as "token" metadata; NULL =
                                 none.  Copied. */
     int max_recv_bytes;      /* largest reply accepted; 0 = 64 MiB */
+    const struct cetcd_tls *tls; /* TLS material (borrowed for the open
+                                    call), or NULL: bare endpoints are plain
+                                    text, https:// ones use the system's
+                                    CAs */
 };
 
 struct cetcd_client; /* opaque */
@@ -132,8 +167,9 @@ struct cetcd_client; /* opaque */
  * endpoint.  It does not connect: the first call does (within
  * dial_timeout_ms).  On success *client_out owns the client; free it with
  * cetcd_client_close().
- * Errors: CETCD_INVALID_ARGUMENT (no or bad endpoints, https, too many
- * endpoints: more than CETCD_ENDPOINTS_MAX), CETCD_RESOURCE_EXHAUSTED. */
+ * Errors: CETCD_INVALID_ARGUMENT (no or bad endpoints, too many
+ * endpoints: more than CETCD_ENDPOINTS_MAX, tls with only one of cert_pem
+ * and key_pem), CETCD_RESOURCE_EXHAUSTED. */
 #define CETCD_ENDPOINTS_MAX 64
 int cetcd_client_open(const struct cetcd_client_opts *opts,
                       struct cetcd_client **client_out,
@@ -143,8 +179,9 @@ int cetcd_client_open(const struct cetcd_client_opts *opts,
  * have returned (async calls: completed).  NULL is fine. */
 void cetcd_client_close(struct cetcd_client *client);
 
-/* cetcd_client_endpoint returns the current endpoint as "host:port" (static
- * for the client's lifetime), the one the next call goes to. */
+/* cetcd_client_endpoint returns the current endpoint as its gRPC target,
+ * "host:port" or "unix:path" (static for the client's lifetime), the one
+ * the next call goes to. */
 const char *cetcd_client_endpoint(const struct cetcd_client *client);
 
 /* cetcd_client_token_set replaces the auth token (NULL clears it).  Not

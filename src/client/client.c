@@ -1,11 +1,10 @@
 /*
- * client.c - opening and closing a client: one insecure gRPC channel per
- * endpoint, with the channel arguments every call shares.
+ * client.c - opening and closing a client: one gRPC channel per endpoint
+ * (plain text or TLS, see cetcd.h), made by dial/ with the arguments
+ * libcetcd and the peer transport share.
  */
 #include <assert.h>
 #include <string.h>
-
-#include <grpc/grpc_security.h>
 
 #include "client/client_int.h"
 #include "util/mem.h"
@@ -13,59 +12,75 @@
 #define DIAL_TIMEOUT_MS_DEFAULT 5000
 #define MAX_RECV_BYTES_DEFAULT (64 * 1024 * 1024)
 
-/* channel_open creates ep's channel.  A local subchannel pool gives every
- * client its own TCP connection (cetcd-bench --conns relies on it); retries
- * are off because failover is ours; reconnect backoff is kept short so a
- * restarted member is found again quickly. */
-static grpc_channel *channel_open(const char *target, int max_recv_bytes)
+/* creds_for returns the credentials for an endpoint (tls: it is dialled
+ * with TLS), creating them on first use in creds[0] (plain) or creds[1]
+ * (TLS); NULL if gRPC refuses.  With no cetcd_tls, https:// and unixs://
+ * endpoints verify the server against the system's CAs, as clientv3 does. */
+static grpc_channel_credentials *creds_for(grpc_channel_credentials *creds[2],
+                                           bool tls, const struct cetcd_tls *t)
 {
-    grpc_arg args[6];
-    grpc_channel_args cargs;
-    grpc_channel_credentials *creds;
-    grpc_channel *ch;
-    int n = 0;
-
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[n++].value.integer = max_recv_bytes;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
-    args[n++].value.integer = 1;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_ENABLE_RETRIES;
-    args[n++].value.integer = 0;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-    args[n++].value.integer = 100;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-    args[n++].value.integer = 100;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[n++].value.integer = 1000;
-    cargs.num_args = (size_t)n;
-    cargs.args = args;
-    creds = grpc_insecure_credentials_create();
-    if (creds == NULL)
-        return NULL;
-    ch = grpc_channel_create(target, creds, &cargs);
-    grpc_channel_credentials_release(creds);
-    return ch;
+    struct dial_tls d = {0};
+    if (creds[tls] != NULL)
+        return creds[tls];
+    if (tls && t != NULL)
+        d = (struct dial_tls){.cert_pem = t->cert_pem, .key_pem = t->key_pem,
+                              .ca_pem = t->ca_pem,
+                              .skip_verify = t->insecure_skip_verify};
+    creds[tls] = dial_creds_create(tls ? &d : NULL);
+    return creds[tls];
 }
 
+/* channels_open creates every endpoint's channel; grpc_init is held.  The
+ * reconnect back-off is kept short so a restarted member is found again
+ * quickly (failover between endpoints is ours, see unary.c). */
+static int channels_open(struct cetcd_client *c,
+                         const struct cetcd_client_opts *opts, int max_recv)
+{
+    const struct dial_channel_opts o = {.max_recv_bytes = max_recv,
+                                        .backoff_min_ms = 100,
+                                        .backoff_max_ms = 1000};
+    grpc_channel_credentials *creds[2] = {NULL, NULL};
+    int rc = 0;
+
+    for (size_t i = 0; i < c->n_eps && rc == 0; i++) {
+        grpc_channel_credentials *cr =
+            creds_for(creds, c->eps[i].tls, opts->tls);
+        if (cr != NULL)
+            c->eps[i].channel = dial_channel_create(c->eps[i].target, cr,
+                                                    &o);
+        if (cr == NULL || c->eps[i].channel == NULL)
+            rc = CETCD_RESOURCE_EXHAUSTED;
+    }
+    /* The channels hold their own references. */
+    for (int k = 0; k < 2; k++)
+        if (creds[k] != NULL)
+            grpc_channel_credentials_release(creds[k]);
+    return rc;
+}
+
+/* tls_valid: no cetcd_tls, or one with both or neither of cert and key. */
+static bool tls_valid(const struct cetcd_tls *t)
+{
+    return t == NULL || (t->cert_pem == NULL) == (t->key_pem == NULL);
+}
+
+/* client_alloc parses the endpoints into a new client (no channels yet).
+ * An endpoint is dialled with TLS when its scheme says so, or when it has
+ * none and opts->tls is set. */
 static int client_alloc(const struct cetcd_client_opts *opts,
                         struct cetcd_client **out, struct cetcd_status *st)
 {
-    char (*hp)[CLIENT_HOSTPORT_MAX];
+    char (*tg)[CLIENT_TARGET_MAX];
+    enum dial_security sec[CETCD_ENDPOINTS_MAX];
     struct cetcd_client *c;
     size_t n = 0;
 
-    hp = mem_malloc(sizeof(*hp) * CETCD_ENDPOINTS_MAX);
-    if (hp == NULL)
+    tg = mem_malloc(sizeof(*tg) * CETCD_ENDPOINTS_MAX);
+    if (tg == NULL)
         return client__status_set(st, CETCD_RESOURCE_EXHAUSTED, "no memory");
-    if (client__endpoints_parse(opts->endpoints, hp, CETCD_ENDPOINTS_MAX,
+    if (client__endpoints_parse(opts->endpoints, tg, sec, CETCD_ENDPOINTS_MAX,
                                 &n) != 0) {
-        mem_free(hp);
+        mem_free(tg);
         return client__status_set(st, CETCD_INVALID_ARGUMENT,
                                    "bad endpoint list \"%s\"",
                                    opts->endpoints ? opts->endpoints : "");
@@ -75,13 +90,16 @@ static int client_alloc(const struct cetcd_client_opts *opts,
         c->eps = mem_calloc(n, sizeof(*c->eps));
     if (c == NULL || c->eps == NULL) {
         mem_free(c);
-        mem_free(hp);
+        mem_free(tg);
         return client__status_set(st, CETCD_RESOURCE_EXHAUSTED, "no memory");
     }
-    for (size_t i = 0; i < n; i++)
-        memcpy(c->eps[i].host_port, hp[i], CLIENT_HOSTPORT_MAX);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(c->eps[i].target, tg[i], CLIENT_TARGET_MAX);
+        c->eps[i].tls = sec[i] == DIAL_SECURITY_TLS ||
+                        (sec[i] == DIAL_SECURITY_DEFAULT && opts->tls != NULL);
+    }
     c->n_eps = n;
-    mem_free(hp);
+    mem_free(tg);
     *out = c;
     return 0;
 }
@@ -96,6 +114,9 @@ int cetcd_client_open(const struct cetcd_client_opts *opts,
     if (opts == NULL || client_out == NULL)
         return client__status_set(st, CETCD_INVALID_ARGUMENT, "no options");
     *client_out = NULL;
+    if (!tls_valid(opts->tls))
+        return client__status_set(st, CETCD_INVALID_ARGUMENT,
+                                  "TLS: cert_pem and key_pem go together");
     rc = client_alloc(opts, &c, st);
     if (rc != 0)
         return rc;
@@ -106,11 +127,8 @@ int cetcd_client_open(const struct cetcd_client_opts *opts,
     max_recv = opts->max_recv_bytes > 0 ? opts->max_recv_bytes
                                         : MAX_RECV_BYTES_DEFAULT;
     grpc_init();
-    for (size_t i = 0; i < c->n_eps; i++) {
-        c->eps[i].channel = channel_open(c->eps[i].host_port, max_recv);
-        if (c->eps[i].channel == NULL)
-            goto err_close;
-    }
+    if (channels_open(c, opts, max_recv) != 0)
+        goto err_close;
     if (cetcd_client_token_set(c, opts->token) != 0)
         goto err_close;
     *client_out = c;
@@ -143,7 +161,7 @@ const char *cetcd_client_endpoint(const struct cetcd_client *c)
     assert(c != NULL);
     cur = atomic_load(&((struct cetcd_client *)c)->cur);
     assert(cur < c->n_eps);
-    return c->eps[cur].host_port;
+    return c->eps[cur].target;
 }
 
 int cetcd_client_token_set(struct cetcd_client *c, const char *token)

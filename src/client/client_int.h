@@ -15,18 +15,22 @@
 #include <grpc/grpc.h>
 
 #include "cetcd/cetcd.h"
+#include "dial/dial.h"
 #include "etcdserverpb/rpc.pb-c.h"
 
-/* Longest "host:port" kept for one endpoint, NUL included. */
-#define CLIENT_HOSTPORT_MAX 256
+/* Longest gRPC target kept for one endpoint, NUL included. */
+#define CLIENT_TARGET_MAX 256
 
-/* client__endpoints_parse splits s ("a:1,http://b:2") into host:port items
- * written to out[0..max).  Whitespace around items is ignored, an
- * "http://" prefix and a trailing "/" are stripped.  Returns 0 and sets
- * *n_out, or CETCD_INVALID_ARGUMENT (empty list, empty item, no port,
- * https://, unknown scheme, item too long, more than max items). */
-int client__endpoints_parse(const char *s, char (*out)[CLIENT_HOSTPORT_MAX],
-                            size_t max, size_t *n_out);
+/* client__endpoints_parse splits s ("a:1,http://b:2,unixs:///run/s") into
+ * gRPC targets written to out[0..max) ("a:1", "b:2", "unix:/run/s") and
+ * what each item's scheme says about TLS into sec_out[0..max)
+ * (dial_url_parse).  Whitespace around items is ignored, a trailing "/"
+ * after host:port too.  Returns 0 and sets *n_out, or
+ * CETCD_INVALID_ARGUMENT (empty list, empty item, no port, a path, unknown
+ * scheme, target too long, more than max items). */
+int client__endpoints_parse(const char *s, char (*out)[CLIENT_TARGET_MAX],
+                            enum dial_security *sec_out, size_t max,
+                            size_t *n_out);
 
 /* client__failover_order returns the endpoint index tried at attempt
  * (0-based) when the current endpoint is cur out of n. */
@@ -42,8 +46,9 @@ int client__status_set(struct cetcd_status *st, int code, const char *fmt,
 
 /* One endpoint of a client.  Owned by the client; channel is thread-safe. */
 struct client__endpoint {
-    char host_port[CLIENT_HOSTPORT_MAX]; /* "host:port", the gRPC target */
-    grpc_channel *channel;               /* created at open */
+    char target[CLIENT_TARGET_MAX]; /* "host:port" or "unix:path" */
+    bool tls;                       /* dialled with TLS */
+    grpc_channel *channel;          /* created at open */
 };
 
 /* The client.  Immutable after open except cur (atomic) and token (set by

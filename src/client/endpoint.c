@@ -1,6 +1,7 @@
 /*
- * endpoint.c - the pure parts of libcetcd: endpoint list parsing, failover
- * order, which methods are safe to retry, status codes and their names.
+ * endpoint.c - the pure parts of libcetcd: endpoint list parsing (each
+ * item through dial_url_parse), failover order, which methods are safe to
+ * retry, status codes and their names.
  *
  * Nothing here touches gRPC, so tests/unit/test_client.c covers it fully.
  */
@@ -41,50 +42,27 @@ int client__status_set(struct cetcd_status *st, int code, const char *fmt,
     return code;
 }
 
-/* item_parse copies one trimmed item [b, e) into out without its scheme. */
+/* item_parse parses one item [b, e), without the whitespace around it. */
 static int item_parse(const char *b, const char *e,
-                      char out[CLIENT_HOSTPORT_MAX])
+                      char out[CLIENT_TARGET_MAX], enum dial_security *sec)
 {
-    const char *colon;
-    size_t len;
-
     while (b < e && isspace((unsigned char)*b))
         b++;
     while (e > b && isspace((unsigned char)e[-1]))
         e--;
-    if (e - b >= 7 && strncmp(b, "http://", 7) == 0)
-        b += 7;
-    else if (memchr(b, '/', (size_t)(e - b)) != NULL)
-        return CETCD_INVALID_ARGUMENT; /* https:// or unix:// etc. */
-    if (e > b && e[-1] == '/')
-        e--;
-    len = (size_t)(e - b);
-    if (len == 0 || len >= CLIENT_HOSTPORT_MAX)
+    if (dial_url_parse(b, (size_t)(e - b), out, CLIENT_TARGET_MAX, sec) != 0)
         return CETCD_INVALID_ARGUMENT;
-    if (memchr(b, '/', len) != NULL)
-        return CETCD_INVALID_ARGUMENT;
-    /* The port follows the last colon ("[::1]:2379" works too). */
-    colon = NULL;
-    for (const char *p = b; p < e; p++)
-        if (*p == ':')
-            colon = p;
-    if (colon == NULL || colon + 1 == e || colon == b || colon[-1] == ':')
-        return CETCD_INVALID_ARGUMENT;
-    for (const char *p = colon + 1; p < e; p++)
-        if (!isdigit((unsigned char)*p))
-            return CETCD_INVALID_ARGUMENT;
-    memcpy(out, b, len);
-    out[len] = '\0';
     return 0;
 }
 
-int client__endpoints_parse(const char *s, char (*out)[CLIENT_HOSTPORT_MAX],
-                            size_t max, size_t *n_out)
+int client__endpoints_parse(const char *s, char (*out)[CLIENT_TARGET_MAX],
+                            enum dial_security *sec_out, size_t max,
+                            size_t *n_out)
 {
     size_t n = 0;
     const char *b = s;
 
-    assert(out != NULL && n_out != NULL);
+    assert(out != NULL && sec_out != NULL && n_out != NULL);
     *n_out = 0;
     if (s == NULL || max == 0)
         return CETCD_INVALID_ARGUMENT;
@@ -94,7 +72,7 @@ int client__endpoints_parse(const char *s, char (*out)[CLIENT_HOSTPORT_MAX],
             e = b + strlen(b);
         if (n == max)
             return CETCD_INVALID_ARGUMENT;
-        if (item_parse(b, e, out[n]) != 0)
+        if (item_parse(b, e, out[n], &sec_out[n]) != 0)
             return CETCD_INVALID_ARGUMENT;
         n++;
         if (*e == '\0')

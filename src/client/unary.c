@@ -74,7 +74,7 @@ static int try_endpoints(struct cetcd_client *c, grpc_completion_queue *cq,
         if (wait_ready(c, ep, cq, i + 1 == c->n_eps) != 0) {
             rc = client__status_set(st, CETCD_UNAVAILABLE,
                                     "cannot connect to %s within %d ms",
-                                    c->eps[ep].host_port, c->dial_timeout_ms);
+                                    c->eps[ep].target, c->dial_timeout_ms);
             continue;
         }
         rc = call_once(c, ep, cq, method, req, resp_desc, resp_out, st);

@@ -16,7 +16,7 @@
 #include "api/tls.h"
 #include "cmd/flags.h"
 #include "cmd/join.h"
-#include "peer/peer.h"
+#include "dial/dial.h"
 #include "server/server.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -262,7 +262,7 @@ struct listeners {
     struct api_tls *client_tls; /* NULL: no client TLS */
     struct api_tls *peer_tls;   /* NULL: no peer TLS */
     struct api_server *peer;    /* the peer listener */
-    struct peer_tls peer_dial;  /* peer_tls's material for dialling */
+    struct dial_tls peer_dial;  /* peer_tls's material for dialling */
 };
 
 static void listeners_close(struct listeners *l)
@@ -290,7 +290,7 @@ static int listeners_open(struct listeners *l, const char *dir)
          * not verified (etcd: InsecureSkipVerify for a SelfCert). */
         const char *c = flags_get("peer-cert-file");
         const char *k = flags_get("peer-key-file");
-        l->peer_dial = (struct peer_tls){
+        l->peer_dial = (struct dial_tls){
             .cert_pem = l->peer_tls->cert_pem,
             .key_pem = l->peer_tls->key_pem,
             .ca_pem = l->peer_tls->ca_pem,
@@ -344,8 +344,7 @@ static int run(void)
     memset(&join, 0, sizeof join);
     if (strcmp(flags_get("initial-cluster-state"), "existing") == 0 &&
         !join_has_wal(cfg.data_dir, cfg.wal_dir)) {
-        if (join_fetch(cfg.initial_cluster, cfg.name, cfg.peer_urls,
-                       cfg.cluster_token, &join) != 0) {
+        if (join_fetch(&cfg, &join) != 0) {
             listeners_close(&l);
             return 1;
         }

@@ -4,7 +4,10 @@
  * for them) for the cluster id and the current members, through cetcd's
  * Join service on their peer listeners (etcd: GetClusterFromRemotePeers),
  * and finds its own id, chosen by MemberAdd, by its advertised peer URLs.
- * A running member of another cluster token refuses to answer.
+ * A running member of another cluster token refuses to answer.  https://
+ * and unixs:// peers are dialled with the member's own peer TLS material
+ * (--peer-cert-file/--peer-key-file/--peer-trusted-ca-file, or unverified
+ * with --peer-auto-tls), as its peer transport dials them later.
  */
 #include "cmd/join.h"
 
@@ -15,9 +18,17 @@
 
 #include "cetcd/cetcd.h"
 #include "cetcdpb/internal.pb-c.h"
+#include "dial/dial.h"
 #include "util/log.h"
 
 #define JOIN_URLS_MAX 16 /* peer URLs of one member compared */
+/* Per peer URL asked: the connection (TLS handshake included) within 1 s
+ * plus the election timeout (etcd's peer dial timeout), then the answer
+ * (etcd allows 10 s per URL in all). */
+#define JOIN_DIAL_BASE_MS 1000
+#define JOIN_CALL_TIMEOUT_MS 5000
+/* The diagnostic handshake after a TLS peer could not be reached. */
+#define JOIN_PROBE_MS 2000
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -51,7 +62,8 @@ static bool same_urls(const Etcdserverpb__Member *m, const char *self_urls)
     return true;
 }
 
-/* The other members' peer URLs from --initial-cluster (name=url,...). */
+/* The other members' peer URLs from --initial-cluster (name=url,...),
+ * comma-separated into out. */
 static void endpoints_of(const char *initial_cluster, const char *self,
                          char *out, size_t cap)
 {
@@ -82,63 +94,104 @@ bool join_has_wal(const char *data_dir, const char *wal_dir)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int ask(const char *endpoints, const char *token,
-               Cetcdpb__JoinResponse **resp_out)
+/* tls_why explains, into why, a failure to reach the TLS peer at url
+ * (gRPC only says UNAVAILABLE); "" when the URL is not a TLS one. */
+static void tls_why(const char *url, const struct dial_tls *tls, char *why,
+                    size_t cap)
 {
-    struct cetcd_client_opts o = {.endpoints = endpoints,
-                                  .dial_timeout_ms = 5000,
-                                  .call_timeout_ms = 5000};
-    struct cetcd_client *c;
-    struct cetcd_status st;
-    if (cetcd_client_open(&o, &c, &st) != 0) {
-        fprintf(stderr, "cetcd: cannot join the cluster at %s: %s (joining "
-                        "needs http:// peer URLs)\n", endpoints, st.message);
-        return 1;
-    }
-    Cetcdpb__JoinRequest req = CETCDPB__JOIN_REQUEST__INIT;
-    req.cluster_token = (char *)token;
-    ProtobufCMessage *resp = NULL;
-    int code = 0;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        code = cetcd_call_unary(c, "/cetcdpb.Join/Members", &req.base,
-                                &cetcdpb__join_response__descriptor, &resp,
-                                &st);
-        if (code != CETCD_UNAVAILABLE && code != CETCD_DEADLINE_EXCEEDED)
-            break;
-    }
-    cetcd_client_close(c);
-    if (code != 0) {
-        fprintf(stderr, "cetcd: cannot get the cluster from the peers at "
-                        "%s: %s\n", endpoints, st.message);
-        return 1;
-    }
-    *resp_out = (Cetcdpb__JoinResponse *)resp;
-    return 0;
+    char target[512], reason[256];
+    enum dial_security sec;
+    why[0] = '\0';
+    if (dial_url_parse(url, strlen(url), target, sizeof target, &sec) != 0 ||
+        sec != DIAL_SECURITY_TLS)
+        return;
+    const struct dial_tls system_cas = {0};
+    if (dial_tls_probe(target, tls ? tls : &system_cas, JOIN_PROBE_MS,
+                       reason, sizeof reason) != 0)
+        snprintf(why, cap, "; %s", reason);
 }
 
-int join_fetch(const char *initial_cluster, const char *name,
-               const char *peer_urls, const char *token,
-               struct join_result *out)
+/* ask_one asks the member at peer URL url, dialling https:// and unixs://
+ * with tls; 0, or the status code after logging why (etcd: "could not get
+ * cluster response from"). */
+static int ask_one(const char *url, const struct server_config *cfg,
+                   const Cetcdpb__JoinRequest *req,
+                   Cetcdpb__JoinResponse **resp_out)
+{
+    const struct dial_tls *tls = cfg->peer_tls;
+    struct cetcd_tls ct;
+    if (tls != NULL)
+        ct = (struct cetcd_tls){.ca_pem = tls->ca_pem,
+                                .cert_pem = tls->cert_pem,
+                                .key_pem = tls->key_pem,
+                                .insecure_skip_verify = tls->skip_verify};
+    struct cetcd_client_opts o = {.endpoints = url,
+                                  /* election_ms <= 50000: checked */
+                                  .dial_timeout_ms =
+                                      JOIN_DIAL_BASE_MS + (int)cfg->election_ms,
+                                  .call_timeout_ms = JOIN_CALL_TIMEOUT_MS,
+                                  .tls = tls != NULL ? &ct : NULL};
+    struct cetcd_client *c;
+    struct cetcd_status st;
+    ProtobufCMessage *resp = NULL;
+    char why[300] = "";
+    int code = cetcd_client_open(&o, &c, &st);
+    if (code == 0) {
+        code = cetcd_call_unary(c, "/cetcdpb.Join/Members", &req->base,
+                                &cetcdpb__join_response__descriptor, &resp,
+                                &st);
+        cetcd_client_close(c);
+    }
+    if (code == 0) {
+        *resp_out = (Cetcdpb__JoinResponse *)resp;
+        return 0;
+    }
+    if (code == CETCD_UNAVAILABLE)
+        tls_why(url, tls, why, sizeof why);
+    log_warn("etcdserver", "could not get cluster response from %s: %s "
+             "(%s)%s", url, st.message, cetcd_code_name(code), why);
+    return code;
+}
+
+/* ask asks the members at the comma-separated peer URLs in turn, as etcd
+ * does (GetClusterFromRemotePeers), until one answers, dialling https://
+ * and unixs:// ones with the member's own peer TLS material. */
+static int ask(char *urls, const struct server_config *cfg,
+               Cetcdpb__JoinResponse **resp_out)
+{
+    Cetcdpb__JoinRequest req = CETCDPB__JOIN_REQUEST__INIT;
+    req.cluster_token = (char *)cfg->cluster_token;
+    for (char *save, *u = strtok_r(urls, ",", &save); u;
+         u = strtok_r(NULL, ",", &save))
+        if (ask_one(u, cfg, &req, resp_out) == 0)
+            return 0;
+    log_error("etcdmain", "cannot fetch cluster info from peer urls: could "
+              "not retrieve cluster information from the given URLs");
+    return 1;
+}
+
+int join_fetch(const struct server_config *cfg, struct join_result *out)
 {
     char endpoints[4096];
     memset(out, 0, sizeof *out);
-    endpoints_of(initial_cluster, name, endpoints, sizeof endpoints);
+    endpoints_of(cfg->initial_cluster, cfg->name, endpoints,
+                 sizeof endpoints);
     if (endpoints[0] == '\0') {
         fprintf(stderr, "cetcd: --initial-cluster-state=existing needs the "
                         "running members in --initial-cluster\n");
         return 1;
     }
     Cetcdpb__JoinResponse *r;
-    if (ask(endpoints, token, &r) != 0)
+    if (ask(endpoints, cfg, &r) != 0)
         return 1;
     const Etcdserverpb__Member *self = NULL;
     for (size_t i = 0; i < r->n_members; i++)
-        if (same_urls(r->members[i], peer_urls))
+        if (same_urls(r->members[i], cfg->peer_urls))
             self = r->members[i];
     if (self == NULL) {
         fprintf(stderr, "cetcd: cluster %016llx has no member with peer URLs "
                         "%s (add it first: etcdctl member add)\n",
-                (unsigned long long)r->cluster_id, peer_urls);
+                (unsigned long long)r->cluster_id, cfg->peer_urls);
         cetcdpb__join_response__free_unpacked(r, NULL);
         return 1;
     }

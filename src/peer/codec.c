@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dial/dial.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -229,53 +230,18 @@ int peer__chunk_decode(const uint8_t *buf, size_t len,
     return rv;
 }
 
-/* url_hostport copies "host:port" (no path) into out; ERR_INVAL if it has
- * no port or does not fit. */
-static int url_hostport(const char *hp, char *out, size_t cap)
-{
-    size_t n = strcspn(hp, "/");
-    if (hp[n] == '/' && hp[n + 1] != '\0')
-        return ERR_INVAL; /* a path: not a peer URL */
-    const char *colon = NULL;
-    for (size_t i = 0; i < n; i++) /* The last ':' ends an IPv6 host. */
-        if (hp[i] == ':')
-            colon = hp + i;
-    if (n == 0 || colon == NULL || colon == hp || colon + 1 == hp + n)
-        return ERR_INVAL;
-    if (n + 1 > cap)
-        return ERR_INVAL;
-    memcpy(out, hp, n);
-    out[n] = '\0';
-    return 0;
-}
-
 int peer__url_parse(const char *url, char *out, size_t cap, bool *tls_out)
 {
-    static const struct {
-        const char *prefix; /* the scheme and "://" */
-        bool unix_path;     /* a socket path follows, else host:port */
-        bool tls;           /* the scheme asks for TLS */
-    } schemes[] = {{"http://", false, false}, {"https://", false, true},
-                   {"unix://", true, false}, {"unixs://", true, true}};
+    enum dial_security sec;
     assert(out != NULL && cap > 0 && tls_out != NULL);
     *tls_out = false;
     if (url == NULL || strlen(url) > PEER_URL_LEN_MAX)
         return ERR_INVAL;
-    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
-        size_t n = strlen(schemes[i].prefix);
-        if (strncmp(url, schemes[i].prefix, n) != 0)
-            continue;
-        *tls_out = schemes[i].tls;
-        if (!schemes[i].unix_path)
-            return url_hostport(url + n, out, cap);
-        const char *path = url + n;
-        if (path[0] == '\0' || strlen(path) + 6 > cap)
-            return ERR_INVAL;
-        memcpy(out, "unix:", 5);
-        memcpy(out + 5, path, strlen(path) + 1);
-        return 0;
-    }
-    return ERR_INVAL;
+    int rv = dial_url_parse(url, strlen(url), out, cap, &sec);
+    if (rv == 0 && sec == DIAL_SECURITY_DEFAULT)
+        rv = ERR_INVAL; /* a peer URL names its scheme */
+    *tls_out = rv == 0 && sec == DIAL_SECURITY_TLS;
+    return rv;
 }
 
 int peer__url_target(const char *url, char *out, size_t cap)

@@ -19,7 +19,7 @@
  * writes them to a temp file in snap_dir, verifies size and checksum,
  * fsyncs, and hands the file to on_snapshot.
  * Both calls dial https:// and unixs:// peers over TLS when the transport
- * has TLS material (struct peer_tls): this member presents its
+ * has TLS material (struct dial_tls): this member presents its
  * certificate as a client certificate and verifies the other's, or, with
  * etcd's peer auto-TLS, accepts it unverified.
  * peer_call makes one unary call to a peer's listener (a member's own
@@ -95,6 +95,7 @@
 #include "raft/raft.h"
 
 struct api_server;
+struct dial_tls;
 struct peer_transport;
 
 /* Defaults for struct peer_limits fields left 0. */
@@ -173,27 +174,6 @@ struct peer_limits {
     int snapshots_in_max;         /* snapshots received at once */
 };
 
-/* TLS of the dialing side (the listening side is the api_server's), as
- * etcd's peer transport uses its --peer-* TLSInfo for the client end:
- * https:// and unixs:// URLs are dialled with TLS, http:// and unix://
- * ones in the clear.  All strings are NUL-terminated PEM, copied by
- * peer_transport_create. */
-struct peer_tls {
-    /* This member's certificate chain and key, presented when the other
-     * member asks for a client certificate (--peer-client-cert-auth).
-     * Both or neither. */
-    const char *cert_pem;
-    const char *key_pem;
-    /* CAs that sign the other members' server certificates
-     * (--peer-trusted-ca-file), or NULL for the system's CAs.  The
-     * certificate must also be valid for the host of the URL dialled. */
-    const char *ca_pem;
-    /* Accept any server certificate, unverified: etcd does so for
-     * self-signed peer certificates (--peer-auto-tls, where no member can
-     * verify another's).  ca_pem is then ignored. */
-    bool skip_verify;
-};
-
 struct peer_config {
     raft_id self;           /* this member's id; non-zero */
     uint64_t cluster_id;    /* this cluster's id; non-zero */
@@ -203,9 +183,18 @@ struct peer_config {
     const char *snap_dir;
     struct peer_callbacks cb;  /* copied */
     struct peer_limits limits; /* copied */
-    /* TLS for https:// and unixs:// peers (copied), or NULL: such URLs are
-     * then refused by peer_add and peer_update. */
-    const struct peer_tls *tls;
+    /* TLS of the dialling side (dial/dial.h; read by peer_transport_create
+     * only, gRPC keeps copies of the material), as etcd's peer
+     * transport uses its --peer-* TLSInfo for the client end: https:// and
+     * unixs:// URLs are dialled with TLS, presenting cert_pem (the member's
+     * --peer-cert-file) when the other member asks for a client
+     * certificate (--peer-client-cert-auth) and verifying its server
+     * certificate against ca_pem (--peer-trusted-ca-file) unless
+     * skip_verify (self-signed certificates of --peer-auto-tls, which no
+     * member can verify).  http:// and unix:// URLs are dialled in the
+     * clear.  NULL: the secure URLs are refused by peer_add and
+     * peer_update. */
+    const struct dial_tls *tls;
 };
 
 /* Counters of one peer, for logs, metrics and tests. */

@@ -149,8 +149,9 @@ int peer__chunk_decode(const uint8_t *buf, size_t len,
 
 /* peer__url_parse turns "http[s]://host:port" into the gRPC target
  * "host:port" and "unix[s]://path" into "unix:path", in out (cap bytes),
- * and says in *tls_out whether the scheme asks for TLS.  Errors: ERR_INVAL
- * (empty, no port, too long, unknown scheme). */
+ * and says in *tls_out whether the scheme asks for TLS (dial_url_parse,
+ * with a scheme required).  Errors: ERR_INVAL (empty, no scheme, no port,
+ * longer than PEER_URL_LEN_MAX, unknown scheme). */
 int peer__url_parse(const char *url, char *out, size_t cap, bool *tls_out);
 
 /* peer__url_target is peer__url_parse for a transport without TLS: the
@@ -304,10 +305,6 @@ extern const struct api_stream_ops peer__snapshot_ops;
  * arguments (own subchannel pool, no retries, short reconnect back-off).
  * NULL on failure. */
 grpc_channel *peer__channel_create(struct peer_transport *t, const char *url);
-
-/* tls.c: peer__creds_create builds the channel credentials for tls (the
- * caller releases them), NULL when gRPC refuses the material. */
-grpc_channel_credentials *peer__creds_create(const struct peer_tls *tls);
 
 /* peer__test_corrupt makes t flip one bit of every snapshot it sends from
  * now on, after hashing (tests of the receiver's checksum). */

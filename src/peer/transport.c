@@ -10,6 +10,7 @@
 
 #include "util/thread.h"
 #include "api/rpc.h"
+#include "dial/dial.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -36,14 +37,14 @@ static void limits_fill(struct peer_limits *l)
 }
 
 /* creds_open makes the credentials for each scheme; grpc_init is held. */
-static int creds_open(struct peer_transport *t, const struct peer_tls *tls)
+static int creds_open(struct peer_transport *t, const struct dial_tls *tls)
 {
-    t->plain = grpc_insecure_credentials_create();
+    t->plain = dial_creds_create(NULL);
     if (t->plain == NULL)
         return ERR_NOMEM;
     if (tls == NULL)
         return 0;
-    t->tls = peer__creds_create(tls);
+    t->tls = dial_creds_create(tls);
     return t->tls != NULL ? 0 : ERR_INVAL;
 }
 
@@ -367,31 +368,11 @@ grpc_channel *peer__channel_create(struct peer_transport *t, const char *url)
     assert(!tls || t->tls != NULL);
     if (rv != 0)
         return NULL;
-    const struct peer_limits *lim = &t->lim;
-    grpc_arg args[6];
-    int n = 0;
-    /* Our own connection per peer (tests run several members in one
-     * process), no core retries (Raft retries), and a reconnect back-off
-     * on the same scale as ours so a restarted peer is found quickly. */
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
-    args[n++].value.integer = 1;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_ENABLE_RETRIES;
-    args[n++].value.integer = 0;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-    args[n++].value.integer = (int)lim->backoff_min_ms;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-    args[n++].value.integer = (int)lim->backoff_min_ms;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[n++].value.integer = (int)lim->backoff_max_ms;
-    args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[n++].value.integer = 4 << 20;
-    grpc_channel_args cargs = {.num_args = (size_t)n, .args = args};
-    /* The channel takes its own reference to the credentials. */
-    return grpc_channel_create(target, tls ? t->tls : t->plain, &cargs);
+    /* Reconnect back-off on the same scale as ours; the replies (acks,
+     * snapshot statuses) are small. */
+    const struct dial_channel_opts o = {
+        .max_recv_bytes = 4 << 20,
+        .backoff_min_ms = (int)t->lim.backoff_min_ms,
+        .backoff_max_ms = (int)t->lim.backoff_max_ms};
+    return dial_channel_create(target, tls ? t->tls : t->plain, &o);
 }

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 struct api_server;
-struct peer_tls;
+struct dial_tls;
 
 #include "cetcdpb/internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
@@ -53,8 +53,8 @@ struct server_config {
      * (a single member only). */
     struct api_server *peer_listener;
     /* TLS for dialling https:// and unixs:// peers (borrowed; see
-     * peer/peer.h), or NULL: such peers are refused. */
-    const struct peer_tls *peer_tls;
+     * peer/peer.h and dial/dial.h), or NULL: such peers are refused. */
+    const struct dial_tls *peer_tls;
     uint64_t snapshot_count;      /* --snapshot-count */
     uint32_t max_snapshots;       /* --max-snapshots: snap files kept (0 = all) */
     uint64_t quota_backend_bytes; /* --quota-backend-bytes (0 = 2 GiB) */

@@ -5,7 +5,10 @@
  * values.  Method: put/get/range/delete/txn/compact/status on keys under a
  * fresh prefix, checking each reply; an extra unreachable endpoint placed
  * first exercises failover; the async interface runs a batch of puts.
- * Usage: client_smoke <endpoints>; exit 0 = all checks passed.
+ * With etcdctl's TLS flags (--cacert/--cert/--key/--insecure-skip-tls-
+ * verify, files read and handed over as PEM text, freed right after the
+ * open) the same checks run over TLS.
+ * Usage: client_smoke [TLS flags] <endpoint>; exit 0 = all checks passed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,25 +228,86 @@ static void test_async(struct cetcd_client *c)
     cetcd_async_queue_close(q);
 }
 
+/* slurp returns the NUL-terminated contents of path (malloc'd), or NULL. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = calloc(1, (size_t)n + 1)) &&
+        fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* tls_args reads etcdctl's TLS flags (--cacert, --cert, --key,
+ * --insecure-skip-tls-verify) from argv[1..argc-1) into *t; returns
+ * whether any was given, or exits on a bad one. */
+static bool tls_args(int argc, char **argv, struct cetcd_tls *t)
+{
+    bool any = argc > 2;
+    for (int i = 1; i < argc - 1; i++) {
+        const char **dst = strcmp(argv[i], "--cacert") == 0 ? &t->ca_pem
+                           : strcmp(argv[i], "--cert") == 0 ? &t->cert_pem
+                           : strcmp(argv[i], "--key") == 0  ? &t->key_pem
+                                                            : NULL;
+        if (strcmp(argv[i], "--insecure-skip-tls-verify") == 0) {
+            t->insecure_skip_verify = true;
+            continue;
+        }
+        if (dst == NULL || i + 1 >= argc - 1 ||
+            (*dst = slurp(argv[++i])) == NULL) {
+            fprintf(stderr, "bad or unreadable option %s\n", argv[i]);
+            exit(2);
+        }
+    }
+    return any;
+}
+
 int main(int argc, char **argv)
 {
     struct cetcd_client_opts o = {.dial_timeout_ms = 2000,
                                   .call_timeout_ms = 5000};
+    struct cetcd_tls tls = {0};
     struct cetcd_client *c = NULL;
     struct cetcd_status st;
     char eps[512];
     int rc;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: client_smoke <endpoint>\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: client_smoke [--cacert F] [--cert F] "
+                        "[--key F] [--insecure-skip-tls-verify] "
+                        "<endpoint>\n");
         return 2;
     }
+    if (tls_args(argc, argv, &tls))
+        o.tls = &tls;
     /* A dead endpoint first: the first call must fail over past it. */
-    snprintf(eps, sizeof(eps), "http://127.0.0.1:1,%s", argv[1]);
+    snprintf(eps, sizeof(eps), "http://127.0.0.1:1,%s", argv[argc - 1]);
     o.endpoints = eps;
     rc = cetcd_client_open(&o, &c, &st);
+    /* The PEM text was only borrowed for the open. */
+    free((char *)tls.ca_pem);
+    free((char *)tls.cert_pem);
+    free((char *)tls.key_pem);
     if (rc != 0) {
         fprintf(stderr, "open: %s: %s\n", cetcd_code_name(rc), st.message);
+        return 1;
+    }
+    /* One call first: an endpoint that cannot be reached (or a TLS
+     * handshake that fails) ends the run at once. */
+    rc = cetcd_put(c, "smoke/first", 11, "1", 1, NULL, NULL, &st);
+    if (rc != 0) {
+        fprintf(stderr, "first put: %s: %s\n", cetcd_code_name(rc),
+                st.message);
+        cetcd_client_close(c);
         return 1;
     }
     test_put_get(c);

@@ -11,16 +11,26 @@ neither verify the others' certificates nor get its own accepted (its
 listener checks their client certificates against that CA): it stays cut
 off while the other two elect a leader and commit without it.  In (a) and
 (b) a leader is elected, a key put through one member with the real
-etcdctl is read through the others, and all members converge.
+etcdctl is read through the others, and all members converge.  (d) A
+fourth member added with `etcdctl member add` and started with
+--initial-cluster-state existing and the same peer TLS flags (auto-TLS,
+and CA-signed with client cert auth) learns the cluster from the running
+members over TLS and catches up: keys written before and after it came are
+read through it (serializable), every member lists it as started, writes
+through it reach the others.  (e) A joining member whose certificate is
+not signed by the CA the cluster trusts is refused by every member: it
+exits with an error naming each peer and the TLS reason, within seconds.
 
 Method: the members of cluster.py, but without its proxy (the peer path
 carries TLS here; each member advertises the https:// URL it listens on).
 Certificates come from etcd's own fixtures (server.crt for 127.0.0.1 and
-localhost, signed by ca.crt; CommonName-root.crt is another CA).  Runs
-against real etcd 3.4.23 with CETCD_TEST_AGAINST_ETCD=1.
+localhost, signed by ca.crt; CommonName-root.crt is another CA, with its
+own key for (e)).  Runs against real etcd 3.4.23 with
+CETCD_TEST_AGAINST_ETCD=1.
 """
 
 import os
+import re
 import subprocess
 import time
 
@@ -46,12 +56,15 @@ CA_TLS = ["--peer-cert-file", CERT, "--peer-key-file", KEY,
 class TLSCluster(clusterlib.Cluster):
     """Members listen for and advertise https://127.0.0.1:<peer port>;
     peer traffic bypasses the proxy.  per_member maps a member name to
-    extra flags replacing the cluster-wide tls_args."""
+    extra flags replacing the cluster-wide tls_args; joining maps the name
+    of a member added with `member add` to the ETCD_INITIAL_CLUSTER that
+    etcdctl printed (it starts with --initial-cluster-state existing)."""
 
     def __init__(self, tls_args, per_member=None, **kw):
         super().__init__(**kw)
         self.tls_args = list(tls_args)
         self.per_member = per_member or {}
+        self.joining = {}
 
     @staticmethod
     def peer_url(m):
@@ -65,6 +78,9 @@ class TLSCluster(clusterlib.Cluster):
         a = super().args(m)
         a[a.index("--listen-peer-urls") + 1] = self.peer_url(m)
         a[a.index("--initial-advertise-peer-urls") + 1] = self.peer_url(m)
+        if m.name in self.joining:
+            a[a.index("--initial-cluster") + 1] = self.joining[m.name]
+            a[a.index("--initial-cluster-state") + 1] = "existing"
         return a + self.per_member.get(m.name, self.tls_args)
 
 
@@ -159,3 +175,134 @@ def test_peer_wrong_ca_is_cut_off(tls_cluster):
     assert "yes" not in r.stdout, r.stdout
     st = c.status(m3)
     assert st is None or st.leader == 0, st
+
+
+# -- joining a TLS cluster ------------------------------------------------------
+
+STRANGER_CERT = os.path.join(FIXTURES, "CommonName-root.crt")
+STRANGER_KEY = os.path.join(FIXTURES, "CommonName-root.key")
+
+
+def member_add(c, m, timeout=30):
+    """`etcdctl member add` for m at its https:// peer URL, retried while
+    the strict reconfig check finds the cluster too young (etcd wants its
+    peers connected for 5 s); returns (member id, ETCD_INITIAL_CLUSTER)."""
+    env = dict(os.environ, ETCDCTL_API="3")
+    eps = ",".join(x.endpoint for x in c.members)
+    deadline = time.monotonic() + timeout
+    while True:
+        r = subprocess.run([ETCDCTL, "--endpoints", eps, "member", "add",
+                            m.name, "--peer-urls", c.peer_url(m)],
+                           env=env, capture_output=True, text=True,
+                           timeout=30)
+        if "unhealthy cluster" not in r.stderr or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    got = dict(re.findall(r'^(ETCD_\w+)="(.*)"$', r.stdout, re.M))
+    assert got["ETCD_INITIAL_CLUSTER_STATE"] == "existing", r.stdout
+    mid = int(re.search(r"Member\s+([0-9a-f]+) added", r.stdout).group(1), 16)
+    return mid, got["ETCD_INITIAL_CLUSTER"]
+
+
+def serializable_get(m, key):
+    r = subprocess.run([ETCDCTL, "--endpoints", m.endpoint,
+                        "--command-timeout", "3s", "get", key,
+                        "--consistency=s", "--print-value-only"],
+                       env=dict(os.environ, ETCDCTL_API="3"),
+                       capture_output=True, text=True, timeout=15)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def wait_value(m, key, want, timeout=20):
+    deadline = time.monotonic() + timeout
+    got = None
+    while time.monotonic() < deadline:
+        got = serializable_get(m, key)
+        if got == want:
+            return
+        time.sleep(0.1)
+    raise AssertionError("%s: %s = %r, want %r" % (m.name, key, got, want))
+
+
+def start_joining(c, m, ic):
+    c.joining[m.name] = ic
+    c.members.append(m)
+    c.spawn(m)
+
+
+@pytest.mark.parametrize("tls", ["auto", "ca"])
+def test_join_tls_cluster(tls_cluster, tls):
+    """A fourth member joins a running TLS cluster (member add, then
+    --initial-cluster-state existing with the same peer TLS flags): it
+    learns the cluster over TLS, catches up on what was written before it
+    came and receives what is written after."""
+    if tls == "ca" and not os.path.exists(CERT):
+        pytest.skip("etcd's test fixtures are not installed")
+    c = tls_cluster(AUTO_TLS if tls == "auto" else CA_TLS)
+    c.wait_leader(timeout=20)
+    etcdctl(c.members[0], "put", "before-join", "old")
+    m4 = clusterlib.Member("m4", c.root)
+    mid, ic = member_add(c, m4)
+    assert "m4=%s" % c.peer_url(m4) in ic
+    start_joining(c, m4, ic)
+    c.wait_ready(m4, timeout=30)
+    assert c.status(m4, timeout=5).header.member_id == mid
+    etcdctl(c.members[1], "put", "after-join", "new")
+    wait_value(m4, "before-join", "old")
+    wait_value(m4, "after-join", "new")
+    # Every member lists m4 as started (it published its name).
+    for m in c.members:
+        out = etcdctl(m, "member", "list")
+        line = next((ln for ln in out.splitlines()
+                     if ln.startswith("%x," % mid)), None)
+        assert line is not None, (m.name, out)
+        assert ", started, m4, %s," % c.peer_url(m4) in line, line
+    c.learn_ids()
+    c.wait_converged()
+    # Writes through the new member reach the others over its TLS links.
+    etcdctl(m4, "put", "via-m4", "yes")
+    for m in c.members:
+        wait_value(m, "via-m4", "yes")
+
+
+def test_join_with_untrusted_cert_refused(tls_cluster):
+    """A joining member whose certificate is not signed by the CA the
+    cluster trusts cannot get the cluster from any member (they refuse its
+    client certificate): it exits with an error and a message instead of
+    hanging or crashing, and the cluster carries on."""
+    if not os.path.exists(CERT) or not os.path.exists(STRANGER_KEY):
+        pytest.skip("etcd's test fixtures are not installed")
+    stranger = ["--peer-cert-file", STRANGER_CERT,
+                "--peer-key-file", STRANGER_KEY,
+                "--peer-trusted-ca-file", CA, "--peer-client-cert-auth"]
+    c = tls_cluster(CA_TLS, per_member={"m4": stranger})
+    c.wait_leader(timeout=20)
+    m4 = clusterlib.Member("m4", c.root)
+    _, ic = member_add(c, m4)
+    start_joining(c, m4, ic)
+    t0 = time.monotonic()
+    try:
+        rc = m4.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("joining member still running after 60 s:\n" +
+                    m4.log_tail())
+    took = time.monotonic() - t0
+    m4.proc = None
+    assert rc not in (0, None) and rc > 0, (rc, m4.log_tail())  # no signal
+    with open(m4.log_path) as f:
+        log = f.read()
+    assert "could not retrieve cluster information from the given URLs" \
+        in log, log[-3000:]
+    # Each member asked is named with the reason: its TLS refused our
+    # certificate (etcd: "remote error: tls: bad certificate").
+    for m in c.members[:3]:
+        assert re.search(r"could not get cluster response from %s: .*"
+                         r"tls.*certificate" % re.escape(c.peer_url(m)),
+                         log, re.I), log[-3000:]
+    assert took < 45, took
+    # The three others still serve writes.
+    c.members.remove(m4)
+    etcdctl(c.members[0], "put", "still", "fine")
+    wait_value(c.members[2], "still", "fine")

@@ -7,7 +7,9 @@ refused), verifies client certificates when a CA is trusted or
 revoked one too with --client-crl-file), generates a self-signed
 certificate with --auto-tls under <data-dir>/fixtures/client, and opens its
 peer URLs with TLS (--peer-auto-tls, or peer cert files with
---peer-client-cert-auth).
+--peer-client-cert-auth).  libcetcd's own TLS (struct cetcd_tls) is driven
+through tests/client/client_smoke.c with etcdctl's flags against the same
+servers.
 
 Method: a module fixture makes two CAs with openssl in a tmp dir (EC P-256
 keys): ca (server cert for localhost/127.0.0.1, client cert) and other-ca
@@ -323,6 +325,85 @@ def test_auto_tls(make_tls_server):
         # A restart reuses the generated files, as etcd does.
         s.restart()
         assert open(cert, "rb").read() == before
+    finally:
+        s.cleanup()
+
+
+# -- libcetcd over TLS ------------------------------------------------------------
+
+def _smoke_binary():
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    for d in (os.environ.get("CETCD_BUILD_DIR", ""),
+              os.path.join(root, "build"), os.path.join(root, "build-client")):
+        p = os.path.join(d, "tests", "client_smoke")
+        if d and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+SMOKE = _smoke_binary()
+
+
+def smoke(endpoint, *tls_args, timeout=120):
+    """tests/client/client_smoke.c (every typed call of libcetcd, failover,
+    async) with etcdctl's TLS flags."""
+    return subprocess.run([SMOKE] + list(tls_args) + [endpoint],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(SMOKE is None, reason="client_smoke not built")
+def test_libcetcd_tls_client_cert(make_tls_server, certs):
+    """libcetcd's cetcd_tls: CA, client certificate and key, against a
+    server that verifies client certificates; https:// and bare
+    endpoints (TLS because material is given) alike.  A certificate from
+    another CA, or none, is refused: UNAVAILABLE, no hang."""
+    s = make_tls_server(
+        server_args(certs, "--trusted-ca-file", certs.path("ca.crt"),
+                    "--client-cert-auth"),
+        ready_creds=lambda: creds(certs))
+    mine = tls_ctl_args(certs)
+    p = smoke("https://" + s.endpoint, *mine)
+    assert p.returncode == 0 and p.stdout.strip().endswith("OK"), \
+        p.stdout + p.stderr
+    p = smoke(s.endpoint, *mine)
+    assert p.returncode == 0 and p.stdout.strip().endswith("OK"), \
+        p.stdout + p.stderr
+    for args in (tls_ctl_args(certs, who="stranger"),
+                 tls_ctl_args(certs, who=None), []):
+        t0 = time.monotonic()
+        p = smoke("https://" + s.endpoint, *args, timeout=60)
+        assert p.returncode == 1, (args, p.stdout, p.stderr)
+        assert "first put: UNAVAILABLE" in p.stderr, (args, p.stderr)
+        assert time.monotonic() - t0 < 30
+    # The server's certificate must chain to the given CA.
+    p = smoke("https://" + s.endpoint,
+              *tls_ctl_args(certs, ca="other-ca.crt"), timeout=60)
+    assert p.returncode == 1 and "UNAVAILABLE" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(SMOKE is None, reason="client_smoke not built")
+def test_libcetcd_tls_skip_verify(make_tls_server):
+    """--auto-tls: a self-signed certificate nobody can verify; libcetcd
+    with insecure_skip_verify still talks to it (encrypted), without it
+    the unknown issuer is refused."""
+    holder = {}
+
+    def auto_creds():
+        path = os.path.join(holder["s"].data_dir, "fixtures", "client",
+                            "cert.pem")
+        with open(path, "rb") as fh:
+            return grpc.ssl_channel_credentials(fh.read())
+
+    s = TLSServer(["--auto-tls"], ready_creds=auto_creds)
+    holder["s"] = s
+    try:
+        s.start()
+        p = smoke("https://" + s.endpoint, "--insecure-skip-tls-verify")
+        assert p.returncode == 0 and p.stdout.strip().endswith("OK"), \
+            p.stdout + p.stderr
+        p = smoke("https://" + s.endpoint, timeout=60)  # system CAs
+        assert p.returncode == 1 and "first put: UNAVAILABLE" in p.stderr, \
+            p.stdout + p.stderr
     finally:
         s.cleanup()
 

@@ -34,6 +34,7 @@
 
 #include "api/rpc.h"
 #include "api/tls.h"
+#include "dial/dial.h"
 #include "peer/peer.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -176,9 +177,9 @@ static void node_start(struct node *nd, raft_id id, const struct material *m,
     snprintf(nd->dir, sizeof(nd->dir), "%s/n%llu", tmp_root,
              (unsigned long long)id);
     CHECK(mkdir(nd->dir, 0700) == 0, "mkdir %s", nd->dir);
-    struct peer_tls tls = {0};
+    struct dial_tls tls = {0};
     if (m != NULL)
-        tls = (struct peer_tls){.cert_pem = m->cert, .key_pem = m->key,
+        tls = (struct dial_tls){.cert_pem = m->cert, .key_pem = m->key,
                                 .ca_pem = m->ca,
                                 .skip_verify = m->skip_verify};
     struct peer_config cfg = {
@@ -400,10 +401,10 @@ static void test_api(void)
     CHECK(peer_add(t, 2, https, 1) == ERR_UNSUPPORTED, "https without TLS");
     CHECK(peer_add(t, 2, unixs, 1) == ERR_UNSUPPORTED, "unixs without TLS");
     peer_transport_close(t);
-    struct peer_tls half = {.cert_pem = "x"};
+    struct dial_tls half = {.cert_pem = "x"};
     cfg.tls = &half;
     CHECK(peer_transport_create(&cfg, &t) == ERR_INVAL, "cert without key");
-    struct peer_tls none = {.skip_verify = true};
+    struct dial_tls none = {.skip_verify = true};
     cfg.tls = &none;
     CHECK(peer_transport_create(&cfg, &t) == 0, "TLS without identity");
     const char *bad[1] = {"https://nohost"};

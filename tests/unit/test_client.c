@@ -17,56 +17,82 @@
 #include "client/client_int.h"
 #include "util/mem.h"
 
-static char eps[CETCD_ENDPOINTS_MAX][CLIENT_HOSTPORT_MAX];
+static char eps[CETCD_ENDPOINTS_MAX][CLIENT_TARGET_MAX];
+static enum dial_security sec[CETCD_ENDPOINTS_MAX];
 
 static void test_endpoints_parse_good(void **state)
 {
     size_t n = 0;
     (void)state;
-    assert_int_equal(client__endpoints_parse("127.0.0.1:2379", eps, 8, &n), 0);
+    assert_int_equal(
+        client__endpoints_parse("127.0.0.1:2379", eps, sec, 8, &n), 0);
     assert_int_equal(n, 1);
     assert_string_equal(eps[0], "127.0.0.1:2379");
+    assert_int_equal(sec[0], DIAL_SECURITY_DEFAULT);
     assert_int_equal(client__endpoints_parse(
-                         "http://a:1, b:22 ,http://[::1]:2379/", eps, 8, &n),
+                         "http://a:1, b:22 ,http://[::1]:2379/", eps, sec, 8,
+                         &n),
                      0);
     assert_int_equal(n, 3);
     assert_string_equal(eps[0], "a:1");
     assert_string_equal(eps[1], "b:22");
     assert_string_equal(eps[2], "[::1]:2379");
+    assert_int_equal(sec[0], DIAL_SECURITY_PLAIN);
+    assert_int_equal(sec[1], DIAL_SECURITY_DEFAULT);
+    assert_int_equal(sec[2], DIAL_SECURITY_PLAIN);
+}
+
+/* The schemes etcdctl takes: TLS ones and unix sockets. */
+static void test_endpoints_parse_schemes(void **state)
+{
+    size_t n = 0;
+    (void)state;
+    assert_int_equal(client__endpoints_parse(
+                         "https://h:1,unix:///tmp/s,unixs://rel/s.sock",
+                         eps, sec, 8, &n),
+                     0);
+    assert_int_equal(n, 3);
+    assert_string_equal(eps[0], "h:1");
+    assert_string_equal(eps[1], "unix:/tmp/s");
+    assert_string_equal(eps[2], "unix:rel/s.sock");
+    assert_int_equal(sec[0], DIAL_SECURITY_TLS);
+    assert_int_equal(sec[1], DIAL_SECURITY_PLAIN);
+    assert_int_equal(sec[2], DIAL_SECURITY_TLS);
 }
 
 static void test_endpoints_parse_bad(void **state)
 {
     static const char *const bad[] = {
-        "", ",", "a:1,", "a", "a:", ":1", "a:x1", "https://a:1",
-        "unix:///tmp/s", "http://", "a:1/path", "a::",
+        "", ",", "a:1,", "a", "a:", ":1", "a:x1", "ftp://a:1",
+        "unix://", "unixs://", "http://", "https://a", "a:1/path", "a::",
+        "https://a:1/p",
     };
     size_t n = 7;
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(client__endpoints_parse(bad[i], eps, 8, &n),
+        assert_int_equal(client__endpoints_parse(bad[i], eps, sec, 8, &n),
                          CETCD_INVALID_ARGUMENT);
         assert_int_equal(n, 0);
     }
-    assert_int_equal(client__endpoints_parse(NULL, eps, 8, &n),
+    assert_int_equal(client__endpoints_parse(NULL, eps, sec, 8, &n),
                      CETCD_INVALID_ARGUMENT);
 }
 
 static void test_endpoints_parse_limits(void **state)
 {
-    char s[2 * CLIENT_HOSTPORT_MAX];
+    char s[2 * CLIENT_TARGET_MAX];
     size_t n;
     (void)state;
-    assert_int_equal(client__endpoints_parse("a:1,b:2,c:3", eps, 2, &n),
+    assert_int_equal(client__endpoints_parse("a:1,b:2,c:3", eps, sec, 2, &n),
                      CETCD_INVALID_ARGUMENT);
-    assert_int_equal(client__endpoints_parse("a:1,b:2", eps, 2, &n), 0);
+    assert_int_equal(client__endpoints_parse("a:1,b:2", eps, sec, 2, &n), 0);
     assert_int_equal(n, 2);
     memset(s, 'h', sizeof(s));
-    memcpy(s + CLIENT_HOSTPORT_MAX - 4, ":12", 4); /* 255 chars: fits */
-    assert_int_equal(client__endpoints_parse(s, eps, 2, &n), 0);
-    assert_int_equal(strlen(eps[0]), CLIENT_HOSTPORT_MAX - 1);
-    memcpy(s + CLIENT_HOSTPORT_MAX - 3, ":12", 4); /* 256 chars: too long */
-    assert_int_equal(client__endpoints_parse(s, eps, 2, &n),
+    memcpy(s + CLIENT_TARGET_MAX - 4, ":12", 4); /* 255 chars: fits */
+    assert_int_equal(client__endpoints_parse(s, eps, sec, 2, &n), 0);
+    assert_int_equal(strlen(eps[0]), CLIENT_TARGET_MAX - 1);
+    memcpy(s + CLIENT_TARGET_MAX - 3, ":12", 4); /* 256 chars: too long */
+    assert_int_equal(client__endpoints_parse(s, eps, sec, 2, &n),
                      CETCD_INVALID_ARGUMENT);
 }
 
@@ -114,24 +140,58 @@ static void test_code_name(void **state)
 
 static void test_client_open(void **state)
 {
-    struct cetcd_client_opts o = {.endpoints = "https://a:1"};
+    struct cetcd_client_opts o = {.endpoints = "ftp://a:1"};
     struct cetcd_client *c = (void *)1;
     struct cetcd_status st;
     (void)state;
     assert_int_equal(cetcd_client_open(&o, &c, &st), CETCD_INVALID_ARGUMENT);
     assert_null(c);
-    assert_non_null(strstr(st.message, "https://a:1"));
+    assert_non_null(strstr(st.message, "ftp://a:1"));
     /* Opening does not connect: an unused port is fine until a call. */
     o.endpoints = "127.0.0.1:1,http://127.0.0.1:2";
     o.token = "tok";
     assert_int_equal(cetcd_client_open(&o, &c, &st), 0);
     assert_string_equal(cetcd_client_endpoint(c), "127.0.0.1:1");
+    assert_false(c->eps[0].tls);
+    assert_false(c->eps[1].tls);
     assert_string_equal(c->token, "tok");
     assert_int_equal(c->dial_timeout_ms, 5000);
     assert_int_equal(cetcd_client_token_set(c, NULL), 0);
     assert_null(c->token);
     cetcd_client_close(c);
     cetcd_client_close(NULL);
+}
+
+/* Which endpoints get TLS: the scheme decides, a bare one follows
+ * opts->tls; half a key pair is refused. */
+static void test_client_open_tls(void **state)
+{
+    struct cetcd_tls tls = {.insecure_skip_verify = true};
+    struct cetcd_client_opts o = {
+        .endpoints = "https://127.0.0.1:1,http://127.0.0.1:2,127.0.0.1:3,"
+                     "unixs:///tmp/x.sock,unix:///tmp/y.sock"};
+    struct cetcd_client *c = NULL;
+    struct cetcd_status st;
+    (void)state;
+    assert_int_equal(cetcd_client_open(&o, &c, &st), 0);
+    assert_true(c->eps[0].tls);  /* https without material: system CAs */
+    assert_false(c->eps[1].tls);
+    assert_false(c->eps[2].tls); /* bare, no material */
+    assert_true(c->eps[3].tls);
+    assert_false(c->eps[4].tls);
+    assert_string_equal(c->eps[3].target, "unix:/tmp/x.sock");
+    cetcd_client_close(c);
+    o.tls = &tls;
+    assert_int_equal(cetcd_client_open(&o, &c, &st), 0);
+    assert_true(c->eps[0].tls);
+    assert_false(c->eps[1].tls); /* http:// stays plain */
+    assert_true(c->eps[2].tls);  /* bare with material */
+    cetcd_client_close(c);
+    tls.cert_pem = "-----BEGIN CERTIFICATE-----";
+    c = (void *)1;
+    assert_int_equal(cetcd_client_open(&o, &c, &st), CETCD_INVALID_ARGUMENT);
+    assert_null(c);
+    assert_non_null(strstr(st.message, "cert_pem and key_pem"));
 }
 
 static void test_client_unreachable(void **state)
@@ -236,12 +296,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints_parse_good),
+        cmocka_unit_test(test_endpoints_parse_schemes),
         cmocka_unit_test(test_endpoints_parse_bad),
         cmocka_unit_test(test_endpoints_parse_limits),
         cmocka_unit_test(test_failover_order),
         cmocka_unit_test(test_method_readonly),
         cmocka_unit_test(test_code_name),
         cmocka_unit_test(test_client_open),
+        cmocka_unit_test(test_client_open_tls),
         cmocka_unit_test(test_client_unreachable),
         cmocka_unit_test(test_latency_summary),
         cmocka_unit_test(test_latency_small_and_merge),

@@ -1,34 +1,31 @@
 /*
- * tls.c - the credentials the transport dials https:// and unixs:// peers
- * with.
+ * creds.c - channel credentials from TLS material (see dial.h).
  *
- * They behave as the client end of etcd 3.4's peer transport (the
- * tls.Config that transport.TLSInfo.ClientConfig builds for rafthttp):
- * - the member's own certificate and key are offered as its client
- *   certificate, so a peer listener with --peer-client-cert-auth (or a
- *   --peer-trusted-ca-file, which implies it) accepts the connection;
- * - the peer's server certificate is verified against the trusted CAs
- *   (--peer-trusted-ca-file; the system's CAs when none is given) and must
- *   be valid for the host of the URL dialled (an IP SAN for 127.0.0.1);
- * - with self-signed certificates (--peer-auto-tls) nothing is verified:
- *   etcd sets InsecureSkipVerify for a self-cert TLSInfo, since no member
- *   can know another's generated certificate.  The connection is still
- *   encrypted.
+ * They behave as the client end of an etcd 3.4 tls.Config
+ * (transport.TLSInfo.ClientConfig, which rafthttp and clientv3 both use):
+ * - the own certificate and key are offered as the client certificate,
+ *   so a listener with client cert auth (etcd: --[peer-]client-cert-auth,
+ *   or a --[peer-]trusted-ca-file, which implies it) accepts the
+ *   connection;
+ * - the server certificate is verified against the trusted CAs (the
+ *   system's when none are given) and must be valid for the host of the
+ *   target dialled (an IP SAN for 127.0.0.1);
+ * - with skip_verify nothing is verified (etcd sets InsecureSkipVerify
+ *   for self-signed peer certificates, etcdctl for
+ *   --insecure-skip-tls-verify).  The connection is still encrypted.
  * The experimental grpc_tls_* API is used rather than
  * grpc_ssl_credentials_create_ex because it can switch off both the chain
- * check and the host name check, which the auto-TLS case needs.
+ * check and the host name check, which skip_verify needs.
  */
 #include <assert.h>
 #include <stddef.h>
 
-#include <grpc/grpc_security.h>
-
-#include "peer/peer_int.h"
+#include "dial/dial.h"
 
 /* provider_create returns the static provider of the identity and root
  * certificates, or NULL when there is neither. */
 static grpc_tls_certificate_provider *
-provider_create(const struct peer_tls *tls, const char *roots)
+provider_create(const struct dial_tls *tls, const char *roots)
 {
     grpc_tls_identity_pairs *pairs = NULL;
     if (tls->cert_pem != NULL) {
@@ -42,9 +39,10 @@ provider_create(const struct peer_tls *tls, const char *roots)
     return grpc_tls_certificate_provider_static_data_create(roots, pairs);
 }
 
-grpc_channel_credentials *peer__creds_create(const struct peer_tls *tls)
+grpc_channel_credentials *dial_creds_create(const struct dial_tls *tls)
 {
-    assert(tls != NULL);
+    if (tls == NULL)
+        return grpc_insecure_credentials_create();
     assert((tls->cert_pem == NULL) == (tls->key_pem == NULL));
     /* Verification off: the CAs are not needed.  Verification on without
      * CAs of our own: not watching roots makes gRPC use the system's. */

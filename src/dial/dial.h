@@ -1,0 +1,117 @@
+/*
+ * dial.h - the client end of gRPC channels, shared by libcetcd
+ * (src/client) and the peer transport (src/peer), and its manual.
+ *
+ * PURPOSE
+ * Both dial other processes over the gRPC C core: libcetcd its endpoints,
+ * the peer transport (and a member joining a cluster, through libcetcd)
+ * the other members.  They take the same URLs, build TLS credentials from
+ * the same kind of material and want the same channel behaviour, so that
+ * is written once, here:
+ * - dial_url_parse turns "http[s]://host:port", "unix[s]://path" or a
+ *   bare "host:port" into a gRPC target and says whether the scheme asks
+ *   for TLS (pure; no gRPC object is touched);
+ * - dial_creds_create builds channel credentials from PEM material, as
+ *   the client end of an etcd 3.4 tls.Config (transport.TLSInfo) behaves;
+ * - dial_channel_create opens a channel with the arguments every caller
+ *   wants: its own subchannel pool (its own TCP connection, even to an
+ *   address another channel of the process already dials), no core
+ *   retries (the callers retry and fail over themselves), a reconnect
+ *   back-off on the caller's scale, and a receive limit;
+ * - dial_tls_probe tells why a TLS connection fails (gRPC does not).
+ *
+ * THREADS AND LIFETIME
+ * Every function may run on any thread.  dial_creds_create and
+ * dial_channel_create need gRPC initialised (grpc_init) by the caller for
+ * as long as their results live.  Credentials are released with
+ * grpc_channel_credentials_release, channels with grpc_channel_destroy;
+ * a channel holds its own reference to its credentials.
+ *
+ * ERRORS
+ * dial_url_parse returns 0 or ERR_INVAL (util/err.h), dial_tls_probe a
+ * negative ERR_* code.  The constructors return NULL when gRPC refuses.
+ */
+#ifndef CETCD_DIAL_DIAL_H
+#define CETCD_DIAL_DIAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+
+/* What a URL's scheme says about encryption. */
+enum dial_security {
+    DIAL_SECURITY_DEFAULT = 0, /* no scheme ("host:port"): caller decides */
+    DIAL_SECURITY_PLAIN = 1,   /* http://, unix:// */
+    DIAL_SECURITY_TLS = 2,     /* https://, unixs:// */
+};
+
+/*
+ * dial_url_parse reads the url of len bytes (not necessarily
+ * NUL-terminated) and writes its gRPC target into target_out (cap bytes,
+ * NUL-terminated): "host:port" for http://, https:// and a bare
+ * "host:port", "unix:path" for unix:// and unixs://.  *sec_out gets what
+ * the scheme says.  A host:port may end in one "/" but have no path; its
+ * port is the digits after the last ':' (an IPv6 host needs brackets:
+ * "[::1]:2379").  Errors: ERR_INVAL (empty, unknown scheme, no or bad
+ * port, a path, an empty socket path, target longer than cap - 1).
+ */
+int dial_url_parse(const char *url, size_t len, char *target_out,
+                   size_t cap, enum dial_security *sec_out);
+
+/* TLS material of the dialling side.  Strings are NUL-terminated PEM,
+ * borrowed for the call of dial_creds_create only (gRPC copies them). */
+struct dial_tls {
+    /* This end's certificate chain and key, presented when the server
+     * asks for a client certificate.  Both or neither. */
+    const char *cert_pem;
+    const char *key_pem;
+    /* CAs that sign the server's certificate, or NULL for the system's.
+     * The certificate must also be valid for the host of the target. */
+    const char *ca_pem;
+    /* Accept any server certificate, unverified (still encrypted): etcd's
+     * peer auto-TLS (no member can know another's self-signed
+     * certificate) and etcdctl --insecure-skip-tls-verify.  ca_pem is
+     * then ignored. */
+    bool skip_verify;
+};
+
+/* dial_creds_create returns channel credentials for tls, or insecure
+ * (plain text) ones when tls is NULL; the caller releases them.  NULL when
+ * gRPC refuses the material.  tls->cert_pem and tls->key_pem must be both
+ * set or both NULL (asserted). */
+grpc_channel_credentials *dial_creds_create(const struct dial_tls *tls);
+
+/* The per-caller channel arguments; every field must be > 0. */
+struct dial_channel_opts {
+    int max_recv_bytes; /* largest message received */
+    int backoff_min_ms; /* first and least reconnect delay */
+    int backoff_max_ms; /* reconnect delay ceiling */
+};
+
+/* dial_channel_create opens a channel to target (a dial_url_parse output)
+ * with creds (borrowed; the channel takes its own reference) and the
+ * arguments described at the top.  It does not connect yet.  NULL on
+ * failure. */
+grpc_channel *dial_channel_create(const char *target,
+                                  grpc_channel_credentials *creds,
+                                  const struct dial_channel_opts *o);
+
+/*
+ * dial_tls_probe explains why TLS connections to target (a dial_url_parse
+ * output) fail, for messages: gRPC only says UNAVAILABLE.  It connects
+ * within timeout_ms, makes one TLS handshake with tls (as
+ * dial_creds_create would, host name check included), then waits up to
+ * timeout_ms for the server's first bytes, since a TLS 1.3 server refuses
+ * a client certificate only after the handshake.  Returns 0 when all of
+ * that went well (the failure lies elsewhere), else writes the reason
+ * into why (cap bytes, e.g. "TLS handshake failed: the server
+ * certificate: unable to get local issuer certificate") and returns
+ * ERR_IO (connect, handshake or refusal), ERR_INVAL (material OpenSSL
+ * cannot use) or ERR_NOMEM.  Blocks the calling thread.
+ */
+int dial_tls_probe(const char *target, const struct dial_tls *tls,
+                   int timeout_ms, char *why, size_t cap);
+
+#endif

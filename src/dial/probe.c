@@ -1,0 +1,236 @@
+/*
+ * probe.c - why a TLS connection fails (see dial.h, dial_tls_probe).
+ *
+ * gRPC reports an endpoint it cannot connect to as UNAVAILABLE whatever
+ * the cause; the TLS reason only reaches its own debug log.  To tell an
+ * operator why (etcd prints Go's "remote error: tls: bad certificate"),
+ * the probe makes one handshake of its own with OpenSSL, with the same
+ * material and the same checks as dial_creds_create, and then waits
+ * briefly for the server's first bytes: with TLS 1.3 a server that
+ * refuses the client certificate says so only after the client finished
+ * its side of the handshake.
+ */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "dial/dial.h"
+#include "util/err.h"
+
+/* split_host copies the host of "host:port" / "[v6]:port" into host and
+ * points *port at the port. */
+static int split_host(const char *target, char *host, size_t cap,
+                      const char **port)
+{
+    const char *colon = strrchr(target, ':');
+    if (colon == NULL)
+        return ERR_INVAL;
+    const char *b = target, *e = colon;
+    if (*b == '[' && e > b && e[-1] == ']') {
+        b++;
+        e--;
+    }
+    if ((size_t)(e - b) + 1 > cap)
+        return ERR_INVAL;
+    memcpy(host, b, (size_t)(e - b));
+    host[e - b] = '\0';
+    *port = colon + 1;
+    return 0;
+}
+
+static void timeouts_set(int fd, int timeout_ms)
+{
+    struct timeval tv = {.tv_sec = timeout_ms / 1000,
+                         .tv_usec = (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv); /* connect */
+}
+
+/* sock_open connects to target (a dial_url_parse output) within
+ * timeout_ms; host gets the name certificates are checked against. */
+static int sock_open(const char *target, int timeout_ms, char *host,
+                     size_t cap, char *why, size_t why_cap)
+{
+    int fd = -1;
+    host[0] = '\0';
+    if (strncmp(target, "unix:", 5) == 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(target + 5) >= sizeof sa.sun_path) {
+            snprintf(why, why_cap, "socket path too long");
+            return -1;
+        }
+        memcpy(sa.sun_path, target + 5, strlen(target + 5) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        timeouts_set(fd, timeout_ms);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+            return fd;
+    } else {
+        const char *port;
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        if (split_host(target, host, cap, &port) != 0 ||
+            getaddrinfo(host, port, &hints, &ai) != 0 || ai == NULL) {
+            snprintf(why, why_cap, "cannot resolve %s", target);
+            return -1;
+        }
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        timeouts_set(fd, timeout_ms);
+        int rc = fd >= 0 ? connect(fd, ai->ai_addr, ai->ai_addrlen) : -1;
+        freeaddrinfo(ai);
+        if (rc == 0)
+            return fd;
+    }
+    snprintf(why, why_cap, "cannot connect: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* certs_add adds every certificate of pem to the store (roots) or, with
+ * ctx, uses the first as the certificate and the rest as its chain.
+ * Returns how many were read. */
+static int certs_add(const char *pem, X509_STORE *roots, SSL_CTX *ctx)
+{
+    BIO *b = BIO_new_mem_buf(pem, -1);
+    X509 *x;
+    int n = 0;
+    while (b != NULL && (x = PEM_read_bio_X509(b, NULL, NULL, NULL))) {
+        int ok = roots != NULL  ? X509_STORE_add_cert(roots, x)
+                 : n == 0       ? SSL_CTX_use_certificate(ctx, x)
+                                : SSL_CTX_add_extra_chain_cert(ctx, x);
+        if (roots != NULL || n == 0 || !ok)
+            X509_free(x); /* add_extra_chain_cert took it on success */
+        n += ok == 1;
+    }
+    ERR_clear_error(); /* the end of the PEM text */
+    BIO_free(b);
+    return n;
+}
+
+/* ctx_create builds the OpenSSL context for tls, as dial_creds_create
+ * configures gRPC: own certificate, CAs or the system's, verification. */
+static SSL_CTX *ctx_create(const struct dial_tls *tls)
+{
+    static const unsigned char alpn[] = "\x02h2";
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL)
+        return NULL;
+    bool ok = SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1) == 0;
+    SSL_CTX_set_verify(ctx, tls->skip_verify ? SSL_VERIFY_NONE
+                                             : SSL_VERIFY_PEER, NULL);
+    if (!tls->skip_verify && tls->ca_pem != NULL)
+        ok = ok && certs_add(tls->ca_pem, SSL_CTX_get_cert_store(ctx),
+                             NULL) > 0;
+    else if (!tls->skip_verify)
+        ok = ok && SSL_CTX_set_default_verify_paths(ctx) == 1;
+    if (ok && tls->cert_pem != NULL) {
+        BIO *b = BIO_new_mem_buf(tls->key_pem, -1);
+        EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+        ok = certs_add(tls->cert_pem, NULL, ctx) > 0 && k != NULL &&
+             SSL_CTX_use_PrivateKey(ctx, k) == 1;
+        EVP_PKEY_free(k);
+        BIO_free(b);
+    }
+    if (!ok) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* ssl_why writes why the handshake or the first read failed. */
+static void ssl_why(SSL *ssl, int rc, const char *stage, char *why,
+                    size_t cap)
+{
+    long v = SSL_get_verify_result(ssl);
+    unsigned long e = ERR_peek_last_error();
+    int err = SSL_get_error(ssl, rc);
+    /* OpenSSL 3 reports a close without close_notify as an error. */
+    bool eof = (e != 0 &&
+                ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+               (e == 0 && (err == SSL_ERROR_ZERO_RETURN || rc == 0 ||
+                           (err == SSL_ERROR_SYSCALL && errno == 0)));
+    if (v != X509_V_OK)
+        snprintf(why, cap, "%s: the server certificate: %s", stage,
+                 X509_verify_cert_error_string(v));
+    else if (eof)
+        snprintf(why, cap, "%s: the server closed the connection (does it "
+                 "trust this client certificate?)", stage);
+    else if (e != 0)
+        snprintf(why, cap, "%s: %s", stage, ERR_reason_error_string(e));
+    else
+        snprintf(why, cap, "%s: %s", stage, strerror(errno));
+}
+
+/* host_check makes the handshake check the certificate against host. */
+static void host_check(SSL *ssl, const char *host)
+{
+    unsigned char ip[16];
+    bool is_ip = inet_pton(AF_INET, host, ip) == 1 ||
+                 inet_pton(AF_INET6, host, ip) == 1;
+    if (is_ip) {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
+    } else {
+        SSL_set1_host(ssl, host);
+        SSL_set_tlsext_host_name(ssl, host);
+    }
+}
+
+int dial_tls_probe(const char *target, const struct dial_tls *tls,
+                   int timeout_ms, char *why, size_t cap)
+{
+    char host[256];
+    assert(target != NULL && tls != NULL && why != NULL && cap > 0);
+    assert((tls->cert_pem == NULL) == (tls->key_pem == NULL));
+    why[0] = '\0';
+    ERR_clear_error();
+    SSL_CTX *ctx = ctx_create(tls);
+    if (ctx == NULL) {
+        snprintf(why, cap, "unusable TLS material");
+        return ERR_INVAL;
+    }
+    int fd = sock_open(target, timeout_ms, host, sizeof host, why, cap);
+    SSL *ssl = fd >= 0 ? SSL_new(ctx) : NULL;
+    int rv = fd < 0 ? ERR_IO : ssl == NULL ? ERR_NOMEM : 0;
+    if (rv == 0) {
+        if (!tls->skip_verify && host[0] != '\0')
+            host_check(ssl, host);
+        SSL_set_fd(ssl, fd);
+        int rc = SSL_connect(ssl);
+        if (rc != 1) {
+            ssl_why(ssl, rc, "TLS handshake failed", why, cap);
+            rv = ERR_IO;
+        }
+    }
+    if (rv == 0) {
+        /* A gRPC server speaks first (HTTP/2 settings); a refusal of our
+         * certificate arrives instead.  Silence (a timeout) is no error. */
+        char byte;
+        int rc = SSL_read(ssl, &byte, 1);
+        int err = rc > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, rc);
+        bool quiet = err == SSL_ERROR_WANT_READ ||
+                     (err == SSL_ERROR_SYSCALL &&
+                      (errno == EAGAIN || errno == EWOULDBLOCK));
+        if (rc <= 0 && !quiet) {
+            ssl_why(ssl, rc, "TLS refused after the handshake", why, cap);
+            rv = ERR_IO;
+        }
+    }
+    SSL_free(ssl);
+    if (fd >= 0)
+        close(fd);
+    SSL_CTX_free(ctx);
+    ERR_clear_error();
+    assert(rv == 0 || why[0] != '\0');
+    return rv;
+}

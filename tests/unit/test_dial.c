@@ -1,0 +1,143 @@
+/*
+ * test_dial.c - goal: the dial module turns every URL form libcetcd and
+ * the peer transport take into the right gRPC target and security, refuses
+ * the malformed ones, and builds credentials and channels for each kind of
+ * TLS material.  Method: dial_url_parse on good, bad and boundary inputs
+ * (including items that are slices of a longer string); dial_creds_create
+ * and dial_channel_create with gRPC initialised, checking that gRPC takes
+ * the material (handshakes are covered by tests/peer/peer_tls.c and the
+ * TLS cluster tests).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dial/dial.h"
+#include "util/err.h"
+
+static int parse(const char *url, char *out, size_t cap,
+                 enum dial_security *sec)
+{
+    return dial_url_parse(url, url ? strlen(url) : 0, out, cap, sec);
+}
+
+static void test_url_good(void **state)
+{
+    static const struct {
+        const char *url, *target;
+        enum dial_security sec;
+    } good[] = {
+        {"127.0.0.1:2379", "127.0.0.1:2379", DIAL_SECURITY_DEFAULT},
+        {"localhost:1/", "localhost:1", DIAL_SECURITY_DEFAULT},
+        {"http://10.0.0.1:2380", "10.0.0.1:2380", DIAL_SECURITY_PLAIN},
+        {"http://[::1]:2380/", "[::1]:2380", DIAL_SECURITY_PLAIN},
+        {"https://h:1", "h:1", DIAL_SECURITY_TLS},
+        {"unix:///tmp/p.sock", "unix:/tmp/p.sock", DIAL_SECURITY_PLAIN},
+        {"unixs://rel.sock", "unix:rel.sock", DIAL_SECURITY_TLS},
+    };
+    char out[64];
+    enum dial_security sec;
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        assert_int_equal(parse(good[i].url, out, sizeof out, &sec), 0);
+        assert_string_equal(out, good[i].target);
+        assert_int_equal(sec, good[i].sec);
+    }
+}
+
+static void test_url_bad(void **state)
+{
+    static const char *const bad[] = {
+        "", "h", "h:", ":1", "h:x1", "h::", "http://", "http://h",
+        "http://h:1/path", "https://h:1//", "ftp://h:1", "unix://",
+        "unixs://", "h:1/p", "/tmp/s",
+    };
+    char out[64];
+    enum dial_security sec;
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        out[0] = 'x';
+        assert_int_equal(parse(bad[i], out, sizeof out, &sec), ERR_INVAL);
+        assert_int_equal(out[0], '\0');
+    }
+    assert_int_equal(dial_url_parse(NULL, 3, out, sizeof out, &sec),
+                     ERR_INVAL);
+}
+
+/* Only len bytes are read: the rest of a list is not part of the item. */
+static void test_url_slice(void **state)
+{
+    const char *list = "https://a:1,http://b:2";
+    char out[64];
+    enum dial_security sec;
+    (void)state;
+    assert_int_equal(dial_url_parse(list, 11, out, sizeof out, &sec), 0);
+    assert_string_equal(out, "a:1");
+    assert_int_equal(sec, DIAL_SECURITY_TLS);
+    assert_int_equal(dial_url_parse(list, 9, out, sizeof out, &sec),
+                     ERR_INVAL); /* "https://a" */
+    assert_int_equal(dial_url_parse("unix:///s\0x", 11, out, sizeof out,
+                                    &sec),
+                     ERR_INVAL); /* a NUL inside the path */
+}
+
+static void test_url_capacity(void **state)
+{
+    char out[8];
+    enum dial_security sec;
+    (void)state;
+    assert_int_equal(parse("abcd:12", out, 8, &sec), 0); /* 7 + NUL */
+    assert_int_equal(parse("abcde:12", out, 8, &sec), ERR_INVAL);
+    assert_int_equal(parse("unix://ab", out, 8, &sec), 0); /* "unix:ab" */
+    assert_string_equal(out, "unix:ab");
+    assert_int_equal(parse("unix://abc", out, 8, &sec), ERR_INVAL);
+}
+
+/* Credentials for every kind of material, and a channel with each (no
+ * connection is made until a call). */
+static void test_creds_and_channel(void **state)
+{
+    const struct dial_tls kinds[] = {
+        {.skip_verify = true},
+        {.ca_pem = "-----BEGIN CERTIFICATE-----\n"},
+        {.cert_pem = "c", .key_pem = "k", .skip_verify = true},
+        {0}, /* the system's CAs */
+    };
+    const struct dial_channel_opts o = {
+        .max_recv_bytes = 1 << 20, .backoff_min_ms = 10, .backoff_max_ms = 20};
+    (void)state;
+    grpc_init();
+    grpc_channel_credentials *plain = dial_creds_create(NULL);
+    assert_non_null(plain);
+    grpc_channel *ch = dial_channel_create("127.0.0.1:1", plain, &o);
+    assert_non_null(ch);
+    grpc_channel_credentials_release(plain); /* the channel keeps its own */
+    assert_int_equal(grpc_channel_check_connectivity_state(ch, 0),
+                     GRPC_CHANNEL_IDLE);
+    grpc_channel_destroy(ch);
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        grpc_channel_credentials *c = dial_creds_create(&kinds[i]);
+        assert_non_null(c);
+        ch = dial_channel_create("unix:/nonexistent.sock", c, &o);
+        assert_non_null(ch);
+        grpc_channel_destroy(ch);
+        grpc_channel_credentials_release(c);
+    }
+    grpc_shutdown_blocking();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_url_good),
+        cmocka_unit_test(test_url_bad),
+        cmocka_unit_test(test_url_slice),
+        cmocka_unit_test(test_url_capacity),
+        cmocka_unit_test(test_creds_and_channel),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
