@@ -374,10 +374,12 @@ void server_stop(struct server *s)
         mem_free(e);
     }
     /* The transport first: its threads call into the members store (a
-     * forwarded promotion's answer, a removal). */
+     * forwarded promotion's answer, a removal).  Then the waiters: a
+     * pending publish's callback uses the members state (a member stopped
+     * before its publish committed). */
     server__peers_close(s);
-    server__members_close(s);
     server_wait_fail_all(&s->wait, ERR_STOPPED);
+    server__members_close(s);
     server__snap_close(s);
     server__raft_close(s);
     wal_close(s->wal);
