@@ -377,10 +377,15 @@ int raft_report_unreachable(struct raft *r, raft_id id);
 int raft_report_snapshot(struct raft *r, raft_id id, bool ok);
 
 /* raft_snapshot_create records a state-machine snapshot at index (which
- * must be <= applied) with data (copied); cs NULL means "the current
- * membership" (right when index == applied).  It becomes what the leader
- * sends to lagging followers.  Errors: ERR_INVAL (index > applied),
- * ERR_RAFT_COMPACTED (index <= current snapshot), ERR_BUSY, ERR_NOMEM. */
+ * must be <= applied) with data (copied) and cs, the membership as of
+ * index.  cs NULL means "the current membership", which is right only when
+ * no conf change after index has been applied (index == applied, say): a
+ * snapshot of a state behind applied must pass the membership of that
+ * state, or a follower restoring it would count the later conf changes
+ * twice (once in the snapshot, once from the log after it).  It becomes
+ * what the leader sends to lagging followers.  Errors: ERR_INVAL (index >
+ * applied, or cs invalid), ERR_RAFT_COMPACTED (index <= current snapshot),
+ * ERR_BUSY, ERR_NOMEM. */
 int raft_snapshot_create(struct raft *r, raft_index index,
                          const struct raft_conf_state *cs, const void *data,
                          size_t len);

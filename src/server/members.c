@@ -376,16 +376,67 @@ int server__members_open(struct server *s)
     return rc;
 }
 
-int server__members_reload(struct server *s)
+static void transport_follow(struct server *s, int kind, uint64_t id,
+                             const char *peer_urls);
+
+/* The transport follows a table that changed all at once (a snapshot
+ * replaced the store): etcd's applySnapshot re-adds every peer. */
+static void transport_sync(struct server *s,
+                           const struct server_member_info *old, size_t n_old)
 {
+    struct server_ms *ms = s->ms;
+    for (size_t i = 0; i < ms->n; i++) {
+        const struct server_member_info *m = &ms->m[i], *o = NULL;
+        for (size_t k = 0; k < n_old && o == NULL; k++)
+            if (old[k].id == m->id)
+                o = &old[k];
+        if (o == NULL || strcmp(o->peer_urls, m->peer_urls) != 0)
+            transport_follow(s, CETCDPB__MEMBER_CHANGE__KIND__ADD, m->id,
+                             m->peer_urls);
+    }
+    for (size_t k = 0; k < n_old; k++)
+        if (server__ms_find(ms, old[k].id) == NULL)
+            transport_follow(s, CETCDPB__MEMBER_CHANGE__KIND__REMOVE,
+                             old[k].id, "");
+}
+
+int server__members_reload(struct server *s, bool starting)
+{
+    struct server_ms *ms = s->ms;
     uint8_t meta[16];
     bool has_meta;
-    pthread_mutex_lock(&s->ms->mu);
+    struct server_member_info *old =
+        mem_malloc(sizeof *old * SERVER_MEMBERS_MAX);
+    if (old == NULL)
+        return ERR_NOMEM;
+    pthread_mutex_lock(&ms->mu);
+    size_t n_old = ms->n;
+    memcpy(old, ms->m, n_old * sizeof *old);
     int rc = open_buckets(s);
     if (rc == 0)
         rc = load(s, meta, &has_meta);
-    pthread_mutex_unlock(&s->ms->mu);
+    pthread_mutex_unlock(&ms->mu);
+    /* The transport is touched outside mu, as when a change is applied;
+     * the table changes only by applying, and the applier is held off
+     * while a store is replaced. */
+    if (rc == 0 && starting && ms->n > 0)
+        publish_to_initial(s);
+    else if (rc == 0)
+        transport_sync(s, old, n_old);
+    mem_free(old);
     return rc;
+}
+
+/* Adds member id to cs as a voter or a learner; false when cs is full. */
+static bool conf_add(struct raft_conf_state *cs, uint64_t id, bool learner)
+{
+    if (cs->n_voters + cs->n_learners >= RAFT_MAX_MEMBERS)
+        return false;
+    if (learner)
+        cs->learners[cs->n_learners++] = id;
+    else
+        cs->voters[cs->n_voters++] = id;
+    return true;
 }
 
 void server__members_conf(struct server *s, struct raft_conf_state *cs)
@@ -393,14 +444,60 @@ void server__members_conf(struct server *s, struct raft_conf_state *cs)
     struct server_ms *ms = s->ms;
     memset(cs, 0, sizeof *cs);
     pthread_mutex_lock(&ms->mu);
-    for (size_t i = 0; i < ms->n && i < RAFT_MAX_MEMBERS; i++) {
-        if (ms->m[i].is_learner)
-            cs->learners[cs->n_learners++] = ms->m[i].id;
-        else
-            cs->voters[cs->n_voters++] = ms->m[i].id;
-    }
+    for (size_t i = 0; i < ms->n; i++)
+        if (!conf_add(cs, ms->m[i].id, ms->m[i].is_learner))
+            break;
     pthread_mutex_unlock(&ms->mu);
     assert(cs->n_voters + cs->n_learners <= RAFT_MAX_MEMBERS);
+}
+
+/* The ConfState of the "members" bucket of txn's store. */
+static int conf_of_bucket(struct backend_txn *txn, backend_bucket b,
+                          struct raft_conf_state *cs)
+{
+    struct backend_cursor *c;
+    int rc = backend_cursor_open(txn, b, &c);
+    if (rc != 0)
+        return rc;
+    struct backend_val k, v;
+    for (rc = backend_cursor_first(c, &k, &v); rc == 0;
+         rc = backend_cursor_next(c, &k, &v)) {
+        if (k.len != 8)
+            continue; /* the "meta" record of older stores */
+        Etcdserverpb__Member *pb =
+            etcdserverpb__member__unpack(NULL, v.len, v.data);
+        bool ok = pb != NULL && pb->id == be64_get(k.data) && pb->id != 0 &&
+                  conf_add(cs, pb->id, pb->islearner);
+        if (pb != NULL)
+            etcdserverpb__member__free_unpacked(pb, NULL);
+        if (!ok) {
+            rc = ERR_CORRUPT;
+            break;
+        }
+    }
+    backend_cursor_close(c);
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+int server__members_conf_read(struct backend *be,
+                              struct raft_conf_state *cs_out)
+{
+    assert(be != NULL && cs_out != NULL);
+    memset(cs_out, 0, sizeof *cs_out);
+    backend_bucket b;
+    int rc = backend_bucket_open(be, "members", 0, &b);
+    struct backend_txn *txn = NULL;
+    if (rc == 0)
+        rc = backend_read_begin(be, &txn);
+    if (rc == 0) {
+        rc = conf_of_bucket(txn, b, cs_out);
+        backend_read_end(txn);
+    }
+    if (rc == 0 && cs_out->n_voters == 0)
+        rc = ERR_NOTFOUND; /* no members table: not a cetcd store */
+    assert(rc != 0 || cs_out->n_voters + cs_out->n_learners <=
+                          RAFT_MAX_MEMBERS);
+    return rc;
 }
 
 /* --- reading ----------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "raft/raft.h"
 #include "server/arena.h"
 #include "server/queue.h"
 #include "server/server.h"
@@ -75,14 +76,18 @@ struct server_snap {
     uint64_t copy_want;           /* under mu: copy at >= this (0: none) */
     bool copy_busy;               /* under mu: copy asked, result not taken */
     uint64_t copy_done;           /* under mu: a durable copy at index */
+    struct raft_conf_state copy_conf; /* under mu: copy_done's membership */
     bool copy_failed;             /* under mu: the asked copy failed */
     struct server_snap_recv *recv_head;   /* under mu: to stage */
     struct server_snap_recv *staged_head; /* under mu: for the raft thread */
     size_t n_recv;                /* under mu: recv + staged */
     uint64_t staging_index;       /* under mu: being staged now (0: none) */
-    /* raft thread only */
-    uint64_t newest_index;        /* newest local snap file (0: unknown) */
+    /* The newest local snap file: what a leader sends.  Written by the
+     * raft thread under mu; read by it freely, by others under mu. */
+    uint64_t newest_index;        /* its index (0: unknown) */
     uint64_t newest_term;         /* its term */
+    struct raft_conf_state newest_conf; /* its members, as of newest_index */
+    /* raft thread only */
     uint64_t copy_asked_at;       /* applied index at the last copy request */
     uint64_t stepped_index;       /* a received MsgSnap stepped into raft */
     uint64_t installed_index;     /* last snapshot installed from a peer */
@@ -301,6 +306,10 @@ int server__snap_recover(struct server *s);
  * log compaction, WAL release, pruning), pending sends, staged received
  * snapshots (stepped into raft). */
 void server__snap_tick(struct server *s);
+/* The metadata (index, term, ConfState as of the index) of the newest
+ * snap file, which a leader sends: 0, or ERR_NOTFOUND when there is none
+ * yet.  Any thread. */
+int server__snap_newest(struct server *s, struct raft_snapshot_meta *out);
 /* Raft thread: raft wants snapshot message m sent to m->to. */
 void server__snap_want_send(struct server *s, const struct raft_msg *m);
 struct raft_snapshot;
@@ -328,10 +337,22 @@ struct raft_entry;
  * cluster ids, refuses a removed member (ERR_MEMBER_REMOVED) and rewrites
  * s->members with the current members.  Start-up, before the threads. */
 int server__members_open(struct server *s);
-/* The store was replaced (a snapshot from the leader was installed):
- * re-open the buckets on s->be and reload the table.  Call where opening
- * buckets is allowed (nobody else uses the new store yet). */
-int server__members_reload(struct server *s);
+/* The store was replaced (a snapshot was installed or restored): re-open
+ * the buckets on s->be and reload the table.  Call where opening buckets
+ * is allowed (nobody else uses the new store yet).  At start-up
+ * (starting: before the threads) s->members follows the new table; later
+ * the peer transport does (members the snapshot added, changed or
+ * removed). */
+int server__members_reload(struct server *s, bool starting);
+/* The membership stored in the store be (a snapshot copy that only the
+ * caller uses): its voters and learners as raft's ConfState, which is the
+ * one as of the store's consistent index.  Opens the "members" bucket on
+ * be.  Errors: ERR_NOTFOUND (no voter stored: not a cetcd store),
+ * ERR_CORRUPT (a record that does not decode, too many members), and
+ * the backend's. */
+struct backend;
+int server__members_conf_read(struct backend *be,
+                              struct raft_conf_state *cs_out);
 /* Any thread: id is a learner in the members store. */
 bool server__member_is_learner(struct server *s, uint64_t id);
 /* After the threads stopped: fails what still waits, frees the state. */

@@ -18,30 +18,40 @@
  * Making a snapshot (any member): the raft thread asks the worker for a
  * copy at >= applied index N; the worker waits until the store has applied
  * N, copies it from one LMDB read txn (concurrently with the writer), reads
- * the copy's consistent index C, renames it to <C>.snap.db and fsyncs the
- * dir.  Then the raft thread records raft's snapshot at C, writes a WAL
+ * the copy's consistent index C and its members (the ConfState as of C:
+ * the members buckets are written in the apply batch that moves the
+ * index), renames it to <C>.snap.db and fsyncs the dir.  Then the raft
+ * thread records raft's snapshot at C with that ConfState (not raft's
+ * membership now, which may include conf changes after C), writes a WAL
  * snapshot marker (C, term) and drops raft's log and WAL segments before
  * C - SNAP_LOG_KEEP.  A log is thus truncated only behind a durable copy.
  *
  * Sending (leader): raft emits MsgSnap for index S when a follower needs
  * entries it dropped.  The raft thread sends the newest copy once one with
  * C >= S exists (else it asks for one), with a MsgSnap describing C (the
- * copy's own index and term; the raft data field stays empty: the file
- * travels beside it).  The follower then acknowledges C >= S, which moves
- * raft's progress out of snapshot state.  One transfer per follower.
+ * copy's own index, term and ConfState as of C; the raft data field stays
+ * empty: the file travels beside it).  The follower then acknowledges
+ * C >= S, which moves raft's progress out of snapshot state.  One transfer
+ * per follower.
  *
  * Receiving (follower): the transport hands over a verified file; the
- * worker copies it into a staging dir and checks that its consistent index
- * is the MsgSnap's index; the raft thread steps the MsgSnap.  If raft takes
- * it, the next Ready carries the snapshot, and server__snap_install writes
- * the WAL marker, stops the apply pipeline (apply_mu; queued entries are
- * applied first), closes the store gate (no reader inside), renames the
- * staged file over db/data.mdb, fsyncs, and reopens the store.
+ * worker copies it into a staging dir, checks that its consistent index
+ * is the MsgSnap's index and reads its members; the raft thread steps the
+ * MsgSnap, with the store's members as its ConfState should the leader
+ * have described another one.  If raft takes it, the next Ready carries
+ * the snapshot (raft restores that ConfState), and server__snap_install
+ * writes the WAL marker, stops the apply pipeline (apply_mu; queued
+ * entries are applied first), closes the store gate (no reader inside),
+ * renames the staged file over db/data.mdb, fsyncs, and reopens the store
+ * (the members table and the peer transport follow it, see members.c).
  *
  * Crash safety: the marker is written before the store is replaced; a
  * store found behind the WAL's newest marker at start-up is restored from
- * the marker's snap file (server__snap_recover).  A store the boot guard
- * distrusts is rebuilt from the newest snap file plus the WAL after it.
+ * the marker's snap file (server__snap_recover).  The marker holds (index,
+ * term) as etcd 3.4's does; the ConfState as of the index is in the snap
+ * file, and raft restarts with the members of the store it opens.  A
+ * store the boot guard distrusts is rebuilt from the newest snap file plus
+ * the WAL after it.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -76,6 +86,8 @@
 struct server_snap_recv {
     struct server_snap_recv *next; /* FIFO link */
     uint64_t index;                /* the MsgSnap's snapshot index */
+    struct raft_conf_state conf;   /* the staged store's members */
+    bool has_conf;                 /* conf was read (a cetcd store) */
     char path[SNAP_PATH_MAX];      /* the transport's verified file */
     size_t len;                    /* bytes of msg */
     uint8_t msg[];                 /* raft_msg_encode of the MsgSnap */
@@ -175,8 +187,11 @@ static int copy_file(const char *src, const char *dst)
 }
 
 /* Opens the LMDB file <dir>/data.mdb as a store and reads its consistent
- * index. */
-static int read_index(const char *dir, uint64_t *index_out)
+ * index and its members: the ConfState as of that index (members are
+ * written in the apply batch that moves the index).  A store without a
+ * members table gives ERR_NOTFOUND in *conf_rc_out and an empty conf. */
+static int read_meta(const char *dir, uint64_t *index_out,
+                     struct raft_conf_state *conf_out, int *conf_rc_out)
 {
     struct backend_options bo = {.no_fsync = true, .max_readers = 8};
     struct backend *be;
@@ -188,9 +203,60 @@ static int read_index(const char *dir, uint64_t *index_out)
     if (rc == 0) {
         *index_out = mvcc_consistent_index(mv);
         mvcc_store_close(mv);
+        *conf_rc_out = server__members_conf_read(be, conf_out);
+        if (*conf_rc_out != 0 && *conf_rc_out != ERR_NOTFOUND)
+            rc = *conf_rc_out;
     }
     backend_close(be);
     return rc;
+}
+
+/* "voters=(id,...) learners=(id,...)" for the log. */
+static void conf_fmt(const struct raft_conf_state *cs, char *buf, size_t cap)
+{
+    size_t w = 0;
+    const char *names[2] = {"voters", "learners"};
+    const raft_id *ids[2] = {cs->voters, cs->learners};
+    uint32_t n[2] = {cs->n_voters, cs->n_learners};
+    buf[0] = '\0';
+    for (int k = 0; k < 2 && w < cap; k++) {
+        w += (size_t)snprintf(buf + w, cap - w, "%s%s=(", k ? " " : "",
+                              names[k]);
+        for (uint32_t i = 0; i < n[k] && w < cap; i++)
+            w += (size_t)snprintf(buf + w, cap - w, "%s%016" PRIx64,
+                                  i ? "," : "", ids[k][i]);
+        if (w < cap)
+            w += (size_t)snprintf(buf + w, cap - w, ")");
+    }
+}
+
+static bool ids_same(const raft_id *a, uint32_t na, const raft_id *b,
+                     uint32_t nb)
+{
+    if (na != nb)
+        return false;
+    for (uint32_t i = 0; i < na; i++) {
+        bool found = false;
+        for (uint32_t k = 0; k < nb && !found; k++)
+            found = a[i] == b[k];
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* The same membership (as sets; ids are unique within a ConfState). */
+static bool conf_same(const struct raft_conf_state *a,
+                      const struct raft_conf_state *b)
+{
+    return ids_same(a->voters, a->n_voters, b->voters, b->n_voters) &&
+           ids_same(a->learners, a->n_learners, b->learners,
+                    b->n_learners) &&
+           ids_same(a->voters_outgoing, a->n_voters_outgoing,
+                    b->voters_outgoing, b->n_voters_outgoing) &&
+           ids_same(a->learners_next, a->n_learners_next, b->learners_next,
+                    b->n_learners_next) &&
+           a->auto_leave == b->auto_leave;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -322,8 +388,8 @@ static int store_replace(struct server *s, const char *src, bool move)
         rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
         rc = mvcc_store_open(s->be, NULL, &s->mvcc);
-    if (rc == 0 && s->ms != NULL)
-        rc = server__members_reload(s); /* its buckets, on the new env */
+    if (rc == 0 && s->ms != NULL) /* its buckets, on the new env */
+        rc = server__members_reload(s, !s->threads_started);
     if (rc != 0)
         log_error("etcdserver", "cannot replace the store in %s by %s: %s",
                   dir, src, err_str(rc));
@@ -351,8 +417,10 @@ static bool wait_applied(struct server *s, uint64_t index)
     return atomic_load(&s->applied_index) >= index;
 }
 
-/* Copies the store (once it has applied target) to <C>.snap.db. */
-static int make_copy(struct server *s, uint64_t target, uint64_t *index_out)
+/* Copies the store (once it has applied target) to <C>.snap.db; gives C
+ * and the members as of C (read from the copy itself). */
+static int make_copy(struct server *s, uint64_t target, uint64_t *index_out,
+                     struct raft_conf_state *conf_out)
 {
     char dir[SNAP_PATH_MAX], stage[SNAP_PATH_MAX + 16], data[SNAP_PATH_MAX + 32];
     if (!wait_applied(s, target))
@@ -374,10 +442,11 @@ static int make_copy(struct server *s, uint64_t target, uint64_t *index_out)
         close(fd);
     }
     uint64_t index = 0;
+    int conf_rc = 0;
     if (rc == 0)
-        rc = read_index(stage, &index);
-    if (rc == 0 && index < target)
-        rc = ERR_CORRUPT; /* the store went backwards: a bug */
+        rc = read_meta(stage, &index, conf_out, &conf_rc);
+    if (rc == 0 && (index < target || conf_rc != 0))
+        rc = ERR_CORRUPT; /* the store went backwards, or lost its members */
     char final[SNAP_PATH_MAX];
     snap_file(s, index, final, sizeof final);
     if (rc == 0 && rename(data, final) != 0)
@@ -399,13 +468,15 @@ static bool stage(struct server *s, struct server_snap_recv *r)
     pathf(data, sizeof data, "%s/data.mdb", st);
     rm_staging(st);
     uint64_t index = 0;
+    int conf_rc = 0;
     int rc = mkdir(st, 0700) == 0 ? 0 : err_from_errno(errno);
     if (rc == 0)
         rc = copy_file(r->path, data);
     if (rc == 0)
-        rc = read_index(st, &index);
+        rc = read_meta(st, &index, &r->conf, &conf_rc);
     if (rc == 0 && index != r->index)
         rc = ERR_CORRUPT;
+    r->has_conf = rc == 0 && conf_rc == 0;
     if (rc != 0) {
         log_error("etcdserver", "dropping the snapshot received at index "
                   "%" PRIu64 " (%s; its store is at index %" PRIu64 ")",
@@ -447,14 +518,17 @@ static void *worker_main(void *arg)
             }
         } else {
             uint64_t target = sn->copy_want, index = 0;
+            struct raft_conf_state conf;
             sn->copy_want = 0;
             pthread_mutex_unlock(&sn->mu);
-            int rc = make_copy(s, target, &index);
+            int rc = make_copy(s, target, &index, &conf);
             if (rc != 0 && rc != ERR_STOPPED)
                 log_warn("etcdserver", "snapshot of the store at index >= "
                          "%" PRIu64 " failed: %s", target, err_str(rc));
             pthread_mutex_lock(&sn->mu);
             sn->copy_done = rc == 0 ? index : 0;
+            if (rc == 0)
+                sn->copy_conf = conf;
             sn->copy_failed = rc != 0;
         }
         pthread_mutex_unlock(&sn->mu);
@@ -612,9 +686,36 @@ static void save_marker(struct server *s, uint64_t index, uint64_t term)
     }
 }
 
+/* Raft thread: the newest snap file is (index, term, conf). */
+static void set_newest(struct server *s, uint64_t index, uint64_t term,
+                       const struct raft_conf_state *conf)
+{
+    struct server_snap *sn = &s->snap;
+    assert(conf != NULL && index > 0);
+    pthread_mutex_lock(&sn->mu);
+    sn->newest_index = index;
+    sn->newest_term = term;
+    sn->newest_conf = *conf;
+    pthread_mutex_unlock(&sn->mu);
+}
+
+int server__snap_newest(struct server *s, struct raft_snapshot_meta *out)
+{
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    *out = (struct raft_snapshot_meta){sn->newest_index, sn->newest_term,
+                                       sn->newest_conf};
+    pthread_mutex_unlock(&sn->mu);
+    return out->index > 0 ? 0 : ERR_NOTFOUND;
+}
+
 /* A durable copy at index exists: it becomes raft's snapshot and the WAL's
- * marker, and the logs behind it are dropped. */
-static void copy_done(struct server *s, uint64_t index)
+ * marker, and the logs behind it are dropped.  Its metadata is the state
+ * as of index: conf is the copy's own members, not raft's membership now
+ * (conf changes after index may already have taken effect in raft; the
+ * follower that installs the copy applies them from the log after it). */
+static void copy_done(struct server *s, uint64_t index,
+                      const struct raft_conf_state *conf)
 {
     if (index < s->snap.newest_index)
         return; /* began before a newer snapshot was installed */
@@ -625,16 +726,22 @@ static void copy_done(struct server *s, uint64_t index)
                  "term is unknown (%s)", index, err_str(rc));
         return;
     }
-    s->snap.newest_index = index;
-    s->snap.newest_term = term;
-    if (index > s->snap_index &&
-        raft_snapshot_create(s->raft, index, NULL, NULL, 0) == 0)
-        s->snap_index = index;
+    if (index > s->snap_index) {
+        rc = raft_snapshot_create(s->raft, index, conf, NULL, 0);
+        if (rc == 0)
+            s->snap_index = index;
+        else
+            log_warn("etcdserver", "raft refused the snapshot at index %"
+                     PRIu64 ": %s", index, err_str(rc));
+    }
+    set_newest(s, index, term, conf);
     save_marker(s, index, term);
     release_behind(s, s->snap_index);
     prune(s);
+    char cs[1024];
+    conf_fmt(conf, cs, sizeof cs);
     log_info("etcdserver", "saved snapshot of the store at index %" PRIu64
-             " (term %" PRIu64 ")", index, term);
+             " (term %" PRIu64 ", %s)", index, term, cs);
 }
 
 /* Sends the newest copy to w->to (its index >= w->index). */
@@ -648,10 +755,10 @@ static void send_one(struct server *s, struct server_snap_want *w)
     if (rc == 0 && fstat(fd, &st) != 0)
         rc = err_from_errno(errno);
     if (rc == 0) {
-        struct raft_status rs;
-        raft_status(s->raft, &rs);
+        /* The metadata of the copy sent, as of its index. */
         struct raft_snapshot snap = {
-            .meta = {s->snap.newest_index, s->snap.newest_term, rs.conf}};
+            .meta = {s->snap.newest_index, s->snap.newest_term,
+                     s->snap.newest_conf}};
         struct raft_msg m = {.type = RAFT_MSG_SNAP, .from = s->member_id,
                              .to = w->to, .term = w->term, .snapshot = &snap};
         rc = peer_send_snapshot(s->transport, w->to, &m, fd,
@@ -734,12 +841,36 @@ static void cleanup_stepped(struct server *s)
         unlink(f);
 }
 
+/* The ConfState raft installs with a received snapshot is the one its
+ * store holds (as of its index): a leader that described it otherwise
+ * (cetcd before this check sent its membership at send time) would leave
+ * raft's membership inconsistent with the store and with the conf changes
+ * the log re-delivers after the index. */
+static void conf_from_store(struct server_snap_recv *r, struct raft_msg *m,
+                            struct raft_snapshot *fixed)
+{
+    if (!r->has_conf || m->snapshot == NULL ||
+        conf_same(&r->conf, &m->snapshot->meta.conf))
+        return;
+    char got[1024], want[1024];
+    conf_fmt(&m->snapshot->meta.conf, got, sizeof got);
+    conf_fmt(&r->conf, want, sizeof want);
+    log_warn("etcdserver", "the snapshot at index %" PRIu64 " from %016"
+             PRIx64 " says %s, its store holds %s: installing the store's",
+             r->index, m->from, got, want);
+    *fixed = *m->snapshot;
+    fixed->meta.conf = r->conf;
+    m->snapshot = fixed;
+}
+
 /* Steps one staged snapshot into raft; the Ready installs it. */
 static void step_staged(struct server *s, struct server_snap_recv *r)
 {
     struct raft_msg m;
+    struct raft_snapshot fixed;
     int rc = raft_msg_decode(r->msg, r->len, &m);
     if (rc == 0) {
+        conf_from_store(r, &m, &fixed);
         s->snap.stepped_index = r->index;
         rc = raft_step(s->raft, &m);
         raft_msg_release(&m);
@@ -756,6 +887,7 @@ void server__snap_tick(struct server *s)
     cleanup_stepped(s);
     pthread_mutex_lock(&sn->mu);
     uint64_t done = sn->copy_done;
+    struct raft_conf_state done_conf = sn->copy_conf;
     bool finished = sn->copy_busy && sn->copy_want == 0 &&
                     (done != 0 || sn->copy_failed);
     if (finished) {
@@ -770,7 +902,7 @@ void server__snap_tick(struct server *s)
     }
     pthread_mutex_unlock(&sn->mu);
     if (finished && done != 0)
-        copy_done(s, done);
+        copy_done(s, done, &done_conf);
     if (r != NULL)
         step_staged(s, r);
     uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
@@ -820,8 +952,7 @@ int server__snap_install(struct server *s, const struct raft_snapshot *snap)
     s->snap_index = index;
     s->snap.copy_asked_at = index;
     s->snap.installed_index = index;
-    s->snap.newest_index = index;
-    s->snap.newest_term = term;
+    set_newest(s, index, term, &snap->meta.conf);
     atomic_store(&s->committed_index, index);
     atomic_store(&s->applied_index, index);
     pthread_mutex_lock(&s->applied_mu);
@@ -833,8 +964,10 @@ int server__snap_install(struct server *s, const struct raft_snapshot *snap)
         log_warn("etcdserver", "cannot release WAL segments: %s",
                  err_str(wrc));
     prune(s);
+    char cs[1024];
+    conf_fmt(&snap->meta.conf, cs, sizeof cs);
     log_info("etcdserver", "installed snapshot of the store at index %" PRIu64
-             " (term %" PRIu64 ") from the leader", index, term);
+             " (term %" PRIu64 ", %s) from the leader", index, term, cs);
     return 0;
 }
 

@@ -12,7 +12,14 @@ afterwards; (b) the same, but the follower is killed with -9 while it is
 catching up and restarted: it still converges; (c) with --snapshot-count
 1000 and 20k writes, WAL segments are released behind snapshots: the WAL
 directory stays bounded and its first segments are gone (cetcd only: it
-uses the test knob CETCD_TEST_WAL_SEGMENT_BYTES for 1 MB segments).
+uses the test knob CETCD_TEST_WAL_SEGMENT_BYTES for 1 MB segments);
+(d) a member (learner or voter) added after the leader's newest copy and
+before a lagging follower receives it: the follower installs the
+membership as of the copy (cetcd logs it), every member then agrees on the
+member list and content, the new member joins, and the follower restarts
+cleanly; (e) a voter added before the copies a lagging follower installs:
+the follower connects to it (led by the follower, the new member gets
+entries and heartbeats: content converges and the term does not move).
 
 Method: clusters from cluster.py (peer links through the test's proxy),
 writes over gRPC from a few threads, convergence checked with full
@@ -187,3 +194,172 @@ def test_store_rebuilt_from_snapshot_after_reboot_crash(make_cluster,
     assert "rebuilding the store from" in log_text(f)[mark:]
     write_keys(lead, "after", 50)
     converge_and_check(c, LOG_KEEP + 2000 + 50)
+
+
+# --- a member added between a snapshot copy and its sending -----------------
+
+# cetcd's install line names the membership the follower installed.
+INSTALLED_CONF = re.compile(
+    r"installed snapshot of the store at index (\d+) \(term \d+, "
+    r"voters=\(([0-9a-f,]*)\) learners=\(([0-9a-f,]*)\)\)")
+
+COPY_EVERY = 1000
+
+
+def newest_copy(m):
+    """Index of m's newest snap file (cetcd names them <index hex>.snap.db),
+    or 0."""
+    d = os.path.join(m.data_dir, "member", "snap")
+    names = [s for s in os.listdir(d) if re.fullmatch(r"[0-9a-f]{16}\.snap\.db",
+                                                     s)]
+    return max((int(s[:16], 16) for s in names), default=0)
+
+
+def far_from_next_copy(c, lead):
+    """cetcd: writes until the leader's next periodic copy is at least
+    COPY_EVERY / 2 entries away, so that the member change that follows is
+    after the leader's newest copy and no newer copy is made before the
+    lagging follower asks for one."""
+    for _ in range(5):
+        since = c.status(lead, timeout=5).raftIndex - newest_copy(lead)
+        if since <= COPY_EVERY // 2:
+            return
+        old = newest_copy(lead)
+        write_keys(lead, "pad-%d" % old, COPY_EVERY - since + 50)
+        deadline = time.monotonic() + 20
+        while newest_copy(lead) <= old and time.monotonic() < deadline:
+            time.sleep(0.1)
+    raise AssertionError("the leader's copies do not follow its index")
+
+
+def member_set(m):
+    from test_membership import member_list
+    return sorted((x["ID"], bool(x.get("isLearner"))) for x in
+                  member_list(m)["members"])
+
+
+def wait_member_lists_agree(c, among=None, timeout=30.0):
+    """The members every member of among (default: all) lists, once they
+    agree.  A learner is not asked: it serves no MemberList."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sets = {m.name: member_set(m) for m in among or c.members}
+        if len({tuple(s) for s in sets.values()}) == 1:
+            return next(iter(sets.values()))
+        if time.monotonic() > deadline:
+            raise AssertionError("member lists differ: %r" % sets)
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("learner", [True, False], ids=["learner", "voter"])
+def test_member_added_after_copy_reaches_lagging_follower(make_cluster,
+                                                          learner):
+    """A member is added after the leader's newest snapshot copy (at index
+    C) and before a lagging follower gets that copy.  The follower must
+    install the membership as of C (the new member comes with the log
+    entry after C); then every member agrees on the members and the
+    content, the new member joins (by snapshot as well), and the follower
+    restarts cleanly."""
+    from test_membership import new_member, reconfig, spawn_joining, \
+        wait_serving
+    c = make_cluster(3, extra_args=["--snapshot-count", str(COPY_EVERY),
+                                    "--strict-reconfig-check=false"])
+    lead, f = leader_and_follower(c)
+    write_keys(lead, "a", 100)
+    converge_and_check(c, 100)
+    c.kill(f)
+    write_keys(lead, "b", LOG_KEEP + 1500)
+    if not against_etcd():
+        far_from_next_copy(c, lead)
+
+    m4 = new_member(c, "m4")
+    args = ["member", "add", "m4", "--peer-urls", m4.advertised_peer_url]
+    if learner:
+        args.append("--learner")
+    out = reconfig([lead], *args).stdout
+    m4.id = int(re.search(r"Member\s+([0-9a-f]+) added", out).group(1), 16)
+    env = dict(re.findall(r'^(ETCD_\w+)="(.*)"$', out, re.M))
+    added_at = c.status(lead, timeout=5).raftIndex
+    copy = 0
+    if not against_etcd():
+        copy = newest_copy(lead)
+        assert 0 < copy < added_at, (copy, added_at)
+
+    mark = start_log_offset(f)
+    c.restart(f, timeout=60.0)
+    converge_and_check(c, 100 + LOG_KEEP + 1500)
+    text = log_text(f)[mark:]
+    assert INSTALLED.search(text), "the follower did not log an install"
+    if not against_etcd():
+        got = INSTALLED_CONF.search(text)
+        assert got, text[-2000:]
+        index = int(got.group(1))
+        voters = {int(x, 16) for x in got.group(2).split(",") if x}
+        learners = {int(x, 16) for x in got.group(3).split(",") if x}
+        assert index <= copy < added_at, (index, copy, added_at)
+        # The membership as of the copy: the three first members only.
+        assert voters == {m.id for m in c.members}, (voters, learners)
+        assert learners == set(), (voters, learners)
+    members = wait_member_lists_agree(c)
+    assert (m4.id, learner) in members, members
+    assert len(members) == 4, members
+
+    # The new member joins; the leader's log is truncated, so it too
+    # starts from a snapshot (one that predates its own addition).
+    voters = list(c.members) + ([] if learner else [m4])
+    c.members.append(m4)
+    spawn_joining(c, m4, env["ETCD_INITIAL_CLUSTER"])
+    wait_serving(m4, timeout=60.0)
+    converge_and_check(c, 100 + LOG_KEEP + 1500)
+    assert wait_member_lists_agree(c, voters) == members
+
+    # The follower restarts cleanly from what it installed, and all keep
+    # replicating.
+    c.restart(f, timeout=60.0)
+    write_keys(f, "c", 100)
+    converge_and_check(c, 100 + LOG_KEEP + 1500 + 100)
+    assert wait_member_lists_agree(c, voters) == members
+
+
+def test_member_added_before_copy_is_reached_after_install(make_cluster):
+    """The converse: a voter is added (and started) while a follower is
+    down, before the copies that follower then installs.  The follower
+    learns the new member only from the snapshot (it never applies the
+    change), so installing it must also connect it to that member: led by
+    the follower, the new member gets its entries and heartbeats (else it
+    would time out and campaign, and the term would move)."""
+    from test_membership import add_and_start, ctl
+    c = make_cluster(3, extra_args=["--snapshot-count", str(COPY_EVERY),
+                                    "--strict-reconfig-check=false"])
+    lead, f = leader_and_follower(c)
+    write_keys(lead, "a", 100)
+    converge_and_check(c, 100)
+    c.kill(f)
+    m4 = add_and_start(c, "m4")
+    write_keys(lead, "b", LOG_KEEP + 1500)
+    mark = start_log_offset(f)
+    c.restart(f, timeout=60.0)
+    converge_and_check(c, 100 + LOG_KEEP + 1500)
+    text = log_text(f)[mark:]
+    assert INSTALLED.search(text), "the follower did not log an install"
+    if not against_etcd():
+        got = INSTALLED_CONF.search(text)
+        assert got and ("%016x" % m4.id) in got.group(2), got
+        # Its restart only knew the first three (its store predates m4).
+        assert re.search(r"added peer %016x" % m4.id, text), text[-3000:]
+
+    # Led by the follower (a transfer right after its restart may time
+    # out while the others' streams to it come back: try again).
+    deadline = time.monotonic() + 60
+    while True:
+        lead, _ = c.wait_leader()
+        if lead is f:
+            break
+        assert time.monotonic() < deadline, "cannot move the leadership"
+        ctl(lead.endpoint, "move-leader", "%x" % f.id, check=False)
+    term = c.status(f, timeout=5).raftTerm
+    write_keys(f, "c", 200)
+    time.sleep(3 * c.election_ms / 1000.0)
+    converge_and_check(c, 100 + LOG_KEEP + 1500 + 200)
+    st = c.status(f, timeout=5)
+    assert (st.leader, st.raftTerm) == (f.id, term), (st.leader, term)

@@ -1,0 +1,357 @@
+/*
+ * test_server_snapshot.c - goal: a snapshot of the store carries the
+ * metadata of the state it holds: its index, that index's term and the
+ * membership (raft ConfState) as of that index, never a membership that
+ * changed after it; and a member that installs a snapshot takes the
+ * membership its store holds, whatever the leader's message said.
+ *
+ * Method: real single-member servers on temporary data dirs, with a small
+ * --snapshot-count so that the snapshot worker copies the store.
+ * (1) A copy is made at index I; a learner is then added (a conf change
+ *     at an index > I); the metadata the member would send with the copy
+ *     (server__snap_newest) must still be I's, without the learner; the
+ *     next copy (after the change) has the learner; each snap file's own
+ *     members table agrees.  (A restart with the learner needs a peer
+ *     listener: tests/cluster/test_snapshot.py restarts such members.)
+ * (2) A copy made by member A is handed to another member B as if A's
+ *     transport had sent it, with a MsgSnap whose ConfState is wrong (it
+ *     makes B a voter and adds an unknown learner).  B must install A's
+ *     store with the store's membership: B is then not a voter, which raft
+ *     shows by never campaigning (the term stays the message's), and the
+ *     recorded metadata says A alone.  B restarts cleanly on that store.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "raft/raft.h"
+#include "server/server.h"
+#include "server/server_int.h"
+#include "util/err.h"
+
+#define WAIT_MS 20000
+
+static char dir_a[256], dir_b[256];
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+static struct server *start(const char *dir, const char *name,
+                            const char *url, uint64_t snapshot_count)
+{
+    static char initial[2][256];
+    char *ic = initial[strcmp(dir, dir_a) == 0 ? 0 : 1];
+    snprintf(ic, sizeof initial[0], "%s=%s", name, url);
+    struct server_config c = {
+        .name = name,
+        .data_dir = dir,
+        .peer_urls = url,
+        .client_urls = "http://localhost:2379",
+        .cluster_token = "etcd-cluster",
+        .initial_cluster = ic,
+        .heartbeat_ms = 100,
+        .election_ms = 1000,
+        .snapshot_count = snapshot_count,
+        .max_request_bytes = 1572864,
+        .max_txn_ops = 128,
+    };
+    struct server *s;
+    assert_int_equal(server_start(&c, &s), 0);
+    return s;
+}
+
+static struct server *start_a(void)
+{
+    return start(dir_a, "a", "http://127.0.0.1:12380", 50);
+}
+
+static struct server *start_b(void)
+{
+    return start(dir_b, "b", "http://127.0.0.1:22380", 100000);
+}
+
+/* --- synchronous calls ---------------------------------------------------- */
+
+struct box {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    int err;
+    uint64_t id;
+};
+
+#define BOX_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0}
+
+static void box_set(struct box *b, int err, uint64_t id)
+{
+    pthread_mutex_lock(&b->mu);
+    b->err = err;
+    b->id = id;
+    b->done = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void box_wait(struct box *b)
+{
+    pthread_mutex_lock(&b->mu);
+    while (!b->done)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void on_put(void *arg, const struct server_response *r)
+{
+    box_set(arg, r->err, 0);
+}
+
+static void on_member(void *arg, const struct server_member_result *r)
+{
+    box_set(arg, r->err, r->id);
+}
+
+static void put_keys(struct server *s, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s/%04d", prefix, i);
+        Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+        p.key.data = (uint8_t *)key;
+        p.key.len = strlen(key);
+        p.value.data = (uint8_t *)"v";
+        p.value.len = 1;
+        Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+        ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_PUT;
+        ir.put = &p;
+        struct box b = BOX_INIT;
+        server_propose(s, &ir, on_put, &b);
+        box_wait(&b);
+        assert_int_equal(b.err, 0);
+    }
+}
+
+static uint64_t add_learner(struct server *s)
+{
+    const char *urls[] = {"http://127.0.0.1:32380"};
+    struct server_member_change c = {.op = SERVER_MEMBER_ADD,
+                                     .peer_urls = urls,
+                                     .n_peer_urls = 1,
+                                     .is_learner = true};
+    struct box b = BOX_INIT;
+    server_member_change(s, &c, on_member, &b);
+    box_wait(&b);
+    assert_int_equal(b.err, 0);
+    assert_true(b.id != 0);
+    return b.id;
+}
+
+/* The metadata of the newest snapshot, once its index exceeds `after`. */
+static struct raft_snapshot_meta newest_after(struct server *s, uint64_t after)
+{
+    struct raft_snapshot_meta m;
+    uint64_t deadline = now_ms() + WAIT_MS;
+    while (server__snap_newest(s, &m) != 0 || m.index <= after) {
+        assert_true(now_ms() < deadline);
+        usleep(20 * 1000);
+    }
+    return m;
+}
+
+/* --- membership checks ---------------------------------------------------- */
+
+static bool has(const raft_id *ids, uint32_t n, uint64_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+/* cs is exactly: voter `voter`, and learner `learner` unless it is 0. */
+static void assert_conf(const struct raft_conf_state *cs, uint64_t voter,
+                        uint64_t learner)
+{
+    assert_int_equal(cs->n_voters, 1);
+    assert_true(cs->voters[0] == voter);
+    assert_int_equal(cs->n_learners, learner ? 1 : 0);
+    if (learner)
+        assert_true(has(cs->learners, cs->n_learners, learner));
+    assert_int_equal(cs->n_voters_outgoing, 0);
+    assert_int_equal(cs->n_learners_next, 0);
+}
+
+/* The members table of the snap file <dir>/member/snap/<index>.snap.db,
+ * read from a scratch copy (opening an LMDB file may write to it). */
+static struct raft_conf_state snap_file_conf(const char *dir, uint64_t index)
+{
+    char src[512], scratch[512], cmd[2200];
+    snprintf(src, sizeof src, "%s/member/snap/%016" PRIx64 ".snap.db", dir,
+             index);
+    snprintf(scratch, sizeof scratch, "%s/scratch", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s' && cp '%s' "
+             "'%s/data.mdb'", scratch, scratch, src, scratch);
+    assert_int_equal(system(cmd), 0);
+    struct backend *be;
+    struct backend_options bo = {.no_fsync = true};
+    assert_int_equal(backend_open(scratch, &bo, &be), 0);
+    struct raft_conf_state cs;
+    assert_int_equal(server__members_conf_read(be, &cs), 0);
+    backend_close(be);
+    return cs;
+}
+
+/* --- (1) a copy's metadata is its own index's ---------------------------- */
+
+static void test_copy_meta_is_as_of_its_index(void **state)
+{
+    (void)state;
+    struct server *s = start_a();
+    uint64_t self = server_member_id(s);
+    put_keys(s, "one", 60);
+    struct raft_snapshot_meta m1 = newest_after(s, 0);
+    assert_true(m1.term > 0);
+    assert_conf(&m1.conf, self, 0);
+
+    /* A conf change after the copy: the copy is still described as of
+     * its index (this is what the member would send a follower). */
+    uint64_t learner = add_learner(s);
+    struct server_stats st;
+    server_stats_get(s, &st);
+    assert_true(st.applied_index > m1.index);
+    struct raft_snapshot_meta now;
+    assert_int_equal(server__snap_newest(s, &now), 0);
+    assert_int_equal(now.index, m1.index); /* no copy since: 50 entries */
+    assert_int_equal(now.term, m1.term);
+    assert_conf(&now.conf, self, 0);
+
+    /* The next copy is after the change: it has the learner. */
+    put_keys(s, "two", 60);
+    struct raft_snapshot_meta m2 = newest_after(s, st.applied_index);
+    assert_conf(&m2.conf, self, learner);
+
+    /* Each file's own members table says the same. */
+    struct raft_conf_state f1 = snap_file_conf(dir_a, m1.index);
+    struct raft_conf_state f2 = snap_file_conf(dir_a, m2.index);
+    assert_conf(&f1, self, 0);
+    assert_conf(&f2, self, learner);
+    server_stop(s);
+}
+
+/* --- (2) an installed snapshot takes its store's membership -------------- */
+
+static void wait_applied(struct server *s, uint64_t index)
+{
+    uint64_t deadline = now_ms() + WAIT_MS;
+    struct server_stats st;
+    for (server_stats_get(s, &st); st.applied_index != index;
+         server_stats_get(s, &st)) {
+        assert_true(now_ms() < deadline);
+        usleep(20 * 1000);
+    }
+}
+
+static void test_received_snapshot_installs_store_conf(void **state)
+{
+    (void)state;
+    /* A: a copy of a store holding 60 keys, whose only member is A. */
+    struct server *a = start_a();
+    uint64_t id_a = server_member_id(a);
+    put_keys(a, "k", 60);
+    struct raft_snapshot_meta ma = newest_after(a, 0);
+    assert_conf(&ma.conf, id_a, 0);
+    server_stop(a);
+
+    struct server *b = start_b();
+    uint64_t id_b = server_member_id(b);
+    assert_true(id_b != id_a);
+    struct server_stats st;
+    server_stats_get(b, &st);
+    assert_true(st.applied_index < ma.index);
+
+    /* As B's transport would: the file under its name in B's snap dir,
+     * then the MsgSnap.  Its ConfState is wrong on purpose. */
+    char src[512], dst[512], cmd[1200];
+    snprintf(src, sizeof src, "%s/member/snap/%016" PRIx64 ".snap.db", dir_a,
+             ma.index);
+    snprintf(dst, sizeof dst, "%s/member/snap/%016" PRIx64 ".snap.db", dir_b,
+             ma.index);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
+    assert_int_equal(system(cmd), 0);
+    struct raft_snapshot snap = {.meta = ma};
+    snap.meta.conf.voters[snap.meta.conf.n_voters++] = id_b;
+    snap.meta.conf.learners[snap.meta.conf.n_learners++] = 0x1234;
+    const uint64_t term = 50;
+    struct raft_msg m = {.type = RAFT_MSG_SNAP, .from = id_a, .to = id_b,
+                         .term = term, .snapshot = &snap};
+    assert_int_equal(server__snap_received(b, &m, dst), 0);
+    wait_applied(b, ma.index);
+
+    struct raft_snapshot_meta mb;
+    assert_int_equal(server__snap_newest(b, &mb), 0);
+    assert_int_equal(mb.index, ma.index);
+    assert_int_equal(mb.term, ma.term);
+    assert_conf(&mb.conf, id_a, 0);
+    /* Raft took A alone as the membership: B, not a voter there, never
+     * campaigns (with the message's ConfState it would, within 2 s). */
+    usleep(3500 * 1000);
+    struct server_status ss;
+    assert_int_equal(server_status_get(b, &ss), 0);
+    assert_int_equal(ss.raft_term, term);
+    struct server_member_info info[4];
+    assert_int_equal(server_members_list(b, info, 4), 1);
+    assert_true(info[0].id == id_a);
+    server_stop(b);
+
+    /* B restarts on the installed store. */
+    b = start_b();
+    server_stats_get(b, &st);
+    assert_int_equal(st.applied_index, ma.index);
+    assert_int_equal(server_members_list(b, info, 4), 1);
+    server_stop(b);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir_a, sizeof dir_a, "/tmp/cetcd-test-snap-a-XXXXXX");
+    snprintf(dir_b, sizeof dir_b, "/tmp/cetcd-test-snap-b-XXXXXX");
+    assert_non_null(mkdtemp(dir_a));
+    assert_non_null(mkdtemp(dir_b));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir_a, dir_b);
+    return system(cmd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_copy_meta_is_as_of_its_index,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_received_snapshot_installs_store_conf, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
