@@ -447,6 +447,11 @@ static int make_copy(struct server *s, uint64_t target, uint64_t *index_out,
         rc = read_meta(stage, &index, conf_out, &conf_rc);
     if (rc == 0 && (index < target || conf_rc != 0))
         rc = ERR_CORRUPT; /* the store went backwards, or lost its members */
+    /* A lone voter's store may hold a tentative batch (speculative apply,
+     * apply.c) whose WAL fsync has not returned: the copy stands for a
+     * committed state only once that index is applied (published). */
+    if (rc == 0 && !wait_applied(s, index))
+        rc = atomic_load(&s->stopping) ? ERR_STOPPED : ERR_TIMEOUT;
     char final[SNAP_PATH_MAX];
     snap_file(s, index, final, sizeof final);
     if (rc == 0 && rename(data, final) != 0)
