@@ -79,6 +79,7 @@ int server__raft_receive(struct server *s, const struct raft_msg *m)
 
 struct wal_buf;
 static int handle_ready(struct server *s, struct wal_buf *wb);
+static void lone_voter_update(struct server *s);
 static void wal_buf_free(struct wal_buf *wb);
 static int catch_up(struct server *s);
 
@@ -230,9 +231,11 @@ int server__raft_open(struct server *s)
                  (unsigned long long)r.hs.commit,
                  (unsigned long long)r.hs.term);
     restore_free(&r);
+    if (rc == 0)
+        lone_voter_update(s);
     /* A lone voter need not wait an election timeout (etcd fast-forwards
      * its ticks the same way). */
-    if (rc == 0 && s->n_members == 1)
+    if (rc == 0 && atomic_load(&s->lone_voter))
         rc = raft_campaign(s->raft);
     if (rc == 0)
         rc = catch_up(s);
@@ -320,6 +323,18 @@ static struct server_entry *entry_new(uint64_t index, const uint8_t *src,
     return x;
 }
 
+/* s->lone_voter := raft's configuration has this member as its only voter
+ * (not joint).  Called whenever the configuration may have changed: at
+ * start, after a conf change is applied, after a snapshot is installed. */
+static void lone_voter_update(struct server *s)
+{
+    struct raft_status st;
+    raft_status(s->raft, &st);
+    atomic_store(&s->lone_voter, st.conf.n_voters == 1 &&
+                                     st.conf.voters[0] == s->member_id &&
+                                     st.conf.n_voters_outgoing == 0);
+}
+
 /* May rd's new entries be applied while their fsync runs (apply.c,
  * "Speculative apply")?  Only when this member is the only voter (its own
  * fsync commits them and no other leader can replace them), no conf change
@@ -333,12 +348,7 @@ static bool may_speculate(struct server *s, const struct raft_ready *rd)
     for (size_t i = 0; i < rd->n_entries; i++)
         if (rd->entries[i].type != RAFT_ENTRY_NORMAL)
             return false;
-    if (server__spec_last(s) != 0)
-        return false;
-    struct raft_status st;
-    raft_status(s->raft, &st);
-    return st.conf.n_voters == 1 && st.conf.voters[0] == s->member_id &&
-           st.conf.n_voters_outgoing == 0;
+    return atomic_load(&s->lone_voter) && server__spec_last(s) == 0;
 }
 
 /* Hands rd's (unsynced) entries to the applier as a tentative batch;
@@ -390,8 +400,10 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
         size_t len = e->len;
         /* A conf change takes effect in raft here; the applier gets its
          * context (the members store change), see members.c. */
-        if (!normal)
+        if (!normal) {
             server__conf_change_committed(s, e, &src, &len);
+            lone_voter_update(s);
+        }
         struct server_entry *x = entry_new(e->index, src, len);
         if (x == NULL)
             return ERR_NOMEM;
@@ -502,6 +514,8 @@ static int handle_ready(struct server *s, struct wal_buf *wb)
         int rc = raft_ready(s->raft, &rd);
         if (rc == 0)
             rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
+        if (rc == 0 && rd.snapshot)
+            lone_voter_update(s);
         /* A new leader (not "none"), as etcd's newLeader. */
         bool new_lead = rd.has_soft_state && rd.soft_state.lead != 0 &&
                         rd.soft_state.lead != atomic_load(&s->lead);

@@ -78,10 +78,12 @@ static int range_local(struct server *s, const Etcdserverpb__RangeRequest *req,
 
 /* A lone voter that leads needs no heartbeat round to know it is still
  * the leader (raft answers its ReadIndex at once too): it reads at its
- * commit index without a trip through the raft thread. */
+ * commit index without a trip through the raft thread.  lone_voter follows
+ * raft's configuration (a member added later ends the shortcut). */
 static bool lone_leader(struct server *s)
 {
-    return s->n_members == 1 && atomic_load(&s->lead) == s->member_id;
+    return atomic_load(&s->lone_voter) &&
+           atomic_load(&s->lead) == s->member_id;
 }
 
 /* Serves a read whose consistency point is known: wait, read, answer. */

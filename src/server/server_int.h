@@ -177,6 +177,8 @@ struct server {
         } done;
     } spec;
     bool spec_ok;               /* raft thread: threads run, may speculate */
+    _Atomic bool lone_voter;    /* raft's config: this member, alone, votes
+                                 * (written by the raft thread) */
 
     /* --- raft (raft thread unless noted) --- */
     struct raft *raft;          /* the consensus state machine */

@@ -365,3 +365,44 @@ def test_join_with_other_token_refused(make_cluster):
     c.members.remove(m4)
     with open(m4.log_path) as f:
         assert "token does not match" in f.read()
+
+
+def test_grown_single_member_reads_need_quorum(make_cluster):
+    """A member started alone answers linearizable reads without a
+    ReadIndex round while it is the only voter.  Once a second voter has
+    joined, it must confirm its leadership again: with that voter paused,
+    a linearizable read through it does not succeed (etcd 3.4.23 times
+    out too), a serializable one still does."""
+    c = make_cluster(1)
+    a = c.members[0]
+    m2 = add_and_start(c, "m2")
+    wait_member(a, m2.id, lambda x: x.get("name") == "m2")
+    ctl(a.endpoint, "put", "k", "v1")
+    lead, _ = c.wait_leader()
+    if lead is not a:  # only the original member had the shortcut
+        ctl(a.endpoint, "move-leader", "%x" % a.id)
+        deadline = time.monotonic() + 15
+        while c.wait_leader()[0] is not a:
+            assert time.monotonic() < deadline, "a did not take the lead"
+            time.sleep(0.2)
+    c.pause(m2)
+    try:
+        t0 = time.monotonic()
+        p = ctl(a.endpoint, "get", "k", "--print-value-only",
+                "--command-timeout=2s", check=False)
+        assert p.returncode != 0, \
+            "linearizable read answered without a quorum: %r after %.2fs" % (
+                p.stdout, time.monotonic() - t0)
+        p = ctl(a.endpoint, "get", "k", "--print-value-only",
+                "--consistency=s")
+        assert p.stdout.strip() == "v1"
+    finally:
+        c.resume(m2)
+    deadline = time.monotonic() + 20
+    while True:
+        p = ctl(a.endpoint, "get", "k", "--print-value-only", check=False)
+        if p.returncode == 0:
+            assert p.stdout.strip() == "v1"
+            break
+        assert time.monotonic() < deadline, p.stderr
+        time.sleep(0.3)
