@@ -60,10 +60,12 @@ static int enqueue_one(struct peer__peer *p, const struct raft_msg *m)
         rv = ERR_STOPPED;
     else
         rv = peer__queue_push(&p->q, &b);
-    if (rv == 0)
-        pthread_cond_signal(&p->cond);
-    else
+    if (rv == 0) {
+        if (!peer__write_lent_locked(p))
+            pthread_cond_signal(&p->cond);
+    } else {
         p->stats.dropped_msgs++;
+    }
     pthread_mutex_unlock(&p->mu);
     if (rv != 0)
         mem_free(b.data);

@@ -234,12 +234,20 @@ struct peer__peer {
     uint64_t urls_gen;            /* mu: bumped by peer_update */
     bool stop;                    /* mu: threads must exit */
     bool down;                    /* mu: last attempt failed; drop sends */
+    bool lent;                    /* mu: the sender thread is parked with an
+                                   * idle open stream: peer_send may start
+                                   * one write on it (send.c) */
     struct peer_stats stats;      /* mu */
     bool snap_busy;               /* mu: a snapshot thread is running */
     bool snap_joinable;           /* owner: snap_thread must be joined */
     pthread_t snap_thread;        /* owner: the last snapshot thread */
     struct peer__stream st;       /* sender thread only */
 };
+
+/* send.c: with p->mu held, start a write of the queued messages on the
+ * stream the parked sender thread lent (see send.c); false if it was not
+ * lent or nothing is queued. */
+bool peer__write_lent_locked(struct peer__peer *p);
 
 /* The transport.  Created and closed by its owner; peers[] is guarded by
  * lock (write: add/remove/close; read: everyone else). */

@@ -292,8 +292,33 @@ static bool write_next(struct peer__peer *p)
     return true;
 }
 
+/*
+ * The stream is lent while the sender thread is parked in idle_wait with
+ * an open, acknowledged stream and nothing in flight: then the thread that
+ * queues a message (the raft thread) starts its write itself, so the bytes
+ * leave without first waking the sender, and only then wakes the sender to
+ * wait for the write's completion.  The parked sender touches none of its
+ * stream state, and taking or returning the loan happens under p->mu.
+ */
+bool peer__write_lent_locked(struct peer__peer *p)
+{
+    struct peer__stream *s = &p->st;
+    if (!p->lent)
+        return false;
+    size_t n = peer__queue_take(&p->q, s->take, s->take_max,
+                                p->t->lim.batch_bytes_max);
+    if (n == 0)
+        return false;
+    p->lent = false;
+    write_start(p, s->take, n, false);
+    for (size_t i = 0; i < n; i++)
+        mem_free(s->take[i].data);
+    pthread_cond_signal(&p->cond);
+    return true;
+}
+
 /* idle_wait sleeps on the condition variable up to ms, unless there is
- * something to do already. */
+ * something to do already; an idle open stream is lent meanwhile. */
 static void idle_wait(struct peer__peer *p, int64_t ms)
 {
     if (ms <= 0)
@@ -306,9 +331,13 @@ static void idle_wait(struct peer__peer *p, int64_t ms)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000;
     }
+    struct peer__stream *s = &p->st;
     pthread_mutex_lock(&p->mu);
-    if (p->q.n == 0 && !p->stop && p->urls_gen == p->st.urls_gen)
+    if (p->q.n == 0 && !p->stop && p->urls_gen == s->urls_gen) {
+        p->lent = s->call != NULL && s->acked && !s->failing && !s->sending;
         pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+        p->lent = false;
+    }
     pthread_mutex_unlock(&p->mu);
 }
 
