@@ -32,13 +32,16 @@ static grpc_channel_credentials *creds_for(grpc_channel_credentials *creds[2],
 
 /* channels_open creates every endpoint's channel; grpc_init is held.  The
  * reconnect back-off is kept short so a restarted member is found again
- * quickly (failover between endpoints is ours, see unary.c). */
+ * quickly (failover between endpoints is ours, see unary.c); one
+ * connection attempt gets the dial timeout (c->dial_timeout_ms is set). */
 static int channels_open(struct cetcd_client *c,
                          const struct cetcd_client_opts *opts, int max_recv)
 {
     const struct dial_channel_opts o = {.max_recv_bytes = max_recv,
                                         .backoff_min_ms = 100,
-                                        .backoff_max_ms = 1000};
+                                        .backoff_max_ms = 1000,
+                                        .connect_timeout_ms =
+                                            c->dial_timeout_ms};
     grpc_channel_credentials *creds[2] = {NULL, NULL};
     int rc = 0;
 

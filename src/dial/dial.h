@@ -17,7 +17,8 @@
  *   wants: its own subchannel pool (its own TCP connection, even to an
  *   address another channel of the process already dials), no core
  *   retries (the callers retry and fail over themselves), a reconnect
- *   back-off on the caller's scale, and a receive limit;
+ *   back-off on the caller's scale, a connect timeout and a receive
+ *   limit;
  * - dial_tls_probe tells why a TLS connection fails (gRPC does not).
  *
  * THREADS AND LIFETIME
@@ -88,6 +89,12 @@ struct dial_channel_opts {
     int max_recv_bytes; /* largest message received */
     int backoff_min_ms; /* first and least reconnect delay */
     int backoff_max_ms; /* reconnect delay ceiling */
+    /* The least time one connection attempt gets: TCP connect, TLS
+     * handshake and the server's first SETTINGS frame.  Not a delay: an
+     * attempt that succeeds or fails sooner ends sooner.  It must cover a
+     * TLS handshake on a loaded machine (hundreds of ms under ASan on two
+     * busy cores), so seconds, not the back-off's milliseconds. */
+    int connect_timeout_ms;
 };
 
 /* dial_channel_create opens a channel to target (a dial_url_parse output)

@@ -105,6 +105,9 @@ struct peer_transport;
 #define PEER_DEFAULT_BACKOFF_MIN_MS 100
 #define PEER_DEFAULT_BACKOFF_MAX_MS 2000
 #define PEER_DEFAULT_SEND_TIMEOUT_MS 5000
+/* etcd gives a peer dial 1 s + the election timeout and a TLS handshake
+ * 10 s; one attempt here is TCP, TLS and the first SETTINGS together. */
+#define PEER_DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define PEER_DEFAULT_CHUNK_BYTES (1u << 20)     /* per SnapshotChunk */
 #define PEER_DEFAULT_SNAPSHOT_BYTES (8ull << 30) /* etcd's largest quota */
 #define PEER_DEFAULT_SNAPSHOT_TIMEOUT_MS 30000
@@ -167,6 +170,9 @@ struct peer_limits {
     uint32_t backoff_max_ms;      /* reconnect delay ceiling */
     uint32_t send_timeout_ms;     /* a write not taken by then breaks the
                                      stream (a stalled peer) */
+    uint32_t connect_timeout_ms;  /* one connection attempt (TCP, TLS
+                                     handshake, first SETTINGS) at least;
+                                     not a delay (dial.h) */
     size_t chunk_bytes;           /* data bytes per SnapshotChunk */
     uint64_t snapshot_bytes_max;  /* larger incoming snapshots refused */
     uint32_t snapshot_timeout_ms; /* no progress for this long fails a

@@ -27,6 +27,7 @@ static void limits_fill(struct peer_limits *l)
     DEF(backoff_min_ms, PEER_DEFAULT_BACKOFF_MIN_MS);
     DEF(backoff_max_ms, PEER_DEFAULT_BACKOFF_MAX_MS);
     DEF(send_timeout_ms, PEER_DEFAULT_SEND_TIMEOUT_MS);
+    DEF(connect_timeout_ms, PEER_DEFAULT_CONNECT_TIMEOUT_MS);
     DEF(chunk_bytes, PEER_DEFAULT_CHUNK_BYTES);
     DEF(snapshot_bytes_max, PEER_DEFAULT_SNAPSHOT_BYTES);
     DEF(snapshot_timeout_ms, PEER_DEFAULT_SNAPSHOT_TIMEOUT_MS);
@@ -369,10 +370,12 @@ grpc_channel *peer__channel_create(struct peer_transport *t, const char *url)
     if (rv != 0)
         return NULL;
     /* Reconnect back-off on the same scale as ours; the replies (acks,
-     * snapshot statuses) are small. */
+     * snapshot statuses) are small.  The connect timeout is separate: a
+     * TLS handshake on a loaded machine takes longer than the back-off. */
     const struct dial_channel_opts o = {
         .max_recv_bytes = 4 << 20,
         .backoff_min_ms = (int)t->lim.backoff_min_ms,
-        .backoff_max_ms = (int)t->lim.backoff_max_ms};
+        .backoff_max_ms = (int)t->lim.backoff_max_ms,
+        .connect_timeout_ms = (int)t->lim.connect_timeout_ms};
     return dial_channel_create(target, tls ? t->tls : t->plain, &o);
 }

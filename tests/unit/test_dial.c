@@ -108,7 +108,8 @@ static void test_creds_and_channel(void **state)
         {0}, /* the system's CAs */
     };
     const struct dial_channel_opts o = {
-        .max_recv_bytes = 1 << 20, .backoff_min_ms = 10, .backoff_max_ms = 20};
+        .max_recv_bytes = 1 << 20, .backoff_min_ms = 10, .backoff_max_ms = 20,
+        .connect_timeout_ms = 1000};
     (void)state;
     grpc_init();
     grpc_channel_credentials *plain = dial_creds_create(NULL);
