@@ -195,6 +195,17 @@ int join_fetch(const struct server_config *cfg, struct join_result *out)
         cetcdpb__join_response__free_unpacked(r, NULL);
         return 1;
     }
+    /* Ids are never 0: the member could not start with them (the peer
+     * transport and the stored ids refuse 0). */
+    if (r->cluster_id == 0 || self->id == 0) {
+        fprintf(stderr, "cetcd: the running members answered cluster id "
+                        "%016llx and member id %016llx for this member: "
+                        "ids are never 0\n",
+                (unsigned long long)r->cluster_id,
+                (unsigned long long)self->id);
+        cetcdpb__join_response__free_unpacked(r, NULL);
+        return 1;
+    }
     out->resp = r;
     out->join.cluster_id = r->cluster_id;
     out->join.member_id = self->id;

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dial/dial.h"
 #include "peer/peer.h"
 #include "raft/raft.h"
 #include "server/members.h"
@@ -59,10 +60,19 @@ static void change_done(void *arg, const struct server_response *r)
 }
 
 /* etcd's types.NewURLs: scheme http, https, unix or unixs; host:port;
- * no path. */
+ * no path.  And a URL the peer transport dials (dial_url_parse, at most
+ * PEER_URL_LEN_MAX bytes): peer_add refuses others, and the member would
+ * be added but never reached. */
 static bool url_ok(const char *u)
 {
+    char target[PEER_URL_LEN_MAX + 8];
+    enum dial_security sec;
     const char *rest;
+    size_t len = strlen(u);
+    if (len >= PEER_URL_LEN_MAX ||
+        dial_url_parse(u, len, target, sizeof target, &sec) != 0 ||
+        sec == DIAL_SECURITY_DEFAULT)
+        return false;
     if (strncmp(u, "http://", 7) == 0)
         rest = u + 7;
     else if (strncmp(u, "https://", 8) == 0)
@@ -77,7 +87,7 @@ static bool url_ok(const char *u)
     for (const char *p = colon + 1; *p; p++)
         if (*p < '0' || *p > '9')
             return false;
-    return colon[1] != '\0' && strlen(u) < PEER_URL_LEN_MAX;
+    return colon[1] != '\0';
 }
 
 static bool urls_ok(const struct server_member_change *c)

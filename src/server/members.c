@@ -17,6 +17,7 @@
 #include "server/members.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,7 +299,9 @@ static int ids_write(struct server *s)
     return 0;
 }
 
-/* 0 and the ids, or ERR_NOTFOUND when the file is absent. */
+/* 0 and the ids, ERR_NOTFOUND when the file is absent, or ERR_CORRUPT
+ * when it does not start with 32 hex digits naming two non-zero ids
+ * (strtoull would take a damaged file for other ids, or for 0). */
 static int ids_read(struct server *s, uint8_t meta[16])
 {
     char path[4200], line[64];
@@ -308,15 +311,21 @@ static int ids_read(struct server *s, uint8_t meta[16])
         return ERR_NOTFOUND;
     bool ok = fgets(line, sizeof line, f) != NULL && strlen(line) >= 32;
     fclose(f);
+    for (int i = 0; ok && i < 32; i++)
+        ok = isxdigit((unsigned char)line[i]) != 0;
+    if (ok) {
+        char a[17], b[17];
+        memcpy(a, line, 16);
+        memcpy(b, line + 16, 16);
+        a[16] = b[16] = '\0';
+        be64_put(meta, strtoull(a, NULL, 16));
+        be64_put(meta + 8, strtoull(b, NULL, 16));
+        ok = be64_get(meta) != 0 && be64_get(meta + 8) != 0;
+    }
     if (!ok)
-        return ERR_CORRUPT;
-    char a[17], b[17];
-    memcpy(a, line, 16);
-    memcpy(b, line + 16, 16);
-    a[16] = b[16] = '\0';
-    be64_put(meta, strtoull(a, NULL, 16));
-    be64_put(meta + 8, strtoull(b, NULL, 16));
-    return 0;
+        log_error("etcdserver", "%s is corrupt: it must hold the member id "
+                  "and the cluster id as 32 hex digits", path);
+    return ok ? 0 : ERR_CORRUPT;
 }
 
 static int adopt_ids(struct server *s, const uint8_t meta[16])
