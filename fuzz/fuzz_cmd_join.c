@@ -147,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (be == NULL) {
         log_set_level(LOG_FATAL);
-        env_build();
+        env_build("cmd_join");
         quiet_fd = open("/dev/null", O_WRONLY);
         stderr_fd = dup(2);
         check(quiet_fd >= 0 && stderr_fd >= 0);

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "api/rpc.h"
+#include "fuzz_dir.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -105,7 +106,7 @@ void __wrap_api_stream_release(struct api_stream *s)
 /* --- the transport ------------------------------------------------------ */
 
 static struct peer_transport *tr;
-static char dir[64];
+static char dir[128];
 static struct peer__peer known; /* member 2: only its id is read */
 
 /* What the callbacks saw during one input. */
@@ -148,10 +149,7 @@ static bool is_removed(void *arg, raft_id id)
 
 static void transport_build(void)
 {
-    /* tmpfs when there is one: each verified snapshot is fsynced. */
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(dir, sizeof dir, "%s/fuzz_peer_recv.XXXXXX", base);
-    check(mkdtemp(dir) != NULL);
+    check(fuzz_dir_make("peer_recv", dir, sizeof dir));
     struct peer_config cfg = {
         .self = 1,
         .cluster_id = 0xc1,

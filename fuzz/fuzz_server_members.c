@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (be == NULL) {
         log_set_level(LOG_FATAL);
-        env_build();
+        env_build("server_members");
     }
     if (size < 2)
         return 0;

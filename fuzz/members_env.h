@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "fuzz_dir.h"
 #include "server/members.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -26,15 +27,14 @@ static void check(int cond)
         abort();
 }
 
-static char dir[64], member_dir[96], ids_path[128];
+static char dir[128], member_dir[160], ids_path[192];
 static struct backend *be;
 static backend_bucket b_members, b_removed;
 
-static void env_build(void)
+/* env_build makes the environment of the target named target. */
+static void env_build(const char *target)
 {
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(dir, sizeof dir, "%s/fuzz_server_members.XXXXXX", base);
-    check(mkdtemp(dir) != NULL);
+    check(fuzz_dir_make(target, dir, sizeof dir));
     snprintf(member_dir, sizeof member_dir, "%s/member", dir);
     check(mkdir(member_dir, 0700) == 0);
     snprintf(ids_path, sizeof ids_path, "%s/ids", member_dir);
