@@ -114,6 +114,8 @@ static void fill_config(struct server_config *c, const char *dir)
     c->unsafe_no_fsync = flags_get_bool("unsafe-no-fsync");
     const char *nospec = getenv("CETCD_NO_SPECULATIVE_APPLY");
     c->no_speculation = nospec != NULL && strcmp(nospec, "1") == 0;
+    const char *noinline = getenv("CETCD_NO_INLINE_RAFT");
+    c->no_inline_raft = noinline != NULL && strcmp(noinline, "1") == 0;
     c->heartbeat_ms = flags_get_u64("heartbeat-interval");
     c->election_ms = flags_get_u64("election-timeout");
     c->pre_vote = flags_get_bool("pre-vote");

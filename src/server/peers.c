@@ -23,6 +23,7 @@ static void on_messages(void *arg, raft_id from, const struct raft_msg *msgs,
     (void)from;
     for (size_t i = 0; i < n; i++)
         server__raft_receive(s, &msgs[i]);
+    server__raft_poke(s);
 }
 
 /* Reports for raft (it is owned by the raft thread): a short list of ids,

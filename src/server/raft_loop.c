@@ -77,10 +77,9 @@ int server__raft_receive(struct server *s, const struct raft_msg *m)
 
 /* --- start-up ---------------------------------------------------------- */
 
-struct wal_buf;
-static int handle_ready(struct server *s, struct wal_buf *wb);
+static int handle_ready(struct server *s, struct server_wal_buf *wb);
 static void lone_voter_update(struct server *s);
-static void wal_buf_free(struct wal_buf *wb);
+static void wal_buf_free(struct server_wal_buf *wb);
 static int catch_up(struct server *s);
 
 struct restore {
@@ -253,22 +252,18 @@ void server__raft_close(struct server *s)
 
 /* --- the loop ---------------------------------------------------------- */
 
-/* The entries of one Ready, converted for the WAL (reused buffer). */
-struct wal_buf {
-    struct wal_entry *v; /* entries */
-    size_t cap;          /* allocated */
-};
-
-static void wal_buf_free(struct wal_buf *wb)
+static void wal_buf_free(struct server_wal_buf *wb)
 {
     mem_free(wb->v);
+    wb->v = NULL;
+    wb->cap = 0;
 }
 
 /* Before serving, apply what the WAL says is committed (the threads are
  * not running yet, so the batches are applied here, in order). */
 static int catch_up(struct server *s)
 {
-    struct wal_buf wb = {NULL, 0};
+    struct server_wal_buf wb = {NULL, 0};
     int rc = handle_ready(s, &wb);
     wal_buf_free(&wb);
     return rc;
@@ -276,7 +271,7 @@ static int catch_up(struct server *s)
 
 /* Writes rd's entries and HardState to the WAL (not yet synced). */
 static int persist_append(struct server *s, const struct raft_ready *rd,
-                          struct wal_buf *wb)
+                          struct server_wal_buf *wb)
 {
     if (rd->n_entries > wb->cap) {
         size_t cap = rd->n_entries * 2;
@@ -507,7 +502,7 @@ static void leader_changed(struct server *s)
     }
 }
 
-static int handle_ready(struct server *s, struct wal_buf *wb)
+static int handle_ready(struct server *s, struct server_wal_buf *wb)
 {
     while (raft_has_ready(s->raft)) {
         struct raft_ready rd;
@@ -638,9 +633,8 @@ static void take_reads(struct server *s)
     }
 }
 
-/* Waits for an event or the next tick; returns the peer messages. */
-static struct server_inbox_msg *wait_event(struct server *s,
-                                           uint64_t next_tick)
+/* Waits for an event or the next tick. */
+static void wait_event(struct server *s, uint64_t next_tick)
 {
     pthread_mutex_lock(&s->ev_mu);
     while (!s->ev && !atomic_load(&s->stopping) &&
@@ -654,13 +648,12 @@ static struct server_inbox_msg *wait_event(struct server *s,
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
+        atomic_store(&s->raft_asleep, true);
         pthread_cond_timedwait(&s->ev_cv, &s->ev_mu, &ts);
+        atomic_store(&s->raft_asleep, false);
     }
     s->ev = false;
-    struct server_inbox_msg *x = s->inbox_head;
-    s->inbox_head = s->inbox_tail = NULL;
     pthread_mutex_unlock(&s->ev_mu);
-    return x;
 }
 
 static void fail_reads(struct server *s, int err)
@@ -678,14 +671,67 @@ static void fail_reads(struct server *s, int err)
         read_batch_finish(s, b, 0, err);
 }
 
+/* One pass over whatever has arrived: peer messages, transport reports,
+ * proposals, membership work, reads, snapshots, then the Ready (raft_mu
+ * held).  The inbox is taken here, under raft_mu, so that passes on
+ * different threads step a peer's messages in the order they came. */
+static void raft_pass(struct server *s)
+{
+    pthread_mutex_lock(&s->ev_mu);
+    struct server_inbox_msg *in = s->inbox_head;
+    s->inbox_head = s->inbox_tail = NULL;
+    pthread_mutex_unlock(&s->ev_mu);
+    step_inbox(s, in);
+    take_reports(s);
+    take_proposals(s);
+    server__members_raft_pass(s);
+    take_reads(s);
+    server__snap_tick(s); /* copies, sends, received snapshots */
+    int rc = handle_ready(s, &s->raft_wb);
+    if (rc != 0) {
+        log_error("etcdserver", "raft loop failed: %s; stopping",
+                  err_str(rc));
+        abort();
+    }
+}
+
+/*
+ * A proposal or a peer message that finds the raft thread asleep would
+ * wait for it to wake: on these machines an idle thread (an idle vCPU)
+ * takes tens of microseconds to run again, a large part of a lone
+ * client's round trip.  So the thread that queued the work runs the pass
+ * itself (WAL write and fsync included) when the raft thread sleeps and
+ * no pass runs; under load the raft thread is awake and takes the work as
+ * before, and the queuing threads keep serving their calls.
+ *
+ * No work is lost: whoever fails the trylock wakes the raft thread, which
+ * runs a pass after the current holder's.
+ */
+void server__raft_poke(struct server *s)
+{
+    if (!s->cfg.no_inline_raft && atomic_load(&s->raft_asleep) &&
+        pthread_mutex_trylock(&s->raft_mu) == 0) {
+        bool run = s->raft_live && !atomic_load(&s->stopping);
+        if (run)
+            raft_pass(s);
+        pthread_mutex_unlock(&s->raft_mu);
+        if (run)
+            return;
+    }
+    server__kick(s);
+}
+
 void *server__raft_main(void *arg)
 {
     struct server *s = arg;
-    struct wal_buf wb = {NULL, 0};
     uint64_t hb = s->cfg.heartbeat_ms;
     uint64_t next_tick = server__now_ms() + hb;
+    pthread_mutex_lock(&s->raft_mu);
+    s->raft_live = true;
+    pthread_mutex_unlock(&s->raft_mu);
     while (!atomic_load(&s->stopping)) {
-        struct server_inbox_msg *in = wait_event(s, next_tick);
+        wait_event(s, next_tick);
+        pthread_mutex_lock(&s->raft_mu);
         for (int n = 0; server__now_ms() >= next_tick && n < 10; n++) {
             raft_tick(s->raft);
             s->ticks++;
@@ -693,22 +739,15 @@ void *server__raft_main(void *arg)
         }
         if (server__now_ms() >= next_tick) /* stalled: no burst of ticks */
             next_tick = server__now_ms() + hb;
-        step_inbox(s, in);
-        take_reports(s);
-        take_proposals(s);
-        server__members_raft_pass(s);
-        take_reads(s);
-        server__snap_tick(s); /* copies, sends, received snapshots */
-        int rc = handle_ready(s, &wb);
-        if (rc != 0) {
-            log_error("etcdserver", "raft loop failed: %s; stopping",
-                      err_str(rc));
-            abort();
-        }
+        raft_pass(s);
+        pthread_mutex_unlock(&s->raft_mu);
     }
-    wal_buf_free(&wb);
+    pthread_mutex_lock(&s->raft_mu);
+    s->raft_live = false;
+    wal_buf_free(&s->raft_wb);
     fail_reads(s, ERR_STOPPED);
     server_queue_close(&s->committed);
+    pthread_mutex_unlock(&s->raft_mu);
     return NULL;
 }
 

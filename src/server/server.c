@@ -258,6 +258,7 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_mutex_init(&s->house_mu, NULL);
     pthread_mutex_init(&s->apply_mu, NULL);
     pthread_cond_init(&s->house_cv, NULL);
+    pthread_mutex_init(&s->raft_mu, NULL);
     pthread_mutex_init(&s->ev_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -392,6 +393,7 @@ void server_stop(struct server *s)
     pthread_mutex_destroy(&s->house_mu);
     pthread_mutex_destroy(&s->apply_mu);
     pthread_cond_destroy(&s->house_cv);
+    pthread_mutex_destroy(&s->raft_mu);
     pthread_mutex_destroy(&s->ev_mu);
     pthread_cond_destroy(&s->ev_cv);
     pthread_mutex_destroy(&s->ready_mu);
@@ -432,7 +434,7 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     if (rc == 0)
         rc = server_queue_push(&s->proposals, e, false);
     if (rc == 0)
-        server__kick(s);
+        server__raft_poke(s);
     if (rc != 0) {
         server_done_fn d;
         void *a;

@@ -65,6 +65,9 @@ struct server_config {
     bool no_speculation;          /* CETCD_NO_SPECULATIVE_APPLY=1: a lone
                                    * voter applies after its fsync, not
                                    * during it (for comparisons, tests) */
+    bool no_inline_raft;          /* CETCD_NO_INLINE_RAFT=1: only the raft
+                                   * thread runs raft passes, see
+                                   * server__raft_poke (for comparisons) */
     /* Joining a running cluster (--initial-cluster-state=existing, no WAL
      * yet): what a running member said (cmd learns it through the peer
      * listener's Join service).  NULL: bootstrap a new cluster from

@@ -192,6 +192,16 @@ struct server {
     /* When this member last became leader (server__now_ms; 0: never);
      * kept after it steps down.  Written by the raft thread. */
     _Atomic uint64_t lead_elected_ms;
+    /* Held by whoever runs a raft pass: the raft thread, or a thread that
+     * queued work while the raft thread slept (server__raft_poke).  Every
+     * "raft thread" field is guarded by it. */
+    pthread_mutex_t raft_mu;
+    bool raft_live;             /* under raft_mu: the raft thread runs */
+    _Atomic bool raft_asleep;   /* the raft thread waits for an event */
+    struct server_wal_buf {     /* under raft_mu: one Ready's WAL entries */
+        struct wal_entry *v;    /* (a reused buffer) */
+        size_t cap;
+    } raft_wb;
     pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
     pthread_cond_t ev_cv;       /* wakes the raft thread */
     bool ev;                    /* something arrived */
@@ -247,11 +257,18 @@ void server__peers_close(struct server *s);
 void *server__raft_main(void *arg);
 /* raft_loop.c: wake the raft thread (new proposal, message, read). */
 void server__kick(struct server *s);
+/* raft_loop.c: work was queued for raft (a proposal, peer messages): run
+ * the raft pass on the calling thread when the raft thread sleeps and
+ * nobody else runs one, else wake the raft thread.  The caller must hold
+ * no lock of the server's (the pass takes them, and may call waiters'
+ * callbacks). */
+void server__raft_poke(struct server *s);
 /* raft_loop.c: set up raft from the WAL (restart) or the initial cluster;
  * called by server_start before the threads run. */
 int server__raft_open(struct server *s);
 void server__raft_close(struct server *s);
-/* raft_loop.c: a message from a peer (copied; any thread). */
+/* raft_loop.c: queue a message from a peer (copied; any thread); the
+ * caller pokes raft (server__raft_poke) once its batch is queued. */
 int server__raft_receive(struct server *s, const struct raft_msg *m);
 /* raft_loop.c: queue a linearizable read for the next ReadIndex round
  * (batched with the reads arriving meanwhile).  0 or ERR_NOMEM. */
