@@ -17,69 +17,31 @@
  * Every check fails the program with a message; timings are printed.
  * Run under ASan for the leak and memory checks.
  */
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "api/rpc.h"
-#include "peer/peer.h"
 #include "peer/peer_int.h"
+#include "peer_harness.h"
 #include "util/err.h"
 #include "util/log.h"
 
 #define CLUSTER 0xc2u
-#define NODES_MAX 8
+/* Members have ids below this (nodes 1 to 7). */
+#define MEMBER_NODES 8
 #define ECHO_PATH "/cetcdpb.Test/Echo"
 #define SLOW_PATH "/cetcdpb.Test/Slow"
 #define SLOW_MS 1500
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
-
-/* One member under test; the fields marked mu are written by callbacks. */
-struct node {
-    raft_id id;                    /* member id, also the index here */
-    struct peer_transport *t;      /* NULL while down */
-    struct api_server *srv;        /* NULL while down */
-    int port;                      /* bound port, kept across restarts */
-    char url[64];                  /* http://127.0.0.1:port */
-    pthread_mutex_t mu;            /* guards the fields below */
-    bool removed[NODES_MAX];       /* mu: ids this node knows removed */
-    int removed_by;                /* mu: on_removed calls */
-    int64_t removed_at_us;         /* mu: the first one */
-    uint64_t got;                  /* mu: messages received */
-};
-
 static struct node nodes[NODES_MAX];
 static atomic_int slow_pending; /* slow calls not answered yet */
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void on_messages(void *arg, raft_id from, const struct raft_msg *msgs,
                         size_t n)
 {
     struct node *nd = arg;
-    (void)from;
     (void)msgs;
     pthread_mutex_lock(&nd->mu);
-    nd->got += n;
+    nd->got[from < NODES_MAX ? from : 0] += n;
     pthread_mutex_unlock(&nd->mu);
 }
 
@@ -87,7 +49,7 @@ static bool is_removed(void *arg, raft_id id)
 {
     struct node *nd = arg;
     pthread_mutex_lock(&nd->mu);
-    bool r = id < NODES_MAX && nd->removed[id];
+    bool r = id < MEMBER_NODES && nd->removed[id];
     pthread_mutex_unlock(&nd->mu);
     return r;
 }
@@ -95,7 +57,7 @@ static bool is_removed(void *arg, raft_id id)
 static void on_removed(void *arg, raft_id by)
 {
     struct node *nd = arg;
-    CHECK(by > 0 && by < NODES_MAX, "removed by %llu",
+    CHECK(by > 0 && by < MEMBER_NODES, "removed by %llu",
           (unsigned long long)by);
     pthread_mutex_lock(&nd->mu);
     if (nd->removed_by++ == 0)
@@ -137,6 +99,15 @@ static void slow(struct api_call *call, const uint8_t *req, size_t len,
     pthread_detach(th);
 }
 
+/* test_methods registers the echo and slow methods on nd's server. */
+static void test_methods(struct node *nd)
+{
+    CHECK(api_server_register_unary(nd->srv, ECHO_PATH, echo, nd) == 0,
+          "echo");
+    CHECK(api_server_register_unary(nd->srv, SLOW_PATH, slow, nd) == 0,
+          "slow");
+}
+
 static void node_start(struct node *nd)
 {
     struct peer_config cfg = {
@@ -150,43 +121,7 @@ static void node_start(struct node *nd)
     char listen[64];
     snprintf(listen, sizeof(listen), "http://127.0.0.1:%d", nd->port);
     struct api_server_config scfg = {.urls = {listen}, .urls_n = 1};
-    CHECK(api_server_create(&scfg, &nd->srv) == 0, "server create");
-    CHECK(peer_transport_register(nd->t, nd->srv) == 0, "register");
-    CHECK(api_server_register_unary(nd->srv, ECHO_PATH, echo, nd) == 0,
-          "echo");
-    CHECK(api_server_register_unary(nd->srv, SLOW_PATH, slow, nd) == 0,
-          "slow");
-    CHECK(api_server_start(nd->srv) == 0, "server start on %d", nd->port);
-    nd->port = api_server_port(nd->srv, 0);
-    snprintf(nd->url, sizeof(nd->url), "http://127.0.0.1:%d", nd->port);
-}
-
-static void node_stop(struct node *nd)
-{
-    api_server_close(nd->srv); /* Before the transport: see peer.h. */
-    nd->srv = NULL;
-    peer_transport_close(nd->t);
-    nd->t = NULL;
-}
-
-static void link_peer(struct node *from, const struct node *to)
-{
-    const char *urls[1] = {to->url};
-    CHECK(peer_add(from->t, to->id, urls, 1) == 0, "peer_add");
-}
-
-static void wait_active(struct node *a, raft_id id, int64_t max_ms)
-{
-    int64_t t0 = now_us();
-    struct peer_stats st;
-    for (;;) {
-        CHECK(peer_stats(a->t, id, &st) == 0, "stats");
-        if (st.active)
-            return;
-        CHECK(now_us() - t0 < max_ms * 1000, "%llu -> %llu not active",
-              (unsigned long long)a->id, (unsigned long long)id);
-        usleep(2000);
-    }
+    node_listen(nd, &scfg, test_methods);
 }
 
 static int removed_by(struct node *nd, int64_t *at_us)
@@ -385,10 +320,8 @@ int main(void)
 {
     log_set_level(getenv("PEER_PAIR_LOG") ? LOG_DEBUG : LOG_ERROR);
     int64_t t0 = now_us();
-    for (int i = 1; i < NODES_MAX; i++) {
-        nodes[i].id = (raft_id)i;
-        pthread_mutex_init(&nodes[i].mu, NULL);
-    }
+    for (int i = 1; i < MEMBER_NODES; i++)
+        node_init(&nodes[i], (raft_id)i, NULL);
     struct node *a = &nodes[1], *b = &nodes[2], *c = &nodes[3];
     node_start(a);
     node_start(b);

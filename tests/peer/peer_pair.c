@@ -17,83 +17,38 @@
 #include <sched.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "api/rpc.h"
-#include "peer/peer.h"
 #include "peer/peer_int.h"
+#include "peer_harness.h"
 #include "util/err.h"
 #include "util/log.h"
 
 #define CLUSTER 0xc1u
-#define NODES_MAX 10
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
-
-/* One member under test.  The test thread owns it; the fields marked mu
- * are written by the transport's callbacks. */
-struct node {
-    raft_id id;                      /* member id, also the index here */
-    uint64_t cluster;                /* its cluster id */
-    struct peer_transport *t;        /* NULL while down */
-    struct api_server *srv;          /* NULL while down */
-    int port;                        /* bound port, kept across restarts */
-    char url[64];                    /* http://127.0.0.1:port */
-    char dir[128];                   /* snapshot directory */
-    pthread_mutex_t mu;              /* guards the fields below */
-    uint64_t last_seq[NODES_MAX];    /* mu: last index seen per sender */
-    uint64_t got[NODES_MAX];         /* mu: messages per sender */
-    uint64_t gaps[NODES_MAX];        /* mu: missing numbers per sender */
-    uint64_t disorder;               /* mu: numbers that went backwards */
-    uint64_t unreachable[NODES_MAX]; /* mu: on_unreachable per peer */
-    int snaps_in;                    /* mu: snapshots taken */
-    int snap_ok, snap_fail;          /* mu: on_snapshot_status outcomes */
-    const char *expect_file;         /* snapshot source to compare with */
-    atomic_bool stall;               /* on_messages blocks while set */
-};
+/* Senders have ids below this (nodes 1 to 7). */
+#define PAIR_NODES 10
 
 static struct node nodes[NODES_MAX];
 static char tmp_root[64];
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void on_messages(void *arg, raft_id from, const struct raft_msg *msgs,
                         size_t n)
 {
     struct node *nd = arg;
-    CHECK(from > 0 && from < NODES_MAX, "from %llu", (unsigned long long)from);
+    CHECK(from > 0 && from < PAIR_NODES, "from %llu", (unsigned long long)from);
     while (atomic_load(&nd->stall)) /* a member that stopped reading */
         usleep(1000);
     pthread_mutex_lock(&nd->mu);
     for (size_t i = 0; i < n; i++) {
         uint64_t seq = msgs[i].index;
-        if (seq <= nd->last_seq[from])
+        if (seq <= nd->last[from])
             nd->disorder++;
-        else if (seq != nd->last_seq[from] + 1 && nd->last_seq[from] != 0)
-            nd->gaps[from] += seq - nd->last_seq[from] - 1;
-        nd->last_seq[from] = seq;
+        else if (seq != nd->last[from] + 1 && nd->last[from] != 0)
+            nd->gaps[from] += seq - nd->last[from] - 1;
+        nd->last[from] = seq;
         nd->got[from]++;
     }
     pthread_mutex_unlock(&nd->mu);
@@ -103,28 +58,8 @@ static void on_unreachable(void *arg, raft_id id)
 {
     struct node *nd = arg;
     pthread_mutex_lock(&nd->mu);
-    nd->unreachable[id < NODES_MAX ? id : 0]++;
+    nd->unreachable[id < PAIR_NODES ? id : 0]++;
     pthread_mutex_unlock(&nd->mu);
-}
-
-/* files_equal compares two files byte by byte. */
-static bool files_equal(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool eq = fa != NULL && fb != NULL;
-    static char ba[1 << 16], bb[1 << 16];
-    while (eq) {
-        size_t na = fread(ba, 1, sizeof(ba), fa);
-        size_t nb = fread(bb, 1, sizeof(bb), fb);
-        eq = na == nb && memcmp(ba, bb, na) == 0;
-        if (na == 0)
-            break;
-    }
-    if (fa != NULL)
-        fclose(fa);
-    if (fb != NULL)
-        fclose(fb);
-    return eq;
 }
 
 static int on_snapshot(void *arg, raft_id from, const struct raft_msg *m,
@@ -140,17 +75,6 @@ static int on_snapshot(void *arg, raft_id from, const struct raft_msg *m,
     nd->snaps_in++;
     pthread_mutex_unlock(&nd->mu);
     return 0;
-}
-
-static void on_snapshot_status(void *arg, raft_id to, bool ok)
-{
-    struct node *nd = arg;
-    pthread_mutex_lock(&nd->mu);
-    if (ok)
-        nd->snap_ok++;
-    else
-        nd->snap_fail++;
-    pthread_mutex_unlock(&nd->mu);
 }
 
 /* node_start creates the transport and its server (port 0 the first
@@ -170,60 +94,17 @@ static void node_start(struct node *nd)
     snprintf(listen, sizeof(listen), "http://127.0.0.1:%d", nd->port);
     struct api_server_config scfg = {.urls = {listen}, .urls_n = 1,
                                      .max_request_bytes = 4 << 20};
-    CHECK(api_server_create(&scfg, &nd->srv) == 0, "server create");
-    CHECK(peer_transport_register(nd->t, nd->srv) == 0, "register");
-    CHECK(api_server_start(nd->srv) == 0, "server start on %d", nd->port);
-    nd->port = api_server_port(nd->srv, 0);
-    snprintf(nd->url, sizeof(nd->url), "http://127.0.0.1:%d", nd->port);
+    node_listen(nd, &scfg, NULL);
 }
 
-static void node_stop(struct node *nd)
+/* node_in inits nd as a member of cluster, with its snapshot directory. */
+static void node_in(struct node *nd, raft_id id, uint64_t cluster)
 {
-    api_server_close(nd->srv); /* Before the transport: see peer.h. */
-    nd->srv = NULL;
-    peer_transport_close(nd->t);
-    nd->t = NULL;
-}
-
-static void node_init(struct node *nd, raft_id id, uint64_t cluster)
-{
-    memset(nd, 0, sizeof(*nd));
-    nd->id = id;
+    node_init(nd, id, tmp_root);
     nd->cluster = cluster;
-    pthread_mutex_init(&nd->mu, NULL);
-    snprintf(nd->dir, sizeof(nd->dir), "%s/n%llu", tmp_root,
-             (unsigned long long)id);
-    CHECK(mkdir(nd->dir, 0700) == 0, "mkdir %s", nd->dir);
 }
 
-static void link_peer(struct node *from, const struct node *to)
-{
-    const char *urls[1] = {to->url};
-    CHECK(peer_add(from->t, to->id, urls, 1) == 0, "peer_add");
-}
-
-/* wait_active waits until a's stream to id is up; returns ms waited. */
-static int64_t wait_active(struct node *a, raft_id id, int64_t max_ms)
-{
-    int64_t t0 = now_us();
-    struct peer_stats st;
-    for (;;) {
-        CHECK(peer_stats(a->t, id, &st) == 0, "stats");
-        if (st.active)
-            return (now_us() - t0) / 1000;
-        CHECK(now_us() - t0 < max_ms * 1000, "%llu -> %llu not active",
-              (unsigned long long)a->id, (unsigned long long)id);
-        usleep(2000);
-    }
-}
-
-static uint64_t got(struct node *nd, raft_id from)
-{
-    pthread_mutex_lock(&nd->mu);
-    uint64_t n = nd->got[from];
-    pthread_mutex_unlock(&nd->mu);
-    return n;
-}
+static uint64_t seqs[NODES_MAX][NODES_MAX]; /* last number sent a -> b */
 
 /* wait_got waits until nd has n messages from `from`. */
 static void wait_got(struct node *nd, raft_id from, uint64_t n, int64_t ms)
@@ -235,15 +116,6 @@ static void wait_got(struct node *nd, raft_id from, uint64_t n, int64_t ms)
               (unsigned long long)n, (unsigned long long)from);
         sched_yield(); /* Not usleep: the pings measure microseconds. */
     }
-}
-
-static uint64_t seqs[NODES_MAX][NODES_MAX]; /* last number sent a -> b */
-
-static uint64_t queued(struct node *a, raft_id to)
-{
-    struct peer_stats st;
-    CHECK(peer_stats(a->t, to, &st) == 0, "stats");
-    return st.queued_msgs;
 }
 
 /* send_n sends n APP messages with `payload` bytes of entry data from a to
@@ -259,7 +131,7 @@ static void send_n(struct node *a, const raft_id *to, size_t k, uint64_t n,
     for (uint64_t done = 0; done < n;) {
         size_t c = n - done < 64 ? (size_t)(n - done) : 64, m = 0;
         for (size_t j = 0; j < k; j++)
-            while (queued(a, to[j]) > 3000)
+            while (stats(a, to[j]).queued_msgs > 3000)
                 usleep(50);
         for (size_t i = 0; i < c; i++) {
             for (size_t j = 0; j < k; j++, m++) {
@@ -390,6 +262,31 @@ static void test_dead_peer(struct node *a, struct node *b, double base_rate)
     CHECK(peer_remove(a->t, 4) == ERR_NOTFOUND, "remove twice");
 }
 
+/* stuck_fails sends 1 KiB appends from a to b and to a stuck peer `stuck`,
+ * measuring b's latency between them, until a's stream to stuck has
+ * failed; it checks that it did within limit_s, that b's ping p50 stayed
+ * under 50 ms and that b lost nothing.  It returns the ms until the
+ * failure, with the worst ping p50 to b in *worst_out and stuck's stats in
+ * *st. */
+static int64_t stuck_fails(struct node *a, struct node *b, raft_id stuck,
+                           int64_t limit_s, const char *what,
+                           int64_t *worst_out, struct peer_stats *st)
+{
+    raft_id both[2] = {b->id, stuck};
+    int64_t t0 = now_us(), worst = 0;
+    do {
+        send_n(a, both, 2, 64, 1024);
+        int64_t p = ping_p50_us(a, b, 5);
+        worst = p > worst ? p : worst;
+        *st = stats(a, stuck);
+    } while (st->failures == 0 && now_us() - t0 < limit_s * 1000000LL);
+    CHECK(st->failures > 0 && !st->active, "%s peer never failed", what);
+    CHECK(worst < 50000, "B delayed: ping %lld us", (long long)worst);
+    check_clean(b, a->id);
+    *worst_out = worst;
+    return (now_us() - t0) / 1000;
+}
+
 /* A listener that accepts TCP connections but never speaks HTTP/2 (a
  * stopped process): the connection fails, B is not delayed meanwhile. */
 static void test_mute_peer(struct node *a, struct node *b)
@@ -406,21 +303,11 @@ static void test_mute_peer(struct node *a, struct node *b)
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sa.sin_port));
     const char *urls[1] = {url};
     CHECK(peer_add(a->t, 9, urls, 1) == 0, "add mute peer");
-    raft_id both[2] = {b->id, 9};
-    int64_t t0 = now_us(), worst = 0;
+    int64_t worst;
     struct peer_stats st;
-    do { /* 1 KiB appends to both, and B's latency while 7 is stuck */
-        send_n(a, both, 2, 64, 1024);
-        int64_t p = ping_p50_us(a, b, 5);
-        worst = p > worst ? p : worst;
-        CHECK(peer_stats(a->t, 9, &st) == 0, "stats");
-    } while (st.failures == 0 && now_us() - t0 < 10 * 1000000LL);
-    CHECK(st.failures > 0 && !st.active, "mute peer never failed");
-    CHECK(worst < 50000, "B delayed: ping %lld us", (long long)worst);
-    check_clean(b, a->id);
+    int64_t ms = stuck_fails(a, b, 9, 10, "mute", &worst, &st);
     printf("ok mute peer: stream failed after %lld ms (%llu dropped); "
-           "worst ping p50 to B meanwhile %lld us\n",
-           (long long)(now_us() - t0) / 1000,
+           "worst ping p50 to B meanwhile %lld us\n", (long long)ms,
            (unsigned long long)st.dropped_msgs, (long long)worst);
     CHECK(peer_remove(a->t, 9) == 0, "remove");
     close(ls);
@@ -436,22 +323,13 @@ static void test_stalled_peer(struct node *a, struct node *b, struct node *g)
     link_peer(a, g);
     wait_active(a, g->id, 5000);
     atomic_store(&g->stall, true);
-    raft_id both[2] = {b->id, g->id};
-    int64_t t0 = now_us(), worst = 0;
+    int64_t worst;
     struct peer_stats st;
-    do { /* 1 KiB appends to both, and B's latency while G is stuck */
-        send_n(a, both, 2, 64, 1024);
-        int64_t p = ping_p50_us(a, b, 5);
-        worst = p > worst ? p : worst;
-        CHECK(peer_stats(a->t, g->id, &st) == 0, "stats");
-    } while (st.failures == 0 && now_us() - t0 < 20 * 1000000LL);
-    CHECK(st.failures > 0 && !st.active, "stalled peer never failed");
-    CHECK(worst < 50000, "B delayed: ping %lld us", (long long)worst);
-    check_clean(b, a->id);
+    int64_t ms = stuck_fails(a, b, g->id, 20, "stalled", &worst, &st);
     printf("ok stalled peer: stream broken after %lld ms (send timeout "
            "2000 ms, %llu dropped); worst ping p50 to B meanwhile %lld us\n",
-           (long long)(now_us() - t0) / 1000,
-           (unsigned long long)st.dropped_msgs, (long long)worst);
+           (long long)ms, (unsigned long long)st.dropped_msgs,
+           (long long)worst);
     CHECK(peer_remove(a->t, g->id) == 0, "remove");
     atomic_store(&g->stall, false);
     node_stop(g);
@@ -586,14 +464,7 @@ static void test_snapshot(struct node *a, struct node *b)
     const uint64_t size = 20u << 20;
     char path[128];
     snprintf(path, sizeof(path), "%s/source.db", tmp_root);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL, "create %s", path);
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (uint64_t i = 0; i < size / 8; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift: any bytes */
-        fwrite(&x, 8, 1, f);
-    }
-    fclose(f);
+    random_file(path, size);
     b->expect_file = path;
     int64_t ms = send_snap(a, b->id, path, size);
     CHECK(a->snap_ok == 1 && b->snaps_in == 1, "snapshot not accepted");
@@ -620,12 +491,12 @@ int main(void)
     CHECK(mkdtemp(tmp_root) != NULL, "mkdtemp");
     int64_t t0 = now_us();
     struct node *a = &nodes[1], *b = &nodes[2], *c = &nodes[3];
-    node_init(a, 1, CLUSTER);
-    node_init(b, 2, CLUSTER);
-    node_init(c, 3, CLUSTER);
-    node_init(&nodes[5], 5, CLUSTER + 1); /* another cluster */
-    node_init(&nodes[6], 6, CLUSTER);     /* unknown to everyone */
-    node_init(&nodes[7], 7, CLUSTER);     /* stops reading */
+    node_in(a, 1, CLUSTER);
+    node_in(b, 2, CLUSTER);
+    node_in(c, 3, CLUSTER);
+    node_in(&nodes[5], 5, CLUSTER + 1); /* another cluster */
+    node_in(&nodes[6], 6, CLUSTER);     /* unknown to everyone */
+    node_in(&nodes[7], 7, CLUSTER);     /* stops reading */
     node_start(a);
     node_start(b);
     node_start(c);

@@ -27,45 +27,25 @@
  * LeakSanitizer's exit check sees a quiet process.
  */
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <grpc/grpc.h>
 
-#include "api/rpc.h"
 #include "api/tls.h"
 #include "dial/dial.h"
-#include "peer/peer.h"
+#include "peer_harness.h"
 #include "util/err.h"
 #include "util/log.h"
 
 #define CLUSTER 0x7157u
-#define NODES_MAX 16
 #define FIXTURES "/usr/share/gocode/src/go.etcd.io/etcd/integration/fixtures"
 #define SNAP_INDEX 4242
 /* The longest wait for anything expected (a stream up, messages, a
  * snapshot, failed attempts): generous, for ASan on two loaded cores. */
 #define WAIT_MS 30000
-
-/* A failed check ends the process with _exit: exit() would run OpenSSL's
- * and gRPC's exit handlers under the feet of the transports' threads, and
- * their crashes would bury the FAIL line. */
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            fflush(stdout);                                                  \
-            _exit(1);                                                        \
-        }                                                                    \
-    } while (0)
 
 /* TLS material of one node (malloc'd PEM strings, or NULL). */
 struct material {
@@ -75,32 +55,13 @@ struct material {
     bool skip_verify;     /* its transport accepts any server certificate */
 };
 
-/* One member under test.  The test thread owns it; the fields marked mu
- * are written by the transport's callbacks. */
-struct node {
-    raft_id id;                /* member id, also the index here */
-    struct peer_transport *t;  /* the transport */
-    struct api_server *srv;    /* its listener, or NULL (dial only) */
-    char url[160];             /* https://127.0.0.1:port (or http://) */
-    char unix_url[160];        /* unixs:// URL, or "" */
-    char dir[128];             /* snapshot directory */
-    pthread_mutex_t mu;        /* guards the fields below */
-    uint64_t got[NODES_MAX];   /* mu: messages per sender */
-    uint64_t disorder;         /* mu: numbers that did not follow */
-    uint64_t last[NODES_MAX];  /* mu: last number per sender */
-    int snaps_in;              /* mu: snapshots taken */
-    int snap_ok, snap_fail;    /* mu: outcomes of snapshots sent */
-};
-
 static struct node nodes[NODES_MAX];
 static char tmp_root[64];
 static char snap_file[128]; /* the snapshot every node sends */
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return now_us() / 1000;
 }
 
 static char *slurp(const char *path)
@@ -132,25 +93,6 @@ static void on_messages(void *arg, raft_id from, const struct raft_msg *msgs,
     pthread_mutex_unlock(&nd->mu);
 }
 
-static bool same_file(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool eq = fa != NULL && fb != NULL;
-    static char ba[1 << 16], bb[1 << 16];
-    while (eq) {
-        size_t na = fread(ba, 1, sizeof(ba), fa);
-        size_t nb = fread(bb, 1, sizeof(bb), fb);
-        eq = na == nb && memcmp(ba, bb, na) == 0;
-        if (na == 0)
-            break;
-    }
-    if (fa != NULL)
-        fclose(fa);
-    if (fb != NULL)
-        fclose(fb);
-    return eq;
-}
-
 static int on_snapshot(void *arg, raft_id from, const struct raft_msg *m,
                        const char *path)
 {
@@ -158,24 +100,12 @@ static int on_snapshot(void *arg, raft_id from, const struct raft_msg *m,
     (void)from;
     CHECK(m->snapshot != NULL && m->snapshot->meta.index == SNAP_INDEX,
           "bad snapshot message");
-    CHECK(same_file(path, snap_file), "received snapshot differs");
+    CHECK(files_equal(path, snap_file), "received snapshot differs");
     unlink(path);
     pthread_mutex_lock(&nd->mu);
     nd->snaps_in++;
     pthread_mutex_unlock(&nd->mu);
     return 0;
-}
-
-static void on_snapshot_status(void *arg, raft_id to, bool ok)
-{
-    struct node *nd = arg;
-    (void)to;
-    pthread_mutex_lock(&nd->mu);
-    if (ok)
-        nd->snap_ok++;
-    else
-        nd->snap_fail++;
-    pthread_mutex_unlock(&nd->mu);
 }
 
 /* node_start makes nd's transport with m's dialling material (NULL: no
@@ -184,12 +114,7 @@ static void on_snapshot_status(void *arg, raft_id to, bool ok)
 static void node_start(struct node *nd, raft_id id, const struct material *m,
                        bool listen, bool with_unix)
 {
-    memset(nd, 0, sizeof(*nd));
-    nd->id = id;
-    pthread_mutex_init(&nd->mu, NULL);
-    snprintf(nd->dir, sizeof(nd->dir), "%s/n%llu", tmp_root,
-             (unsigned long long)id);
-    CHECK(mkdir(nd->dir, 0700) == 0, "mkdir %s", nd->dir);
+    node_init(nd, id, tmp_root);
     struct dial_tls tls = {0};
     if (m != NULL)
         tls = (struct dial_tls){.cert_pem = m->cert, .key_pem = m->key,
@@ -216,53 +141,16 @@ static void node_start(struct node *nd, raft_id id, const struct material *m,
         .tls_key_pem = m != NULL ? m->key : NULL,
         .tls_ca_pem = m != NULL ? m->ca : NULL,
         .tls_verify_clients = m != NULL && m->verify_clients};
-    CHECK(api_server_create(&scfg, &nd->srv) == 0, "server create");
-    CHECK(peer_transport_register(nd->t, nd->srv) == 0, "register");
-    CHECK(api_server_start(nd->srv) == 0, "server start");
-    snprintf(nd->url, sizeof(nd->url), "%s://127.0.0.1:%d",
-             m != NULL ? "https" : "http", api_server_port(nd->srv, 0));
+    node_listen(nd, &scfg, NULL);
     if (with_unix)
         snprintf(nd->unix_url, sizeof(nd->unix_url), "%s", unix_listen);
 }
 
-static void node_stop(struct node *nd)
+/* node_end stops nd and removes its snapshot directory. */
+static void node_end(struct node *nd)
 {
-    if (nd->srv != NULL)
-        api_server_close(nd->srv); /* Before the transport: see peer.h. */
-    peer_transport_close(nd->t);
+    node_stop(nd);
     rmdir(nd->dir);
-}
-
-static void link_url(struct node *from, const struct node *to,
-                     const char *url)
-{
-    const char *urls[1] = {url};
-    CHECK(peer_add(from->t, to->id, urls, 1) == 0, "peer_add %s", url);
-}
-
-static struct peer_stats stats(struct node *a, raft_id id)
-{
-    struct peer_stats st;
-    CHECK(peer_stats(a->t, id, &st) == 0, "stats");
-    return st;
-}
-
-static void wait_active(struct node *a, raft_id id)
-{
-    int64_t t0 = now_ms();
-    while (!stats(a, id).active) {
-        CHECK(now_ms() - t0 < WAIT_MS, "%llu -> %llu not active",
-              (unsigned long long)a->id, (unsigned long long)id);
-        usleep(5000);
-    }
-}
-
-static uint64_t got(struct node *nd, raft_id from)
-{
-    pthread_mutex_lock(&nd->mu);
-    uint64_t n = nd->got[from];
-    pthread_mutex_unlock(&nd->mu);
-    return n;
 }
 
 static uint64_t seqs[NODES_MAX][NODES_MAX]; /* last number sent a -> b */
@@ -336,8 +224,8 @@ static void snapshot(struct node *a, struct node *b)
 static void pair_ok(struct node *a, struct node *b, const char *what)
 {
     int64_t t0 = now_ms();
-    wait_active(a, b->id);
-    wait_active(b, a->id);
+    wait_active(a, b->id, WAIT_MS);
+    wait_active(b, a->id, WAIT_MS);
     int64_t up = now_ms() - t0;
     exchange(a, b, 5000);
     exchange(b, a, 5000);
@@ -460,7 +348,7 @@ static void test_auto(struct material *ma, struct material *mb)
     const char *far[1] = {"http://127.0.0.1:1"}; /* p need not reach a */
     CHECK(peer_add(p->t, a->id, far, 1) == 0, "peer_add");
     link_url(a, p, p->url);
-    wait_active(a, p->id);
+    wait_active(a, p->id, WAIT_MS);
     exchange(a, p, 1000);
     const char *urls[1] = {a->url};
     CHECK(peer_update(p->t, a->id, urls, 1) == ERR_UNSUPPORTED,
@@ -486,7 +374,7 @@ static void test_host_name(const struct material *mc)
     const char *far[1] = {"https://127.0.0.1:1"};
     CHECK(peer_add(q->t, w->id, far, 1) == 0, "peer_add");
     link_url(w, q, q->url);
-    wait_active(w, q->id);
+    wait_active(w, q->id, WAIT_MS);
     exchange(w, q, 100);
     printf("ok the same certificate dialled as 127.0.0.1 is accepted\n");
     free(mip.cert);
@@ -526,7 +414,7 @@ static void test_ca(struct material *ma, struct material *mb)
     (void)mb;
     test_host_name(&mc);
     for (int i = 5; i <= 13; i++)
-        node_stop(&nodes[i]);
+        node_end(&nodes[i]);
     free(other.ca);
     material_free(&mc);
 }
@@ -571,14 +459,7 @@ static void grpc_quiesce(void)
 static void make_snap_file(void)
 {
     snprintf(snap_file, sizeof(snap_file), "%s/source.db", tmp_root);
-    FILE *f = fopen(snap_file, "wb");
-    CHECK(f != NULL, "create %s", snap_file);
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (uint64_t i = 0; i < (4u << 20) / 8; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift: any bytes */
-        fwrite(&x, 8, 1, f);
-    }
-    fclose(f);
+    random_file(snap_file, 4u << 20);
 }
 
 int main(void)
@@ -600,7 +481,7 @@ int main(void)
     else
         printf("skip CA-signed part: %s not installed\n", FIXTURES);
     for (int i = 1; i <= 4; i++)
-        node_stop(&nodes[i]);
+        node_end(&nodes[i]);
     material_free(&ma);
     material_free(&mb);
     grpc_quiesce();
