@@ -20,44 +20,50 @@
 static char eps[CETCD_ENDPOINTS_MAX][CLIENT_TARGET_MAX];
 static enum dial_security sec[CETCD_ENDPOINTS_MAX];
 
-static void test_endpoints_parse_good(void **state)
+/* One endpoint a list should parse into. */
+struct parsed {
+    const char *target;         /* the gRPC target */
+    enum dial_security security; /* how to dial it */
+};
+
+/* assert_parsed checks that list parses into exactly want[0..n_want). */
+static void assert_parsed(const char *list, const struct parsed *want,
+                          size_t n_want)
 {
     size_t n = 0;
+    assert_int_equal(client__endpoints_parse(list, eps, sec, 8, &n), 0);
+    assert_int_equal(n, n_want);
+    for (size_t i = 0; i < n_want; i++) {
+        assert_string_equal(eps[i], want[i].target);
+        assert_int_equal(sec[i], want[i].security);
+    }
+}
+
+static void test_endpoints_parse_good(void **state)
+{
+    static const struct parsed one[] = {
+        {"127.0.0.1:2379", DIAL_SECURITY_DEFAULT},
+    };
+    static const struct parsed three[] = {
+        {"a:1", DIAL_SECURITY_PLAIN},
+        {"b:22", DIAL_SECURITY_DEFAULT},
+        {"[::1]:2379", DIAL_SECURITY_PLAIN},
+    };
     (void)state;
-    assert_int_equal(
-        client__endpoints_parse("127.0.0.1:2379", eps, sec, 8, &n), 0);
-    assert_int_equal(n, 1);
-    assert_string_equal(eps[0], "127.0.0.1:2379");
-    assert_int_equal(sec[0], DIAL_SECURITY_DEFAULT);
-    assert_int_equal(client__endpoints_parse(
-                         "http://a:1, b:22 ,http://[::1]:2379/", eps, sec, 8,
-                         &n),
-                     0);
-    assert_int_equal(n, 3);
-    assert_string_equal(eps[0], "a:1");
-    assert_string_equal(eps[1], "b:22");
-    assert_string_equal(eps[2], "[::1]:2379");
-    assert_int_equal(sec[0], DIAL_SECURITY_PLAIN);
-    assert_int_equal(sec[1], DIAL_SECURITY_DEFAULT);
-    assert_int_equal(sec[2], DIAL_SECURITY_PLAIN);
+    assert_parsed("127.0.0.1:2379", one, 1);
+    assert_parsed("http://a:1, b:22 ,http://[::1]:2379/", three, 3);
 }
 
 /* The schemes etcdctl takes: TLS ones and unix sockets. */
 static void test_endpoints_parse_schemes(void **state)
 {
-    size_t n = 0;
+    static const struct parsed three[] = {
+        {"h:1", DIAL_SECURITY_TLS},
+        {"unix:/tmp/s", DIAL_SECURITY_PLAIN},
+        {"unix:rel/s.sock", DIAL_SECURITY_TLS},
+    };
     (void)state;
-    assert_int_equal(client__endpoints_parse(
-                         "https://h:1,unix:///tmp/s,unixs://rel/s.sock",
-                         eps, sec, 8, &n),
-                     0);
-    assert_int_equal(n, 3);
-    assert_string_equal(eps[0], "h:1");
-    assert_string_equal(eps[1], "unix:/tmp/s");
-    assert_string_equal(eps[2], "unix:rel/s.sock");
-    assert_int_equal(sec[0], DIAL_SECURITY_TLS);
-    assert_int_equal(sec[1], DIAL_SECURITY_PLAIN);
-    assert_int_equal(sec[2], DIAL_SECURITY_TLS);
+    assert_parsed("https://h:1,unix:///tmp/s,unixs://rel/s.sock", three, 3);
 }
 
 static void test_endpoints_parse_bad(void **state)

@@ -327,6 +327,18 @@ static void test_compaction_semantics(void **state)
     mvcc_batch_abort(b);
 }
 
+/* assert_read_revs checks that a read begun now sees revision rev and
+ * compacted revision compact_rev. */
+static void assert_read_revs(struct mvcc_store *s, mvcc_rev rev,
+                             mvcc_rev compact_rev)
+{
+    struct mvcc_read *r;
+    assert_int_equal(mvcc_read_begin(s, &r), 0);
+    assert_int_equal(mvcc_read_rev(r), rev);
+    assert_int_equal(mvcc_read_compact_rev(r), compact_rev);
+    mvcc_read_end(r);
+}
+
 /* A held store (a tentative batch committed, not yet durable): reads
  * started during the hold see the state before it, revision, values,
  * counts, future-rev errors and compact revision alike; after the release
@@ -347,11 +359,7 @@ static void test_visible_hold(void **state)
     assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
     assert_int_equal(mvcc_current_rev(f->s), 5);
 
-    struct mvcc_read *r;
-    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
-    assert_int_equal(mvcc_read_rev(r), 3);
-    assert_int_equal(mvcc_read_compact_rev(r), 0);
-    mvcc_read_end(r);
+    assert_read_revs(f->s, 3, 0);
     assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
     assert_string_equal(v, "1");
     assert_int_equal(kv.mod_rev, 2);
@@ -362,10 +370,7 @@ static void test_visible_hold(void **state)
     assert_int_equal(count_range(f->s, "a", 1, "z", 1, 0, 0, NULL), 2);
 
     mvcc_visible_release(f->s);
-    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
-    assert_int_equal(mvcc_read_rev(r), 5);
-    assert_int_equal(mvcc_read_compact_rev(r), 4);
-    mvcc_read_end(r);
+    assert_read_revs(f->s, 5, 4);
     assert_int_equal(get(f->s, "a", 0, &kv, v, sizeof v), 0);
     assert_string_equal(v, "2");
     assert_int_equal(get(f->s, "a", 2, &kv, v, sizeof v), ERR_COMPACTED);

@@ -43,6 +43,15 @@ static struct server_timeout_view view3(uint64_t lead, uint64_t since2,
     return v;
 }
 
+/* EXPECT3 checks the error chosen for a request started at start_ms in
+ * view3(lead, since2, since3); a macro, so that a failure names the line
+ * of the case. */
+#define EXPECT3(lead, since2, since3, start_ms, want)                        \
+    do {                                                                     \
+        struct server_timeout_view v_ = view3(lead, since2, since3);         \
+        assert_int_equal(server__timeout_err(&v_, start_ms), want);          \
+    } while (0)
+
 /* --- rule 1: started shortly before this member was elected ------------ */
 
 static void test_leader_fail_window(void **state)
@@ -88,10 +97,8 @@ static void test_no_leader(void **state)
 {
     (void)state;
     /* Links down or up, no leader to blame: plain timeout. */
-    struct server_timeout_view v = view3(0, 0, 0);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT);
-    v = view3(0, 100, 100);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT);
+    EXPECT3(0, 0, 0, 1000, ERR_TIMEOUT);
+    EXPECT3(0, 100, 100, 1000, ERR_TIMEOUT);
 }
 
 /* --- rule 3: the leader and its quorum ----------------------------------- */
@@ -99,21 +106,15 @@ static void test_no_leader(void **state)
 static void test_leader_quorum(void **state)
 {
     (void)state;
-    struct server_timeout_view v = view3(1, 500, 500);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT);
+    EXPECT3(1, 500, 500, 1000, ERR_TIMEOUT);
     /* Self and one peer are a quorum of 3. */
-    v = view3(1, 500, 0);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT);
-    v = view3(1, 0, 0);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT_CONN_LOST);
+    EXPECT3(1, 500, 0, 1000, ERR_TIMEOUT);
+    EXPECT3(1, 0, 0, 1000, ERR_TIMEOUT_CONN_LOST);
     /* A link that came back after the start does not count... */
-    v = view3(1, 1500, 0);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT_CONN_LOST);
+    EXPECT3(1, 1500, 0, 1000, ERR_TIMEOUT_CONN_LOST);
     /* ... nor one up since exactly then (etcd: Before, strictly). */
-    v = view3(1, 1000, 0);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT_CONN_LOST);
-    v = view3(1, 999, 1200);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT);
+    EXPECT3(1, 1000, 0, 1000, ERR_TIMEOUT_CONN_LOST);
+    EXPECT3(1, 999, 1200, 1000, ERR_TIMEOUT);
 }
 
 static void test_leader_quorum_sizes(void **state)
@@ -151,16 +152,12 @@ static void test_follower_link(void **state)
 {
     (void)state;
     /* Only the link to the leader matters. */
-    struct server_timeout_view v = view3(2, 500, 0);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT);
-    v = view3(2, 0, 500);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT_CONN_LOST);
+    EXPECT3(2, 500, 0, 1000, ERR_TIMEOUT);
+    EXPECT3(2, 0, 500, 1000, ERR_TIMEOUT_CONN_LOST);
     /* Broken and back after the start (the request was lost with it). */
-    v = view3(2, 1200, 500);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT_CONN_LOST);
+    EXPECT3(2, 1200, 500, 1000, ERR_TIMEOUT_CONN_LOST);
     /* A leader that is not among the known members: no link to it. */
-    v = view3(7, 500, 500);
-    assert_int_equal(server__timeout_err(&v, 1000), ERR_TIMEOUT_CONN_LOST);
+    EXPECT3(7, 500, 500, 1000, ERR_TIMEOUT_CONN_LOST);
 }
 
 /* --- the registry passes each waiter's start time ------------------------ */

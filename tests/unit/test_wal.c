@@ -210,6 +210,62 @@ static void file_store(const char *path, const unsigned char *b, size_t len)
     fclose(fp);
 }
 
+/* store_set stores at path a copy of orig (len bytes) with n bytes from
+ * off set to c. */
+static void store_set(const char *path, const unsigned char *orig,
+                      size_t len, size_t off, unsigned char c, size_t n)
+{
+    unsigned char *b = malloc(len);
+    memcpy(b, orig, len);
+    memset(b + off, c, n);
+    file_store(path, b, len);
+    free(b);
+}
+
+/* store_flip stores at path a copy of orig with the byte at off xor-ed
+ * with mask. */
+static void store_flip(const char *path, const unsigned char *orig,
+                       size_t len, size_t off, unsigned char mask)
+{
+    store_set(path, orig, len, off, orig[off] ^ mask, 1);
+}
+
+/* sync_reopen syncs and closes w, then opens the WAL in dir with o again. */
+static struct wal *sync_reopen(struct wal *w, const char *dir,
+                               const struct wal_options *o)
+{
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    assert_int_equal(wal_open(dir, o, &w), 0);
+    return w;
+}
+
+/* open_log opens the WAL in dir with o, replays it from the start into g
+ * and checks that the log is 1..hi; the WAL stays open. */
+static struct wal *open_log(const char *dir, const struct wal_options *o,
+                            struct got *g, uint64_t hi)
+{
+    struct wal *w;
+    assert_int_equal(wal_open(dir, o, &w), 0);
+    assert_int_equal(replay(w, 0, 0, g), 0);
+    assert_log(g, 1, hi);
+    return w;
+}
+
+/* reopen_3_or_4 opens the WAL in dir and checks that it holds 1..3, or
+ * 1..4 where entry 4 fit before a write limit (unacknowledged data may
+ * survive). */
+static void reopen_3_or_4(const char *dir)
+{
+    struct wal *w;
+    struct got g;
+    assert_int_equal(wal_open(dir, &fast, &w), 0);
+    assert_int_equal(replay(w, 0, 0, &g), 0);
+    assert_true(g.n == 3 || g.n == 4);
+    assert_int_equal(g.index[g.n - 1], g.n);
+    wal_close(w);
+}
+
 /* ---- create / open / replay ---- */
 
 static void test_create_append_reopen(void **state)
@@ -271,12 +327,7 @@ static void test_empty_wal(void **state)
     append_range(w, 1, 3, 1, 10);
     assert_int_equal(wal_sync(w), 0);
     wal_close(w);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    /* entry 4 fit before the limit: unacknowledged data may survive */
-    assert_true(g.n == 3 || g.n == 4);
-    assert_int_equal(g.index[g.n - 1], g.n);
-    wal_close(w);
+    reopen_3_or_4(f->dir);
 }
 
 static void test_bad_args(void **state)
@@ -318,16 +369,12 @@ static void test_segment_cuts(void **state)
     assert_int_equal(seg_names(f->dir, names, 256), (int)st.segments);
     wal_close(w);
 
-    assert_int_equal(wal_open(f->dir, &small_synced, &w), 0);
     struct got g;
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    assert_log(&g, 1, 400);
+    w = open_log(f->dir, &small_synced, &g, 400);
     append_range(w, 401, 500, 9, 100);
     assert_int_equal(wal_sync(w), 0);
     wal_close(w);
-    assert_int_equal(wal_open(f->dir, &small_synced, &w), 0);
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    assert_log(&g, 1, 500);
+    w = open_log(f->dir, &small_synced, &g, 500);
     assert_int_equal(g.term[499], 9);
     wal_close(w);
 }
@@ -345,9 +392,7 @@ static void test_batch_larger_than_segment(void **state)
     for (int i = 0; i < 3; i++) /* 3 x 3000 bytes > one 4096 segment */
         e[i] = (struct wal_entry){(uint64_t)i + 2, 1, 0, big[i], 3000};
     assert_int_equal(wal_append(w, NULL, e, 3), 0);
-    assert_int_equal(wal_sync(w), 0);
-    wal_close(w);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
+    w = sync_reopen(w, f->dir, &fast);
     assert_int_equal(wal_last_index(w), 4);
     wal_close(w);
 }
@@ -367,9 +412,7 @@ static void test_hardstate_latest_wins(void **state)
     }
     struct wal_hardstate hs = {61, 1, 59};
     assert_int_equal(wal_append(w, &hs, NULL, 0), 0);
-    assert_int_equal(wal_sync(w), 0);
-    wal_close(w);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
+    w = sync_reopen(w, f->dir, &fast);
     struct got g;
     assert_int_equal(replay(w, 0, 0, &g), 0);
     assert_int_equal(g.hs_calls, 1);
@@ -389,9 +432,7 @@ static void test_snapshot_marker_replay(void **state)
     struct wal_snapshot s = {30, 2};
     assert_int_equal(wal_save_snapshot(w, &s), 0);
     append_range(w, 51, 60, 3, 30);
-    assert_int_equal(wal_sync(w), 0);
-    wal_close(w);
-    assert_int_equal(wal_open(f->dir, &small_synced, &w), 0);
+    w = sync_reopen(w, f->dir, &small_synced);
     struct got g;
     assert_int_equal(replay(w, 30, 2, &g), 0);
     assert_int_equal(g.snap_calls, 1);
@@ -420,9 +461,7 @@ static void test_snapshot_jump(void **state)
     assert_int_equal(wal_save_snapshot(w, &s), 0);
     assert_int_equal(wal_last_index(w), 100);
     append_range(w, 101, 103, 4, 10);
-    assert_int_equal(wal_sync(w), 0);
-    wal_close(w);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
+    w = sync_reopen(w, f->dir, &fast);
     assert_int_equal(wal_last_index(w), 103);
     struct got g;
     assert_int_equal(replay(w, 100, 4, &g), 0);
@@ -443,9 +482,7 @@ static void test_truncation_overwrites_tail(void **state)
     /* more entries and cuts, then truncate back into an older segment */
     append_range(w, 9, 80, 2, 100);
     append_range(w, 20, 25, 3, 100);
-    assert_int_equal(wal_sync(w), 0);
-    wal_close(w);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
+    w = sync_reopen(w, f->dir, &fast);
     assert_int_equal(wal_last_index(w), 25);
     struct got g;
     assert_int_equal(replay(w, 0, 0, &g), 0);
@@ -478,10 +515,7 @@ static void test_release_before(void **state)
     char names[256][64];
     assert_int_equal(seg_names(f->dir, names, 256), (int)st1.segments);
     append_range(w, 301, 310, 5, 100);
-    assert_int_equal(wal_sync(w), 0);
-    wal_close(w);
-
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
+    w = sync_reopen(w, f->dir, &fast);
     struct got g;
     assert_int_equal(replay(w, 250, 5, &g), 0);
     assert_int_equal(g.snap_calls, 1);
@@ -519,106 +553,89 @@ static void make5(const char *dir, size_t *lo, size_t *hi)
     wal_close(w);
 }
 
+/* A WAL written by make5 and the bytes of its last segment, to damage. */
+struct damaged {
+    size_t lo, hi;       /* the last record's offsets, [lo, hi) */
+    char path[256];      /* the segment file */
+    unsigned char *orig; /* its bytes as make5 left them (malloc'd) */
+    size_t len;          /* their count */
+};
+
+static void damaged_make(const char *dir, struct damaged *d)
+{
+    make5(dir, &d->lo, &d->hi);
+    seg_path(dir, -1, d->path, sizeof d->path);
+    d->orig = file_load(d->path, &d->len);
+}
+
 /* reopen_expect: open must work; the log is 1..n; then 5 can be written. */
 static void reopen_expect(const char *dir, uint64_t n)
 {
-    struct wal *w;
     struct got g;
-    assert_int_equal(wal_open(dir, &fast, &w), 0);
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    assert_log(&g, 1, n);
+    struct wal *w = open_log(dir, &fast, &g, n);
     if (n == 4) {
         append_range(w, 5, 5, 2, 37);
         assert_int_equal(wal_sync(w), 0);
     }
     wal_close(w);
-    assert_int_equal(wal_open(dir, &fast, &w), 0);
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    assert_log(&g, 1, 5);
-    wal_close(w);
+    wal_close(open_log(dir, &fast, &g, 5));
 }
 
 static void test_torn_tail_every_offset(void **state)
 {
     struct fx *f = *state;
-    size_t lo, hi, len;
-    make5(f->dir, &lo, &hi);
-    char path[256];
-    seg_path(f->dir, -1, path, sizeof path);
-    unsigned char *orig = file_load(path, &len);
+    struct damaged d;
+    damaged_make(f->dir, &d);
     log_set_level(LOG_ERROR); /* one repair warning per offset is noise */
-    for (size_t cut = lo; cut <= hi; cut++) {
-        unsigned char *b = malloc(len);
-        memcpy(b, orig, len);
-        memset(b + cut, 0, hi - cut); /* bytes past cut never hit disk */
-        file_store(path, b, len);
-        free(b);
+    for (size_t cut = d.lo; cut <= d.hi; cut++) {
+        /* bytes past cut never hit disk */
+        store_set(d.path, d.orig, d.len, cut, 0, d.hi - cut);
         /* zeroing only the record's zero padding leaves it intact */
         size_t nz = 0;
-        for (size_t i = cut; i < hi; i++)
-            nz += orig[i] != 0;
+        for (size_t i = cut; i < d.hi; i++)
+            nz += d.orig[i] != 0;
         reopen_expect(f->dir, nz == 0 ? 5 : 4);
     }
     /* a torn write can also leave the record's tail but not its head */
-    unsigned char *b = malloc(len);
-    memcpy(b, orig, len);
-    memset(b + lo, 0, 16);
-    file_store(path, b, len);
-    free(b);
+    store_set(d.path, d.orig, d.len, d.lo, 0, 16);
     reopen_expect(f->dir, 4);
     log_set_level(LOG_INFO);
-    free(orig);
+    free(d.orig);
 }
 
 static void test_bitflip_tail_record_is_torn(void **state)
 {
     struct fx *f = *state;
-    size_t lo, hi, len;
-    make5(f->dir, &lo, &hi);
-    char path[256];
-    seg_path(f->dir, -1, path, sizeof path);
-    unsigned char *orig = file_load(path, &len);
+    struct damaged d;
+    damaged_make(f->dir, &d);
     log_set_level(LOG_ERROR);
-    for (size_t off = lo; off < hi; off++) {
-        unsigned char *b = malloc(len);
-        memcpy(b, orig, len);
-        b[off] ^= (unsigned char)(1u << (off % 8));
-        file_store(path, b, len);
-        free(b);
+    for (size_t off = d.lo; off < d.hi; off++) {
+        store_flip(d.path, d.orig, d.len, off,
+                   (unsigned char)(1u << (off % 8)));
         reopen_expect(f->dir, 4);
     }
     log_set_level(LOG_INFO);
-    free(orig);
+    free(d.orig);
 }
 
 static void test_bitflip_middle_is_corrupt(void **state)
 {
     struct fx *f = *state;
-    size_t lo, hi, len;
-    make5(f->dir, &lo, &hi);
-    char path[256];
-    seg_path(f->dir, -1, path, sizeof path);
-    unsigned char *orig = file_load(path, &len);
-    size_t rec = hi - lo; /* all five records have the same size */
+    struct damaged d;
+    damaged_make(f->dir, &d);
+    size_t rec = d.hi - d.lo; /* all five records have the same size */
     log_set_level(LOG_FATAL); /* each refusal logs an error line */
-    for (size_t off = lo - 3 * rec; off < lo; off++) {
-        unsigned char *b = malloc(len);
-        memcpy(b, orig, len);
-        b[off] ^= (unsigned char)(1u << (off % 8));
-        file_store(path, b, len);
-        free(b);
+    for (size_t off = d.lo - 3 * rec; off < d.lo; off++) {
+        store_flip(d.path, d.orig, d.len, off,
+                   (unsigned char)(1u << (off % 8)));
         struct wal *w;
         assert_int_equal(wal_open(f->dir, &fast, &w), ERR_CORRUPT);
     }
     /* garbage after the valid records that does not verify is torn */
-    unsigned char *b = malloc(len);
-    memcpy(b, orig, len);
-    memset(b + hi + 64, 0x5a, 100);
-    file_store(path, b, len);
-    free(b);
+    store_set(d.path, d.orig, d.len, d.hi + 64, 0x5a, 100);
     log_set_level(LOG_INFO);
     reopen_expect(f->dir, 5);
-    free(orig);
+    free(d.orig);
 }
 
 static void test_bitflip_earlier_segment_is_corrupt(void **state)
@@ -640,11 +657,7 @@ static void test_bitflip_earlier_segment_is_corrupt(void **state)
     size_t spots[] = {3, 40, end / 2, end - 1};
     log_set_level(LOG_FATAL);
     for (size_t i = 0; i < 4; i++) {
-        unsigned char *b = malloc(len);
-        memcpy(b, orig, len);
-        b[spots[i]] ^= 0x10;
-        file_store(path, b, len);
-        free(b);
+        store_flip(path, orig, len, spots[i], 0x10);
         assert_int_equal(wal_open(f->dir, &fast, &w), ERR_CORRUPT);
     }
     file_store(path, orig, len);
@@ -672,18 +685,13 @@ static void test_crash_between_cut_and_rename(void **state)
     memset(junk, 0, sizeof junk);
     memset(junk, 0x33, 40);
     file_store(tmp, junk, sizeof junk);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
-    assert_int_equal(access(tmp, F_OK), -1); /* removed */
     struct got g;
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    assert_log(&g, 1, 30);
+    w = open_log(f->dir, &fast, &g, 30);
+    assert_int_equal(access(tmp, F_OK), -1); /* removed */
     append_range(w, 31, 90, 1, 100); /* cuts again */
     assert_int_equal(wal_sync(w), 0);
     wal_close(w);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    assert_log(&g, 1, 90);
-    wal_close(w);
+    wal_close(open_log(f->dir, &fast, &g, 90));
 }
 
 /* ---- failures ---- */
@@ -741,12 +749,8 @@ static void test_allocation_failure(void **state)
             break; /* the n-th allocation is past the whole run */
     }
     assert_true(n > 3 && n < 200);
-    struct wal *w;
     struct got g;
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    assert_log(&g, 1, 80);
-    wal_close(w);
+    wal_close(open_log(f->dir, &fast, &g, 80));
 }
 
 static void test_write_failure_refuses(void **state)
@@ -776,13 +780,7 @@ static void test_write_failure_refuses(void **state)
     struct wal_snapshot s = {1, 1};
     assert_int_equal(wal_save_snapshot(w, &s), rv);
     wal_close(w);
-    assert_int_equal(wal_open(f->dir, &fast, &w), 0);
-    struct got g;
-    assert_int_equal(replay(w, 0, 0, &g), 0);
-    /* entry 4 fit before the limit: unacknowledged data may survive */
-    assert_true(g.n == 3 || g.n == 4);
-    assert_int_equal(g.index[g.n - 1], g.n);
-    wal_close(w);
+    reopen_3_or_4(f->dir);
 }
 
 /* ---- timing ---- */
