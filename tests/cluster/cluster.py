@@ -28,20 +28,10 @@ import grpc
 
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
+from common.servers import (  # tests/ is on sys.path: see conftest.py
+    ETCD_BIN, ClientAddress, against_etcd, log_tail, range_answers,
+    server_bin)
 from proxy import PeerProxy
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-ETCD_BIN = "/usr/bin/etcd"
-
-
-def against_etcd():
-    return os.environ.get("CETCD_TEST_AGAINST_ETCD") == "1"
-
-
-def server_bin():
-    if against_etcd():
-        return ETCD_BIN
-    return os.environ.get("CETCD_BIN", os.path.join(REPO, "build", "cetcd"))
 
 
 _handed_out = set()
@@ -92,7 +82,7 @@ def multi_member_support(binary=None, wait_s=3.0):
         shutil.rmtree(root, ignore_errors=True)
 
 
-class Member:
+class Member(ClientAddress):
     """One member: fixed name, ports and data dir across restarts."""
 
     def __init__(self, name, root):
@@ -107,14 +97,6 @@ class Member:
         self.id = None                   # raft member id, once known
         self.starts = 0
         self._channel = None
-
-    @property
-    def endpoint(self):
-        return "127.0.0.1:%d" % self.client_port
-
-    @property
-    def client_url(self):
-        return "http://" + self.endpoint
 
     @property
     def advertised_peer_url(self):
@@ -141,12 +123,7 @@ class Member:
         return rpc_pb2_grpc.MaintenanceStub(self.channel())
 
     def log_tail(self, n=30):
-        try:
-            with open(self.log_path, "rb") as f:
-                lines = f.read().decode("utf-8", "replace").splitlines()
-        except OSError as e:
-            return "(no log: %s)" % e
-        return "\n".join(lines[-n:])
+        return log_tail(self.log_path, n)
 
     def __repr__(self):
         return "<%s %s%s>" % (self.name, self.endpoint,
@@ -240,19 +217,11 @@ class Cluster:
                 raise RuntimeError("%s exited (%s); log tail:\n%s" % (
                     m.name, m.proc.returncode if m.proc else None,
                     m.log_tail()))
-            # A fresh channel per attempt: one that saw "connection refused"
-            # backs off for seconds before dialling again.
-            ch = grpc.insecure_channel(m.endpoint)
-            try:
-                rpc_pb2_grpc.KVStub(ch).Range(
-                    rpc_pb2.RangeRequest(key=b"health"), timeout=1.0)
+            last = range_answers(grpc.insecure_channel(m.endpoint))
+            if last is None:
                 m.reset_channel()
                 return
-            except grpc.RpcError as e:
-                last = e
-                time.sleep(0.05)
-            finally:
-                ch.close()
+            time.sleep(0.05)
         raise RuntimeError("%s not ready after %.0fs (last %r); log tail:\n%s"
                            % (m.name, timeout, last, m.log_tail()))
 

@@ -14,10 +14,15 @@ that accepts clusters still lacks pieces the faults need).
 """
 
 import os
+import sys
 
 import pytest
 
-import cluster as clusterlib
+# tests/ on the path, for the code shared with tests/integration (common/).
+_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+import cluster as clusterlib  # noqa: E402
 
 _LIVE = []
 

@@ -13,14 +13,12 @@ their answer may legitimately lag, on both servers.  Defaults: 3 seeds x
 600 ops; CETCD_DIFF_CLUSTER_SEEDS / CETCD_DIFF_CLUSTER_OPS raise them.
 """
 
-import difflib
 import importlib.util
 import os
 import random
 import sys
 
 import pytest
-from google.protobuf import text_format
 
 import cluster as clusterlib
 from etcd3.etcdrpc import rpc_pb2
@@ -46,7 +44,7 @@ try:
 finally:
     if _saved is not None:
         sys.modules["conftest"] = _saved
-Gen, call = _diff.Gen, _diff.call
+Gen, call, step = _diff.Gen, _diff.call, _diff.step
 
 pytestmark = pytest.mark.cluster
 
@@ -111,22 +109,8 @@ def test_differential_cluster(make_cluster, seed):
             uk, rk = u_lead.kv(), r_lead.kv()
         else:
             uk, rk = u_kv[k], r_kv[k]
-        r_resp, r_norm = call(rk, method, req)
-        u_resp, u_norm = call(uk, method, req)
-        if r_norm != u_norm:
-            diff = "\n".join(difflib.unified_diff(
-                r_norm.splitlines(), u_norm.splitlines(),
-                "etcd 3.4.23 (reference)", "server under test", lineterm=""))
-            pytest.fail("seed %d op #%d %s on member %d mismatch\n"
-                        "request:\n%s\ndiff:\n%s"
-                        % (seed, i, method, k,
-                           text_format.MessageToString(req), diff),
-                        pytrace=False)
-        if r_resp is not None:
-            if method != "Compact":
-                gen.rev = r_resp.header.revision
-            else:
-                gen.compacted = max(gen.compacted, req.revision)
+        step(gen, method, req, rk, uk,
+             "seed %d op #%d %s on member %d" % (seed, i, method, k))
     full = rpc_pb2.RangeRequest(key=b"\x00", range_end=b"\x00")
     for k in range(3):
         assert call(u_kv[k], "Range", full)[1] == call(r_kv[k], "Range",

@@ -53,6 +53,17 @@ def put(m, key, value, timeout=3.0):
                       timeout=timeout)
 
 
+def wait_new_leader(c, old):
+    """A leader other than old (just killed or paused), which must come
+    within FEW_ELECTIONS election timeouts."""
+    election_s = c.election_ms / 1000
+    new, took = c.wait_leader(timeout=FEW_ELECTIONS * election_s * 2,
+                              exclude=[old])
+    assert took < FEW_ELECTIONS * election_s, \
+        "new leader after %.1fs" % took
+    return new
+
+
 def get(m, key, serializable=False, timeout=3.0):
     r = m.kv().Range(rpc_pb2.RangeRequest(key=key.encode(),
                                           serializable=serializable),
@@ -64,17 +75,11 @@ def get(m, key, serializable=False, timeout=3.0):
 
 def test_kill9_leader_then_followers_under_write_load(make_cluster):
     c = make_cluster(3)
-    election_s = c.election_ms / 1000
-    w = AckedWriters(c, writers=3)
-    w.start()
-    try:
+    with AckedWriters(c, writers=3) as w:
         w.wait_more(30, 10)
         old, _ = c.wait_leader()
         c.kill(old)
-        new, took = c.wait_leader(timeout=FEW_ELECTIONS * election_s * 2,
-                                  exclude=[old])
-        assert took < FEW_ELECTIONS * election_s, \
-            "new leader after %.1fs" % took
+        new = wait_new_leader(c, old)
         w.wait_more(30, 10)             # the majority keeps committing
         c.restart(old)
         for f in followers(c, new):
@@ -83,8 +88,6 @@ def test_kill9_leader_then_followers_under_write_load(make_cluster):
             w.wait_more(20, 10)         # two of three still commit
             c.restart(f)
         w.wait_more(20, 10)
-    finally:
-        w.stop()
     rev, content = c.wait_converged(timeout=20)
     n = w.check_content(content)
     assert n >= len(w.acked) > 100
@@ -98,18 +101,12 @@ def test_kill9_leader_then_followers_under_write_load(make_cluster):
 
 def test_sigstop_sigcont_leader(make_cluster):
     c = make_cluster(3)
-    election_s = c.election_ms / 1000
-    w = AckedWriters(c, writers=3)
-    w.start()
-    try:
+    with AckedWriters(c, writers=3) as w:
         w.wait_more(30, 10)
         old, _ = c.wait_leader()
         term0 = c.status(old).raftTerm
         c.pause(old)
-        new, took = c.wait_leader(timeout=FEW_ELECTIONS * election_s * 2,
-                                  exclude=[old])
-        assert took < FEW_ELECTIONS * election_s, \
-            "new leader after %.1fs" % took
+        new = wait_new_leader(c, old)
         w.wait_more(30, 10)
         time.sleep(1.0)                  # let the cluster move on further
         c.resume(old)
@@ -128,8 +125,6 @@ def test_sigstop_sigcont_leader(make_cluster):
             raise AssertionError("resumed %s does not follow %s: %s" % (
                 old.name, new.name, st))
         w.wait_more(30, 10)
-    finally:
-        w.stop()
     rev, content = c.wait_converged(timeout=20)
     w.check_content(content)
     assert len(w.acked) > 100

@@ -97,6 +97,16 @@ def converge_and_check(c, min_keys):
     return rev, content
 
 
+def restart_and_converge(c, f, min_keys):
+    """Restarts the killed member f and waits for the cluster to converge
+    on at least min_keys keys; returns the revision, the content and what
+    f logged since the restart."""
+    mark = start_log_offset(f)
+    c.restart(f, timeout=60.0)
+    rev, content = converge_and_check(c, min_keys)
+    return rev, content, log_text(f)[mark:]
+
+
 def test_lagging_follower_catches_up_by_snapshot(make_cluster):
     c = make_cluster(3, extra_args=["--snapshot-count", "100"])
     lead, f = leader_and_follower(c)
@@ -105,10 +115,8 @@ def test_lagging_follower_catches_up_by_snapshot(make_cluster):
     c.kill(f)
     n = LOG_KEEP + 1500
     write_keys(lead, "while-down", n)
-    mark = start_log_offset(f)
-    c.restart(f, timeout=60.0)
-    rev, content = converge_and_check(c, 200 + n)
-    assert INSTALLED.search(log_text(f)[mark:]), \
+    rev, content, text = restart_and_converge(c, f, 200 + n)
+    assert INSTALLED.search(text), \
         "the follower did not log a snapshot install"
     # It keeps replicating after the install, through any member.
     write_keys(f, "after", 300)
@@ -251,6 +259,19 @@ def wait_member_lists_agree(c, among=None, timeout=30.0):
         time.sleep(0.3)
 
 
+def follower_down(make_cluster):
+    """A 3-member cluster copying its store every COPY_EVERY entries, 100
+    keys written and converged, then a follower killed; returns the
+    cluster, its leader and the follower."""
+    c = make_cluster(3, extra_args=["--snapshot-count", str(COPY_EVERY),
+                                    "--strict-reconfig-check=false"])
+    lead, f = leader_and_follower(c)
+    write_keys(lead, "a", 100)
+    converge_and_check(c, 100)
+    c.kill(f)
+    return c, lead, f
+
+
 @pytest.mark.parametrize("learner", [True, False], ids=["learner", "voter"])
 def test_member_added_after_copy_reaches_lagging_follower(make_cluster,
                                                           learner):
@@ -262,12 +283,7 @@ def test_member_added_after_copy_reaches_lagging_follower(make_cluster,
     restarts cleanly."""
     from test_membership import new_member, reconfig, spawn_joining, \
         wait_serving
-    c = make_cluster(3, extra_args=["--snapshot-count", str(COPY_EVERY),
-                                    "--strict-reconfig-check=false"])
-    lead, f = leader_and_follower(c)
-    write_keys(lead, "a", 100)
-    converge_and_check(c, 100)
-    c.kill(f)
+    c, lead, f = follower_down(make_cluster)
     write_keys(lead, "b", LOG_KEEP + 1500)
     if not against_etcd():
         far_from_next_copy(c, lead)
@@ -285,10 +301,7 @@ def test_member_added_after_copy_reaches_lagging_follower(make_cluster,
         copy = newest_copy(lead)
         assert 0 < copy < added_at, (copy, added_at)
 
-    mark = start_log_offset(f)
-    c.restart(f, timeout=60.0)
-    converge_and_check(c, 100 + LOG_KEEP + 1500)
-    text = log_text(f)[mark:]
+    _, _, text = restart_and_converge(c, f, 100 + LOG_KEEP + 1500)
     assert INSTALLED.search(text), "the follower did not log an install"
     if not against_etcd():
         got = INSTALLED_CONF.search(text)
@@ -333,18 +346,10 @@ def test_member_added_before_copy_is_reached_after_install(make_cluster):
     the follower, the new member gets its entries and heartbeats (else it
     would time out and campaign, and the term would move)."""
     from test_membership import add_and_start, ctl
-    c = make_cluster(3, extra_args=["--snapshot-count", str(COPY_EVERY),
-                                    "--strict-reconfig-check=false"])
-    lead, f = leader_and_follower(c)
-    write_keys(lead, "a", 100)
-    converge_and_check(c, 100)
-    c.kill(f)
+    c, lead, f = follower_down(make_cluster)
     m4 = add_and_start(c, "m4")
     write_keys(lead, "b", LOG_KEEP + 1500)
-    mark = start_log_offset(f)
-    c.restart(f, timeout=60.0)
-    converge_and_check(c, 100 + LOG_KEEP + 1500)
-    text = log_text(f)[mark:]
+    _, _, text = restart_and_converge(c, f, 100 + LOG_KEEP + 1500)
     assert INSTALLED.search(text), "the follower did not log an install"
     if not against_etcd():
         got = INSTALLED_CONF.search(text)

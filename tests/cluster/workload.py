@@ -91,7 +91,41 @@ class Client:
         return (False, kvs[0].value.decode() if kvs else None)
 
 
-class LinWorkload:
+class _Threads:
+    """n daemon threads, each running self._run(i) for its i in 0..n-1
+    until stop(), with a lock for what they record."""
+
+    def __init__(self, n, timeout_s):
+        self.timeout_s = timeout_s     # one request's deadline
+        self._n = n
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = []
+
+    def start(self):
+        for i in range(self._n):
+            t = threading.Thread(target=self._run, args=(i,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self):
+        """Tell the threads to stop and wait for them (a request in flight
+        ends within timeout_s)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(self.timeout_s + 10)
+
+    # `with` runs the threads for the block.
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class LinWorkload(_Threads):
     """Clients doing get / put / cas on a few keys, recording a history.
 
     Values are unique ("c<client>-<seq>"), so a read names the write it saw.
@@ -106,30 +140,15 @@ class LinWorkload:
     def __init__(self, cluster, clients=5, keys=("k0", "k1", "k2"),
                  timeout_s=1.5, think_s=0.01, seed=0,
                  serializable_reads=False, readers=0):
+        super().__init__(clients, timeout_s)
         self.cluster = cluster
         self.keys = list(keys)
-        self.n_clients = clients
-        self.timeout_s = timeout_s
         self.think_s = think_s
         self.seed = seed
         self.serializable_reads = serializable_reads
         self.readers = readers
         self.history = []
         self.errors = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = []
-
-    def start(self):
-        for c in range(self.n_clients):
-            t = threading.Thread(target=self._run, args=(c,), daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def stop(self):
-        self._stop.set()
-        for t in self._threads:
-            t.join(self.timeout_s + 10)
 
     def _record(self, op):
         with self._lock:
@@ -214,7 +233,7 @@ class LinWorkload:
                 "errors": dict(self.errors)}
 
 
-class AckedWriters:
+class AckedWriters(_Threads):
     """Writers of unique keys that remember which writes were acknowledged.
 
     Each writer puts "<prefix><writer>/<seq>" = "v<seq>" through one member
@@ -224,26 +243,11 @@ class AckedWriters:
     """
 
     def __init__(self, cluster, writers=3, prefix="ack/", timeout_s=2.0):
+        super().__init__(writers, timeout_s)
         self.cluster = cluster
-        self.n = writers
         self.prefix = prefix
-        self.timeout_s = timeout_s
         self.acked = {}
         self.unsure = set()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = []
-
-    def start(self):
-        for w in range(self.n):
-            t = threading.Thread(target=self._run, args=(w,), daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def stop(self):
-        self._stop.set()
-        for t in self._threads:
-            t.join(self.timeout_s + 10)
 
     def count(self):
         with self._lock:

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -26,25 +27,19 @@ import pytest
 
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-ETCD_BIN = "/usr/bin/etcd"
+_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+from common.servers import (  # noqa: E402  (tests/ is on the path now)
+    ETCD_BIN, ClientAddress, against_etcd, log_tail, range_answers,
+    server_bin)
+
 ETCDCTL_BIN = os.environ.get("ETCDCTL_BIN", "/usr/bin/etcdctl")
 LOG_TAIL_LINES = 40
 
 # Servers started and not yet stopped; their log tails go into failure
 # reports (see pytest_runtest_makereport below).
 _LIVE = []
-
-
-def against_etcd():
-    return os.environ.get("CETCD_TEST_AGAINST_ETCD") == "1"
-
-
-def server_bin():
-    """The server binary under test."""
-    if against_etcd():
-        return ETCD_BIN
-    return os.environ.get("CETCD_BIN", os.path.join(REPO, "build", "cetcd"))
 
 
 def free_port():
@@ -56,7 +51,7 @@ def free_port():
     return port
 
 
-class Server:
+class Server(ClientAddress):
     """One single-member server process on its own data dir and ports.
 
     The ports and the data dir stay the same across stop/kill/restart, so a
@@ -76,15 +71,7 @@ class Server:
         self._channel = None
         self.starts = 0
 
-    # -- addresses --------------------------------------------------------
-    @property
-    def endpoint(self):
-        return "127.0.0.1:%d" % self.client_port
-
-    @property
-    def client_url(self):
-        return "http://" + self.endpoint
-
+    # -- addresses (endpoint and client_url: ClientAddress) ----------------
     @property
     def peer_url(self):
         return "http://127.0.0.1:%d" % self.peer_port
@@ -133,26 +120,24 @@ class Server:
                                    "tail:\n%s" % (self.proc.returncode,
                                                   self.log_tail()))
             try:
-                socket.create_connection(("127.0.0.1", self.client_port),
-                                         timeout=0.5).close()
+                ch = self.probe_channel()
             except OSError as e:
                 last = e
                 time.sleep(0.02)
                 continue
-            # A fresh channel per attempt: a channel that saw "connection
-            # refused" backs off for seconds before it dials again.
-            ch = grpc.insecure_channel(self.endpoint)
-            try:
-                rpc_pb2_grpc.KVStub(ch).Range(
-                    rpc_pb2.RangeRequest(key=b"health"), timeout=1.0)
+            last = range_answers(ch)
+            if last is None:
                 return
-            except grpc.RpcError as e:
-                last = e
-                time.sleep(0.05)
-            finally:
-                ch.close()
+            time.sleep(0.05)
         raise RuntimeError("server not ready after %.0fs (last error %r); log "
                            "tail:\n%s" % (timeout, last, self.log_tail()))
+
+    def probe_channel(self):
+        """A fresh channel for one readiness probe; OSError while the
+        member does not listen yet."""
+        socket.create_connection(("127.0.0.1", self.client_port),
+                                 timeout=0.5).close()
+        return grpc.insecure_channel(self.endpoint)
 
     def _forget(self):
         if self._channel is not None:
@@ -192,12 +177,7 @@ class Server:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def log_tail(self, n=LOG_TAIL_LINES):
-        try:
-            with open(self.log_path, "rb") as f:
-                lines = f.read().decode("utf-8", "replace").splitlines()
-        except OSError as e:
-            return "(no log: %s)" % e
-        return "\n".join(lines[-n:])
+        return log_tail(self.log_path, n)
 
     # -- clients ----------------------------------------------------------
     def channel(self):

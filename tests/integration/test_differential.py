@@ -355,6 +355,29 @@ def call(stub, method, req):
     return resp, normalise(method, req, resp)
 
 
+def step(gen, method, req, r_kv, u_kv, what):
+    """Sends req to the reference (r_kv) and then to the server under test
+    (u_kv); fails the test, naming `what` (the seed and op), when their
+    normalised answers differ.  Moves gen on to the reference's revision
+    (or compact revision); returns the reference's response (None for an
+    error)."""
+    r_resp, r_norm = call(r_kv, method, req)
+    u_resp, u_norm = call(u_kv, method, req)
+    if r_norm != u_norm:
+        diff = "\n".join(difflib.unified_diff(
+            r_norm.splitlines(), u_norm.splitlines(),
+            "etcd 3.4.23 (reference)", "server under test", lineterm=""))
+        pytest.fail("%s mismatch\nrequest:\n%s\ndiff:\n%s"
+                    % (what, text_format.MessageToString(req), diff),
+                    pytrace=False)
+    if r_resp is not None:
+        if method != "Compact":
+            gen.rev = r_resp.header.revision
+        else:
+            gen.compacted = max(gen.compacted, req.revision)
+    return r_resp
+
+
 # -- the test --------------------------------------------------------------
 
 @pytest.fixture
@@ -382,22 +405,10 @@ def test_differential(pair, seed):
     counts = {}
     for i in range(OPS):
         method, req = gen.next()
-        r_resp, r_norm = call(r_kv, method, req)
-        u_resp, u_norm = call(u_kv, method, req)
-        if r_norm != u_norm:
-            diff = "\n".join(difflib.unified_diff(
-                r_norm.splitlines(), u_norm.splitlines(),
-                "etcd 3.4.23 (reference)", "server under test", lineterm=""))
-            pytest.fail("seed %d op #%d %s mismatch\nrequest:\n%s\ndiff:\n%s"
-                        % (seed, i, method, text_format.MessageToString(req),
-                           diff), pytrace=False)
+        r_resp = step(gen, method, req, r_kv, u_kv,
+                      "seed %d op #%d %s" % (seed, i, method))
         outcome = "err" if r_resp is None else "ok"
         counts[(method, outcome)] = counts.get((method, outcome), 0) + 1
-        if r_resp is not None:
-            if method != "Compact":
-                gen.rev = r_resp.header.revision
-            else:
-                gen.compacted = max(gen.compacted, req.revision)
     print("seed %d: %d ops, final revision %d, compacted %d; %s" % (
         seed, OPS, gen.rev, gen.compacted, sorted(counts.items())))
     # the sequence must have exercised both success and error paths

@@ -112,33 +112,39 @@ class TLSServer(Server):
         return ("https://" if self.peer_tls else "http://") + \
             "127.0.0.1:%d" % self.peer_port
 
-    def wait_ready(self, timeout=30.0):
+    def probe_channel(self):
         if not self.client_tls:
-            return super().wait_ready(timeout)
-        deadline = time.time() + timeout
-        last = None
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited with %s during startup; "
-                                   "log tail:\n%s" % (self.proc.returncode,
-                                                      self.log_tail()))
-            try:
-                ch = grpc.secure_channel(self.endpoint, self.ready_creds())
-            except OSError as e:  # auto-TLS cert not written yet
-                last = e
-                time.sleep(0.05)
-                continue
-            try:
-                rpc_pb2_grpc.KVStub(ch).Range(
-                    rpc_pb2.RangeRequest(key=b"health"), timeout=1.0)
-                return
-            except grpc.RpcError as e:
-                last = e
-                time.sleep(0.05)
-            finally:
-                ch.close()
-        raise RuntimeError("server not ready after %.0fs (last error %r); "
-                           "log tail:\n%s" % (timeout, last, self.log_tail()))
+            return super().probe_channel()
+        # ready_creds raises OSError while an auto-TLS certificate is not
+        # written yet.
+        return grpc.secure_channel(self.endpoint, self.ready_creds())
+
+
+def refused_at_start(s):
+    """Runs s's command line in the foreground (s is not started), checks
+    that it exits with an error and returns what it printed."""
+    try:
+        cp = subprocess.run(s.args(), capture_output=True, text=True,
+                            timeout=30, cwd=s.root)
+    finally:
+        s.cleanup()
+    assert cp.returncode != 0
+    return cp.stdout + cp.stderr
+
+
+def auto_tls_server():
+    """A TLSServer with --auto-tls whose readiness probe trusts the
+    certificate the server generates: etcdctl --insecure-skip-tls-verify
+    has no python twin, and that certificate is its own issuer."""
+    s = TLSServer(["--auto-tls"])
+
+    def auto_creds():
+        path = os.path.join(s.data_dir, "fixtures", "client", "cert.pem")
+        with open(path, "rb") as fh:
+            return grpc.ssl_channel_credentials(fh.read())
+
+    s.ready_creds = auto_creds
+    return s
 
 
 @pytest.fixture
@@ -279,30 +285,12 @@ def test_client_crl_refuses_revoked_cert(make_tls_server):
 def test_https_url_needs_cert():
     """An https:// client URL without --cert-file/--key-file (or
     --auto-tls) is refused at start-up."""
-    s = TLSServer([])
-    try:
-        cp = subprocess.run(s.args(), capture_output=True, text=True,
-                            timeout=30, cwd=s.root)
-    finally:
-        s.cleanup()
-    assert cp.returncode != 0
-    assert "TLS key/cert (--cert-file, --key-file) must be provided" in \
-        cp.stdout + cp.stderr
+    out = refused_at_start(TLSServer([]))
+    assert "TLS key/cert (--cert-file, --key-file) must be provided" in out
 
 
 def test_auto_tls(make_tls_server):
-    holder = {}
-
-    def auto_creds():
-        # etcdctl --insecure-skip-tls-verify has no python twin: trust the
-        # generated certificate itself (it is its own issuer).
-        path = os.path.join(holder["s"].data_dir, "fixtures", "client",
-                            "cert.pem")
-        with open(path, "rb") as fh:
-            return grpc.ssl_channel_credentials(fh.read())
-
-    s = TLSServer(["--auto-tls"], ready_creds=auto_creds)
-    holder["s"] = s
+    s = auto_tls_server()
     try:
         s.start()
         base = ["--insecure-transport=false", "--insecure-skip-tls-verify"]
@@ -386,16 +374,7 @@ def test_libcetcd_tls_skip_verify(make_tls_server):
     """--auto-tls: a self-signed certificate nobody can verify; libcetcd
     with insecure_skip_verify still talks to it (encrypted), without it
     the unknown issuer is refused."""
-    holder = {}
-
-    def auto_creds():
-        path = os.path.join(holder["s"].data_dir, "fixtures", "client",
-                            "cert.pem")
-        with open(path, "rb") as fh:
-            return grpc.ssl_channel_credentials(fh.read())
-
-    s = TLSServer(["--auto-tls"], ready_creds=auto_creds)
-    holder["s"] = s
+    s = auto_tls_server()
     try:
         s.start()
         p = smoke("https://" + s.endpoint, "--insecure-skip-tls-verify")
@@ -475,14 +454,8 @@ def test_peer_tls_files_client_cert_auth(make_tls_server, certs):
 
 
 def test_https_peer_url_needs_cert():
-    s = TLSServer([], client_tls=False, peer_tls=True)
-    try:
-        cp = subprocess.run(s.args(), capture_output=True, text=True,
-                            timeout=30, cwd=s.root)
-    finally:
-        s.cleanup()
-    assert cp.returncode != 0
-    assert "KeyFile and CertFile are not presented" in cp.stdout + cp.stderr
+    out = refused_at_start(TLSServer([], client_tls=False, peer_tls=True))
+    assert "KeyFile and CertFile are not presented" in out
 
 
 def test_peer_unixs_socket(make_server):

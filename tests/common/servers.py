@@ -1,0 +1,69 @@
+"""What the integration and cluster suites share about server processes.
+
+Goal: one definition of the binary under test (cetcd, or the real etcd
+3.4.23 that is the specification), of a member's client addresses, and of
+the readiness probe both suites use: a linearizable Range that answers.
+
+Method: plain functions and a mixin; the suites keep their own process
+handling (single servers in tests/integration/conftest.py, clusters behind
+peer proxies in tests/cluster/cluster.py).
+"""
+
+import os
+
+import grpc
+
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ETCD_BIN = "/usr/bin/etcd"
+
+
+def against_etcd():
+    return os.environ.get("CETCD_TEST_AGAINST_ETCD") == "1"
+
+
+def server_bin():
+    """The server binary under test: $CETCD_BIN (default
+    <repo>/build/cetcd), or etcd with CETCD_TEST_AGAINST_ETCD=1."""
+    if against_etcd():
+        return ETCD_BIN
+    return os.environ.get("CETCD_BIN", os.path.join(REPO, "build", "cetcd"))
+
+
+class ClientAddress:
+    """endpoint and client_url of a member serving clients on 127.0.0.1 at
+    self.client_port."""
+
+    @property
+    def endpoint(self):
+        return "127.0.0.1:%d" % self.client_port
+
+    @property
+    def client_url(self):
+        return "http://" + self.endpoint
+
+
+def log_tail(path, n):
+    """The last n lines of the log file at path, or why there is none."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError as e:
+        return "(no log: %s)" % e
+    return "\n".join(lines[-n:])
+
+
+def range_answers(ch):
+    """None when a linearizable Range answers on the channel ch within 1 s,
+    else the grpc.RpcError; ch is closed either way.  Probes use a fresh
+    channel per attempt: one that saw "connection refused" backs off for
+    seconds before it dials again."""
+    try:
+        rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"health"),
+                                      timeout=1.0)
+        return None
+    except grpc.RpcError as e:
+        return e
+    finally:
+        ch.close()
