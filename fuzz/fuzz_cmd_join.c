@@ -182,12 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct server *s = member_new(&j.join);
     check(server__members_open(s) == 0);
     store_check(s);
-    struct server *again = member_new(NULL);
-    check(server__members_open(again) == 0);
-    store_check(again);
-    same_store(s, again);
-    member_free(again);
-    member_free(s);
+    reopen_same_free(s);
     join_free(&j);
     return 0;
 }

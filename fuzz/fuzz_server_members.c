@@ -84,11 +84,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Both readers of the bucket agree on the membership. */
     server__members_conf(s, &table);
     check(crc != 0 || conf_same(&cs, &table));
-    struct server *again = member_new(NULL);
-    check(server__members_open(again) == 0);
-    store_check(again);
-    same_store(s, again);
-    member_free(again);
-    member_free(s);
+    reopen_same_free(s);
     return 0;
 }

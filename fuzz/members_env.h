@@ -197,4 +197,16 @@ static void member_free(struct server *s)
     free(s);
 }
 
+/* reopen_same_free checks that a second member opening the store s opened
+ * finds the same membership, then frees both. */
+static void reopen_same_free(struct server *s)
+{
+    struct server *again = member_new(NULL);
+    check(server__members_open(again) == 0);
+    store_check(again);
+    same_store(s, again);
+    member_free(again);
+    member_free(s);
+}
+
 #endif

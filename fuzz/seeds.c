@@ -96,6 +96,14 @@ static void api_req(int method, unsigned flags, const ProtobufCMessage *req)
     put_msg(req, true);
 }
 
+/* api_seed saves the api_cluster seed `name`: the request alone. */
+static void api_seed(const char *name, int method, unsigned flags,
+                     const ProtobufCMessage *req)
+{
+    api_req(method, flags, req);
+    save("api_cluster", name);
+}
+
 static Etcdserverpb__Member *member(Etcdserverpb__Member *m, uint64_t id,
                                     char *name, char **purls, size_t n,
                                     bool learner)
@@ -138,8 +146,7 @@ static void api_cluster(void)
 {
     Etcdserverpb__MemberListRequest list =
         ETCDSERVERPB__MEMBER_LIST_REQUEST__INIT;
-    api_req(M_LIST, 0, &list.base);
-    save("api_cluster", "list");
+    api_seed("list", M_LIST, 0, &list.base);
 
     char *one[] = {"http://10.0.0.4:2380"};
     char *many[] = {"http://10.0.0.5:2380", "unix://m5.sock",
@@ -148,54 +155,43 @@ static void api_cluster(void)
     Etcdserverpb__MemberAddRequest add = ETCDSERVERPB__MEMBER_ADD_REQUEST__INIT;
     add.peerurls = one;
     add.n_peerurls = 1;
-    api_req(M_ADD, 0, &add.base);
-    save("api_cluster", "add");
+    api_seed("add", M_ADD, 0, &add.base);
     add.islearner = true;
-    api_req(M_ADD, 1, &add.base);
-    save("api_cluster", "add-learner");
+    api_seed("add-learner", M_ADD, 1, &add.base);
     add.islearner = false;
     add.peerurls = many;
     add.n_peerurls = 4;
-    api_req(M_ADD, 2, &add.base);
-    save("api_cluster", "add-many-urls");
+    api_seed("add-many-urls", M_ADD, 2, &add.base);
     add.peerurls = taken;
     add.n_peerurls = 1;
-    api_req(M_ADD, 0, &add.base);
-    save("api_cluster", "add-taken");
+    api_seed("add-taken", M_ADD, 0, &add.base);
     char longest[PEER_URL_LEN_MAX], *lp[] = {longest};
     memset(longest, 's', sizeof longest - 1);
     memcpy(longest, "unix://", 7);
     longest[sizeof longest - 1] = '\0';
     add.peerurls = lp;
-    api_req(M_ADD, 0, &add.base);
-    save("api_cluster", "add-longest-url");
+    api_seed("add-longest-url", M_ADD, 0, &add.base);
 
     Etcdserverpb__MemberRemoveRequest rm =
         ETCDSERVERPB__MEMBER_REMOVE_REQUEST__INIT;
     rm.id = 2;
-    api_req(M_REMOVE, 0, &rm.base);
-    save("api_cluster", "remove");
+    api_seed("remove", M_REMOVE, 0, &rm.base);
     rm.id = 7;
-    api_req(M_REMOVE, 0x80, &rm.base);
-    save("api_cluster", "remove-unknown-stopping");
+    api_seed("remove-unknown-stopping", M_REMOVE, 0x80, &rm.base);
 
     Etcdserverpb__MemberUpdateRequest up =
         ETCDSERVERPB__MEMBER_UPDATE_REQUEST__INIT;
     up.id = 2;
     up.peerurls = many;
     up.n_peerurls = 2;
-    api_req(M_UPDATE, 0, &up.base);
-    save("api_cluster", "update");
+    api_seed("update", M_UPDATE, 0, &up.base);
 
     Etcdserverpb__MemberPromoteRequest pr =
         ETCDSERVERPB__MEMBER_PROMOTE_REQUEST__INIT;
     pr.id = 3;
-    api_req(M_PROMOTE, LEAD_US, &pr.base);
-    save("api_cluster", "promote-leader");
-    api_req(M_PROMOTE, LEAD_NONE, &pr.base);
-    save("api_cluster", "promote-no-leader");
-    api_req(M_PROMOTE, LEAD_3 | 0x40, &pr.base);
-    save("api_cluster", "promote-busy");
+    api_seed("promote-leader", M_PROMOTE, LEAD_US, &pr.base);
+    api_seed("promote-no-leader", M_PROMOTE, LEAD_NONE, &pr.base);
+    api_seed("promote-busy", M_PROMOTE, LEAD_3 | 0x40, &pr.base);
     api_promote("promote-forwarded", GRPC_STATUS_OK, "", 0, true);
     api_promote("promote-not-ready", GRPC_STATUS_OK, "",
                 ERR_LEARNER_NOT_READY, false);
@@ -207,33 +203,26 @@ static void api_cluster(void)
                 false);
 
     Etcdserverpb__StatusRequest st = ETCDSERVERPB__STATUS_REQUEST__INIT;
-    api_req(M_STATUS, 0, &st.base);
-    save("api_cluster", "status");
+    api_seed("status", M_STATUS, 0, &st.base);
     Etcdserverpb__MoveLeaderRequest mv =
         ETCDSERVERPB__MOVE_LEADER_REQUEST__INIT;
     mv.targetid = 2;
-    api_req(M_MOVE, 0, &mv.base);
-    save("api_cluster", "move-leader");
-    api_req(M_MOVE, 1 | 2 << 4, &mv.base);
-    save("api_cluster", "move-leader-refused");
+    api_seed("move-leader", M_MOVE, 0, &mv.base);
+    api_seed("move-leader-refused", M_MOVE, 1 | 2 << 4, &mv.base);
 
     Cetcdpb__JoinRequest join = CETCDPB__JOIN_REQUEST__INIT;
     join.cluster_token = "fuzz-token";
-    api_req(M_JOIN, 0, &join.base);
-    save("api_cluster", "join");
+    api_seed("join", M_JOIN, 0, &join.base);
     join.cluster_token = "other";
-    api_req(M_JOIN, 0, &join.base);
-    save("api_cluster", "join-other-token");
+    api_seed("join-other-token", M_JOIN, 0, &join.base);
 
     Cetcdpb__PromoteRequest fw = CETCDPB__PROMOTE_REQUEST__INIT;
     fw.cluster_id = 0xc1;
     fw.from = 2;
     fw.member_id = 3;
-    api_req(M_PEER_PROMOTE, LEAD_US, &fw.base);
-    save("api_cluster", "peer-promote");
+    api_seed("peer-promote", M_PEER_PROMOTE, LEAD_US, &fw.base);
     fw.cluster_id = 0xc2;
-    api_req(M_PEER_PROMOTE, LEAD_US, &fw.base);
-    save("api_cluster", "peer-promote-other-cluster");
+    api_seed("peer-promote-other-cluster", M_PEER_PROMOTE, LEAD_US, &fw.base);
 }
 
 /* --- fuzz_peer_recv ----------------------------------------------------- */
