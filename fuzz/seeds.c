@@ -229,6 +229,19 @@ static void api_cluster(void)
 
 enum { SNAP = 0x80 }; /* the Snapshot service, else Stream */
 
+/* A raft message of `type` from member `from` to member 1 in `term`, the
+ * other fields zero. */
+static struct raft_msg msg_to_1(uint8_t type, uint64_t from, uint64_t term)
+{
+    struct raft_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = type;
+    m.from = from;
+    m.to = 1;
+    m.term = term;
+    return m;
+}
+
 /* The MsgSnap of member `from` to member 1 (encoded). */
 static uint8_t snap_msg[512];
 static size_t snap_msg_len;
@@ -242,12 +255,7 @@ static void snap_msg_build(uint64_t from)
     snap.meta.conf.n_voters = 3;
     for (int i = 0; i < 3; i++)
         snap.meta.conf.voters[i] = (raft_id)i + 1;
-    struct raft_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_SNAP;
-    m.from = from;
-    m.to = 1;
-    m.term = 3;
+    struct raft_msg m = msg_to_1(RAFT_MSG_SNAP, from, 3);
     m.snapshot = &snap;
     size_t n = raft_msg_encoded_size(&m);
     assert(n <= sizeof snap_msg);
@@ -291,12 +299,7 @@ static void peer_batch(uint64_t cluster_id, uint64_t from, size_t n,
                            .len = 3};
     assert(n <= 4);
     for (size_t i = 0; i < n; i++) {
-        struct raft_msg m;
-        memset(&m, 0, sizeof m);
-        m.type = type;
-        m.from = from;
-        m.to = 1;
-        m.term = 2;
+        struct raft_msg m = msg_to_1(type, from, 2);
         m.log_term = 2;
         m.index = 4 + i;
         m.commit = 4;
@@ -489,10 +492,11 @@ static void server_members(void)
 
 /* --- fuzz_cmd_join ------------------------------------------------------ */
 
-/* The answer of a running cluster: members 1, 2 and the new member 4
- * (peer URLs self[0..n_self)), plus `extra` learners without URLs. */
-static void join_answer(unsigned flags, uint64_t cluster_id, char **self,
-                        size_t n_self, size_t extra)
+/* Saves the cmd_join seed `name`: the answer of a running cluster, members
+ * 1, 2 and the new member 4 (peer URLs self[0..n_self)), plus `extra`
+ * learners without URLs. */
+static void join_seed(const char *name, unsigned flags, uint64_t cluster_id,
+                      char **self, size_t n_self, size_t extra)
 {
     char *p1[] = {"http://127.0.0.1:2380"}, *c1[] = {"http://127.0.0.1:2379"};
     char *p2[] = {"http://127.0.0.2:2380", "unix://m2.sock"};
@@ -511,6 +515,7 @@ static void join_answer(unsigned flags, uint64_t cluster_id, char **self,
     r.n_members = 3 + extra;
     put_u8(flags);
     put_msg(&r.base, false);
+    save("cmd_join", name);
 }
 
 static void cmd_join(void)
@@ -518,24 +523,15 @@ static void cmd_join(void)
     char *one[] = {"http://127.0.0.4:2380"};
     char *two[] = {"unix://m4.sock", "http://127.0.0.4:2380"};
     char *other[] = {"http://127.0.0.5:2380"};
-    join_answer(0, 0xc1, one, 1, 0);
-    save("cmd_join", "joined");
-    join_answer(1, 0xc1, two, 2, 0);
-    save("cmd_join", "joined-two-urls");
-    join_answer(2, 0xc1, two, 2, 0);
-    save("cmd_join", "joined-two-urls-reordered");
-    join_answer(0, 0xc1, one, 1, 14);
-    save("cmd_join", "joined-many-members");
-    join_answer(0, 0xc1, other, 1, 0);
-    save("cmd_join", "not-a-member");
-    join_answer(1, 0xc1, one, 1, 0);
-    save("cmd_join", "fewer-urls");
-    join_answer(1 << 2, 0xc1, one, 1, 0);
-    save("cmd_join", "one-unavailable");
-    join_answer(7 << 2, 0xc1, one, 1, 0);
-    save("cmd_join", "all-unavailable");
-    join_answer(7 << 2 | 1 << 5, 0xc1, one, 1, 0);
-    save("cmd_join", "other-token");
+    join_seed("joined", 0, 0xc1, one, 1, 0);
+    join_seed("joined-two-urls", 1, 0xc1, two, 2, 0);
+    join_seed("joined-two-urls-reordered", 2, 0xc1, two, 2, 0);
+    join_seed("joined-many-members", 0, 0xc1, one, 1, 14);
+    join_seed("not-a-member", 0, 0xc1, other, 1, 0);
+    join_seed("fewer-urls", 1, 0xc1, one, 1, 0);
+    join_seed("one-unavailable", 1 << 2, 0xc1, one, 1, 0);
+    join_seed("all-unavailable", 7 << 2, 0xc1, one, 1, 0);
+    join_seed("other-token", 7 << 2 | 1 << 5, 0xc1, one, 1, 0);
 }
 
 int main(int argc, char **argv)
