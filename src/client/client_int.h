@@ -118,5 +118,37 @@ int client__delete_fill(struct cetcd_delete_result *r,
 void client__range_clear(struct cetcd_range_result *r);
 void client__put_clear(struct cetcd_put_result *r);
 void client__delete_clear(struct cetcd_delete_result *r);
+/* client__header_copy sets h from m (all zero when m is NULL). */
+void client__header_copy(struct cetcd_header *h,
+                         const Etcdserverpb__ResponseHeader *m);
+
+/* How one typed call (cetcd_range, cetcd_put, cetcd_txn, ...) reaches its
+ * method and exposes the reply through its public result struct.  Static
+ * and immutable. */
+struct client__typed {
+    const char *method;                      /* gRPC method path */
+    const ProtobufCMessageDescriptor *reply; /* the reply's type */
+    size_t result_size;                      /* sizeof the public result */
+    size_t internal_off;                     /* offsetof its internal_ */
+    /* fill sets the zeroed result r from resp, which stays alive while r
+     * does; returns 0, or CETCD_RESOURCE_EXHAUSTED having left nothing
+     * allocated in r. */
+    int (*fill)(void *r, const ProtobufCMessage *resp);
+};
+
+/* client__call_typed sends req to t->method (cetcd_call_unary).  With
+ * result_out NULL the reply is dropped; otherwise *result_out is a new
+ * public result of t's type, keeping the reply in its internal_, which the
+ * caller frees with the type's *_result_free.  Returns 0, the call's
+ * error, or CETCD_RESOURCE_EXHAUSTED ("no memory" in st, nothing left
+ * allocated); *result_out is only set on success. */
+int client__call_typed(struct cetcd_client *c, const struct client__typed *t,
+                       const ProtobufCMessage *req, void **result_out,
+                       struct cetcd_status *st);
+
+/* client__result_free ends the *_result_free of a public result r, once
+ * what its fill allocated is freed: it frees the reply it kept (NULL: none)
+ * and r. */
+void client__result_free(void *r, void *reply);
 
 #endif

@@ -3,6 +3,8 @@
  * Maintenance.Status, as thin wrappers over cetcd_call_unary(): fill the
  * request from the caller's arguments without copying, call, and expose the
  * decoded reply through the public result structs, which point into it.
+ * client__call_typed, shared with txn.c, runs the calls that return a public
+ * result struct.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -23,8 +25,8 @@ static ProtobufCBinaryData bin(const void *p, size_t len)
     return b;
 }
 
-static void header_copy(struct cetcd_header *h,
-                        const Etcdserverpb__ResponseHeader *m)
+void client__header_copy(struct cetcd_header *h,
+                         const Etcdserverpb__ResponseHeader *m)
 {
     memset(h, 0, sizeof(*h));
     if (m == NULL)
@@ -114,7 +116,7 @@ int client__range_fill(struct cetcd_range_result *r,
                        const Etcdserverpb__RangeResponse *resp)
 {
     memset(r, 0, sizeof(*r));
-    header_copy(&r->header, resp->header);
+    client__header_copy(&r->header, resp->header);
     r->more = resp->more;
     r->count = resp->count;
     r->kvs_len = resp->n_kvs;
@@ -125,7 +127,7 @@ int client__put_fill(struct cetcd_put_result *r,
                      const Etcdserverpb__PutResponse *resp)
 {
     memset(r, 0, sizeof(*r));
-    header_copy(&r->header, resp->header);
+    client__header_copy(&r->header, resp->header);
     if (resp->prev_kv == NULL)
         return 0;
     return kvs_make(&r->prev_kv, &resp->prev_kv, 1);
@@ -135,7 +137,7 @@ int client__delete_fill(struct cetcd_delete_result *r,
                         const Etcdserverpb__DeleteRangeResponse *resp)
 {
     memset(r, 0, sizeof(*r));
-    header_copy(&r->header, resp->header);
+    client__header_copy(&r->header, resp->header);
     r->deleted = resp->deleted;
     r->prev_kvs_len = resp->n_prev_kvs;
     return kvs_make(&r->prev_kvs, resp->prev_kvs, resp->n_prev_kvs);
@@ -159,18 +161,56 @@ void client__delete_clear(struct cetcd_delete_result *r)
     r->prev_kvs = NULL;
 }
 
-/* unary_result allocates the public result of size sz after a call: on any
- * failure the reply is freed and the call reports RESOURCE_EXHAUSTED. */
-static void *result_alloc(ProtobufCMessage *resp, size_t sz,
-                          struct cetcd_status *st)
+void client__result_free(void *r, void *reply)
 {
-    void *r = mem_calloc(1, sz);
+    if (reply != NULL)
+        protobuf_c_message_free_unpacked(reply, NULL);
+    mem_free(r);
+}
 
-    if (r == NULL) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-        client__status_set(st, CETCD_RESOURCE_EXHAUSTED, "no memory");
+int client__call_typed(struct cetcd_client *c, const struct client__typed *t,
+                       const ProtobufCMessage *req, void **result_out,
+                       struct cetcd_status *st)
+{
+    ProtobufCMessage *resp;
+    void *r;
+    int rc;
+
+    assert(t != NULL && t->fill != NULL);
+    assert(t->internal_off + sizeof(void *) <= t->result_size);
+    rc = cetcd_call_unary(c, t->method, req, t->reply, &resp, st);
+    if (rc != 0 || result_out == NULL) {
+        if (rc == 0)
+            protobuf_c_message_free_unpacked(resp, NULL);
+        return rc;
     }
-    return r;
+    r = mem_calloc(1, t->result_size);
+    rc = r != NULL ? t->fill(r, resp) : CETCD_RESOURCE_EXHAUSTED;
+    if (rc != 0) {
+        client__result_free(r, resp); /* a failed fill left nothing */
+        return client__status_set(st, rc, "no memory");
+    }
+    /* The result's internal_ (a void *) keeps the reply it points into. */
+    *(void **)((char *)r + t->internal_off) = resp;
+    *result_out = r;
+    return 0;
+}
+
+/* The fills of the typed KV calls, as struct client__typed takes them. */
+static int range_fill(void *r, const ProtobufCMessage *resp)
+{
+    return client__range_fill(r, (const Etcdserverpb__RangeResponse *)resp);
+}
+
+static int put_fill(void *r, const ProtobufCMessage *resp)
+{
+    return client__put_fill(r, (const Etcdserverpb__PutResponse *)resp);
+}
+
+static int delete_fill(void *r, const ProtobufCMessage *resp)
+{
+    return client__delete_fill(
+        r, (const Etcdserverpb__DeleteRangeResponse *)resp);
 }
 
 int cetcd_range(struct cetcd_client *c, const void *key, size_t key_len,
@@ -178,31 +218,20 @@ int cetcd_range(struct cetcd_client *c, const void *key, size_t key_len,
                 struct cetcd_range_result **result_out,
                 struct cetcd_status *st)
 {
+    static const struct client__typed range = {
+        KV_RANGE, &etcdserverpb__range_response__descriptor,
+        sizeof(struct cetcd_range_result),
+        offsetof(struct cetcd_range_result, internal_), range_fill};
     Etcdserverpb__RangeRequest req;
-    ProtobufCMessage *resp;
-    struct cetcd_range_result *r;
+    void *r = NULL;
     int rc;
 
     if (result_out == NULL)
         return client__status_set(st, CETCD_INVALID_ARGUMENT, "no result");
-    *result_out = NULL;
     client__range_req_fill(&req, key, key_len, opts);
-    rc = cetcd_call_unary(c, KV_RANGE, &req.base,
-                          &etcdserverpb__range_response__descriptor, &resp,
-                          st);
-    if (rc != 0)
-        return rc;
-    r = result_alloc(resp, sizeof(*r), st);
-    if (r == NULL)
-        return CETCD_RESOURCE_EXHAUSTED;
-    if (client__range_fill(r, (Etcdserverpb__RangeResponse *)resp) != 0) {
-        r->internal_ = resp;
-        cetcd_range_result_free(r);
-        return client__status_set(st, CETCD_RESOURCE_EXHAUSTED, "no memory");
-    }
-    r->internal_ = resp;
+    rc = client__call_typed(c, &range, &req.base, &r, st);
     *result_out = r;
-    return 0;
+    return rc;
 }
 
 int cetcd_get(struct cetcd_client *c, const char *key,
@@ -218,9 +247,7 @@ void cetcd_range_result_free(struct cetcd_range_result *r)
     if (r == NULL)
         return;
     client__range_clear(r);
-    if (r->internal_ != NULL)
-        protobuf_c_message_free_unpacked(r->internal_, NULL);
-    mem_free(r);
+    client__result_free(r, r->internal_);
 }
 
 int cetcd_put(struct cetcd_client *c, const void *key, size_t key_len,
@@ -228,34 +255,19 @@ int cetcd_put(struct cetcd_client *c, const void *key, size_t key_len,
               const struct cetcd_put_opts *opts,
               struct cetcd_put_result **result_out, struct cetcd_status *st)
 {
+    static const struct client__typed put = {
+        KV_PUT, &etcdserverpb__put_response__descriptor,
+        sizeof(struct cetcd_put_result),
+        offsetof(struct cetcd_put_result, internal_), put_fill};
     Etcdserverpb__PutRequest req;
-    ProtobufCMessage *resp;
-    struct cetcd_put_result *r;
+    void *r = NULL;
     int rc;
 
-    if (result_out != NULL)
-        *result_out = NULL;
     client__put_req_fill(&req, key, key_len, value, value_len, opts);
-    rc = cetcd_call_unary(c, KV_PUT, &req.base,
-                          &etcdserverpb__put_response__descriptor, &resp, st);
-    if (rc != 0)
-        return rc;
-    if (result_out == NULL) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return 0;
-    }
-    r = result_alloc(resp, sizeof(*r), st);
-    if (r == NULL)
-        return CETCD_RESOURCE_EXHAUSTED;
-    r->internal_ = resp;
-    rc = client__put_fill(r, (Etcdserverpb__PutResponse *)resp);
-    r->internal_ = resp; /* fill cleared the struct */
-    if (rc != 0) {
-        cetcd_put_result_free(r);
-        return client__status_set(st, rc, "no memory");
-    }
-    *result_out = r;
-    return 0;
+    rc = client__call_typed(c, &put, &req.base, result_out ? &r : NULL, st);
+    if (result_out != NULL)
+        *result_out = r;
+    return rc;
 }
 
 void cetcd_put_result_free(struct cetcd_put_result *r)
@@ -263,9 +275,7 @@ void cetcd_put_result_free(struct cetcd_put_result *r)
     if (r == NULL)
         return;
     client__put_clear(r);
-    if (r->internal_ != NULL)
-        protobuf_c_message_free_unpacked(r->internal_, NULL);
-    mem_free(r);
+    client__result_free(r, r->internal_);
 }
 
 int cetcd_delete(struct cetcd_client *c, const void *key, size_t key_len,
@@ -273,34 +283,19 @@ int cetcd_delete(struct cetcd_client *c, const void *key, size_t key_len,
                  struct cetcd_delete_result **result_out,
                  struct cetcd_status *st)
 {
+    static const struct client__typed del = {
+        KV_DELETE, &etcdserverpb__delete_range_response__descriptor,
+        sizeof(struct cetcd_delete_result),
+        offsetof(struct cetcd_delete_result, internal_), delete_fill};
     Etcdserverpb__DeleteRangeRequest req;
-    ProtobufCMessage *resp;
-    struct cetcd_delete_result *r;
+    void *r = NULL;
     int rc;
 
-    if (result_out != NULL)
-        *result_out = NULL;
     client__delete_req_fill(&req, key, key_len, opts);
-    rc = cetcd_call_unary(c, KV_DELETE, &req.base,
-                          &etcdserverpb__delete_range_response__descriptor,
-                          &resp, st);
-    if (rc != 0)
-        return rc;
-    if (result_out == NULL) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return 0;
-    }
-    r = result_alloc(resp, sizeof(*r), st);
-    if (r == NULL)
-        return CETCD_RESOURCE_EXHAUSTED;
-    rc = client__delete_fill(r, (Etcdserverpb__DeleteRangeResponse *)resp);
-    r->internal_ = resp;
-    if (rc != 0) {
-        cetcd_delete_result_free(r);
-        return client__status_set(st, rc, "no memory");
-    }
-    *result_out = r;
-    return 0;
+    rc = client__call_typed(c, &del, &req.base, result_out ? &r : NULL, st);
+    if (result_out != NULL)
+        *result_out = r;
+    return rc;
 }
 
 void cetcd_delete_result_free(struct cetcd_delete_result *r)
@@ -308,9 +303,7 @@ void cetcd_delete_result_free(struct cetcd_delete_result *r)
     if (r == NULL)
         return;
     client__delete_clear(r);
-    if (r->internal_ != NULL)
-        protobuf_c_message_free_unpacked(r->internal_, NULL);
-    mem_free(r);
+    client__result_free(r, r->internal_);
 }
 
 int cetcd_compact(struct cetcd_client *c, int64_t revision, bool physical,
@@ -329,8 +322,8 @@ int cetcd_compact(struct cetcd_client *c, int64_t revision, bool physical,
     if (rc != 0)
         return rc;
     if (header_out != NULL)
-        header_copy(header_out,
-                    ((Etcdserverpb__CompactionResponse *)resp)->header);
+        client__header_copy(
+            header_out, ((Etcdserverpb__CompactionResponse *)resp)->header);
     protobuf_c_message_free_unpacked(resp, NULL);
     return 0;
 }
@@ -339,7 +332,7 @@ static void status_copy(struct cetcd_endpoint_status *s,
                         const Etcdserverpb__StatusResponse *m)
 {
     memset(s, 0, sizeof(*s));
-    header_copy(&s->header, m->header);
+    client__header_copy(&s->header, m->header);
     if (m->version != NULL)
         snprintf(s->version, sizeof(s->version), "%s", m->version);
     s->db_size = m->dbsize;

@@ -3,7 +3,6 @@
  * (borrowing the caller's bytes), calls KV/Txn, and exposes the per-op
  * results through struct cetcd_op_result, pointing into the reply.
  */
-#include <assert.h>
 #include <string.h>
 
 #include "client/client_int.h"
@@ -152,39 +151,39 @@ static int op_result_fill(struct cetcd_op_result *r,
     }
 }
 
-static int txn_result_make(ProtobufCMessage *resp,
-                           struct cetcd_txn_result **out)
+/* responses_clear frees the op results of r (not the reply). */
+static void responses_clear(struct cetcd_txn_result *r)
+{
+    for (size_t i = 0; i < r->responses_len; i++) {
+        client__range_clear(&r->responses[i].range);
+        client__put_clear(&r->responses[i].put);
+        client__delete_clear(&r->responses[i].delete);
+    }
+    mem_free(r->responses);
+    r->responses = NULL;
+    r->responses_len = 0;
+}
+
+/* txn_fill is the txn call's fill (struct client__typed). */
+static int txn_fill(void *p, const ProtobufCMessage *resp)
 {
     const Etcdserverpb__TxnResponse *m = (Etcdserverpb__TxnResponse *)resp;
-    struct cetcd_txn_result *r = mem_calloc(1, sizeof(*r));
+    struct cetcd_txn_result *r = p;
     int rc = 0;
 
-    if (r == NULL) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return CETCD_RESOURCE_EXHAUSTED;
-    }
-    r->internal_ = resp;
-    if (m->header != NULL) {
-        r->header.cluster_id = m->header->cluster_id;
-        r->header.member_id = m->header->member_id;
-        r->header.revision = m->header->revision;
-        r->header.raft_term = m->header->raft_term;
-    }
+    client__header_copy(&r->header, m->header);
     r->succeeded = m->succeeded;
     if (m->n_responses > 0)
         r->responses = mem_calloc(m->n_responses, sizeof(*r->responses));
     if (m->n_responses > 0 && r->responses == NULL)
-        rc = CETCD_RESOURCE_EXHAUSTED;
+        return CETCD_RESOURCE_EXHAUSTED;
     for (size_t i = 0; rc == 0 && i < m->n_responses; i++) {
         r->responses_len = i + 1;
         rc = op_result_fill(&r->responses[i], m->responses[i]);
     }
-    if (rc != 0) {
-        cetcd_txn_result_free(r);
-        return rc;
-    }
-    *out = r;
-    return 0;
+    if (rc != 0)
+        responses_clear(r);
+    return rc;
 }
 
 int cetcd_txn(struct cetcd_client *c, const struct cetcd_compare *cmps,
@@ -193,8 +192,12 @@ int cetcd_txn(struct cetcd_client *c, const struct cetcd_compare *cmps,
               size_t failure_len, struct cetcd_txn_result **result_out,
               struct cetcd_status *st)
 {
+    static const struct client__typed txn = {
+        KV_TXN, &etcdserverpb__txn_response__descriptor,
+        sizeof(struct cetcd_txn_result),
+        offsetof(struct cetcd_txn_result, internal_), txn_fill};
     struct txn_req t;
-    ProtobufCMessage *resp;
+    void *r = NULL;
     int rc;
 
     if (result_out != NULL)
@@ -206,36 +209,20 @@ int cetcd_txn(struct cetcd_client *c, const struct cetcd_compare *cmps,
     rc = txn_req_build(&t, cmps, cmps_len, success_ops, success_len,
                        failure_ops, failure_len);
     if (rc == 0)
-        rc = cetcd_call_unary(c, KV_TXN, &t.req.base,
-                              &etcdserverpb__txn_response__descriptor, &resp,
-                              st);
+        rc = client__call_typed(c, &txn, &t.req.base,
+                                result_out != NULL ? &r : NULL, st);
     else
         client__status_set(st, rc, "no memory");
     txn_req_free(&t);
-    if (rc != 0)
-        return rc;
-    if (result_out == NULL) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return 0;
-    }
-    rc = txn_result_make(resp, result_out);
-    if (rc != 0)
-        return client__status_set(st, rc, "no memory");
-    assert(*result_out != NULL);
-    return 0;
+    if (result_out != NULL)
+        *result_out = r;
+    return rc;
 }
 
 void cetcd_txn_result_free(struct cetcd_txn_result *r)
 {
     if (r == NULL)
         return;
-    for (size_t i = 0; i < r->responses_len; i++) {
-        client__range_clear(&r->responses[i].range);
-        client__put_clear(&r->responses[i].put);
-        client__delete_clear(&r->responses[i].delete);
-    }
-    mem_free(r->responses);
-    if (r->internal_ != NULL)
-        protobuf_c_message_free_unpacked(r->internal_, NULL);
-    mem_free(r);
+    responses_clear(r);
+    client__result_free(r, r->internal_);
 }
