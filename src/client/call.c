@@ -1,14 +1,14 @@
 /*
  * call.c - one unary gRPC call as a single batch of six ops: send initial
  * metadata, send message, close from client, receive initial metadata,
- * receive message, receive status.  Sync and async calls share it; they
- * differ only in how they wait for the batch's one completion.
+ * receive message, receive status (dial_unary_ops).  Sync and async calls
+ * share it; they differ only in how they wait for the batch's one
+ * completion.
  */
 #include <assert.h>
 #include <string.h>
 
 #include <grpc/byte_buffer_reader.h>
-#include <grpc/support/alloc.h>
 
 #include "client/client_int.h"
 
@@ -28,32 +28,12 @@ static grpc_byte_buffer *pack_buffer(const ProtobufCMessage *req)
     return bb;
 }
 
-static void ops_fill(struct client__call *call, grpc_op ops[6])
-{
-    memset(ops, 0, sizeof(grpc_op) * 6);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = call->md_len;
-    ops[0].data.send_initial_metadata.metadata = call->md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = call->send_buf;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &call->init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &call->recv_buf;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &call->trail_md;
-    ops[5].data.recv_status_on_client.status = &call->status;
-    ops[5].data.recv_status_on_client.status_details = &call->details;
-    ops[5].data.recv_status_on_client.error_string = &call->error_string;
-}
-
 int client__call_start(struct cetcd_client *c, size_t ep,
                        grpc_completion_queue *cq, const char *method_path,
                        const ProtobufCMessage *req, void *tag,
                        struct client__call *call)
 {
-    grpc_op ops[6];
+    grpc_op ops[DIAL_UNARY_OPS];
     grpc_slice method;
     grpc_call_error err;
 
@@ -73,10 +53,9 @@ int client__call_start(struct cetcd_client *c, size_t ep,
         c->eps[ep].channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
         client__deadline(c->call_timeout_ms), NULL);
     grpc_slice_unref(method);
-    grpc_metadata_array_init(&call->init_md);
-    grpc_metadata_array_init(&call->trail_md);
-    ops_fill(call, ops);
-    err = grpc_call_start_batch(call->call, ops, 6, tag, NULL);
+    dial_reply_init(&call->reply);
+    dial_unary_ops(ops, call->md, call->md_len, call->send_buf, &call->reply);
+    err = grpc_call_start_batch(call->call, ops, DIAL_UNARY_OPS, tag, NULL);
     if (err != GRPC_CALL_OK) {
         client__call_finish(call, 0, NULL, NULL, NULL);
         return CETCD_INTERNAL;
@@ -87,18 +66,19 @@ int client__call_start(struct cetcd_client *c, size_t ep,
 /* status_copy fills st from the call's status, details and error string. */
 static int status_copy(struct client__call *call, struct cetcd_status *st)
 {
-    size_t len = GRPC_SLICE_LENGTH(call->details);
-    int code = (int)call->status;
+    const struct dial_reply *r = &call->reply;
+    size_t len = GRPC_SLICE_LENGTH(r->details);
+    int code = (int)r->status;
 
     if (code == 0)
         return client__status_set(st, 0, "%s", "");
     if (len > 0)
         return client__status_set(st, code, "%.*s", (int)len,
                                   (const char *)GRPC_SLICE_START_PTR(
-                                      call->details));
+                                      r->details));
     return client__status_set(st, code, "%s",
-                              call->error_string ? call->error_string
-                                                 : cetcd_code_name(code));
+                              r->error_string ? r->error_string
+                                              : cetcd_code_name(code));
 }
 
 static int decode(struct client__call *call,
@@ -108,9 +88,9 @@ static int decode(struct client__call *call,
     grpc_byte_buffer_reader r;
     grpc_slice s;
 
-    if (call->recv_buf == NULL)
+    if (call->reply.msg == NULL)
         return client__status_set(st, CETCD_INTERNAL, "no reply message");
-    if (!grpc_byte_buffer_reader_init(&r, call->recv_buf))
+    if (!grpc_byte_buffer_reader_init(&r, call->reply.msg))
         return client__status_set(st, CETCD_INTERNAL, "bad reply buffer");
     s = grpc_byte_buffer_reader_readall(&r);
     grpc_byte_buffer_reader_destroy(&r);
@@ -140,13 +120,8 @@ int client__call_finish(struct client__call *call, int ok,
         rc = decode(call, resp_desc, resp_out, st);
     if (call->md_len > 0)
         grpc_slice_unref(call->md[0].value);
-    grpc_metadata_array_destroy(&call->init_md);
-    grpc_metadata_array_destroy(&call->trail_md);
+    dial_reply_release(&call->reply);
     grpc_byte_buffer_destroy(call->send_buf);
-    if (call->recv_buf != NULL)
-        grpc_byte_buffer_destroy(call->recv_buf);
-    grpc_slice_unref(call->details);
-    gpr_free((void *)call->error_string);
     grpc_call_unref(call->call);
     call->call = NULL;
     return rc;

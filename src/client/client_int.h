@@ -68,13 +68,8 @@ struct client__call {
     grpc_call *call;                /* the core call */
     grpc_metadata md[1];            /* outgoing metadata (token) */
     size_t md_len;                  /* used entries of md */
-    grpc_metadata_array init_md;    /* received initial metadata */
-    grpc_metadata_array trail_md;   /* received trailing metadata */
     grpc_byte_buffer *send_buf;     /* packed request */
-    grpc_byte_buffer *recv_buf;     /* reply, NULL if none */
-    grpc_status_code status;        /* final status */
-    grpc_slice details;             /* status message */
-    const char *error_string;       /* core's debug string, gpr_free'd */
+    struct dial_reply reply;        /* reply, status and metadata */
 };
 
 /* client__call_start packs req and starts the whole unary batch on the

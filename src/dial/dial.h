@@ -19,7 +19,12 @@
  *   retries (the callers retry and fail over themselves), a reconnect
  *   back-off on the caller's scale, a connect timeout and a receive
  *   limit;
- * - dial_tls_probe tells why a TLS connection fails (gRPC does not).
+ * - dial_tls_probe tells why a TLS connection fails (gRPC does not);
+ * - dial_unary_ops and dial_reply_ops build the ops of a client call's
+ *   batch: the whole of a unary call, or the receiving half that waits
+ *   for the server's reply and status (a client-streaming call sends its
+ *   messages in batches of its own); struct dial_reply holds what they
+ *   receive.
  *
  * THREADS AND LIFETIME
  * Every function may run on any thread.  dial_creds_create and
@@ -27,6 +32,10 @@
  * as long as their results live.  Credentials are released with
  * grpc_channel_credentials_release, channels with grpc_channel_destroy;
  * a channel holds its own reference to its credentials.
+ *
+ * A struct dial_reply belongs to its call's owner: dial_reply_init it
+ * before the batch starts and dial_reply_release it once the batch has
+ * completed (or never started).
  *
  * ERRORS
  * dial_url_parse returns 0 or ERR_INVAL (util/err.h), dial_tls_probe a
@@ -120,5 +129,39 @@ grpc_channel *dial_channel_create(const char *target,
  */
 int dial_tls_probe(const char *target, const struct dial_tls *tls,
                    int timeout_ms, char *why, size_t cap);
+
+/* What the server sends back on a client call: the receiving ops' outputs.
+ * Owned by the call's owner, who reads it after the batch completed. */
+struct dial_reply {
+    grpc_metadata_array init_md;  /* initial metadata */
+    grpc_byte_buffer *msg;        /* the reply message; NULL if none */
+    grpc_metadata_array trail_md; /* trailing metadata */
+    grpc_status_code status;      /* the call's final status */
+    grpc_slice details;           /* the status message */
+    const char *error_string;     /* the core's debug string, or NULL */
+};
+
+/* The number of ops dial_reply_ops and dial_unary_ops fill. */
+#define DIAL_REPLY_OPS 3
+#define DIAL_UNARY_OPS 6
+
+/* dial_reply_init readies r for a batch: empty metadata, details and
+ * message, status 0. */
+void dial_reply_init(struct dial_reply *r);
+
+/* dial_reply_ops fills ops with RECV_INITIAL_METADATA, RECV_MESSAGE and
+ * RECV_STATUS_ON_CLIENT, all received into r. */
+void dial_reply_ops(grpc_op ops[DIAL_REPLY_OPS], struct dial_reply *r);
+
+/* dial_unary_ops fills ops with a whole unary call: SEND_INITIAL_METADATA
+ * (md_len entries of md; md may be NULL when md_len is 0), SEND_MESSAGE
+ * (req), SEND_CLOSE_FROM_CLIENT, then dial_reply_ops into r.  md and req
+ * stay the caller's and must live until the batch completed. */
+void dial_unary_ops(grpc_op ops[DIAL_UNARY_OPS], grpc_metadata *md,
+                    size_t md_len, grpc_byte_buffer *req, struct dial_reply *r);
+
+/* dial_reply_release frees what r received and leaves it empty (another
+ * dial_reply_init is needed before the next batch). */
+void dial_reply_release(struct dial_reply *r);
 
 #endif

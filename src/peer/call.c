@@ -17,6 +17,7 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/support/time.h>
 
+#include "dial/dial.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -28,11 +29,7 @@ struct attempt {
     grpc_completion_queue *cq;    /* "next" queue of the call */
     grpc_call *call;              /* the call */
     grpc_byte_buffer *send_bb;    /* the request */
-    grpc_byte_buffer *recv_bb;    /* RECV_MESSAGE output */
-    grpc_metadata_array init_md;  /* RECV_INITIAL_METADATA output */
-    grpc_metadata_array trail_md; /* RECV_STATUS output */
-    grpc_status_code status;      /* RECV_STATUS output */
-    grpc_slice details;           /* RECV_STATUS output */
+    struct dial_reply reply;      /* the reply, status and metadata */
     bool cancelled;               /* cancelled because t is closing */
 };
 
@@ -49,21 +46,10 @@ static void start(struct attempt *a, const struct peer__call *c)
                                                    c->req_len);
     a->send_bb = grpc_raw_byte_buffer_create(&req, 1);
     grpc_slice_unref(req);
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = a->send_bb;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &a->init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &a->recv_bb;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &a->trail_md;
-    ops[5].data.recv_status_on_client.status = &a->status;
-    ops[5].data.recv_status_on_client.status_details = &a->details;
-    grpc_call_error e = grpc_call_start_batch(a->call, ops, 6, a, NULL);
+    grpc_op ops[DIAL_UNARY_OPS];
+    dial_unary_ops(ops, NULL, 0, a->send_bb, &a->reply);
+    grpc_call_error e =
+        grpc_call_start_batch(a->call, ops, DIAL_UNARY_OPS, a, NULL);
     assert(e == GRPC_CALL_OK);
     (void)e;
 }
@@ -89,7 +75,8 @@ static void wait_done(struct attempt *a, struct peer_transport *t)
 static int reply_take(struct attempt *a, grpc_slice *out)
 {
     grpc_byte_buffer_reader r;
-    if (a->recv_bb == NULL || !grpc_byte_buffer_reader_init(&r, a->recv_bb))
+    if (a->reply.msg == NULL ||
+        !grpc_byte_buffer_reader_init(&r, a->reply.msg))
         return ERR_IO;
     *out = grpc_byte_buffer_reader_readall(&r);
     grpc_byte_buffer_reader_destroy(&r);
@@ -106,9 +93,7 @@ static int attempt_url(struct peer__call *c, const char *url, grpc_slice *out)
     struct attempt a;
     memset(&a, 0, sizeof(a));
     a.cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_metadata_array_init(&a.init_md);
-    grpc_metadata_array_init(&a.trail_md);
-    a.details = grpc_empty_slice();
+    dial_reply_init(&a.reply);
     grpc_slice method = grpc_slice_from_static_string(c->method);
     a.call = grpc_channel_create_call(
         ch, NULL, GRPC_PROPAGATE_DEFAULTS, a.cq, method, NULL,
@@ -117,9 +102,9 @@ static int attempt_url(struct peer__call *c, const char *url, grpc_slice *out)
     if (a.call != NULL) {
         start(&a, c);
         wait_done(&a, t);
-        err = peer__call_err(a.status,
-                             (const char *)GRPC_SLICE_START_PTR(a.details),
-                             GRPC_SLICE_LENGTH(a.details), a.cancelled);
+        err = peer__call_err(
+            a.reply.status, (const char *)GRPC_SLICE_START_PTR(a.reply.details),
+            GRPC_SLICE_LENGTH(a.reply.details), a.cancelled);
         if (err == 0)
             err = reply_take(&a, out);
         grpc_call_unref(a.call);
@@ -127,15 +112,11 @@ static int attempt_url(struct peer__call *c, const char *url, grpc_slice *out)
     if (err != 0 && err != ERR_STOPPED)
         log_warn("peer", "call %s to %016llx at %s failed: %s (%.*s)",
                  c->method, (unsigned long long)c->to, url, err_str(err),
-                 (int)GRPC_SLICE_LENGTH(a.details),
-                 (const char *)GRPC_SLICE_START_PTR(a.details));
+                 (int)GRPC_SLICE_LENGTH(a.reply.details),
+                 (const char *)GRPC_SLICE_START_PTR(a.reply.details));
     if (a.send_bb != NULL)
         grpc_byte_buffer_destroy(a.send_bb);
-    if (a.recv_bb != NULL)
-        grpc_byte_buffer_destroy(a.recv_bb);
-    grpc_metadata_array_destroy(&a.init_md);
-    grpc_metadata_array_destroy(&a.trail_md);
-    grpc_slice_unref(a.details);
+    dial_reply_release(&a.reply);
     grpc_channel_destroy(ch);
     grpc_completion_queue_shutdown(a.cq);
     while (grpc_completion_queue_next(a.cq, gpr_inf_future(GPR_CLOCK_REALTIME),

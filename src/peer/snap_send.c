@@ -19,6 +19,7 @@
 #include <grpc/support/time.h>
 #include <openssl/evp.h>
 
+#include "dial/dial.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -39,10 +40,7 @@ struct snap_out {
     bool send_busy, send_ok;    /* a SEND_MESSAGE in flight; its result */
     bool status_busy;           /* RECV_STATUS pending */
     grpc_byte_buffer *send_bb;  /* the chunk in flight */
-    grpc_byte_buffer *done_bb;  /* SnapshotDone */
-    grpc_metadata_array init_md, trail_md; /* received metadata */
-    grpc_status_code status;    /* final status */
-    grpc_slice details;         /* its message */
+    struct dial_reply done;     /* SnapshotDone, status and metadata */
     char send_tag, status_tag;  /* completion tags (addresses) */
 };
 
@@ -96,23 +94,15 @@ static int call_open(struct snap_out *so, grpc_channel *ch)
                                         NULL);
     if (so->call == NULL)
         return ERR_IO;
-    grpc_op ops[3];
+    grpc_op ops[DIAL_REPLY_OPS];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
     so->send_busy = true;
     start(so, ops, 1, &so->send_tag);
     wait_for(so, &so->send_busy, so->p->t->lim.snapshot_timeout_ms);
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[0].data.recv_initial_metadata.recv_initial_metadata = &so->init_md;
-    ops[1].op = GRPC_OP_RECV_MESSAGE;
-    ops[1].data.recv_message.recv_message = &so->done_bb;
-    ops[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[2].data.recv_status_on_client.trailing_metadata = &so->trail_md;
-    ops[2].data.recv_status_on_client.status = &so->status;
-    ops[2].data.recv_status_on_client.status_details = &so->details;
+    dial_reply_ops(ops, &so->done);
     so->status_busy = true;
-    start(so, ops, 3, &so->status_tag);
+    start(so, ops, DIAL_REPLY_OPS, &so->status_tag);
     return so->send_ok ? 0 : ERR_IO;
 }
 
@@ -217,11 +207,12 @@ static bool outcome(struct snap_out *so, int rv)
         grpc_call_cancel(so->call, NULL);
     }
     wait_for(so, &so->status_busy, t->lim.snapshot_timeout_ms);
-    bool ok = rv == 0 && so->status == GRPC_STATUS_OK && so->done_bb != NULL;
+    const struct dial_reply *done = &so->done;
+    bool ok = rv == 0 && done->status == GRPC_STATUS_OK && done->msg != NULL;
     if (ok) {
         grpc_byte_buffer_reader r;
         grpc_slice s = grpc_empty_slice();
-        if (grpc_byte_buffer_reader_init(&r, so->done_bb)) {
+        if (grpc_byte_buffer_reader_init(&r, done->msg)) {
             s = grpc_byte_buffer_reader_readall(&r);
             grpc_byte_buffer_reader_destroy(&r);
         }
@@ -235,12 +226,12 @@ static bool outcome(struct snap_out *so, int rv)
     if (!ok)
         log_warn("peer", "snapshot to %016llx failed (%s; status %d: %.*s)",
                  (unsigned long long)so->p->id, rv != 0 ? err_str(rv) : "ok",
-                 (int)so->status, (int)GRPC_SLICE_LENGTH(so->details),
-                 (const char *)GRPC_SLICE_START_PTR(so->details));
+                 (int)done->status, (int)GRPC_SLICE_LENGTH(done->details),
+                 (const char *)GRPC_SLICE_START_PTR(done->details));
     if (!ok && t->cb.on_removed != NULL &&
         peer__status_removed(
-            so->status, (const char *)GRPC_SLICE_START_PTR(so->details),
-            GRPC_SLICE_LENGTH(so->details)))
+            done->status, (const char *)GRPC_SLICE_START_PTR(done->details),
+            GRPC_SLICE_LENGTH(done->details)))
         t->cb.on_removed(t->cb.arg, so->p->id);
     return ok;
 }
@@ -252,9 +243,7 @@ static bool transfer(struct snap_out *so)
     if (ch == NULL)
         return false;
     so->cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_metadata_array_init(&so->init_md);
-    grpc_metadata_array_init(&so->trail_md);
-    so->details = grpc_empty_slice();
+    dial_reply_init(&so->done);
     int rv = call_open(so, ch);
     bool ok = false;
     if (so->call != NULL) {
@@ -264,11 +253,7 @@ static bool transfer(struct snap_out *so)
         assert(!so->send_busy && !so->status_busy);
         grpc_call_unref(so->call);
     }
-    if (so->done_bb != NULL)
-        grpc_byte_buffer_destroy(so->done_bb);
-    grpc_metadata_array_destroy(&so->init_md);
-    grpc_metadata_array_destroy(&so->trail_md);
-    grpc_slice_unref(so->details);
+    dial_reply_release(&so->done);
     grpc_channel_destroy(ch);
     grpc_completion_queue_shutdown(so->cq);
     gpr_timespec forever = gpr_inf_future(GPR_CLOCK_REALTIME);
