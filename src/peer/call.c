@@ -179,16 +179,13 @@ static struct peer__call *slot_take(struct peer_transport *t)
 static int urls_copy(struct peer_transport *t, raft_id to,
                      struct peer__call *c)
 {
-    pthread_rwlock_rdlock(&t->lock);
-    struct peer__peer *p = peer__find(t, to);
-    if (p != NULL) {
-        pthread_mutex_lock(&p->mu);
-        memcpy(c->urls, p->urls, sizeof(c->urls));
-        c->urls_n = p->urls_n;
-        pthread_mutex_unlock(&p->mu);
-    }
-    pthread_rwlock_unlock(&t->lock);
-    return p != NULL ? 0 : ERR_NOTFOUND;
+    struct peer__peer *p = peer__hold(t, to);
+    if (p == NULL)
+        return ERR_NOTFOUND;
+    memcpy(c->urls, p->urls, sizeof(c->urls));
+    c->urls_n = p->urls_n;
+    peer__unhold(t, p);
+    return 0;
 }
 
 int peer_call(struct peer_transport *t, raft_id to, const char *method,

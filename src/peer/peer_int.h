@@ -277,6 +277,12 @@ struct peer_transport {
  * read or write), or NULL. */
 struct peer__peer *peer__find(struct peer_transport *t, raft_id id);
 
+/* peer__hold returns peer id with t->lock read-held and its mu locked, or
+ * NULL (nothing held) if there is no such peer; peer__unhold lets go of
+ * what peer__hold took. */
+struct peer__peer *peer__hold(struct peer_transport *t, raft_id id);
+void peer__unhold(struct peer_transport *t, struct peer__peer *p);
+
 /* peer__known says whether id is a peer (takes the read lock). */
 bool peer__known(struct peer_transport *t, raft_id id);
 
@@ -307,6 +313,13 @@ void peer__snap_join(struct peer__peer *p);
 /* recv.c, snap_recv.c: the service handlers. */
 extern const struct api_stream_ops peer__stream_ops;
 extern const struct api_stream_ops peer__snapshot_ops;
+/* peer__in_attach, for both handlers' on_open, gives stream a zeroed state
+ * of size bytes (api_stream_data_get returns it); NULL when out of memory,
+ * the stream then being finished with RESOURCE_EXHAUSTED.
+ * peer__in_detach, at the end of their on_close, once the state is freed,
+ * detaches it and releases the stream. */
+void *peer__in_attach(struct api_stream *stream, size_t size);
+void peer__in_detach(struct api_stream *stream);
 
 /* peer__channel_create opens a channel to url (checked by peer_add or
  * peer_update) with t's credentials for its scheme and the module's

@@ -23,16 +23,30 @@
 #include "util/log.h"
 #include "util/mem.h"
 
+void *peer__in_attach(struct api_stream *stream, size_t size)
+{
+    assert(stream != NULL && size > 0);
+    void *state = mem_calloc(1, size);
+    api_stream_data_set(stream, state);
+    if (state == NULL)
+        api_stream_finish(stream, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                          "out of memory");
+    return state;
+}
+
+void peer__in_detach(struct api_stream *stream)
+{
+    assert(stream != NULL);
+    api_stream_data_set(stream, NULL);
+    api_stream_release(stream);
+}
+
 static void in_open(struct api_stream *stream, void *ctx)
 {
     struct peer_transport *t = ctx;
-    struct peer__in *in = mem_calloc(1, sizeof(*in));
-    api_stream_data_set(stream, in);
-    if (in == NULL) {
-        api_stream_finish(stream, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                          "out of memory");
+    struct peer__in *in = peer__in_attach(stream, sizeof(*in));
+    if (in == NULL)
         return;
-    }
     in->stream = stream;
     pthread_mutex_lock(&t->in_mu);
     in->next = t->ins;
@@ -169,8 +183,7 @@ static void in_close(struct api_stream *stream, bool cancelled, void *ctx)
         pthread_mutex_unlock(&t->in_mu);
         mem_free(in);
     }
-    api_stream_data_set(stream, NULL);
-    api_stream_release(stream);
+    peer__in_detach(stream);
 }
 
 const struct api_stream_ops peer__stream_ops = {

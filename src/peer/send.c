@@ -276,19 +276,35 @@ static void events_drain(struct peer__peer *p, int64_t wait_ms)
         stream_end(p);
 }
 
-/* write_next starts a write of what is queued; false if nothing is. */
-static bool write_next(struct peer__peer *p)
+/* take_locked moves up to one batch of queued messages into s->take and
+ * returns their number (p->mu held). */
+static size_t take_locked(struct peer__peer *p)
 {
     struct peer__stream *s = &p->st;
-    pthread_mutex_lock(&p->mu);
-    size_t n = peer__queue_take(&p->q, s->take, s->take_max,
-                                p->t->lim.batch_bytes_max);
-    pthread_mutex_unlock(&p->mu);
-    if (n == 0)
-        return false;
+    return peer__queue_take(&p->q, s->take, s->take_max,
+                            p->t->lim.batch_bytes_max);
+}
+
+/* write_taken starts the write of the n > 0 messages take_locked took and
+ * frees their bytes (write_start copied them). */
+static void write_taken(struct peer__peer *p, size_t n)
+{
+    struct peer__stream *s = &p->st;
+    assert(n > 0 && n <= s->take_max);
     write_start(p, s->take, n, false);
     for (size_t i = 0; i < n; i++)
         mem_free(s->take[i].data);
+}
+
+/* write_next starts a write of what is queued; false if nothing is. */
+static bool write_next(struct peer__peer *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t n = take_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    if (n == 0)
+        return false;
+    write_taken(p, n);
     return true;
 }
 
@@ -302,17 +318,13 @@ static bool write_next(struct peer__peer *p)
  */
 bool peer__write_lent_locked(struct peer__peer *p)
 {
-    struct peer__stream *s = &p->st;
     if (!p->lent)
         return false;
-    size_t n = peer__queue_take(&p->q, s->take, s->take_max,
-                                p->t->lim.batch_bytes_max);
+    size_t n = take_locked(p);
     if (n == 0)
         return false;
     p->lent = false;
-    write_start(p, s->take, n, false);
-    for (size_t i = 0; i < n; i++)
-        mem_free(s->take[i].data);
+    write_taken(p, n);
     pthread_cond_signal(&p->cond);
     return true;
 }

@@ -49,14 +49,9 @@ struct snap_in {
 
 static void in_open(struct api_stream *stream, void *ctx)
 {
-    struct snap_in *si = mem_calloc(1, sizeof(*si));
-    api_stream_data_set(stream, si);
-    if (si == NULL) {
-        api_stream_finish(stream, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                          "out of memory");
-        return;
-    }
-    si->fd = -1;
+    struct snap_in *si = peer__in_attach(stream, sizeof(*si));
+    if (si != NULL)
+        si->fd = -1;
 }
 
 /* discard closes and removes the temp file, if any. */
@@ -281,8 +276,7 @@ static void in_close(struct api_stream *stream, bool cancelled, void *ctx)
         EVP_MD_CTX_free(si->md);
         mem_free(si);
     }
-    api_stream_data_set(stream, NULL);
-    api_stream_release(stream);
+    peer__in_detach(stream);
 }
 
 const struct api_stream_ops peer__snapshot_ops = {

@@ -131,6 +131,25 @@ struct peer__peer *peer__find(struct peer_transport *t, raft_id id)
     return NULL;
 }
 
+struct peer__peer *peer__hold(struct peer_transport *t, raft_id id)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    struct peer__peer *p = peer__find(t, id);
+    if (p == NULL) {
+        pthread_rwlock_unlock(&t->lock);
+        return NULL;
+    }
+    pthread_mutex_lock(&p->mu);
+    return p;
+}
+
+void peer__unhold(struct peer_transport *t, struct peer__peer *p)
+{
+    assert(p != NULL);
+    pthread_mutex_unlock(&p->mu);
+    pthread_rwlock_unlock(&t->lock);
+}
+
 bool peer__known(struct peer_transport *t, raft_id id)
 {
     pthread_rwlock_rdlock(&t->lock);
@@ -255,18 +274,13 @@ int peer_update(struct peer_transport *t, raft_id id, const char *const *urls,
     int rv = urls_check(t, urls, n);
     if (rv != 0)
         return rv;
-    pthread_rwlock_rdlock(&t->lock);
-    struct peer__peer *p = peer__find(t, id);
-    if (p == NULL) {
-        rv = ERR_NOTFOUND;
-    } else {
-        pthread_mutex_lock(&p->mu);
-        urls_set(p, urls, n);
-        pthread_cond_signal(&p->cond);
-        pthread_mutex_unlock(&p->mu);
-    }
-    pthread_rwlock_unlock(&t->lock);
-    return rv;
+    struct peer__peer *p = peer__hold(t, id);
+    if (p == NULL)
+        return ERR_NOTFOUND;
+    urls_set(p, urls, n);
+    pthread_cond_signal(&p->cond);
+    peer__unhold(t, p);
+    return 0;
 }
 
 /* peer_stop stops p's threads and frees p; p is already unlinked. */
@@ -340,19 +354,13 @@ void peer_transport_close(struct peer_transport *t)
 int peer_stats(struct peer_transport *t, raft_id id, struct peer_stats *out)
 {
     assert(t != NULL && out != NULL);
-    int rv = 0;
-    pthread_rwlock_rdlock(&t->lock);
-    struct peer__peer *p = peer__find(t, id);
-    if (p == NULL) {
-        rv = ERR_NOTFOUND;
-    } else {
-        pthread_mutex_lock(&p->mu);
-        *out = p->stats;
-        out->queued_msgs = p->q.n;
-        pthread_mutex_unlock(&p->mu);
-    }
-    pthread_rwlock_unlock(&t->lock);
-    return rv;
+    struct peer__peer *p = peer__hold(t, id);
+    if (p == NULL)
+        return ERR_NOTFOUND;
+    *out = p->stats;
+    out->queued_msgs = p->q.n;
+    peer__unhold(t, p);
+    return 0;
 }
 
 void peer__test_corrupt(struct peer_transport *t, bool on)
