@@ -11,15 +11,6 @@
 #include "util/err.h"
 #include "util/mem.h"
 
-/* urls_split fills cfg->urls from comma-separated urls, which it cuts up
- * in place (buf must outlive the api_server_create call). */
-static void urls_split(char *buf, struct api_server_config *cfg)
-{
-    for (char *save, *t = strtok_r(buf, ",", &save);
-         t && cfg->urls_n < API_URLS_MAX; t = strtok_r(NULL, ",", &save))
-        cfg->urls[cfg->urls_n++] = t;
-}
-
 /* tls_apply points cfg's TLS fields at tls (NULL: no TLS). */
 static void tls_apply(const struct api_tls *tls, struct api_server_config *cfg)
 {
@@ -33,6 +24,20 @@ static void tls_apply(const struct api_tls *tls, struct api_server_config *cfg)
         cfg->tls_check = api_tls_client_check;
         cfg->tls_check_ctx = (void *)tls;
     }
+}
+
+/* config_init sets cfg to the listeners of the comma-separated urls and to
+ * tls, the rest zero.  The urls are copied into buf (cap bytes) and cut up
+ * there: buf must outlive the api_server_create call. */
+static void config_init(struct api_server_config *cfg, char *buf, size_t cap,
+                        const char *urls, const struct api_tls *tls)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(buf, cap, "%s", urls);
+    for (char *save, *t = strtok_r(buf, ",", &save);
+         t && cfg->urls_n < API_URLS_MAX; t = strtok_r(NULL, ",", &save))
+        cfg->urls[cfg->urls_n++] = t;
+    tls_apply(tls, cfg);
 }
 
 /* etcd's learner interceptor: a learner serves only Status and
@@ -68,11 +73,8 @@ int api_start(struct server *s, const char *listen_urls,
         return ERR_NOMEM;
     api->server = s;
     char buf[4096];
-    snprintf(buf, sizeof buf, "%s", listen_urls);
     struct api_server_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    urls_split(buf, &cfg);
-    tls_apply(tls, &cfg);
+    config_init(&cfg, buf, sizeof buf, listen_urls, tls);
     cfg.max_request_bytes = server_max_request_bytes(s);
     int rc = api_server_create(&cfg, &api->rpc);
     if (rc != 0) {
@@ -100,11 +102,8 @@ int api_peer_create(const char *listen_peer_urls, const struct api_tls *tls,
                     struct api_server **peer_out)
 {
     char buf[4096];
-    snprintf(buf, sizeof buf, "%s", listen_peer_urls);
     struct api_server_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    urls_split(buf, &cfg);
-    tls_apply(tls, &cfg);
+    config_init(&cfg, buf, sizeof buf, listen_peer_urls, tls);
     /* Raft messages and snapshots come here (the peer transport registers
      * its services before the listener starts). */
     cfg.threads = 1;

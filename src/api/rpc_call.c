@@ -274,17 +274,27 @@ static void unimplemented_msg(const struct api_server *srv, grpc_slice path,
     }
 }
 
+/* recycled ends c when its completion is the last of it: its answer was
+ * sent, or (!ok on a posted slot) the server is shutting down.  Otherwise
+ * c is a newly arrived call and recycled returns false. */
+static bool recycled(struct api__worker *w, struct api_call *c, bool ok)
+{
+    if (c->state != API__CALL_ANSWERED && ok) {
+        assert(c->state == API__CALL_POSTED);
+        return false;
+    }
+    if (c->state == API__CALL_ANSWERED)
+        atomic_fetch_sub(&w->active_n, 1);
+    call_put(w, c);
+    return true;
+}
+
 void api__generic_complete(struct api__worker *w, struct api_call *c,
                            bool ok)
 {
     assert(c->tag.kind == API__TAG_GENERIC && c->worker == w);
-    if (c->state == API__CALL_ANSWERED || !ok) {
-        if (c->state == API__CALL_ANSWERED)
-            atomic_fetch_sub(&w->active_n, 1);
-        call_put(w, c);
+    if (recycled(w, c, ok))
         return;
-    }
-    assert(c->state == API__CALL_POSTED);
     if (!atomic_load(&w->srv->shutting_down))
         api__generic_post(w);
     char msg[400];
@@ -297,15 +307,8 @@ void api__generic_complete(struct api__worker *w, struct api_call *c,
 void api__call_complete(struct api__worker *w, struct api_call *c, bool ok)
 {
     assert(c->tag.kind == API__TAG_UNARY && c->worker == w);
-    if (c->state == API__CALL_ANSWERED || !ok) {
-        /* !ok on a posted slot: the server is shutting down. */
-        if (c->state == API__CALL_ANSWERED)
-            atomic_fetch_sub(&w->active_n, 1);
-        call_put(w, c);
-        return;
-    }
-    assert(c->state == API__CALL_POSTED);
-    arrived(w, c);
+    if (!recycled(w, c, ok))
+        arrived(w, c);
 }
 
 /* answer starts the final batch; after it the caller must not touch c. */

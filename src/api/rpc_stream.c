@@ -204,6 +204,19 @@ static bool send_next_locked(struct api_stream *s)
     return true;
 }
 
+/* kick_locked starts sending what was just queued or finished unless a
+ * send is in flight already, whose completion will move on to it; the new
+ * send batch holds a reference (s->mu held). */
+static void kick_locked(struct api_stream *s)
+{
+    if (s->sending)
+        return;
+    s->refs++;
+    bool started = send_next_locked(s);
+    assert(started);
+    (void)started;
+}
+
 static void sent(struct api_stream *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -271,12 +284,7 @@ int api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
         s->queue[(s->q_head + s->q_n) % s->q_cap] = bb;
         s->q_n++;
         bb = NULL;
-        if (!s->sending) {
-            s->refs++;
-            bool started = send_next_locked(s);
-            assert(started);
-            (void)started;
-        }
+        kick_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
     if (bb != NULL)
@@ -296,12 +304,7 @@ int api_stream_finish(struct api_stream *s, grpc_status_code code,
         s->finishing = true;
         s->fin_code = code;
         s->fin_msg = grpc_slice_from_copied_string(msg != NULL ? msg : "");
-        if (!s->sending) {
-            s->refs++;
-            bool started = send_next_locked(s);
-            assert(started);
-            (void)started;
-        }
+        kick_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
     return rv;
