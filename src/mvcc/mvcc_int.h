@@ -237,6 +237,10 @@ int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st);
 
 /* --- mvcc_read.c ----------------------------------------------------- */
 
+/* mvcc__result_grow makes room for one more entry of res->kvs; 0 or
+ * ERR_NOMEM. */
+int mvcc__result_grow(struct mvcc_range_result *res);
+
 /* mvcc__scan runs a range over cursor kv at rev (already validated) into
  * res (grown with mem_realloc).  Pointers are those of the cursor's txn. */
 int mvcc__scan(struct backend_cursor *kv, const struct mvcc_span *sp,

@@ -57,16 +57,13 @@ static int next_key(struct backend_cursor *c, const uint8_t *u, size_t ul,
     return seek_at(c, u, ul, true, rev, k, v);
 }
 
-static int result_grow(struct mvcc_range_result *res)
+int mvcc__result_grow(struct mvcc_range_result *res)
 {
-    if (res->n_kvs < res->cap)
-        return 0;
-    size_t cap = res->cap ? res->cap * 2 : 16;
-    struct mvcc_kv *kvs = mem_realloc(res->kvs, cap * sizeof *kvs);
+    struct mvcc_kv *kvs =
+        mem_grow(res->kvs, &res->cap, res->n_kvs, sizeof *kvs, 16);
     if (kvs == NULL)
         return ERR_NOMEM;
     res->kvs = kvs;
-    res->cap = cap;
     return 0;
 }
 
@@ -74,7 +71,7 @@ static int result_grow(struct mvcc_range_result *res)
 static int emit(struct mvcc_range_result *res, const struct backend_val *k,
                 const struct backend_val *v, unsigned flags)
 {
-    int rc = result_grow(res);
+    int rc = mvcc__result_grow(res);
     if (rc != 0)
         return rc;
     bool tomb;
@@ -145,6 +142,19 @@ int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
     return mvcc__entry_decode(&k, &v, keys_only, out, tomb_out);
 }
 
+/* rev_resolve turns *rev into the revision a read of r serves (<= 0: r's
+ * own) and checks that r can see it: ERR_FUTURE_REV, ERR_COMPACTED. */
+static int rev_resolve(const struct mvcc_read *r, mvcc_rev *rev)
+{
+    if (*rev <= 0)
+        *rev = r->rev;
+    if (*rev > r->rev)
+        return ERR_FUTURE_REV;
+    if (*rev < r->compact)
+        return ERR_COMPACTED;
+    return 0;
+}
+
 int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
                const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
                unsigned flags, struct mvcc_range_result *res)
@@ -153,14 +163,10 @@ int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
     struct mvcc_span sp;
     res->n_kvs = 0;
     int rc = mvcc__span_init(&sp, r->s, key, key_len, end, end_len);
+    if (rc == 0)
+        rc = rev_resolve(r, &rev);
     if (rc != 0)
         return rc;
-    if (rev <= 0)
-        rev = r->rev;
-    if (rev > r->rev)
-        return ERR_FUTURE_REV;
-    if (rev < r->compact)
-        return ERR_COMPACTED;
     return mvcc__scan(r->kv, &sp, rev, limit, flags, res);
 }
 
@@ -296,15 +302,11 @@ int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
                  mvcc_rev *compact_rev_out)
 {
     assert(r != NULL && hash_out != NULL);
-    if (rev <= 0)
-        rev = r->rev;
-    if (rev > r->rev)
-        return ERR_FUTURE_REV;
-    if (rev < r->compact)
-        return ERR_COMPACTED;
+    int rc = rev_resolve(r, &rev);
+    if (rc != 0)
+        return rc;
     uint32_t crc = 0;
     struct backend_val k, v;
-    int rc;
     for (rc = backend_cursor_first(r->kv, &k, &v); rc == 0;
          rc = backend_cursor_next(r->kv, &k, &v)) {
         size_t ul;

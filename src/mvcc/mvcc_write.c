@@ -211,14 +211,11 @@ static int event_push(struct mvcc_batch *b, enum mvcc_event_type type,
                       const struct mvcc_kv *kv, int64_t sub,
                       const struct mvcc_kv *prev)
 {
-    if (b->n_events == b->cap_events) {
-        size_t cap = b->cap_events ? b->cap_events * 2 : 256;
-        struct mvcc_event *e = mem_realloc(b->events, cap * sizeof *e);
-        if (e == NULL)
-            return ERR_NOMEM;
-        b->events = e;
-        b->cap_events = cap;
-    }
+    struct mvcc_event *e =
+        mem_grow(b->events, &b->cap_events, b->n_events, sizeof *e, 256);
+    if (e == NULL)
+        return ERR_NOMEM;
+    b->events = e;
     struct mvcc_event *ev = &b->events[b->n_events++];
     memset(ev, 0, sizeof *ev);
     ev->type = type;
@@ -441,14 +438,8 @@ static int lease_collect(struct mvcc_batch *b, int64_t lease)
     for (; rc == 0; rc = backend_cursor_next(b->lk, &k, NULL)) {
         if (k.len <= sizeof pfx || memcmp(k.data, pfx, sizeof pfx) != 0)
             return 0;
-        if (res->n_kvs == res->cap) {
-            size_t cap = res->cap ? res->cap * 2 : 16;
-            struct mvcc_kv *kvs = mem_realloc(res->kvs, cap * sizeof *kvs);
-            if (kvs == NULL)
-                return ERR_NOMEM;
-            res->kvs = kvs;
-            res->cap = cap;
-        }
+        if (mvcc__result_grow(res) != 0)
+            return ERR_NOMEM;
         struct mvcc_kv kv = {.key = (const uint8_t *)k.data + sizeof pfx,
                              .key_len = k.len - sizeof pfx};
         if (copy_kv(&b->arena, &kv, &res->kvs[res->n_kvs++]) != 0)

@@ -1,7 +1,9 @@
 /* mem.c - allocation wrappers with one-shot fault injection for tests. */
 #include "util/mem.h"
 
+#include <assert.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,20 @@ void *mem_dup(const void *src, size_t len)
     void *p = mem_malloc(len ? len : 1);
     if (p != NULL && len > 0)
         memcpy(p, src, len);
+    return p;
+}
+
+void *mem_grow(void *items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    assert(cap != NULL && n <= *cap && size > 0 && first > 0);
+    if (n < *cap)
+        return items;
+    size_t want = *cap ? *cap * 2 : first;
+    if (want < *cap || want > SIZE_MAX / size)
+        return NULL;
+    void *p = mem_realloc(items, want * size);
+    if (p != NULL)
+        *cap = want;
     return p;
 }
 

@@ -19,6 +19,13 @@ void mem_free(void *ptr);
  * src == NULL is fine), or NULL on failure. */
 void *mem_dup(const void *src, size_t len);
 
+/* mem_grow makes room for item n of an array of items of size bytes with
+ * *cap slots: it returns items as is while n < *cap, else the array
+ * reallocated to twice *cap slots (first when *cap is 0) with *cap
+ * updated, or NULL (items and *cap untouched) when out of memory.
+ * The caller stores the result back in place of items. */
+void *mem_grow(void *items, size_t *cap, size_t n, size_t size, size_t first);
+
 /* mem_fault_set arms a one-shot failure of the n-th next allocation; 0
  * disarms. */
 void mem_fault_set(long n);

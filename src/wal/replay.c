@@ -36,14 +36,10 @@ static void ents_truncate(struct replay_ctx *c, uint64_t index)
 static int ents_push(struct replay_ctx *c, const struct wal__rec *rec,
                      uint64_t index)
 {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 256;
-        struct wal_entry *p = mem_realloc(c->ents, cap * sizeof *p);
-        if (p == NULL)
-            return ERR_NOMEM;
-        c->ents = p;
-        c->cap = cap;
-    }
+    struct wal_entry *p = mem_grow(c->ents, &c->cap, c->n, sizeof *p, 256);
+    if (p == NULL)
+        return ERR_NOMEM;
+    c->ents = p;
     struct wal_entry *e = &c->ents[c->n];
     e->index = index;
     e->term = wal__get64(rec->payload + 8);

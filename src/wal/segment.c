@@ -54,14 +54,10 @@ static int seg_cmp(const void *a, const void *b)
 static int seg_push(struct wal__seg **segs, size_t *n, size_t *cap,
                     const struct wal__seg *seg)
 {
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 8;
-        struct wal__seg *p = mem_realloc(*segs, ncap * sizeof *p);
-        if (p == NULL)
-            return ERR_NOMEM;
-        *segs = p;
-        *cap = ncap;
-    }
+    struct wal__seg *p = mem_grow(*segs, cap, *n, sizeof *p, 8);
+    if (p == NULL)
+        return ERR_NOMEM;
+    *segs = p;
     (*segs)[(*n)++] = *seg;
     return 0;
 }

@@ -103,14 +103,11 @@ void wal__log_corrupt(const struct wal *wal, uint64_t seq, uint64_t first,
  * ERR_NOMEM leaves the wal untouched). */
 static int segs_reserve(struct wal *w)
 {
-    if (w->nsegs < w->segs_cap)
-        return 0;
-    size_t cap = w->segs_cap ? w->segs_cap * 2 : 8;
-    struct wal__seg *p = mem_realloc(w->segs, cap * sizeof *p);
+    struct wal__seg *p =
+        mem_grow(w->segs, &w->segs_cap, w->nsegs, sizeof *p, 8);
     if (p == NULL)
         return ERR_NOMEM;
     w->segs = p;
-    w->segs_cap = cap;
     return 0;
 }
 
