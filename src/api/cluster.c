@@ -12,6 +12,7 @@
  * of a follower is answered with the leader's list of the members (the
  * leader decided and applied it first), as etcd does.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,22 @@ static void change(struct api_call *call, struct api *api,
     server_member_change(api->server, c, on_changed, pd);
 }
 
+/* etcd trims the space around each peer URL before checking it, and
+ * keeps the trimmed URL (types.NewURLs). */
+static void trim_urls(char **urls, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *u = urls[i];
+        size_t len = strlen(u), lead = 0;
+        while (lead < len && isspace((unsigned char)u[lead]))
+            lead++;
+        while (len > lead && isspace((unsigned char)u[len - 1]))
+            len--;
+        memmove(u, u + lead, len - lead);
+        u[len - lead] = '\0';
+    }
+}
+
 static void member_add(struct api_call *call, const uint8_t *req, size_t len,
                        void *ctx)
 {
@@ -172,6 +189,7 @@ static void member_add(struct api_call *call, const uint8_t *req, size_t len,
         etcdserverpb__member_add_request__unpack(NULL, len, req);
     if (r == NULL)
         return bad_request(call);
+    trim_urls(r->peerurls, r->n_peerurls);
     struct server_member_change c = {
         .op = SERVER_MEMBER_ADD,
         .peer_urls = (const char *const *)r->peerurls,
@@ -200,6 +218,7 @@ static void member_update(struct api_call *call, const uint8_t *req,
         etcdserverpb__member_update_request__unpack(NULL, len, req);
     if (r == NULL)
         return bad_request(call);
+    trim_urls(r->peerurls, r->n_peerurls);
     struct server_member_change c = {
         .op = SERVER_MEMBER_UPDATE,
         .id = r->id,

@@ -15,6 +15,7 @@
  * member_forward.c, which asks the leader to check and propose it.
  */
 #include <assert.h>
+#include <ctype.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,17 +74,21 @@ static bool url_ok(const char *u)
         dial_url_parse(u, len, target, sizeof target, &sec) != 0 ||
         sec == DIAL_SECURITY_DEFAULT)
         return false;
-    if (strncmp(u, "http://", 7) == 0)
+    /* unix and unixs too: etcd wants host:port of every scheme. */
+    if (strncmp(u, "http://", 7) == 0 || strncmp(u, "unix://", 7) == 0)
         rest = u + 7;
-    else if (strncmp(u, "https://", 8) == 0)
+    else if (strncmp(u, "https://", 8) == 0 || strncmp(u, "unixs://", 8) == 0)
         rest = u + 8;
-    else if (strncmp(u, "unix://", 7) == 0 || strncmp(u, "unixs://", 8) == 0)
-        return strchr(u, ':')[3] != '\0';
     else
         return false;
     const char *colon = strrchr(rest, ':');
     if (colon == NULL || colon == rest || strchr(rest, '/') != NULL)
         return false;
+    /* The bytes Go's url.Parse takes in a host: no space or control. */
+    for (const char *p = rest; p < colon; p++)
+        if (!isalnum((unsigned char)*p) && (unsigned char)*p < 0x80 &&
+            strchr("-._~!$&'()*+;=:[]<>\"%", *p) == NULL)
+            return false;
     for (const char *p = colon + 1; *p; p++)
         if (*p < '0' || *p > '9')
             return false;
