@@ -633,9 +633,8 @@ static void take_reads(struct server *s)
     }
 }
 
-/* Waits for an event or the next tick.  The event stays set: it is taken
- * (take_event) by whoever then holds raft_mu, so that a thread running a
- * pass meanwhile sees the work that arrived during it and takes it too. */
+/* Waits for an event or the next tick.  The event stays set until the
+ * raft thread holds raft_mu (take_event), right before its pass. */
 static void wait_event(struct server *s, uint64_t next_tick)
 {
     pthread_mutex_lock(&s->ev_mu);
@@ -657,15 +656,13 @@ static void wait_event(struct server *s, uint64_t next_tick)
     pthread_mutex_unlock(&s->ev_mu);
 }
 
-/* Takes the event flag (raft_mu held): true if something arrived since
- * the last take.  The pass that follows takes everything queued. */
-static bool take_event(struct server *s)
+/* Clears the event flag (raft_mu held): the pass that follows takes
+ * everything queued until now. */
+static void take_event(struct server *s)
 {
     pthread_mutex_lock(&s->ev_mu);
-    bool ev = s->ev;
     s->ev = false;
     pthread_mutex_unlock(&s->ev_mu);
-    return ev;
 }
 
 static void fail_reads(struct server *s, int err)
@@ -757,7 +754,7 @@ void *server__raft_main(void *arg)
         }
         if (server__now_ms() >= next_tick) /* stalled: no burst of ticks */
             next_tick = server__now_ms() + hb;
-        (void)take_event(s);
+        take_event(s);
         raft_pass(s);
         pthread_mutex_unlock(&s->raft_mu);
     }
