@@ -199,7 +199,7 @@ static void member_free(struct server *s)
 
 /* reopen_same_free checks that a second member opening the store s opened
  * finds the same membership, then frees both. */
-static void reopen_same_free(struct server *s)
+static inline void reopen_same_free(struct server *s)
 {
     struct server *again = member_new(NULL);
     check(server__members_open(again) == 0);

@@ -1,6 +1,7 @@
 /*
  * seeds.c - writes the seed corpora of the cluster work's fuzz targets
- * (fuzz/corpus/{api_cluster,peer_recv,server_members,cmd_join}), so that
+ * (fuzz/corpus/{api_cluster,peer_recv,server_members,server_members_apply,
+ * cmd_join}), so that
  * each starts from valid inputs that reach deep into the code instead of
  * discovering protobuf and the input layout byte by byte.  Each file is
  * one input in its target's layout (see the target's header comment),
@@ -490,6 +491,54 @@ static void server_members(void)
     save("server_members", "no-ids");
 }
 
+/* --- fuzz_server_members_apply ------------------------------------------ */
+
+/* One applied record: a MemberChange of kind on member id. */
+static void change_rec(int kind, uint64_t id, char **purls, size_t n,
+                       bool learner)
+{
+    Etcdserverpb__Member m;
+    Cetcdpb__MemberChange c = CETCDPB__MEMBER_CHANGE__INIT;
+    Cetcdpb__InternalRequest r = CETCDPB__INTERNAL_REQUEST__INIT;
+    member(&m, id, "", purls, n, learner);
+    c.kind = (Cetcdpb__MemberChange__Kind)kind;
+    c.member = &m;
+    r.id = id;
+    r.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_CHANGE;
+    r.member_change = &c;
+    put_msg(&r.base, true);
+}
+
+/* One published MemberAttr of member id. */
+static void attr_rec(uint64_t id, char *name, char **curls, size_t n)
+{
+    Cetcdpb__MemberAttr a = CETCDPB__MEMBER_ATTR__INIT;
+    Cetcdpb__InternalRequest r = CETCDPB__INTERNAL_REQUEST__INIT;
+    a.member_id = id;
+    a.name = name;
+    a.client_urls = curls;
+    a.n_client_urls = n;
+    r.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR;
+    r.member_attr = &a;
+    put_msg(&r.base, true);
+}
+
+static void server_members_apply(void)
+{
+    char *p4[] = {"http://127.0.0.4:2380"}, *p4b[] = {"http://127.0.0.5:2380",
+                                                      "unix://m4.sock:1"};
+    char *c1[] = {"http://127.0.0.1:2379"};
+    attr_rec(1, "m1", c1, 1);
+    change_rec(CETCDPB__MEMBER_CHANGE__KIND__ADD, 4, p4, 1, true);
+    change_rec(CETCDPB__MEMBER_CHANGE__KIND__PROMOTE, 4, NULL, 0, false);
+    change_rec(CETCDPB__MEMBER_CHANGE__KIND__UPDATE, 4, p4b, 2, false);
+    attr_rec(4, "m4", c1, 1);
+    change_rec(CETCDPB__MEMBER_CHANGE__KIND__REMOVE, 2, NULL, 0, false);
+    save("server_members_apply", "add-promote-update-remove");
+    change_rec(CETCDPB__MEMBER_CHANGE__KIND__REMOVE, 1, NULL, 0, false);
+    save("server_members_apply", "self-removed");
+}
+
 /* --- fuzz_cmd_join ------------------------------------------------------ */
 
 /* Saves the cmd_join seed `name`: the answer of a running cluster, members
@@ -545,6 +594,7 @@ int main(int argc, char **argv)
     peer_stream();
     peer_snap();
     server_members();
+    server_members_apply();
     cmd_join();
     return 0;
 }
