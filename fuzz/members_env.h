@@ -136,22 +136,31 @@ static bool str_ok(const char *p, size_t cap)
     return memchr(p, '\0', cap) != NULL;
 }
 
-/* A store server__members_open accepted is one the member can use. */
-static void store_check(const struct server *s)
+/* The members table is one the member can use: at most
+ * SERVER_MEMBERS_MAX members sorted by distinct ids, bounded strings. */
+static void table_check(const struct server_ms *ms)
 {
-    const struct server_ms *ms = s->ms;
-    check(s->member_id != 0 && s->cluster_id != 0);
-    check(ms->n <= SERVER_MEMBERS_MAX && ms->n > 0);
+    check(ms->n <= SERVER_MEMBERS_MAX);
     check(ms->n_removed <= SERVER_REMOVED_MAX);
-    check(s->n_members == ms->n);
     for (size_t i = 0; i < ms->n; i++) {
         const struct server_member_info *m = &ms->m[i];
         check(i == 0 || ms->m[i - 1].id < m->id);
         check(str_ok(m->name, sizeof m->name));
         check(str_ok(m->peer_urls, sizeof m->peer_urls));
         check(str_ok(m->client_urls, sizeof m->client_urls));
-        check(s->members[i].id == m->id);
-        check(strcmp(s->members[i].peer_urls, m->peer_urls) == 0);
+    }
+}
+
+/* A store server__members_open accepted is one the member can use. */
+static void store_check(const struct server *s)
+{
+    const struct server_ms *ms = s->ms;
+    check(s->member_id != 0 && s->cluster_id != 0);
+    table_check(ms);
+    check(ms->n > 0 && s->n_members == ms->n);
+    for (size_t i = 0; i < ms->n; i++) {
+        check(s->members[i].id == ms->m[i].id);
+        check(strcmp(s->members[i].peer_urls, ms->m[i].peer_urls) == 0);
     }
     check(!server__ms_is_removed(ms, s->member_id));
 }
