@@ -18,6 +18,12 @@
 #               leader, ranges to all members; CPU is summed over members.
 #   ONLY        run only the workloads whose name matches this extended
 #               regex (e.g. ONLY='^put-c1$' for the single-client put)
+#   ROUNDS      rounds (default 1): each round runs etcd then cetcd on fresh
+#               data dirs; the table gives each figure's median over the
+#               rounds and the range of the per-round qps ratios.  On a
+#               shared VM the machine's speed drifts by 10-20% within
+#               minutes, so one round's ratio can be off by as much;
+#               alternating rounds give both servers the same drift.
 #
 # Each server gets a fresh data dir in WORKDIR, fsync on (etcd's default;
 # cetcd the same), single member on 127.0.0.1.  Per workload we record
@@ -133,10 +139,11 @@ leader_pid() {
     echo "$SERVER_PIDS" | awk -v i="$i" '{print $i}'
 }
 
-# run_all NAME BIN: every workload against one server; one line each in
-# $WORK/NAME.results: workload qps p50_ms p99_ms cpu_us_per_req rss_kb errors
+# run_all NAME BIN ROUND: every workload against one server; one line each
+# in $WORK/NAME.rROUND.results:
+#   workload qps p50_ms p99_ms cpu_us_per_req rss_kb errors
 run_all() {
-    local name=$1 bin=$2 out=$WORK/$1.results
+    local name=$1 bin=$2 round=$3 out=$WORK/$1.r$3.results
     : >"$out"
     start_server "$name" "$bin" || return 1
     # The range workloads read one small key, as etcd's docs do.
@@ -149,7 +156,7 @@ run_all() {
         c0=$(cpu_all)
         # shellcheck disable=SC2086
         line=$("$BENCH_BIN" --endpoints "$eps" $args $extra \
-               | tee "$WORK/$name.$wname.txt" | grep '^RESULT') || {
+               | tee "$WORK/$name.r$round.$wname.txt" | grep '^RESULT') || {
             echo "compare.sh: $name $wname failed" >&2; continue; }
         c1=$(cpu_all)
         python3 - "$wname" "$c0" "$c1" "$CLK_TCK" "$(rss_kb "$(leader_pid)")" \
@@ -163,40 +170,69 @@ print(w, r["qps"], r["p50_ms"], r["p99_ms"], "%.1f" % cpu_us, rss, r["errors"])
 PY
         echo "  $name $wname: $(tail -1 "$out")" >&2
     done
-    echo "peak_rss_kb $(hwm_kb "$(leader_pid)")" >"$WORK/$name.peak"
+    echo "peak_rss_kb $(hwm_kb "$(leader_pid)")" >"$WORK/$name.r$round.peak"
     stop_server
 }
 
 echo "== fdatasync latency in $WORK" >&2
 python3 "$ROOT/bench/fsync_lat.py" "$WORK" 1000 | tee "$WORK/fsync.txt" >&2
 
-echo "== etcd ($("$ETCD_BIN" --version | head -1))" >&2
-run_all etcd "$ETCD_BIN"
+ROUNDS=${ROUNDS:-1}
 HAVE_CETCD=0
-if [ -x "$CETCD_BIN" ]; then
-    echo "== cetcd ($CETCD_BIN)" >&2
-    run_all cetcd "$CETCD_BIN" && HAVE_CETCD=1
-else
-    echo "== cetcd: $CETCD_BIN not found, measuring etcd only" >&2
-fi
+[ -x "$CETCD_BIN" ] || echo "== cetcd: $CETCD_BIN not found, measuring etcd only" >&2
+for r in $(seq "$ROUNDS"); do
+    echo "== round $r/$ROUNDS: etcd ($("$ETCD_BIN" --version | head -1))" >&2
+    run_all etcd "$ETCD_BIN" "$r"
+    if [ -x "$CETCD_BIN" ]; then
+        echo "== round $r/$ROUNDS: cetcd ($CETCD_BIN)" >&2
+        run_all cetcd "$CETCD_BIN" "$r" && HAVE_CETCD=1
+    fi
+done
 
-python3 - "$WORK" "$HAVE_CETCD" "$SCALE" "$VAL_SIZE" "$MEMBERS" <<'PY'
-import os, platform, sys, time
+python3 - "$WORK" "$HAVE_CETCD" "$SCALE" "$VAL_SIZE" "$MEMBERS" "$ROUNDS" <<'PY'
+import os, platform, statistics, sys, time
 work, have, scale, val = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
-members = int(sys.argv[5])
+members, rounds = int(sys.argv[5]), int(sys.argv[6])
 
-def load(name):
+def load_round(name, r):
     res = {}
-    p = os.path.join(work, name + ".results")
+    p = os.path.join(work, "%s.r%d.results" % (name, r))
     if os.path.exists(p):
         for line in open(p):
             f = line.split()
             res[f[0]] = f[1:]
     return res
 
+def load(name):
+    """Per workload, each field's median over the rounds that ran it
+    (errors: the sum)."""
+    runs = [load_round(name, r) for r in range(1, rounds + 1)]
+    res = {}
+    for run in runs:
+        for w in run:
+            res.setdefault(w, None)
+    for w in res:
+        rows = [run[w] for run in runs if w in run]
+        med = ["%g" % statistics.median(float(x[i]) for x in rows) for i in range(5)]
+        med[4] = "%d" % float(med[4])
+        res[w] = med + [str(sum(int(x[5]) for x in rows))]
+    return res
+
+def qps_ratios(w):
+    out = []
+    for r in range(1, rounds + 1):
+        a, b = load_round("etcd", r).get(w), load_round("cetcd", r).get(w)
+        if a and b and float(a[0]) > 0:
+            out.append(float(b[0]) / float(a[0]))
+    return out
+
 def peak(name):
-    p = os.path.join(work, name + ".peak")
-    return open(p).read().split()[1] if os.path.exists(p) else "-"
+    vals = []
+    for r in range(1, rounds + 1):
+        p = os.path.join(work, "%s.r%d.peak" % (name, r))
+        if os.path.exists(p):
+            vals.append(int(open(p).read().split()[1]))
+    return str(max(vals)) if vals else "-"
 
 e, c = load("etcd"), load("cetcd") if have else {}
 fs = dict(kv.split("=") for kv in open(os.path.join(work, "fsync.txt")).read().split()[1:])
@@ -216,19 +252,26 @@ if not have:
     print()
     print("cetcd binary not found: etcd only.")
 print()
+if rounds > 1:
+    print("Medians over %d rounds (each round: etcd, then cetcd, fresh data "
+          "dirs); \"rounds\" gives the lowest and highest per-round qps ratio."
+          % rounds)
+    print()
 print("| workload | etcd qps | cetcd qps | qps ratio | etcd p50 ms | cetcd p50 ms "
       "| etcd p99 ms | cetcd p99 ms | etcd CPU µs/req | cetcd CPU µs/req | CPU ratio "
-      "| etcd RSS MiB | cetcd RSS MiB |")
-print("|" + "---|" * 13)
+      "| etcd RSS MiB | cetcd RSS MiB |" + (" rounds |" if rounds > 1 else ""))
+print("|" + "---|" * (13 + (rounds > 1)))
 for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 99):
     a, b = e.get(w), c.get(w)
     g = lambda r, i: r[i] if r else "-"
     mib = lambda r: "%.0f" % (int(r[4]) / 1024) if r else "-"
     err = " (errors: etcd %s, cetcd %s)" % (g(a, 5), g(b, 5)) if (a and a[5] != "0") or (b and b[5] != "0") else ""
-    print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+    qr = qps_ratios(w)
+    span = (" %.2f-%.2f |" % (min(qr), max(qr)) if qr else " - |") if rounds > 1 else ""
+    print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
         w, err, g(a, 0), g(b, 0), ratio(g(a, 0) if a else None, g(b, 0) if b else None),
         g(a, 1), g(b, 1), g(a, 2), g(b, 2), g(a, 3), g(b, 3),
-        ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b)))
+        ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b), span))
 print()
 print("Ratios are cetcd/etcd (qps: higher is better; CPU: lower is better). "
       "Raw output: %s" % work)

@@ -18,6 +18,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/string_util.h>
 
+#include "util/absl.h"
 #include "util/thread.h"
 #include "api/rpc_int.h"
 #include "util/err.h"
@@ -237,6 +238,7 @@ int api_server_create(const struct api_server_config *cfg,
     int rv = config_apply(srv, cfg);
     if (rv != 0)
         goto err_free;
+    absl_deadlock_detection_off(); /* see util/absl.h */
     grpc_init();
     srv->tls_creds = tls_creds(cfg);
     if (cfg->tls_cert_pem != NULL && srv->tls_creds == NULL) {

@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <stdatomic.h>
 
+#include "util/absl.h"
 #include "client/client_int.h"
 #include "util/mem.h"
 
@@ -35,6 +36,7 @@ int cetcd_async_queue_open(struct cetcd_async_queue **queue_out)
     q = mem_calloc(1, sizeof(*q));
     if (q == NULL)
         return CETCD_RESOURCE_EXHAUSTED;
+    absl_deadlock_detection_off(); /* see util/absl.h */
     grpc_init();
     q->cq = grpc_completion_queue_create_for_next(NULL);
     if (q->cq == NULL) {

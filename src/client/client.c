@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "util/absl.h"
 #include "client/client_int.h"
 #include "util/mem.h"
 
@@ -129,6 +130,7 @@ int cetcd_client_open(const struct cetcd_client_opts *opts,
     atomic_init(&c->cur, 0);
     max_recv = opts->max_recv_bytes > 0 ? opts->max_recv_bytes
                                         : MAX_RECV_BYTES_DEFAULT;
+    absl_deadlock_detection_off(); /* see util/absl.h */
     grpc_init();
     if (channels_open(c, opts, max_recv) != 0)
         goto err_close;

@@ -5,6 +5,7 @@
  * serve client requests", "published ...", "enabled capabilities ...").
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,6 +417,17 @@ static int run(void)
     return 0;
 }
 
+/* glibc grows a thread's malloc arena by the pages a request needs, one
+ * mprotect each time; the store's and raft log's memory grows steadily
+ * under a put load, which made ~0.2 mprotect calls per put (each taking
+ * the process's mmap lock against the other threads' page faults).
+ * Growing by 4 MiB at a time makes that rare (untouched pages cost no
+ * RSS); measured 2-3% less CPU per put at 1000 clients. */
+static void tune_malloc(void)
+{
+    mallopt(M_TOP_PAD, 4 << 20);
+}
+
 int main(int argc, char **argv)
 {
     int code;
@@ -444,6 +456,7 @@ int main(int argc, char **argv)
      * every 10 ms keeps peer connects prompt at a negligible cost. */
     setenv("GRPC_POLL_STRATEGY", "poll", 0);
     setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "10", 0);
+    tune_malloc();
     if (setup_logging() != 0 || check_timing() != 0 || check_cluster() != 0)
         return 1;
     struct sigaction sa;

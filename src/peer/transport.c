@@ -8,6 +8,7 @@
 
 #include <grpc/grpc_security.h>
 
+#include "util/absl.h"
 #include "util/thread.h"
 #include "api/rpc.h"
 #include "dial/dial.h"
@@ -85,6 +86,7 @@ int peer_transport_create(const struct peer_config *cfg,
             return ERR_NOMEM;
         }
     }
+    absl_deadlock_detection_off(); /* see util/absl.h */
     grpc_init(); /* Balanced in close: channels outlive no init. */
     int rv = creds_open(t, cfg->tls);
     if (rv != 0) {
