@@ -38,7 +38,7 @@ CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
     tests/integration/test_rpc_runtime.py
 
 echo "== fuzz targets (clang, ${FUZZ_SECONDS}s each)"
-CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCETCD_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCETCD_FUZZ=ON \
     -DCETCD_SANITIZE=ON >/dev/null
 fuzzers=$(cd fuzz && ls fuzz_*.c | sed 's/\.c$//')
 # shellcheck disable=SC2086
