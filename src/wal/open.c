@@ -103,7 +103,8 @@ static int scan_seg(struct open_ctx *c, size_t i, uint32_t *crc,
     const struct wal__seg *seg = &w->segs[i];
     char name[WAL__NAME_BYTES];
     wal__seg_name(name, seg->seq, seg->first_index);
-    int rv = wal__seg_read(w->dir_fd, name, &w->buf, &w->buf_cap, size_out);
+    int rv = wal__seg_read(w->dir_fd, name, 0, &w->buf, &w->buf_cap,
+                           size_out);
     if (rv != 0)
         return rv;
     c->seg = i;
@@ -170,6 +171,7 @@ static int open_all(struct wal *w)
         size_t size;
         if ((rv = scan_seg(&c, i, &crc, &sc, &size)) != 0)
             return rv;
+        w->segs[i].end = sc.end; /* replays read no further */
     }
     if (!c.any_entry && !w->has_snap)
         w->last_index = w->segs[w->nsegs - 1].first_index - 1;

@@ -117,8 +117,12 @@ static int replay_segs(struct wal *w, struct replay_ctx *c)
         const struct wal__seg *seg = &w->segs[i];
         char name[WAL__NAME_BYTES];
         wal__seg_name(name, seg->seq, seg->first_index);
+        /* Open checked each segment whole: its records end at .end (the
+         * tail's at the write offset), and only zeros follow. */
+        uint64_t end = i + 1 == w->nsegs ? w->offset : seg->end;
         size_t size;
-        int rv = wal__seg_read(w->dir_fd, name, &w->buf, &w->buf_cap, &size);
+        int rv = wal__seg_read(w->dir_fd, name, end, &w->buf, &w->buf_cap,
+                               &size);
         if (rv != 0)
             return rv;
         struct wal__scan sc;

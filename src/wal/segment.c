@@ -94,8 +94,60 @@ int wal__seg_list(int dir_fd, struct wal__seg **segs_out, size_t *n_out)
     return 0;
 }
 
-int wal__seg_read(int dir_fd, const char *name, unsigned char **buf,
-                  size_t *cap, size_t *size_out)
+/* read_range reads [from, to) of fd into buf + from. */
+static int read_range(int fd, unsigned char *buf, size_t from, size_t to)
+{
+    while (from < to) {
+        ssize_t r = pread(fd, buf + from, to - from, (off_t)from);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? err_from_errno(errno) : ERR_IO;
+        from += (size_t)r;
+    }
+    return 0;
+}
+
+/* A segment is preallocated (fallocate) and its tail past the last record
+ * has never been written: the filesystem keeps it as unwritten extents,
+ * which read as zeros and which lseek reports as holes.  Reading only the
+ * data regions and zero-filling the holes between them gives the same
+ * bytes as reading the whole file, without reading (and zeroing pages for)
+ * the unused tail: a 64 MB segment holding 18 MB of records was read in
+ * 0.16 s whole, three times per start.  *end_out is the end of the last
+ * data region: every byte from there to size reads as zero.  Holes in the
+ * middle (a multi-page write torn by a power loss) are zero-filled, so the
+ * damage classification still sees the records after them. */
+static int read_data(int fd, unsigned char *buf, size_t size,
+                     size_t *end_out)
+{
+    size_t pos = 0;
+    *end_out = 0;
+    while (pos < size) {
+        off_t d = lseek(fd, (off_t)pos, SEEK_DATA);
+        if (d < 0 && errno == ENXIO)
+            return 0; /* only a hole is left */
+        off_t h = d < 0 ? -1 : lseek(fd, d, SEEK_HOLE);
+        if (d < 0 || h < d) {
+            d = (off_t)pos; /* no hole support here: read the rest */
+            h = (off_t)size;
+        }
+        if ((size_t)d >= size)
+            return 0; /* the file grew since fstat: not ours to read */
+        if ((size_t)h > size)
+            h = (off_t)size;
+        memset(buf + pos, 0, (size_t)d - pos);
+        int rv = read_range(fd, buf, (size_t)d, (size_t)h);
+        if (rv != 0)
+            return rv;
+        pos = (size_t)h;
+        *end_out = pos;
+    }
+    return 0;
+}
+
+int wal__seg_read(int dir_fd, const char *name, uint64_t limit,
+                  unsigned char **buf, size_t *cap, size_t *size_out)
 {
     int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -107,6 +159,8 @@ int wal__seg_read(int dir_fd, const char *name, unsigned char **buf,
         goto err_close_fd;
     }
     size_t size = (size_t)st.st_size;
+    if (limit > 0 && limit < size)
+        size = (size_t)limit;
     if (size > *cap) {
         unsigned char *p = mem_realloc(*buf, size);
         if (p == NULL) {
@@ -116,18 +170,8 @@ int wal__seg_read(int dir_fd, const char *name, unsigned char **buf,
         *buf = p;
         *cap = size;
     }
-    size_t done = 0;
-    while (done < size) {
-        ssize_t r = pread(fd, *buf + done, size - done, (off_t)done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rv = r < 0 ? err_from_errno(errno) : ERR_IO;
-            goto err_close_fd;
-        }
-        done += (size_t)r;
-    }
-    *size_out = size;
+    rv = read_data(fd, *buf, size, size_out);
+    WAL_ASSERT(rv != 0 || *size_out <= size);
 err_close_fd:
     WAL_ASSERT(rv == 0 || rv == ERR_NOMEM || rv < 0);
     close(fd);

@@ -160,11 +160,13 @@ static int seg_start(struct wal *w, uint64_t seq, uint64_t first_index)
         return rv;
     if (w->fd >= 0)
         close(w->fd);
+    if (w->nsegs > 0) /* the old tail is closed: its records end here */
+        w->segs[w->nsegs - 1].end = w->offset;
     w->fd = w->tmp_fd;
     w->tmp_fd = -1;
     w->offset = w->head_end = len;
     w->crc = crc;
-    w->segs[w->nsegs++] = (struct wal__seg){seq, first_index, 0};
+    w->segs[w->nsegs++] = (struct wal__seg){seq, first_index, 0, 0};
     w->stats.segments = w->nsegs;
     w->stats.bytes_written += len;
     return 0;

@@ -106,6 +106,9 @@ struct wal__seg {
     uint64_t seq;         /* sequence number from the name */
     uint64_t first_index; /* first index from the name */
     uint64_t max_index;   /* highest entry index in it, 0 = none */
+    uint64_t end;         /* bytes its records take, once known (open's
+                             scan, or the cut that closed it); 0 = not
+                             known.  Past it the file reads as zeros. */
 };
 
 void wal__seg_name(char out[WAL__NAME_BYTES], uint64_t seq,
@@ -113,10 +116,13 @@ void wal__seg_name(char out[WAL__NAME_BYTES], uint64_t seq,
 /* wal__seg_list lists the segments of the dir open as dir_fd, sorted by
  * sequence; *segs_out is owned by the caller (mem_free). */
 int wal__seg_list(int dir_fd, struct wal__seg **segs_out, size_t *n_out);
-/* wal__seg_read reads file name (in dir_fd) whole into *buf (grown with
- * mem_realloc, *cap its size); *size_out gets the file size. */
-int wal__seg_read(int dir_fd, const char *name, unsigned char **buf,
-                  size_t *cap, size_t *size_out);
+/* wal__seg_read reads file name (in dir_fd) into *buf (grown with
+ * mem_realloc, *cap its size): its first limit bytes (0: all of it).
+ * *size_out gets the length of what was read, which stops at the end of
+ * the last data region: what follows (an unwritten preallocated tail)
+ * reads as zeros. */
+int wal__seg_read(int dir_fd, const char *name, uint64_t limit,
+                  unsigned char **buf, size_t *cap, size_t *size_out);
 /* wal__tmp_create creates (truncating) the pre-created segment, preallocated
  * to bytes; returns its fd in *fd_out. */
 int wal__tmp_create(int dir_fd, uint64_t bytes, int *fd_out);

@@ -674,6 +674,47 @@ static void test_bitflip_earlier_segment_is_corrupt(void **state)
     free(orig);
 }
 
+/* A segment is preallocated: past its records the file is an unwritten
+ * tail that the reader skips (SEEK_DATA/SEEK_HOLE) instead of reading.
+ * Whatever lies past a hole must still be seen: garbage far past the
+ * records is a torn tail to repair (and is zeroed), and a hole punched
+ * into the middle of the records, with records after it, is corruption,
+ * not a shorter log. */
+static void test_holes_read_as_zeros(void **state)
+{
+    struct fx *f = *state;
+    const struct wal_options big = {1 << 20, true};
+    struct wal *w;
+    assert_int_equal(wal_create(f->dir, &big, 1, 2, &w), 0);
+    append_range(w, 1, 300, 1, 100); /* ~40 KB of records */
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    struct got g;
+    wal_close(open_log(f->dir, &big, &g, 300));
+    char path[256];
+    seg_path(f->dir, -1, path, sizeof path);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    const off_t far = 600000;
+    assert_int_equal(pwrite(fd, "\x5a", 1, far), 1);
+    close(fd);
+    log_set_level(LOG_ERROR); /* the repair warns */
+    wal_close(open_log(f->dir, &big, &g, 300));
+    unsigned char c = 1;
+    fd = open(path, O_RDONLY);
+    assert_int_equal(pread(fd, &c, 1, far), 1);
+    close(fd);
+    assert_int_equal(c, 0); /* the repair saw it past the hole */
+    fd = open(path, O_RDWR);
+    assert_int_equal(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                               8192, 4096),
+                     0);
+    close(fd);
+    log_set_level(LOG_FATAL);
+    assert_int_equal(wal_open(f->dir, &big, &w), ERR_CORRUPT);
+    log_set_level(LOG_INFO);
+}
+
 static void test_crash_between_cut_and_rename(void **state)
 {
     struct fx *f = *state;
@@ -847,6 +888,7 @@ int main(void)
         T(test_bitflip_tail_record_is_torn),
         T(test_bitflip_middle_is_corrupt),
         T(test_bitflip_earlier_segment_is_corrupt),
+        T(test_holes_read_as_zeros),
         T(test_crash_between_cut_and_rename),
         T(test_allocation_failure),
         T(test_write_failure_refuses),
