@@ -1,8 +1,9 @@
 /*
- * segment.c - segment files of the WAL: names, listing, whole-file reads,
- * the preallocated next segment, and the syscalls with their errno mapping.
+ * segment.c - segment files of the WAL: names, listing, reads (data regions
+ * only, holes as zeros), the preallocated next segment, and the syscalls
+ * with their errno mapping.
  */
-#define _GNU_SOURCE /* fallocate */
+#define _GNU_SOURCE /* fallocate, SEEK_DATA, SEEK_HOLE */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
