@@ -28,6 +28,7 @@
 
 #include "peer/peer_int.h"
 #include "util/err.h"
+#include "util/thread.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -335,14 +336,7 @@ static void idle_wait(struct peer__peer *p, int64_t ms)
 {
     if (ms <= 0)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = thread_deadline_ms(CLOCK_REALTIME, (uint64_t)ms);
     struct peer__stream *s = &p->st;
     pthread_mutex_lock(&p->mu);
     if (p->q.n == 0 && !p->stop && p->urls_gen == s->urls_gen) {

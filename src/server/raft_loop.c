@@ -23,6 +23,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/thread.h"
 #include "wal/wal.h"
 
 #define RAFT_PROPOSE_MAX 4096        /* proposals taken per loop pass */
@@ -640,15 +641,9 @@ static void wait_event(struct server *s, uint64_t next_tick)
     pthread_mutex_lock(&s->ev_mu);
     while (!s->ev && !atomic_load(&s->stopping) &&
            server__now_ms() < next_tick) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait = next_tick - server__now_ms();
-        ts.tv_sec += (time_t)(wait / 1000);
-        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        uint64_t now = server__now_ms(); /* may have passed next_tick */
+        struct timespec ts = thread_deadline_ms(
+            CLOCK_MONOTONIC, next_tick > now ? next_tick - now : 0);
         atomic_store(&s->raft_asleep, true);
         pthread_cond_timedwait(&s->ev_cv, &s->ev_mu, &ts);
         atomic_store(&s->raft_asleep, false);

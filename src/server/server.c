@@ -247,15 +247,9 @@ void server__copy_mark(struct server *s, bool on)
 }
 
 /* house_wait sleeps ms (house_mu held) or until stop. */
-static void house_wait(struct server *s, long ms)
+static void house_wait(struct server *s, uint64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += ms * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = thread_deadline_ms(CLOCK_REALTIME, ms);
     pthread_cond_timedwait(&s->house_cv, &s->house_mu, &ts);
 }
 

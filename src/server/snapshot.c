@@ -404,13 +404,7 @@ static bool wait_applied(struct server *s, uint64_t index)
     pthread_mutex_lock(&s->applied_mu);
     while (atomic_load(&s->applied_index) < index &&
            !atomic_load(&s->stopping) && server__now_ms() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = thread_deadline_ms(CLOCK_REALTIME, 100);
         pthread_cond_timedwait(&s->applied_cv, &s->applied_mu, &ts);
     }
     pthread_mutex_unlock(&s->applied_mu);
