@@ -7,9 +7,14 @@
  *   HANDLER  (request arrived; the worker posted a fresh slot in its place
  *             and called the handler, which now owns the call)
  *   ANSWERED (one batch sends status [+ message] and RECV_CLOSE_ON_SERVER)
- * and when that batch completes on the worker's queue the object returns
- * to the worker's free list, so steady-state serving allocates no slot
- * objects.  The metadata array keeps its capacity across reuses.
+ * The request arrives on the worker's queue; the answer's batch completes
+ * on the server's callback queue (done_cq), whose callback call_done runs
+ * on the answering thread as grpc_call_start_batch returns (or on a core
+ * thread if the send could not finish at once).  call_done releases the
+ * call and pushes the object onto its worker's return stack, which the
+ * worker takes when its free list runs dry: no worker is woken per answer,
+ * and steady-state serving allocates no slot objects.  The metadata array
+ * keeps its capacity across reuses.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -29,8 +34,33 @@
 
 #define FREE_LIST_MAX 4096 /* recycled call objects kept per worker */
 
+static void call_done(grpc_completion_queue_functor *f, int ok);
+
+/* take_returned moves the calls answered since the last look from the
+ * worker's atomic return stack to its own free list. */
+static void take_returned(struct api__worker *w)
+{
+    struct api_call *c = atomic_exchange(&w->returned, NULL);
+    while (c != NULL) {
+        struct api_call *next = c->next_free;
+        if (w->free_n < FREE_LIST_MAX) {
+            c->next_free = w->free_list;
+            w->free_list = c;
+            w->free_n++;
+        } else {
+            grpc_metadata_array_destroy(&c->md);
+            grpc_call_details_destroy(&c->details);
+            mem_free(c);
+            w->calls_n--;
+        }
+        c = next;
+    }
+}
+
 static struct api_call *call_get(struct api__worker *w)
 {
+    if (w->free_list == NULL)
+        take_returned(w);
     struct api_call *c = w->free_list;
     if (c != NULL) {
         w->free_list = c->next_free;
@@ -46,14 +76,15 @@ static struct api_call *call_get(struct api__worker *w)
     grpc_call_details_init(&c->details);
     c->flat = grpc_empty_slice();
     c->status_msg = grpc_empty_slice();
+    c->done.functor_run = call_done;
+    c->done.inlineable = 1;
     w->calls_n++;
     return c;
 }
 
-/* call_put releases what one call held and recycles the object. */
-static void call_put(struct api__worker *w, struct api_call *c)
+/* call_release drops what one call held; any thread that owns c. */
+static void call_release(struct api_call *c)
 {
-    assert(c->worker == w && c->state != API__CALL_HANDLER);
     if (c->payload != NULL)
         grpc_byte_buffer_destroy(c->payload);
     if (c->resp != NULL)
@@ -68,6 +99,14 @@ static void call_put(struct api__worker *w, struct api_call *c)
     c->md.count = 0; /* Keeps the array; the core appends from count. */
     grpc_call_details_destroy(&c->details);
     grpc_call_details_init(&c->details);
+}
+
+/* call_put releases a call that never reached a handler and recycles the
+ * object; the worker only. */
+static void call_put(struct api__worker *w, struct api_call *c)
+{
+    assert(c->worker == w && c->state == API__CALL_POSTED);
+    call_release(c);
     if (w->free_n < FREE_LIST_MAX) {
         c->next_free = w->free_list;
         w->free_list = c;
@@ -75,12 +114,34 @@ static void call_put(struct api__worker *w, struct api_call *c)
         return;
     }
     grpc_metadata_array_destroy(&c->md);
+    grpc_call_details_destroy(&c->details);
     mem_free(c);
     w->calls_n--;
 }
 
+/* call_done runs when an answer's batch completed: on the thread that
+ * answered when the core finished the batch inside grpc_call_start_batch
+ * (the usual case), else on whichever core thread finished it.  No queue
+ * wake-up: the object goes back to its worker through the return stack. */
+static void call_done(grpc_completion_queue_functor *f, int ok)
+{
+    struct api_call *c = api__container_of(f, struct api_call, done);
+    struct api__worker *w = c->worker;
+    (void)ok; /* A failed send is the client's loss; nothing to undo. */
+    assert(c->state == API__CALL_ANSWERED);
+    call_release(c);
+    c->state = API__CALL_POSTED;
+    struct api_call *head = atomic_load(&w->returned);
+    do
+        c->next_free = head;
+    while (!atomic_compare_exchange_weak(&w->returned, &head, c));
+    /* Last: once the count is zero the owner may free everything. */
+    atomic_fetch_sub(&w->active_n, 1);
+}
+
 void api__worker_free_calls(struct api__worker *w)
 {
+    take_returned(w);
     while (w->free_list != NULL) {
         struct api_call *c = w->free_list;
         w->free_list = c->next_free;
@@ -108,7 +169,7 @@ void api__call_post(struct api__worker *w, const struct api__method *m)
     c->method = m;
     grpc_call_error e = grpc_server_request_registered_call(
         w->srv->server, m->handle, &c->call, &c->deadline, &c->md,
-        &c->payload, w->cq, w->cq, &c->tag);
+        &c->payload, w->srv->done_cq, w->cq, &c->tag);
     if (e != GRPC_CALL_OK) {
         log_warn("api", "request_registered_call: %d", (int)e);
         call_put(w, c);
@@ -125,7 +186,7 @@ void api__generic_post(struct api__worker *w)
     c->method = NULL;
     grpc_call_error e =
         grpc_server_request_call(w->srv->server, &c->call, &c->details,
-                                 &c->md, w->cq, w->cq, &c->tag);
+                                 &c->md, w->srv->done_cq, w->cq, &c->tag);
     if (e != GRPC_CALL_OK) {
         log_warn("api", "request_call: %d", (int)e);
         call_put(w, c);
@@ -274,17 +335,14 @@ static void unimplemented_msg(const struct api_server *srv, grpc_slice path,
     }
 }
 
-/* recycled ends c when its completion is the last of it: its answer was
- * sent, or (!ok on a posted slot) the server is shutting down.  Otherwise
- * c is a newly arrived call and recycled returns false. */
+/* recycled ends a posted slot that completed without a call (!ok: the
+ * server is shutting down).  Otherwise c is a newly arrived call and
+ * recycled returns false.  Answered calls end in call_done. */
 static bool recycled(struct api__worker *w, struct api_call *c, bool ok)
 {
-    if (c->state != API__CALL_ANSWERED && ok) {
-        assert(c->state == API__CALL_POSTED);
+    assert(c->state == API__CALL_POSTED);
+    if (ok)
         return false;
-    }
-    if (c->state == API__CALL_ANSWERED)
-        atomic_fetch_sub(&w->active_n, 1);
     call_put(w, c);
     return true;
 }
@@ -335,7 +393,7 @@ static void answer(struct api_call *c, grpc_byte_buffer *bb,
         msg != NULL ? &c->status_msg : NULL;
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
-    grpc_call_error e = grpc_call_start_batch(c->call, ops, n, &c->tag, NULL);
+    grpc_call_error e = grpc_call_start_batch(c->call, ops, n, &c->done, NULL);
     if (e != GRPC_CALL_OK)
         log_error("api", "start_batch %d", e);
     assert(e == GRPC_CALL_OK);

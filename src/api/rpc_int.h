@@ -3,8 +3,11 @@
  *
  * Every completion-queue tag points at a struct api__tag whose kind says
  * which object and which operation completed; the object is found with
- * api__container_of.  Calls are bound to the CQ of the worker that
- * requested them, so all completions of one call arrive on one thread.
+ * api__container_of.  Streams are bound to the CQ of the worker that
+ * requested them, so all completions of one stream arrive on one thread.
+ * Unary calls arrive on their worker's CQ and are bound to the server's
+ * callback CQ (done_cq): their one batch ends in a callback, see
+ * rpc_call.c.
  */
 #ifndef CETCD_API_RPC_INT_H
 #define CETCD_API_RPC_INT_H
@@ -23,7 +26,7 @@
 
 /* What a completion-queue tag stands for. */
 enum api__tag_kind {
-    API__TAG_UNARY,       /* struct api_call: request arrived or reply done */
+    API__TAG_UNARY,       /* struct api_call: request arrived */
     API__TAG_GENERIC,     /* struct api_call: unregistered method */
     API__TAG_STREAM_NEW,  /* struct api_stream: stream request arrived */
     API__TAG_STREAM_RECV, /* struct api_stream: RECV_MESSAGE done */
@@ -60,9 +63,10 @@ enum api__call_state {
 /*
  * A unary (or generic) call.  Also its own request slot: the worker posts
  * it, the core fills call/deadline/md/payload, the handler owns it until it
- * answers, and the final batch's completion recycles it to the worker's
- * free list.  Owned by the worker thread except in state HANDLER, where the
- * answering thread owns it.
+ * answers, and the final batch's callback (call_done, on whatever thread
+ * the core completes it) releases it and pushes it onto the worker's return
+ * stack.  Owned by the worker thread in state POSTED, by the answering
+ * thread in HANDLER, by the core in ANSWERED until call_done.
  */
 struct api_call {
     struct api__tag tag;               /* UNARY or GENERIC; immutable */
@@ -79,6 +83,7 @@ struct api_call {
     grpc_byte_buffer *resp;            /* reply in flight or NULL */
     grpc_slice status_msg;             /* error text in flight */
     int cancelled;                     /* RECV_CLOSE_ON_SERVER output */
+    grpc_completion_queue_functor done; /* final batch's tag (done_cq) */
     struct api_call *next_free;        /* worker free list link */
 };
 
@@ -89,6 +94,9 @@ struct api__worker {
     pthread_t thread;                  /* owner thread joins it */
     bool started;                      /* owner thread */
     struct api_call *free_list;        /* this worker only */
+    _Atomic(struct api_call *) returned; /* answered calls pushed back by
+                                          the done_cq callback; any thread
+                                          pushes, this worker takes all */
     size_t free_n;                     /* this worker only */
     size_t calls_n;                    /* call objects alive; this worker */
     atomic_long active_n;              /* calls handed out and not yet
@@ -115,6 +123,12 @@ struct api_server {
     size_t methods_cap;                /* entries allocated */
     grpc_server *server;               /* core server */
     grpc_completion_queue *shutdown_cq; /* receives the shutdown tag */
+    grpc_completion_queue *done_cq;    /* callback queue every unary call
+                                          is bound to: its final batch's
+                                          completion runs on the thread
+                                          that answered */
+    grpc_completion_queue_functor done_cq_shut; /* done_cq shut down */
+    atomic_bool done_cq_down;          /* set by done_cq_shut */
     struct api__tag shutdown_tag;      /* kind SHUTDOWN */
     bool started;                      /* owner thread */
     bool stopping;                     /* owner thread */

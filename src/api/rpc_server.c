@@ -215,6 +215,15 @@ static grpc_server_credentials *tls_creds(const struct api_server_config *cfg)
         cfg->tls_verify_clients ? cfg->tls_ca_pem : NULL, &pair, 1, req, NULL);
 }
 
+/* done_cq_down runs once the callback queue has shut down. */
+static void done_cq_down(grpc_completion_queue_functor *f, int ok)
+{
+    struct api_server *srv =
+        api__container_of(f, struct api_server, done_cq_shut);
+    (void)ok;
+    atomic_store(&srv->done_cq_down, true);
+}
+
 static void server_free(struct api_server *srv)
 {
     for (size_t i = 0; i < srv->addrs_n; i++)
@@ -257,9 +266,15 @@ int api_server_create(const struct api_server_config *cfg,
         core_max = INT32_MAX;
     srv->server = core_server_create(core_max);
     srv->shutdown_cq = grpc_completion_queue_create_for_pluck(NULL);
+    srv->done_cq_shut.functor_run = done_cq_down;
+    srv->done_cq_shut.inlineable = 0;
+    atomic_init(&srv->done_cq_down, false);
+    srv->done_cq = grpc_completion_queue_create_for_callback(
+        &srv->done_cq_shut, NULL);
     for (int i = 0; i < srv->threads_n; i++) {
         srv->workers[i].srv = srv;
         atomic_init(&srv->workers[i].active_n, 0);
+        atomic_init(&srv->workers[i].returned, NULL);
         srv->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
         grpc_server_register_completion_queue(srv->server,
                                               srv->workers[i].cq, NULL);
@@ -503,6 +518,12 @@ void api_server_close(struct api_server *srv)
         grpc_server_credentials_release(srv->tls_creds);
     for (int i = 0; i < srv->threads_n; i++)
         grpc_completion_queue_destroy(srv->workers[i].cq);
+    grpc_completion_queue_shutdown(srv->done_cq);
+    while (!atomic_load(&srv->done_cq_down)) {
+        const struct timespec tick = {0, 1000000};
+        nanosleep(&tick, NULL);
+    }
+    grpc_completion_queue_destroy(srv->done_cq);
     grpc_completion_queue_shutdown(srv->shutdown_cq);
     grpc_completion_queue_destroy(srv->shutdown_cq);
     assert(atomic_load(&srv->streams_n) == 0);
