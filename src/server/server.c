@@ -217,17 +217,24 @@ static void close_store(struct server *s)
 
 /* Store pages the process maps, by reading them, stay in its RSS until
  * dropped (the page cache keeps them).  Under a write load they come fast:
- * LMDB writes every changed page to a new place, and each is mapped on its
- * next read: ~200 MB/s in a 1M-key load here, so trimming twice a second
- * let 180 MB of store pages pile up between trims (peak RSS 290-380 MB).
- * Ten trims a second keep that to ~20 MB; each costs ~30 µs plus the
- * re-faulting of the few hot pages. */
-#define HOUSE_TRIM_MS 100
-/* A store copy (a raft snapshot, every --snapshot-count entries) reads the
- * whole store through the map, and the kernel maps its pages in large
- * runs: 40-50 MB per 5 ms here.  Trims every 20 ms while one runs took the
- * 1M-key load's peak RSS from ~300 to ~212 MiB. */
-#define HOUSE_COPY_TRIM_MS 20
+ * LMDB writes every changed page to a new place, each is mapped on its next
+ * read, and the kernel maps up to 16 neighbours of a faulting page with it:
+ * late in a 1M-key load 0.6-0.9 GB/s here, and a store copy (a raft
+ * snapshot, every --snapshot-count entries) reads the whole store through
+ * the map faster still.  Trimming on a clock (10/s) let 60-180 MB pile up
+ * between trims.  The house thread instead trims on a budget: it looks at
+ * the process's file-backed RSS every HOUSE_TICK_MS (every
+ * HOUSE_COPY_TICK_MS while a copy runs, HOUSE_IDLE_MS once HOUSE_IDLE_LOOKS
+ * looks in a row saw it grow by less than HOUSE_IDLE_GROWTH) and drops the map's pages once
+ * they pass HOUSE_MAP_BUDGET above what the last trim left (binaries and
+ * the few hot pages mapped again since).  A look costs one pread of
+ * /proc/self/statm; a trim ~30 µs plus re-faulting the hot pages. */
+#define HOUSE_MAP_BUDGET (24u << 20)
+#define HOUSE_TICK_MS 5
+#define HOUSE_COPY_TICK_MS 2
+#define HOUSE_IDLE_MS 100
+#define HOUSE_IDLE_GROWTH (1u << 20)
+#define HOUSE_IDLE_LOOKS 100
 /* Publishing this member and failing timed-out requests: twice a second,
  * every 50 ms until the member has published itself (clients wait). */
 #define HOUSE_SLOW_MS 500
@@ -253,22 +260,43 @@ static void house_wait(struct server *s, uint64_t ms)
     pthread_cond_timedwait(&s->house_cv, &s->house_mu, &ts);
 }
 
+/* house_trim trims the store map when its pages passed the budget;
+ * returns the file-backed RSS growth since the last look. */
+static size_t house_trim(struct server *s, size_t *base, size_t *last)
+{
+    size_t now = mem_rss_shared();
+    size_t grew = now > *last ? now - *last : 0;
+    *last = now;
+    if (now == 0 || now > *base + HOUSE_MAP_BUDGET) {
+        server__store_enter(s);
+        backend_rss_trim(s->be);
+        server__store_leave(s);
+        *base = *last = mem_rss_shared();
+    } else if (now < *base) {
+        *base = now; /* something else unmapped */
+    }
+    return grew;
+}
+
 /* The housekeeping thread: map trims, member publishing, timeouts. */
 static void *house_main(void *arg)
 {
     struct server *s = arg;
     uint64_t slow_next = 0;
+    size_t base = 0, last = 0;
+    int calm = 0; /* looks in a row that saw little growth */
     pthread_mutex_lock(&s->house_mu);
     while (!atomic_load(&s->stopping)) {
         bool published = server_published(s);
-        house_wait(s, atomic_load(&s->snap.copying) ? HOUSE_COPY_TRIM_MS
-                      : published                   ? HOUSE_TRIM_MS
-                                                    : HOUSE_START_MS);
+        uint64_t ms = atomic_load(&s->snap.copying) ? HOUSE_COPY_TICK_MS
+                      : calm < HOUSE_IDLE_LOOKS     ? HOUSE_TICK_MS
+                                                    : HOUSE_IDLE_MS;
+        if (!published && ms > HOUSE_START_MS)
+            ms = HOUSE_START_MS;
+        house_wait(s, ms);
         if (atomic_load(&s->stopping))
             break;
-        server__store_enter(s);
-        backend_rss_trim(s->be);
-        server__store_leave(s);
+        calm = house_trim(s, &base, &last) < HOUSE_IDLE_GROWTH ? calm + 1 : 0;
         uint64_t now = server__now_ms();
         if (!published || now >= slow_next) {
             server__members_house(s);

@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
 static _Atomic long fault_countdown;
 
 static int should_fail(void)
@@ -61,4 +66,29 @@ void *mem_grow(void *items, size_t *cap, size_t n, size_t size, size_t first)
 void mem_fault_set(long n)
 {
     atomic_store(&fault_countdown, n);
+}
+
+static int statm_fd = -1;
+static pthread_once_t statm_once = PTHREAD_ONCE_INIT;
+
+static void statm_open(void)
+{
+    statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+}
+
+size_t mem_rss_shared(void)
+{
+    char buf[128];
+    pthread_once(&statm_once, statm_open);
+    if (statm_fd < 0)
+        return 0;
+    ssize_t n = pread(statm_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    unsigned long size, resident, shared;
+    if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) != 3)
+        return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    return (size_t)shared * (size_t)(page > 0 ? page : 4096);
 }

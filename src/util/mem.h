@@ -26,6 +26,11 @@ void *mem_dup(const void *src, size_t len);
  * The caller stores the result back in place of items. */
 void *mem_grow(void *items, size_t *cap, size_t n, size_t size, size_t first);
 
+/* mem_rss_shared returns the bytes of this process's resident pages that
+ * are file-backed or shared (/proc/self/statm, third field): mapped files
+ * such as the store's map and the binaries.  0 if it cannot be read. */
+size_t mem_rss_shared(void);
+
 /* mem_fault_set arms a one-shot failure of the n-th next allocation; 0
  * disarms. */
 void mem_fault_set(long n);

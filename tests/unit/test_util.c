@@ -9,6 +9,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmocka.h>
 
 #include "util/crc32c.h"
@@ -67,6 +73,41 @@ static void test_mem_fault(void **state)
     mem_free(c);
 }
 
+/* mem_rss_shared sees a file mapping's pages come in when they are read
+ * and go when they are dropped (what the server's house thread relies on
+ * to trim the store map on a budget). */
+static void test_mem_rss_shared(void **state)
+{
+    (void)state;
+    const size_t len = 32u << 20;
+    char path[] = "/tmp/test_util_rssXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    assert_int_equal(ftruncate(fd, (off_t)len), 0);
+    char *buf = malloc(1u << 20);
+    assert_non_null(buf);
+    memset(buf, 'x', 1u << 20);
+    for (size_t off = 0; off < len; off += 1u << 20)
+        assert_int_equal(pwrite(fd, buf, 1u << 20, (off_t)off), 1 << 20);
+    free(buf);
+    char *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+    size_t before = mem_rss_shared();
+    assert_true(before > 0);
+    unsigned sum = 0;
+    for (size_t off = 0; off < len; off += 4096)
+        sum += (unsigned char)map[off];
+    assert_int_equal(sum, (unsigned)'x' * (len / 4096));
+    size_t mapped = mem_rss_shared();
+    assert_true(mapped >= before + len - (1u << 20));
+    assert_int_equal(madvise(map, len, MADV_DONTNEED), 0);
+    size_t after = mem_rss_shared();
+    assert_true(after + len - (1u << 20) <= mapped);
+    munmap(map, len);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -74,6 +115,7 @@ int main(void)
         cmocka_unit_test(test_crc32c_extend_split),
         cmocka_unit_test(test_err_table),
         cmocka_unit_test(test_mem_fault),
+        cmocka_unit_test(test_mem_rss_shared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
