@@ -12,7 +12,6 @@
  * of a follower is answered with the leader's list of the members (the
  * leader decided and applied it first), as etcd does.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "server/server.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/str.h"
 
 #define URLS_MAX 16 /* URLs of one member in a response */
 #define SERVER_MEMBERS_MAX_API 16 /* members listed (server: 16 at most) */
@@ -170,16 +170,8 @@ static void change(struct api_call *call, struct api *api,
  * keeps the trimmed URL (types.NewURLs). */
 static void trim_urls(char **urls, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        char *u = urls[i];
-        size_t len = strlen(u), lead = 0;
-        while (lead < len && isspace((unsigned char)u[lead]))
-            lead++;
-        while (len > lead && isspace((unsigned char)u[len - 1]))
-            len--;
-        memmove(u, u + lead, len - lead);
-        u[len - lead] = '\0';
-    }
+    for (size_t i = 0; i < n; i++)
+        str_trim_inplace(urls[i]);
 }
 
 static void member_add(struct api_call *call, const uint8_t *req, size_t len,

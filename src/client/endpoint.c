@@ -6,12 +6,12 @@
  * Nothing here touches gRPC, so tests/unit/test_client.c covers it fully.
  */
 #include <assert.h>
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "client/client_int.h"
+#include "util/str.h"
 
 static const char *const code_names[] = {
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
@@ -46,10 +46,7 @@ int client__status_set(struct cetcd_status *st, int code, const char *fmt,
 static int item_parse(const char *b, const char *e,
                       char out[CLIENT_TARGET_MAX], enum dial_security *sec)
 {
-    while (b < e && isspace((unsigned char)*b))
-        b++;
-    while (e > b && isspace((unsigned char)e[-1]))
-        e--;
+    str_trim(&b, &e);
     if (dial_url_parse(b, (size_t)(e - b), out, CLIENT_TARGET_MAX, sec) != 0)
         return CETCD_INVALID_ARGUMENT;
     return 0;

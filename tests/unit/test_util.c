@@ -20,6 +20,7 @@
 #include "util/crc32c.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/str.h"
 
 static void test_crc32c_vectors(void **state)
 {
@@ -108,6 +109,28 @@ static void test_mem_rss_shared(void **state)
     close(fd);
 }
 
+static void test_str_trim(void **state)
+{
+    (void)state;
+    const char *txt = " \t http://a:1 \n";
+    const char *b = txt, *e = txt + strlen(txt);
+    str_trim(&b, &e);
+    assert_int_equal(e - b, 10);
+    assert_memory_equal(b, "http://a:1", 10);
+    const char *blank = " \t\r\n";
+    b = blank;
+    e = blank + strlen(blank);
+    str_trim(&b, &e);
+    assert_true(b == e);
+    char s1[] = "  x y  ", s2[] = "   ", s3[] = "z";
+    str_trim_inplace(s1);
+    str_trim_inplace(s2);
+    str_trim_inplace(s3);
+    assert_string_equal(s1, "x y");
+    assert_string_equal(s2, "");
+    assert_string_equal(s3, "z");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +139,7 @@ int main(void)
         cmocka_unit_test(test_err_table),
         cmocka_unit_test(test_mem_fault),
         cmocka_unit_test(test_mem_rss_shared),
+        cmocka_unit_test(test_str_trim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
