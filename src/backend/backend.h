@@ -208,7 +208,10 @@ int backend_sync(struct backend *be);
  * backend_copy_fd writes a consistent copy of the env's data file to fd
  * (a snapshot for a lagging peer, or a defragmented db when compact is true:
  * free pages dropped).  Runs in its own read txn, concurrently with the
- * writer.  Errors: ERR_IO.
+ * writer.  LMDB writes into a pipe that a relay thread empties into fd,
+ * trimming the map (backend_rss_trim) every 1 MiB, so the copy does not map
+ * the whole store into the process's RSS.  Errors: ERR_IO, ERR_NOSPC and
+ * the other write errors mapped by err_from_errno, ERR_NOMEM.
  */
 int backend_copy_fd(struct backend *be, int fd, bool compact);
 

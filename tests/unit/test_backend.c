@@ -15,6 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <cmocka.h>
 
 #include "backend/backend.h"
@@ -163,6 +166,68 @@ static void test_reopen_and_size(void **state)
     assert_true(backend_key_max(f->be) >= 256);
 }
 
+/* backend_copy_fd: a compacting and a plain copy (both go through the
+ * relay pipe) open as an env with every key, the compact one no larger
+ * than the store; a destination that refuses writes is an error, not a
+ * hang. */
+static void test_copy_fd(void **state)
+{
+    struct fixture *f = *state;
+    backend_bucket b;
+    struct backend_txn *t;
+    struct backend_val v;
+    char val[3000];
+    memset(val, 'v', sizeof val);
+    assert_int_equal(backend_bucket_open(f->be, "big", 0, &b), 0);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    for (int i = 0; i < 5000; i++) { /* ~15 MB: more than one trim */
+        char k[16];
+        int n = snprintf(k, sizeof k, "%06d", i);
+        val[0] = (char)('a' + i % 26);
+        assert_int_equal(backend_put(t, b, k, (size_t)n, val, sizeof val), 0);
+    }
+    assert_int_equal(backend_write_commit(t), 0);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    for (int i = 0; i < 5000; i += 2) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "%06d", i);
+        assert_int_equal(backend_del(t, b, k, (size_t)n), 0);
+    }
+    assert_int_equal(backend_write_commit(t), 0);
+    for (int compact = 0; compact <= 1; compact++) {
+        char dir[128], file[160];
+        snprintf(dir, sizeof dir, "%s/copy%d", f->dir, compact);
+        snprintf(file, sizeof file, "%s/data.mdb", dir);
+        assert_int_equal(mkdir(dir, 0700), 0);
+        int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(backend_copy_fd(f->be, fd, compact), 0);
+        close(fd);
+        struct backend *c;
+        backend_bucket cb;
+        assert_int_equal(backend_open(dir, NULL, &c), 0);
+        assert_int_equal(backend_bucket_open(c, "big", 0, &cb), 0);
+        assert_int_equal(backend_read_begin(c, &t), 0);
+        assert_int_equal(backend_get(t, cb, "000998", 6, &v), ERR_NOTFOUND);
+        assert_int_equal(backend_get(t, cb, "004999", 6, &v), 0);
+        assert_int_equal(v.len, sizeof val);
+        assert_int_equal(((const char *)v.data)[0], 'a' + 4999 % 26);
+        backend_read_end(t);
+        backend_close(c);
+    }
+    struct stat plain, compacted;
+    char p0[160], p1[160];
+    snprintf(p0, sizeof p0, "%s/copy0/data.mdb", f->dir);
+    snprintf(p1, sizeof p1, "%s/copy1/data.mdb", f->dir);
+    assert_int_equal(stat(p0, &plain), 0);
+    assert_int_equal(stat(p1, &compacted), 0);
+    assert_true(compacted.st_size < plain.st_size);
+    int ro = open(p0, O_RDONLY);
+    assert_true(ro >= 0);
+    assert_int_equal(backend_copy_fd(f->be, ro, true), ERR_IO);
+    close(ro);
+}
+
 /* Deleting through a cursor leaves it on the entry that followed, and
  * cursor_current reports the end as ERR_NOTFOUND - also when the delete
  * emptied the bucket, where LMDB unpositions the cursor and answers
@@ -214,6 +279,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_isolation_and_pool, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reopen_and_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_copy_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cursor_del_to_empty, setup,
                                         teardown),
     };
