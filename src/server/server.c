@@ -220,20 +220,19 @@ static void close_store(struct server *s)
  * LMDB writes every changed page to a new place, each is mapped on its next
  * read, and the kernel maps up to 16 neighbours of a faulting page with it;
  * a store copy (a raft snapshot, every --snapshot-count entries) reads the
- * whole store through the map.  Late in a 1M-key load 20-40 MB came back
- * within 10 ms of a trim, and trimming on a clock (10/s, 50/s during a
- * copy) still let the 1M-key load's RSS peak at 188-219 MiB.  The house
+ * whole store through the map (backend_copy_fd trims as it goes).  Late in
+ * a 1M-key load 20-40 MB came back within 10 ms of a trim, and trimming on
+ * a clock (10/s) let the 1M-key load's RSS peak at 188-219 MiB.  The house
  * thread instead trims on a budget: it looks at the process's file-backed
- * RSS every HOUSE_TICK_MS (HOUSE_COPY_TICK_MS while a copy runs,
- * HOUSE_IDLE_MS once HOUSE_IDLE_LOOKS looks in a row saw it grow by less
- * than HOUSE_IDLE_GROWTH) and drops the map's pages once they pass
- * HOUSE_MAP_BUDGET above what the last trim left (binaries and the hot
- * pages mapped again since): peak 122-129 MiB.  A look is one pread of
+ * RSS every HOUSE_TICK_MS (HOUSE_IDLE_MS once HOUSE_IDLE_LOOKS looks in a
+ * row saw it grow by less than HOUSE_IDLE_GROWTH) and drops the map's
+ * pages once they pass HOUSE_MAP_BUDGET above what the last trim left
+ * (binaries and the hot pages mapped again since).  With the copy's own
+ * trims the 1M-key load peaks at 99-108 MiB.  A look is one pread of
  * /proc/self/statm; a trim ~30 µs plus re-faulting the hot pages (page
  * faults per put in that load 0.85 -> 1.45). */
 #define HOUSE_MAP_BUDGET (24u << 20)
 #define HOUSE_TICK_MS 5
-#define HOUSE_COPY_TICK_MS 2
 #define HOUSE_IDLE_MS 100
 #define HOUSE_IDLE_GROWTH (1u << 20)
 #define HOUSE_IDLE_LOOKS 100
@@ -241,19 +240,6 @@ static void close_store(struct server *s)
  * every 50 ms until the member has published itself (clients wait). */
 #define HOUSE_SLOW_MS 500
 #define HOUSE_START_MS 50
-
-void server__copy_mark(struct server *s, bool on)
-{
-    atomic_store(&s->snap.copying, on);
-    /* Wake the house thread (it may sleep 100 ms) without taking house_mu:
-     * it holds that lock while it enters the store gate, and a store swap
-     * closing the gate waits for this copy to leave it.  A wake-up lost
-     * here costs one 100 ms period at the old pace, nothing more. */
-    if (on)
-        pthread_cond_broadcast(&s->house_cv);
-    else
-        backend_rss_trim(s->be); /* what the copy's end mapped */
-}
 
 /* house_wait sleeps ms (house_mu held) or until stop. */
 static void house_wait(struct server *s, uint64_t ms)
@@ -290,9 +276,7 @@ static void *house_main(void *arg)
     pthread_mutex_lock(&s->house_mu);
     while (!atomic_load(&s->stopping)) {
         bool published = server_published(s);
-        uint64_t ms = atomic_load(&s->snap.copying) ? HOUSE_COPY_TICK_MS
-                      : calm < HOUSE_IDLE_LOOKS     ? HOUSE_TICK_MS
-                                                    : HOUSE_IDLE_MS;
+        uint64_t ms = calm < HOUSE_IDLE_LOOKS ? HOUSE_TICK_MS : HOUSE_IDLE_MS;
         if (!published && ms > HOUSE_START_MS)
             ms = HOUSE_START_MS;
         house_wait(s, ms);

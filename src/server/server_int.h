@@ -78,8 +78,6 @@ struct server_snap {
     uint64_t copy_done;           /* under mu: a durable copy at index */
     struct raft_conf_state copy_conf; /* under mu: copy_done's membership */
     bool copy_failed;             /* under mu: the asked copy failed */
-    atomic_bool copying;          /* a store copy is being written: the
-                                     house thread looks at the map often */
     struct server_snap_recv *recv_head;   /* under mu: to stage */
     struct server_snap_recv *staged_head; /* under mu: for the raft thread */
     size_t n_recv;                /* under mu: recv + staged */
@@ -344,10 +342,6 @@ int server__snap_received(struct server *s, const struct raft_msg *m,
  * path (readers), leave when done.  Never nest. */
 void server__store_enter(struct server *s);
 void server__store_leave(struct server *s);
-/* server.c: a store copy starts (on) or ends (off); the caller is inside
- * the store gate.  While one runs, the house thread looks at the map's
- * pages every HOUSE_COPY_TICK_MS (see house_main). */
-void server__copy_mark(struct server *s, bool on);
 /* server.c: server_header_fill without the gate (the caller is inside it
  * or holds apply_mu). */
 void server__header_fill(struct server *s, Etcdserverpb__ResponseHeader *h);

@@ -429,9 +429,7 @@ static int make_copy(struct server *s, uint64_t target, uint64_t *index_out,
     int rc = fd < 0 ? err_from_errno(errno) : 0;
     if (rc == 0) {
         server__store_enter(s);
-        server__copy_mark(s, true);
         rc = backend_copy_fd(s->be, fd, true);
-        server__copy_mark(s, false);
         server__store_leave(s);
         if (rc == 0 && fsync(fd) != 0)
             rc = err_from_errno(errno);
