@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/mem.h"
 
 #define DEFAULT_MAP_SIZE (64ull << 30)
@@ -512,7 +513,7 @@ struct copy_relay {
     struct backend *be; /* whose map to trim */
     int in;             /* the pipe's read end */
     int out;            /* the destination */
-    int err;            /* 0 or the first write error (errno) */
+    int err;            /* 0 or the first error (ERR_*) */
 };
 
 /* relay_main moves everything from the pipe to the file; after a write
@@ -528,18 +529,11 @@ static void *relay_main(void *arg)
             continue;
         if (n <= 0) {
             if (n < 0 && r->err == 0)
-                r->err = errno;
+                r->err = err_from_errno(errno);
             break;
         }
-        for (ssize_t off = 0; r->err == 0 && off < n;) {
-            ssize_t w = write(r->out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                r->err = w < 0 ? errno : EIO;
-            else
-                off += w;
-        }
+        if (r->err == 0)
+            r->err = fs_write_all(r->out, buf, (size_t)n);
         since_trim += (size_t)n;
         if (since_trim >= COPY_TRIM_BYTES) {
             backend_rss_trim(r->be);
@@ -567,8 +561,8 @@ int backend_copy_fd(struct backend *be, int fd, bool compact)
     pthread_join(t, NULL);
     close(p[0]);
     backend_rss_trim(be);
-    if (rc == 0 && r.err != 0)
-        rc = err_from_errno(r.err);
+    if (rc == 0)
+        rc = r.err;
     return rc;
 }
 

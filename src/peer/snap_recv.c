@@ -27,6 +27,7 @@
 #include "api/rpc.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -140,20 +141,6 @@ static grpc_status_code begin(struct peer_transport *t, struct snap_in *si,
     return GRPC_STATUS_OK;
 }
 
-static int write_full(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return err_from_errno(errno);
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* fsync_dir makes the rename in dir durable. */
 static int fsync_dir(const char *dir)
 {
@@ -225,7 +212,7 @@ static void chunk(struct peer_transport *t, struct api_stream *stream,
     if (c->data.len > si->size - si->received)
         return fail(stream, si, GRPC_STATUS_DATA_LOSS,
                     "snapshot longer than announced");
-    int rv = write_full(si->fd, c->data.data, c->data.len);
+    int rv = fs_write_all(si->fd, c->data.data, c->data.len);
     if (rv != 0)
         return fail(stream, si, GRPC_STATUS_UNAVAILABLE,
                     rv == ERR_NOSPC ? "no space for the snapshot"

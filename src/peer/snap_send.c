@@ -22,6 +22,7 @@
 #include "dial/dial.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -106,23 +107,6 @@ static int call_open(struct snap_out *so, grpc_channel *ch)
     return so->send_ok ? 0 : ERR_IO;
 }
 
-/* read_full reads exactly n bytes at off.  Errors: ERR_IO (short file). */
-static int read_full(int fd, uint8_t *buf, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return err_from_errno(errno);
-        if (r == 0)
-            return ERR_IO;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
 /* chunk_send sends one chunk of n bytes (in so->buf) and waits until gRPC
  * took it. */
 static int chunk_send(struct snap_out *so, uint64_t off, size_t n,
@@ -180,7 +164,7 @@ static int stream_file(struct snap_out *so)
         uint64_t left = so->size - off;
         size_t n = left < t->lim.chunk_bytes ? (size_t)left
                                               : t->lim.chunk_bytes;
-        rv = read_full(so->fd, so->buf, n, off);
+        rv = fs_pread_all(so->fd, so->buf, n, off);
         if (rv != 0)
             break;
         EVP_DigestUpdate(md, so->buf, n);

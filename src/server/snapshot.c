@@ -73,6 +73,7 @@
 #include "server/boot_guard.h"
 #include "server/server_int.h"
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "wal/wal.h"
@@ -168,13 +169,7 @@ static int copy_file(const char *src, const char *dst)
             rc = n < 0 ? err_from_errno(errno) : 0;
             break;
         }
-        for (ssize_t off = 0; off < n && rc == 0;) {
-            ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno != EINTR)
-                rc = err_from_errno(errno);
-            else if (w > 0)
-                off += w;
-        }
+        rc = fs_write_all(out, buf, (size_t)n);
         if (rc != 0)
             break;
     }

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "util/err.h"
 
@@ -22,5 +24,40 @@ int fs_mkdir_p(const char *path)
     }
     if (mkdir(buf, 0700) != 0 && errno != EEXIST)
         return err_from_errno(errno);
+    return 0;
+}
+
+int fs_write_all(int fd, const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return err_from_errno(errno);
+        if (w == 0)
+            return ERR_IO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int fs_pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return err_from_errno(errno);
+        if (r == 0)
+            return ERR_IO;
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
     return 0;
 }

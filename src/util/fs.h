@@ -5,10 +5,23 @@
 #ifndef CETCD_UTIL_FS_H
 #define CETCD_UTIL_FS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* fs_mkdir_p creates path and its missing parents with mode 0700 (etcd's
  * fileutil.TouchDirAll uses 0700 too); an existing directory is fine.
  * Errors: ERR_INVAL (path too long), and the mkdir errors mapped by
  * err_from_errno (ERR_IO, ERR_NOSPC, ...). */
 int fs_mkdir_p(const char *path);
+
+/* fs_write_all writes all n bytes of buf to fd (retrying short writes and
+ * EINTR).  Errors: those of write mapped by err_from_errno (ERR_IO,
+ * ERR_NOSPC, ...); ERR_IO if write makes no progress. */
+int fs_write_all(int fd, const void *buf, size_t n);
+
+/* fs_pread_all reads exactly n bytes at offset off of fd into buf
+ * (retrying short reads and EINTR).  Errors: those of pread mapped by
+ * err_from_errno; ERR_IO if the file ends first. */
+int fs_pread_all(int fd, void *buf, size_t n, uint64_t off);
 
 #endif

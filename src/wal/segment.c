@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/mem.h"
 #include "wal/wal_int.h"
 
@@ -95,20 +96,6 @@ int wal__seg_list(int dir_fd, struct wal__seg **segs_out, size_t *n_out)
     return 0;
 }
 
-/* read_range reads [from, to) of fd into buf + from. */
-static int read_range(int fd, unsigned char *buf, size_t from, size_t to)
-{
-    while (from < to) {
-        ssize_t r = pread(fd, buf + from, to - from, (off_t)from);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r < 0 ? err_from_errno(errno) : ERR_IO;
-        from += (size_t)r;
-    }
-    return 0;
-}
-
 /* A segment is preallocated (fallocate) and its tail past the last record
  * has never been written: the filesystem keeps it as unwritten extents,
  * which read as zeros and which lseek reports as holes.  Reading only the
@@ -138,7 +125,7 @@ static int read_data(int fd, unsigned char *buf, size_t size,
         if ((size_t)h > size)
             h = (off_t)size;
         memset(buf + pos, 0, (size_t)d - pos);
-        int rv = read_range(fd, buf, (size_t)d, (size_t)h);
+        int rv = fs_pread_all(fd, buf + d, (size_t)(h - d), (uint64_t)d);
         if (rv != 0)
             return rv;
         pos = (size_t)h;
