@@ -171,6 +171,8 @@ int backend_open(const char *dir, const struct backend_options *opts,
     unsigned flags = MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
     if (opts != NULL && opts->no_fsync)
         flags |= MDB_NOSYNC;
+    if (opts != NULL && opts->write_map)
+        flags |= MDB_WRITEMAP;
     rc = map(mdb_env_open(be->env, dir, flags, 0600));
     if (rc != 0)
         goto err_env;

@@ -75,6 +75,14 @@ struct backend_options {
                                 only grows as data is written. */
     unsigned max_readers;    /* concurrent read txns; 0 = 1024 */
     bool no_fsync;           /* --unsafe-no-fsync: MDB_NOSYNC */
+    /* MDB_WRITEMAP: a write txn changes its pages in place in a writable
+     * shared map instead of copying each into a buffer that the commit
+     * pwrite()s (about 3 us of kernel time per 4 KiB page on the project's
+     * VMs, 1.4-2.2 pages per put).  LMDB then sizes the file to the map
+     * size up front: a sparse file whose apparent size is map_size_bytes,
+     * while its blocks (du) are what is written.  No nested txns (cetcd
+     * uses none). */
+    bool write_map;
 };
 
 /* Bucket flags. */

@@ -303,6 +303,10 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,
                           struct arena *a, ProtobufCMessage **msg_out);
 
+/* --- server.c --------------------------------------------------------- */
+/* Opens the store in dir (s->be, s->mvcc) the way the member keeps it. */
+int server__store_open(struct server *s, const char *dir);
+
 /* --- snapshot.c: store snapshots -------------------------------------
  * Threads: _open/_close/_recover/_rebuild before/after the threads run;
  * _tick, _want_send and _install on the raft thread; _received on a gRPC

@@ -378,11 +378,8 @@ static int store_replace(struct server *s, const char *src, bool move)
         rc = fsync_dir(dir);
     if (rc == 0)
         rc = boot_guard_mark(dir, false);
-    struct backend_options bo = {.no_fsync = true};
     if (rc == 0)
-        rc = backend_open(dir, &bo, &s->be);
-    if (rc == 0)
-        rc = mvcc_store_open(s->be, NULL, &s->mvcc);
+        rc = server__store_open(s, dir);
     if (rc == 0 && s->ms != NULL) /* its buckets, on the new env */
         rc = server__members_reload(s, !s->threads_started);
     if (rc != 0)

@@ -3,8 +3,8 @@
  * persists data as backend.h promises.  Method: a fresh env per test in a
  * temporary directory; put/get/del, cursor walks over plain and REVKEY
  * buckets, deletes through a cursor down to an empty bucket, a read txn
- * that must not see a later commit, pooled reader reset/renew, reopen, and
- * size accounting.
+ * that must not see a later commit, pooled reader reset/renew, reopen,
+ * size accounting, store copies, and the writable map (write_map).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,6 +166,88 @@ static void test_reopen_and_size(void **state)
     assert_true(backend_key_max(f->be) >= 256);
 }
 
+/* write_map: pages changed in place in the shared map.  Committed data
+ * survives a map trim (MADV_DONTNEED of dirty shared pages) and a reopen
+ * in either mode; an aborted txn leaves no trace although it wrote into
+ * the map; the store's size is what it uses, not the sparse file's
+ * apparent size (the map size). */
+static void test_write_map(void **state)
+{
+    struct fixture *f = *state;
+    struct backend_options wm = {.map_size_bytes = 1ull << 30,
+                                 .write_map = true};
+    backend_bucket b;
+    struct backend_txn *t;
+    struct backend_val v;
+    char val[1000], k[16];
+    backend_close(f->be);
+    assert_int_equal(backend_open(f->dir, &wm, &f->be), 0);
+    assert_int_equal(backend_bucket_open(f->be, "wm", 0, &b), 0);
+    memset(val, 'a', sizeof val);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    for (int i = 0; i < 1000; i++) {
+        int n = snprintf(k, sizeof k, "%06d", i);
+        assert_int_equal(backend_put(t, b, k, (size_t)n, val, sizeof val), 0);
+    }
+    assert_int_equal(backend_write_commit(t), 0);
+    /* Odd keys deleted, even ones rewritten with 'b'. */
+    memset(val, 'b', sizeof val);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    for (int i = 0; i < 1000; i++) {
+        int n = snprintf(k, sizeof k, "%06d", i);
+        if (i % 2)
+            assert_int_equal(backend_del(t, b, k, (size_t)n), 0);
+        else
+            assert_int_equal(backend_put(t, b, k, (size_t)n, val, sizeof val),
+                             0);
+    }
+    assert_int_equal(backend_write_commit(t), 0);
+    backend_rss_trim(f->be);
+    /* Aborted: everything 'c' and a new key, never committed. */
+    memset(val, 'c', sizeof val);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    for (int i = 0; i < 1000; i += 2) {
+        int n = snprintf(k, sizeof k, "%06d", i);
+        assert_int_equal(backend_put(t, b, k, (size_t)n, val, sizeof val), 0);
+    }
+    put_str(t, b, "zz", "never");
+    backend_write_abort(t);
+    uint64_t total, used;
+    assert_int_equal(backend_size(f->be, &total, &used), 0);
+    char file[128];
+    struct stat st;
+    snprintf(file, sizeof file, "%s/data.mdb", f->dir);
+    assert_int_equal(stat(file, &st), 0);
+    assert_true(total < 4u << 20);
+    assert_int_equal((uint64_t)st.st_size, wm.map_size_bytes); /* sparse */
+    assert_true((uint64_t)st.st_blocks * 512 < 16u << 20);
+    backend_close(f->be);
+    /* Read back in either mode. */
+    for (int mode = 0; mode < 2; mode++) {
+        struct backend_options o = {.write_map = mode == 1,
+                                    .map_size_bytes = 1ull << 30};
+        assert_int_equal(backend_open(f->dir, &o, &f->be), 0);
+        assert_int_equal(backend_bucket_open(f->be, "wm", 0, &b), 0);
+        assert_int_equal(backend_read_begin(f->be, &t), 0);
+        for (int i = 0; i < 1000; i++) {
+            int n = snprintf(k, sizeof k, "%06d", i);
+            int rc = backend_get(t, b, k, (size_t)n, &v);
+            if (i % 2) {
+                assert_int_equal(rc, ERR_NOTFOUND);
+                continue;
+            }
+            assert_int_equal(rc, 0);
+            assert_int_equal(v.len, sizeof val);
+            assert_int_equal(((const char *)v.data)[0], 'b');
+            assert_int_equal(((const char *)v.data)[sizeof val - 1], 'b');
+        }
+        assert_int_equal(backend_get(t, b, "zz", 2, &v), ERR_NOTFOUND);
+        backend_read_end(t);
+        backend_close(f->be);
+    }
+    assert_int_equal(backend_open(f->dir, NULL, &f->be), 0);
+}
+
 /* backend_copy_fd: a compacting and a plain copy (both go through the
  * relay pipe) open as an env with every key, the compact one no larger
  * than the store; a destination that refuses writes is an error, not a
@@ -279,6 +361,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_isolation_and_pool, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reopen_and_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_map, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cursor_del_to_empty, setup,
                                         teardown),
