@@ -7,7 +7,7 @@
  * types), so wrapping costs nothing but a call.  The backend itself is the
  * env's userctx, so a txn finds its backend with mdb_txn_env.
  */
-#define _GNU_SOURCE /* pipe2 */
+#define _GNU_SOURCE /* pipe2, fallocate */
 #include "backend/backend.h"
 
 #include <assert.h>
@@ -23,6 +23,7 @@
 
 #include "util/err.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 #define DEFAULT_MAP_SIZE (64ull << 30)
@@ -35,7 +36,22 @@ struct backend {
     size_t key_max;        /* mdb_env_get_maxkeysize */
     void *map_addr;        /* the data file's mapping (for rss_trim) */
     size_t map_len;        /* its length; 0 if it was not found */
+    bool write_map;        /* MDB_WRITEMAP: see alloc_ahead */
+    uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
+    bool ahead_warned;     /* alloc_ahead failed and said so */
 };
+
+/* With write_map, the data file is as large as the map but sparse, and a
+ * page LMDB adds past the data is a hole until it is written: a write
+ * fault on a hole of a full disk is SIGBUS, where a pwrite would have
+ * returned ENOSPC.  So the blocks after LMDB's last page are allocated
+ * ahead (fallocate, the file's size unchanged), AHEAD_BYTES at a time,
+ * topped up after each commit that leaves less than half of it.  A txn
+ * that adds more than that in one go (a delete of millions of keys) may
+ * still reach holes. */
+#define AHEAD_BYTES ((uint64_t)64 << 20)
+
+static void alloc_ahead(struct backend *be);
 
 static MDB_txn *mtxn(struct backend_txn *t)
 {
@@ -178,6 +194,9 @@ int backend_open(const char *dir, const struct backend_options *opts,
         goto err_env;
     mdb_env_set_userctx(be->env, be);
     be->key_max = (size_t)mdb_env_get_maxkeysize(be->env);
+    be->write_map = (flags & MDB_WRITEMAP) != 0;
+    if (be->write_map)
+        alloc_ahead(be);
     assert(be->key_max > BACKEND_REVKEY_SUFFIX);
     find_map(be);
     *out = be;
@@ -243,13 +262,48 @@ static struct backend *txn_backend(MDB_txn *txn)
     return be;
 }
 
+/* Tops the allocated blocks up to AHEAD_BYTES past LMDB's last page (see
+ * AHEAD_BYTES); the writer only.  A failure is logged once: the store
+ * still works, on holes. */
+static void alloc_ahead(struct backend *be)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    int fd;
+    if (mdb_env_info(be->env, &info) != 0 || mdb_env_stat(be->env, &st) != 0 ||
+        mdb_env_get_fd(be->env, &fd) != 0)
+        return;
+    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+    if (be->ahead_end >= used + AHEAD_BYTES / 2)
+        return;
+    uint64_t from = be->ahead_end > used ? be->ahead_end : used;
+    uint64_t to = used + AHEAD_BYTES;
+    if (to > info.me_mapsize)
+        to = info.me_mapsize;
+    if (to <= from)
+        return;
+    int rc = fallocate(fd, 0, (off_t)from, (off_t)(to - from)) == 0 ? 0 : errno;
+    if (rc == 0) {
+        be->ahead_end = to;
+        be->ahead_warned = false;
+    } else if (!be->ahead_warned) {
+        be->ahead_warned = true;
+        log_warn("backend", "cannot allocate %llu bytes ahead in the store "
+                 "file: %s (a full disk may now stop the member)",
+                 (unsigned long long)(to - from), strerror(rc));
+    }
+}
+
 int backend_write_commit(struct backend_txn *txn)
 {
     assert(txn != NULL);
     struct backend *be = txn_backend(mtxn(txn));
     assert(be->writing);
     be->writing = false;
-    return map(mdb_txn_commit(mtxn(txn)));
+    int rc = map(mdb_txn_commit(mtxn(txn)));
+    if (rc == 0 && be->write_map)
+        alloc_ahead(be);
+    return rc;
 }
 
 void backend_write_abort(struct backend_txn *txn)
