@@ -186,7 +186,8 @@ static int set_aside(const char *dir)
 /* The store is durable through the WAL (a crash replays it above the
  * store's index; the boot guard rebuilds a store torn by a power loss),
  * so LMDB neither fsyncs nor copies pages for pwrite: write_map measured
- * 8-16% less CPU per put at 100 clients (docs/BENCHMARKS.md, session 8). */
+ * 7-16% less CPU per put (docs/BENCHMARKS.md, session 8; the map budget
+ * below is part of that). */
 int server__store_open(struct server *s, const char *dir)
 {
     struct backend_options bo = {.no_fsync = true, .write_map = true};
@@ -235,11 +236,18 @@ static void close_store(struct server *s)
  * RSS every HOUSE_TICK_MS (HOUSE_IDLE_MS once HOUSE_IDLE_LOOKS looks in a
  * row saw it grow by less than HOUSE_IDLE_GROWTH) and drops the map's
  * pages once they pass HOUSE_MAP_BUDGET above what the last trim left
- * (binaries and the hot pages mapped again since).  With the copy's own
- * trims the 1M-key load peaks at 99-108 MiB.  A look is one pread of
- * /proc/self/statm; a trim ~30 µs plus re-faulting the hot pages (page
- * faults per put in that load 0.85 -> 1.45). */
-#define HOUSE_MAP_BUDGET (24u << 20)
+ * (binaries and the hot pages mapped again since).  A look is one pread
+ * of /proc/self/statm; a trim ~30 µs plus re-faulting the hot pages.
+ *
+ * The store is written in place (write_map, server__store_open), so a
+ * trim also unmaps the pages LMDB writes, and each is a write fault the
+ * next time (about what the pwrite it replaced cost).  The budget is the
+ * trade: with 24 MiB a random-key put load on a growing store (4 x 40k
+ * puts) faulted 4 times per put and cost 8% more CPU than pwrite; with
+ * 48 MiB 1.4-2.6 faults and 7% less CPU than pwrite, and the 1M-key load
+ * peaks at 117-121 MiB (24 MiB: 89-143; 64 MiB: 132-134; the goal is 150,
+ * etcd 3.4.23 takes ~600).  docs/BENCHMARKS.md, session 8. */
+#define HOUSE_MAP_BUDGET (48u << 20)
 #define HOUSE_TICK_MS 5
 #define HOUSE_IDLE_MS 100
 #define HOUSE_IDLE_GROWTH (1u << 20)
