@@ -61,3 +61,21 @@ int fs_pread_all(int fd, void *buf, size_t n, uint64_t off)
     }
     return 0;
 }
+
+int fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return err_from_errno(errno);
+        if (w == 0)
+            return ERR_IO;
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}

@@ -19,6 +19,11 @@ int fs_mkdir_p(const char *path);
  * ERR_NOSPC, ...); ERR_IO if write makes no progress. */
 int fs_write_all(int fd, const void *buf, size_t n);
 
+/* fs_pwrite_all writes all n bytes of buf at offset off of fd (retrying
+ * short writes and EINTR).  Errors: those of pwrite mapped by
+ * err_from_errno; ERR_IO if pwrite makes no progress. */
+int fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+
 /* fs_pread_all reads exactly n bytes at offset off of fd into buf
  * (retrying short reads and EINTR).  Errors: those of pread mapped by
  * err_from_errno; ERR_IO if the file ends first. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "wal/wal_int.h"
@@ -89,7 +90,7 @@ static int repair(struct wal *w, const struct wal__seg *seg,
              sc->nonzero_end - sc->end);
     size_t len = sc->nonzero_end - sc->end;
     memset(w->buf + sc->end, 0, len);
-    int rv = wal__pwrite_all(w->fd, w->buf + sc->end, len, sc->end);
+    int rv = fs_pwrite_all(w->fd, w->buf + sc->end, len, sc->end);
     if (rv == 0 && !w->opts.no_fsync && fdatasync(w->fd) != 0)
         rv = err_from_errno(errno);
     return rv;

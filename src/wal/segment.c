@@ -199,20 +199,3 @@ int wal__dir_sync(int dir_fd, bool no_fsync)
         return err_from_errno(errno);
     return 0;
 }
-
-int wal__pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const unsigned char *p = buf;
-    while (len > 0) {
-        ssize_t r = pwrite(fd, p, len, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return err_from_errno(errno);
-        WAL_ASSERT(r > 0 && (size_t)r <= len);
-        p += r;
-        len -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "wal/wal_int.h"
@@ -147,7 +148,7 @@ static int seg_start(struct wal *w, uint64_t seq, uint64_t first_index)
         return rv;
     uint32_t crc = w->crc;
     size_t len = head_put(w, &crc);
-    rv = wal__pwrite_all(w->tmp_fd, w->buf, len, 0);
+    rv = fs_pwrite_all(w->tmp_fd, w->buf, len, 0);
     if (rv == 0 && !w->opts.no_fsync && fdatasync(w->tmp_fd) != 0)
         rv = err_from_errno(errno);
     char name[WAL__NAME_BYTES];
@@ -316,7 +317,7 @@ static int append_batch(struct wal *w, const struct wal_hardstate *hs,
     uint32_t crc = w->crc;
     size_t len = batch_put(w, hs, ents, n, snap, &crc);
     WAL_ASSERT(len == bytes);
-    rv = wal__pwrite_all(w->fd, w->buf, len, w->offset);
+    rv = fs_pwrite_all(w->fd, w->buf, len, w->offset);
     if (rv != 0)
         goto err_broken;
     w->offset += len;

@@ -128,8 +128,6 @@ int wal__seg_read(int dir_fd, const char *name, uint64_t limit,
 int wal__tmp_create(int dir_fd, uint64_t bytes, int *fd_out);
 /* wal__dir_sync fsyncs the dir (unless no_fsync). */
 int wal__dir_sync(int dir_fd, bool no_fsync);
-/* wal__pwrite_all writes len bytes at off, retrying short writes. */
-int wal__pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /* The handle; owned by one thread (see wal.h). */
 struct wal {

@@ -12,13 +12,16 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "util/crc32c.h"
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/mem.h"
 #include "util/str.h"
 
@@ -109,6 +112,60 @@ static void test_mem_rss_shared(void **state)
     close(fd);
 }
 
+/* fs_write_all, fs_pwrite_all and fs_pread_all move every byte (300 kB
+ * through a 64 kB pipe to a checking reader; a file at two offsets), at
+ * the offsets asked; a read past the end is ERR_IO; a write to a pipe
+ * nobody reads is an error. */
+static void test_fs_all(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cetcd-test-fs-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    static unsigned char big[300000], back[300000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 7 + i / 251);
+    assert_int_equal(fs_pwrite_all(fd, big, sizeof big, 4096), 0);
+    assert_int_equal(fs_pwrite_all(fd, "head", 4, 0), 0);
+    assert_int_equal(fs_pread_all(fd, back, sizeof big, 4096), 0);
+    assert_memory_equal(back, big, sizeof big);
+    assert_int_equal(fs_pread_all(fd, back, 4, 0), 0);
+    assert_memory_equal(back, "head", 4);
+    assert_int_equal(fs_pread_all(fd, back, 2, 4096 + sizeof big - 1), ERR_IO);
+    close(fd);
+
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the reader: checks every byte, exits 0 if all came */
+        close(p[1]);
+        size_t got = 0;
+        unsigned char b[8192];
+        ssize_t r;
+        while ((r = read(p[0], b, sizeof b)) > 0) {
+            for (ssize_t i = 0; i < r; i++)
+                if (b[i] != big[got + (size_t)i])
+                    _exit(2);
+            got += (size_t)r;
+        }
+        _exit(got == sizeof big ? 0 : 1);
+    }
+    close(p[0]);
+    assert_int_equal(fs_write_all(p[1], big, sizeof big), 0);
+    close(p[1]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    assert_int_equal(pipe(p), 0);
+    close(p[0]);
+    signal(SIGPIPE, SIG_IGN);
+    assert_true(fs_write_all(p[1], "x", 1) != 0);
+    close(p[1]);
+}
+
 static void test_str_trim(void **state)
 {
     (void)state;
@@ -140,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_mem_fault),
         cmocka_unit_test(test_mem_rss_shared),
         cmocka_unit_test(test_str_trim),
+        cmocka_unit_test(test_fs_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
