@@ -10,6 +10,7 @@ peer proxies in tests/cluster/cluster.py).
 """
 
 import os
+import socket
 
 import grpc
 
@@ -17,6 +18,22 @@ from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ETCD_BIN = "/usr/bin/etcd"
+
+
+_handed_out = set()
+
+
+def free_port():
+    """A 127.0.0.1 port that was free a moment ago and that this process has
+    not handed out before: two calls in a row may otherwise get the same
+    port from the kernel (a member's client and peer URL then collide)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def against_etcd():

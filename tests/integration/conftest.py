@@ -31,8 +31,8 @@ _TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 from common.servers import (  # noqa: E402  (tests/ is on the path now)
-    ETCD_BIN, ClientAddress, against_etcd, log_tail, range_answers,
-    server_bin)
+    ETCD_BIN, ClientAddress, against_etcd, free_port, log_tail,
+    range_answers, server_bin)
 
 ETCDCTL_BIN = os.environ.get("ETCDCTL_BIN", "/usr/bin/etcdctl")
 LOG_TAIL_LINES = 40
@@ -40,15 +40,6 @@ LOG_TAIL_LINES = 40
 # Servers started and not yet stopped; their log tails go into failure
 # reports (see pytest_runtest_makereport below).
 _LIVE = []
-
-
-def free_port():
-    """A port that was free a moment ago (bind 0, read it, close)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Server(ClientAddress):

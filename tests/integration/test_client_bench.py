@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from common.servers import free_port  # tests/ is on sys.path (conftest.py)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SERVER = os.environ.get("CETCD_TEST_SERVER", "etcd")
 
@@ -37,10 +39,6 @@ SMOKE = find_binary("tests/client_smoke")
 BENCH = find_binary("src/bench/cetcd-bench")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
