@@ -37,6 +37,8 @@ struct backend {
     void *map_addr;        /* the data file's mapping (for rss_trim) */
     size_t map_len;        /* its length; 0 if it was not found */
     bool write_map;        /* MDB_WRITEMAP: see alloc_ahead */
+    int fd;                /* the data file (write_map) */
+    uint64_t page_size;    /* the store's page size (write_map) */
     uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
     bool ahead_warned;     /* alloc_ahead failed and said so */
 };
@@ -195,8 +197,16 @@ int backend_open(const char *dir, const struct backend_options *opts,
     mdb_env_set_userctx(be->env, be);
     be->key_max = (size_t)mdb_env_get_maxkeysize(be->env);
     be->write_map = (flags & MDB_WRITEMAP) != 0;
-    if (be->write_map)
+    if (be->write_map) {
+        MDB_stat st;
+        rc = map(mdb_env_stat(be->env, &st));
+        if (rc == 0)
+            rc = map(mdb_env_get_fd(be->env, &be->fd));
+        if (rc != 0)
+            goto err_env;
+        be->page_size = st.ms_psize;
         alloc_ahead(be);
+    }
     assert(be->key_max > BACKEND_REVKEY_SUFFIX);
     find_map(be);
     *out = be;
@@ -268,12 +278,9 @@ static struct backend *txn_backend(MDB_txn *txn)
 static void alloc_ahead(struct backend *be)
 {
     MDB_envinfo info;
-    MDB_stat st;
-    int fd;
-    if (mdb_env_info(be->env, &info) != 0 || mdb_env_stat(be->env, &st) != 0 ||
-        mdb_env_get_fd(be->env, &fd) != 0)
+    if (mdb_env_info(be->env, &info) != 0)
         return;
-    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * be->page_size;
     if (be->ahead_end >= used + AHEAD_BYTES / 2)
         return;
     uint64_t from = be->ahead_end > used ? be->ahead_end : used;
@@ -282,7 +289,7 @@ static void alloc_ahead(struct backend *be)
         to = info.me_mapsize;
     if (to <= from)
         return;
-    int rc = fallocate(fd, 0, (off_t)from, (off_t)(to - from)) == 0 ? 0 : errno;
+    int rc = fallocate(be->fd, 0, (off_t)from, (off_t)(to - from)) == 0 ? 0 : errno;
     if (rc == 0) {
         be->ahead_end = to;
         be->ahead_warned = false;

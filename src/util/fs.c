@@ -2,6 +2,8 @@
 #include "util/fs.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -44,11 +46,13 @@ int fs_write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-int fs_pread_all(int fd, void *buf, size_t n, uint64_t off)
+/* at_all is the loop of fs_pread_all and fs_pwrite_all: it moves all n
+ * bytes at offset off, retrying short transfers and EINTR; a transfer of
+ * nothing (end of file, or a write that makes no progress) is ERR_IO. */
+static int at_all(int fd, unsigned char *p, size_t n, uint64_t off, bool writing)
 {
-    unsigned char *p = buf;
     while (n > 0) {
-        ssize_t r = pread(fd, p, n, (off_t)off);
+        ssize_t r = writing ? pwrite(fd, p, n, (off_t)off) : pread(fd, p, n, (off_t)off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -62,20 +66,13 @@ int fs_pread_all(int fd, void *buf, size_t n, uint64_t off)
     return 0;
 }
 
+int fs_pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    return at_all(fd, buf, n, off, false);
+}
+
 int fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
 {
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return err_from_errno(errno);
-        if (w == 0)
-            return ERR_IO;
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
+    /* at_all only reads from p when writing */
+    return at_all(fd, (unsigned char *)(uintptr_t)buf, n, off, true);
 }
