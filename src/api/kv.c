@@ -67,7 +67,19 @@ struct write_method {
     const ProtobufCMessageDescriptor *desc;  /* request message type */
     Cetcdpb__InternalRequest__RequestCase kind; /* InternalRequest case */
     int (*check)(const struct api *api, const ProtobufCMessage *m);
+    /* its cost against the backend quota (NULL: none), checked first */
+    uint64_t (*cost)(const ProtobufCMessage *m);
 };
+
+static uint64_t put_cost(const ProtobufCMessage *m)
+{
+    return server_put_cost((const Etcdserverpb__PutRequest *)m);
+}
+
+static uint64_t txn_cost(const ProtobufCMessage *m)
+{
+    return server_txn_cost((const Etcdserverpb__TxnRequest *)m);
+}
 
 static int check_put(const struct api *api, const ProtobufCMessage *m)
 {
@@ -91,20 +103,20 @@ static int check_txn(const struct api *api, const ProtobufCMessage *m)
 
 static const struct write_method put_method = {
     &etcdserverpb__put_request__descriptor,
-    CETCDPB__INTERNAL_REQUEST__REQUEST_PUT, check_put};
+    CETCDPB__INTERNAL_REQUEST__REQUEST_PUT, check_put, put_cost};
 static const struct write_method delete_method = {
     &etcdserverpb__delete_range_request__descriptor,
-    CETCDPB__INTERNAL_REQUEST__REQUEST_DELETE_RANGE, check_delete};
+    CETCDPB__INTERNAL_REQUEST__REQUEST_DELETE_RANGE, check_delete, NULL};
 static const struct write_method txn_method = {
     &etcdserverpb__txn_request__descriptor,
-    CETCDPB__INTERNAL_REQUEST__REQUEST_TXN, check_txn};
+    CETCDPB__INTERNAL_REQUEST__REQUEST_TXN, check_txn, txn_cost};
 static const struct write_method compact_method = {
     &etcdserverpb__compaction_request__descriptor,
-    CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION, NULL};
+    CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION, NULL, NULL};
 
-/* Decode, check, propose; the answer comes from the apply thread.  The
- * request is packed into the proposal before server_propose returns, so
- * it is freed here. */
+/* Decode, check (the quota, then the request), propose; the answer comes
+ * from the apply thread.  The request is packed into the proposal before
+ * server_propose returns, so it is freed here. */
 static void propose_write(struct api_call *call, const uint8_t *req,
                           size_t len, const struct write_method *wm,
                           struct api *api)
@@ -112,7 +124,12 @@ static void propose_write(struct api_call *call, const uint8_t *req,
     ProtobufCMessage *m = protobuf_c_message_unpack(wm->desc, NULL, len, req);
     if (m == NULL)
         return bad_request(call);
-    int rc = wm->check ? wm->check(api, m) : 0;
+    /* etcd's quota wrapper runs before the KV server's own checks */
+    int rc = 0;
+    if (wm->cost && !server_quota_allows(api->server, wm->cost(m)))
+        rc = ERR_NO_SPACE;
+    if (rc == 0 && wm->check)
+        rc = wm->check(api, m);
     if (rc != 0) {
         reply_err(call, rc);
     } else {

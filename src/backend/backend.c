@@ -38,7 +38,7 @@ struct backend {
     size_t map_len;        /* its length; 0 if it was not found */
     bool write_map;        /* MDB_WRITEMAP: see alloc_ahead */
     int fd;                /* the data file (write_map) */
-    uint64_t page_size;    /* the store's page size (write_map) */
+    uint64_t page_size;    /* the store's page size */
     uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
     bool ahead_warned;     /* alloc_ahead failed and said so */
 };
@@ -197,16 +197,15 @@ int backend_open(const char *dir, const struct backend_options *opts,
     mdb_env_set_userctx(be->env, be);
     be->key_max = (size_t)mdb_env_get_maxkeysize(be->env);
     be->write_map = (flags & MDB_WRITEMAP) != 0;
-    if (be->write_map) {
-        MDB_stat st;
-        rc = map(mdb_env_stat(be->env, &st));
-        if (rc == 0)
-            rc = map(mdb_env_get_fd(be->env, &be->fd));
-        if (rc != 0)
-            goto err_env;
-        be->page_size = st.ms_psize;
+    MDB_stat st;
+    rc = map(mdb_env_stat(be->env, &st));
+    if (rc == 0 && be->write_map)
+        rc = map(mdb_env_get_fd(be->env, &be->fd));
+    if (rc != 0)
+        goto err_env;
+    be->page_size = st.ms_psize;
+    if (be->write_map)
         alloc_ahead(be);
-    }
     assert(be->key_max > BACKEND_REVKEY_SUFFIX);
     find_map(be);
     *out = be;
@@ -555,6 +554,15 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
     if (in_use_bytes_out != NULL)
         *in_use_bytes_out = used;
     return 0;
+}
+
+uint64_t backend_file_bytes(struct backend *be)
+{
+    assert(be != NULL);
+    MDB_envinfo info;
+    if (mdb_env_info(be->env, &info) != 0)
+        return 0;
+    return ((uint64_t)info.me_last_pgno + 1) * be->page_size;
 }
 
 int backend_sync(struct backend *be)

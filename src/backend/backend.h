@@ -208,6 +208,10 @@ size_t backend_key_max(const struct backend *be);
 int backend_size(struct backend *be, uint64_t *total_bytes_out,
                  uint64_t *in_use_bytes_out);
 
+/* backend_file_bytes is backend_size's total without its read txn: the
+ * extent of the pages the last committed txn reaches (cheap; any thread). */
+uint64_t backend_file_bytes(struct backend *be);
+
 /* backend_sync forces everything committed to disk (used at clean shutdown
  * and after no_fsync runs).  Errors: ERR_IO. */
 int backend_sync(struct backend *be);

@@ -109,7 +109,7 @@ static void fill_config(struct server_config *c, const char *dir)
     c->cluster_token = flags_get("initial-cluster-token");
     c->snapshot_count = flags_get_u64("snapshot-count");
     c->max_snapshots = (uint32_t)flags_get_u64("max-snapshots");
-    c->quota_backend_bytes = flags_get_u64("quota-backend-bytes");
+    c->quota_backend_bytes = flags_get_i64("quota-backend-bytes");
     c->max_request_bytes = flags_get_u64("max-request-bytes");
     c->max_txn_ops = (uint32_t)flags_get_u64("max-txn-ops");
     c->unsafe_no_fsync = flags_get_bool("unsafe-no-fsync");

@@ -15,7 +15,7 @@
 
 #define CETCD_ETCD_VERSION "3.4.23"
 
-enum ftype { F_STR, F_BOOL, F_UINT, F_DUR };
+enum ftype { F_STR, F_BOOL, F_UINT, F_INT, F_DUR };
 
 /* Whether cetcd has built what the flag controls. */
 enum fstate {
@@ -47,7 +47,7 @@ static struct flag table[] = {
     {"listen-client-urls", F_STR, "http://localhost:2379", BUILT, "Member", "List of URLs to listen on for client traffic."},
     {"max-snapshots", F_UINT, "5", BUILT, "Member", "Maximum number of snapshot files to retain (0 is unlimited)."},
     {"max-wals", F_UINT, "5", BUILT, "Member", "Maximum number of wal files to retain (0 is unlimited)."},
-    {"quota-backend-bytes", F_UINT, "0", BUILT, "Member", "Raise alarms when backend size exceeds the given quota (0 defaults to low space quota)."},
+    {"quota-backend-bytes", F_INT, "0", BUILT, "Member", "Raise alarms when backend size exceeds the given quota (0 defaults to low space quota)."},
     {"backend-batch-interval", F_STR, "", NOT_YET, "Member", "BackendBatchInterval is the maximum time before commit the backend transaction."},
     {"backend-batch-limit", F_UINT, "0", NOT_YET, "Member", "BackendBatchLimit is the maximum operations before commit the backend transaction."},
     {"max-txn-ops", F_UINT, "128", BUILT, "Member", "Maximum number of operations permitted in a transaction."},
@@ -153,6 +153,19 @@ static bool parse_uint(const char *s, uint64_t *out)
     return true;
 }
 
+/* Go's int64 flags (strconv.ParseInt base 0): a sign, then as parse_uint. */
+static bool parse_int(const char *s, int64_t *out)
+{
+    bool neg = *s == '-';
+    uint64_t u;
+    if (*s == '-' || *s == '+')
+        s++;
+    if (!parse_uint(s, &u) || u > (uint64_t)INT64_MAX + neg)
+        return false;
+    *out = neg ? (int64_t)(0 - u) : (int64_t)u;
+    return true;
+}
+
 /* Go time.ParseDuration, enough of it: a sequence of <number><unit>. */
 static bool parse_dur(const char *s)
 {
@@ -177,11 +190,14 @@ static bool value_ok(const struct flag *f, const char *v)
 {
     bool b;
     uint64_t u;
+    int64_t i;
     switch (f->type) {
     case F_BOOL:
         return parse_bool(v, &b);
     case F_UINT:
         return parse_uint(v, &u);
+    case F_INT:
+        return parse_int(v, &i);
     case F_DUR:
         return parse_dur(v);
     case F_STR:
@@ -336,6 +352,15 @@ uint64_t flags_get_u64(const char *name)
     if (v != NULL)
         parse_uint(v, &u);
     return u;
+}
+
+int64_t flags_get_i64(const char *name)
+{
+    int64_t i = 0;
+    const char *v = flags_get(name);
+    if (v != NULL)
+        parse_int(v, &i);
+    return i;
 }
 
 bool flags_was_set(const char *name)

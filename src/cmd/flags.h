@@ -32,6 +32,8 @@ const char *flags_get(const char *name);
 bool flags_get_bool(const char *name);
 /* flags_get_u64 parses an integer flag (validated by flags_parse). */
 uint64_t flags_get_u64(const char *name);
+/* flags_get_i64 parses a signed integer flag (validated by flags_parse). */
+int64_t flags_get_i64(const char *name);
 /* flags_was_set: given on the command line or in the environment. */
 bool flags_was_set(const char *name);
 

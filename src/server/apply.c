@@ -60,6 +60,7 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
     case ERR_INVAL:
     case ERR_TOO_LARGE:
     case ERR_UNSUPPORTED:
+    case ERR_NO_SPACE: /* applied, answered as etcd does (quota.c) */
         return 0;
     default:
         return p->err; /* poisons the batch */
@@ -157,6 +158,7 @@ static int apply_batch(struct server *s, struct server_entry *head, size_t n,
                   (unsigned long long)last, err_str(rc));
         return rc;
     }
+    server__quota_update(s);
     fill_headers(s, ps, i);
     *out = (struct applied){ps, i, last};
     return 0;

@@ -549,6 +549,13 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
                           (Etcdserverpb__CompactionResponse **)msg_out);
     struct kv_txn k = {
         .t = mvcc_txn_begin(b), .changed = false, .a = a, .store = s->mvcc};
+    /* etcd's applier checks the quota too: a write that passed the API's
+     * check but finds the store full is applied and answered ErrNoSpace. */
+    bool room = true;
+    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_PUT)
+        room = server_quota_allows(s, server_put_cost(req->put));
+    else if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_TXN)
+        room = server_quota_allows(s, server_txn_cost(req->txn));
     int rc;
     switch (req->request_case) {
     case CETCDPB__INTERNAL_REQUEST__REQUEST_PUT:
@@ -571,5 +578,5 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
     mvcc_rev end = mvcc_txn_end(k.t);
     if (rc == 0 && req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_TXN)
         ((Etcdserverpb__TxnResponse *)*msg_out)->header->revision = end;
-    return rc;
+    return rc == 0 && !room ? ERR_NO_SPACE : rc;
 }

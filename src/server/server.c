@@ -194,6 +194,8 @@ int server__store_open(struct server *s, const char *dir)
     int rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
         rc = mvcc_store_open(s->be, NULL, &s->mvcc);
+    if (rc == 0)
+        server__quota_update(s);
     return rc;
 }
 
@@ -209,6 +211,7 @@ static int open_store(struct server *s)
         rc = server__snap_rebuild(s, dir); /* newest snap file, if any */
     if (rc == 0)
         rc = boot_guard_mark(dir, false);
+    server__quota_log(s);
     return rc == 0 ? server__store_open(s, dir) : rc;
 }
 

@@ -57,7 +57,8 @@ struct server_config {
     const struct dial_tls *peer_tls;
     uint64_t snapshot_count;      /* --snapshot-count */
     uint32_t max_snapshots;       /* --max-snapshots: snap files kept (0 = all) */
-    uint64_t quota_backend_bytes; /* --quota-backend-bytes (0 = 2 GiB) */
+    int64_t quota_backend_bytes;  /* --quota-backend-bytes (0 = 2 GiB,
+                                   * negative: no quota) */
     uint64_t max_request_bytes;   /* --max-request-bytes */
     uint32_t max_txn_ops;         /* --max-txn-ops */
     bool unsafe_no_fsync;         /* --unsafe-no-fsync */
@@ -154,6 +155,13 @@ void server_header_fill(struct server *s, Etcdserverpb__ResponseHeader *h);
 /* Limits the API enforces before proposing. */
 uint64_t server_max_request_bytes(const struct server *s);
 uint32_t server_max_txn_ops(const struct server *s);
+
+/* The backend quota (quota.c): what a request costs against it (0: it
+ * writes nothing the quota counts), and whether a write of that cost fits
+ * (else etcd's ErrNoSpace). */
+uint64_t server_put_cost(const Etcdserverpb__PutRequest *p);
+uint64_t server_txn_cost(const Etcdserverpb__TxnRequest *t);
+bool server_quota_allows(struct server *s, uint64_t cost);
 
 /* server_stats: counters for tests, metrics and benchmarks. */
 struct server_stats {

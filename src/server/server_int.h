@@ -230,6 +230,7 @@ struct server {
     _Atomic uint64_t stat_proposals;     /* see server_stats */
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
+    _Atomic uint64_t db_bytes; /* the store's extent (quota.c) */
 };
 
 static inline uint64_t server__now_ms(void)
@@ -403,5 +404,11 @@ bool server__member_id_removed(struct server *s, uint64_t id);
 /* Peer transport: member `by` refused us as removed; this member stops
  * (server_removed turns true; logged once). */
 void server__member_removed_by(struct server *s, uint64_t by);
+
+/* quota.c: server__quota_log says at start what the quota is if it is not
+ * the default; server__quota_update reads the store's size (at each store
+ * open, and on the apply thread after each commit). */
+void server__quota_log(const struct server *s);
+void server__quota_update(struct server *s);
 
 #endif

@@ -1,0 +1,71 @@
+/*
+ * quota.c - the backend quota (--quota-backend-bytes), as etcd 3.4 keeps
+ * it: a Put or a Txn with puts whose cost would take the store to the
+ * quota or past it is refused with ErrNoSpace before it is proposed; one
+ * that passed that check but finds the store full when it is applied is
+ * applied all the same (every member applies the same log) and answered
+ * ErrNoSpace.  The cost is etcd's estimate: 256 bytes of metadata plus the
+ * key and value of each put (a txn: the dearer of its two branches, puts
+ * at the top level only).  The size is the store's extent after the last
+ * committed apply batch (what Status calls dbSize).
+ *
+ * Not here yet: etcd also raises the NOSPACE alarm, which then refuses
+ * every such write until an operator disarms it; alarms come with the
+ * Maintenance Alarm API.
+ */
+#include "server/server_int.h"
+
+#include "backend/backend.h"
+#include "util/log.h"
+
+#define QUOTA_DEFAULT_BYTES ((int64_t)2 << 30) /* --quota-backend-bytes 0 */
+#define QUOTA_SUGGESTED_MAX ((int64_t)8 << 30) /* etcd warns above it */
+#define KV_OVERHEAD 256                        /* etcd's per-put estimate */
+
+uint64_t server_put_cost(const Etcdserverpb__PutRequest *p)
+{
+    return KV_OVERHEAD + p->key.len + p->value.len;
+}
+
+static uint64_t branch_cost(Etcdserverpb__RequestOp *const *ops, size_t n)
+{
+    uint64_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i]->request_case ==
+            ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
+            c += server_put_cost(ops[i]->request_put);
+    return c;
+}
+
+uint64_t server_txn_cost(const Etcdserverpb__TxnRequest *t)
+{
+    uint64_t ok = branch_cost(t->success, t->n_success);
+    uint64_t fail = branch_cost(t->failure, t->n_failure);
+    return ok > fail ? ok : fail;
+}
+
+bool server_quota_allows(struct server *s, uint64_t cost)
+{
+    int64_t q = s->cfg.quota_backend_bytes;
+    if (cost == 0 || q < 0)
+        return true;
+    if (q == 0)
+        q = QUOTA_DEFAULT_BYTES;
+    return atomic_load(&s->db_bytes) + cost < (uint64_t)q;
+}
+
+void server__quota_log(const struct server *s)
+{
+    int64_t q = s->cfg.quota_backend_bytes;
+    if (q < 0)
+        log_info("etcdserver", "disabled backend quota (quota-size-bytes %lld)",
+                 (long long)q);
+    else if (q > QUOTA_SUGGESTED_MAX)
+        log_warn("etcdserver", "backend quota %lld exceeds maximum recommended "
+                 "quota %lld", (long long)q, (long long)QUOTA_SUGGESTED_MAX);
+}
+
+void server__quota_update(struct server *s)
+{
+    atomic_store(&s->db_bytes, backend_file_bytes(s->be));
+}
