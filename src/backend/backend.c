@@ -381,6 +381,32 @@ int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
     return map(rc);
 }
 
+int backend_append_reserve(struct backend_txn *txn, backend_bucket b,
+                           const void *key, size_t key_len, size_t val_len,
+                           void **data_out)
+{
+    assert(txn != NULL && key_len > 0 && data_out != NULL);
+    MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
+    int rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE | MDB_APPEND);
+    if (rc == MDB_KEYEXIST) /* not after the last key: an ordinary put */
+        return backend_put_reserve(txn, b, key, key_len, val_len, data_out);
+    if (rc == 0)
+        *data_out = v.mv_data;
+    return map(rc);
+}
+
+int backend_cursor_put_reserve(struct backend_cursor *c, const void *key,
+                               size_t key_len, size_t val_len,
+                               void **data_out)
+{
+    assert(c != NULL && key_len > 0 && data_out != NULL);
+    MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
+    int rc = mdb_cursor_put(mcur(c), &k, &v, MDB_RESERVE);
+    if (rc == 0)
+        *data_out = v.mv_data;
+    return map(rc);
+}
+
 int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
                 size_t key_len)
 {

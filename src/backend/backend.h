@@ -154,6 +154,19 @@ int backend_put(struct backend_txn *txn, backend_bucket b, const void *key,
 int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
                         const void *key, size_t key_len, size_t val_len,
                         void **data_out);
+/* backend_append_reserve is backend_put_reserve for a key after every key
+ * of b (ascending keys, such as revisions): LMDB goes straight to the last
+ * page and fills pages full instead of splitting them in half.  A key that
+ * is not after the last one is put as by backend_put_reserve. */
+int backend_append_reserve(struct backend_txn *txn, backend_bucket b,
+                           const void *key, size_t key_len, size_t val_len,
+                           void **data_out);
+/* backend_cursor_put_reserve is backend_put_reserve through write cursor c
+ * (left on the new entry): a key on the page c is on is found there
+ * without a search from the root. */
+int backend_cursor_put_reserve(struct backend_cursor *c, const void *key,
+                               size_t key_len, size_t val_len,
+                               void **data_out);
 /* backend_del deletes key.  ERR_NOTFOUND if it was absent. */
 int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
                 size_t key_len);

@@ -258,15 +258,17 @@ static int write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
     int kind = tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT;
     size_t n = mvcc__ckey(ck, kv->key, kv->key_len, t->rev, t->sub, kind);
     void *dst;
-    int rc = backend_put_reserve(b->txn, b->s->kv, ck, n,
-                                 MVCC_HDR + kv->value_len, &dst);
+    /* b->kv is at or near the key's latest version (mvcc__visible, by
+     * every caller), on the page the new version goes to */
+    int rc = backend_cursor_put_reserve(b->kv, ck, n,
+                                        MVCC_HDR + kv->value_len, &dst);
     if (rc != 0)
         return rc;
     mvcc__value_encode(dst, kv, tomb);
     mvcc__put_be64(rk, (uint64_t)t->rev);
     mvcc__put_be64(rk + 8, (uint64_t)t->sub);
-    rc = backend_put_reserve(b->txn, b->s->rev, rk, sizeof rk,
-                             1 + kv->key_len, &dst);
+    rc = backend_append_reserve(b->txn, b->s->rev, rk, sizeof rk,
+                                1 + kv->key_len, &dst);
     if (rc != 0)
         return rc;
     ((uint8_t *)dst)[0] = (uint8_t)kind;
