@@ -156,8 +156,8 @@ int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
                         void **data_out);
 /* backend_append_reserve is backend_put_reserve for a key after every key
  * of b (ascending keys, such as revisions): LMDB goes straight to the last
- * page and fills pages full instead of splitting them in half.  A key that
- * is not after the last one is put as by backend_put_reserve. */
+ * page, comparing the key with the last one only.  A key that is not after
+ * the last one is put as by backend_put_reserve. */
 int backend_append_reserve(struct backend_txn *txn, backend_bucket b,
                            const void *key, size_t key_len, size_t val_len,
                            void **data_out);
