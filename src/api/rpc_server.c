@@ -464,20 +464,25 @@ void api_server_stop(struct api_server *srv)
     grpc_server_cancel_all_calls(srv->server);
 }
 
-/* wait_idle waits until every call handed to a handler has been answered
- * and completed and every stream freed: the core's shutdown tag may come
- * while handlers still hold calls, and their answers need live queues.
- * Polling is fine here; it runs once per server life. */
-static void wait_idle(struct api_server *srv)
+/* The shutdown waits below poll: they run once per server life. */
+static void shutdown_tick(void)
 {
     const struct timespec tick = {0, 1000000};
+    nanosleep(&tick, NULL);
+}
+
+/* wait_idle waits until every call handed to a handler has been answered
+ * and completed and every stream freed: the core's shutdown tag may come
+ * while handlers still hold calls, and their answers need live queues. */
+static void wait_idle(struct api_server *srv)
+{
     for (;;) {
         long busy = atomic_load(&srv->streams_n);
         for (int i = 0; i < srv->threads_n; i++)
             busy += atomic_load(&srv->workers[i].active_n);
         if (busy == 0)
             return;
-        nanosleep(&tick, NULL);
+        shutdown_tick();
     }
 }
 
@@ -519,10 +524,8 @@ void api_server_close(struct api_server *srv)
     for (int i = 0; i < srv->threads_n; i++)
         grpc_completion_queue_destroy(srv->workers[i].cq);
     grpc_completion_queue_shutdown(srv->done_cq);
-    while (!atomic_load(&srv->done_cq_down)) {
-        const struct timespec tick = {0, 1000000};
-        nanosleep(&tick, NULL);
-    }
+    while (!atomic_load(&srv->done_cq_down))
+        shutdown_tick();
     grpc_completion_queue_destroy(srv->done_cq);
     grpc_completion_queue_shutdown(srv->shutdown_cq);
     grpc_completion_queue_destroy(srv->shutdown_cq);
