@@ -54,6 +54,7 @@ struct kv_txn {
     bool changed;       /* a write of this request changed the store */
     struct arena *a;    /* where responses go */
     struct mvcc_store *store; /* for the compact revision */
+    bool compacted_at_zero;   /* server's: see do_compact */
 };
 
 /* The revision etcd's write txn reports for reads and no-op deletes: the
@@ -270,12 +271,14 @@ static req_op **branch(const txn_req *r, bool ok, size_t *n)
     return ok ? r->success : r->failure;
 }
 
-/* The oldest readable revision as etcd's read view reports it: -1 before
- * any compaction (so a negative revision below it fails like etcd's). */
-static mvcc_rev first_rev(const struct mvcc_store *st)
+/* The oldest readable revision as etcd's read view reports it (its
+ * compactMainRev): -1 before any compaction, 0 after one at revision 0
+ * (see do_compact), so that a negative revision below it fails like
+ * etcd's. */
+static mvcc_rev first_rev(const struct kv_txn *k)
 {
-    mvcc_rev c = mvcc_compact_rev(st);
-    return c > 0 ? c : -1;
+    mvcc_rev c = mvcc_compact_rev(k->store);
+    return c > 0 ? c : k->compacted_at_zero ? 0 : -1;
 }
 
 /* The store keeps keys up to mvcc_key_max bytes (LMDB's key limit); a txn
@@ -391,7 +394,7 @@ static int check_range(struct kv_txn *k, const Etcdserverpb__RangeRequest *q)
     mvcc_rev cur = mvcc_txn_rev(k->t) - 1;
     if (q->revision > cur)
         return ERR_FUTURE_REV;
-    if (q->revision != 0 && q->revision < first_rev(k->store))
+    if (q->revision != 0 && q->revision < first_rev(k))
         return ERR_COMPACTED;
     return 0;
 }
@@ -548,7 +551,8 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
         return do_compact(s, b, req->compaction, a,
                           (Etcdserverpb__CompactionResponse **)msg_out);
     struct kv_txn k = {
-        .t = mvcc_txn_begin(b), .changed = false, .a = a, .store = s->mvcc};
+        .t = mvcc_txn_begin(b), .changed = false, .a = a, .store = s->mvcc,
+        .compacted_at_zero = s->compacted_at_zero};
     /* etcd's applier checks the quota too: a write that passed the API's
      * check but finds the store full is applied and answered ErrNoSpace. */
     bool room = true;

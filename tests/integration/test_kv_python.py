@@ -634,3 +634,21 @@ def test_compact_errors_and_effect(data):
         (OUT_OF_RANGE, COMPACTED)
     assert grpc_error(txn, data, success=[op_range(b"a", revision=99)]) == \
         (OUT_OF_RANGE, FUTURE)
+
+
+def test_txn_negative_range_revision(server):
+    """A txn's range checks its revision against etcd's compactMainRev:
+    -1 before any compaction, then the compacted revision, so a negative
+    revision passes (reading the current state) until the first compaction,
+    even one at revision 0 (seed 81 of the differential test found this);
+    a plain Range reads the current state either way."""
+    kv = server.kv()
+    put(kv, b"a", b"1")
+    r = txn(kv, success=[op_range(b"a", revision=-1)])
+    assert r.responses[0].response_range.kvs[0].value == b"1"
+    assert grpc_error(txn, kv, success=[op_range(b"a", revision=-2)]) == \
+        (OUT_OF_RANGE, COMPACTED)
+    kv.Compact(rpc_pb2.CompactionRequest(revision=0), timeout=10)
+    assert grpc_error(txn, kv, success=[op_range(b"a", revision=-1)]) == \
+        (OUT_OF_RANGE, COMPACTED)
+    assert rng(kv, b"a", revision=-1).kvs[0].value == b"1"
