@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -39,6 +40,9 @@ struct backend {
     bool write_map;        /* MDB_WRITEMAP: see alloc_ahead */
     int fd;                /* the data file (write_map) */
     uint64_t page_size;    /* the store's page size */
+    uint64_t map_size;     /* the map's size (the file's, with write_map) */
+    _Atomic uint64_t extent; /* bytes up to the last committed txn's last
+                              page: see extent_update */
     uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
     bool ahead_warned;     /* alloc_ahead failed and said so */
 };
@@ -54,6 +58,7 @@ struct backend {
 #define AHEAD_BYTES ((uint64_t)64 << 20)
 
 static void alloc_ahead(struct backend *be);
+static void extent_update(struct backend *be);
 
 static MDB_txn *mtxn(struct backend_txn *t)
 {
@@ -204,6 +209,7 @@ int backend_open(const char *dir, const struct backend_options *opts,
     if (rc != 0)
         goto err_env;
     be->page_size = st.ms_psize;
+    extent_update(be);
     if (be->write_map)
         alloc_ahead(be);
     assert(be->key_max > BACKEND_REVKEY_SUFFIX);
@@ -247,6 +253,7 @@ int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
     rc = mdb_txn_commit(txn);
     if (rc != 0)
         return map(rc);
+    extent_update(be);
     *out = dbi;
     return 0;
 }
@@ -276,19 +283,18 @@ static struct backend *txn_backend(MDB_txn *txn)
  * still works, on holes. */
 static void alloc_ahead(struct backend *be)
 {
-    MDB_envinfo info;
-    if (mdb_env_info(be->env, &info) != 0)
-        return;
-    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * be->page_size;
+    uint64_t used = atomic_load(&be->extent);
     if (be->ahead_end >= used + AHEAD_BYTES / 2)
         return;
     uint64_t from = be->ahead_end > used ? be->ahead_end : used;
     uint64_t to = used + AHEAD_BYTES;
-    if (to > info.me_mapsize)
-        to = info.me_mapsize;
+    if (to > be->map_size)
+        to = be->map_size;
     if (to <= from)
         return;
-    int rc = fallocate(be->fd, 0, (off_t)from, (off_t)(to - from)) == 0 ? 0 : errno;
+    int rc = fallocate(be->fd, 0, (off_t)from, (off_t)(to - from)) == 0
+                 ? 0
+                 : errno;
     if (rc == 0) {
         be->ahead_end = to;
         be->ahead_warned = false;
@@ -307,6 +313,8 @@ int backend_write_commit(struct backend_txn *txn)
     assert(be->writing);
     be->writing = false;
     int rc = map(mdb_txn_commit(mtxn(txn)));
+    if (rc == 0)
+        extent_update(be);
     if (rc == 0 && be->write_map)
         alloc_ahead(be);
     return rc;
@@ -562,19 +570,16 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
     if (rc != 0)
         return map(rc);
     MDB_envinfo info;
-    MDB_stat st;
     uint64_t freep = 0;
     rc = mdb_env_info(be->env, &info);
-    if (rc == 0)
-        rc = mdb_env_stat(be->env, &st);
     if (rc == 0)
         rc = free_pages(txn, &freep) == 0 ? 0 : MDB_CORRUPTED;
     mdb_txn_abort(txn);
     if (rc != 0)
         return map(rc);
-    uint64_t total = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
-    uint64_t used = total - freep * st.ms_psize;
-    assert(freep * st.ms_psize <= total);
+    uint64_t total = ((uint64_t)info.me_last_pgno + 1) * be->page_size;
+    uint64_t used = total - freep * be->page_size;
+    assert(freep * be->page_size <= total);
     if (total_bytes_out != NULL)
         *total_bytes_out = total;
     if (in_use_bytes_out != NULL)
@@ -582,13 +587,22 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
     return 0;
 }
 
+/* extent_update reads, after a commit (on the writer's thread), how far
+ * the store's pages reach: for alloc_ahead and backend_file_bytes. */
+static void extent_update(struct backend *be)
+{
+    MDB_envinfo info;
+    if (mdb_env_info(be->env, &info) != 0)
+        return;
+    be->map_size = info.me_mapsize;
+    uint64_t pages = (uint64_t)info.me_last_pgno + 1;
+    atomic_store(&be->extent, pages * be->page_size);
+}
+
 uint64_t backend_file_bytes(struct backend *be)
 {
     assert(be != NULL);
-    MDB_envinfo info;
-    if (mdb_env_info(be->env, &info) != 0)
-        return 0;
-    return ((uint64_t)info.me_last_pgno + 1) * be->page_size;
+    return atomic_load(&be->extent);
 }
 
 int backend_sync(struct backend *be)

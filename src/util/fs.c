@@ -49,10 +49,12 @@ int fs_write_all(int fd, const void *buf, size_t n)
 /* at_all is the loop of fs_pread_all and fs_pwrite_all: it moves all n
  * bytes at offset off, retrying short transfers and EINTR; a transfer of
  * nothing (end of file, or a write that makes no progress) is ERR_IO. */
-static int at_all(int fd, unsigned char *p, size_t n, uint64_t off, bool writing)
+static int at_all(int fd, unsigned char *p, size_t n, uint64_t off,
+                  bool writing)
 {
     while (n > 0) {
-        ssize_t r = writing ? pwrite(fd, p, n, (off_t)off) : pread(fd, p, n, (off_t)off);
+        ssize_t r = writing ? pwrite(fd, p, n, (off_t)off)
+                            : pread(fd, p, n, (off_t)off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
