@@ -19,7 +19,6 @@ from log lines.  Each member logs to <root>/<name>.log.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,25 +28,9 @@ import grpc
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
 from common.servers import (  # tests/ is on sys.path: see conftest.py
-    ETCD_BIN, ClientAddress, against_etcd, log_tail, range_answers,
-    server_bin)
+    ETCD_BIN, ClientAddress, against_etcd, free_port, log_tail,
+    range_answers, server_bin)
 from proxy import PeerProxy
-
-
-_handed_out = set()
-
-
-def free_port():
-    """A port that was free a moment ago and that we have not handed out
-    before in this process (so two members never get the same one)."""
-    while True:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
 
 
 def multi_member_support(binary=None, wait_s=3.0):

@@ -39,8 +39,6 @@ SMOKE = find_binary("tests/client_smoke")
 BENCH = find_binary("src/bench/cetcd-bench")
 
 
-
-
 @pytest.fixture(scope="module")
 def server():
     if shutil.which(SERVER) is None and not os.access(SERVER, os.X_OK):
