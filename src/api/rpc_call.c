@@ -1,28 +1,18 @@
 /*
- * rpc_call.c - unary calls: request slots, dispatch to handlers, answers,
- * and the UNIMPLEMENTED answers for methods nobody registered.
+ * rpc_call.c - unary calls: collecting the request, dispatch to handlers,
+ * answers from any thread, and the UNIMPLEMENTED answers for methods
+ * nobody registered.  The states are in rpc_int.h.
  *
- * A struct api_call is its own request slot.  Life of one object:
- *   POSTED   (worker posted it; the core fills call, deadline, md, payload)
- *   HANDLER  (request arrived; the worker posted a fresh slot in its place
- *             and called the handler, which now owns the call)
- *   ANSWERED (one batch sends status [+ message] and RECV_CLOSE_ON_SERVER)
- * The request arrives on the worker's queue; the answer's batch completes
- * on the server's callback queue (done_cq), whose callback call_done runs
- * on the answering thread as grpc_call_start_batch returns (or on a core
- * thread if the send could not finish at once).  call_done releases the
- * call and pushes the object onto its worker's return stack, which the
- * worker takes when its free list runs dry: no worker is woken per answer,
- * and steady-state serving allocates no slot objects.  The metadata array
- * keeps its capacity across reuses.
+ * An answer is written into the call (the reply with its 5-byte gRPC
+ * prefix, or a status) by the answering thread, which then pushes the call
+ * onto its loop's inbox.  The loop gives it to nghttp2: HEADERS, DATA and
+ * the trailers (grpc-status) for a reply, one HEADERS frame with the
+ * status (gRPC's trailers-only form) for an error.  Call objects are
+ * recycled per loop with their buffers.
  */
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/grpc.h>
 
 #include "api/rpc_int.h"
 #include "etcdserverpb/rpc.pb-c.h"
@@ -32,243 +22,176 @@
 #include "v3electionpb/v3election.pb-c.h"
 #include "v3lockpb/v3lock.pb-c.h"
 
-#define FREE_LIST_MAX 4096 /* recycled call objects kept per worker */
+#define FREE_LIST_MAX 4096     /* recycled call objects kept per loop */
+#define KEEP_BUF_MAX (64 * 1024) /* larger buffers are not kept */
 
-static void call_done(grpc_completion_queue_functor *f, int ok);
+static _Thread_local struct api__loop *this_loop; /* set while dispatching */
 
-/* take_returned moves the calls answered since the last look from the
- * worker's atomic return stack to its own free list. */
-static void take_returned(struct api__worker *w)
+struct api_call *api__call_new(struct api__conn *c, int32_t stream_id)
 {
-    struct api_call *c = atomic_exchange(&w->returned, NULL);
-    while (c != NULL) {
-        struct api_call *next = c->next_free;
-        if (w->free_n < FREE_LIST_MAX) {
-            c->next_free = w->free_list;
-            w->free_list = c;
-            w->free_n++;
-        } else {
-            grpc_metadata_array_destroy(&c->md);
-            grpc_call_details_destroy(&c->details);
-            mem_free(c);
-            w->calls_n--;
+    struct api__loop *l = c->loop;
+    struct api_call *call = l->free_calls;
+    if (call != NULL) {
+        l->free_calls = call->next;
+        l->free_n--;
+    } else {
+        call = mem_calloc(1, sizeof(*call));
+        if (call == NULL)
+            return NULL;
+        call->item.kind = API__KIND_CALL;
+    }
+    call->state = API__CALL_READING;
+    call->conn = c;
+    call->stream_id = stream_id;
+    call->gone = call->too_large = call->bad_encoding = false;
+    call->method = NULL;
+    call->deadline_ns = INT64_MAX;
+    call->hdrs.n = 0;
+    call->body_n = call->out_n = call->out_off = 0;
+    call->code = GRPC_STATUS_OK;
+    call->msg = NULL;
+    call->prev = NULL;
+    call->next = c->calls;
+    if (c->calls != NULL)
+        c->calls->prev = call;
+    c->calls = call;
+    c->refs++;
+    return call;
+}
+
+static void buf_trim(uint8_t **p, size_t *cap)
+{
+    if (*cap > KEEP_BUF_MAX) {
+        mem_free(*p);
+        *p = NULL;
+        *cap = 0;
+    }
+}
+
+/* api__call_free detaches call from its connection and recycles it. */
+void api__call_free(struct api_call *call)
+{
+    struct api__conn *c = call->conn;
+    struct api__loop *l = c->loop;
+    if (call->prev != NULL)
+        call->prev->next = call->next;
+    else
+        c->calls = call->next;
+    if (call->next != NULL)
+        call->next->prev = call->prev;
+    mem_free(call->msg);
+    call->msg = NULL;
+    call->conn = NULL;
+    if (l->free_n < FREE_LIST_MAX) {
+        buf_trim(&call->body, &call->body_cap);
+        buf_trim(&call->out, &call->out_cap);
+        if (call->hdrs.cap > KEEP_BUF_MAX) {
+            mem_free(call->hdrs.buf);
+            call->hdrs.buf = NULL;
+            call->hdrs.cap = 0;
         }
-        c = next;
+        call->next = l->free_calls;
+        l->free_calls = call;
+        l->free_n++;
+    } else {
+        mem_free(call->body);
+        mem_free(call->out);
+        mem_free(call->hdrs.buf);
+        mem_free(call);
     }
+    api__conn_unref(c);
 }
 
-static struct api_call *call_get(struct api__worker *w)
+void api__loop_free_calls(struct api__loop *l)
 {
-    if (w->free_list == NULL)
-        take_returned(w);
-    struct api_call *c = w->free_list;
-    if (c != NULL) {
-        w->free_list = c->next_free;
-        w->free_n--;
-        c->next_free = NULL;
-        return c;
+    while (l->free_calls != NULL) {
+        struct api_call *call = l->free_calls;
+        l->free_calls = call->next;
+        mem_free(call->body);
+        mem_free(call->out);
+        mem_free(call->hdrs.buf);
+        mem_free(call);
     }
-    c = mem_calloc(1, sizeof(*c));
-    if (c == NULL)
-        return NULL;
-    c->worker = w;
-    grpc_metadata_array_init(&c->md);
-    grpc_call_details_init(&c->details);
-    c->flat = grpc_empty_slice();
-    c->status_msg = grpc_empty_slice();
-    c->done.functor_run = call_done;
-    c->done.inlineable = 1;
-    w->calls_n++;
-    return c;
+    l->free_n = 0;
 }
 
-/* call_release drops what one call held; any thread that owns c. */
-static void call_release(struct api_call *c)
+void api__call_ready(struct api_call *call)
 {
-    if (c->payload != NULL)
-        grpc_byte_buffer_destroy(c->payload);
-    if (c->resp != NULL)
-        grpc_byte_buffer_destroy(c->resp);
-    grpc_slice_unref(c->flat);
-    grpc_slice_unref(c->status_msg);
-    if (c->call != NULL)
-        grpc_call_unref(c->call);
-    c->payload = c->resp = NULL;
-    c->call = NULL;
-    c->flat = c->status_msg = grpc_empty_slice();
-    c->md.count = 0; /* Keeps the array; the core appends from count. */
-    grpc_call_details_destroy(&c->details);
-    grpc_call_details_init(&c->details);
+    struct api__loop *l = call->conn->loop;
+    assert(call->state == API__CALL_READING);
+    call->state = API__CALL_READY;
+    call->ready_next = NULL;
+    if (l->ready_tail != NULL)
+        l->ready_tail->ready_next = call;
+    else
+        l->ready = call;
+    l->ready_tail = call;
 }
 
-/* call_put releases a call that never reached a handler and recycles the
- * object; the worker only. */
-static void call_put(struct api__worker *w, struct api_call *c)
+static uint32_t be32(const uint8_t *p)
 {
-    assert(c->worker == w && c->state == API__CALL_POSTED);
-    call_release(c);
-    if (w->free_n < FREE_LIST_MAX) {
-        c->next_free = w->free_list;
-        w->free_list = c;
-        w->free_n++;
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+           (uint32_t)p[2] << 8 | p[3];
+}
+
+void api__call_data(struct api_call *call, const uint8_t *p, size_t n)
+{
+    if (call->state != API__CALL_READING)
+        return; /* answered early (too large, unknown method) */
+    size_t max = call->conn->loop->srv->max_recv_bytes;
+    size_t need = call->body_n + n;
+    if (call->body_n < 5 && need >= 5) {
+        uint8_t pre[5];
+        size_t have = call->body_n;
+        memcpy(pre, call->body, have);
+        memcpy(pre + have, p, 5 - have);
+        if (be32(pre + 1) > max) {
+            /* Refused now, as grpc-go does, without reading the rest. */
+            call->too_large = true;
+            call->big_n = be32(pre + 1);
+            api__call_ready(call);
+            return;
+        }
+    }
+    if (need > max + 5) {
+        /* More than one message: refused before it is all buffered. */
+        call->too_large = true;
+        call->big_n = need - 5;
+        api__call_ready(call);
         return;
     }
-    grpc_metadata_array_destroy(&c->md);
-    grpc_call_details_destroy(&c->details);
-    mem_free(c);
-    w->calls_n--;
+    if (need > call->body_cap) {
+        size_t cap = call->body_cap ? call->body_cap : 1024;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *b = mem_realloc(call->body, cap);
+        if (b == NULL) {
+            call->too_large = true;
+            call->big_n = need - 5;
+            api__call_ready(call);
+            return;
+        }
+        call->body = b;
+        call->body_cap = cap;
+    }
+    memcpy(call->body + call->body_n, p, n);
+    call->body_n = need;
 }
 
-/* call_done runs when an answer's batch completed: on the thread that
- * answered when the core finished the batch inside grpc_call_start_batch
- * (the usual case), else on whichever core thread finished it.  No queue
- * wake-up: the object goes back to its worker through the return stack. */
-static void call_done(grpc_completion_queue_functor *f, int ok)
+/* api__call_closed: the HTTP/2 stream closed (client reset, or the
+ * connection died) or, once answered, finished.  Frees the call unless
+ * someone still holds it. */
+void api__call_closed(struct api_call *call)
 {
-    struct api_call *c = api__container_of(f, struct api_call, done);
-    struct api__worker *w = c->worker;
-    (void)ok; /* A failed send is the client's loss; nothing to undo. */
-    assert(c->state == API__CALL_ANSWERED);
-    call_release(c);
-    c->state = API__CALL_POSTED;
-    struct api_call *head = atomic_load(&w->returned);
-    do
-        c->next_free = head;
-    while (!atomic_compare_exchange_weak(&w->returned, &head, c));
-    /* Last: once the count is zero the owner may free everything. */
-    atomic_fetch_sub(&w->active_n, 1);
-}
-
-void api__worker_free_calls(struct api__worker *w)
-{
-    take_returned(w);
-    while (w->free_list != NULL) {
-        struct api_call *c = w->free_list;
-        w->free_list = c->next_free;
-        grpc_metadata_array_destroy(&c->md);
-        grpc_call_details_destroy(&c->details);
-        mem_free(c);
-        w->free_n--;
-        w->calls_n--;
+    switch (call->state) {
+    case API__CALL_READING:
+    case API__CALL_SUBMITTED:
+        api__call_free(call);
+        break;
+    default: /* READY, HANDLER, ANSWERED: freed where they are taken */
+        call->gone = true;
+        break;
     }
-    assert(w->free_n == 0);
-    assert(w->calls_n == 0); /* Every call was answered and completed. */
-}
-
-void api__call_post(struct api__worker *w, const struct api__method *m)
-{
-    assert(m->kind == API__METHOD_UNARY);
-    struct api_call *c = call_get(w);
-    if (c == NULL) {
-        log_warn("api", "out of memory: one request slot fewer for %s",
-                 m->path);
-        return;
-    }
-    c->tag.kind = API__TAG_UNARY;
-    c->state = API__CALL_POSTED;
-    c->method = m;
-    grpc_call_error e = grpc_server_request_registered_call(
-        w->srv->server, m->handle, &c->call, &c->deadline, &c->md,
-        &c->payload, w->srv->done_cq, w->cq, &c->tag);
-    if (e != GRPC_CALL_OK) {
-        log_warn("api", "request_registered_call: %d", (int)e);
-        call_put(w, c);
-    }
-}
-
-void api__generic_post(struct api__worker *w)
-{
-    struct api_call *c = call_get(w);
-    if (c == NULL)
-        return;
-    c->tag.kind = API__TAG_GENERIC;
-    c->state = API__CALL_POSTED;
-    c->method = NULL;
-    grpc_call_error e =
-        grpc_server_request_call(w->srv->server, &c->call, &c->details,
-                                 &c->md, w->srv->done_cq, w->cq, &c->tag);
-    if (e != GRPC_CALL_OK) {
-        log_warn("api", "request_call: %d", (int)e);
-        call_put(w, c);
-    }
-}
-
-static int64_t deadline_to_ns(gpr_timespec deadline)
-{
-    if (deadline.tv_sec == INT64_MAX)
-        return INT64_MAX; /* The client set no deadline. */
-    gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
-    deadline = gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
-    gpr_timespec left = gpr_time_sub(deadline, now);
-    if (left.tv_sec > 1000000000)
-        return INT64_MAX; /* Decades away: as good as none. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
-           (int64_t)left.tv_sec * 1000000000 + left.tv_nsec;
-}
-
-/* request_bytes finds the request message as one contiguous range; it is
- * zero-copy when the core delivered a single uncompressed slice. */
-static bool request_bytes(struct api_call *c, const uint8_t **p, size_t *n)
-{
-    grpc_byte_buffer *bb = c->payload;
-    if (bb == NULL)
-        return false;
-    if (bb->type == GRPC_BB_RAW &&
-        bb->data.raw.compression == GRPC_COMPRESS_NONE &&
-        bb->data.raw.slice_buffer.count == 1) {
-        /* A pointer, not a copy: small slices keep their bytes inline in
-         * the grpc_slice struct itself. */
-        grpc_slice *s = &bb->data.raw.slice_buffer.slices[0];
-        *p = GRPC_SLICE_START_PTR(*s);
-        *n = GRPC_SLICE_LENGTH(*s);
-        return true;
-    }
-    grpc_byte_buffer_reader r;
-    if (!grpc_byte_buffer_reader_init(&r, bb))
-        return false;
-    c->flat = grpc_byte_buffer_reader_readall(&r);
-    grpc_byte_buffer_reader_destroy(&r);
-    *p = GRPC_SLICE_START_PTR(c->flat);
-    *n = GRPC_SLICE_LENGTH(c->flat);
-    return true;
-}
-
-/* arrived runs on the worker when a posted unary slot got a call. */
-static void arrived(struct api__worker *w, struct api_call *c)
-{
-    const uint8_t *req = NULL;
-    size_t len = 0;
-    if (!atomic_load(&w->srv->shutting_down))
-        api__call_post(w, c->method);
-    c->deadline_ns = deadline_to_ns(c->deadline);
-    c->state = API__CALL_HANDLER;
-    atomic_fetch_add(&w->active_n, 1);
-    if (!request_bytes(c, &req, &len)) {
-        /* The client half-closed without a message, or it was too large
-         * and the core already failed the call. */
-        api_call_reply_error(c, GRPC_STATUS_INTERNAL,
-                             "grpc: error while reading request");
-        return;
-    }
-    if (len > w->srv->max_recv_bytes) {
-        char msg[128];
-        snprintf(msg, sizeof msg,
-                 "grpc: received message larger than max (%zu vs. %zu)", len,
-                 w->srv->max_recv_bytes);
-        api_call_reply_error(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
-        return;
-    }
-    grpc_status_code code;
-    const char *msg;
-    if (w->srv->gate != NULL &&
-        !w->srv->gate(w->srv->gate_ctx, c->method->path, req, len, &code,
-                      &msg)) {
-        api_call_reply_error(c, code, msg);
-        return;
-    }
-    c->method->unary(c, req, len, c->method->ctx);
 }
 
 /* Every proto service we know, so that unregistered methods get grpc-go's
@@ -305,15 +228,11 @@ static int service_state(const struct api_server *srv, const char *svc,
     return state;
 }
 
-static void unimplemented_msg(const struct api_server *srv, grpc_slice path,
+static void unimplemented_msg(const struct api_server *srv, const char *path,
                               char *buf, size_t cap)
 {
     char full[256];
-    size_t n = GRPC_SLICE_LENGTH(path);
-    if (n >= sizeof(full))
-        n = sizeof(full) - 1;
-    memcpy(full, GRPC_SLICE_START_PTR(path), n);
-    full[n] = '\0';
+    snprintf(full, sizeof(full), "%s", path != NULL ? path : "");
     char *slash = full[0] == '/' ? strchr(full + 1, '/') : NULL;
     if (slash == NULL) {
         snprintf(buf, cap, "malformed method name: \"%s\"", full);
@@ -335,134 +254,237 @@ static void unimplemented_msg(const struct api_server *srv, grpc_slice path,
     }
 }
 
-/* recycled ends a posted slot that completed without a call (!ok: the
- * server is shutting down).  Otherwise c is a newly arrived call and
- * recycled returns false.  Answered calls end in call_done. */
-static bool recycled(struct api__worker *w, struct api_call *c, bool ok)
+/* dispatch_one checks a complete request and hands it to its handler. */
+static void dispatch_one(struct api_server *srv, struct api_call *call)
 {
-    assert(c->state == API__CALL_POSTED);
-    if (ok)
+    char msg[400];
+    call->state = API__CALL_HANDLER;
+    atomic_fetch_add(&srv->active_n, 1);
+    if (call->method == NULL) {
+        unimplemented_msg(srv, api__hdrs_find(&call->hdrs, ":path", NULL),
+                          msg, sizeof(msg));
+        api_call_reply_error(call, GRPC_STATUS_UNIMPLEMENTED, msg);
+        return;
+    }
+    if (call->too_large) {
+        snprintf(msg, sizeof msg,
+                 "grpc: received message larger than max (%zu vs. %zu)",
+                 call->big_n, srv->max_recv_bytes);
+        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        return;
+    }
+    if (call->bad_encoding) {
+        snprintf(msg, sizeof msg,
+                 "grpc: Decompressor is not installed for grpc-encoding "
+                 "\"%s\"",
+                 api__hdrs_find(&call->hdrs, "grpc-encoding", NULL));
+        api_call_reply_error(call, GRPC_STATUS_UNIMPLEMENTED, msg);
+        return;
+    }
+    if (call->body_n < 5 || call->body[0] != 0 ||
+        be32(call->body + 1) != call->body_n - 5) {
+        /* No message, a compressed one, or more than one. */
+        api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+                             "grpc: error while reading request");
+        return;
+    }
+    const uint8_t *req = call->body + 5;
+    size_t len = call->body_n - 5;
+    grpc_status_code code;
+    const char *why;
+    if (srv->gate != NULL &&
+        !srv->gate(srv->gate_ctx, call->method->path, req, len, &code,
+                   &why)) {
+        api_call_reply_error(call, code, why);
+        return;
+    }
+    call->method->unary(call, req, len, call->method->ctx);
+}
+
+void api__call_dispatch(struct api__loop *l)
+{
+    this_loop = l;
+    while (l->ready != NULL) {
+        struct api_call *call = l->ready;
+        l->ready = call->ready_next;
+        if (l->ready == NULL)
+            l->ready_tail = NULL;
+        if (call->gone) {
+            api__call_free(call);
+            continue;
+        }
+        dispatch_one(l->srv, call);
+    }
+    this_loop = NULL;
+}
+
+/* --- answers --- */
+
+static ssize_t reply_read(nghttp2_session *ng, int32_t stream_id,
+                          uint8_t *buf, size_t length, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud)
+{
+    struct api_call *call = src->ptr;
+    (void)ud;
+    size_t n = call->out_n - call->out_off;
+    if (n > length)
+        n = length;
+    memcpy(buf, call->out + call->out_off, n);
+    call->out_off += n;
+    if (call->out_off == call->out_n) {
+        static const nghttp2_nv ok[] = {
+            {(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1,
+             NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+        };
+        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        if (nghttp2_submit_trailer(ng, stream_id, ok, 1) != 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return (ssize_t)n;
+}
+
+const nghttp2_nv api__resp_headers[2] = {
+    {(uint8_t *)":status", (uint8_t *)"200", 7, 3,
+     NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+    {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
+     NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+};
+
+/* api__call_inbox: the loop takes an answered call from its inbox. */
+void api__call_inbox(struct api_call *call)
+{
+    struct api__conn *c = call->conn;
+    assert(call->state == API__CALL_ANSWERED);
+    atomic_fetch_sub(&c->loop->srv->active_n, 1);
+    if (call->gone || c->dead) {
+        api__call_free(call);
+        return;
+    }
+    int rv;
+    call->state = API__CALL_SUBMITTED;
+    if (call->code == GRPC_STATUS_OK) {
+        nghttp2_data_provider prd = {.source.ptr = call,
+                                     .read_callback = reply_read};
+        rv = nghttp2_submit_response(c->ng, call->stream_id, api__resp_headers, 2,
+                                     &prd);
+    } else {
+        nghttp2_nv nv[4] = {api__resp_headers[0], api__resp_headers[1]};
+        char code_buf[12], msg_buf[1024];
+        size_t k = api__status_nv(nv + 2, call->code, call->msg, code_buf,
+                                  msg_buf, sizeof(msg_buf));
+        rv = nghttp2_submit_response(c->ng, call->stream_id, nv, 2 + k,
+                                     NULL);
+    }
+    if (rv != 0) {
+        log_warn("api", "submit_response: %s", nghttp2_strerror(rv));
+        nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->stream_id,
+                                  NGHTTP2_INTERNAL_ERROR);
+    }
+    api__conn_mark_dirty(c);
+}
+
+/* answer hands the call back to its loop; the caller lets go of it. */
+static void answer(struct api_call *call)
+{
+    assert(call->state == API__CALL_HANDLER); /* exactly one answer */
+    call->state = API__CALL_ANSWERED;
+    struct api__loop *l = call->conn->loop;
+    if (l == this_loop) {
+        /* On the loop, inside dispatch: no wake-up needed. */
+        call->item.next = atomic_load(&l->inbox);
+        while (!atomic_compare_exchange_weak(&l->inbox, &call->item.next,
+                                             &call->item)) {
+        }
+        return;
+    }
+    api__loop_push(l, &call->item);
+}
+
+static bool out_reserve(struct api_call *call, size_t n)
+{
+    if (n <= call->out_cap)
+        return true;
+    size_t cap = call->out_cap ? call->out_cap : 256;
+    while (cap < n)
+        cap *= 2;
+    uint8_t *p = mem_realloc(call->out, cap);
+    if (p == NULL)
         return false;
-    call_put(w, c);
+    call->out = p;
+    call->out_cap = cap;
     return true;
 }
 
-void api__generic_complete(struct api__worker *w, struct api_call *c,
-                           bool ok)
+static void out_prefix(struct api_call *call, size_t n)
 {
-    assert(c->tag.kind == API__TAG_GENERIC && c->worker == w);
-    if (recycled(w, c, ok))
-        return;
-    if (!atomic_load(&w->srv->shutting_down))
-        api__generic_post(w);
-    char msg[400];
-    unimplemented_msg(w->srv, c->details.method, msg, sizeof(msg));
-    c->state = API__CALL_HANDLER;
-    atomic_fetch_add(&w->active_n, 1);
-    api_call_reply_error(c, GRPC_STATUS_UNIMPLEMENTED, msg);
+    call->out[0] = 0;
+    call->out[1] = (uint8_t)(n >> 24);
+    call->out[2] = (uint8_t)(n >> 16);
+    call->out[3] = (uint8_t)(n >> 8);
+    call->out[4] = (uint8_t)n;
+    call->out_n = n + 5;
+    call->out_off = 0;
 }
 
-void api__call_complete(struct api__worker *w, struct api_call *c, bool ok)
+void api_call_reply(struct api_call *call, const ProtobufCMessage *resp)
 {
-    assert(c->tag.kind == API__TAG_UNARY && c->worker == w);
-    if (!recycled(w, c, ok))
-        arrived(w, c);
-}
-
-/* answer starts the final batch; after it the caller must not touch c. */
-static void answer(struct api_call *c, grpc_byte_buffer *bb,
-                   grpc_status_code code, const char *msg)
-{
-    grpc_op ops[4];
-    size_t n = 0;
-    assert(c->state == API__CALL_HANDLER); /* Exactly one answer. */
-    assert((bb != NULL) == (code == GRPC_STATUS_OK));
-    memset(ops, 0, sizeof(ops));
-    c->state = API__CALL_ANSWERED;
-    c->resp = bb;
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (bb != NULL) {
-        ops[n].op = GRPC_OP_SEND_MESSAGE;
-        ops[n++].data.send_message.send_message = bb;
-    }
-    if (msg != NULL)
-        c->status_msg = grpc_slice_from_copied_string(msg);
-    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[n].data.send_status_from_server.status = code;
-    ops[n++].data.send_status_from_server.status_details =
-        msg != NULL ? &c->status_msg : NULL;
-    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
-    grpc_call_error e = grpc_call_start_batch(c->call, ops, n, &c->done, NULL);
-    if (e != GRPC_CALL_OK)
-        log_error("api", "start_batch %d", e);
-    assert(e == GRPC_CALL_OK);
-}
-
-void api_call_reply(struct api_call *c, const ProtobufCMessage *resp)
-{
-    assert(c != NULL && resp != NULL);
+    assert(call != NULL && resp != NULL);
     size_t n = protobuf_c_message_get_packed_size(resp);
-    grpc_slice s = grpc_slice_malloc(n);
-    size_t packed = protobuf_c_message_pack(resp, GRPC_SLICE_START_PTR(s));
+    if (n > UINT32_MAX || !out_reserve(call, n + 5)) {
+        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                             "out of memory");
+        return;
+    }
+    size_t packed = protobuf_c_message_pack(resp, call->out + 5);
     assert(packed == n);
     (void)packed;
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-    grpc_slice_unref(s);
-    answer(c, bb, GRPC_STATUS_OK, NULL);
+    out_prefix(call, n);
+    call->code = GRPC_STATUS_OK;
+    answer(call);
 }
 
-void api_call_reply_bytes(struct api_call *c, const uint8_t *bytes,
+void api_call_reply_bytes(struct api_call *call, const uint8_t *bytes,
                           size_t len)
 {
-    assert(c != NULL && (bytes != NULL || len == 0));
-    grpc_slice s = grpc_slice_from_copied_buffer((const char *)bytes, len);
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-    grpc_slice_unref(s);
-    answer(c, bb, GRPC_STATUS_OK, NULL);
+    assert(call != NULL && (bytes != NULL || len == 0));
+    if (len > UINT32_MAX || !out_reserve(call, len + 5)) {
+        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                             "out of memory");
+        return;
+    }
+    if (len > 0)
+        memcpy(call->out + 5, bytes, len);
+    out_prefix(call, len);
+    call->code = GRPC_STATUS_OK;
+    answer(call);
 }
 
-void api_call_reply_error(struct api_call *c, grpc_status_code code,
+void api_call_reply_error(struct api_call *call, grpc_status_code code,
                           const char *msg)
 {
-    assert(c != NULL && code != GRPC_STATUS_OK);
-    answer(c, NULL, code, msg);
+    assert(call != NULL && code != GRPC_STATUS_OK);
+    call->code = code;
+    call->msg = msg != NULL ? mem_dup(msg, strlen(msg) + 1) : NULL;
+    answer(call);
 }
 
-const char *api__md_find(const grpc_metadata_array *md, const char *key,
-                         size_t *len_out)
-{
-    assert(md != NULL && key != NULL);
-    size_t klen = strlen(key);
-    for (size_t i = 0; i < md->count; i++) {
-        const grpc_metadata *e = &md->metadata[i];
-        if (GRPC_SLICE_LENGTH(e->key) == klen &&
-            memcmp(GRPC_SLICE_START_PTR(e->key), key, klen) == 0) {
-            if (len_out != NULL)
-                *len_out = GRPC_SLICE_LENGTH(e->value);
-            return (const char *)GRPC_SLICE_START_PTR(e->value);
-        }
-    }
-    return NULL;
-}
-
-const char *api_call_metadata(const struct api_call *c, const char *key,
+const char *api_call_metadata(const struct api_call *call, const char *key,
                               size_t *len_out)
 {
-    assert(c != NULL && c->state == API__CALL_HANDLER);
-    return api__md_find(&c->md, key, len_out);
+    assert(call != NULL && call->state == API__CALL_HANDLER);
+    return api__hdrs_find(&call->hdrs, key, len_out);
 }
 
-const char *api_call_method(const struct api_call *c)
+const char *api_call_method(const struct api_call *call)
 {
-    assert(c != NULL && c->method != NULL);
-    return c->method->path;
+    assert(call != NULL && call->method != NULL);
+    return call->method->path;
 }
 
-int64_t api_call_deadline_ns(const struct api_call *c)
+int64_t api_call_deadline_ns(const struct api_call *call)
 {
-    assert(c != NULL && c->state == API__CALL_HANDLER);
-    return c->deadline_ns;
+    assert(call != NULL && call->state == API__CALL_HANDLER);
+    return call->deadline_ns;
 }
 
 /* grpc.health.v1.HealthCheckResponse{status: SERVING}: field 1, varint 1.

@@ -1,44 +1,50 @@
 /*
- * rpc_int.h - private declarations shared by src/api/rpc*.c.
+ * rpc_int.h - private declarations shared by src/api/rpc*.c: the gRPC
+ * server runtime on our own HTTP/2 connections (libnghttp2 does the
+ * framing, HPACK and flow control; OpenSSL the TLS).
  *
- * Every completion-queue tag points at a struct api__tag whose kind says
- * which object and which operation completed; the object is found with
- * api__container_of.  Streams are bound to the CQ of the worker that
- * requested them, so all completions of one stream arrive on one thread.
- * Unary calls arrive on their worker's CQ and are bound to the server's
- * callback CQ (done_cq): their one batch ends in a callback, see
- * rpc_call.c.
+ * Threads.  The server runs `threads` event loops (epoll).  Each accepted
+ * connection belongs to one loop for its whole life, and only that loop
+ * touches the connection, its nghttp2 session and the HTTP/2 side of its
+ * calls and streams.  Handlers run on the loop (after the loop has fed the
+ * bytes it read to nghttp2); their answers may come from any thread: an
+ * answer is pushed onto the loop's inbox (a lock-free stack) and the loop
+ * is woken through its eventfd when the inbox was empty.  The loop then
+ * hands every answer of the batch to nghttp2 and writes each connection's
+ * frames with one write: many replies share one system call, where the
+ * gRPC C core wrote each reply on its own.
+ *
+ * Object lives (loop-only fields unless marked otherwise):
+ *   conn    refs: the loop's own (until the connection dies) plus one per
+ *           call and stream object attached to it; freed at zero.
+ *   call    READING (headers and body arriving) -> READY (on the loop's
+ *           dispatch list) -> HANDLER (owned by whoever must answer) ->
+ *           ANSWERED (in the inbox) -> SUBMITTED (nghttp2 sends it; freed
+ *           when nghttp2 closes the HTTP/2 stream).  `gone` marks a call
+ *           whose HTTP/2 stream or connection ended first: its answer is
+ *           dropped.
+ *   stream  freed once the owner released it (api_stream_release, seen by
+ *           the loop through the inbox) and nghttp2 is done with it.
  */
 #ifndef CETCD_API_RPC_INT_H
 #define CETCD_API_RPC_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 
 #include "api/rpc.h"
 
 #define api__container_of(ptr, type, field)                                 \
     ((type *)((char *)(ptr)-offsetof(type, field)))
 
-/* What a completion-queue tag stands for. */
-enum api__tag_kind {
-    API__TAG_UNARY,       /* struct api_call: request arrived */
-    API__TAG_GENERIC,     /* struct api_call: unregistered method */
-    API__TAG_STREAM_NEW,  /* struct api_stream: stream request arrived */
-    API__TAG_STREAM_RECV, /* struct api_stream: RECV_MESSAGE done */
-    API__TAG_STREAM_SEND, /* struct api_stream: SEND batch done */
-    API__TAG_STREAM_CLOSE, /* struct api_stream: RECV_CLOSE_ON_SERVER done */
-    API__TAG_SHUTDOWN,    /* server shutdown notification */
-};
-
-/* A tag; embedded in the object it belongs to.  Immutable after init. */
-struct api__tag {
-    enum api__tag_kind kind; /* immutable */
-};
+#define API__LISTENERS_MAX (2 * API_URLS_MAX) /* a host may resolve to 2 */
+#define API__READ_BUF (64 * 1024)             /* one read from a socket */
 
 enum api__method_kind { API__METHOD_UNARY, API__METHOD_STREAM };
 
@@ -46,113 +52,219 @@ enum api__method_kind { API__METHOD_UNARY, API__METHOD_STREAM };
  * afterwards by every thread. */
 struct api__method {
     char *path;                        /* "/pkg.Svc/Method", owned */
+    size_t path_n;                     /* strlen(path) */
     enum api__method_kind kind;        /* unary or stream */
     api_unary_fn unary;                /* handler when kind is unary */
     const struct api_stream_ops *ops;  /* callbacks when kind is stream */
     void *ctx;                         /* handler context */
-    void *handle;                      /* grpc_server_register_method's */
 };
 
-/* Unary call states; see rpc_call.c. */
+/* What an inbox entry or an HTTP/2 stream's user data points at. */
+enum api__kind { API__KIND_CALL, API__KIND_STREAM, API__KIND_CONN };
+
+/* An inbox entry, embedded in the object it stands for. */
+struct api__item {
+    struct api__item *next;            /* inbox link (pusher, then loop) */
+    enum api__kind kind;               /* immutable */
+};
+
+/* Request headers of one call or stream: "name\0value\0" pairs, pseudo
+ * headers included (":path" names unknown methods). */
+struct api__hdrs {
+    char *buf;                         /* owned; kept across reuses */
+    size_t n, cap;                     /* bytes used, allocated */
+};
+
+struct api__loop;
+
+/* One client connection. */
+struct api__conn {
+    struct api__item item;             /* CONN: handed to its loop */
+    struct api__loop *loop;            /* immutable */
+    int fd;                            /* the socket */
+    SSL *ssl;                          /* TLS, or NULL */
+    bool handshaking;                  /* TLS handshake not done yet */
+    nghttp2_session *ng;               /* HTTP/2 state */
+    int refs;                          /* see the file comment */
+    bool dead;                         /* socket closed, session gone */
+    bool dirty;                        /* on the loop's flush list */
+    bool want_out;                     /* EPOLLOUT armed */
+    uint8_t *out;                      /* frames not yet written */
+    size_t out_n, out_off, out_cap;    /* end, written up to, allocated */
+    struct api__conn *dirty_next;      /* flush list link */
+    struct api__conn *prev, *next;     /* the loop's connections */
+    struct api_call *calls;            /* calls attached (any state) */
+    struct api_stream *streams;        /* streams attached */
+};
+
 enum api__call_state {
-    API__CALL_POSTED,   /* waiting in the core for a client call */
-    API__CALL_HANDLER,  /* owned by the handler until it answers */
-    API__CALL_ANSWERED, /* final batch in flight */
+    API__CALL_READING, API__CALL_READY, API__CALL_HANDLER,
+    API__CALL_ANSWERED, API__CALL_SUBMITTED,
 };
 
-/*
- * A unary (or generic) call.  Also its own request slot: the worker posts
- * it, the core fills call/deadline/md/payload, the handler owns it until it
- * answers, and the final batch's callback (call_done, on whatever thread
- * the core completes it) releases it and pushes it onto the worker's return
- * stack.  Owned by the worker thread in state POSTED, by the answering
- * thread in HANDLER, by the core in ANSWERED until call_done.
- */
+/* A unary call.  Fields are the loop's except where the state gives the
+ * call to its answerer (HANDLER: method, hdrs, body are read-only; the
+ * answer fields are written by the answerer). */
 struct api_call {
-    struct api__tag tag;               /* UNARY or GENERIC; immutable */
-    enum api__call_state state;        /* see above; current owner */
-    struct api__worker *worker;        /* owning worker; immutable */
-    const struct api__method *method;  /* NULL for generic; current owner */
-    grpc_call *call;                   /* core call; current owner */
-    gpr_timespec deadline;             /* core's deadline; current owner */
-    int64_t deadline_ns;               /* CLOCK_MONOTONIC; current owner */
-    grpc_metadata_array md;            /* request metadata; reused */
-    grpc_call_details details;         /* generic only: method and host */
-    grpc_byte_buffer *payload;         /* request message or NULL */
-    grpc_slice flat;                   /* request flattened if multi-slice */
-    grpc_byte_buffer *resp;            /* reply in flight or NULL */
-    grpc_slice status_msg;             /* error text in flight */
-    int cancelled;                     /* RECV_CLOSE_ON_SERVER output */
-    grpc_completion_queue_functor done; /* final batch's tag (done_cq) */
-    struct api_call *next_free;        /* worker free list link */
+    struct api__item item;             /* CALL; also the stream user data */
+    enum api__call_state state;        /* see rpc_int.h's comment */
+    struct api__conn *conn;            /* attached connection */
+    int32_t stream_id;                 /* HTTP/2 stream */
+    bool gone;                         /* stream or connection ended */
+    bool too_large;                    /* message over the limit */
+    size_t big_n;                      /* its size, for the error */
+    bool bad_encoding;                 /* compressed with what we lack */
+    const struct api__method *method;  /* NULL: not registered */
+    int64_t deadline_ns;               /* CLOCK_MONOTONIC or INT64_MAX */
+    struct api__hdrs hdrs;             /* request headers */
+    uint8_t *body;                     /* request bytes, 5-byte prefix on */
+    size_t body_n, body_cap;           /* used, allocated */
+    uint8_t *out;                      /* answer: prefix + message */
+    size_t out_n, out_off, out_cap;    /* end, sent up to, allocated */
+    grpc_status_code code;             /* answer's status */
+    char *msg;                         /* its message or NULL; owned */
+    struct api_call *ready_next;       /* dispatch list link */
+    struct api_call *prev, *next;      /* the connection's calls */
 };
 
-/* One CQ thread and what it owns. */
-struct api__worker {
+/* A queued stream message: 5-byte prefix + message. */
+struct api__msg {
+    uint8_t *p;                        /* owned */
+    size_t n;                          /* bytes */
+};
+
+/* A streaming call.  Loop fields, owner fields and mu fields as marked. */
+struct api_stream {
+    struct api__item item;             /* STREAM; also stream user data */
+    struct api__conn *conn;            /* loop */
+    int32_t stream_id;                 /* immutable */
+    const struct api__method *method;  /* immutable */
+    struct api__hdrs hdrs;             /* read-only after on_open */
+    uint8_t *rbuf;                     /* loop: partial client messages */
+    size_t rbuf_n, rbuf_cap;           /* loop */
+    bool reading_done;                 /* loop: no more client messages */
+    bool ng_closed;                    /* loop: nghttp2 is done with it */
+    bool close_told;                   /* loop: on_close ran */
+    bool owner_gone;                   /* loop: release seen */
+    bool headers_sent;                 /* loop: response HEADERS queued */
+    bool fin_submitted;                /* loop (read callback): trailers */
+    void *data;                        /* owner's pointer */
+    pthread_mutex_t mu;                /* guards the fields below */
+    bool scheduled;                    /* mu: in the loop's inbox */
+    bool release_req;                  /* mu: api_stream_release called */
+    bool closed;                       /* mu: on_close ran or runs */
+    bool finishing;                    /* mu: api_stream_finish called */
+    struct api__msg *queue;            /* mu: ring of queued messages */
+    size_t q_head, q_n, q_cap;         /* mu: ring position, count, size */
+    size_t head_off;                   /* mu: bytes of queue[q_head] sent */
+    grpc_status_code fin_code;         /* mu: status to finish with */
+    char *fin_msg;                     /* mu: its message; owned */
+    struct api_stream *prev, *next;    /* loop: the connection's streams */
+};
+
+/* One event loop thread and what it owns. */
+struct api__loop {
     struct api_server *srv;            /* immutable */
-    grpc_completion_queue *cq;         /* immutable after start */
-    pthread_t thread;                  /* owner thread joins it */
-    bool started;                      /* owner thread */
-    struct api_call *free_list;        /* this worker only */
-    _Atomic(struct api_call *) returned; /* answered calls pushed back by
-                                          the done_cq callback; any thread
-                                          pushes, this worker takes all */
-    size_t free_n;                     /* this worker only */
-    size_t calls_n;                    /* call objects alive; this worker */
-    atomic_long active_n;              /* calls handed out and not yet
-                                          completed; written by this worker,
-                                          read by the owner at close */
+    int ep;                            /* epoll fd; immutable */
+    int evfd;                          /* eventfd waking the loop */
+    pthread_t thread;                  /* joined by the owner */
+    bool started;                      /* owner */
+    _Atomic(struct api__item *) inbox; /* any thread pushes, loop takes */
+    struct api__conn *conns;           /* live connections */
+    struct api__conn *dirty;           /* connections with frames to write */
+    struct api_call *ready;            /* requests complete, to dispatch */
+    struct api_call *ready_tail;       /* its end */
+    struct api_call *free_calls;       /* recycled call objects */
+    size_t free_n;                     /* their count */
+    bool stopped;                      /* stop handled: conns closed */
+    uint8_t rbuf[API__READ_BUF];       /* read buffer */
+};
+
+/* A listening socket. */
+struct api__listener {
+    int fd;                            /* -1 when closed */
+    size_t url;                        /* index of its URL */
+    bool tls;                          /* https:// or unixs:// */
+    char *unix_path;                   /* socket file to unlink, or NULL */
 };
 
 /* The server.  Fields are set by the owner before start and read-only
  * afterwards unless noted. */
 struct api_server {
-    char *addrs[API_URLS_MAX];         /* core addresses ("host:port") */
-    int ports[API_URLS_MAX];           /* bound ports */
-    bool secure[API_URLS_MAX];         /* https:// or unixs:// (TLS) */
-    grpc_server_credentials *tls_creds; /* for the secure URLs, or NULL */
-    size_t addrs_n;                    /* number of URLs */
+    char *urls[API_URLS_MAX];          /* copies of the URLs */
+    bool secure[API_URLS_MAX];         /* https:// or unixs:// */
+    int ports[API_URLS_MAX];           /* bound TCP ports */
+    size_t urls_n;                     /* number of URLs */
+    struct api__listener lis[API__LISTENERS_MAX]; /* bound sockets */
+    size_t lis_n;                      /* used */
+    SSL_CTX *tls;                      /* for the secure URLs, or NULL */
+    bool (*tls_check)(const char *cert_pem, void *ctx); /* or NULL */
+    void *tls_check_ctx;               /* its argument */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
-    int threads_n;                     /* CQ threads */
-    int slots;                         /* request slots per method/thread */
+    int threads_n;                     /* event loops */
     int stream_queue;                  /* per-stream send queue bound */
     api_unary_gate_fn gate;            /* checks every unary call, or NULL */
     void *gate_ctx;                    /* its argument */
     struct api__method *methods;       /* registered methods */
-    size_t methods_n;                  /* entries used */
-    size_t methods_cap;                /* entries allocated */
-    grpc_server *server;               /* core server */
-    grpc_completion_queue *shutdown_cq; /* receives the shutdown tag */
-    grpc_completion_queue *done_cq;    /* callback queue every unary call
-                                          is bound to: its final batch's
-                                          completion runs on the thread
-                                          that answered */
-    grpc_completion_queue_functor done_cq_shut; /* done_cq shut down */
-    atomic_bool done_cq_down;          /* set by done_cq_shut */
-    struct api__tag shutdown_tag;      /* kind SHUTDOWN */
-    bool started;                      /* owner thread */
-    bool stopping;                     /* owner thread */
-    atomic_bool shutting_down;         /* any thread: no more re-posts */
+    size_t methods_n, methods_cap;     /* used, allocated */
+    bool started;                      /* owner */
+    bool stop_called;                  /* owner */
+    atomic_bool stopping;              /* any thread: close connections */
+    atomic_bool exiting;               /* any thread: loops return */
+    atomic_long active_n;              /* calls handed out, not answered */
     atomic_long streams_n;             /* streams not yet freed */
-    struct api__worker workers[API_THREADS_MAX]; /* see api__worker */
+    atomic_uint next_loop;             /* round robin for new connections */
+    struct api__loop loops[API_THREADS_MAX]; /* see api__loop */
 };
 
+/* rpc_server.c */
+void api__loop_push(struct api__loop *l, struct api__item *it);
+
+/* rpc_conn.c */
+/* api__conn_new makes a connection for loop l (on any thread); the loop
+ * itself then attaches it: its list, its epoll set, its first flush. */
+struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls);
+void api__conn_attach(struct api__conn *c);
+void api__conn_io(struct api__conn *c, uint32_t events);
+void api__conn_flush(struct api__conn *c);
+void api__conn_mark_dirty(struct api__conn *c);
+void api__conn_kill(struct api__conn *c);
+void api__conn_unref(struct api__conn *c);
+int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
+                  const uint8_t *value, size_t value_n);
+const char *api__hdrs_find(const struct api__hdrs *h, const char *key,
+                           size_t *len_out);
+int64_t api__grpc_timeout_ns(const uint8_t *v, size_t n);
+size_t api__status_nv(nghttp2_nv *nv, grpc_status_code code,
+                      const char *msg, char *code_buf, char *msg_buf,
+                      size_t msg_cap);
+
 /* rpc_call.c */
-void api__call_post(struct api__worker *w, const struct api__method *m);
-void api__generic_post(struct api__worker *w);
-void api__call_complete(struct api__worker *w, struct api_call *c,
-                        bool ok);
-void api__generic_complete(struct api__worker *w, struct api_call *c,
-                           bool ok);
-void api__worker_free_calls(struct api__worker *w);
-const char *api__md_find(const grpc_metadata_array *md, const char *key,
-                         size_t *len_out);
+extern const nghttp2_nv api__resp_headers[2]; /* :status, content-type */
+struct api_call *api__call_new(struct api__conn *c, int32_t stream_id);
+void api__call_free(struct api_call *call);
+void api__call_ready(struct api_call *call);
+void api__call_data(struct api_call *call, const uint8_t *p, size_t n);
+void api__call_closed(struct api_call *call);
+void api__call_dispatch(struct api__loop *l);
+void api__call_inbox(struct api_call *call);
+void api__loop_free_calls(struct api__loop *l);
 void api__health_check(struct api_call *call, const uint8_t *req,
                        size_t len, void *ctx);
 
 /* rpc_stream.c */
-void api__stream_post(struct api__worker *w, const struct api__method *m);
-void api__stream_complete(struct api__worker *w, struct api__tag *tag,
-                          bool ok);
+struct api_stream *api__stream_open(struct api_call *call);
+void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n);
+void api__stream_half_closed(struct api_stream *s);
+void api__stream_trailers_sent(struct api_stream *s);
+void api__stream_closed(struct api_stream *s);
+void api__stream_inbox(struct api_stream *s);
+
+/* rpc_tls.c */
+SSL_CTX *api__tls_ctx(const struct api_server_config *cfg);
+/* api__tls_handshake goes on with c's handshake: 1 done (and the client
+ * certificate accepted), 0 waiting for bytes, 2 waiting to write, -1
+ * failed. */
+int api__tls_handshake(struct api__conn *c);
 
 #endif

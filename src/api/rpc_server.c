@@ -1,91 +1,37 @@
 /*
  * rpc_server.c - the gRPC server object: configuration, listeners, method
- * registration, the completion-queue threads and shutdown.
- *
- * Each worker thread owns one completion queue; every request slot it posts
- * binds the future call to that queue, so a call's whole life is handled
- * by one thread and its slot objects need no locks (see rpc_call.c).
+ * registration, the event loops and shutdown.  See rpc_int.h for the
+ * threads and object lives.
  */
+#define _GNU_SOURCE /* accept4 */
 #include <assert.h>
-#include <limits.h>
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/string_util.h>
-
-#include "util/absl.h"
-#include "util/thread.h"
 #include "api/rpc_int.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/thread.h"
 
 #define RECV_SLACK_BYTES (512 * 1024) /* etcd's grpcOverheadBytes */
-#define KEEPALIVE_MIN_TIME_MS 5000    /* etcd --grpc-keepalive-min-time */
-#define KEEPALIVE_TIME_MS (2 * 3600 * 1000) /* --grpc-keepalive-interval */
-#define KEEPALIVE_TIMEOUT_MS 20000    /* --grpc-keepalive-timeout */
-#define GENERIC_SLOTS 4               /* unknown-method slots per thread */
+#define LISTEN_BACKLOG 1024
+#define EVENTS_MAX 64
 
-/* url_to_addr turns a URL into a core listen address (malloc'd) and tells
- * whether it wants TLS: https:// and unixs:// do, http:// and unix:// not. */
-static int url_to_addr(const char *url, char **addr_out, bool *secure_out)
-{
-    char buf[512];
-    assert(url != NULL && addr_out != NULL && secure_out != NULL);
-    bool tcp = strncmp(url, "http://", 7) == 0;
-    bool unix_sock = strncmp(url, "unix://", 7) == 0;
-    size_t skip = 7;
-    *secure_out = false;
-    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "unixs://", 8) == 0) {
-        tcp = url[0] == 'h';
-        unix_sock = !tcp;
-        skip = 8;
-        *secure_out = true;
-    }
-    const char *hp = url + skip;
-    if (tcp) {
-        size_t n = strcspn(hp, "/");
-        if (n == 0 || memchr(hp, ':', n) == NULL || n >= sizeof(buf))
-            return ERR_INVAL;
-        snprintf(buf, sizeof(buf), "%.*s", (int)n, hp);
-    } else if (unix_sock && *hp != '\0') {
-        if (snprintf(buf, sizeof(buf), "unix:%s", hp) >= (int)sizeof(buf))
-            return ERR_INVAL;
-    } else {
-        return ERR_INVAL;
-    }
-    *addr_out = mem_dup(buf, strlen(buf) + 1);
-    return *addr_out == NULL ? ERR_NOMEM : 0;
-}
-
-static grpc_server *core_server_create(size_t max_recv)
-{
-    grpc_arg args[6];
-    char k[6][64];
-    const struct { const char *key; int value; } kv[6] = {
-        {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)max_recv},
-        {GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, INT32_MAX},
-        {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-         KEEPALIVE_MIN_TIME_MS},
-        {GRPC_ARG_KEEPALIVE_TIME_MS, KEEPALIVE_TIME_MS},
-        {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, KEEPALIVE_TIMEOUT_MS},
-        /* Two members must not share a port silently. */
-        {GRPC_ARG_ALLOW_REUSEPORT, 0},
-    };
-    for (int i = 0; i < 6; i++) {
-        snprintf(k[i], sizeof(k[i]), "%s", kv[i].key);
-        args[i].type = GRPC_ARG_INTEGER;
-        args[i].key = k[i];
-        args[i].value.integer = kv[i].value;
-    }
-    grpc_channel_args ca = {.num_args = 6, .args = args};
-    return grpc_server_create(&ca, NULL);
-}
+/* epoll data: a connection's pointer (aligned, so bit 0 is clear), a
+ * listener's index shifted left with bit 0 set, or 0 for the eventfd. */
+#define TAG_LISTENER 1u
+#define TAG_EVFD 0u
 
 static int config_apply(struct api_server *srv,
                         const struct api_server_config *cfg)
@@ -104,133 +50,46 @@ static int config_apply(struct api_server *srv,
         return ERR_INVAL;
     srv->max_recv_bytes = max_req + RECV_SLACK_BYTES;
     srv->threads_n = cfg->threads ? cfg->threads : API_DEFAULT_THREADS;
-    srv->slots = cfg->slots ? cfg->slots : API_DEFAULT_SLOTS;
     srv->stream_queue =
         cfg->stream_queue ? cfg->stream_queue : API_DEFAULT_STREAM_QUEUE;
+    srv->tls_check = cfg->tls_check;
+    srv->tls_check_ctx = cfg->tls_check_ctx;
     for (size_t i = 0; i < cfg->urls_n; i++) {
-        int rv = url_to_addr(cfg->urls[i], &srv->addrs[i], &srv->secure[i]);
-        if (rv != 0)
-            return rv;
-        srv->addrs_n = i + 1;
-        if (srv->secure[i] && !has_tls)
+        const char *u = cfg->urls[i];
+        bool tcp = strncmp(u, "http://", 7) == 0;
+        bool unix_sock = strncmp(u, "unix://", 7) == 0;
+        bool secure = strncmp(u, "https://", 8) == 0 ||
+                      strncmp(u, "unixs://", 8) == 0;
+        if (!tcp && !unix_sock && !secure)
             return ERR_INVAL;
+        const char *rest = u + (secure ? 8 : 7);
+        if (secure ? u[0] == 'h' : tcp) {
+            size_t n = strcspn(rest, "/");
+            if (n == 0 || memchr(rest, ':', n) == NULL)
+                return ERR_INVAL;
+        } else if (*rest == '\0') {
+            return ERR_INVAL;
+        }
+        if (secure && !has_tls)
+            return ERR_INVAL;
+        srv->urls[i] = mem_dup(u, strlen(u) + 1);
+        if (srv->urls[i] == NULL)
+            return ERR_NOMEM;
+        srv->secure[i] = secure;
+        srv->urls_n = i + 1;
     }
     return 0;
 }
 
-/* The core's external certificate verifier, wrapping cfg->tls_check.
- * Freed by the core (destruct) when the last credentials using it go. */
-struct tls_verifier {
-    grpc_tls_certificate_verifier_external ext; /* handed to the core */
-    bool (*check)(const char *cert_pem, void *ctx); /* the decision */
-    void *ctx;                                   /* its context */
-};
-
-static int verifier_verify(void *user_data,
-                           grpc_tls_custom_verification_check_request *req,
-                           grpc_tls_on_custom_verification_check_done_cb cb,
-                           void *cb_arg, grpc_status_code *status_out,
-                           char **details_out)
-{
-    struct tls_verifier *v = user_data;
-    (void)cb;
-    (void)cb_arg;
-    assert(v != NULL && req != NULL);
-    if (v->check(req->peer_info.peer_cert, v->ctx)) {
-        *status_out = GRPC_STATUS_OK;
-        return 1; /* decided synchronously */
-    }
-    *status_out = GRPC_STATUS_UNAUTHENTICATED;
-    *details_out = gpr_strdup("client certificate authentication failed");
-    return 1;
-}
-
-static void verifier_cancel(void *user_data,
-                            grpc_tls_custom_verification_check_request *req)
-{
-    (void)user_data; /* synchronous: nothing in flight to cancel */
-    (void)req;
-}
-
-static void verifier_destruct(void *user_data)
-{
-    mem_free(user_data);
-}
-
-/* tls_check_creds builds credentials with the experimental grpc_tls API,
- * the only one of the core with a post-handshake hook (the external
- * verifier), on top of its usual chain verification. */
-static grpc_server_credentials *
-tls_check_creds(const struct api_server_config *cfg,
-                grpc_ssl_client_certificate_request_type req)
-{
-    assert(cfg->tls_check != NULL && cfg->tls_ca_pem != NULL);
-    struct tls_verifier *v = mem_calloc(1, sizeof *v);
-    if (v == NULL)
-        return NULL;
-    v->ext = (grpc_tls_certificate_verifier_external){
-        .user_data = v, .verify = verifier_verify, .cancel = verifier_cancel,
-        .destruct = verifier_destruct};
-    v->check = cfg->tls_check;
-    v->ctx = cfg->tls_check_ctx;
-    grpc_tls_identity_pairs *pairs = grpc_tls_identity_pairs_create();
-    grpc_tls_identity_pairs_add_pair(pairs, cfg->tls_key_pem,
-                                     cfg->tls_cert_pem);
-    /* The provider takes the pairs; the options take their own refs on
-     * the provider and the verifier; the credentials take the options. */
-    grpc_tls_certificate_provider *prov =
-        grpc_tls_certificate_provider_static_data_create(cfg->tls_ca_pem,
-                                                         pairs);
-    grpc_tls_certificate_verifier *ver =
-        grpc_tls_certificate_verifier_external_create(&v->ext);
-    grpc_tls_credentials_options *opts = grpc_tls_credentials_options_create();
-    grpc_tls_credentials_options_set_certificate_provider(opts, prov);
-    grpc_tls_credentials_options_watch_root_certs(opts);
-    grpc_tls_credentials_options_watch_identity_key_cert_pairs(opts);
-    grpc_tls_credentials_options_set_cert_request_type(opts, req);
-    grpc_tls_credentials_options_set_certificate_verifier(opts, ver);
-    grpc_server_credentials *creds = grpc_tls_server_credentials_create(opts);
-    grpc_tls_certificate_verifier_release(ver);
-    grpc_tls_certificate_provider_release(prov);
-    return creds;
-}
-
-/* tls_creds turns the PEM material into the core's server credentials
- * (which copy it), or NULL when no TLS is configured. */
-static grpc_server_credentials *tls_creds(const struct api_server_config *cfg)
-{
-    if (cfg->tls_cert_pem == NULL)
-        return NULL;
-    /* etcd asks for client certificates only when it verifies them
-     * (tls.RequireAndVerifyClientCert or tls.NoClientCert). */
-    grpc_ssl_client_certificate_request_type req =
-        cfg->tls_verify_clients
-            ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-            : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
-    if (cfg->tls_check != NULL)
-        return tls_check_creds(cfg, req);
-    grpc_ssl_pem_key_cert_pair pair = {.private_key = cfg->tls_key_pem,
-                                       .cert_chain = cfg->tls_cert_pem};
-    return grpc_ssl_server_credentials_create_ex(
-        cfg->tls_verify_clients ? cfg->tls_ca_pem : NULL, &pair, 1, req, NULL);
-}
-
-/* done_cq_down runs once the callback queue has shut down. */
-static void done_cq_down(grpc_completion_queue_functor *f, int ok)
-{
-    struct api_server *srv =
-        api__container_of(f, struct api_server, done_cq_shut);
-    (void)ok;
-    atomic_store(&srv->done_cq_down, true);
-}
-
 static void server_free(struct api_server *srv)
 {
-    for (size_t i = 0; i < srv->addrs_n; i++)
-        mem_free(srv->addrs[i]);
+    for (size_t i = 0; i < srv->urls_n; i++)
+        mem_free(srv->urls[i]);
     for (size_t i = 0; i < srv->methods_n; i++)
         mem_free(srv->methods[i].path);
     mem_free(srv->methods);
+    if (srv->tls != NULL)
+        SSL_CTX_free(srv->tls);
     mem_free(srv);
 }
 
@@ -241,57 +100,28 @@ int api_server_create(const struct api_server_config *cfg,
     struct api_server *srv = mem_calloc(1, sizeof(*srv));
     if (srv == NULL)
         return ERR_NOMEM;
-    srv->shutdown_tag.kind = API__TAG_SHUTDOWN;
-    atomic_init(&srv->shutting_down, false);
+    atomic_init(&srv->stopping, false);
+    atomic_init(&srv->exiting, false);
+    atomic_init(&srv->active_n, 0);
     atomic_init(&srv->streams_n, 0);
+    atomic_init(&srv->next_loop, 0);
+    for (size_t i = 0; i < API__LISTENERS_MAX; i++)
+        srv->lis[i].fd = -1;
     int rv = config_apply(srv, cfg);
-    if (rv != 0)
-        goto err_free;
-    absl_deadlock_detection_off(); /* see util/absl.h */
-    grpc_init();
-    srv->tls_creds = tls_creds(cfg);
-    if (cfg->tls_cert_pem != NULL && srv->tls_creds == NULL) {
-        /* The core refused the PEM material; it logs why. */
-        grpc_shutdown_blocking();
-        rv = ERR_INVAL;
-        goto err_free;
+    if (rv == 0 && cfg->tls_cert_pem != NULL) {
+        srv->tls = api__tls_ctx(cfg);
+        if (srv->tls == NULL)
+            rv = ERR_INVAL; /* api__tls_ctx logged why */
     }
-    /* The core's own limit is set higher so that, up to it, the runtime
-     * itself refuses oversized requests with grpc-go's exact message (what
-     * etcd clients see); beyond it the core refuses on its own. */
-    size_t core_max = srv->max_recv_bytes * 2;
-    if (core_max < srv->max_recv_bytes + (8u << 20))
-        core_max = srv->max_recv_bytes + (8u << 20);
-    if (core_max > INT32_MAX)
-        core_max = INT32_MAX;
-    srv->server = core_server_create(core_max);
-    srv->shutdown_cq = grpc_completion_queue_create_for_pluck(NULL);
-    srv->done_cq_shut.functor_run = done_cq_down;
-    srv->done_cq_shut.inlineable = 0;
-    atomic_init(&srv->done_cq_down, false);
-    srv->done_cq = grpc_completion_queue_create_for_callback(
-        &srv->done_cq_shut, NULL);
-    for (int i = 0; i < srv->threads_n; i++) {
-        srv->workers[i].srv = srv;
-        atomic_init(&srv->workers[i].active_n, 0);
-        atomic_init(&srv->workers[i].returned, NULL);
-        srv->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
-        grpc_server_register_completion_queue(srv->server,
-                                              srv->workers[i].cq, NULL);
-    }
-    rv = api_server_register_unary(srv, "/grpc.health.v1.Health/Check",
-                                   api__health_check, NULL);
-    assert(rv == 0 || rv == ERR_NOMEM);
+    if (rv == 0)
+        rv = api_server_register_unary(srv, "/grpc.health.v1.Health/Check",
+                                       api__health_check, NULL);
     if (rv != 0) {
-        api_server_close(srv);
+        server_free(srv);
         return rv;
     }
     *srv_out = srv;
     return 0;
-err_free:
-    assert(rv == ERR_INVAL || rv == ERR_NOMEM);
-    server_free(srv);
-    return rv;
 }
 
 static int method_add(struct api_server *srv, const char *path,
@@ -304,29 +134,18 @@ static int method_add(struct api_server *srv, const char *path,
     for (size_t i = 0; i < srv->methods_n; i++)
         if (strcmp(srv->methods[i].path, path) == 0)
             return ERR_EXIST;
-    if (srv->methods_n == srv->methods_cap) {
-        size_t cap = srv->methods_cap ? 2 * srv->methods_cap : 16;
-        void *p = mem_realloc(srv->methods, cap * sizeof(*srv->methods));
-        if (p == NULL)
-            return ERR_NOMEM;
-        srv->methods = p;
-        srv->methods_cap = cap;
-    }
+    void *p = mem_grow(srv->methods, &srv->methods_cap, srv->methods_n,
+                       sizeof(*srv->methods), 16);
+    if (p == NULL)
+        return ERR_NOMEM;
+    srv->methods = p;
     struct api__method *m = &srv->methods[srv->methods_n];
     memset(m, 0, sizeof(*m));
-    m->path = mem_dup(path, strlen(path) + 1);
+    m->path_n = strlen(path);
+    m->path = mem_dup(path, m->path_n + 1);
     if (m->path == NULL)
         return ERR_NOMEM;
     m->kind = kind;
-    m->handle = grpc_server_register_method(
-        srv->server, path, NULL,
-        kind == API__METHOD_UNARY ? GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER
-                                  : GRPC_SRM_PAYLOAD_NONE,
-        0);
-    if (m->handle == NULL) {
-        mem_free(m->path);
-        return ERR_INVAL;
-    }
     srv->methods_n++;
     *m_out = m;
     return 0;
@@ -367,79 +186,335 @@ int api_server_register_stream(struct api_server *srv, const char *path,
     return 0;
 }
 
-/* worker_main is a CQ thread: it runs every completion of its queue until
- * the queue is shut down, then frees what it owns. */
-static void *worker_main(void *arg)
+/* --- listeners --- */
+
+static int listener_add(struct api_server *srv, size_t url, int fd,
+                        char *unix_path)
 {
-    struct api__worker *w = arg;
-    gpr_timespec forever = gpr_inf_future(GPR_CLOCK_REALTIME);
-    for (;;) {
-        grpc_event ev = grpc_completion_queue_next(w->cq, forever, NULL);
-        if (ev.type == GRPC_QUEUE_SHUTDOWN)
-            break;
-        assert(ev.type == GRPC_OP_COMPLETE);
-        struct api__tag *tag = ev.tag;
-        switch (tag->kind) {
-        case API__TAG_UNARY:
-            api__call_complete(
-                w, api__container_of(tag, struct api_call, tag), ev.success);
-            break;
-        case API__TAG_GENERIC:
-            api__generic_complete(
-                w, api__container_of(tag, struct api_call, tag), ev.success);
-            break;
-        default:
-            api__stream_complete(w, tag, ev.success);
+    if (srv->lis_n == API__LISTENERS_MAX) {
+        close(fd);
+        mem_free(unix_path);
+        return ERR_INVAL;
+    }
+    struct api__listener *l = &srv->lis[srv->lis_n++];
+    l->fd = fd;
+    l->url = url;
+    l->tls = srv->secure[url];
+    l->unix_path = unix_path;
+    return 0;
+}
+
+static int listen_unix(struct api_server *srv, size_t url, const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return ERR_INVAL;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return ERR_IO;
+    unlink(path); /* as the gRPC core did: a stale socket file goes */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(fd, LISTEN_BACKLOG) != 0) {
+        close(fd);
+        return ERR_IO;
+    }
+    char *copy = mem_dup(path, strlen(path) + 1);
+    return listener_add(srv, url, fd, copy);
+}
+
+static int bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+/* listen_tcp binds every address host resolves to (localhost: 127.0.0.1
+ * and ::1); with port 0 the later ones take the first one's port. */
+static int listen_tcp(struct api_server *srv, size_t url, const char *hp,
+                      size_t hp_n)
+{
+    char host[256], port[16];
+    const char *colon = NULL;
+    for (size_t i = 0; i < hp_n; i++)
+        if (hp[i] == ':')
+            colon = hp + i;
+    size_t host_n = (size_t)(colon - hp);
+    size_t port_n = hp_n - host_n - 1;
+    if (host_n >= sizeof(host) || port_n == 0 || port_n >= sizeof(port))
+        return ERR_INVAL;
+    memcpy(host, hp, host_n);
+    host[host_n] = '\0';
+    memcpy(port, colon + 1, port_n);
+    port[port_n] = '\0';
+    char *h = host;
+    if (host_n >= 2 && host[0] == '[' && host[host_n - 1] == ']') {
+        host[host_n - 1] = '\0';
+        h = host + 1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE};
+    struct addrinfo *res;
+    if (getaddrinfo(h[0] != '\0' ? h : NULL, port, &hints, &res) != 0)
+        return ERR_INVAL;
+    int bound = 0, rv = 0;
+    for (struct addrinfo *a = res; a != NULL && rv == 0; a = a->ai_next) {
+        if (bound != 0) {
+            if (a->ai_family == AF_INET)
+                ((struct sockaddr_in *)a->ai_addr)->sin_port = htons(bound);
+            else if (a->ai_family == AF_INET6)
+                ((struct sockaddr_in6 *)a->ai_addr)->sin6_port =
+                    htons(bound);
+        }
+        int fd = socket(a->ai_family,
+                        SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue; /* e.g. no IPv6 here */
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (a->ai_family == AF_INET6)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 ||
+            listen(fd, LISTEN_BACKLOG) != 0) {
+            int e = errno;
+            close(fd);
+            /* ::1 may be missing where 127.0.0.1 is not. */
+            if (bound != 0 && e == EADDRNOTAVAIL)
+                continue;
+            rv = ERR_IO;
             break;
         }
+        if (bound == 0)
+            bound = bound_port(fd);
+        rv = listener_add(srv, url, fd, NULL);
     }
-    api__worker_free_calls(w);
+    freeaddrinfo(res);
+    if (rv == 0 && bound == 0)
+        rv = ERR_IO;
+    srv->ports[url] = bound;
+    return rv;
+}
+
+static int listen_url(struct api_server *srv, size_t i)
+{
+    const char *u = srv->urls[i];
+    const char *rest = u + (srv->secure[i] ? 8 : 7);
+    if (u[0] == 'u')
+        return listen_unix(srv, i, rest);
+    return listen_tcp(srv, i, rest, strcspn(rest, "/"));
+}
+
+/* --- loops --- */
+
+void api__loop_push(struct api__loop *l, struct api__item *it)
+{
+    struct api__item *head = atomic_load(&l->inbox);
+    do
+        it->next = head;
+    while (!atomic_compare_exchange_weak(&l->inbox, &head, it));
+    if (head == NULL) {
+        uint64_t one = 1;
+        ssize_t w = write(l->evfd, &one, sizeof(one));
+        (void)w; /* The counter cannot overflow at one per push. */
+    }
+}
+
+/* accept_all takes every pending connection of a listener and hands each
+ * to the next loop in turn. */
+static void accept_all(struct api__loop *l, const struct api__listener *lis)
+{
+    struct api_server *srv = l->srv;
+    for (;;) {
+        int fd = accept4(lis->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                log_warn("api", "accept: %s", strerror(errno));
+            return;
+        }
+        unsigned k = atomic_fetch_add(&srv->next_loop, 1);
+        struct api__loop *to = &srv->loops[k % (unsigned)srv->threads_n];
+        struct api__conn *c = api__conn_new(to, fd, lis->tls);
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        if (to == l)
+            api__conn_attach(c);
+        else
+            api__loop_push(to, &c->item);
+    }
+}
+
+/* take_inbox empties the inbox in the order the entries were pushed. */
+static struct api__item *take_inbox(struct api__loop *l)
+{
+    struct api__item *it = atomic_exchange(&l->inbox, NULL), *rev = NULL;
+    while (it != NULL) {
+        struct api__item *next = it->next;
+        it->next = rev;
+        rev = it;
+        it = next;
+    }
+    return rev;
+}
+
+static bool run_inbox(struct api__loop *l)
+{
+    struct api__item *it = take_inbox(l);
+    bool any = it != NULL;
+    while (it != NULL) {
+        struct api__item *next = it->next; /* before a re-push */
+        switch (it->kind) {
+        case API__KIND_CALL:
+            api__call_inbox(api__container_of(it, struct api_call, item));
+            break;
+        case API__KIND_STREAM:
+            api__stream_inbox(
+                api__container_of(it, struct api_stream, item));
+            break;
+        case API__KIND_CONN: {
+            struct api__conn *c =
+                api__container_of(it, struct api__conn, item);
+            api__conn_attach(c);
+            if (atomic_load(&l->srv->stopping))
+                api__conn_kill(c);
+            break;
+        }
+        }
+        it = next;
+    }
+    return any;
+}
+
+static void flush_dirty(struct api__loop *l)
+{
+    while (l->dirty != NULL) {
+        struct api__conn *c = l->dirty;
+        l->dirty = c->dirty_next;
+        c->dirty = false;
+        api__conn_flush(c);
+    }
+}
+
+/* stop_loop closes this loop's view of the listeners and every one of its
+ * connections (GOAWAY first); calls still held by handlers are answered
+ * into the void later. */
+static void stop_loop(struct api__loop *l)
+{
+    struct api_server *srv = l->srv;
+    l->stopped = true;
+    for (size_t i = 0; i < srv->lis_n; i++)
+        epoll_ctl(l->ep, EPOLL_CTL_DEL, srv->lis[i].fd, NULL);
+    struct api__conn *c = l->conns;
+    while (c != NULL) {
+        struct api__conn *next = c->next;
+        if (!c->dead && !c->handshaking) {
+            nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(
+                                      c->ng),
+                                  NGHTTP2_NO_ERROR, NULL, 0);
+            api__conn_flush(c);
+        }
+        api__conn_kill(c);
+        c = next;
+    }
+}
+
+static void *loop_main(void *arg)
+{
+    struct api__loop *l = arg;
+    struct api_server *srv = l->srv;
+    struct epoll_event evs[EVENTS_MAX];
+    bool busy = false;
+    /* OpenSSL writes to the socket with write(): a client gone would
+     * raise SIGPIPE.  Blocked on this thread only, it stays pending here
+     * and the write fails with EPIPE instead. */
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+    while (!atomic_load(&srv->exiting)) {
+        int n = epoll_wait(l->ep, evs, EVENTS_MAX, busy ? 0 : -1);
+        for (int i = 0; i < n; i++) {
+            uintptr_t d = (uintptr_t)evs[i].data.ptr;
+            if (d == TAG_EVFD) {
+                uint64_t v;
+                ssize_t r = read(l->evfd, &v, sizeof(v));
+                (void)r;
+            } else if ((d & TAG_LISTENER) != 0) {
+                if (!l->stopped)
+                    accept_all(l, &srv->lis[d >> 1]);
+            } else {
+                api__conn_io((struct api__conn *)d, evs[i].events);
+            }
+        }
+        api__call_dispatch(l);
+        busy = run_inbox(l);
+        flush_dirty(l);
+        if (atomic_load(&srv->stopping) && !l->stopped)
+            stop_loop(l);
+    }
+    /* Exiting: close sees no call or stream left, so every connection is
+     * dead and unreferenced by now except ones never flushed. */
+    run_inbox(l);
+    while (l->conns != NULL)
+        api__conn_kill(l->conns);
+    api__loop_free_calls(l);
     return NULL;
 }
 
-static void worker_post_all(struct api__worker *w)
+static int loop_init(struct api_server *srv, struct api__loop *l)
 {
-    struct api_server *srv = w->srv;
-    for (size_t i = 0; i < srv->methods_n; i++) {
-        const struct api__method *m = &srv->methods[i];
-        int n = m->kind == API__METHOD_UNARY ? srv->slots : 2;
-        for (int k = 0; k < n; k++) {
-            if (m->kind == API__METHOD_UNARY)
-                api__call_post(w, m);
-            else
-                api__stream_post(w, m);
-        }
+    l->srv = srv;
+    atomic_init(&l->inbox, NULL);
+    l->ep = epoll_create1(EPOLL_CLOEXEC);
+    l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->ep < 0 || l->evfd < 0)
+        return ERR_IO;
+    struct epoll_event ev = {.events = EPOLLIN,
+                             .data.ptr = (void *)(uintptr_t)TAG_EVFD};
+    if (epoll_ctl(l->ep, EPOLL_CTL_ADD, l->evfd, &ev) != 0)
+        return ERR_IO;
+    for (size_t i = 0; i < srv->lis_n; i++) {
+        ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+        ev.data.ptr = (void *)(uintptr_t)((i << 1) | TAG_LISTENER);
+        if (epoll_ctl(l->ep, EPOLL_CTL_ADD, srv->lis[i].fd, &ev) != 0)
+            return ERR_IO;
     }
-    for (int k = 0; k < GENERIC_SLOTS; k++)
-        api__generic_post(w);
+    return 0;
 }
 
 int api_server_start(struct api_server *srv)
 {
     assert(srv != NULL && !srv->started);
-    grpc_server_credentials *plain = grpc_insecure_server_credentials_create();
-    for (size_t i = 0; i < srv->addrs_n; i++) {
-        /* The core takes its own reference on the credentials. */
-        srv->ports[i] = grpc_server_add_http2_port(
-            srv->server, srv->addrs[i],
-            srv->secure[i] ? srv->tls_creds : plain);
-        if (srv->ports[i] == 0) {
-            log_error("api", "cannot listen on %s", srv->addrs[i]);
-            grpc_server_credentials_release(plain);
+    srv->started = true;
+    for (size_t i = 0; i < srv->urls_n; i++) {
+        int rv = listen_url(srv, i);
+        if (rv != 0) {
+            log_error("api", "cannot listen on %s: %s", srv->urls[i],
+                      strerror(errno));
             return ERR_IO;
         }
     }
-    grpc_server_credentials_release(plain);
-    grpc_server_start(srv->server);
-    srv->started = true;
-    for (int i = 0; i < srv->threads_n; i++)
-        worker_post_all(&srv->workers[i]);
     for (int i = 0; i < srv->threads_n; i++) {
-        struct api__worker *w = &srv->workers[i];
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+        srv->loops[i].ep = srv->loops[i].evfd = -1;
+        if (loop_init(srv, &srv->loops[i]) != 0)
+            return ERR_IO;
+    }
+    for (int i = 0; i < srv->threads_n; i++) {
+        struct api__loop *l = &srv->loops[i];
+        if (pthread_create(&l->thread, NULL, loop_main, l) != 0)
             abort(); /* No way to serve; nothing sane to unwind to. */
-        thread_name_set(w->thread, "cetcd-rpc");
-        w->started = true;
+        thread_name_set(l->thread, "cetcd-rpc");
+        l->started = true;
     }
     return 0;
 }
@@ -447,52 +522,37 @@ int api_server_start(struct api_server *srv)
 int api_server_port(const struct api_server *srv, size_t i)
 {
     assert(srv != NULL);
-    if (i >= srv->addrs_n || strncmp(srv->addrs[i], "unix:", 5) == 0)
+    if (i >= srv->urls_n || srv->urls[i][0] == 'u')
         return 0;
     return srv->ports[i];
+}
+
+static void wake_all(struct api_server *srv)
+{
+    for (int i = 0; i < srv->threads_n; i++) {
+        uint64_t one = 1;
+        if (srv->loops[i].evfd >= 0) {
+            ssize_t w = write(srv->loops[i].evfd, &one, sizeof(one));
+            (void)w;
+        }
+    }
 }
 
 void api_server_stop(struct api_server *srv)
 {
     assert(srv != NULL);
-    if (!srv->started || srv->stopping)
+    if (!srv->started || srv->stop_called)
         return;
-    srv->stopping = true;
-    atomic_store(&srv->shutting_down, true);
-    grpc_server_shutdown_and_notify(srv->server, srv->shutdown_cq,
-                                    &srv->shutdown_tag);
-    grpc_server_cancel_all_calls(srv->server);
+    srv->stop_called = true;
+    atomic_store(&srv->stopping, true);
+    wake_all(srv);
 }
 
-/* The shutdown waits below poll: they run once per server life. */
+/* The shutdown wait below polls: it runs once per server life. */
 static void shutdown_tick(void)
 {
     const struct timespec tick = {0, 1000000};
     nanosleep(&tick, NULL);
-}
-
-/* wait_idle waits until every call handed to a handler has been answered
- * and completed and every stream freed: the core's shutdown tag may come
- * while handlers still hold calls, and their answers need live queues. */
-static void wait_idle(struct api_server *srv)
-{
-    for (;;) {
-        long busy = atomic_load(&srv->streams_n);
-        for (int i = 0; i < srv->threads_n; i++)
-            busy += atomic_load(&srv->workers[i].active_n);
-        if (busy == 0)
-            return;
-        shutdown_tick();
-    }
-}
-
-/* cq_drain waits for a shut-down queue nobody else polls to be empty. */
-static void cq_drain(grpc_completion_queue *cq)
-{
-    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                      NULL)
-               .type != GRPC_QUEUE_SHUTDOWN) {
-    }
 }
 
 void api_server_close(struct api_server *srv)
@@ -500,36 +560,33 @@ void api_server_close(struct api_server *srv)
     assert(srv != NULL);
     if (srv->started) {
         api_server_stop(srv);
-        grpc_event ev = grpc_completion_queue_pluck(
-            srv->shutdown_cq, &srv->shutdown_tag,
-            gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        assert(ev.type == GRPC_OP_COMPLETE);
-        (void)ev;
-        wait_idle(srv);
+        bool running = false;
+        for (int i = 0; i < srv->threads_n; i++)
+            running = running || srv->loops[i].started;
+        /* Every call handed out answered, every stream released: their
+         * answers need running loops. */
+        while (running && (atomic_load(&srv->active_n) != 0 ||
+                           atomic_load(&srv->streams_n) != 0))
+            shutdown_tick();
+        atomic_store(&srv->exiting, true);
+        wake_all(srv);
     }
-    for (int i = 0; i < srv->threads_n; i++)
-        grpc_completion_queue_shutdown(srv->workers[i].cq);
     for (int i = 0; i < srv->threads_n; i++) {
-        struct api__worker *w = &srv->workers[i];
-        if (w->started) {
-            pthread_join(w->thread, NULL);
-        } else {
-            cq_drain(w->cq);
-            api__worker_free_calls(w);
+        struct api__loop *l = &srv->loops[i];
+        if (l->started)
+            pthread_join(l->thread, NULL);
+        if (l->ep >= 0 && srv->started)
+            close(l->ep);
+        if (l->evfd >= 0 && srv->started)
+            close(l->evfd);
+    }
+    for (size_t i = 0; i < srv->lis_n; i++) {
+        close(srv->lis[i].fd);
+        if (srv->lis[i].unix_path != NULL) {
+            unlink(srv->lis[i].unix_path);
+            mem_free(srv->lis[i].unix_path);
         }
     }
-    grpc_server_destroy(srv->server);
-    if (srv->tls_creds != NULL)
-        grpc_server_credentials_release(srv->tls_creds);
-    for (int i = 0; i < srv->threads_n; i++)
-        grpc_completion_queue_destroy(srv->workers[i].cq);
-    grpc_completion_queue_shutdown(srv->done_cq);
-    while (!atomic_load(&srv->done_cq_down))
-        shutdown_tick();
-    grpc_completion_queue_destroy(srv->done_cq);
-    grpc_completion_queue_shutdown(srv->shutdown_cq);
-    grpc_completion_queue_destroy(srv->shutdown_cq);
     assert(atomic_load(&srv->streams_n) == 0);
     server_free(srv);
-    grpc_shutdown_blocking();
 }

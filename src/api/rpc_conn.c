@@ -1,0 +1,595 @@
+/*
+ * rpc_conn.c - one client connection: its socket (plain or TLS), its
+ * nghttp2 server session, and the session callbacks that turn HTTP/2
+ * streams into calls (rpc_call.c) and streams (rpc_stream.c).
+ *
+ * Everything here runs on the connection's loop.  Reads are fed to
+ * nghttp2 as they come; frames nghttp2 wants to send are gathered into one
+ * buffer and written with one system call when the loop flushes.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+
+#include "api/rpc_int.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define OUT_GATHER (256 * 1024)     /* frames gathered before a write */
+#define READS_PER_EVENT 8           /* fairness between connections */
+#define STREAM_WINDOW (1 << 20)     /* SETTINGS_INITIAL_WINDOW_SIZE */
+#define CONN_WINDOW (16 << 20)      /* connection receive window */
+#define HDRS_MAX (64 * 1024)        /* request header bytes kept */
+
+/* --- request headers --- */
+
+int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
+                  const uint8_t *value, size_t value_n)
+{
+    size_t need = h->n + name_n + value_n + 2;
+    if (need > HDRS_MAX)
+        return ERR_FULL;
+    if (need > h->cap) {
+        size_t cap = h->cap ? h->cap : 256;
+        while (cap < need)
+            cap *= 2;
+        char *p = mem_realloc(h->buf, cap);
+        if (p == NULL)
+            return ERR_NOMEM;
+        h->buf = p;
+        h->cap = cap;
+    }
+    memcpy(h->buf + h->n, name, name_n);
+    h->buf[h->n + name_n] = '\0';
+    memcpy(h->buf + h->n + name_n + 1, value, value_n);
+    h->buf[h->n + name_n + 1 + value_n] = '\0';
+    h->n = need;
+    return 0;
+}
+
+const char *api__hdrs_find(const struct api__hdrs *h, const char *key,
+                           size_t *len_out)
+{
+    size_t off = 0;
+    while (off < h->n) {
+        const char *k = h->buf + off;
+        size_t kn = strlen(k);
+        const char *v = k + kn + 1;
+        size_t vn = strlen(v);
+        if (strcmp(k, key) == 0) {
+            if (len_out != NULL)
+                *len_out = vn;
+            return v;
+        }
+        off += kn + vn + 2;
+    }
+    return NULL;
+}
+
+/* api__grpc_timeout_ns turns a grpc-timeout value ("100m", "5S") into a
+ * CLOCK_MONOTONIC deadline, INT64_MAX when absent or unreadable. */
+int64_t api__grpc_timeout_ns(const uint8_t *v, size_t n)
+{
+    if (n < 2 || n > 9)
+        return INT64_MAX;
+    int64_t x = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return INT64_MAX;
+        x = x * 10 + (v[i] - '0');
+    }
+    int64_t unit;
+    switch (v[n - 1]) {
+    case 'H': unit = 3600000000000LL; break;
+    case 'M': unit = 60000000000LL; break;
+    case 'S': unit = 1000000000LL; break;
+    case 'm': unit = 1000000LL; break;
+    case 'u': unit = 1000LL; break;
+    case 'n': unit = 1LL; break;
+    default: return INT64_MAX;
+    }
+    if (x > INT64_MAX / unit / 2)
+        return INT64_MAX;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + x * unit;
+}
+
+#define NV(n, v, vl, fl)                                                    \
+    ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl),     \
+                  NGHTTP2_NV_FLAG_NO_COPY_NAME | (fl)})
+
+/* api__status_nv fills nv (room for 2) with grpc-status and, when msg is
+ * not empty, grpc-message percent-encoded as gRPC wants; the buffers back
+ * the values until nghttp2 copied them.  Returns the count. */
+size_t api__status_nv(nghttp2_nv *nv, grpc_status_code code,
+                      const char *msg, char *code_buf, char *msg_buf,
+                      size_t msg_cap)
+{
+    int cn = snprintf(code_buf, 12, "%d", (int)code);
+    nv[0] = NV("grpc-status", code_buf, (size_t)cn, 0);
+    if (msg == NULL || msg[0] == '\0')
+        return 1;
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg;
+         *p != '\0' && o + 3 < msg_cap; p++) {
+        if (*p < 0x20 || *p > 0x7e || *p == '%') {
+            msg_buf[o++] = '%';
+            msg_buf[o++] = hex[*p >> 4];
+            msg_buf[o++] = hex[*p & 15];
+        } else {
+            msg_buf[o++] = (char)*p;
+        }
+    }
+    nv[1] = NV("grpc-message", msg_buf, o, 0);
+    return 2;
+}
+
+/* --- nghttp2 callbacks --- */
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
+                            void *ud)
+{
+    struct api__conn *c = ud;
+    if (f->hd.type != NGHTTP2_HEADERS ||
+        f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct api_call *call = api__call_new(c, f->hd.stream_id);
+    if (call == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM */
+    nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, &call->item);
+    return 0;
+}
+
+static const struct api__method *method_find(const struct api_server *srv,
+                                             const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < srv->methods_n; i++) {
+        const struct api__method *m = &srv->methods[i];
+        if (m->path_n == n && memcmp(m->path, p, n) == 0)
+            return m;
+    }
+    return NULL;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
+                     const uint8_t *name, size_t name_n, const uint8_t *value,
+                     size_t value_n, uint8_t flags, void *ud)
+{
+    struct api__conn *c = ud;
+    (void)flags;
+    if (f->hd.type != NGHTTP2_HEADERS ||
+        f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* client trailers: gRPC clients send none */
+    struct api__item *it =
+        nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (it == NULL || it->kind != API__KIND_CALL)
+        return 0;
+    struct api_call *call = api__container_of(it, struct api_call, item);
+    if (name_n == 5 && memcmp(name, ":path", 5) == 0)
+        call->method = method_find(c->loop->srv, value, value_n);
+    else if (name_n == 12 && memcmp(name, "grpc-timeout", 12) == 0)
+        call->deadline_ns = api__grpc_timeout_ns(value, value_n);
+    else if (name_n == 13 && memcmp(name, "grpc-encoding", 13) == 0)
+        call->bad_encoding = !(value_n == 8 && memcmp(value, "identity", 8) == 0);
+    if (api__hdrs_add(&call->hdrs, name, name_n, value, value_n) != 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
+                         void *ud)
+{
+    (void)ud;
+    if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
+        return 0;
+    struct api__item *it =
+        nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (it == NULL)
+        return 0;
+    bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (it->kind == API__KIND_STREAM) {
+        if (end)
+            api__stream_half_closed(
+                api__container_of(it, struct api_stream, item));
+        return 0;
+    }
+    struct api_call *call = api__container_of(it, struct api_call, item);
+    if (call->state != API__CALL_READING)
+        return 0;
+    bool req_headers = f->hd.type == NGHTTP2_HEADERS &&
+                       f->headers.cat == NGHTTP2_HCAT_REQUEST;
+    if (req_headers && call->method != NULL &&
+        call->method->kind == API__METHOD_STREAM) {
+        struct api_stream *s = api__stream_open(call); /* frees call */
+        if (s == NULL)
+            return nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE,
+                                             f->hd.stream_id,
+                                             NGHTTP2_INTERNAL_ERROR) == 0
+                       ? 0
+                       : NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (end)
+            api__stream_half_closed(s);
+        return 0;
+    }
+    /* Unknown methods are answered at once, as grpc-go does. */
+    if (end || (req_headers && call->method == NULL))
+        api__call_ready(call);
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags,
+                         int32_t stream_id, const uint8_t *data, size_t len,
+                         void *ud)
+{
+    (void)flags;
+    (void)ud;
+    struct api__item *it = nghttp2_session_get_stream_user_data(ng,
+                                                                stream_id);
+    if (it == NULL)
+        return 0;
+    if (it->kind == API__KIND_STREAM)
+        api__stream_data(api__container_of(it, struct api_stream, item),
+                         data, len);
+    else
+        api__call_data(api__container_of(it, struct api_call, item), data,
+                       len);
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
+                         void *ud)
+{
+    (void)ud;
+    if (f->hd.type != NGHTTP2_HEADERS ||
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
+        return 0;
+    struct api__item *it =
+        nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (it != NULL && it->kind == API__KIND_STREAM)
+        api__stream_trailers_sent(
+            api__container_of(it, struct api_stream, item));
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t stream_id,
+                           uint32_t error_code, void *ud)
+{
+    (void)error_code;
+    (void)ud;
+    struct api__item *it = nghttp2_session_get_stream_user_data(ng,
+                                                                stream_id);
+    if (it == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, stream_id, NULL);
+    if (it->kind == API__KIND_STREAM)
+        api__stream_closed(api__container_of(it, struct api_stream, item));
+    else
+        api__call_closed(api__container_of(it, struct api_call, item));
+    return 0;
+}
+
+/* The callback table, made once. */
+static nghttp2_session_callbacks *cbs_table;
+
+static void cbs_init(void)
+{
+    if (nghttp2_session_callbacks_new(&cbs_table) != 0)
+        abort();
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs_table,
+                                                            on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cbs_table, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs_table,
+                                                         on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs_table,
+                                                              on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs_table,
+                                                         on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs_table,
+                                                           on_stream_close);
+}
+
+static const nghttp2_session_callbacks *rpc_callbacks(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, cbs_init);
+    return cbs_table;
+}
+
+/* --- the connection --- */
+
+struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls)
+{
+    struct api__conn *c = mem_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->item.kind = API__KIND_CONN;
+    c->loop = l;
+    c->fd = fd;
+    c->refs = 1;
+    if (tls) {
+        c->ssl = SSL_new(l->srv->tls);
+        if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1)
+            goto fail;
+        SSL_set_accept_state(c->ssl);
+        c->handshaking = true;
+    }
+    nghttp2_option *opt;
+    if (nghttp2_option_new(&opt) != 0)
+        goto fail;
+    nghttp2_option_set_peer_max_concurrent_streams(opt, UINT32_MAX);
+    int rv = nghttp2_session_server_new2(&c->ng, rpc_callbacks(), c,
+                                         opt);
+    nghttp2_option_del(opt);
+    if (rv != 0)
+        goto fail;
+    const nghttp2_settings_entry set[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, UINT32_MAX},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
+    };
+    if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, set, 2) != 0 ||
+        nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
+                                              CONN_WINDOW) != 0)
+        goto fail;
+    return c;
+fail:
+    if (c->ng != NULL)
+        nghttp2_session_del(c->ng);
+    if (c->ssl != NULL)
+        SSL_free(c->ssl);
+    mem_free(c);
+    return NULL;
+}
+
+void api__conn_attach(struct api__conn *c)
+{
+    struct api__loop *l = c->loop;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    c->next = l->conns;
+    if (l->conns != NULL)
+        l->conns->prev = c;
+    l->conns = c;
+    if (epoll_ctl(l->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        api__conn_kill(c);
+        return;
+    }
+    api__conn_flush(c); /* the server's SETTINGS */
+}
+
+void api__conn_unref(struct api__conn *c)
+{
+    assert(c->refs > 0);
+    if (--c->refs > 0)
+        return;
+    assert(c->dead && c->calls == NULL && c->streams == NULL);
+    mem_free(c->out);
+    mem_free(c);
+}
+
+void api__conn_mark_dirty(struct api__conn *c)
+{
+    if (c->dirty || c->dead)
+        return;
+    c->dirty = true;
+    c->refs++; /* the flush list's */
+    c->dirty_next = c->loop->dirty;
+    c->loop->dirty = c;
+}
+
+void api__conn_kill(struct api__conn *c)
+{
+    if (c->dead)
+        return;
+    struct api__loop *l = c->loop;
+    c->dead = true;
+    epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        l->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    c->refs++; /* held while the calls and streams let go */
+    while (c->streams != NULL) {
+        struct api_stream *s = c->streams;
+        nghttp2_session_set_stream_user_data(c->ng, s->stream_id, NULL);
+        api__stream_closed(s); /* unlinks s */
+    }
+    struct api_call *call = c->calls;
+    while (call != NULL) {
+        struct api_call *next = call->next;
+        api__call_closed(call); /* may unlink and free call */
+        call = next;
+    }
+    nghttp2_session_del(c->ng);
+    c->ng = NULL;
+    if (c->ssl != NULL) {
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
+    close(c->fd);
+    c->fd = -1;
+    api__conn_unref(c); /* the one taken above */
+    api__conn_unref(c); /* the loop's */
+}
+
+static void want_out(struct api__conn *c, bool on)
+{
+    if (c->want_out == on)
+        return;
+    c->want_out = on;
+    struct epoll_event ev = {
+        .events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u), .data.ptr = c};
+    epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* sock_write writes what it can; false when the connection failed. */
+static bool sock_write(struct api__conn *c)
+{
+    while (c->out_off < c->out_n) {
+        size_t n = c->out_n - c->out_off;
+        ssize_t w;
+        if (c->ssl != NULL) {
+            ERR_clear_error();
+            int r = SSL_write(c->ssl, c->out + c->out_off,
+                              n > INT32_MAX ? INT32_MAX : (int)n);
+            if (r <= 0) {
+                int e = SSL_get_error(c->ssl, r);
+                if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+                    want_out(c, true);
+                    return true;
+                }
+                return false;
+            }
+            w = r;
+        } else {
+            w = send(c->fd, c->out + c->out_off, n, MSG_NOSIGNAL);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    want_out(c, true);
+                    return true;
+                }
+                return false;
+            }
+        }
+        c->out_off += (size_t)w;
+    }
+    c->out_n = c->out_off = 0;
+    want_out(c, false);
+    return true;
+}
+
+static bool gather(struct api__conn *c)
+{
+    while (c->out_n < OUT_GATHER) {
+        const uint8_t *d;
+        ssize_t n = nghttp2_session_mem_send(c->ng, &d);
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        if (c->out_n + (size_t)n > c->out_cap) {
+            size_t cap = c->out_cap ? c->out_cap : 16384;
+            while (cap < c->out_n + (size_t)n)
+                cap *= 2;
+            uint8_t *p = mem_realloc(c->out, cap);
+            if (p == NULL)
+                return false;
+            c->out = p;
+            c->out_cap = cap;
+        }
+        memcpy(c->out + c->out_n, d, (size_t)n);
+        c->out_n += (size_t)n;
+    }
+    return true;
+}
+
+void api__conn_flush(struct api__conn *c)
+{
+    if (c->dead || c->handshaking)
+        return;
+    while (c->out_off == c->out_n) {
+        if (!gather(c)) {
+            api__conn_kill(c);
+            return;
+        }
+        if (c->out_n == 0)
+            break;
+        if (!sock_write(c)) {
+            api__conn_kill(c);
+            return;
+        }
+    }
+    if (c->out_off == c->out_n && !nghttp2_session_want_read(c->ng) &&
+        !nghttp2_session_want_write(c->ng))
+        api__conn_kill(c); /* GOAWAY exchanged, or a protocol error */
+}
+
+/* sock_read reads into the loop's buffer: bytes, 0 when nothing more is
+ * there now, -1 on end of stream or error. */
+static ssize_t sock_read(struct api__conn *c)
+{
+    uint8_t *buf = c->loop->rbuf;
+    if (c->ssl != NULL) {
+        ERR_clear_error();
+        int r = SSL_read(c->ssl, buf, API__READ_BUF);
+        if (r > 0)
+            return r;
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_READ)
+            return 0;
+        if (e == SSL_ERROR_WANT_WRITE) {
+            want_out(c, true);
+            return 0;
+        }
+        return -1;
+    }
+    for (;;) {
+        ssize_t r = recv(c->fd, buf, API__READ_BUF, 0);
+        if (r > 0)
+            return r;
+        if (r == 0)
+            return -1;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    }
+}
+
+void api__conn_io(struct api__conn *c, uint32_t events)
+{
+    if (c->dead)
+        return;
+    if (c->handshaking) {
+        int rv = api__tls_handshake(c);
+        if (rv < 0) {
+            api__conn_kill(c);
+            return;
+        }
+        want_out(c, rv == 2);
+        if (rv != 1)
+            return; /* more to come */
+        c->handshaking = false;
+        api__conn_mark_dirty(c); /* the server's SETTINGS */
+        events |= EPOLLIN; /* OpenSSL may hold the client's first bytes */
+    }
+    if ((events & EPOLLOUT) != 0 && c->out_off < c->out_n) {
+        if (!sock_write(c)) {
+            api__conn_kill(c);
+            return;
+        }
+        api__conn_mark_dirty(c);
+    }
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0)
+        return;
+    for (int i = 0; i < READS_PER_EVENT; i++) {
+        ssize_t n = sock_read(c);
+        if (n < 0) {
+            api__conn_kill(c);
+            return;
+        }
+        if (n == 0)
+            break;
+        ssize_t used = nghttp2_session_mem_recv(c->ng, c->loop->rbuf,
+                                                (size_t)n);
+        if (used < 0) {
+            /* nghttp2 queued a GOAWAY; send it and close. */
+            api__conn_mark_dirty(c);
+            return;
+        }
+        api__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, PINGs */
+        if (c->ssl == NULL && n < API__READ_BUF)
+            break;
+    }
+}

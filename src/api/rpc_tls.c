@@ -1,0 +1,178 @@
+/*
+ * rpc_tls.c - TLS for the https:// and unixs:// listeners, with OpenSSL
+ * on the loops' non-blocking sockets: the server context built from the
+ * PEM material of struct api_server_config, and the handshake of one
+ * connection, after which the extra check on the client certificate
+ * (tls_check: CRL, allowed CN or hostname) decides.
+ *
+ * As etcd (Go's crypto/tls with gRPC): TLS 1.2 or later, ALPN "h2"
+ * (gRPC clients insist on it), client certificates asked for only when
+ * they are verified.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "api/rpc_int.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+static void log_ssl(const char *what)
+{
+    unsigned long e = ERR_get_error();
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    log_error("embed", "%s: %s", what, e != 0 ? buf : "unknown error");
+    ERR_clear_error();
+}
+
+/* use_chain loads the certificate chain: the first certificate is the
+ * server's, the rest go along with it. */
+static bool use_chain(SSL_CTX *ctx, const char *pem)
+{
+    BIO *b = BIO_new_mem_buf(pem, -1);
+    if (b == NULL)
+        return false;
+    X509 *leaf = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    bool ok = leaf != NULL && SSL_CTX_use_certificate(ctx, leaf) == 1;
+    X509_free(leaf);
+    while (ok) {
+        X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+        if (x == NULL)
+            break;
+        if (SSL_CTX_add0_chain_cert(ctx, x) != 1) {
+            X509_free(x);
+            ok = false;
+        }
+    }
+    ERR_clear_error(); /* the end of the PEM bundle */
+    BIO_free(b);
+    return ok;
+}
+
+static bool use_key(SSL_CTX *ctx, const char *pem)
+{
+    BIO *b = BIO_new_mem_buf(pem, -1);
+    if (b == NULL)
+        return false;
+    EVP_PKEY *k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+    bool ok = k != NULL && SSL_CTX_use_PrivateKey(ctx, k) == 1 &&
+              SSL_CTX_check_private_key(ctx) == 1;
+    EVP_PKEY_free(k);
+    BIO_free(b);
+    return ok;
+}
+
+static bool use_cas(SSL_CTX *ctx, const char *pem)
+{
+    BIO *b = BIO_new_mem_buf(pem, -1);
+    if (b == NULL)
+        return false;
+    X509_STORE *st = SSL_CTX_get_cert_store(ctx);
+    int n = 0;
+    for (;;) {
+        X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+        if (x == NULL)
+            break;
+        if (X509_STORE_add_cert(st, x) == 1)
+            n++;
+        X509_free(x);
+    }
+    ERR_clear_error();
+    BIO_free(b);
+    return n > 0;
+}
+
+static int alpn_select(SSL *ssl, const unsigned char **out,
+                       unsigned char *out_n, const unsigned char *in,
+                       unsigned int in_n, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    for (unsigned i = 0; i < in_n; i += 1u + in[i]) {
+        if (in[i] == 2 && i + 2 < in_n && memcmp(in + i + 1, "h2", 2) == 0) {
+            *out = in + i + 1;
+            *out_n = 2;
+            return SSL_TLSEXT_ERR_OK;
+        }
+    }
+    return SSL_TLSEXT_ERR_NOACK;
+}
+
+SSL_CTX *api__tls_ctx(const struct api_server_config *cfg)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL) {
+        log_ssl("TLS context");
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+    if (!use_chain(ctx, cfg->tls_cert_pem) ||
+        !use_key(ctx, cfg->tls_key_pem)) {
+        log_ssl("TLS certificate or key");
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (cfg->tls_verify_clients) {
+        if (!use_cas(ctx, cfg->tls_ca_pem)) {
+            log_ssl("TLS trusted CA");
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+        SSL_CTX_set_verify(ctx,
+                           SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                           NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    return ctx;
+}
+
+/* client_ok runs the server's extra check on the verified client
+ * certificate, as PEM. */
+static bool client_ok(const struct api_server *srv, SSL *ssl)
+{
+    if (srv->tls_check == NULL)
+        return true;
+    X509 *x = SSL_get1_peer_certificate(ssl);
+    if (x == NULL)
+        return false;
+    BIO *b = BIO_new(BIO_s_mem());
+    bool ok = false;
+    if (b != NULL && PEM_write_bio_X509(b, x) == 1) {
+        char *p;
+        long n = BIO_get_mem_data(b, &p);
+        char *pem = mem_dup(p, (size_t)n + 1);
+        if (pem != NULL) {
+            pem[n] = '\0';
+            ok = srv->tls_check(pem, srv->tls_check_ctx);
+            mem_free(pem);
+        }
+    }
+    BIO_free(b);
+    X509_free(x);
+    return ok;
+}
+
+int api__tls_handshake(struct api__conn *c)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1)
+        return client_ok(c->loop->srv, c->ssl) ? 1 : -1;
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ)
+        return 0;
+    if (e == SSL_ERROR_WANT_WRITE)
+        return 2; /* the socket's buffer is full: wait for EPOLLOUT */
+    ERR_clear_error();
+    return -1;
+}
