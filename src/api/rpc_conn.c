@@ -327,6 +327,11 @@ struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls)
     if (nghttp2_option_new(&opt) != 0)
         goto fail;
     nghttp2_option_set_peer_max_concurrent_streams(opt, UINT32_MAX);
+    /* grpc-go sends ":authority: http://host:port" for endpoints given as
+     * URLs, which nghttp2's HTTP checks refuse (RST_STREAM); the gRPC core
+     * and grpc-go servers accept it, and gRPC needs none of those checks:
+     * a request without a :path is answered "malformed method name". */
+    nghttp2_option_set_no_http_messaging(opt, 1);
     int rv = nghttp2_session_server_new2(&c->ng, rpc_callbacks(), c,
                                          opt);
     nghttp2_option_del(opt);

@@ -107,11 +107,15 @@ int api_server_create(const struct api_server_config *cfg,
     atomic_init(&srv->next_loop, 0);
     for (size_t i = 0; i < API__LISTENERS_MAX; i++)
         srv->lis[i].fd = -1;
+    for (int i = 0; i < API_THREADS_MAX; i++)
+        srv->loops[i].ep = srv->loops[i].evfd = -1;
     int rv = config_apply(srv, cfg);
     if (rv == 0 && cfg->tls_cert_pem != NULL) {
         srv->tls = api__tls_ctx(cfg);
         if (srv->tls == NULL)
             rv = ERR_INVAL; /* api__tls_ctx logged why */
+        else
+            SSL_CTX_set_app_data(srv->tls, srv); /* for its verify_cb */
     }
     if (rv == 0)
         rv = api_server_register_unary(srv, "/grpc.health.v1.Health/Check",
@@ -505,7 +509,6 @@ int api_server_start(struct api_server *srv)
         }
     }
     for (int i = 0; i < srv->threads_n; i++) {
-        srv->loops[i].ep = srv->loops[i].evfd = -1;
         if (loop_init(srv, &srv->loops[i]) != 0)
             return ERR_IO;
     }
@@ -575,9 +578,9 @@ void api_server_close(struct api_server *srv)
         struct api__loop *l = &srv->loops[i];
         if (l->started)
             pthread_join(l->thread, NULL);
-        if (l->ep >= 0 && srv->started)
+        if (l->ep >= 0)
             close(l->ep);
-        if (l->evfd >= 0 && srv->started)
+        if (l->evfd >= 0)
             close(l->evfd);
     }
     for (size_t i = 0; i < srv->lis_n; i++) {

@@ -2,8 +2,8 @@
  * rpc_tls.c - TLS for the https:// and unixs:// listeners, with OpenSSL
  * on the loops' non-blocking sockets: the server context built from the
  * PEM material of struct api_server_config, and the handshake of one
- * connection, after which the extra check on the client certificate
- * (tls_check: CRL, allowed CN or hostname) decides.
+ * connection, in which the extra check on the client certificate
+ * (tls_check: CRL, allowed CN or hostname) has its say.
  *
  * As etcd (Go's crypto/tls with gRPC): TLS 1.2 or later, ALPN "h2"
  * (gRPC clients insist on it), client certificates asked for only when
@@ -102,6 +102,45 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
     return SSL_TLSEXT_ERR_NOACK;
 }
 
+/* cert_pem_check runs the server's extra check (tls_check) on a client
+ * certificate that passed chain verification, as PEM. */
+static bool cert_pem_check(const struct api_server *srv, X509 *x)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    bool ok = false;
+    if (b != NULL && PEM_write_bio_X509(b, x) == 1) {
+        char *p;
+        long n = BIO_get_mem_data(b, &p);
+        char *pem = mem_malloc((size_t)n + 1);
+        if (pem != NULL) {
+            memcpy(pem, p, (size_t)n);
+            pem[n] = '\0';
+            ok = srv->tls_check(pem, srv->tls_check_ctx);
+            mem_free(pem);
+        }
+    }
+    BIO_free(b);
+    return ok;
+}
+
+/* verify_cb: a client certificate that fails verification, or the extra
+ * check, ends the handshake with a "bad certificate" alert, as Go's
+ * crypto/tls sends (OpenSSL would say "unknown ca" and the like). */
+static int verify_cb(int ok, X509_STORE_CTX *xs)
+{
+    SSL *ssl = X509_STORE_CTX_get_ex_data(xs,
+                                          SSL_get_ex_data_X509_STORE_CTX_idx());
+    const struct api_server *srv =
+        ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
+    if (ok && X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
+        srv->tls_check != NULL &&
+        !cert_pem_check(srv, X509_STORE_CTX_get_current_cert(xs)))
+        ok = 0;
+    if (!ok)
+        X509_STORE_CTX_set_error(xs, X509_V_ERR_CERT_REJECTED);
+    return ok;
+}
+
 SSL_CTX *api__tls_ctx(const struct api_server_config *cfg)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -129,37 +168,11 @@ SSL_CTX *api__tls_ctx(const struct api_server_config *cfg)
         }
         SSL_CTX_set_verify(ctx,
                            SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-                           NULL);
+                           verify_cb);
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     }
     return ctx;
-}
-
-/* client_ok runs the server's extra check on the verified client
- * certificate, as PEM. */
-static bool client_ok(const struct api_server *srv, SSL *ssl)
-{
-    if (srv->tls_check == NULL)
-        return true;
-    X509 *x = SSL_get1_peer_certificate(ssl);
-    if (x == NULL)
-        return false;
-    BIO *b = BIO_new(BIO_s_mem());
-    bool ok = false;
-    if (b != NULL && PEM_write_bio_X509(b, x) == 1) {
-        char *p;
-        long n = BIO_get_mem_data(b, &p);
-        char *pem = mem_dup(p, (size_t)n + 1);
-        if (pem != NULL) {
-            pem[n] = '\0';
-            ok = srv->tls_check(pem, srv->tls_check_ctx);
-            mem_free(pem);
-        }
-    }
-    BIO_free(b);
-    X509_free(x);
-    return ok;
 }
 
 int api__tls_handshake(struct api__conn *c)
@@ -167,7 +180,7 @@ int api__tls_handshake(struct api__conn *c)
     ERR_clear_error();
     int r = SSL_do_handshake(c->ssl);
     if (r == 1)
-        return client_ok(c->loop->srv, c->ssl) ? 1 : -1;
+        return 1;
     int e = SSL_get_error(c->ssl, r);
     if (e == SSL_ERROR_WANT_READ)
         return 0;
