@@ -143,7 +143,8 @@ void api__call_data(struct api_call *call, const uint8_t *p, size_t n)
     if (call->body_n < 5 && need >= 5) {
         uint8_t pre[5];
         size_t have = call->body_n;
-        memcpy(pre, call->body, have);
+        if (have > 0)
+            memcpy(pre, call->body, have);
         memcpy(pre + have, p, 5 - have);
         if (be32(pre + 1) > max) {
             /* Refused now, as grpc-go does, without reading the rest. */

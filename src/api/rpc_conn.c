@@ -31,10 +31,13 @@
 
 /* --- request headers --- */
 
+/* Each header is stored as its two lengths (uint32_t, native order), the
+ * name, a NUL, the value and a NUL: names and values may hold NUL bytes
+ * themselves (nghttp2's HTTP checks are off, see api__conn_new). */
 int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
                   const uint8_t *value, size_t value_n)
 {
-    size_t need = h->n + name_n + value_n + 2;
+    size_t need = h->n + 8 + name_n + value_n + 2;
     if (need > HDRS_MAX)
         return ERR_FULL;
     if (need > h->cap) {
@@ -47,10 +50,13 @@ int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
         h->buf = p;
         h->cap = cap;
     }
-    memcpy(h->buf + h->n, name, name_n);
-    h->buf[h->n + name_n] = '\0';
-    memcpy(h->buf + h->n + name_n + 1, value, value_n);
-    h->buf[h->n + name_n + 1 + value_n] = '\0';
+    uint32_t lens[2] = {(uint32_t)name_n, (uint32_t)value_n};
+    char *o = h->buf + h->n;
+    memcpy(o, lens, 8);
+    memcpy(o + 8, name, name_n);
+    o[8 + name_n] = '\0';
+    memcpy(o + 9 + name_n, value, value_n);
+    o[9 + name_n + value_n] = '\0';
     h->n = need;
     return 0;
 }
@@ -58,18 +64,17 @@ int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
 const char *api__hdrs_find(const struct api__hdrs *h, const char *key,
                            size_t *len_out)
 {
-    size_t off = 0;
+    size_t key_n = strlen(key), off = 0;
     while (off < h->n) {
-        const char *k = h->buf + off;
-        size_t kn = strlen(k);
-        const char *v = k + kn + 1;
-        size_t vn = strlen(v);
-        if (strcmp(k, key) == 0) {
+        uint32_t lens[2];
+        memcpy(lens, h->buf + off, 8);
+        const char *k = h->buf + off + 8;
+        if (lens[0] == key_n && memcmp(k, key, key_n) == 0) {
             if (len_out != NULL)
-                *len_out = vn;
-            return v;
+                *len_out = lens[1];
+            return k + lens[0] + 1;
         }
-        off += kn + vn + 2;
+        off += 8 + (size_t)lens[0] + lens[1] + 2;
     }
     return NULL;
 }

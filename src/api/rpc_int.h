@@ -68,8 +68,8 @@ struct api__item {
     enum api__kind kind;               /* immutable */
 };
 
-/* Request headers of one call or stream: "name\0value\0" pairs, pseudo
- * headers included (":path" names unknown methods). */
+/* Request headers of one call or stream, pseudo headers included
+ * (":path" names unknown methods); the layout is rpc_conn.c's. */
 struct api__hdrs {
     char *buf;                         /* owned; kept across reuses */
     size_t n, cap;                     /* bytes used, allocated */
@@ -219,6 +219,10 @@ struct api_server {
 
 /* rpc_server.c */
 void api__loop_push(struct api__loop *l, struct api__item *it);
+/* api__loop_turn does what a loop does after its socket events: dispatch
+ * the complete requests, take the inbox, write what nghttp2 has to send.
+ * True when the inbox had entries (more may be coming). */
+bool api__loop_turn(struct api__loop *l);
 
 /* rpc_conn.c */
 /* api__conn_new makes a connection for loop l (on any thread); the loop

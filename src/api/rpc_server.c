@@ -405,6 +405,7 @@ static void flush_dirty(struct api__loop *l)
         l->dirty = c->dirty_next;
         c->dirty = false;
         api__conn_flush(c);
+        api__conn_unref(c); /* the flush list's */
     }
 }
 
@@ -430,6 +431,14 @@ static void stop_loop(struct api__loop *l)
         api__conn_kill(c);
         c = next;
     }
+}
+
+bool api__loop_turn(struct api__loop *l)
+{
+    api__call_dispatch(l);
+    bool busy = run_inbox(l);
+    flush_dirty(l);
+    return busy;
 }
 
 static void *loop_main(void *arg)
@@ -460,9 +469,7 @@ static void *loop_main(void *arg)
                 api__conn_io((struct api__conn *)d, evs[i].events);
             }
         }
-        api__call_dispatch(l);
-        busy = run_inbox(l);
-        flush_dirty(l);
+        busy = api__loop_turn(l);
         if (atomic_load(&srv->stopping) && !l->stopped)
             stop_loop(l);
     }
