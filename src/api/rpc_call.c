@@ -22,8 +22,8 @@
 #include "v3electionpb/v3election.pb-c.h"
 #include "v3lockpb/v3lock.pb-c.h"
 
-#define FREE_LIST_MAX 4096     /* recycled call objects kept per loop */
-#define KEEP_BUF_MAX (64 * 1024) /* larger buffers are not kept */
+#define FREE_LIST_MAX 1024     /* recycled call objects kept per loop */
+#define KEEP_BUF_MAX 4096      /* larger buffers are not kept with them */
 
 static _Thread_local struct api__loop *this_loop; /* set while dispatching */
 
@@ -366,8 +366,8 @@ void api__call_inbox(struct api_call *call)
     if (call->code == GRPC_STATUS_OK) {
         nghttp2_data_provider prd = {.source.ptr = call,
                                      .read_callback = reply_read};
-        rv = nghttp2_submit_response(c->ng, call->stream_id, api__resp_headers, 2,
-                                     &prd);
+        rv = nghttp2_submit_response(c->ng, call->stream_id,
+                                     api__resp_headers, 2, &prd);
     } else {
         nghttp2_nv nv[4] = {api__resp_headers[0], api__resp_headers[1]};
         char code_buf[12], msg_buf[1024];

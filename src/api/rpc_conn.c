@@ -23,7 +23,8 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-#define OUT_GATHER (256 * 1024)     /* frames gathered before a write */
+#define OUT_GATHER (64 * 1024)      /* frames gathered before a write */
+#define OUT_KEEP (128 * 1024)       /* a larger buffer is freed once empty */
 #define READS_PER_EVENT 8           /* fairness between connections */
 #define STREAM_WINDOW (1 << 20)     /* SETTINGS_INITIAL_WINDOW_SIZE */
 #define CONN_WINDOW (16 << 20)      /* connection receive window */
@@ -185,7 +186,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
     else if (name_n == 12 && memcmp(name, "grpc-timeout", 12) == 0)
         call->deadline_ns = api__grpc_timeout_ns(value, value_n);
     else if (name_n == 13 && memcmp(name, "grpc-encoding", 13) == 0)
-        call->bad_encoding = !(value_n == 8 && memcmp(value, "identity", 8) == 0);
+        call->bad_encoding =
+            !(value_n == 8 && memcmp(value, "identity", 8) == 0);
     if (api__hdrs_add(&call->hdrs, name, name_n, value, value_n) != 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     return 0;
@@ -476,6 +478,11 @@ static bool sock_write(struct api__conn *c)
         c->out_off += (size_t)w;
     }
     c->out_n = c->out_off = 0;
+    if (c->out_cap > OUT_KEEP) {
+        mem_free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+    }
     want_out(c, false);
     return true;
 }

@@ -298,7 +298,9 @@ int api_stream_finish(struct api_stream *s, grpc_status_code code,
                       const char *msg)
 {
     assert(s != NULL);
-    char *copy = mem_dup(msg != NULL ? msg : "", strlen(msg != NULL ? msg : "") + 1);
+    if (msg == NULL)
+        msg = "";
+    char *copy = mem_dup(msg, strlen(msg) + 1);
     int rv = 0;
     bool push = false;
     pthread_mutex_lock(&s->mu);

@@ -128,8 +128,8 @@ static bool cert_pem_check(const struct api_server *srv, X509 *x)
  * crypto/tls sends (OpenSSL would say "unknown ca" and the like). */
 static int verify_cb(int ok, X509_STORE_CTX *xs)
 {
-    SSL *ssl = X509_STORE_CTX_get_ex_data(xs,
-                                          SSL_get_ex_data_X509_STORE_CTX_idx());
+    int idx = SSL_get_ex_data_X509_STORE_CTX_idx();
+    SSL *ssl = X509_STORE_CTX_get_ex_data(xs, idx);
     const struct api_server *srv =
         ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
     if (ok && X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&

@@ -135,6 +135,11 @@ static void range(struct api_call *call, const uint8_t *req, size_t len,
     if (r->key.len == 5 && memcmp(r->key.data, "error", 5) == 0) {
         api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
                              "etcdserver: echo error");
+    } else if (r->key.len > 6 && memcmp(r->key.data, "error:", 6) == 0) {
+        char msg[256]; /* the rest of the key is the message */
+        snprintf(msg, sizeof(msg), "%.*s", (int)(r->key.len - 6),
+                 (const char *)r->key.data + 6);
+        api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION, msg);
     } else if (r->key.len > 6 && memcmp(r->key.data, "async/", 6) == 0) {
         char ms[16];
         snprintf(ms, sizeof(ms), "%.*s", (int)(r->key.len - 6),

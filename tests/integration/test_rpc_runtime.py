@@ -90,6 +90,25 @@ def test_error_status(server):
     assert e.value.details() == "etcdserver: echo error"
 
 
+def test_error_message_escaped(server):
+    # grpc-message travels percent-encoded: '%', controls and non-ASCII.
+    text = "100% sure\nnext line: \u00fcml\u00e4ut"
+    with pytest.raises(grpc.RpcError) as e:
+        server.kv.Range(rng(("error:" + text).encode()), timeout=5)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert e.value.details() == text
+
+
+def test_compressed_request_refused_as_etcd(server):
+    # etcd 3.4.23 answers a gzip-compressed request exactly so.
+    with pytest.raises(grpc.RpcError) as e:
+        server.kv.Range(rng(b"foo"), compression=grpc.Compression.Gzip,
+                        timeout=5)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert e.value.details() == \
+        'grpc: Decompressor is not installed for grpc-encoding "gzip"'
+
+
 def test_async_reply_from_other_thread(server):
     t0 = time.monotonic()
     r = server.kv.Range(rng(b"async/200"), timeout=5)
