@@ -339,6 +339,10 @@ struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls)
      * and grpc-go servers accept it, and gRPC needs none of those checks:
      * a request without a :path is answered "malformed method name". */
     nghttp2_option_set_no_http_messaging(opt, 1);
+    /* nghttp2 keeps closed streams for its priority tree, as many as the
+     * concurrent streams allowed (unbounded here, as etcd allows): 1M
+     * puts on 10 connections grew the member by 270 MiB. */
+    nghttp2_option_set_no_closed_streams(opt, 1);
     int rv = nghttp2_session_server_new2(&c->ng, rpc_callbacks(), c,
                                          opt);
     nghttp2_option_del(opt);
