@@ -73,6 +73,9 @@ void api__call_free(struct api_call *call)
 {
     struct api__conn *c = call->conn;
     struct api__loop *l = c->loop;
+    /* A handler's call comes back through the inbox first. */
+    assert(call->state != API__CALL_HANDLER);
+    assert(c->refs > 1 || c->dead);
     if (call->prev != NULL)
         call->prev->next = call->next;
     else

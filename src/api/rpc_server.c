@@ -213,7 +213,7 @@ static int listen_unix(struct api_server *srv, size_t url, const char *path)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
         return ERR_INVAL;
-    strcpy(sa.sun_path, path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return ERR_IO;
@@ -318,6 +318,7 @@ static int listen_url(struct api_server *srv, size_t i)
 
 void api__loop_push(struct api__loop *l, struct api__item *it)
 {
+    assert(l != NULL && it != NULL);
     struct api__item *head = atomic_load(&l->inbox);
     do
         it->next = head;
@@ -387,9 +388,11 @@ static bool run_inbox(struct api__loop *l)
         case API__KIND_CONN: {
             struct api__conn *c =
                 api__container_of(it, struct api__conn, item);
+            c->refs++; /* attaching may kill it */
             api__conn_attach(c);
             if (atomic_load(&l->srv->stopping))
                 api__conn_kill(c);
+            api__conn_unref(c);
             break;
         }
         }
@@ -421,6 +424,7 @@ static void stop_loop(struct api__loop *l)
     struct api__conn *c = l->conns;
     while (c != NULL) {
         struct api__conn *next = c->next;
+        c->refs++; /* the flush may kill it */
         if (!c->dead && !c->handshaking) {
             nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
                                   nghttp2_session_get_last_proc_stream_id(
@@ -429,6 +433,7 @@ static void stop_loop(struct api__loop *l)
             api__conn_flush(c);
         }
         api__conn_kill(c);
+        api__conn_unref(c);
         c = next;
     }
 }

@@ -22,6 +22,8 @@
 static void stream_free(struct api_stream *s)
 {
     struct api__conn *c = s->conn;
+    assert(s->owner_gone && s->ng_closed && s->close_told);
+    assert(!s->scheduled && s->prev == NULL && s->next == NULL);
     while (s->q_n > 0) {
         mem_free(s->queue[s->q_head].p);
         s->q_head = (s->q_head + 1) % s->q_cap;
@@ -47,6 +49,8 @@ struct api_stream *api__stream_open(struct api_call *call)
 {
     struct api__conn *c = call->conn;
     struct api_server *srv = c->loop->srv;
+    assert(call->state == API__CALL_READING && call->method != NULL);
+    assert(call->method->kind == API__METHOD_STREAM);
     struct api_stream *s = mem_calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
