@@ -591,6 +591,11 @@ void api__conn_io(struct api__conn *c, uint32_t events)
             return;
         }
         api__conn_mark_dirty(c);
+    } else if ((events & EPOLLOUT) != 0) {
+        /* Armed by OpenSSL wanting to write inside SSL_read: the read
+         * below retries it and arms it again if it must. */
+        want_out(c, false);
+        events |= EPOLLIN;
     }
     if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0)
         return;
