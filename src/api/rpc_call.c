@@ -164,20 +164,14 @@ void api__call_data(struct api_call *call, const uint8_t *p, size_t n)
         api__call_ready(call);
         return;
     }
-    if (need > call->body_cap) {
-        size_t cap = call->body_cap ? call->body_cap : 1024;
-        while (cap < need)
-            cap *= 2;
-        uint8_t *b = mem_realloc(call->body, cap);
-        if (b == NULL) {
-            call->too_large = true;
-            call->big_n = need - 5;
-            api__call_ready(call);
-            return;
-        }
-        call->body = b;
-        call->body_cap = cap;
+    uint8_t *b = api__buf_grow(call->body, &call->body_cap, need, 1024);
+    if (b == NULL) {
+        call->too_large = true; /* refused as if too large */
+        call->big_n = need - 5;
+        api__call_ready(call);
+        return;
     }
+    call->body = b;
     memcpy(call->body + call->body_n, p, n);
     call->body_n = need;
 }
@@ -406,16 +400,10 @@ static void answer(struct api_call *call)
 
 static bool out_reserve(struct api_call *call, size_t n)
 {
-    if (n <= call->out_cap)
-        return true;
-    size_t cap = call->out_cap ? call->out_cap : 256;
-    while (cap < n)
-        cap *= 2;
-    uint8_t *p = mem_realloc(call->out, cap);
+    uint8_t *p = api__buf_grow(call->out, &call->out_cap, n, 256);
     if (p == NULL)
         return false;
     call->out = p;
-    call->out_cap = cap;
     return true;
 }
 

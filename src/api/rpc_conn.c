@@ -30,6 +30,20 @@
 #define CONN_WINDOW (16 << 20)      /* connection receive window */
 #define HDRS_MAX (64 * 1024)        /* request header bytes kept */
 
+void *api__buf_grow(void *buf, size_t *cap, size_t need, size_t first)
+{
+    assert(cap != NULL && first > 0);
+    if (need <= *cap)
+        return buf;
+    size_t n = *cap ? *cap : first;
+    while (n < need)
+        n *= 2;
+    void *p = mem_realloc(buf, n);
+    if (p != NULL)
+        *cap = n;
+    return p;
+}
+
 /* --- request headers --- */
 
 /* Each header is stored as its two lengths (uint32_t, native order), the
@@ -41,16 +55,10 @@ int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
     size_t need = h->n + 8 + name_n + value_n + 2;
     if (need > HDRS_MAX)
         return ERR_FULL;
-    if (need > h->cap) {
-        size_t cap = h->cap ? h->cap : 256;
-        while (cap < need)
-            cap *= 2;
-        char *p = mem_realloc(h->buf, cap);
-        if (p == NULL)
-            return ERR_NOMEM;
-        h->buf = p;
-        h->cap = cap;
-    }
+    char *p = api__buf_grow(h->buf, &h->cap, need, 256);
+    if (p == NULL)
+        return ERR_NOMEM;
+    h->buf = p;
     uint32_t lens[2] = {(uint32_t)name_n, (uint32_t)value_n};
     char *o = h->buf + h->n;
     memcpy(o, lens, 8);
@@ -500,16 +508,11 @@ static bool gather(struct api__conn *c)
             return false;
         if (n == 0)
             break;
-        if (c->out_n + (size_t)n > c->out_cap) {
-            size_t cap = c->out_cap ? c->out_cap : 16384;
-            while (cap < c->out_n + (size_t)n)
-                cap *= 2;
-            uint8_t *p = mem_realloc(c->out, cap);
-            if (p == NULL)
-                return false;
-            c->out = p;
-            c->out_cap = cap;
-        }
+        uint8_t *p = api__buf_grow(c->out, &c->out_cap,
+                                   c->out_n + (size_t)n, 16384);
+        if (p == NULL)
+            return false;
+        c->out = p;
         memcpy(c->out + c->out_n, d, (size_t)n);
         c->out_n += (size_t)n;
     }

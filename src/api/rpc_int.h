@@ -225,6 +225,10 @@ void api__loop_push(struct api__loop *l, struct api__item *it);
 bool api__loop_turn(struct api__loop *l);
 
 /* rpc_conn.c */
+/* api__buf_grow returns buf with room for need bytes (*cap updated),
+ * doubling from first, or NULL (buf and *cap untouched) when out of
+ * memory; the caller stores the result back. */
+void *api__buf_grow(void *buf, size_t *cap, size_t need, size_t first);
 /* api__conn_new makes a connection for loop l (on any thread); the loop
  * itself then attaches it: its list, its epoll set, its first flush. */
 struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls);

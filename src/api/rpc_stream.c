@@ -101,20 +101,13 @@ void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n)
     size_t max = s->conn->loop->srv->max_recv_bytes;
     if (s->reading_done || s->close_told)
         return;
-    if (s->rbuf_n + n > s->rbuf_cap) {
-        size_t cap = s->rbuf_cap ? s->rbuf_cap : 1024;
-        while (cap < s->rbuf_n + n)
-            cap *= 2;
-        uint8_t *b = mem_realloc(s->rbuf, cap);
-        if (b == NULL) {
-            s->reading_done = true;
-            api_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                              "out of memory");
-            return;
-        }
-        s->rbuf = b;
-        s->rbuf_cap = cap;
+    uint8_t *b = api__buf_grow(s->rbuf, &s->rbuf_cap, s->rbuf_n + n, 1024);
+    if (b == NULL) {
+        s->reading_done = true;
+        api_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
     }
+    s->rbuf = b;
     memcpy(s->rbuf + s->rbuf_n, p, n);
     s->rbuf_n += n;
     size_t off = 0;
