@@ -5,7 +5,7 @@
  * maps ERR_* codes to etcd's gRPC status codes and messages (errors.c).
  *
  * Thread rules: api_start/api_stop from the daemon's main thread.  Handlers
- * run on the runtime's completion-queue threads and on the server's apply
+ * run on the runtime's event loops and on the server's apply
  * thread (asynchronous replies).
  */
 #ifndef CETCD_API_API_H

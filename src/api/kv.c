@@ -33,7 +33,7 @@ static void bad_request(struct api_call *call)
                          "grpc: error unmarshalling request");
 }
 
-/* Runs on a CQ thread (served at once) or a read worker. */
+/* Runs on an event loop (served at once) or a read worker. */
 static void on_range(void *arg, int err, const Etcdserverpb__RangeResponse *r)
 {
     struct api_call *call = arg;

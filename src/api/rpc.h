@@ -1,34 +1,36 @@
 /*
  * rpc.h - the gRPC server runtime that the etcd v3 API services sit on.
  *
- * Built on the gRPC C core (libgrpc 1.51).  A server listens on the client
- * URLs, runs `threads` completion-queue (CQ) threads, each with its own CQ
- * and its own pre-posted request slots for every registered method, and
- * hands each call to the handler registered for its full method path
- * ("/etcdserverpb.KV/Range").  Paths nobody registered are answered
- * UNIMPLEMENTED the way grpc-go does: "unknown service <svc>",
- * "unknown method <m> for service <svc>", or, for a method that exists in
- * our protos but has no handler yet, "method <m> not implemented".
- * grpc.health.v1.Health/Check answers SERVING.
+ * gRPC over our own HTTP/2 connections: libnghttp2 does the framing, HPACK
+ * and flow control, OpenSSL the TLS (rpc_tls.c).  A server listens on the
+ * client URLs and runs `threads` event loops (epoll); each connection
+ * belongs to one loop, which reads it, hands each call to the handler
+ * registered for its full method path ("/etcdserverpb.KV/Range") and
+ * writes the answers.  Paths nobody registered are answered UNIMPLEMENTED
+ * the way grpc-go does: "unknown service <svc>", "unknown method <m> for
+ * service <svc>", or, for a method that exists in our protos but has no
+ * handler yet, "method <m> not implemented".  grpc.health.v1.Health/Check
+ * answers SERVING.  (Until session 10 this ran on the gRPC C core server;
+ * see docs/BENCHMARKS.md for why it no longer does.)
  *
  * Life cycle (one thread, the owner):
  *   api_server_create -> api_server_register_* ... -> api_server_start
  *   -> (serve) -> api_server_stop (optional, non-blocking) -> api_server_close
  *
- * Unary calls.  The handler runs on a CQ thread with the request bytes.
+ * Unary calls.  The handler runs on a loop with the request bytes.
  * It must eventually answer exactly once, with api_call_reply,
  * api_call_reply_bytes or api_call_reply_error, either before it returns or
  * LATER FROM ANY THREAD (e.g. the apply thread waking a waiter).  Until that
  * answer the call, its request bytes and its metadata stay valid; the call
  * is owned by whoever must answer it.  The answering function hands the call
  * back to the runtime: after it returns the caller must not touch the call
- * or the request bytes again (the CQ thread may already have recycled it).
+ * or the request bytes again (the loop may already have recycled it).
  * A client cancel or deadline does not free the call early: the answer is
- * still required and is then simply dropped by the core.  A handler that
+ * still required and is then simply dropped by the runtime.  A handler that
  * may wait long should look at api_call_deadline_ns.
  *
  * Streaming calls (Watch, LeaseKeepAlive, Snapshot, Observe).  Client
- * messages arrive one at a time through ops->on_message on a CQ thread (the
+ * messages arrive one at a time through ops->on_message on its loop (the
  * next one is read only after the callback returns: that is the flow
  * control).  Any thread may send with api_stream_send; sends are queued in a
  * bounded per-stream queue with one SEND_MESSAGE in flight.  ops->on_close
@@ -40,7 +42,7 @@
  * Shutdown.  api_server_close stops listening, cancels all calls and blocks
  * until every call handed out has been answered and every stream released;
  * the threads that answer asynchronously must keep running (and must fail
- * their waiters) until it returns.  It then drains the CQs, joins the
+ * their waiters) until it returns.  It then joins the
  * threads and frees everything.
  *
  * Errors are negative ERR_* codes from util/err.h.
@@ -58,7 +60,6 @@
 /* Defaults, as in etcd 3.4 where etcd has one. */
 #define API_DEFAULT_MAX_REQUEST_BYTES (1536 * 1024) /* --max-request-bytes */
 #define API_DEFAULT_THREADS 2
-#define API_DEFAULT_SLOTS 32    /* pre-posted requests per method per thread */
 #define API_DEFAULT_STREAM_QUEUE 128 /* queued sends per stream */
 #define API_THREADS_MAX 64
 #define API_URLS_MAX 16
@@ -78,11 +79,10 @@ struct api_server_config {
     /* Largest request etcd accepts; the gRPC receive limit is this plus
      * 512 KiB, as in etcd.  0 means API_DEFAULT_MAX_REQUEST_BYTES. */
     size_t max_request_bytes;
-    int threads;        /* CQ threads; 0 means API_DEFAULT_THREADS */
-    int slots;          /* per method per thread; 0 means the default */
+    int threads;        /* event loops; 0 means API_DEFAULT_THREADS */
     int stream_queue;   /* per-stream send queue; 0 means the default */
     /* TLS for the https:// and unixs:// URLs (plain URLs stay plain, as
-     * in etcd).  PEM strings, copied into the core's credentials by
+     * in etcd).  PEM strings, loaded into the runtime's OpenSSL context by
      * api_server_create; NULL cert and key mean no TLS. */
     const char *tls_cert_pem; /* certificate chain of this server */
     const char *tls_key_pem;  /* its private key */
@@ -91,7 +91,7 @@ struct api_server_config {
      * (which must then be set); otherwise none is asked for. */
     bool tls_verify_clients;
     /* An extra decision on every verified client certificate (its PEM),
-     * made on a core thread after the handshake: false refuses the
+     * made on a loop during the handshake: false refuses the
      * connection (CRLs, allowed CN/hostname).  NULL: none.  Needs
      * tls_verify_clients; tls_check_ctx must outlive the server. */
     bool (*tls_check)(const char *cert_pem, void *ctx);
@@ -99,15 +99,15 @@ struct api_server_config {
 };
 
 /*
- * Unary handler.  Runs on a CQ thread.  req/req_len is the serialized
+ * Unary handler.  Runs on a loop.  req/req_len is the serialized
  * request (valid until the call is answered); ctx is the registration's.
  * The handler must answer the call exactly once, now or later, from any
- * thread.  It must not block the CQ thread for long.
+ * thread.  It must not block the loop for long.
  */
 typedef void (*api_unary_fn)(struct api_call *call, const uint8_t *req,
                              size_t req_len, void *ctx);
 
-/* Streaming handler callbacks, all run on the stream's CQ thread. */
+/* Streaming handler callbacks, all run on the stream's loop. */
 struct api_stream_ops {
     /* A client opened a stream.  The owner now holds a reference that it
      * drops with api_stream_release. */
@@ -143,7 +143,7 @@ int api_server_register_stream(struct api_server *srv, const char *path,
 
 /* A gate every unary call passes before its handler (etcd's interceptors):
  * return true to let it through, or false with a status code and a static
- * message to refuse it.  Runs on the CQ thread; must not block. */
+ * message to refuse it.  Runs on the loop; must not block. */
 typedef bool (*api_unary_gate_fn)(void *ctx, const char *method,
                                   const uint8_t *req, size_t req_len,
                                   grpc_status_code *code_out,
@@ -153,8 +153,7 @@ typedef bool (*api_unary_gate_fn)(void *ctx, const char *method,
 void api_server_set_gate(struct api_server *srv, api_unary_gate_fn gate,
                          void *ctx);
 
-/* api_server_start binds every URL, starts the CQ threads and pre-posts the
- * request slots.  Errors: ERR_IO (a URL could not be bound), ERR_NOMEM.  On
+/* api_server_start binds every URL and starts the event loops.  Errors: ERR_IO (a URL could not be bound), ERR_NOMEM.  On
  * error the server must still be closed with api_server_close. */
 int api_server_start(struct api_server *srv);
 
@@ -224,7 +223,7 @@ void api_stream_data_set(struct api_stream *stream, void *data);
 void *api_stream_data_get(const struct api_stream *stream);
 
 /* api_stream_release drops the owner's reference taken at on_open; the
- * stream is freed once the core is done with it too.  Any thread, once. */
+ * stream is freed once the runtime is done with it too.  Any thread, once. */
 void api_stream_release(struct api_stream *stream);
 
 #endif

@@ -45,8 +45,7 @@ static int config_apply(struct api_server *srv,
         return ERR_INVAL;
     if (cfg->urls_n == 0 || cfg->urls_n > API_URLS_MAX ||
         max_req > INT32_MAX - RECV_SLACK_BYTES || cfg->threads < 0 ||
-        cfg->threads > API_THREADS_MAX || cfg->slots < 0 ||
-        cfg->stream_queue < 0)
+        cfg->threads > API_THREADS_MAX || cfg->stream_queue < 0)
         return ERR_INVAL;
     srv->max_recv_bytes = max_req + RECV_SLACK_BYTES;
     srv->threads_n = cfg->threads ? cfg->threads : API_DEFAULT_THREADS;

@@ -11,7 +11,7 @@
  * queued into one PeerBatch per write, and reconnects with exponential
  * back-off when the stream breaks.  A slow or dead peer therefore only
  * fills (and overflows) its own queue; the others are not delayed.
- * Incoming batches arrive on the gRPC completion-queue (CQ) threads of the
+ * Incoming batches arrive on the event loop threads of the
  * api_server the transport registered its service on, are checked
  * (cluster id, receiver id, known sender) and handed to on_messages.
  * Snapshots (the LMDB file) travel on a separate call per snapshot,
@@ -129,7 +129,7 @@ struct peer_transport;
 struct peer_callbacks {
     void *arg;
     /* n messages from member `from`, in the order it sent them.  Runs on a
-     * CQ thread of the api_server.  msgs and everything they point to are
+     * event loop of the api_server.  msgs and everything they point to are
      * valid during the call only: copy what you keep.  Must not block (the
      * next batch of that stream is read after it returns). */
     void (*on_messages)(void *arg, raft_id from, const struct raft_msg *msgs,
@@ -142,7 +142,7 @@ struct peer_callbacks {
      * (valid during the call), path the fsynced data file in snap_dir.
      * Return 0 to accept: the file then belongs to the callee (rename or
      * delete it).  Return a negative ERR_* to refuse: the transport deletes
-     * the file and the sender is told.  Runs on a CQ thread; the sender
+     * the file and the sender is told.  Runs on an event loop; the sender
      * waits for the answer, so keep it short. */
     int (*on_snapshot)(void *arg, raft_id from, const struct raft_msg *snap_msg,
                        const char *path);
@@ -150,7 +150,7 @@ struct peer_callbacks {
      * raft_report_snapshot.  Runs on that peer's snapshot thread. */
     void (*on_snapshot_status)(void *arg, raft_id to, bool ok);
     /* Was member id removed from the cluster?  Asked about senders that
-     * are not peers, on a CQ thread or in peer_remove, with no transport
+     * are not peers, on an event loop or in peer_remove, with no transport
      * lock held: a quick lookup, no blocking.  NULL: no member is ever
      * taken for removed. */
     bool (*is_removed)(void *arg, raft_id id);

@@ -198,7 +198,7 @@ struct peer__in {
     raft_id from;                 /* t->in_mu: sender of the first
                                      accepted batch, 0 before */
     bool refused;                 /* t->in_mu: finished with an error */
-    bool acked;                   /* CQ thread only: PeerAck sent */
+    bool acked;                   /* event loop only: PeerAck sent */
 };
 
 /* One peer_call in flight (a slot of t->calls).  Its thread owns the

@@ -1,7 +1,7 @@
 /*
  * recv.c - the receiving side of /cetcdpb.Peer/Stream.
  *
- * Runs on the api_server's CQ threads.  Each batch is decoded and checked
+ * Runs on the api_server's event loops.  Each batch is decoded and checked
  * (cluster, receiver, known sender, every message addressed as its batch)
  * before any of it reaches on_messages; a bad batch ends the stream with
  * a status and nothing of it is delivered.  A sender that is not a peer

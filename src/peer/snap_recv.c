@@ -1,7 +1,7 @@
 /*
  * snap_recv.c - the receiving side of /cetcdpb.Peer/Snapshot.
  *
- * Runs on the api_server's CQ threads, one chunk per on_message (the next
+ * Runs on the api_server's event loops, one chunk per on_message (the next
  * chunk is read only after the previous one is on disk: that is the flow
  * control).  The data goes into a mkstemp file in snap_dir while a
  * SHA-256 runs over it; after the last chunk the size and the checksum
@@ -10,8 +10,8 @@
  * database), the directory is fsynced, and on_snapshot takes it.  On any
  * error, or when the call ends early, the temp file is removed.
  *
- * Known cost: the writes and the final fsync run on the CQ thread, so a
- * peer server should run at least two CQ threads to keep raft messages
+ * Known cost: the writes and the final fsync run on the event loop, so a
+ * peer server should run at least two event loops to keep raft messages
  * flowing while a large snapshot lands.
  */
 #include <assert.h>
@@ -31,7 +31,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-/* One incoming snapshot.  Owned by its stream's CQ thread; freed in
+/* One incoming snapshot.  Owned by its stream's event loop; freed in
  * on_close. */
 struct snap_in {
     bool started;          /* the first chunk was accepted */
