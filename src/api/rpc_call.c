@@ -25,8 +25,6 @@
 #define FREE_LIST_MAX 1024     /* recycled call objects kept per loop */
 #define KEEP_BUF_MAX 4096      /* larger buffers are not kept with them */
 
-static _Thread_local struct api__loop *this_loop; /* set while dispatching */
-
 struct api_call *api__call_new(struct api__conn *c, int32_t stream_id)
 {
     struct api__loop *l = c->loop;
@@ -301,7 +299,6 @@ static void dispatch_one(struct api_server *srv, struct api_call *call)
 
 void api__call_dispatch(struct api__loop *l)
 {
-    this_loop = l;
     while (l->ready != NULL) {
         struct api_call *call = l->ready;
         l->ready = call->ready_next;
@@ -313,7 +310,6 @@ void api__call_dispatch(struct api__loop *l)
         }
         dispatch_one(l->srv, call);
     }
-    this_loop = NULL;
 }
 
 /* --- answers --- */
@@ -386,16 +382,7 @@ static void answer(struct api_call *call)
 {
     assert(call->state == API__CALL_HANDLER); /* exactly one answer */
     call->state = API__CALL_ANSWERED;
-    struct api__loop *l = call->conn->loop;
-    if (l == this_loop) {
-        /* On the loop, inside dispatch: no wake-up needed. */
-        call->item.next = atomic_load(&l->inbox);
-        while (!atomic_compare_exchange_weak(&l->inbox, &call->item.next,
-                                             &call->item)) {
-        }
-        return;
-    }
-    api__loop_push(l, &call->item);
+    api__loop_push(call->conn->loop, &call->item);
 }
 
 static bool out_reserve(struct api_call *call, size_t n)

@@ -218,11 +218,11 @@ struct api_server {
 };
 
 /* rpc_server.c */
+/* api__loop_push puts it on l's inbox (any thread). */
 void api__loop_push(struct api__loop *l, struct api__item *it);
 /* api__loop_turn does what a loop does after its socket events: dispatch
- * the complete requests, take the inbox, write what nghttp2 has to send.
- * True when the inbox had entries (more may be coming). */
-bool api__loop_turn(struct api__loop *l);
+ * the complete requests, take the inbox, write what nghttp2 has to send. */
+void api__loop_turn(struct api__loop *l);
 
 /* rpc_conn.c */
 /* api__buf_grow returns buf with room for need bytes (*cap updated),

@@ -315,6 +315,18 @@ static int listen_url(struct api_server *srv, size_t i)
 
 /* --- loops --- */
 
+/* The loop this thread runs, if it is a loop thread. */
+static _Thread_local struct api__loop *this_loop;
+
+static void loop_wake(struct api__loop *l)
+{
+    uint64_t one = 1;
+    ssize_t w = write(l->evfd, &one, sizeof(one));
+    (void)w; /* A full counter is a wake-up already pending. */
+}
+
+/* api__loop_push wakes the loop when the inbox was empty, unless the
+ * pusher is the loop itself: it looks at its inbox before it sleeps. */
 void api__loop_push(struct api__loop *l, struct api__item *it)
 {
     assert(l != NULL && it != NULL);
@@ -322,11 +334,8 @@ void api__loop_push(struct api__loop *l, struct api__item *it)
     do
         it->next = head;
     while (!atomic_compare_exchange_weak(&l->inbox, &head, it));
-    if (head == NULL) {
-        uint64_t one = 1;
-        ssize_t w = write(l->evfd, &one, sizeof(one));
-        (void)w; /* The counter cannot overflow at one per push. */
-    }
+    if (head == NULL && l != this_loop)
+        loop_wake(l);
 }
 
 /* accept_all takes every pending connection of a listener and hands each
@@ -370,10 +379,9 @@ static struct api__item *take_inbox(struct api__loop *l)
     return rev;
 }
 
-static bool run_inbox(struct api__loop *l)
+static void run_inbox(struct api__loop *l)
 {
     struct api__item *it = take_inbox(l);
-    bool any = it != NULL;
     while (it != NULL) {
         struct api__item *next = it->next; /* before a re-push */
         switch (it->kind) {
@@ -397,7 +405,6 @@ static bool run_inbox(struct api__loop *l)
         }
         it = next;
     }
-    return any;
 }
 
 static void flush_dirty(struct api__loop *l)
@@ -437,12 +444,11 @@ static void stop_loop(struct api__loop *l)
     }
 }
 
-bool api__loop_turn(struct api__loop *l)
+void api__loop_turn(struct api__loop *l)
 {
     api__call_dispatch(l);
-    bool busy = run_inbox(l);
+    run_inbox(l);
     flush_dirty(l);
-    return busy;
 }
 
 static void *loop_main(void *arg)
@@ -450,7 +456,7 @@ static void *loop_main(void *arg)
     struct api__loop *l = arg;
     struct api_server *srv = l->srv;
     struct epoll_event evs[EVENTS_MAX];
-    bool busy = false;
+    this_loop = l;
     /* OpenSSL writes to the socket with write(): a client gone would
      * raise SIGPIPE.  Blocked on this thread only, it stays pending here
      * and the write fails with EPIPE instead. */
@@ -459,7 +465,10 @@ static void *loop_main(void *arg)
     sigaddset(&pipe, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe, NULL);
     while (!atomic_load(&srv->exiting)) {
-        int n = epoll_wait(l->ep, evs, EVENTS_MAX, busy ? 0 : -1);
+        /* Entries pushed by this thread woke nobody: do not sleep on
+         * them.  Other threads' pushes onto an empty inbox wake it. */
+        bool more = atomic_load(&l->inbox) != NULL;
+        int n = epoll_wait(l->ep, evs, EVENTS_MAX, more ? 0 : -1);
         for (int i = 0; i < n; i++) {
             uintptr_t d = (uintptr_t)evs[i].data.ptr;
             if (d == TAG_EVFD) {
@@ -473,7 +482,7 @@ static void *loop_main(void *arg)
                 api__conn_io((struct api__conn *)d, evs[i].events);
             }
         }
-        busy = api__loop_turn(l);
+        api__loop_turn(l);
         if (atomic_load(&srv->stopping) && !l->stopped)
             stop_loop(l);
     }
@@ -543,13 +552,9 @@ int api_server_port(const struct api_server *srv, size_t i)
 
 static void wake_all(struct api_server *srv)
 {
-    for (int i = 0; i < srv->threads_n; i++) {
-        uint64_t one = 1;
-        if (srv->loops[i].evfd >= 0) {
-            ssize_t w = write(srv->loops[i].evfd, &one, sizeof(one));
-            (void)w;
-        }
-    }
+    for (int i = 0; i < srv->threads_n; i++)
+        if (srv->loops[i].evfd >= 0)
+            loop_wake(&srv->loops[i]);
 }
 
 void api_server_stop(struct api_server *srv)
