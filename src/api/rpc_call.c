@@ -66,6 +66,14 @@ static void buf_trim(uint8_t **p, size_t *cap)
     }
 }
 
+static void call_destroy(struct api_call *call)
+{
+    mem_free(call->body);
+    mem_free(call->out);
+    mem_free(call->hdrs.buf);
+    mem_free(call);
+}
+
 /* api__call_free detaches call from its connection and recycles it. */
 void api__call_free(struct api_call *call)
 {
@@ -95,10 +103,7 @@ void api__call_free(struct api_call *call)
         l->free_calls = call;
         l->free_n++;
     } else {
-        mem_free(call->body);
-        mem_free(call->out);
-        mem_free(call->hdrs.buf);
-        mem_free(call);
+        call_destroy(call);
     }
     api__conn_unref(c);
 }
@@ -108,10 +113,7 @@ void api__loop_free_calls(struct api__loop *l)
     while (l->free_calls != NULL) {
         struct api_call *call = l->free_calls;
         l->free_calls = call->next;
-        mem_free(call->body);
-        mem_free(call->out);
-        mem_free(call->hdrs.buf);
-        mem_free(call);
+        call_destroy(call);
     }
     l->free_n = 0;
 }
@@ -129,43 +131,37 @@ void api__call_ready(struct api_call *call)
     l->ready_tail = call;
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-           (uint32_t)p[2] << 8 | p[3];
-}
-
 void api__call_data(struct api_call *call, const uint8_t *p, size_t n)
 {
     if (call->state != API__CALL_READING)
         return; /* answered early (too large, unknown method) */
     size_t max = call->conn->loop->srv->max_recv_bytes;
     size_t need = call->body_n + n;
-    if (call->body_n < 5 && need >= 5) {
-        uint8_t pre[5];
+    if (call->body_n < API__PREFIX && need >= API__PREFIX) {
+        uint8_t pre[API__PREFIX];
         size_t have = call->body_n;
         if (have > 0)
             memcpy(pre, call->body, have);
-        memcpy(pre + have, p, 5 - have);
-        if (be32(pre + 1) > max) {
+        memcpy(pre + have, p, API__PREFIX - have);
+        if (api__prefix_len(pre) > max) {
             /* Refused now, as grpc-go does, without reading the rest. */
             call->too_large = true;
-            call->big_n = be32(pre + 1);
+            call->big_n = api__prefix_len(pre);
             api__call_ready(call);
             return;
         }
     }
-    if (need > max + 5) {
+    if (need > max + API__PREFIX) {
         /* More than one message: refused before it is all buffered. */
         call->too_large = true;
-        call->big_n = need - 5;
+        call->big_n = need - API__PREFIX;
         api__call_ready(call);
         return;
     }
     uint8_t *b = api__buf_grow(call->body, &call->body_cap, need, 1024);
     if (b == NULL) {
         call->too_large = true; /* refused as if too large */
-        call->big_n = need - 5;
+        call->big_n = need - API__PREFIX;
         api__call_ready(call);
         return;
     }
@@ -263,9 +259,7 @@ static void dispatch_one(struct api_server *srv, struct api_call *call)
         return;
     }
     if (call->too_large) {
-        snprintf(msg, sizeof msg,
-                 "grpc: received message larger than max (%zu vs. %zu)",
-                 call->big_n, srv->max_recv_bytes);
+        api__too_large_msg(msg, sizeof msg, call->big_n, srv->max_recv_bytes);
         api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
@@ -277,15 +271,15 @@ static void dispatch_one(struct api_server *srv, struct api_call *call)
         api_call_reply_error(call, GRPC_STATUS_UNIMPLEMENTED, msg);
         return;
     }
-    if (call->body_n < 5 || call->body[0] != 0 ||
-        be32(call->body + 1) != call->body_n - 5) {
+    if (call->body_n < API__PREFIX || call->body[0] != 0 ||
+        api__prefix_len(call->body) != call->body_n - API__PREFIX) {
         /* No message, a compressed one, or more than one. */
         api_call_reply_error(call, GRPC_STATUS_INTERNAL,
                              "grpc: error while reading request");
         return;
     }
-    const uint8_t *req = call->body + 5;
-    size_t len = call->body_n - 5;
+    const uint8_t *req = call->body + API__PREFIX;
+    size_t len = call->body_n - API__PREFIX;
     grpc_status_code code;
     const char *why;
     if (srv->gate != NULL &&
@@ -396,12 +390,8 @@ static bool out_reserve(struct api_call *call, size_t n)
 
 static void out_prefix(struct api_call *call, size_t n)
 {
-    call->out[0] = 0;
-    call->out[1] = (uint8_t)(n >> 24);
-    call->out[2] = (uint8_t)(n >> 16);
-    call->out[3] = (uint8_t)(n >> 8);
-    call->out[4] = (uint8_t)n;
-    call->out_n = n + 5;
+    api__prefix_put(call->out, n);
+    call->out_n = n + API__PREFIX;
     call->out_off = 0;
 }
 
@@ -409,12 +399,12 @@ void api_call_reply(struct api_call *call, const ProtobufCMessage *resp)
 {
     assert(call != NULL && resp != NULL);
     size_t n = protobuf_c_message_get_packed_size(resp);
-    if (n > UINT32_MAX || !out_reserve(call, n + 5)) {
+    if (n > UINT32_MAX || !out_reserve(call, n + API__PREFIX)) {
         api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                              "out of memory");
         return;
     }
-    size_t packed = protobuf_c_message_pack(resp, call->out + 5);
+    size_t packed = protobuf_c_message_pack(resp, call->out + API__PREFIX);
     assert(packed == n);
     (void)packed;
     out_prefix(call, n);
@@ -426,13 +416,13 @@ void api_call_reply_bytes(struct api_call *call, const uint8_t *bytes,
                           size_t len)
 {
     assert(call != NULL && (bytes != NULL || len == 0));
-    if (len > UINT32_MAX || !out_reserve(call, len + 5)) {
+    if (len > UINT32_MAX || !out_reserve(call, len + API__PREFIX)) {
         api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                              "out of memory");
         return;
     }
     if (len > 0)
-        memcpy(call->out + 5, bytes, len);
+        memcpy(call->out + API__PREFIX, bytes, len);
     out_prefix(call, len);
     call->code = GRPC_STATUS_OK;
     answer(call);

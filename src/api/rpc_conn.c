@@ -117,6 +117,12 @@ int64_t api__grpc_timeout_ns(const uint8_t *v, size_t n)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + x * unit;
 }
 
+void api__too_large_msg(char *buf, size_t cap, size_t n, size_t max)
+{
+    snprintf(buf, cap, "grpc: received message larger than max (%zu vs. %zu)",
+             n, max);
+}
+
 #define NV(n, v, vl, fl)                                                    \
     ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl),     \
                   NGHTTP2_NV_FLAG_NO_COPY_NAME | (fl)})
@@ -424,9 +430,7 @@ void api__conn_kill(struct api__conn *c)
         c->next->prev = c->prev;
     c->refs++; /* held while the calls and streams let go */
     while (c->streams != NULL) {
-        struct api_stream *s = c->streams;
-        nghttp2_session_set_stream_user_data(c->ng, s->stream_id, NULL);
-        api__stream_closed(s); /* unlinks s */
+        api__stream_closed(c->streams); /* unlinks it */
     }
     struct api_call *call = c->calls;
     while (call != NULL) {

@@ -224,6 +224,25 @@ void api__loop_push(struct api__loop *l, struct api__item *it);
  * the complete requests, take the inbox, write what nghttp2 has to send. */
 void api__loop_turn(struct api__loop *l);
 
+/* gRPC message framing: a flag byte (1: compressed) and a big-endian
+ * 32-bit length before each message. */
+#define API__PREFIX 5
+
+static inline uint32_t api__prefix_len(const uint8_t *p)
+{
+    return (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 8 | p[4];
+}
+
+static inline void api__prefix_put(uint8_t *p, size_t len)
+{
+    p[0] = 0;
+    p[1] = (uint8_t)(len >> 24);
+    p[2] = (uint8_t)(len >> 16);
+    p[3] = (uint8_t)(len >> 8);
+    p[4] = (uint8_t)len;
+}
+
 /* rpc_conn.c */
 /* api__buf_grow returns buf with room for need bytes (*cap updated),
  * doubling from first, or NULL (buf and *cap untouched) when out of
@@ -243,6 +262,9 @@ int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
 const char *api__hdrs_find(const struct api__hdrs *h, const char *key,
                            size_t *len_out);
 int64_t api__grpc_timeout_ns(const uint8_t *v, size_t n);
+/* api__too_large_msg writes grpc-go's text for a message of n bytes over
+ * the limit max. */
+void api__too_large_msg(char *buf, size_t cap, size_t n, size_t max);
 size_t api__status_nv(nghttp2_nv *nv, grpc_status_code code,
                       const char *msg, char *code_buf, char *msg_buf,
                       size_t msg_cap);

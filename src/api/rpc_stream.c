@@ -90,12 +90,6 @@ static void tell_close(struct api_stream *s, bool cancelled)
     s->method->ops->on_close(s, cancelled, s->method->ctx);
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-           (uint32_t)p[2] << 8 | p[3];
-}
-
 void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n)
 {
     size_t max = s->conn->loop->srv->max_recv_bytes;
@@ -111,15 +105,13 @@ void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n)
     memcpy(s->rbuf + s->rbuf_n, p, n);
     s->rbuf_n += n;
     size_t off = 0;
-    while (s->rbuf_n - off >= 5 && !s->reading_done && !s->close_told) {
-        size_t len = be32(s->rbuf + off + 1);
+    while (s->rbuf_n - off >= API__PREFIX && !s->reading_done &&
+           !s->close_told) {
+        size_t len = api__prefix_len(s->rbuf + off);
         if (len > max || s->rbuf[off] != 0) {
             char msg[128];
             if (len > max)
-                snprintf(msg, sizeof msg,
-                         "grpc: received message larger than max "
-                         "(%zu vs. %zu)",
-                         len, max);
+                api__too_large_msg(msg, sizeof msg, len, max);
             else
                 snprintf(msg, sizeof msg, "grpc: compressed message");
             s->reading_done = true;
@@ -128,11 +120,11 @@ void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n)
                               msg);
             break;
         }
-        if (s->rbuf_n - off - 5 < len)
+        if (s->rbuf_n - off - API__PREFIX < len)
             break;
-        s->method->ops->on_message(s, s->rbuf + off + 5, len,
+        s->method->ops->on_message(s, s->rbuf + off + API__PREFIX, len,
                                    s->method->ctx);
-        off += 5 + len;
+        off += API__PREFIX + len;
     }
     memmove(s->rbuf, s->rbuf + off, s->rbuf_n - off);
     s->rbuf_n -= off;
@@ -261,15 +253,11 @@ int api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
     size_t n = protobuf_c_message_get_packed_size(msg);
     if (n > UINT32_MAX)
         return ERR_INVAL;
-    uint8_t *p = mem_malloc(n + 5);
+    uint8_t *p = mem_malloc(n + API__PREFIX);
     if (p == NULL)
         return ERR_NOMEM;
-    p[0] = 0;
-    p[1] = (uint8_t)(n >> 24);
-    p[2] = (uint8_t)(n >> 16);
-    p[3] = (uint8_t)(n >> 8);
-    p[4] = (uint8_t)n;
-    protobuf_c_message_pack(msg, p + 5);
+    api__prefix_put(p, n);
+    protobuf_c_message_pack(msg, p + API__PREFIX);
     int rv = 0;
     bool push = false;
     pthread_mutex_lock(&s->mu);
@@ -279,7 +267,7 @@ int api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
         rv = ERR_FULL;
     } else {
         s->queue[(s->q_head + s->q_n) % s->q_cap] =
-            (struct api__msg){.p = p, .n = n + 5};
+            (struct api__msg){.p = p, .n = n + API__PREFIX};
         s->q_n++;
         p = NULL;
         push = schedule_locked(s);
