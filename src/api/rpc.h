@@ -67,6 +67,7 @@
 struct api_server;
 struct api_call;
 struct api_stream;
+struct x509_st; /* OpenSSL's X509 */
 
 /* Server settings; the strings are copied by api_server_create. */
 struct api_server_config {
@@ -90,11 +91,12 @@ struct api_server_config {
     /* Require a client certificate and verify it against tls_ca_pem
      * (which must then be set); otherwise none is asked for. */
     bool tls_verify_clients;
-    /* An extra decision on every verified client certificate (its PEM),
-     * made on a loop during the handshake: false refuses the
-     * connection (CRLs, allowed CN/hostname).  NULL: none.  Needs
-     * tls_verify_clients; tls_check_ctx must outlive the server. */
-    bool (*tls_check)(const char *cert_pem, void *ctx);
+    /* An extra decision on every verified client certificate (OpenSSL's
+     * X509, borrowed for the call), made on a loop during the handshake:
+     * false refuses the connection (CRLs, allowed CN/hostname).  NULL:
+     * none.  Needs tls_verify_clients; tls_check_ctx must outlive the
+     * server. */
+    bool (*tls_check)(struct x509_st *cert, void *ctx);
     void *tls_check_ctx;
 };
 

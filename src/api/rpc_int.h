@@ -198,7 +198,7 @@ struct api_server {
     struct api__listener lis[API__LISTENERS_MAX]; /* bound sockets */
     size_t lis_n;                      /* used */
     SSL_CTX *tls;                      /* for the secure URLs, or NULL */
-    bool (*tls_check)(const char *cert_pem, void *ctx); /* or NULL */
+    bool (*tls_check)(struct x509_st *cert, void *ctx); /* or NULL */
     void *tls_check_ctx;               /* its argument */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
     int threads_n;                     /* event loops */

@@ -18,7 +18,6 @@
 
 #include "api/rpc_int.h"
 #include "util/log.h"
-#include "util/mem.h"
 
 static void log_ssl(const char *what)
 {
@@ -102,27 +101,6 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
     return SSL_TLSEXT_ERR_NOACK;
 }
 
-/* cert_pem_check runs the server's extra check (tls_check) on a client
- * certificate that passed chain verification, as PEM. */
-static bool cert_pem_check(const struct api_server *srv, X509 *x)
-{
-    BIO *b = BIO_new(BIO_s_mem());
-    bool ok = false;
-    if (b != NULL && PEM_write_bio_X509(b, x) == 1) {
-        char *p;
-        long n = BIO_get_mem_data(b, &p);
-        char *pem = mem_malloc((size_t)n + 1);
-        if (pem != NULL) {
-            memcpy(pem, p, (size_t)n);
-            pem[n] = '\0';
-            ok = srv->tls_check(pem, srv->tls_check_ctx);
-            mem_free(pem);
-        }
-    }
-    BIO_free(b);
-    return ok;
-}
-
 /* verify_cb: a client certificate that fails verification, or the extra
  * check, ends the handshake with a "bad certificate" alert, as Go's
  * crypto/tls sends (OpenSSL would say "unknown ca" and the like). */
@@ -134,7 +112,8 @@ static int verify_cb(int ok, X509_STORE_CTX *xs)
         ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
     if (ok && X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
         srv->tls_check != NULL &&
-        !cert_pem_check(srv, X509_STORE_CTX_get_current_cert(xs)))
+        !srv->tls_check(X509_STORE_CTX_get_current_cert(xs),
+                        srv->tls_check_ctx))
         ok = 0;
     if (!ok)
         X509_STORE_CTX_set_error(xs, X509_V_ERR_CERT_REJECTED);

@@ -406,19 +406,12 @@ static bool cn_is(X509 *x, const char *cn)
     return n >= 0 && (size_t)n == strlen(cn) && strcmp(buf, cn) == 0;
 }
 
-bool api_tls_client_check(const char *cert_pem, void *ctx)
+bool api_tls_client_check(X509 *x, void *ctx)
 {
     const struct api_tls *t = ctx;
     assert(t != NULL);
-    if (cert_pem == NULL)
+    if (x == NULL)
         return false;
-    BIO *b = BIO_new_mem_buf(cert_pem, -1);
-    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
-    BIO_free(b);
-    if (x == NULL) {
-        ERR_clear_error();
-        return false;
-    }
     X509_REVOKED *rev = NULL;
     bool ok = true;
     /* etcd compares serials only (its checkCRL), so an expired CRL still
@@ -431,7 +424,6 @@ bool api_tls_client_check(const char *cert_pem, void *ctx)
     if (ok && t->allowed_hostname != NULL)
         ok = X509_check_host(x, t->allowed_hostname, 0, 0, NULL) == 1 ||
              X509_check_ip_asc(x, t->allowed_hostname, 0) == 1;
-    X509_free(x);
     ERR_clear_error();
     return ok;
 }

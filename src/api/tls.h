@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct x509_st; /* OpenSSL's X509 */
+
 /* Where the TLS material of one listener comes from (strings borrowed;
  * empty or NULL means not given). */
 struct api_tls_files {
@@ -76,13 +78,14 @@ int api_tls_load(const struct api_tls_files *f, struct api_tls **tls_out);
 bool api_tls_has_client_check(const struct api_tls *tls);
 
 /*
- * api_tls_client_check decides on a client certificate (PEM) that passed
- * chain verification, as etcd does after the handshake: refused when its
- * serial is in the CRL (expiry of the CRL ignored, as in etcd's checkCRL)
- * or when it lacks the allowed CN or hostname.  tls is a struct api_tls.
- * Thread-safe (read-only); runs on gRPC core threads.
+ * api_tls_client_check decides on a client certificate (OpenSSL's X509,
+ * borrowed) that passed chain verification, as etcd does: refused when
+ * its serial is in the CRL (expiry of the CRL ignored, as in etcd's
+ * checkCRL) or when it lacks the allowed CN or hostname.  tls is a struct
+ * api_tls.  Thread-safe (read-only); runs on the runtime's event loops,
+ * inside the handshake (rpc_tls.c).
  */
-bool api_tls_client_check(const char *cert_pem, void *tls);
+bool api_tls_client_check(struct x509_st *cert, void *tls);
 
 /* api_tls_free frees tls (NULL is fine). */
 void api_tls_free(struct api_tls *tls);
