@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -118,11 +117,7 @@ static void setup(void)
                                    &watch_ops, NULL) != 0)
         abort();
     loop = &srv->loops[0];
-    loop->srv = srv;
-    atomic_init(&loop->inbox, NULL);
-    loop->ep = epoll_create1(EPOLL_CLOEXEC);
-    loop->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (loop->ep < 0 || loop->evfd < 0)
+    if (api__loop_init(srv, loop) != 0)
         abort();
 }
 

@@ -218,6 +218,9 @@ struct api_server {
 };
 
 /* rpc_server.c */
+/* api__loop_init sets up loop l of srv (its epoll set with the eventfd
+ * and srv's listeners) without starting its thread.  ERR_IO. */
+int api__loop_init(struct api_server *srv, struct api__loop *l);
 /* api__loop_push puts it on l's inbox (any thread). */
 void api__loop_push(struct api__loop *l, struct api__item *it);
 /* api__loop_turn does what a loop does after its socket events: dispatch

@@ -495,7 +495,7 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-static int loop_init(struct api_server *srv, struct api__loop *l)
+int api__loop_init(struct api_server *srv, struct api__loop *l)
 {
     l->srv = srv;
     atomic_init(&l->inbox, NULL);
@@ -529,7 +529,7 @@ int api_server_start(struct api_server *srv)
         }
     }
     for (int i = 0; i < srv->threads_n; i++) {
-        if (loop_init(srv, &srv->loops[i]) != 0)
+        if (api__loop_init(srv, &srv->loops[i]) != 0)
             return ERR_IO;
     }
     for (int i = 0; i < srv->threads_n; i++) {
@@ -594,6 +594,8 @@ void api_server_close(struct api_server *srv)
         struct api__loop *l = &srv->loops[i];
         if (l->started)
             pthread_join(l->thread, NULL);
+        else
+            api__loop_free_calls(l); /* a loop run by hand (tests) */
         if (l->ep >= 0)
             close(l->ep);
         if (l->evfd >= 0)

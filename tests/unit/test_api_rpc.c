@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -154,10 +153,7 @@ static void test_memory_flat_over_calls(void **state)
                          r.srv, "/etcdserverpb.KV/Range", range, NULL),
                      0);
     r.loop = &r.srv->loops[0];
-    r.loop->srv = r.srv;
-    atomic_init(&r.loop->inbox, NULL);
-    r.loop->ep = epoll_create1(EPOLL_CLOEXEC);
-    r.loop->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    assert_int_equal(api__loop_init(r.srv, r.loop), 0);
     int fds[2];
     assert_int_equal(
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
@@ -189,10 +185,6 @@ static void test_memory_flat_over_calls(void **state)
         api__conn_kill(r.loop->conns);
     api__loop_turn(r.loop);
     assert_int_equal(atomic_load(&r.srv->active_n), 0);
-    api__loop_free_calls(r.loop);
-    close(r.loop->ep);
-    close(r.loop->evfd);
-    r.loop->ep = r.loop->evfd = -1;
     api_server_close(r.srv);
 }
 
