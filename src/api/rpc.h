@@ -62,6 +62,14 @@
 #define API_DEFAULT_THREADS 2
 #define API_DEFAULT_STREAM_QUEUE 128 /* queued sends per stream */
 #define API_THREADS_MAX 64
+/* Concurrent HTTP/2 streams per connection (--max-concurrent-streams).
+ * etcd's default is unlimited, which lets one connection hold as many
+ * calls and replies as it likes; a client over the limit waits for a
+ * slot (grpc-go and the gRPC core queue their streams). */
+#define API_DEFAULT_MAX_STREAMS 1000
+/* A connection must finish its TLS handshake and send the HTTP/2 preface
+ * within this, or it is closed. */
+#define API_DEFAULT_PREFACE_TIMEOUT_MS 10000
 #define API_URLS_MAX 16
 
 struct api_server;
@@ -82,6 +90,10 @@ struct api_server_config {
     size_t max_request_bytes;
     int threads;        /* event loops; 0 means API_DEFAULT_THREADS */
     int stream_queue;   /* per-stream send queue; 0 means the default */
+    /* SETTINGS_MAX_CONCURRENT_STREAMS; 0 means API_DEFAULT_MAX_STREAMS. */
+    uint32_t max_concurrent_streams;
+    /* Handshake + preface deadline; 0 means the default. */
+    int preface_timeout_ms;
     /* TLS for the https:// and unixs:// URLs (plain URLs stay plain, as
      * in etcd).  PEM strings, loaded into the runtime's OpenSSL context by
      * api_server_create; NULL cert and key mean no TLS. */

@@ -13,6 +13,7 @@
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/rpc_int.h"
 #include "etcdserverpb/rpc.pb-c.h"
@@ -24,6 +25,13 @@
 
 #define FREE_LIST_MAX 1024     /* recycled call objects kept per loop */
 #define KEEP_BUF_MAX 4096      /* larger buffers are not kept with them */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 struct api_call *api__call_new(struct api__conn *c, int32_t stream_id)
 {
@@ -42,6 +50,7 @@ struct api_call *api__call_new(struct api__conn *c, int32_t stream_id)
     call->conn = c;
     call->stream_id = stream_id;
     call->gone = call->too_large = call->bad_encoding = false;
+    call->over_budget = false;
     call->method = NULL;
     call->deadline_ns = INT64_MAX;
     call->hdrs.n = 0;
@@ -88,6 +97,10 @@ void api__call_free(struct api_call *call)
         c->calls = call->next;
     if (call->next != NULL)
         call->next->prev = call->prev;
+    api__guard_in_sub(c, call->body_n);
+    call->body_n = 0;
+    if (call->state == API__CALL_SUBMITTED && call->code == GRPC_STATUS_OK)
+        c->out_bytes -= call->out_n - call->out_off; /* reset unsent */
     mem_free(call->msg);
     call->msg = NULL;
     call->conn = NULL;
@@ -158,8 +171,14 @@ void api__call_data(struct api_call *call, const uint8_t *p, size_t n)
         api__call_ready(call);
         return;
     }
+    if (!api__guard_in_add(call->conn, n)) {
+        call->over_budget = true; /* refused; its bytes are not kept */
+        api__call_ready(call);
+        return;
+    }
     uint8_t *b = api__buf_grow(call->body, &call->body_cap, need, 1024);
     if (b == NULL) {
+        api__guard_in_sub(call->conn, n);
         call->too_large = true; /* refused as if too large */
         call->big_n = need - API__PREFIX;
         api__call_ready(call);
@@ -263,6 +282,20 @@ static void dispatch_one(struct api_server *srv, struct api_call *call)
         api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
+    if (call->over_budget || api__guard_out_full(call->conn)) {
+        if (call->over_budget)
+            api__over_budget_msg(msg, sizeof msg, call->conn);
+        else
+            api__not_reading_msg(msg, sizeof msg, call->conn);
+        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        return;
+    }
+    if (call->deadline_ns != INT64_MAX && call->deadline_ns <= now_ns()) {
+        /* Expired on arrival (grpc-timeout: 0n): etcd answers this. */
+        api_call_reply_error(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                             "context deadline exceeded");
+        return;
+    }
     if (call->bad_encoding) {
         snprintf(msg, sizeof msg,
                  "grpc: Decompressor is not installed for grpc-encoding "
@@ -319,6 +352,7 @@ static ssize_t reply_read(nghttp2_session *ng, int32_t stream_id,
         n = length;
     memcpy(buf, call->out + call->out_off, n);
     call->out_off += n;
+    call->conn->out_bytes -= n;
     if (call->out_off == call->out_n) {
         static const nghttp2_nv ok[] = {
             {(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1,
@@ -348,9 +382,13 @@ void api__call_inbox(struct api_call *call)
         api__call_free(call);
         return;
     }
+    /* The request bytes are no longer needed once answered. */
+    api__guard_in_sub(c, call->body_n);
+    call->body_n = 0;
     int rv;
     call->state = API__CALL_SUBMITTED;
     if (call->code == GRPC_STATUS_OK) {
+        c->out_bytes += call->out_n - call->out_off;
         nghttp2_data_provider prd = {.source.ptr = call,
                                      .read_callback = reply_read};
         rv = nghttp2_submit_response(c->ng, call->stream_id,

@@ -210,7 +210,13 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
                          void *ud)
 {
-    (void)ud;
+    struct api__conn *c = ud;
+    if (!c->preface_ok) {
+        /* nghttp2 checked the client magic; this is its first frame. */
+        c->preface_ok = true;
+        assert(c->loop->unready_n > 0);
+        c->loop->unready_n--;
+    }
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
     struct api__item *it =
@@ -337,6 +343,7 @@ struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls)
     c->loop = l;
     c->fd = fd;
     c->refs = 1;
+    c->born_ms = api__now_ms();
     if (tls) {
         c->ssl = SSL_new(l->srv->tls);
         if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1)
@@ -363,7 +370,7 @@ struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls)
     if (rv != 0)
         goto fail;
     const nghttp2_settings_entry set[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, UINT32_MAX},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, l->srv->max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
     };
     if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, set, 2) != 0 ||
@@ -388,6 +395,7 @@ void api__conn_attach(struct api__conn *c)
     if (l->conns != NULL)
         l->conns->prev = c;
     l->conns = c;
+    l->unready_n++; /* until its preface (api__guard_tick) */
     if (epoll_ctl(l->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         api__conn_kill(c);
         return;
@@ -421,6 +429,10 @@ void api__conn_kill(struct api__conn *c)
         return;
     struct api__loop *l = c->loop;
     c->dead = true;
+    if (!c->preface_ok) {
+        assert(l->unready_n > 0);
+        l->unready_n--;
+    }
     epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
     if (c->prev != NULL)
         c->prev->next = c->next;
@@ -617,8 +629,15 @@ void api__conn_io(struct api__conn *c, uint32_t events)
         ssize_t used = nghttp2_session_mem_recv(c->ng, c->loop->rbuf,
                                                 (size_t)n);
         if (used < 0) {
-            /* nghttp2 queued a GOAWAY; send it and close. */
-            api__conn_mark_dirty(c);
+            /* A fatal error (bad preface, a flood, a broken frame): the
+             * rest of the bytes are out of frame alignment.  Send what
+             * nghttp2 queued (a GOAWAY, if any) and close. */
+            log_debug("api", "closing a connection: %s",
+                      nghttp2_strerror((int)used));
+            c->refs++;
+            api__conn_flush(c);
+            api__conn_kill(c);
+            api__conn_unref(c);
             return;
         }
         api__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, PINGs */

@@ -45,6 +45,12 @@
 
 #define API__LISTENERS_MAX (2 * API_URLS_MAX) /* a host may resolve to 2 */
 #define API__READ_BUF (64 * 1024)             /* one read from a socket */
+#define API__CONN_BYTES_MIN (64u << 20) /* least in/out bytes per conn */
+
+/* epoll data: a connection's pointer (aligned, so bit 0 is clear), a
+ * listener's index shifted left with bit 0 set, or 0 for the eventfd. */
+#define API__TAG_LISTENER 1u
+#define API__TAG_EVFD 0u
 
 enum api__method_kind { API__METHOD_UNARY, API__METHOD_STREAM };
 
@@ -95,6 +101,10 @@ struct api__conn {
     struct api__conn *prev, *next;     /* the loop's connections */
     struct api_call *calls;            /* calls attached (any state) */
     struct api_stream *streams;        /* streams attached */
+    int64_t born_ms;                   /* accepted (CLOCK_MONOTONIC) */
+    bool preface_ok;                   /* a valid HTTP/2 frame arrived */
+    size_t in_bytes;                   /* request bytes held (rpc_guard.c) */
+    size_t out_bytes;                  /* reply bytes queued, not sent */
 };
 
 enum api__call_state {
@@ -112,6 +122,7 @@ struct api_call {
     int32_t stream_id;                 /* HTTP/2 stream */
     bool gone;                         /* stream or connection ended */
     bool too_large;                    /* message over the limit */
+    bool over_budget;                  /* connection's request bytes full */
     size_t big_n;                      /* its size, for the error */
     bool bad_encoding;                 /* compressed with what we lack */
     const struct api__method *method;  /* NULL: not registered */
@@ -177,6 +188,10 @@ struct api__loop {
     struct api_call *free_calls;       /* recycled call objects */
     size_t free_n;                     /* their count */
     bool stopped;                      /* stop handled: conns closed */
+    size_t unready_n;                  /* conns without a valid preface */
+    bool accept_paused;                /* listeners out of the epoll set */
+    int64_t accept_resume_ms;          /* when they go back in */
+    int64_t next_sweep_ms;             /* next preface-timeout sweep */
     uint8_t rbuf[API__READ_BUF];       /* read buffer */
 };
 
@@ -203,6 +218,14 @@ struct api_server {
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
     int threads_n;                     /* event loops */
     int stream_queue;                  /* per-stream send queue bound */
+    uint32_t max_streams;              /* concurrent streams per conn */
+    int preface_timeout_ms;            /* to send a preface (TLS too) */
+    size_t conn_in_max;                /* request bytes held per conn */
+    size_t conn_out_max;               /* reply bytes queued per conn */
+    int fd_limit;                      /* soft RLIMIT_NOFILE at create */
+    int fd_ceiling;                    /* accepted fds stay below this */
+    atomic_llong refused_n;            /* connections refused at limits */
+    atomic_llong refuse_logged_ms;     /* last log line about them */
     api_unary_gate_fn gate;            /* checks every unary call, or NULL */
     void *gate_ctx;                    /* its argument */
     struct api__method *methods;       /* registered methods */
@@ -292,6 +315,33 @@ void api__stream_half_closed(struct api_stream *s);
 void api__stream_trailers_sent(struct api_stream *s);
 void api__stream_closed(struct api_stream *s);
 void api__stream_inbox(struct api_stream *s);
+
+/* rpc_guard.c: the limits one client must not pass (fd reserve, accept
+ * back-off, preface timeout, buffered bytes per connection). */
+int64_t api__now_ms(void);
+/* api__guard_init reads the fd limit into srv->fd_ceiling. */
+void api__guard_init(struct api_server *srv);
+/* api__guard_accept_ok: fd (just accepted) may be served; false means it
+ * was closed (too close to the fd limit) and accepting pauses. */
+bool api__guard_accept_ok(struct api__loop *l, int fd);
+/* api__guard_accept_failed: accept4 failed with errno e; true when the
+ * loop must stop accepting for now (the fd limit, memory). */
+bool api__guard_accept_failed(struct api__loop *l, int e);
+/* api__guard_timeout_ms: how long the loop may sleep (-1: forever). */
+int api__guard_timeout_ms(const struct api__loop *l);
+/* api__guard_tick: resume accepting, close connections past their
+ * preface timeout; run after every loop turn. */
+void api__guard_tick(struct api__loop *l);
+/* api__guard_in_add: n more request bytes for c; false when that passes
+ * the connection's budget (nothing is added then). */
+bool api__guard_in_add(struct api__conn *c, size_t n);
+void api__guard_in_sub(struct api__conn *c, size_t n);
+/* api__over_budget_msg / api__not_reading_msg: the RESOURCE_EXHAUSTED
+ * texts for a connection over its request or reply budget. */
+void api__over_budget_msg(char *buf, size_t cap, const struct api__conn *c);
+void api__not_reading_msg(char *buf, size_t cap, const struct api__conn *c);
+/* api__guard_out_full: c has more reply bytes queued than allowed. */
+bool api__guard_out_full(const struct api__conn *c);
 
 /* rpc_tls.c */
 SSL_CTX *api__tls_ctx(const struct api_server_config *cfg);

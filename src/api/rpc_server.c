@@ -7,6 +7,8 @@
 #include <assert.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +30,6 @@
 #define LISTEN_BACKLOG 1024
 #define EVENTS_MAX 64
 
-/* epoll data: a connection's pointer (aligned, so bit 0 is clear), a
- * listener's index shifted left with bit 0 set, or 0 for the eventfd. */
-#define TAG_LISTENER 1u
-#define TAG_EVFD 0u
 
 static int config_apply(struct api_server *srv,
                         const struct api_server_config *cfg)
@@ -45,12 +43,24 @@ static int config_apply(struct api_server *srv,
         return ERR_INVAL;
     if (cfg->urls_n == 0 || cfg->urls_n > API_URLS_MAX ||
         max_req > INT32_MAX - RECV_SLACK_BYTES || cfg->threads < 0 ||
-        cfg->threads > API_THREADS_MAX || cfg->stream_queue < 0)
+        cfg->threads > API_THREADS_MAX || cfg->stream_queue < 0 ||
+        cfg->preface_timeout_ms < 0)
         return ERR_INVAL;
     srv->max_recv_bytes = max_req + RECV_SLACK_BYTES;
     srv->threads_n = cfg->threads ? cfg->threads : API_DEFAULT_THREADS;
     srv->stream_queue =
         cfg->stream_queue ? cfg->stream_queue : API_DEFAULT_STREAM_QUEUE;
+    srv->max_streams = cfg->max_concurrent_streams
+                           ? cfg->max_concurrent_streams
+                           : API_DEFAULT_MAX_STREAMS;
+    srv->preface_timeout_ms = cfg->preface_timeout_ms
+                                  ? cfg->preface_timeout_ms
+                                  : API_DEFAULT_PREFACE_TIMEOUT_MS;
+    /* A connection may always hold two of the largest requests. */
+    srv->conn_in_max = 2 * srv->max_recv_bytes > API__CONN_BYTES_MIN
+                           ? 2 * srv->max_recv_bytes
+                           : API__CONN_BYTES_MIN;
+    srv->conn_out_max = API__CONN_BYTES_MIN;
     srv->tls_check = cfg->tls_check;
     srv->tls_check_ctx = cfg->tls_check_ctx;
     for (size_t i = 0; i < cfg->urls_n; i++) {
@@ -109,6 +119,7 @@ int api_server_create(const struct api_server_config *cfg,
     for (int i = 0; i < API_THREADS_MAX; i++)
         srv->loops[i].ep = srv->loops[i].evfd = -1;
     int rv = config_apply(srv, cfg);
+    api__guard_init(srv);
     if (rv == 0 && cfg->tls_cert_pem != NULL) {
         srv->tls = api__tls_ctx(cfg);
         if (srv->tls == NULL)
@@ -339,18 +350,27 @@ void api__loop_push(struct api__loop *l, struct api__item *it)
 }
 
 /* accept_all takes every pending connection of a listener and hands each
- * to the next loop in turn. */
+ * to the next loop in turn.  TCP sockets get TCP_NODELAY: a reply written
+ * after a small unacknowledged one would otherwise wait for the client's
+ * delayed ACK (Nagle's algorithm), about 40 ms. */
 static void accept_all(struct api__loop *l, const struct api__listener *lis)
 {
     struct api_server *srv = l->srv;
-    for (;;) {
+    while (!l->accept_paused) {
         int fd = accept4(lis->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno != EAGAIN && errno != EWOULDBLOCK &&
+                !api__guard_accept_failed(l, errno))
                 log_warn("api", "accept: %s", strerror(errno));
             return;
+        }
+        if (!api__guard_accept_ok(l, fd))
+            return;
+        if (lis->unix_path == NULL) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         }
         unsigned k = atomic_fetch_add(&srv->next_loop, 1);
         struct api__loop *to = &srv->loops[k % (unsigned)srv->threads_n];
@@ -468,14 +488,15 @@ static void *loop_main(void *arg)
         /* Entries pushed by this thread woke nobody: do not sleep on
          * them.  Other threads' pushes onto an empty inbox wake it. */
         bool more = atomic_load(&l->inbox) != NULL;
-        int n = epoll_wait(l->ep, evs, EVENTS_MAX, more ? 0 : -1);
+        int n = epoll_wait(l->ep, evs, EVENTS_MAX,
+                           more ? 0 : api__guard_timeout_ms(l));
         for (int i = 0; i < n; i++) {
             uintptr_t d = (uintptr_t)evs[i].data.ptr;
-            if (d == TAG_EVFD) {
+            if (d == API__TAG_EVFD) {
                 uint64_t v;
                 ssize_t r = read(l->evfd, &v, sizeof(v));
                 (void)r;
-            } else if ((d & TAG_LISTENER) != 0) {
+            } else if ((d & API__TAG_LISTENER) != 0) {
                 if (!l->stopped)
                     accept_all(l, &srv->lis[d >> 1]);
             } else {
@@ -483,6 +504,7 @@ static void *loop_main(void *arg)
             }
         }
         api__loop_turn(l);
+        api__guard_tick(l);
         if (atomic_load(&srv->stopping) && !l->stopped)
             stop_loop(l);
     }
@@ -504,12 +526,12 @@ int api__loop_init(struct api_server *srv, struct api__loop *l)
     if (l->ep < 0 || l->evfd < 0)
         return ERR_IO;
     struct epoll_event ev = {.events = EPOLLIN,
-                             .data.ptr = (void *)(uintptr_t)TAG_EVFD};
+                             .data.ptr = (void *)(uintptr_t)API__TAG_EVFD};
     if (epoll_ctl(l->ep, EPOLL_CTL_ADD, l->evfd, &ev) != 0)
         return ERR_IO;
     for (size_t i = 0; i < srv->lis_n; i++) {
         ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-        ev.data.ptr = (void *)(uintptr_t)((i << 1) | TAG_LISTENER);
+        ev.data.ptr = (void *)(uintptr_t)((i << 1) | API__TAG_LISTENER);
         if (epoll_ctl(l->ep, EPOLL_CTL_ADD, srv->lis[i].fd, &ev) != 0)
             return ERR_IO;
     }

@@ -33,6 +33,7 @@ static void stream_free(struct api_stream *s)
     mem_free(s->fin_msg);
     mem_free(s->hdrs.buf);
     mem_free(s->rbuf);
+    api__guard_in_sub(c, s->rbuf_n);
     pthread_mutex_destroy(&s->mu);
     atomic_fetch_sub(&c->loop->srv->streams_n, 1);
     mem_free(s);
@@ -95,8 +96,16 @@ void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n)
     size_t max = s->conn->loop->srv->max_recv_bytes;
     if (s->reading_done || s->close_told)
         return;
+    if (!api__guard_in_add(s->conn, n)) {
+        char msg[160];
+        api__over_budget_msg(msg, sizeof msg, s->conn);
+        s->reading_done = true;
+        api_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        return;
+    }
     uint8_t *b = api__buf_grow(s->rbuf, &s->rbuf_cap, s->rbuf_n + n, 1024);
     if (b == NULL) {
+        api__guard_in_sub(s->conn, n);
         s->reading_done = true;
         api_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
@@ -128,6 +137,7 @@ void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n)
     }
     memmove(s->rbuf, s->rbuf + off, s->rbuf_n - off);
     s->rbuf_n -= off;
+    api__guard_in_sub(s->conn, off);
 }
 
 void api__stream_half_closed(struct api_stream *s)

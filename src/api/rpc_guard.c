@@ -1,0 +1,214 @@
+/*
+ * rpc_guard.c - the limits that keep one client (or many idle ones) from
+ * taking the member down: file descriptors, connections that never speak
+ * HTTP/2, and the bytes one connection may make the runtime hold.
+ *
+ * File descriptors.  The member needs descriptors of its own after start
+ * (WAL segments, snapshot files, peer connections).  Accepted sockets stay
+ * below the soft RLIMIT_NOFILE minus a reserve: a connection that lands
+ * on a descriptor at or above that ceiling is closed at once.  At the
+ * ceiling, or when accept4 fails for want of descriptors or memory, the
+ * loop takes its listeners out of its epoll set for ACCEPT_PAUSE_MS: the
+ * listeners are level-triggered, and a loop that kept them in would be
+ * woken again at once, spinning without serving anyone.  Pending clients
+ * wait in the backlog meanwhile.  One log line per LOG_EVERY_MS says how
+ * many connections were refused.
+ *
+ * Idle and garbage connections.  A connection must complete its TLS
+ * handshake and send the HTTP/2 preface followed by a valid frame within
+ * preface_timeout_ms of its accept, or it is closed (grpc-go's server has
+ * such a limit too, 120 s; ours is shorter because such a connection
+ * holds a descriptor and gives nothing).  A connection past its preface
+ * may stay idle: gRPC clients keep idle channels open, as etcd allows.
+ *
+ * Bytes per connection.  in_bytes counts the request bytes that the
+ * connection's calls and streams hold (bodies being read, bodies handed
+ * to handlers, partial stream messages); a request that would take it
+ * past conn_in_max is refused with RESOURCE_EXHAUSTED before its bytes
+ * are kept.  out_bytes counts reply bytes queued but not yet sent; while
+ * it is above conn_out_max (a client that does not read), new calls on
+ * the connection are refused the same way without running a handler.
+ * With the limit on concurrent streams (SETTINGS_MAX_CONCURRENT_STREAMS)
+ * this bounds what one connection can make the member hold.
+ *
+ * Everything here runs on the loop that owns the connection, except
+ * api__guard_init (owner, before start).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/rpc_int.h"
+#include "util/log.h"
+
+#define FD_RESERVE_MAX 64      /* descriptors kept for the member */
+#define ACCEPT_PAUSE_MS 100    /* listeners out of the epoll set */
+#define SWEEP_MS 250           /* preface-timeout sweep period */
+#define LOG_EVERY_MS 10000     /* one line about refusals per period */
+
+int64_t api__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void api__guard_init(struct api_server *srv)
+{
+    struct rlimit rl;
+    long lim = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        lim = rl.rlim_cur > (rlim_t)INT32_MAX ? INT32_MAX : (long)rl.rlim_cur;
+    else if (rl.rlim_cur == RLIM_INFINITY)
+        lim = INT32_MAX;
+    /* A quarter of a small limit, at most FD_RESERVE_MAX. */
+    long reserve = lim / 4 < FD_RESERVE_MAX ? lim / 4 : FD_RESERVE_MAX;
+    srv->fd_limit = (int)lim;
+    srv->fd_ceiling = (int)(lim - reserve);
+    assert(srv->fd_ceiling > 0);
+    atomic_init(&srv->refused_n, 0);
+    atomic_init(&srv->refuse_logged_ms, 0);
+}
+
+/* refused counts one refusal and logs at most once per LOG_EVERY_MS. */
+static void refused(struct api_server *srv, const char *why)
+{
+    long long n = atomic_fetch_add(&srv->refused_n, 1) + 1;
+    int64_t now = api__now_ms();
+    long long last = atomic_load(&srv->refuse_logged_ms);
+    if (last != 0 && now - last < LOG_EVERY_MS)
+        return;
+    if (!atomic_compare_exchange_strong(&srv->refuse_logged_ms, &last, now))
+        return; /* another loop logs it */
+    log_warn("api",
+             "not accepting connections for now: %s (open file limit %d, "
+             "descriptors from %d up are kept for the member); %lld "
+             "connections refused so far",
+             why, srv->fd_limit, srv->fd_ceiling, n);
+}
+
+static void listeners_set(struct api__loop *l, bool on)
+{
+    struct api_server *srv = l->srv;
+    for (size_t i = 0; i < srv->lis_n; i++) {
+        struct epoll_event ev = {
+            .events = EPOLLIN | EPOLLEXCLUSIVE,
+            .data.ptr = (void *)(uintptr_t)((i << 1) | API__TAG_LISTENER)};
+        epoll_ctl(l->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, srv->lis[i].fd,
+                  on ? &ev : NULL);
+    }
+    l->accept_paused = !on;
+}
+
+static void pause_accepting(struct api__loop *l)
+{
+    if (!l->accept_paused)
+        listeners_set(l, false);
+    l->accept_resume_ms = api__now_ms() + ACCEPT_PAUSE_MS;
+}
+
+bool api__guard_accept_ok(struct api__loop *l, int fd)
+{
+    assert(fd >= 0);
+    if (fd < l->srv->fd_ceiling)
+        return true;
+    close(fd);
+    refused(l->srv, "too many open connections");
+    pause_accepting(l);
+    return false;
+}
+
+bool api__guard_accept_failed(struct api__loop *l, int e)
+{
+    switch (e) {
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+        refused(l->srv, strerror(e));
+        pause_accepting(l);
+        return true;
+    default:
+        return false;
+    }
+}
+
+int api__guard_timeout_ms(const struct api__loop *l)
+{
+    if (l->accept_paused) {
+        int64_t left = l->accept_resume_ms - api__now_ms();
+        return left < 0 ? 0 : left > SWEEP_MS ? SWEEP_MS : (int)left;
+    }
+    return l->unready_n > 0 ? SWEEP_MS : -1;
+}
+
+/* sweep closes the connections still without a valid preface past their
+ * deadline. */
+static void sweep(struct api__loop *l, int64_t now)
+{
+    int64_t limit = l->srv->preface_timeout_ms;
+    struct api__conn *c = l->conns;
+    while (c != NULL) {
+        struct api__conn *next = c->next;
+        if (!c->preface_ok && now - c->born_ms >= limit) {
+            c->refs++;
+            api__conn_kill(c);
+            api__conn_unref(c);
+        }
+        c = next;
+    }
+}
+
+void api__guard_tick(struct api__loop *l)
+{
+    if (l->stopped)
+        return;
+    int64_t now = api__now_ms();
+    if (l->accept_paused && now >= l->accept_resume_ms)
+        listeners_set(l, true);
+    if (l->unready_n > 0 && now >= l->next_sweep_ms) {
+        l->next_sweep_ms = now + SWEEP_MS;
+        sweep(l, now);
+    }
+}
+
+bool api__guard_in_add(struct api__conn *c, size_t n)
+{
+    size_t max = c->loop->srv->conn_in_max;
+    if (c->in_bytes + n > max)
+        return false;
+    c->in_bytes += n;
+    return true;
+}
+
+void api__guard_in_sub(struct api__conn *c, size_t n)
+{
+    assert(c->in_bytes >= n);
+    c->in_bytes -= n;
+}
+
+void api__over_budget_msg(char *buf, size_t cap, const struct api__conn *c)
+{
+    snprintf(buf, cap,
+             "grpc: connection holds too many request bytes (%zu, limit "
+             "%zu)",
+             c->in_bytes, c->loop->srv->conn_in_max);
+}
+
+void api__not_reading_msg(char *buf, size_t cap, const struct api__conn *c)
+{
+    snprintf(buf, cap,
+             "grpc: client is not reading its replies (%zu bytes queued, "
+             "limit %zu)",
+             c->out_bytes, c->loop->srv->conn_out_max);
+}
+
+bool api__guard_out_full(const struct api__conn *c)
+{
+    return c->out_bytes > c->loop->srv->conn_out_max;
+}
