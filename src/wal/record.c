@@ -50,7 +50,15 @@
  *   there.  Otherwise, if some record after it still verifies (chained on
  *   the bad record's stored or recomputed crc, or on the record just before
  *   it), valid data follows the damage: corruption.  If nothing verifies the
- *   damage is a torn tail (the remains of one unsynced write).
+ *   damage can be a torn tail (the remains of one unsynced write), but only
+ *   if the bad record is shaped like one: it runs past the end of the file,
+ *   or one of its pieces that lies in one 512-byte disk sector (aligned in
+ *   the file) is all zero, a sector of the write that never reached the
+ *   disk (the segment was zero before it; a disk writes a sector whole).
+ *   A complete record whose sectors all hold data but whose crc does not
+ *   match was changed after it was written, even as the last record of a
+ *   clean shutdown: corruption, refused ("crc mismatch"), as etcd's
+ *   decoder does (its isTornEntry).
  */
 #include <endian.h>
 #include <stddef.h>
@@ -59,6 +67,10 @@
 #include "util/crc32c.h"
 #include "util/err.h"
 #include "wal/wal_int.h"
+
+/* The smallest disk sector: a write reaches the disk in whole sectors, so a
+ * torn record has at least one sector piece still zero (see DAMAGE). */
+#define WAL__SECTOR_BYTES 512u
 
 /* The header as laid out on disk (encoded byte by byte, never cast). */
 struct wal__header_layout {
@@ -279,9 +291,53 @@ static bool valid_after(const unsigned char *buf, size_t size, size_t off,
     return false;
 }
 
-/* classify fills out->damage for the first bad record at off. */
+/* bad_extent is the bytes the bad record at off claims: its whole size when
+ * its length fits its type, else its header; never past size. */
+static size_t bad_extent(const unsigned char *buf, size_t size, size_t off)
+{
+    WAL_ASSERT(off < size);
+    size_t n = WAL__HEADER_BYTES;
+    if (size - off >= WAL__HEADER_BYTES &&
+        len_fits_type(buf[off + 8], wal__get32(buf + off + 4)))
+        n = wal__record_size(wal__get32(buf + off + 4));
+    return n < size - off ? n : size - off;
+}
+
+/* has_zero_sector is true if some piece of [off, off + n) that lies in one
+ * disk sector (WAL__SECTOR_BYTES, aligned in the file) is all zero: that
+ * sector of the write never reached the disk. */
+static bool has_zero_sector(const unsigned char *buf, size_t off, size_t n)
+{
+    WAL_ASSERT(n > 0);
+    size_t end = off + n;
+    while (off < end) {
+        size_t next = (off / WAL__SECTOR_BYTES + 1) * WAL__SECTOR_BYTES;
+        size_t stop = next < end ? next : end;
+        if (all_zero(buf + off, stop - off))
+            return true;
+        off = stop;
+    }
+    return false;
+}
+
+/* torn_shaped is true if the bad record at off (failed with rv) can be the
+ * remains of a torn write: it runs past the end of what is on disk, or one
+ * of its sectors is still zero.  A complete record whose sectors all hold
+ * data but whose crc or shape is wrong was changed after it was written. */
+static bool torn_shaped(const unsigned char *buf, size_t size, size_t off,
+                        int rv)
+{
+    if (rv == ERR_WAL_TORN)
+        return true;
+    WAL_ASSERT(rv == ERR_CORRUPT || rv == ERR_WAL_CRC);
+    return has_zero_sector(buf, off, bad_extent(buf, size, off));
+}
+
+/* classify fills out->damage for the first bad record at off, which failed
+ * with rv. */
 static void classify(const unsigned char *buf, size_t size, size_t off,
-                     uint32_t prev_crc, const char *why, struct wal__scan *out)
+                     uint32_t prev_crc, int rv, const char *why,
+                     struct wal__scan *out)
 {
     size_t nz = size;
     while (nz > off && buf[nz - 1] == 0)
@@ -293,8 +349,11 @@ static void classify(const unsigned char *buf, size_t size, size_t off,
         out->damage = 0; /* only zeros follow: the records end here */
         return;
     }
-    out->damage = valid_after(buf, size, off, prev_crc, nz) ? ERR_CORRUPT
-                                                            : ERR_WAL_TORN;
+    if (valid_after(buf, size, off, prev_crc, nz) ||
+        !torn_shaped(buf, size, off, rv))
+        out->damage = ERR_CORRUPT;
+    else
+        out->damage = ERR_WAL_TORN;
 }
 
 /* check_head enforces the segment head: CRC record first (carrying
@@ -344,7 +403,7 @@ int wal__segment_scan(const unsigned char *buf, size_t size, uint32_t prev_crc,
             why = "crc mismatch";
         }
         if (rv != 0) {
-            classify(buf, size, off, crc, why, out);
+            classify(buf, size, off, crc, rv, why, out);
             break;
         }
         rv = check_head(&rec, out->nrecords, prev_crc, check_prev, &why);

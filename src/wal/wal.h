@@ -20,8 +20,12 @@
  *
  * Damage.  After a crash the last segment may end in a torn record: a
  * partial, zero or CRC-bad record followed by nothing that verifies (zeros of
- * the preallocation or the remains of the unsynced batch).  wal_open zeroes
- * it and carries on (logged as a warning).  Any other damage - a bad record
+ * the preallocation or the remains of the unsynced batch), and shaped like a
+ * torn write: it runs past the end of the file, or one of its 512-byte
+ * sector pieces is still all zero.  wal_open zeroes it and carries on
+ * (logged as a warning).  Any other damage - a complete last record whose
+ * every sector holds data but whose CRC or shape is wrong ("crc mismatch",
+ * as etcd refuses it), a bad record
  * followed by records that verify, a bad record in a non-last segment, a
  * broken CRC chain between segments, a missing segment, mismatched metadata -
  * makes wal_open return ERR_CORRUPT after logging one error line that names

@@ -84,7 +84,7 @@ static struct wal_entry ent(uint64_t index, uint64_t term, char *buf,
 static void append_range(struct wal *w, uint64_t from, uint64_t to,
                          uint64_t term, size_t len)
 {
-    char buf[512];
+    char buf[2048];
     assert_true(len <= sizeof buf);
     for (uint64_t i = from; i <= to; i++) {
         struct wal_entry e = ent(i, term, buf, len);
@@ -540,9 +540,10 @@ static void test_release_before(void **state)
 
 /* ---- damage ---- */
 
-/* make5 writes 5 entries (the last alone in its own append) into a fresh
- * WAL and returns the offsets of the last record: [*lo, *hi). */
-static void make5(const char *dir, size_t *lo, size_t *hi)
+/* make5 writes 5 entries (the last, of last_len data bytes, alone in its
+ * own append) into a fresh WAL and returns the offsets of the last record:
+ * [*lo, *hi). */
+static void make5(const char *dir, size_t last_len, size_t *lo, size_t *hi)
 {
     struct wal *w;
     struct wal_stats st;
@@ -550,7 +551,7 @@ static void make5(const char *dir, size_t *lo, size_t *hi)
     append_range(w, 1, 4, 1, 37);
     wal_stats(w, &st);
     *lo = st.bytes_written;
-    append_range(w, 5, 5, 1, 37);
+    append_range(w, 5, 5, 1, last_len);
     assert_int_equal(wal_sync(w), 0);
     wal_stats(w, &st);
     *hi = st.bytes_written;
@@ -565,9 +566,9 @@ struct damaged {
     size_t len;          /* their count */
 };
 
-static void damaged_make(const char *dir, struct damaged *d)
+static void damaged_make(const char *dir, size_t last_len, struct damaged *d)
 {
-    make5(dir, &d->lo, &d->hi);
+    make5(dir, last_len, &d->lo, &d->hi);
     seg_path(dir, -1, d->path, sizeof d->path);
     d->orig = file_load(d->path, &d->len);
 }
@@ -585,39 +586,111 @@ static void reopen_expect(const char *dir, uint64_t n)
     wal_close(open_log(dir, &fast, &g, 5));
 }
 
-static void test_torn_tail_every_offset(void **state)
+/* refused_untouched: open must refuse the damaged segment at path as
+ * corruption and leave its bytes (want, len) as they were: nothing of a
+ * corrupt record is zeroed away. */
+static void refused_untouched(const char *dir, const char *path,
+                              const unsigned char *want, size_t len)
+{
+    struct wal *w;
+    assert_int_equal(wal_open(dir, &fast, &w), ERR_CORRUPT);
+    size_t got_len;
+    unsigned char *got = file_load(path, &got_len);
+    assert_int_equal(got_len, len);
+    assert_memory_equal(got, want, len);
+    free(got);
+}
+
+/* A short record (the file ends inside it) is torn at every byte offset. */
+static void test_torn_short_record_every_offset(void **state)
 {
     struct fx *f = *state;
     struct damaged d;
-    damaged_make(f->dir, &d);
+    damaged_make(f->dir, 37, &d);
     log_set_level(LOG_ERROR); /* one repair warning per offset is noise */
     for (size_t cut = d.lo; cut <= d.hi; cut++) {
-        /* bytes past cut never hit disk */
-        store_set(d.path, d.orig, d.len, cut, 0, d.hi - cut);
-        /* zeroing only the record's zero padding leaves it intact */
-        size_t nz = 0;
-        for (size_t i = cut; i < d.hi; i++)
-            nz += d.orig[i] != 0;
-        reopen_expect(f->dir, nz == 0 ? 5 : 4);
+        file_store(d.path, d.orig, cut); /* bytes past cut never hit disk */
+        reopen_expect(f->dir, cut == d.hi ? 5 : 4);
     }
-    /* a torn write can also leave the record's tail but not its head */
-    store_set(d.path, d.orig, d.len, d.lo, 0, 16);
-    reopen_expect(f->dir, 4);
     log_set_level(LOG_INFO);
     free(d.orig);
 }
 
-static void test_bitflip_tail_record_is_torn(void **state)
+/* A zero-filled tail is torn when a whole sector piece of the record is
+ * still zero (the disk writes whole sectors); a record whose every sector
+ * holds data but fails its crc is refused, and so is one whose crc, len or
+ * type is cut inside its sector (its shape is gone).  The last record here spans four 512-byte sectors;
+ * the tail is zeroed from every byte offset. */
+static void test_torn_tail_every_offset(void **state)
 {
     struct fx *f = *state;
     struct damaged d;
-    damaged_make(f->dir, &d);
-    log_set_level(LOG_ERROR);
-    for (size_t off = d.lo; off < d.hi; off++) {
-        store_flip(d.path, d.orig, d.len, off,
-                   (unsigned char)(1u << (off % 8)));
-        reopen_expect(f->dir, 4);
+    damaged_make(f->dir, 1500, &d);
+    size_t last_sector = d.hi / 512 * 512;
+    assert_true(last_sector > d.lo + 1024 && d.hi - last_sector > 16);
+    unsigned char *b = malloc(d.len);
+    log_set_level(LOG_FATAL); /* each repair or refusal logs */
+    for (size_t cut = d.lo; cut <= d.hi; cut++) {
+        memcpy(b, d.orig, d.len);
+        memset(b + cut, 0, d.hi - cut);
+        file_store(d.path, b, d.len);
+        size_t nz = 0;
+        for (size_t i = cut; i < d.hi; i++)
+            nz += d.orig[i] != 0;
+        if (nz == 0) /* only the zero padding went: the record is intact */
+            reopen_expect(f->dir, 5);
+        else if (cut == d.lo || (cut > d.lo + 8 && cut <= last_sector))
+            reopen_expect(f->dir, 4); /* its last sector never got written */
+        else /* its crc, len or type is cut, or its last sector is part */
+            refused_untouched(f->dir, d.path, b, d.len);
     }
+    /* a torn write can also leave the record's tail but not its head */
+    store_set(d.path, d.orig, d.len, d.lo, 0, 16);
+    reopen_expect(f->dir, 4);
+    /* or a middle sector unwritten */
+    store_set(d.path, d.orig, d.len, last_sector - 512, 0, 512);
+    reopen_expect(f->dir, 4);
+    log_set_level(LOG_INFO);
+    free(b);
+    free(d.orig);
+}
+
+/* flip_each flips one bit of every byte of the last record but its len
+ * field and expects each to be refused, the file left as it was. */
+static void flip_each(const char *dir, const struct damaged *d)
+{
+    unsigned char *b = malloc(d->len);
+    for (size_t off = d->lo; off < d->hi; off++) {
+        if (off >= d->lo + 4 && off < d->lo + 8)
+            continue; /* len: see test_bitflip_tail_record_is_corrupt */
+        memcpy(b, d->orig, d->len);
+        b[off] ^= (unsigned char)(1u << (off % 8));
+        file_store(d->path, b, d->len);
+        refused_untouched(dir, d->path, b, d->len);
+    }
+    free(b);
+}
+
+/* A bit flip in the final, complete record of a clean, synced shutdown is
+ * corruption, not a torn write: it is refused and the record is kept. */
+static void test_bitflip_tail_record_is_corrupt(void **state)
+{
+    struct fx *f = *state;
+    struct damaged d;
+    damaged_make(f->dir, 37, &d); /* one sector */
+    assert_int_equal(d.lo / 512, (d.hi - 1) / 512);
+    log_set_level(LOG_FATAL);
+    flip_each(f->dir, &d);
+    free(d.orig);
+    teardown(state);
+    setup(state);
+    f = *state;
+    damaged_make(f->dir, 1500, &d); /* four sectors */
+    flip_each(f->dir, &d);
+    /* a len made 4 KiB longer runs past the end of the file: torn */
+    store_flip(d.path, d.orig, d.len, d.lo + 5, 0x10);
+    log_set_level(LOG_ERROR);
+    reopen_expect(f->dir, 4);
     log_set_level(LOG_INFO);
     free(d.orig);
 }
@@ -626,7 +699,7 @@ static void test_bitflip_middle_is_corrupt(void **state)
 {
     struct fx *f = *state;
     struct damaged d;
-    damaged_make(f->dir, &d);
+    damaged_make(f->dir, 37, &d);
     size_t rec = d.hi - d.lo; /* all five records have the same size */
     log_set_level(LOG_FATAL); /* each refusal logs an error line */
     for (size_t off = d.lo - 3 * rec; off < d.lo; off++) {
@@ -884,8 +957,9 @@ int main(void)
         T(test_snapshot_jump),
         T(test_truncation_overwrites_tail),
         T(test_release_before),
+        T(test_torn_short_record_every_offset),
         T(test_torn_tail_every_offset),
-        T(test_bitflip_tail_record_is_torn),
+        T(test_bitflip_tail_record_is_corrupt),
         T(test_bitflip_middle_is_corrupt),
         T(test_bitflip_earlier_segment_is_corrupt),
         T(test_holes_read_as_zeros),
