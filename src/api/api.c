@@ -66,7 +66,8 @@ static bool learner_gate(void *ctx, const char *method, const uint8_t *req,
 }
 
 int api_start(struct server *s, const char *listen_urls,
-              const struct api_tls *tls, struct api **api_out)
+              const struct api_tls *tls, uint32_t max_streams,
+              struct api **api_out)
 {
     struct api *api = mem_calloc(1, sizeof *api);
     if (api == NULL)
@@ -76,6 +77,7 @@ int api_start(struct server *s, const char *listen_urls,
     struct api_server_config cfg;
     config_init(&cfg, buf, sizeof buf, listen_urls, tls);
     cfg.max_request_bytes = server_max_request_bytes(s);
+    cfg.max_concurrent_streams = max_streams;
     int rc = api_server_create(&cfg, &api->rpc);
     if (rc != 0) {
         mem_free(api);

@@ -21,10 +21,13 @@ struct api_server;
 /* api_start listens on the comma-separated listen_urls and serves s.
  * https:// and unixs:// URLs serve TLS with tls (see tls.h; borrowed, it
  * must stay valid until api_stop), plain ones stay plain, as in etcd.
+ * max_streams bounds the concurrent streams of each client connection
+ * (--max-concurrent-streams; 0: the runtime's default, see rpc.h).
  * Errors: ERR_INVAL (bad URL, https without tls, bad TLS material),
  * ERR_IO (bind). */
 int api_start(struct server *s, const char *listen_urls,
-              const struct api_tls *tls, struct api **api_out);
+              const struct api_tls *tls, uint32_t max_streams,
+              struct api **api_out);
 
 /* api_peer_create builds the member's peer listener on the
  * comma-separated listen_peer_urls (http://, https://, unix://, unixs://),

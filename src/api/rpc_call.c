@@ -385,6 +385,15 @@ void api__call_inbox(struct api_call *call)
     /* The request bytes are no longer needed once answered. */
     api__guard_in_sub(c, call->body_n);
     call->body_n = 0;
+    if (call->code == GRPC_STATUS_OK && api__guard_out_full(c)) {
+        /* The client reads nothing: this reply would pile up too. */
+        char msg[160];
+        api__not_reading_msg(msg, sizeof msg, c);
+        call->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        call->msg = mem_dup(msg, strlen(msg) + 1);
+        call->out_n = call->out_off = 0;
+        buf_trim(&call->out, &call->out_cap);
+    }
     int rv;
     call->state = API__CALL_SUBMITTED;
     if (call->code == GRPC_STATUS_OK) {

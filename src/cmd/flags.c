@@ -15,7 +15,7 @@
 
 #define CETCD_ETCD_VERSION "3.4.23"
 
-enum ftype { F_STR, F_BOOL, F_UINT, F_INT, F_DUR };
+enum ftype { F_STR, F_BOOL, F_UINT, F_U32, F_INT, F_DUR };
 
 /* Whether cetcd has built what the flag controls. */
 enum fstate {
@@ -52,7 +52,7 @@ static struct flag table[] = {
     {"backend-batch-limit", F_UINT, "0", NOT_YET, "Member", "BackendBatchLimit is the maximum operations before commit the backend transaction."},
     {"max-txn-ops", F_UINT, "128", BUILT, "Member", "Maximum number of operations permitted in a transaction."},
     {"max-request-bytes", F_UINT, "1572864", BUILT, "Member", "Maximum client request size in bytes the server will accept."},
-    {"max-concurrent-streams", F_STR, "math.MaxUint32", NOT_YET, "Member", "Maximum concurrent streams that each client can open at a time."},
+    {"max-concurrent-streams", F_U32, "math.MaxUint32", BUILT, "Member", "Maximum concurrent streams that each client can open at a time."},
     {"grpc-keepalive-min-time", F_DUR, "5s", NOT_YET, "Member", "Minimum duration interval that a client should wait before pinging server."},
     {"grpc-keepalive-interval", F_DUR, "2h", NOT_YET, "Member", "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable)."},
     {"grpc-keepalive-timeout", F_DUR, "20s", NOT_YET, "Member", "Additional duration of wait before closing a non-responsive connection (0 to disable)."},
@@ -196,6 +196,8 @@ static bool value_ok(const struct flag *f, const char *v)
         return parse_bool(v, &b);
     case F_UINT:
         return parse_uint(v, &u);
+    case F_U32:
+        return parse_uint(v, &u) && u <= UINT32_MAX;
     case F_INT:
         return parse_int(v, &i);
     case F_DUR:

@@ -9,8 +9,9 @@
  *   "token"           value is the request's "token" metadata
  *   "deadline"        value is the remaining deadline in ms, or "none"
  *   "error"           FAILED_PRECONDITION "etcdserver: echo error"
+ *   "big/<n>"         value is n bytes of 'b' (large replies)
  * Usage: rpc_echo_server [--listen URL]... [--threads N]
- *        [--max-request-bytes N]
+ *        [--max-request-bytes N] [--preface-timeout-ms N] [--max-streams N]
  * It prints "READY <port>" once serving and stops cleanly on SIGTERM,
  * SIGINT or end of stdin.
  */
@@ -77,6 +78,19 @@ static void answer(struct api_call *call, const Etcdserverpb__RangeRequest *req)
     kv.key = req->key;
     kv.value.data = (uint8_t *)val;
     kv.value.len = strlen(val);
+    uint8_t *big = NULL;
+    if (klen > 4 && klen < 16 && memcmp(key, "big/", 4) == 0) {
+        char num[16];
+        memcpy(num, key + 4, (size_t)klen - 4);
+        num[klen - 4] = '\0';
+        size_t want = (size_t)strtoul(num, NULL, 10);
+        big = malloc(want ? want : 1);
+        if (big != NULL) {
+            memset(big, 'b', want);
+            kv.value.data = big;
+            kv.value.len = want;
+        }
+    }
     kv.create_revision = kv.mod_revision = 3;
     kv.version = 1;
     resp.header = &hdr;
@@ -84,6 +98,7 @@ static void answer(struct api_call *call, const Etcdserverpb__RangeRequest *req)
     resp.kvs = kvs;
     resp.count = 1;
     api_call_reply(call, &resp.base);
+    free(big);
 }
 
 static void *delayer_main(void *arg)
@@ -253,6 +268,10 @@ int main(int argc, char **argv)
             cfg.threads = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--max-request-bytes") == 0)
             cfg.max_request_bytes = (size_t)atol(argv[i + 1]);
+        else if (strcmp(argv[i], "--preface-timeout-ms") == 0)
+            cfg.preface_timeout_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--max-streams") == 0)
+            cfg.max_concurrent_streams = (uint32_t)atol(argv[i + 1]);
     }
     if (cfg.urls_n == 0)
         cfg.urls[cfg.urls_n++] = "http://127.0.0.1:0";
