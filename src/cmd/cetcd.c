@@ -390,7 +390,11 @@ static int run(void)
         return 0;
     }
     struct api *api;
-    rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, &api);
+    /* etcd's default (math.MaxUint32: unlimited) reads as 0 here, which
+     * is the runtime's bounded default (API_DEFAULT_MAX_STREAMS). */
+    uint32_t streams = (uint32_t)flags_get_u64("max-concurrent-streams");
+    rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, streams,
+                   &api);
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on client urls %s: %s",
                   flags_get("listen-client-urls"), err_str(rc));
