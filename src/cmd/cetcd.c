@@ -259,6 +259,40 @@ static void print_startup(const struct server_config *c)
     log_info("embed", "advertise client URLs = %s", c->client_urls);
 }
 
+/* loopback_host: the host of "http://host:port..." (n bytes after the
+ * scheme) reaches only this machine. */
+static bool loopback_host(const char *h, size_t n)
+{
+    if (n > 0 && h[0] == '[') /* [::1]:2380 */
+        return n >= 5 && memcmp(h, "[::1]", 5) == 0;
+    size_t hn = strcspn(h, ":/,");
+    if (hn > n)
+        hn = n;
+    return (hn == 9 && memcmp(h, "localhost", 9) == 0) ||
+           (hn >= 4 && memcmp(h, "127.", 4) == 0);
+}
+
+/* warn_plain_peers: without peer TLS, anyone who reaches the peer port
+ * can forge raft messages from a member id (ids are in every response
+ * header), so a plain listener beyond loopback is worth a warning (see
+ * the README's threat model). */
+static void warn_plain_peers(const char *urls)
+{
+    for (const char *u = urls; u != NULL && *u; u = strchr(u, ',')) {
+        u += *u == ',';
+        size_t n = strcspn(u, ",");
+        if (n < 7 || strncmp(u, "http://", 7) != 0 ||
+            loopback_host(u + 7, n - 7))
+            continue;
+        log_warn("embed",
+                 "peers listen on plain %.*s: anyone who can reach it can "
+                 "forge raft messages and change this member's data; use "
+                 "peer TLS (--peer-cert-file, --peer-key-file, "
+                 "--peer-trusted-ca-file, --peer-client-cert-auth)",
+                 (int)n, u);
+    }
+}
+
 /* The member's TLS material and peer listener, set up before the member
  * starts (etcd opens its peer listeners before creating the server). */
 struct listeners {
@@ -287,6 +321,7 @@ static int listeners_open(struct listeners *l, const char *dir)
         listeners_close(l);
         return 1;
     }
+    warn_plain_peers(peer.urls);
     if (l->peer_tls != NULL) {
         /* Other members are dialled with the listener's certificate (as
          * etcd's rafthttp uses the one PeerTLSInfo); self-signed ones are

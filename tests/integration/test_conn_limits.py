@@ -445,3 +445,34 @@ def test_member_at_fd_limit(make_server):
             "after", "limit"]
     finally:
         srv.stop()
+
+
+def test_member_max_concurrent_streams(make_server):
+    srv = make_server()
+    c = h2raw.Conn(srv.client_port)
+    assert server_settings(c)[h2raw.SETTINGS_MAX_CONCURRENT_STREAMS] == 1000
+    c.close()
+    srv = make_server(extra_args=["--max-concurrent-streams", "7"])
+    c = h2raw.Conn(srv.client_port)
+    assert server_settings(c)[h2raw.SETTINGS_MAX_CONCURRENT_STREAMS] == 7
+    c.close()
+    for bad in ("-1", "4294967296", "x"):
+        r = subprocess.run([srv.binary, "--max-concurrent-streams=" + bad],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2
+        assert ('invalid value "%s" for flag -max-concurrent-streams' % bad
+                in r.stderr), r.stderr
+
+
+def test_plain_peer_listener_warning(make_server):
+    from common.servers import free_port
+    port = free_port()
+    srv = make_server(start=False)
+    srv.extra_args = ["--listen-peer-urls", "%s,http://0.0.0.0:%d" % (
+        srv.peer_url, port)]  # the last one given wins, as in etcd
+    srv.start()
+    with open(srv.log_path) as f:
+        log = f.read()
+    assert ("peers listen on plain http://0.0.0.0:%d: anyone who can reach "
+            "it can forge raft messages" % port) in log, log
+    assert "plain http://127.0.0.1" not in log
