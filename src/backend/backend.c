@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "util/err.h"
 #include "util/fs.h"
@@ -45,17 +46,38 @@ struct backend {
                               page: see extent_update */
     uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
     bool ahead_warned;     /* alloc_ahead failed and said so */
+    _Atomic bool low;      /* the disk refused blocks and less than
+                              LOW_BYTES are left allocated: see
+                              backend_space_low */
+    bool txn_refused;      /* the open write txn was refused room: its
+                              commit fails (writer only) */
 };
 
 /* With write_map, the data file is as large as the map but sparse, and a
  * page LMDB adds past the data is a hole until it is written: a write
  * fault on a hole of a full disk is SIGBUS, where a pwrite would have
  * returned ENOSPC.  So the blocks after LMDB's last page are allocated
- * ahead (fallocate, the file's size unchanged), AHEAD_BYTES at a time,
- * topped up after each commit that leaves less than half of it.  A txn
- * that adds more than that in one go (a delete of millions of keys) may
- * still reach holes. */
+ * ahead (fallocate, the file's size unchanged), up to AHEAD_BYTES past
+ * the data, ALLOC_CHUNK at a time (a disk that cannot give all of it
+ * gives what it has), topped up after each commit that leaves less than
+ * half of it.  And no page past the allocated blocks is ever written:
+ * before each write of a txn, room_check makes sure that the txn's next
+ * new page plus a bound of what the write may add plus RESERVE_BYTES (the
+ * commit's freelist pages) lies inside the allocated blocks, allocating
+ * more if it can, and refuses the write (ERR_NOSPC, the txn then fails to
+ * commit) if it cannot.  The txn's next page number is LMDB's
+ * mt_next_pgno, read through the layout check of txn_layout_ok. */
 #define AHEAD_BYTES ((uint64_t)64 << 20)
+#define ALLOC_CHUNK ((uint64_t)1 << 20)
+/* Below this much allocated room, with the disk refusing more, the store
+ * says it is low on space (backend_space_low): writes should stop before
+ * the room is gone, so that deletes and the alarm still fit. */
+#define LOW_BYTES ((uint64_t)8 << 20)
+/* Kept free after every write of a txn, for its commit. */
+#define RESERVE_BYTES ((uint64_t)1 << 20)
+/* What one write may add besides its value: the copies of the pages on
+ * its path and the splits (a few per level of a tree of depth <= 16). */
+#define WRITE_PAGES_MAX 64
 
 static void alloc_ahead(struct backend *be);
 static void extent_update(struct backend *be);
@@ -176,6 +198,67 @@ static void find_map(struct backend *be)
     fclose(f);
 }
 
+/* env_open creates and opens be's env in dir (be->env: NULL on error). */
+static int env_open(struct backend *be, const char *dir,
+                    const struct backend_options *opts, bool write_map)
+{
+    int rc = map(mdb_env_create(&be->env));
+    if (rc != 0) {
+        be->env = NULL;
+        return rc;
+    }
+    rc = env_configure(be->env, opts);
+    unsigned flags = MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
+    if (opts != NULL && opts->no_fsync)
+        flags |= MDB_NOSYNC;
+    if (write_map)
+        flags |= MDB_WRITEMAP;
+    if (rc == 0)
+        rc = map(mdb_env_open(be->env, dir, flags, 0600));
+    if (rc != 0) {
+        mdb_env_close(be->env);
+        be->env = NULL;
+        return rc;
+    }
+    mdb_env_set_userctx(be->env, be);
+    be->write_map = write_map;
+    return 0;
+}
+
+/* The head of LMDB 0.9's struct MDB_txn (mdb.c, 64-bit builds): what
+ * room_check reads.  txn_layout_ok checks it against the public API
+ * before write_map is trusted. */
+struct lmdb_txn_head {
+    void *parent;        /* mt_parent */
+    void *child;         /* mt_child */
+    size_t next_pgno;    /* mt_next_pgno: the txn's next new page */
+    size_t txnid;        /* mt_txnid */
+    MDB_env *env;        /* mt_env */
+};
+
+static size_t txn_next_pgno(MDB_txn *txn)
+{
+    return ((const struct lmdb_txn_head *)(void *)txn)->next_pgno;
+}
+
+/* txn_layout_ok tells whether a fresh write txn's head reads as LMDB 0.9
+ * lays it out: its env, its id and its next page (one past the last
+ * committed page). */
+static bool txn_layout_ok(struct backend *be)
+{
+    MDB_envinfo info;
+    MDB_txn *txn;
+    if (mdb_env_info(be->env, &info) != 0 ||
+        mdb_txn_begin(be->env, NULL, 0, &txn) != 0)
+        return false;
+    const struct lmdb_txn_head *h = (const void *)txn;
+    bool ok = h->env == be->env && h->txnid == mdb_txn_id(txn) &&
+              h->txnid == info.me_last_txnid + 1 &&
+              h->next_pgno == info.me_last_pgno + 1;
+    mdb_txn_abort(txn);
+    return ok;
+}
+
 int backend_open(const char *dir, const struct backend_options *opts,
                  struct backend **out)
 {
@@ -185,23 +268,18 @@ int backend_open(const char *dir, const struct backend_options *opts,
     struct backend *be = mem_calloc(1, sizeof *be);
     if (be == NULL)
         return ERR_NOMEM;
-    int rc = map(mdb_env_create(&be->env));
+    bool write_map = opts != NULL && opts->write_map;
+    int rc = env_open(be, dir, opts, write_map);
+    if (rc == 0 && write_map && !txn_layout_ok(be)) {
+        /* Without the txn's next page a full disk could SIGBUS us. */
+        log_warn("backend", "this LMDB's txn layout is not the one cetcd "
+                 "knows; writing the store with pwrite (no write map)");
+        mdb_env_close(be->env);
+        rc = env_open(be, dir, opts, false);
+    }
     if (rc != 0)
         goto err_free;
-    rc = env_configure(be->env, opts);
-    if (rc != 0)
-        goto err_env;
-    unsigned flags = MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
-    if (opts != NULL && opts->no_fsync)
-        flags |= MDB_NOSYNC;
-    if (opts != NULL && opts->write_map)
-        flags |= MDB_WRITEMAP;
-    rc = map(mdb_env_open(be->env, dir, flags, 0600));
-    if (rc != 0)
-        goto err_env;
-    mdb_env_set_userctx(be->env, be);
     be->key_max = (size_t)mdb_env_get_maxkeysize(be->env);
-    be->write_map = (flags & MDB_WRITEMAP) != 0;
     MDB_stat st;
     rc = map(mdb_env_stat(be->env, &st));
     if (rc == 0 && be->write_map)
@@ -278,32 +356,107 @@ static struct backend *txn_backend(MDB_txn *txn)
     return be;
 }
 
-/* Tops the allocated blocks up to AHEAD_BYTES past LMDB's last page (see
- * AHEAD_BYTES); the writer only.  A failure is logged once: the store
- * still works, on holes. */
+/* alloc_to allocates the store file's blocks up to `to` (capped at the
+ * map), ALLOC_CHUNK at a time so that a disk short of all of it gives
+ * what it has; the writer only.  Returns 0 or the errno of the refusal. */
+static int alloc_to(struct backend *be, uint64_t to)
+{
+    assert(be->write_map);
+    if (to > be->map_size)
+        to = be->map_size;
+    uint64_t used = atomic_load(&be->extent);
+    if (be->ahead_end < used)
+        be->ahead_end = used; /* written pages have their blocks */
+    while (be->ahead_end < to) {
+        uint64_t n = to - be->ahead_end;
+        if (n > ALLOC_CHUNK)
+            n = ALLOC_CHUNK;
+        if (fallocate(be->fd, 0, (off_t)be->ahead_end, (off_t)n) != 0)
+            return errno;
+        be->ahead_end += n;
+    }
+    return 0;
+}
+
+/* low_update sets the low flag after an allocation that got rc, logging
+ * each change once (not per write). */
+static void low_update(struct backend *be, int rc)
+{
+    uint64_t room = be->ahead_end - atomic_load(&be->extent);
+    bool low = rc != 0 && room < LOW_BYTES;
+    if (rc != 0 && !be->ahead_warned) {
+        be->ahead_warned = true;
+        log_warn("backend", "cannot allocate blocks ahead in the store "
+                 "file: %s (%llu bytes allocated ahead)", strerror(rc),
+                 (unsigned long long)room);
+    }
+    if (rc == 0)
+        be->ahead_warned = false;
+    if (low == atomic_load(&be->low))
+        return;
+    atomic_store(&be->low, low);
+    if (low)
+        log_error("backend", "the store's disk is full (%s, %llu bytes left "
+                  "allocated): writes are refused until space is freed",
+                  strerror(rc), (unsigned long long)room);
+    else
+        log_info("backend", "the store's disk has room again");
+}
+
+/* ahead_target is how far past the data to allocate: AHEAD_BYTES, but
+ * no more than half the disk's free space (others share a small disk),
+ * and never less than twice LOW_BYTES (a disk that cannot give that much
+ * is full). */
+static uint64_t ahead_target(struct backend *be)
+{
+    struct statvfs v;
+    uint64_t t = AHEAD_BYTES;
+    if (fstatvfs(be->fd, &v) == 0 &&
+        (uint64_t)v.f_bavail * v.f_frsize / 2 < t)
+        t = (uint64_t)v.f_bavail * v.f_frsize / 2;
+    return t < 2 * LOW_BYTES ? 2 * LOW_BYTES : t;
+}
+
+/* Tops the allocated blocks up to ahead_target past LMDB's last page once
+ * less than half of that is left (or the disk was low); the writer only. */
 static void alloc_ahead(struct backend *be)
 {
     uint64_t used = atomic_load(&be->extent);
-    if (be->ahead_end >= used + AHEAD_BYTES / 2)
+    if (be->ahead_end >= used + AHEAD_BYTES / 2 && !atomic_load(&be->low))
         return;
-    uint64_t from = be->ahead_end > used ? be->ahead_end : used;
-    uint64_t to = used + AHEAD_BYTES;
-    if (to > be->map_size)
-        to = be->map_size;
-    if (to <= from)
+    uint64_t t = ahead_target(be);
+    if (be->ahead_end >= used + t / 2 && !atomic_load(&be->low))
         return;
-    int rc = fallocate(be->fd, 0, (off_t)from, (off_t)(to - from)) == 0
-                 ? 0
-                 : errno;
-    if (rc == 0) {
-        be->ahead_end = to;
-        be->ahead_warned = false;
-    } else if (!be->ahead_warned) {
-        be->ahead_warned = true;
-        log_warn("backend", "cannot allocate %llu bytes ahead in the store "
-                 "file: %s (a full disk may now stop the member)",
-                 (unsigned long long)(to - from), strerror(rc));
-    }
+    low_update(be, alloc_to(be, used + t));
+}
+
+/* room_check makes sure a write adding about `bytes` to txn stays inside
+ * the allocated blocks (see AHEAD_BYTES); ERR_NOSPC refuses it, and the
+ * txn with it. */
+static int room_check(MDB_txn *txn, size_t bytes)
+{
+    struct backend *be = txn_backend(txn);
+    if (!be->write_map)
+        return 0; /* pwrite reports a full disk itself */
+    if (be->txn_refused)
+        return ERR_NOSPC;
+    uint64_t need = (uint64_t)txn_next_pgno(txn) * be->page_size +
+                    WRITE_PAGES_MAX * be->page_size + 2 * (uint64_t)bytes +
+                    RESERVE_BYTES;
+    if (need <= be->ahead_end)
+        return 0;
+    int rc = alloc_to(be, need + ALLOC_CHUNK);
+    if (rc == 0 || need <= be->ahead_end)
+        return 0;
+    low_update(be, rc);
+    be->txn_refused = true;
+    return ERR_NOSPC;
+}
+
+bool backend_space_low(struct backend *be)
+{
+    assert(be != NULL);
+    return atomic_load(&be->low);
 }
 
 int backend_write_commit(struct backend_txn *txn)
@@ -312,6 +465,13 @@ int backend_write_commit(struct backend_txn *txn)
     struct backend *be = txn_backend(mtxn(txn));
     assert(be->writing);
     be->writing = false;
+    if (be->txn_refused || room_check(mtxn(txn), 0) != 0) {
+        /* A write was refused room (its caller may have gone on): none
+         * of this txn is committed. */
+        be->txn_refused = false;
+        mdb_txn_abort(mtxn(txn));
+        return ERR_NOSPC;
+    }
     int rc = map(mdb_txn_commit(mtxn(txn)));
     if (rc == 0)
         extent_update(be);
@@ -326,6 +486,7 @@ void backend_write_abort(struct backend_txn *txn)
     struct backend *be = txn_backend(mtxn(txn));
     assert(be->writing);
     be->writing = false;
+    be->txn_refused = false;
     mdb_txn_abort(mtxn(txn));
 }
 
@@ -374,7 +535,8 @@ int backend_put(struct backend_txn *txn, backend_bucket b, const void *key,
 {
     assert(txn != NULL && key_len > 0);
     MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
-    return map(mdb_put(mtxn(txn), b, &k, &v, 0));
+    int rc = room_check(mtxn(txn), key_len + val_len);
+    return rc != 0 ? rc : map(mdb_put(mtxn(txn), b, &k, &v, 0));
 }
 
 int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
@@ -383,7 +545,10 @@ int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
 {
     assert(txn != NULL && key_len > 0 && data_out != NULL);
     MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
-    int rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE);
+    int rc = room_check(mtxn(txn), key_len + val_len);
+    if (rc != 0)
+        return rc;
+    rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE);
     if (rc == 0)
         *data_out = v.mv_data;
     return map(rc);
@@ -395,7 +560,10 @@ int backend_append_reserve(struct backend_txn *txn, backend_bucket b,
 {
     assert(txn != NULL && key_len > 0 && data_out != NULL);
     MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
-    int rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE | MDB_APPEND);
+    int rc = room_check(mtxn(txn), key_len + val_len);
+    if (rc != 0)
+        return rc;
+    rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE | MDB_APPEND);
     if (rc == MDB_KEYEXIST) /* not after the last key: an ordinary put */
         return backend_put_reserve(txn, b, key, key_len, val_len, data_out);
     if (rc == 0)
@@ -409,7 +577,10 @@ int backend_cursor_put_reserve(struct backend_cursor *c, const void *key,
 {
     assert(c != NULL && key_len > 0 && data_out != NULL);
     MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
-    int rc = mdb_cursor_put(mcur(c), &k, &v, MDB_RESERVE);
+    int rc = room_check(mdb_cursor_txn(mcur(c)), key_len + val_len);
+    if (rc != 0)
+        return rc;
+    rc = mdb_cursor_put(mcur(c), &k, &v, MDB_RESERVE);
     if (rc == 0)
         *data_out = v.mv_data;
     return map(rc);
@@ -420,7 +591,8 @@ int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
 {
     assert(txn != NULL && key_len > 0);
     MDB_val k = {key_len, (void *)key};
-    return map(mdb_del(mtxn(txn), b, &k, NULL));
+    int rc = room_check(mtxn(txn), key_len);
+    return rc != 0 ? rc : map(mdb_del(mtxn(txn), b, &k, NULL));
 }
 
 int backend_cursor_open(struct backend_txn *txn, backend_bucket b,
@@ -528,7 +700,8 @@ int backend_cursor_current(struct backend_cursor *c,
 int backend_cursor_del(struct backend_cursor *c)
 {
     assert(c != NULL);
-    return map(mdb_cursor_del(mcur(c), 0));
+    int rc = room_check(mdb_cursor_txn(mcur(c)), 0);
+    return rc != 0 ? rc : map(mdb_cursor_del(mcur(c), 0));
 }
 
 size_t backend_key_max(const struct backend *be)

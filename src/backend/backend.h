@@ -123,7 +123,8 @@ int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
  * ERR_BUSY (the writer already holds one - a caller bug, also asserted). */
 int backend_write_begin(struct backend *be, struct backend_txn **out);
 /* backend_write_commit commits and frees txn (also on error, where nothing
- * is committed).  Errors: ERR_NOSPC (map full), ERR_IO. */
+ * is committed).  Errors: ERR_NOSPC (map full, disk full, or a write of
+ * txn was refused for a full disk: see backend_space_low), ERR_IO. */
 int backend_write_commit(struct backend_txn *txn);
 /* backend_write_abort drops every change of txn and frees it. */
 void backend_write_abort(struct backend_txn *txn);
@@ -145,7 +146,7 @@ int backend_read_renew(struct backend_txn *txn);
 int backend_get(struct backend_txn *txn, backend_bucket b, const void *key,
                 size_t key_len, struct backend_val *val_out);
 /* backend_put inserts or replaces key -> val.  Errors: ERR_NOSPC (map
- * full), ERR_INVAL (key too long: > backend_key_max), ERR_IO, ERR_NOMEM. */
+ * or disk full: see backend_space_low), ERR_INVAL (key too long: > backend_key_max), ERR_IO, ERR_NOMEM. */
 int backend_put(struct backend_txn *txn, backend_bucket b, const void *key,
                 size_t key_len, const void *val, size_t val_len);
 /* backend_put_reserve inserts key with val_len uninitialised bytes and
@@ -224,6 +225,26 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
 /* backend_file_bytes is backend_size's total without its read txn: the
  * extent of the pages the last committed txn reaches (cheap; any thread). */
 uint64_t backend_file_bytes(struct backend *be);
+
+/*
+ * A full disk.  With write_map the store is written through a shared map
+ * of a sparse file, where a page without blocks on a full disk would be
+ * SIGBUS, not an error.  So no page past the blocks the backend allocated
+ * ahead (fallocate) is ever written: every write of a write txn (put,
+ * the reserves, del, cursor_del) first checks that what it may add, plus
+ * a reserve for the commit, fits in the allocated blocks, allocating more
+ * if the disk has it, and returns ERR_NOSPC if not.  The txn is then
+ * refused: every later write and its commit return ERR_NOSPC, and nothing
+ * of it is committed (the caller aborts or commits it, either frees it).
+ * Without write_map a full disk shows as ERR_NOSPC from the commit.
+ *
+ * backend_space_low tells (any thread, cheap) that the disk refused to
+ * give the store more blocks and less than 8 MiB are left allocated: the
+ * caller should stop adding data (etcd's NOSPACE alarm) while deletes and
+ * small writes still fit.  It turns false again after a commit finds the
+ * disk has room.  The change is logged once each way.
+ */
+bool backend_space_low(struct backend *be);
 
 /* backend_sync forces everything committed to disk (used at clean shutdown
  * and after no_fsync runs).  Errors: ERR_IO. */

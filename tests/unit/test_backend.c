@@ -4,7 +4,8 @@
  * temporary directory; put/get/del, cursor walks over plain and REVKEY
  * buckets, deletes through a cursor down to an empty bucket, a read txn
  * that must not see a later commit, pooled reader reset/renew, reopen,
- * size accounting, store copies, and the writable map (write_map).
+ * size accounting, store copies, the writable map (write_map), and a
+ * full disk under it (a small tmpfs the test mounts).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <errno.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -42,6 +45,8 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     char cmd[128];
+    snprintf(cmd, sizeof cmd, "%s/small", f->dir);
+    (void)umount2(cmd, MNT_DETACH); /* test_full_disk's, if it failed */
     backend_close(f->be);
     snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
     assert_int_equal(system(cmd), 0);
@@ -357,6 +362,78 @@ static void test_cursor_del_to_empty(void **state)
     assert_int_equal(backend_write_commit(t), 0);
 }
 
+/* A 32 MiB tmpfs (mounted here; skipped where mount is not permitted)
+ * with a 12 MiB filler file: write_map puts of 10 KiB values, 20 per txn,
+ * until the disk is full.  The store must refuse a write with ERR_NOSPC
+ * (before: the process died of SIGBUS writing a page without blocks),
+ * say it is low, keep every committed put, refuse the commit of the txn
+ * that was refused, and take writes again once the filler is deleted. */
+static void test_full_disk(void **state)
+{
+    struct fixture *f = *state;
+    char mnt[128], db[160], filler[160];
+    snprintf(mnt, sizeof mnt, "%s/small", f->dir);
+    assert_int_equal(mkdir(mnt, 0700), 0);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=32m") != 0) {
+        fprintf(stderr, "mount tmpfs: %s: skipped\n", strerror(errno));
+        skip();
+    }
+    snprintf(db, sizeof db, "%s/db", mnt);
+    snprintf(filler, sizeof filler, "%s/filler", mnt);
+    int fd = open(filler, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(posix_fallocate(fd, 0, 12 << 20), 0);
+    close(fd);
+    struct backend_options o = {.write_map = true, .no_fsync = true};
+    struct backend *be;
+    assert_int_equal(backend_open(db, &o, &be), 0);
+    backend_bucket b;
+    assert_int_equal(backend_bucket_open(be, "kv", 0, &b), 0);
+    static char val[10240];
+    memset(val, 'v', sizeof val);
+    int rc = 0, committed = 0;
+    for (int i = 0; rc == 0 && i < 100000; i += 20) {
+        struct backend_txn *t;
+        assert_int_equal(backend_write_begin(be, &t), 0);
+        for (int j = i; rc == 0 && j < i + 20; j++) {
+            char k[16];
+            snprintf(k, sizeof k, "%08d", j);
+            rc = backend_put(t, b, k, 8, val, sizeof val);
+        }
+        if (rc == 0)
+            rc = backend_write_commit(t);
+        else /* the refused txn commits nothing */
+            assert_int_equal(backend_write_commit(t), ERR_NOSPC);
+        if (rc == 0)
+            committed = i + 20;
+    }
+    assert_int_equal(rc, ERR_NOSPC);
+    assert_true(committed > 200); /* ~2 MiB at least went in */
+    assert_true(backend_space_low(be));
+    struct backend_txn *r;
+    struct backend_val v;
+    char k[16];
+    assert_int_equal(backend_read_begin(be, &r), 0);
+    snprintf(k, sizeof k, "%08d", committed - 1);
+    assert_int_equal(backend_get(r, b, k, 8, &v), 0);
+    assert_int_equal(v.len, sizeof val);
+    snprintf(k, sizeof k, "%08d", committed);
+    assert_int_equal(backend_get(r, b, k, 8, &v), ERR_NOTFOUND);
+    backend_read_end(r);
+    /* space is freed: the next txn gets blocks, and the low flag clears */
+    assert_int_equal(unlink(filler), 0);
+    struct backend_txn *t;
+    assert_int_equal(backend_write_begin(be, &t), 0);
+    for (int j = committed; j < committed + 40; j++) {
+        snprintf(k, sizeof k, "%08d", j);
+        assert_int_equal(backend_put(t, b, k, 8, val, sizeof val), 0);
+    }
+    assert_int_equal(backend_write_commit(t), 0);
+    assert_false(backend_space_low(be));
+    backend_close(be);
+    assert_int_equal(umount(mnt), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +446,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_copy_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cursor_del_to_empty, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
