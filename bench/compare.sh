@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# compare.sh - the same cetcd-bench workloads against the real etcd 3.4.23
-# and against cetcd, one server after the other, in one run; prints a
-# markdown table for docs/BENCHMARKS.md.
+# compare.sh - the same workloads against the real etcd 3.4.23 and against
+# cetcd, one server after the other, in one run, each workload driven by two
+# load generators: ebench (etcd's official Go client, clientv3 + grpc-go, as
+# etcdctl and Kubernetes use it: what users see, and what the goals are
+# judged on) and cetcd-bench (the gRPC C core client); prints a markdown
+# table for docs/BENCHMARKS.md, rows "(go)" and "(c)".
 #
 # usage: bench/compare.sh [WORKDIR]        (default: a fresh dir in /tmp)
 # environment:
@@ -9,6 +12,9 @@
 #   ETCD_BIN    etcd binary (default: etcd on PATH)
 #   BENCH_BIN   cetcd-bench (default build/src/bench/cetcd-bench, then
 #               build-client/src/bench/cetcd-bench)
+#   EBENCH_BIN  ebench (default: built into WORKDIR from
+#               ../shared/tools/ebench with its build.sh)
+#   CLIENTS     load generators, "go c" (default), "go" or "c"
 #   SCALE       multiplies every --total (default 1; SCALE=10 for a longer,
 #               steadier run of some minutes per server)
 #   VAL_SIZE    put value size in bytes (default 256, as etcd's docs)
@@ -49,6 +55,15 @@ for b in "$ROOT/build/src/bench/cetcd-bench" \
 done
 [ -n "$BENCH_BIN" ] && [ -x "$BENCH_BIN" ] ||
     { echo "compare.sh: cetcd-bench not found (make build)" >&2; exit 1; }
+CLIENTS=${CLIENTS:-go c}
+EBENCH_BIN=${EBENCH_BIN:-}
+if [[ " $CLIENTS " == *" go "* ]] && [ -z "$EBENCH_BIN" ]; then
+    src="$ROOT/../shared/tools/ebench"
+    [ -x "$src/build.sh" ] ||
+        { echo "compare.sh: no ebench (set EBENCH_BIN or CLIENTS=c)" >&2; exit 1; }
+    bash "$src/build.sh" "$WORK/eb" >&2
+    EBENCH_BIN=$WORK/eb/ebench
+fi
 CLK_TCK=$(getconf CLK_TCK)
 CPORT=23790
 PPORT=23800
@@ -56,18 +71,20 @@ EP=127.0.0.1:$CPORT
 MEMBERS=${MEMBERS:-1}
 EPS=$EP
 
-# name | cetcd-bench arguments.  Totals are modest so a whole comparison
-# takes a few minutes on 2 cores; SCALE raises them.
+# name | conns | clients | op | total.  Totals are modest so a whole
+# comparison takes a few minutes on 2 cores; SCALE raises them.  The range
+# workloads read one small key (cetcd-bench: "foo"; ebench: one of 1000
+# prefilled 8-byte keys), as etcd's docs do.
 t() { echo $(($1 * SCALE)); }
 WORKLOADS=(
-"put-c1|--conns 1 --clients 1 put --total $(t 1000)"
-"put-c100|--conns 10 --clients 100 put --total $(t 10000)"
-"put-c1000|--conns 100 --clients 1000 put --total $(t 20000)"
-"range-l-c100|--conns 10 --clients 100 range foo --consistency l --total $(t 10000)"
-"range-l-c1000|--conns 100 --clients 1000 range foo --consistency l --total $(t 20000)"
-"range-s-c100|--conns 10 --clients 100 range foo --consistency s --total $(t 10000)"
-"range-s-c1000|--conns 100 --clients 1000 range foo --consistency s --total $(t 20000)"
-"txn-put-c100|--conns 10 --clients 100 txn-put --txn-ops 1 --total $(t 10000)"
+"put-c1|1|1|put|$(t 1000)"
+"put-c100|10|100|put|$(t 10000)"
+"put-c1000|100|1000|put|$(t 20000)"
+"range-l-c100|10|100|range-l|$(t 10000)"
+"range-l-c1000|100|1000|range-l|$(t 20000)"
+"range-s-c100|10|100|range-s|$(t 10000)"
+"range-s-c1000|100|1000|range-s|$(t 20000)"
+"txn-put-c100|10|100|txn-put|$(t 10000)"
 )
 if [ -n "${ONLY:-}" ]; then
     keep=()
@@ -77,6 +94,41 @@ if [ -n "${ONLY:-}" ]; then
     WORKLOADS=("${keep[@]}")
 fi
 PUT_FLAGS="--key-size 8 --val-size $VAL_SIZE --key-space-size $KEY_SPACE"
+
+# bench_cmd CLIENT OP CONNS CLIENTS TOTAL EPS: the command line of one run.
+bench_cmd() {
+    local cl=$1 op=$2 conns=$3 clients=$4 total=$5 eps=$6
+    if [ "$cl" = c ]; then
+        case $op in
+        put) echo "$BENCH_BIN --endpoints $eps --conns $conns --clients $clients put --total $total $PUT_FLAGS" ;;
+        range-?) echo "$BENCH_BIN --endpoints $eps --conns $conns --clients $clients range foo --consistency ${op#range-} --total $total" ;;
+        txn-put) echo "$BENCH_BIN --endpoints $eps --conns $conns --clients $clients txn-put --txn-ops 1 --total $total $PUT_FLAGS" ;;
+        esac
+    else
+        local e="$EBENCH_BIN --endpoints $eps --conns $conns --clients $clients --total $total --json"
+        case $op in
+        put) echo "$e --op put $PUT_FLAGS" ;;
+        range-?) echo "$e --op range --consistency ${op#range-} --key-size 8 --key-space-size 1000" ;;
+        txn-put) echo "$e --op txn-put --txn-ops 1 $PUT_FLAGS" ;;
+        esac
+    fi
+}
+
+# result_line CLIENT FILE: "qps p50 p99 ok errors" from a run's output.
+result_line() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+cl, path = sys.argv[1:]
+text = open(path).read()
+if cl == "c":
+    line = [l for l in text.splitlines() if l.startswith("RESULT")][-1]
+    r = dict(kv.split("=", 1) for kv in line.split()[1:])
+    print(r["qps"], r["p50_ms"], r["p99_ms"], r["ok"], r["errors"])
+else:
+    r = json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
+    print(r["qps"], r["p50_ms"], r["p99_ms"], r["ok"], r["errors"])
+PY
+}
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
@@ -151,24 +203,34 @@ run_all() {
     ETCDCTL_API=3 etcdctl --endpoints "$EP" put foo bar >/dev/null 2>&1 ||
         echo "compare.sh: etcdctl put foo failed (range reads a missing key)" >&2
     for w in "${WORKLOADS[@]}"; do
-        local wname=${w%%|*} args=${w#*|} extra="" c0 c1 line eps=$EPS
-        case $args in *put*) extra=$PUT_FLAGS; eps=$EP ;; esac
-        c0=$(cpu_all)
-        # shellcheck disable=SC2086
-        line=$("$BENCH_BIN" --endpoints "$eps" $args $extra \
-               | tee "$WORK/$name.r$round.$wname.txt" | grep '^RESULT') || {
-            echo "compare.sh: $name $wname failed" >&2; continue; }
-        c1=$(cpu_all)
-        python3 - "$wname" "$c0" "$c1" "$CLK_TCK" "$(rss_kb "$(leader_pid)")" \
-            "$line" >>"$out" <<'PY'
+        local wname conns clients op total cl c0 c1 res eps cmd
+        IFS='|' read -r wname conns clients op total <<<"$w"
+        eps=$EPS
+        case $op in put | txn-put) eps=$EP ;; esac
+        for cl in $CLIENTS; do
+            local row="$wname ($cl)" txt="$WORK/$name.r$round.$wname.$cl.txt"
+            cmd=$(bench_cmd "$cl" "$op" "$conns" "$clients" "$total" "$eps")
+            c0=$(cpu_all)
+            # ebench prefills range keys before timing: that CPU would be
+            # counted too, so its ranges prefill in a run of their own.
+            if [ "$cl" = go ] && [ "${op%-?}" = range ]; then
+                $cmd --total 1 >/dev/null 2>&1 || true
+                cmd="$cmd --prefill no"
+                c0=$(cpu_all)
+            fi
+            # shellcheck disable=SC2086
+            $cmd >"$txt" 2>&1 && res=$(result_line "$cl" "$txt") || {
+                echo "compare.sh: $name $row failed (see $txt)" >&2; continue; }
+            c1=$(cpu_all)
+            python3 - "${row// /_}" "$c0" "$c1" "$CLK_TCK" \
+                "$(rss_kb "$(leader_pid)")" $res >>"$out" <<'PY'
 import sys
-w, c0, c1, tck, rss, line = sys.argv[1:]
-r = dict(kv.split("=", 1) for kv in line.split()[1:])
-ok = max(1, int(r["ok"]))
-cpu_us = (int(c1) - int(c0)) * 1e6 / int(tck) / ok
-print(w, r["qps"], r["p50_ms"], r["p99_ms"], "%.1f" % cpu_us, rss, r["errors"])
+w, c0, c1, tck, rss, qps, p50, p99, ok, errors = sys.argv[1:]
+cpu_us = (int(c1) - int(c0)) * 1e6 / int(tck) / max(1, int(ok))
+print(w, qps, p50, p99, "%.1f" % cpu_us, rss, errors)
 PY
-        echo "  $name $wname: $(tail -1 "$out")" >&2
+            echo "  $name $row: $(tail -1 "$out")" >&2
+        done
     done
     echo "peak_rss_kb $(hwm_kb "$(leader_pid)")" >"$WORK/$name.r$round.peak"
     stop_server
@@ -269,7 +331,7 @@ for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 9
     qr = qps_ratios(w)
     span = (" %.2f-%.2f |" % (min(qr), max(qr)) if qr else " - |") if rounds > 1 else ""
     print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
-        w, err, g(a, 0), g(b, 0), ratio(g(a, 0) if a else None, g(b, 0) if b else None),
+        w.replace("_", " "), err, g(a, 0), g(b, 0), ratio(g(a, 0) if a else None, g(b, 0) if b else None),
         g(a, 1), g(b, 1), g(a, 2), g(b, 2), g(a, 3), g(b, 3),
         ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b), span))
 print()

@@ -7,20 +7,27 @@
 #
 # usage: bench/latency.sh [WORKDIR]     (default: a fresh dir in /tmp)
 # environment: ROUNDS (default 7), MEMBERS (1 or 3, default 1), SCALE
-#   (default 3 = 3000 puts per round), plus compare.sh's CETCD_BIN,
-#   ETCD_BIN, BENCH_BIN.
+#   (default 3 = 3000 puts per round), CLIENT (go: ebench, etcd's Go
+#   client, the default; c: cetcd-bench), plus compare.sh's CETCD_BIN,
+#   ETCD_BIN, BENCH_BIN, EBENCH_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-$(mktemp -d /tmp/cetcd-latency.XXXXXX)}
 ROUNDS=${ROUNDS:-7}
 export SCALE=${SCALE:-3} MEMBERS=${MEMBERS:-1} ONLY='^put-c1$'
+export CLIENTS=${CLIENT:-go}
+if [ "$CLIENTS" = go ] && [ -z "${EBENCH_BIN:-}" ]; then
+    bash ../shared/tools/ebench/build.sh "$WORK/eb" >&2
+    export EBENCH_BIN=$WORK/eb/ebench
+fi
 for r in $(seq "$ROUNDS"); do
     echo "== round $r/$ROUNDS" >&2
     ROUNDS=1 bash bench/compare.sh "$WORK/r$r" >/dev/null
 done
-python3 - "$WORK" "$ROUNDS" "$MEMBERS" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$MEMBERS" "$CLIENTS" <<'PY'
 import os, statistics, sys
 work, rounds, members = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+client = sys.argv[4]
 rows = {"etcd": [], "cetcd": []}
 fs = []
 for r in range(1, rounds + 1):
@@ -28,12 +35,13 @@ for r in range(1, rounds + 1):
     for name in rows:
         for line in open(os.path.join(d, name + ".r1.results")):
             f = line.split()
-            if f[0] == "put-c1":
+            if f[0] == "put-c1_(%s)" % client:
                 rows[name].append((float(f[1]), float(f[2]), float(f[3])))
     t = open(os.path.join(d, "fsync.txt")).read().split()
     fs.append(float(dict(kv.split("=") for kv in t[1:])["p50_ms"]))
-print("### single-client put, %s member(s), %d alternating rounds" %
-      (members, rounds))
+print("### single-client put, %s member(s), %d alternating rounds, %s "
+      "client" % (members, rounds, "Go (ebench)" if client == "go"
+                  else "C (cetcd-bench)"))
 print()
 print("| round | etcd p50 ms | cetcd p50 ms | p50 ratio | etcd p99 ms | "
       "cetcd p99 ms | etcd qps | cetcd qps | fdatasync p50 ms |")
