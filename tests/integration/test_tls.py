@@ -516,3 +516,30 @@ def test_peer_cert_allowed_names(make_tls_server, flag, value, ok):
     # server.crt: CN example.com, SANs localhost and 127.0.0.1.
     assert tls_accepts(s.peer_port, f("server.crt"),
                        f("server.key.insecure")) == ok
+
+
+@pytest.mark.skipif(bool(os.environ.get("CETCD_TEST_AGAINST_ETCD")),
+                    reason="cetcd's handshake timeout (grpc-go: 120 s)")
+def test_stalled_handshake_and_preface_closed(make_tls_server, certs):
+    """A TLS connection that never sends its ClientHello, and one that
+    completes the handshake but never sends the HTTP/2 preface, are closed
+    by the member after its 10 s limit; a normal client is served meanwhile.
+    """
+    s = make_tls_server(server_args(certs),
+                        ready_creds=lambda: creds(certs, client=False))
+    t0 = time.monotonic()
+    silent = socket.create_connection(("127.0.0.1", s.client_port))
+    ctx = ssl.create_default_context(cafile=certs.path("ca.crt"))
+    raw = socket.create_connection(("127.0.0.1", s.client_port))
+    tls = ctx.wrap_socket(raw, server_hostname="localhost")  # handshake
+    assert ctl(s, *tls_ctl_args(certs, who=None), "put", "k", "v").rc == 0
+    for sock in (silent, tls):
+        sock.settimeout(15)
+        try:
+            while sock.recv(4096):  # the server's SETTINGS, then EOF
+                pass
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        sock.close()
+    took = time.monotonic() - t0
+    assert 9 < took < 14, took
