@@ -1,8 +1,9 @@
 /*
  * maintenance.c - the etcdserverpb.Maintenance service: Status (etcdctl
  * endpoint status, client version checks) and MoveLeader (leader
- * transfer); Alarm, Defragment, Hash/HashKV and Snapshot come with their
- * issues and answer UNIMPLEMENTED until then.
+ * transfer) and Alarm (etcdctl alarm list/disarm: every action goes
+ * through raft, as in etcd 3.4); Defragment, Hash/HashKV and Snapshot come
+ * with their issues and answer UNIMPLEMENTED until then.
  */
 #include <stdint.h>
 #include <time.h>
@@ -103,6 +104,37 @@ static void move_leader(struct api_call *call, const uint8_t *req, size_t len,
     server_move_leader(api->server, target, deadline, on_moved, mv);
 }
 
+/* Runs on the apply thread, or inline when the proposal was refused. */
+static void on_alarm(void *arg, const struct server_response *r)
+{
+    struct api_call *call = arg;
+    if (r->err != 0) {
+        const char *msg;
+        grpc_status_code code = api_error(r->err, &msg);
+        api_call_reply_error(call, code, msg);
+    } else {
+        api_call_reply(call, r->msg);
+    }
+}
+
+static void alarm(struct api_call *call, const uint8_t *req, size_t len,
+                  void *ctx)
+{
+    struct api *api = ctx;
+    Etcdserverpb__AlarmRequest *r =
+        etcdserverpb__alarm_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+                             "grpc: error unmarshalling request");
+        return;
+    }
+    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_ALARM;
+    ir.alarm = r;
+    server_propose(api->server, &ir, on_alarm, call);
+    etcdserverpb__alarm_request__free_unpacked(r, NULL);
+}
+
 int api__maintenance_register(struct api *api)
 {
     int rc = api_server_register_unary(
@@ -111,5 +143,8 @@ int api__maintenance_register(struct api *api)
         rc = api_server_register_unary(
             api->rpc, "/etcdserverpb.Maintenance/MoveLeader", move_leader,
             api);
+    if (rc == 0)
+        rc = api_server_register_unary(
+            api->rpc, "/etcdserverpb.Maintenance/Alarm", alarm, api);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mvcc/mvcc.h"
 #include "server/server_int.h"
@@ -61,6 +62,7 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
     case ERR_TOO_LARGE:
     case ERR_UNSUPPORTED:
     case ERR_NO_SPACE: /* applied, answered as etcd does (quota.c) */
+    case ERR_FULL:     /* the alarm list is full (alarm.c) */
         return 0;
     default:
         return p->err; /* poisons the batch */
@@ -80,6 +82,8 @@ static Etcdserverpb__ResponseHeader *header_of(ProtobufCMessage *m)
         return ((Etcdserverpb__CompactionResponse *)m)->header;
     if (d == &etcdserverpb__range_response__descriptor)
         return ((Etcdserverpb__RangeResponse *)m)->header;
+    if (d == &etcdserverpb__alarm_response__descriptor)
+        return ((Etcdserverpb__AlarmResponse *)m)->header;
     return NULL;
 }
 
@@ -279,7 +283,30 @@ static void free_chain(struct server_entry *e)
     }
 }
 
-static void apply_or_die(struct server *s, struct server_entry *head,
+/* The store's disk is full: the chain head..(n entries) was not applied.
+ * It goes back to the head of the queue, for the apply thread to retry
+ * (apply_main), and the member stays up: the WAL holds these entries,
+ * they are applied in order once the disk has room. */
+static void stall(struct server *s, struct server_entry *head, size_t n)
+{
+    struct server_entry *tail = head;
+    while (tail->next != NULL)
+        tail = tail->next;
+    if (!s->apply_full) {
+        s->apply_full = true;
+        log_error("etcdserver", "the store's disk is full: applying entry "
+                  "%llu is stopped and retried until space is freed (the "
+                  "WAL keeps it; writes are refused with NOSPACE)",
+                  (unsigned long long)head->index);
+    }
+    server_queue_push_front(&s->committed, head, tail, n);
+    server__alarms_reload(s); /* the aborted batch may have changed it */
+}
+
+/* Applies the chain (apply_mu held).  Returns false, with the chain back
+ * in the queue, when the store's disk is full (see stall); any other
+ * failure stops the member. */
+static bool apply_or_die(struct server *s, struct server_entry *head,
                          size_t n)
 {
     int rc = 0;
@@ -301,10 +328,18 @@ static void apply_or_die(struct server *s, struct server_entry *head,
             spec_half_done(s, &a);
             head = rest;
             n -= k;
+        } else {
+            t->next = rest;
+            arena_reset(&s->spec_arena);
         }
     }
     if (rc == 0 && head != NULL)
         rc = server__apply_entries(s, head, n, true);
+    arena_reset(&s->apply_arena);
+    if (rc == ERR_NOSPC) {
+        stall(s, head, n);
+        return false;
+    }
     if (rc != 0) {
         /* The WAL holds these entries; stopping here and replaying at
          * the next start loses nothing.  Serving on would. */
@@ -312,8 +347,12 @@ static void apply_or_die(struct server *s, struct server_entry *head,
                   err_str(rc));
         abort();
     }
+    if (s->apply_full) {
+        s->apply_full = false;
+        log_info("etcdserver", "the store's disk has room: applying again");
+    }
     free_chain(head);
-    arena_reset(&s->apply_arena);
+    return true;
 }
 
 /* A store swap (snapshot.c) first applies what is queued, under apply_mu,
@@ -348,6 +387,9 @@ void server__apply_handoff(struct server *s, struct server_entry *head,
     server_queue_push_list(&s->committed, head, tail, n);
 }
 
+/* How often entries that a full disk refused are tried again. */
+#define STALL_RETRY_MS 100
+
 void *server__apply_main(void *arg)
 {
     struct server *s = arg;
@@ -355,9 +397,17 @@ void *server__apply_main(void *arg)
         pthread_mutex_lock(&s->apply_mu);
         size_t n;
         struct server_entry *head = server_queue_pop_all(&s->committed, &n);
-        if (head != NULL)
-            apply_or_die(s, head, n);
+        bool ok = head == NULL || apply_or_die(s, head, n);
         pthread_mutex_unlock(&s->apply_mu);
+        if (ok)
+            continue;
+        if (atomic_load(&s->stopping)) {
+            /* Stopping with a full disk: the WAL replays these. */
+            free_chain(server_queue_try_pop_all(&s->committed, &n));
+            break;
+        }
+        struct timespec ts = {0, STALL_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
     }
     return NULL;
 }

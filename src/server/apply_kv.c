@@ -540,6 +540,24 @@ static int do_compact(struct server *s, struct mvcc_batch *b,
     return 0;
 }
 
+/* etcd's capped applier (alarm.h): while a NOSPACE alarm is active, a
+ * Put, a Txn with puts and a LeaseGrant are answered ErrNoSpace, applied
+ * as nothing. */
+static bool capped(struct server *s, const Cetcdpb__InternalRequest *req)
+{
+    if (!server__alarm_nospace(s))
+        return false;
+    switch (req->request_case) {
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_PUT:
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT:
+        return true;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_TXN:
+        return server_txn_cost(req->txn) > 0;
+    default:
+        return false;
+    }
+}
+
 int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,
                           struct arena *a, ProtobufCMessage **msg_out)
@@ -550,6 +568,10 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
     if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION)
         return do_compact(s, b, req->compaction, a,
                           (Etcdserverpb__CompactionResponse **)msg_out);
+    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_ALARM)
+        return server__alarm_apply(s, b, req->alarm, a, msg_out); /* alarm.c */
+    if (capped(s, req))
+        return ERR_NO_SPACE;
     struct kv_txn k = {
         .t = mvcc_txn_begin(b), .changed = false, .a = a, .store = s->mvcc,
         .compacted_at_zero = s->compacted_at_zero};
@@ -557,9 +579,9 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
      * check but finds the store full is applied and answered ErrNoSpace. */
     bool room = true;
     if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_PUT)
-        room = server_quota_allows(s, server_put_cost(req->put));
+        room = server__quota_room(s, server_put_cost(req->put));
     else if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_TXN)
-        room = server_quota_allows(s, server_txn_cost(req->txn));
+        room = server__quota_room(s, server_txn_cost(req->txn));
     int rc;
     switch (req->request_case) {
     case CETCDPB__INTERNAL_REQUEST__REQUEST_PUT:

@@ -118,3 +118,18 @@ struct server_entry *server_queue_try_pop_all(struct server_queue *q,
     pthread_mutex_unlock(&q->mu);
     return h;
 }
+
+int server_queue_push_front(struct server_queue *q, struct server_entry *head,
+                            struct server_entry *tail, size_t n)
+{
+    assert(head != NULL && tail != NULL && n > 0);
+    pthread_mutex_lock(&q->mu);
+    tail->next = q->head;
+    q->head = head;
+    if (q->tail == NULL)
+        q->tail = tail;
+    q->count += n;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}

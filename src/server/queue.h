@@ -42,6 +42,11 @@ int server_queue_push(struct server_queue *q, struct server_entry *e,
 /* push_list appends a whole chain (never refused unless closed). */
 int server_queue_push_list(struct server_queue *q, struct server_entry *head,
                            struct server_entry *tail, size_t n);
+/* push_front puts a chain back before everything queued (the applier's
+ * entries that a full disk refused: they stay first in line).  Never
+ * refused, also when closed.  Returns 0. */
+int server_queue_push_front(struct server_queue *q, struct server_entry *head,
+                            struct server_entry *tail, size_t n);
 /* pop_all blocks until something is queued or the queue is closed; returns
  * the chain (oldest first) and its length in *n_out, or NULL when closed
  * and empty. */

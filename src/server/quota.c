@@ -9,9 +9,10 @@
  * at the top level only).  The size is the store's extent after the last
  * committed apply batch (what Status calls dbSize).
  *
- * Not here yet: etcd also raises the NOSPACE alarm, which then refuses
- * every such write until an operator disarms it; alarms come with the
- * Maintenance Alarm API.
+ * A write the API refuses for the quota, or for a full disk (the store
+ * found no more blocks: backend_space_low), raises the NOSPACE alarm as
+ * etcd's quotaAlarmer does; while the alarm is active the API refuses
+ * every write with a cost, and the applier caps them (alarm.h).
  */
 #include "server/server_int.h"
 
@@ -44,7 +45,7 @@ uint64_t server_txn_cost(const Etcdserverpb__TxnRequest *t)
     return ok > fail ? ok : fail;
 }
 
-bool server_quota_allows(struct server *s, uint64_t cost)
+bool server__quota_room(struct server *s, uint64_t cost)
 {
     int64_t q = s->cfg.quota_backend_bytes;
     if (cost == 0 || q < 0)
@@ -52,6 +53,18 @@ bool server_quota_allows(struct server *s, uint64_t cost)
     if (q == 0)
         q = QUOTA_DEFAULT_BYTES;
     return atomic_load(&s->db_bytes) + cost < (uint64_t)q;
+}
+
+bool server_quota_allows(struct server *s, uint64_t cost)
+{
+    if (cost == 0)
+        return true;
+    if (server__alarm_nospace(s))
+        return false;
+    if (server__quota_room(s, cost) && !atomic_load(&s->disk_low))
+        return true;
+    server__alarm_raise_nospace(s);
+    return false;
 }
 
 void server__quota_log(const struct server *s)
@@ -68,4 +81,5 @@ void server__quota_log(const struct server *s)
 void server__quota_update(struct server *s)
 {
     atomic_store(&s->db_bytes, backend_file_bytes(s->be));
+    atomic_store(&s->disk_low, backend_space_low(s->be));
 }

@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "mvcc/mvcc.h"
 #include "server/boot_guard.h"
+#include "server/members.h"
 #include "server/server_int.h"
 #include "util/err.h"
 #include "util/fs.h"
@@ -120,9 +121,22 @@ static int parse_cluster(struct server *s)
     return s->n_members > 0 ? 0 : ERR_INVAL;
 }
 
-static int compute_ids(struct server *s)
+/* ignore_flags forgets what --initial-cluster gave: a member with data
+ * takes its ids and members from what it stored (members.c), as etcd
+ * ignores the --initial-* flags then; they need not even name it. */
+static int ignore_flags(struct server *s)
+{
+    s->n_members = 0;
+    s->member_id = 0;
+    s->cluster_id = 0;
+    return 0;
+}
+
+static int compute_ids(struct server *s, bool has_data)
 {
     int rc = parse_cluster(s);
+    if (rc != 0 && has_data)
+        return ignore_flags(s);
     if (rc != 0) {
         log_error("etcdserver", "invalid --initial-cluster \"%s\"",
                   s->cfg.initial_cluster);
@@ -130,6 +144,8 @@ static int compute_ids(struct server *s)
     }
     struct server_member *self =
         member_named(s, s->cfg.name, strlen(s->cfg.name));
+    if ((self == NULL || self->id == 0) && has_data)
+        return ignore_flags(s);
     if (self == NULL || self->id == 0) {
         log_error("etcdserver", "couldn't find local name \"%s\" in the "
                   "initial cluster configuration", s->cfg.name);
@@ -194,6 +210,8 @@ int server__store_open(struct server *s, const char *dir)
     int rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
         rc = mvcc_store_open(s->be, NULL, &s->mvcc);
+    if (rc == 0)
+        rc = server__alarms_load(s);
     if (rc == 0)
         server__quota_update(s);
     return rc;
@@ -361,7 +379,7 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     if (s == NULL)
         return ERR_NOMEM;
     init_state(s, cfg);
-    int rc = compute_ids(s);
+    int rc = compute_ids(s, server__member_has_wal(s));
     init_ids(s);
     if (rc == 0)
         rc = fs_mkdir_p(s->member_dir);

@@ -157,8 +157,11 @@ uint64_t server_max_request_bytes(const struct server *s);
 uint32_t server_max_txn_ops(const struct server *s);
 
 /* The backend quota (quota.c): what a request costs against it (0: it
- * writes nothing the quota counts), and whether a write of that cost fits
- * (else etcd's ErrNoSpace). */
+ * writes nothing the quota counts), and whether the API may propose a
+ * write of that cost (else etcd's ErrNoSpace): not while a NOSPACE alarm
+ * is active, and not when it would take the store to the quota or the
+ * store's disk is full, which also raise the NOSPACE alarm (alarm.h).
+ * API threads only (it may propose the alarm). */
 uint64_t server_put_cost(const Etcdserverpb__PutRequest *p);
 uint64_t server_txn_cost(const Etcdserverpb__TxnRequest *t);
 bool server_quota_allows(struct server *s, uint64_t cost);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "raft/raft.h"
+#include "server/alarm.h"
 #include "server/arena.h"
 #include "server/queue.h"
 #include "server/server.h"
@@ -231,6 +232,11 @@ struct server {
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
     _Atomic uint64_t db_bytes; /* the store's extent (quota.c) */
+    _Atomic bool disk_low;     /* backend_space_low after the last commit
+                                * (quota.c) */
+    bool apply_full;           /* under apply_mu: a full disk stopped the
+                                * applier (apply.c: stall) */
+    struct server_alarms alarms; /* alarm.c */
 };
 
 static inline uint64_t server__now_ms(void)
@@ -410,5 +416,8 @@ void server__member_removed_by(struct server *s, uint64_t by);
  * open, and on the apply thread after each commit). */
 void server__quota_log(const struct server *s);
 void server__quota_update(struct server *s);
+/* quota.c: the quota alone, no alarm (the applier's check: it must not
+ * propose). */
+bool server__quota_room(struct server *s, uint64_t cost);
 
 #endif
