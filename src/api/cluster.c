@@ -12,6 +12,8 @@
  * of a follower is answered with the leader's list of the members (the
  * leader decided and applied it first), as etcd does.
  */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +168,58 @@ static void change(struct api_call *call, struct api *api,
     server_member_change(api->server, c, on_changed, pd);
 }
 
+/* varint reads a protobuf varint at *p (below end); false when it is cut
+ * or longer than 10 bytes. */
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if ((b & 0x80) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* field_has_nul is true if a length-delimited field number `field` of the
+ * top-level message (req, len) holds a NUL byte.  protobuf-c hands strings
+ * over NUL-terminated, so a URL with a NUL would reach the server cut
+ * there and look valid ("http://a:1\0evil" as "http://a:1"); etcd's
+ * url.Parse refuses the control character.  The request was unpacked
+ * already, so its framing is sound; an odd one is simply not looked into
+ * further. */
+static bool field_has_nul(const uint8_t *req, size_t len, uint32_t field)
+{
+    const uint8_t *p = req, *end = req + len;
+    uint64_t tag, n;
+    while (p < end && varint(&p, end, &tag)) {
+        switch (tag & 7) {
+        case 0:
+            if (!varint(&p, end, &n))
+                return false;
+            break;
+        case 1:
+        case 5:
+            n = (tag & 7) == 1 ? 8 : 4;
+            if ((uint64_t)(end - p) < n)
+                return false;
+            p += n;
+            break;
+        case 2:
+            if (!varint(&p, end, &n) || (uint64_t)(end - p) < n)
+                return false;
+            if (tag >> 3 == field && memchr(p, 0, (size_t)n) != NULL)
+                return true;
+            p += n;
+            break;
+        default:
+            return false;
+        }
+    }
+    return false;
+}
+
 /* etcd trims the space around each peer URL before checking it, and
  * keeps the trimmed URL (types.NewURLs). */
 static void trim_urls(char **urls, size_t n)
@@ -181,6 +235,10 @@ static void member_add(struct api_call *call, const uint8_t *req, size_t len,
         etcdserverpb__member_add_request__unpack(NULL, len, req);
     if (r == NULL)
         return bad_request(call);
+    if (field_has_nul(req, len, 1)) { /* peerURLs */
+        etcdserverpb__member_add_request__free_unpacked(r, NULL);
+        return reply_err(call, ERR_MEMBER_BAD_URLS);
+    }
     trim_urls(r->peerurls, r->n_peerurls);
     struct server_member_change c = {
         .op = SERVER_MEMBER_ADD,
@@ -210,6 +268,10 @@ static void member_update(struct api_call *call, const uint8_t *req,
         etcdserverpb__member_update_request__unpack(NULL, len, req);
     if (r == NULL)
         return bad_request(call);
+    if (field_has_nul(req, len, 2)) { /* peerURLs */
+        etcdserverpb__member_update_request__free_unpacked(r, NULL);
+        return reply_err(call, ERR_MEMBER_BAD_URLS);
+    }
     trim_urls(r->peerurls, r->n_peerurls);
     struct server_member_change c = {
         .op = SERVER_MEMBER_UPDATE,

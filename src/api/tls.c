@@ -218,7 +218,7 @@ static int self_cert_generate(const char *cert_path, const char *key_path,
     if (rc == 0)
         rc = write_pem(key_path, 0600, key, NULL);
     if (rc == 0)
-        rc = write_pem(cert_path, 0644, NULL, x);
+        rc = write_pem(cert_path, 0600, NULL, x); /* data dir: private */
     if (rc != 0)
         log_error("embed", "cannot generate a self-signed certificate for "
                   "%s: %s", san, err_str(rc));

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -293,6 +294,56 @@ static void warn_plain_peers(const char *urls)
     }
 }
 
+/* go_mode formats mode as Go's os.FileMode.String does for a directory or
+ * a file ("drwxr-xr-x"): etcd's permission warning quotes it. */
+static void go_mode(mode_t mode, char out[16])
+{
+    static const char rwx[] = "rwxrwxrwx";
+    size_t n = 0;
+    if (S_ISDIR(mode))
+        out[n++] = 'd';
+    if (mode & S_ISUID)
+        out[n++] = 'u';
+    if (mode & S_ISGID)
+        out[n++] = 'g';
+    if (mode & S_ISVTX)
+        out[n++] = 't';
+    if (n == 0)
+        out[n++] = '-';
+    for (int i = 0; i < 9; i++)
+        out[n++] = mode & (1u << (8 - i)) ? rwx[i] : '-';
+    out[n] = '\0';
+}
+
+/* etcd (fileutil.TouchDirAll on the data dir) warns when an existing data
+ * dir's permission is not 0700, and carries on with it as it is: it
+ * neither changes the mode nor refuses to start.  A new one is made 0700
+ * (fs_mkdir_p). */
+static void check_data_dir_mode(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || (st.st_mode & 07777) == 0700)
+        return;
+    char mode[16];
+    go_mode(st.st_mode, mode);
+    log_warn("pkg/fileutil", "check file permission: directory \"%s\" "
+             "exist, but the permission is \"%s\". The recommended "
+             "permission is \"-rwx------\" to prevent possible unprivileged "
+             "access to the data.", dir, mode);
+}
+
+/* Once a member has data (a WAL) the --initial-* flags are ignored: its
+ * ids and members come from what it stored (server.c, members.c).  etcd
+ * says so in these words. */
+static bool log_has_data(const struct server_config *c)
+{
+    bool has = join_has_wal(c->data_dir, c->wal_dir);
+    if (has)
+        log_info("etcdmain", "the server is already initialized as member "
+                 "before, starting as etcd member...");
+    return has;
+}
+
 /* The member's TLS material and peer listener, set up before the member
  * starts (etcd opens its peer listeners before creating the server). */
 struct listeners {
@@ -372,7 +423,9 @@ static int run(void)
     struct server_config cfg;
     struct listeners l;
     fill_config(&cfg, data_dir(buf, sizeof buf));
+    bool has_data = log_has_data(&cfg);
     print_startup(&cfg);
+    check_data_dir_mode(cfg.data_dir);
     if (listeners_open(&l, cfg.data_dir) != 0)
         return 1;
     struct server *s;
@@ -381,7 +434,7 @@ static int run(void)
     struct join_result join;
     memset(&join, 0, sizeof join);
     if (strcmp(flags_get("initial-cluster-state"), "existing") == 0 &&
-        !join_has_wal(cfg.data_dir, cfg.wal_dir)) {
+        !has_data) {
         if (join_fetch(&cfg, &join) != 0) {
             listeners_close(&l);
             return 1;

@@ -9,7 +9,11 @@
  *                      value: etcdserverpb.Member, protobuf-encoded
  *   "members_removed"  key: member id, 8 bytes big-endian; value empty
  * A new cluster seeds the table from --initial-cluster (names known, no
- * client URLs), a joining member from the running cluster's answer.  The
+ * client URLs), a joining member from the running cluster's answer; the
+ * seed is kept in <member>/seed, and a member with data (a WAL) whose
+ * store is empty (rebuilt) seeds from that file, never from the flags,
+ * which etcd ignores once a member has data.  The files ids and seed are
+ * 0600, written atomically.  The
  * table changes only by applying committed log entries: conf changes
  * (their context is a MemberChange) and MemberAttr (a member publishing
  * its name and client URLs after it starts, as etcd's publish).
@@ -18,6 +22,8 @@
 
 #include <assert.h>
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +34,10 @@
 #include "peer/peer.h"
 #include "raft/raft.h"
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "wal/wal.h"
 
 #define META_KEY "meta"
 #define PUBLISH_RETRY_MS 1000 /* between publish attempts */
@@ -124,9 +132,10 @@ static void info_from_pb(struct server_member_info *m,
     m->is_learner = pb->islearner;
 }
 
-/* Writes m's record in txn. */
-static int record_put(struct server_ms *ms, struct backend_txn *txn,
-                      const struct server_member_info *m)
+/* member_pack encodes m as an etcdserverpb.Member into buf (cap bytes);
+ * *len_out gets its length.  ERR_TOO_LARGE when it does not fit. */
+static int member_pack(const struct server_member_info *m, uint8_t *buf,
+                       size_t cap, size_t *len_out)
 {
     char peers[sizeof m->peer_urls], clients[sizeof m->client_urls];
     const char *pu[PEER_URLS_MAX * 2], *cu[PEER_URLS_MAX * 2];
@@ -140,11 +149,23 @@ static int record_put(struct server_ms *ms, struct backend_txn *txn,
     pb.n_clienturls = server__urls_split(clients, cu, PEER_URLS_MAX * 2);
     pb.clienturls = (char **)cu;
     pb.islearner = m->is_learner;
-    uint8_t buf[4096], key[8];
     size_t len = etcdserverpb__member__get_packed_size(&pb);
-    if (len > sizeof buf)
+    if (len > cap)
         return ERR_TOO_LARGE;
-    etcdserverpb__member__pack(&pb, buf);
+    *len_out = etcdserverpb__member__pack(&pb, buf);
+    assert(*len_out == len);
+    return 0;
+}
+
+/* Writes m's record in txn. */
+static int record_put(struct server_ms *ms, struct backend_txn *txn,
+                      const struct server_member_info *m)
+{
+    uint8_t buf[4096], key[8];
+    size_t len;
+    int rc = member_pack(m, buf, sizeof buf, &len);
+    if (rc != 0)
+        return rc;
     be64_put(key, m->id);
     return backend_put(txn, ms->b_members, key, 8, buf, len);
 }
@@ -280,23 +301,49 @@ static void ids_path(struct server *s, char *buf, size_t cap)
     snprintf(buf, cap, "%s/ids", s->member_dir);
 }
 
+/* file_replace writes the n bytes of buf as the file at path, durably and
+ * atomically (a 0600 temporary file, fsync, rename, fsync of the dir), so
+ * that a crash leaves the old file or the new one, never a torn one. */
+static int file_replace(const char *path, const void *buf, size_t n)
+{
+    char tmp[4300], dir[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return err_from_errno(errno);
+    int rc = fs_write_all(fd, buf, n);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = err_from_errno(errno);
+    if (close(fd) != 0 && rc == 0)
+        rc = err_from_errno(errno);
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = err_from_errno(errno);
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    int dfd = rc == 0 && slash != NULL ? open(dir, O_RDONLY | O_DIRECTORY |
+                                                      O_CLOEXEC)
+                                       : -1;
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0)
+            rc = err_from_errno(errno);
+        close(dfd);
+    }
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
 static int ids_write(struct server *s)
 {
-    char path[4200], tmp[4300], line[64];
+    char path[4200], line[64];
     ids_path(s, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int n = snprintf(line, sizeof line, "%016llx%016llx\n",
                      (unsigned long long)s->member_id,
                      (unsigned long long)s->cluster_id);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return ERR_IO;
-    bool ok = fwrite(line, 1, (size_t)n, f) == (size_t)n && fflush(f) == 0 &&
-              fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        return ERR_IO;
-    return 0;
+    assert(n == 33);
+    return file_replace(path, line, (size_t)n);
 }
 
 /* 0 and the ids, ERR_NOTFOUND when the file is absent, or ERR_CORRUPT
@@ -328,6 +375,148 @@ static int ids_read(struct server *s, uint8_t meta[16])
     return ok ? 0 : ERR_CORRUPT;
 }
 
+/* --- the seed: the members the table started from ------------------- */
+
+/* <member>/seed keeps the members a new member seeded its table with
+ * (--initial-cluster, or the running cluster's answer to a join), so that a
+ * store rebuilt from the WAL after the flags changed (etcd ignores the
+ * --initial-* flags once a member has data) starts from the same table;
+ * the WAL's entries then replay every change made since.  Like ids, it is
+ * not in the store, which a rebuild replaces.
+ *
+ *   repeated: u32 len (big-endian), len bytes of an etcdserverpb.Member
+ *
+ * Written once, before the WAL is created, by file_replace. */
+#define SEED_RECORD_MAX 4096
+
+static void seed_path(struct server *s, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/seed", s->member_dir);
+}
+
+static int seed_save(struct server *s)
+{
+    struct server_ms *ms = s->ms;
+    size_t cap = ms->n * (SEED_RECORD_MAX + 4), used = 0;
+    uint8_t *buf = mem_malloc(cap > 0 ? cap : 1);
+    if (buf == NULL)
+        return ERR_NOMEM;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < ms->n; i++) {
+        size_t len;
+        rc = member_pack(&ms->m[i], buf + used + 4, SEED_RECORD_MAX, &len);
+        for (int k = 0; rc == 0 && k < 4; k++)
+            buf[used + (size_t)k] = (uint8_t)(len >> (24 - 8 * k));
+        used += rc == 0 ? len + 4 : 0;
+    }
+    assert(used <= cap);
+    char path[4200];
+    seed_path(s, path, sizeof path);
+    if (rc == 0)
+        rc = file_replace(path, buf, used);
+    mem_free(buf);
+    return rc;
+}
+
+/* seed_parse fills the table from the seed bytes (p, n); false when they
+ * are not a list of valid Member records. */
+static bool seed_parse(struct server_ms *ms, const uint8_t *p, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        if (n - off < 4)
+            return false;
+        size_t len = (size_t)p[off] << 24 | (size_t)p[off + 1] << 16 |
+                     (size_t)p[off + 2] << 8 | p[off + 3];
+        off += 4;
+        if (len > n - off || len > SEED_RECORD_MAX)
+            return false;
+        Etcdserverpb__Member *pb =
+            etcdserverpb__member__unpack(NULL, len, p + off);
+        if (pb == NULL || pb->id == 0) {
+            if (pb != NULL)
+                etcdserverpb__member__free_unpacked(pb, NULL);
+            return false;
+        }
+        struct server_member_info *m = ms_slot(ms, pb->id);
+        if (m != NULL)
+            info_from_pb(m, pb);
+        etcdserverpb__member__free_unpacked(pb, NULL);
+        off += len;
+    }
+    return ms->n > 0;
+}
+
+/* seed_load: 0 and the table seeded from <member>/seed, ERR_NOTFOUND when
+ * there is none, or ERR_CORRUPT (logged). */
+static int seed_load(struct server *s)
+{
+    char path[4200];
+    seed_path(s, path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return errno == ENOENT ? ERR_NOTFOUND : err_from_errno(errno);
+    size_t cap = SERVER_MEMBERS_MAX * (SEED_RECORD_MAX + 4) + 1;
+    uint8_t *buf = mem_malloc(cap);
+    size_t n = buf != NULL ? fread(buf, 1, cap, f) : 0;
+    bool ok = buf != NULL && ferror(f) == 0 && n < cap &&
+              seed_parse(s->ms, buf, n);
+    fclose(f);
+    mem_free(buf);
+    if (buf == NULL)
+        return ERR_NOMEM;
+    if (!ok) {
+        s->ms->n = 0;
+        log_error("etcdserver", "%s is corrupt: it must hold the members "
+                  "this member started with", path);
+        return ERR_CORRUPT;
+    }
+    return 0;
+}
+
+bool server__member_has_wal(const struct server *s)
+{
+    char dir[4200];
+    if (s->cfg.wal_dir != NULL)
+        snprintf(dir, sizeof dir, "%s", s->cfg.wal_dir);
+    else
+        snprintf(dir, sizeof dir, "%s/wal", s->member_dir);
+    return wal_exists(dir);
+}
+
+/* seed fills an empty table.  A member without data takes the members of
+ * --initial-cluster or of the join answer and remembers them (seed file).
+ * A member with data (a WAL) whose store was rebuilt takes them from the
+ * seed file, as the flags may have changed since; only a data dir written
+ * before the seed file existed falls back to the flags. */
+static int seed(struct server *s)
+{
+    assert(s->ms->n == 0);
+    if (!server__member_has_wal(s)) {
+        seed_table(s);
+        int rc = seed_save(s);
+        return rc == 0 ? seed_write(s) : rc;
+    }
+    int rc = seed_load(s);
+    if (rc == 0)
+        log_info("etcdserver", "the store is empty: it starts from the "
+                 "members in %s/seed and the WAL; the --initial-* flags are "
+                 "ignored", s->member_dir);
+    if (rc == ERR_NOTFOUND && s->n_members > 0) {
+        log_warn("etcdserver", "the store is empty and %s/seed is missing "
+                 "(written by an older cetcd): its members come from "
+                 "--initial-cluster", s->member_dir);
+        seed_table(s);
+        rc = 0;
+    } else if (rc == ERR_NOTFOUND) {
+        log_error("etcdserver", "the store is empty and %s/seed is missing: "
+                  "cannot tell the members this member started with",
+                  s->member_dir);
+        rc = ERR_CORRUPT;
+    }
+    return rc == 0 ? seed_write(s) : rc;
+}
+
 static int adopt_ids(struct server *s, const uint8_t meta[16])
 {
     uint64_t id = be64_get(meta), cid = be64_get(meta + 8);
@@ -340,6 +529,15 @@ static int adopt_ids(struct server *s, const uint8_t meta[16])
     s->member_id = id;
     s->cluster_id = cid;
     return 0;
+}
+
+/* The member has data but no ids file, and the flags name no member id
+ * (the flags are ignored once a member has data). */
+static int no_ids(struct server *s)
+{
+    log_error("etcdserver", "%s/ids is missing: cannot tell this member's "
+              "id and cluster id", s->member_dir);
+    return ERR_CORRUPT;
 }
 
 static int open_buckets(struct server *s)
@@ -363,15 +561,15 @@ int server__members_open(struct server *s)
     int rc = open_buckets(s);
     if (rc == 0)
         rc = load(s, meta, &has_meta);
-    if (rc == 0 && s->ms->n == 0) {
-        seed_table(s);
-        rc = seed_write(s);
-    }
+    if (rc == 0 && s->ms->n == 0)
+        rc = seed(s);
     int irc = rc == 0 ? ids_read(s, ids) : rc;
     if (irc == 0)
         rc = adopt_ids(s, ids);
-    else if (irc == ERR_NOTFOUND)
+    else if (irc == ERR_NOTFOUND && s->member_id != 0)
         rc = ids_write(s);
+    else if (irc == ERR_NOTFOUND)
+        rc = no_ids(s);
     else
         rc = irc;
     if (rc == 0 && server__ms_is_removed(s->ms, s->member_id)) {

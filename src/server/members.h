@@ -76,6 +76,9 @@ void server__ms_job_answer(struct server *s, uint64_t req_id, int err,
 /* members.c */
 struct server_member_info *server__ms_find(struct server_ms *ms, uint64_t id);
 bool server__ms_is_removed(const struct server_ms *ms, uint64_t id);
+/* True if the member has data: its WAL exists (then the --initial-*
+ * flags are ignored, as etcd does).  Any thread; reads the WAL dir. */
+bool server__member_has_wal(const struct server *s);
 /* Splits a comma list into at most cap pointers into buf. */
 size_t server__urls_split(char *buf, const char **out, size_t cap);
 
