@@ -1,0 +1,154 @@
+"""A full disk: the member refuses writes, it does not crash.
+
+Goal: when the disk under the store (data.mdb) or under the WAL fills up,
+the member stays up; writes are refused with etcd's NOSPACE error
+(ResourceExhausted "etcdserver: mvcc: database space exceeded") and the
+NOSPACE alarm (`etcdctl alarm list` shows it); reads are served; the log
+says once what happened; every acknowledged write is kept (also over a
+restart); once space is freed and the alarm disarmed, writes are taken
+again.  Before the fix the member died of SIGBUS (exit 135) writing the
+store's map on a full disk.
+
+Method: the test mounts a small tmpfs (tests run as root; skipped only
+where mount is not permitted) under the part of the data dir in question,
+with a filler file that stands for the space an operator frees later, and
+puts 10 kB values until the member refuses one.  Not run against etcd,
+which exits with a fatal error on a full disk.
+"""
+
+import os
+import subprocess
+
+import grpc
+import pytest
+
+from conftest import against_etcd
+from etcd3.etcdrpc import rpc_pb2 as pb
+
+NOSPACE = (grpc.StatusCode.RESOURCE_EXHAUSTED,
+           "etcdserver: mvcc: database space exceeded")
+VALUE = b"v" * 10240
+FILLER_BYTES = 16 << 20
+
+pytestmark = pytest.mark.skipif(
+    against_etcd(), reason="etcd 3.4 exits on a full disk")
+
+
+@pytest.fixture
+def tmpfs():
+    """tmpfs(dir, size): mounts a tmpfs of that size on dir (created)."""
+    mounted = []
+
+    def mount(path, size="64m"):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                            "size=%s,mode=0700" % size, "tmpfs", path],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            pytest.skip("cannot mount a tmpfs here: %s" % p.stderr.strip())
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        if subprocess.run(["umount", path]).returncode != 0:
+            subprocess.run(["umount", "-l", path])
+
+
+def filler(dir_path):
+    path = os.path.join(dir_path, "filler")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.posix_fallocate(fd, 0, FILLER_BYTES)
+    os.close(fd)
+    return path
+
+
+def fill(kv, limit=20000):
+    """Puts until NOSPACE; returns the acknowledged keys."""
+    acked = []
+    for i in range(limit):
+        key = b"k%06d" % i
+        try:
+            kv.Put(pb.PutRequest(key=key, value=VALUE), timeout=30)
+        except grpc.RpcError as e:
+            assert (e.code(), e.details()) == NOSPACE
+            return acked
+        acked.append(key)
+    raise AssertionError("%d puts of 10 kB fit on a 64 MB disk" % limit)
+
+
+def refused(kv, key=b"more"):
+    with pytest.raises(grpc.RpcError) as e:
+        kv.Put(pb.PutRequest(key=key, value=VALUE), timeout=30)
+    return (e.value.code(), e.value.details())
+
+
+def count(kv):
+    return kv.Range(pb.RangeRequest(key=b"k", range_end=b"l",
+                                    count_only=True), timeout=10).count
+
+
+def check_full(s, acked, member_line):
+    kv = s.kv()
+    assert s.proc.poll() is None, "the member died"
+    assert refused(kv) == NOSPACE
+    assert s.ctl("alarm", "list").out == member_line
+    # reads are served, every acknowledged put is there
+    assert count(kv) == len(acked)
+    last = kv.Range(pb.RangeRequest(key=acked[-1]), timeout=10)
+    assert last.kvs[0].value == VALUE
+    # a txn without puts is served
+    t = kv.Txn(pb.TxnRequest(success=[pb.RequestOp(
+        request_range=pb.RangeRequest(key=acked[0]))]), timeout=10)
+    assert t.succeeded and t.responses[0].response_range.count == 1
+
+
+def recover(s, acked, filler_path, member_line):
+    """Frees the space, disarms, writes again; restarts and checks all."""
+    kv = s.kv()
+    os.unlink(filler_path)
+    r = s.ctl("alarm", "disarm")
+    assert r.out == member_line
+    assert s.ctl("alarm", "list").out == ""
+    kv.Put(pb.PutRequest(key=b"k999999", value=VALUE), timeout=30)
+    s.stop()
+    s.start()
+    kv = s.kv()
+    assert count(kv) == len(acked) + 1
+    got = kv.Range(pb.RangeRequest(key=b"k", range_end=b"l", keys_only=True),
+                   timeout=10)
+    assert [x.key for x in got.kvs] == acked + [b"k999999"]
+
+
+def member_line(s):
+    st = s.maintenance().Status(pb.StatusRequest(), timeout=10)
+    return "memberID:%d alarm:NOSPACE \n" % st.header.member_id
+
+
+def test_store_disk_full(make_server, tmpfs):
+    s = make_server(start=False)
+    wal = os.path.join(s.root, "wal")
+    s.extra_args += ["--wal-dir", wal, "--snapshot-count", "1000000"]
+    tmpfs(s.data_dir)
+    fill_path = filler(s.data_dir)
+    s.start()
+    try:
+        acked = fill(s.kv())
+        assert len(acked) > 1000  # ~10 MB at least went in
+        line = member_line(s)
+        check_full(s, acked, line)
+        # deletes are served (and free nothing on the disk yet)
+        assert s.kv().DeleteRange(pb.DeleteRangeRequest(key=acked[-1]),
+                                  timeout=10).deleted == 1
+        acked.pop()
+        with open(s.log_path) as f:
+            log = f.read()
+        assert log.count("the store's disk is full") == 1
+        # the alarm is kept in the store: it survives a restart
+        s.stop()
+        s.start()
+        assert s.ctl("alarm", "list").out == line
+        assert refused(s.kv()) == NOSPACE
+        recover(s, acked, fill_path, line)
+    finally:
+        s.stop()
