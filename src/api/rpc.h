@@ -39,6 +39,17 @@
  * until its owner calls api_stream_release, exactly once, after on_open (it
  * may be called from on_close).
  *
+ * Limits (rpc_guard.c has the details).  Each connection may open
+ * max_concurrent_streams streams at once, must finish its TLS handshake
+ * and send the HTTP/2 preface within preface_timeout_ms, may make the
+ * runtime hold at most max(64 MiB, 2 x the largest request) of request
+ * bytes, and while more than 64 MiB of its replies wait unsent (a client
+ * that does not read) its new calls and new replies are answered
+ * RESOURCE_EXHAUSTED.  Accepted sockets stay below the open-file limit
+ * minus a reserve kept for the member's own files; at that ceiling the
+ * loops stop accepting for a moment instead of spinning.  A fatal HTTP/2
+ * error closes the connection at once.  TCP sockets get TCP_NODELAY.
+ *
  * Shutdown.  api_server_close stops listening, cancels all calls and blocks
  * until every call handed out has been answered and every stream released;
  * the threads that answer asynchronously must keep running (and must fail
