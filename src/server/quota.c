@@ -17,6 +17,7 @@
 #include "server/server_int.h"
 
 #include "backend/backend.h"
+#include "wal/wal.h"
 #include "util/log.h"
 
 #define QUOTA_DEFAULT_BYTES ((int64_t)2 << 30) /* --quota-backend-bytes 0 */
@@ -61,7 +62,8 @@ bool server_quota_allows(struct server *s, uint64_t cost)
         return true;
     if (server__alarm_nospace(s))
         return false;
-    if (server__quota_room(s, cost) && !atomic_load(&s->disk_low))
+    if (server__quota_room(s, cost) && !atomic_load(&s->disk_low) &&
+        (s->wal == NULL || !wal_space_low(s->wal)))
         return true;
     server__alarm_raise_nospace(s);
     return false;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/err.h"
@@ -228,6 +229,51 @@ static int seg_cut(struct wal *w, uint64_t first_index)
     return 0;
 }
 
+/* Between two tries to pre-create the next segment on a full disk. */
+#define NEXT_RETRY_MS 1000
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* next_ready makes sure the next segment is pre-created (fallocated in
+ * full), trying again at most every NEXT_RETRY_MS on a full disk.  While it
+ * cannot be, the wal says it is low (wal_space_low) and a cut is put off:
+ * records go on into the current segment past its size (a disk with no
+ * room at all then fails the pwrite: ERR_NOSPC, the wal broken).  The
+ * caller refuses new writes meanwhile, so half a segment is left for what
+ * was already accepted. */
+static bool next_ready(struct wal *w)
+{
+    if (w->tmp_fd >= 0)
+        return true;
+    uint64_t now = now_ms();
+    if (w->next_failed_ms != 0 && now < w->next_failed_ms + NEXT_RETRY_MS)
+        return false;
+    int rv = wal__tmp_create(w->dir_fd, w->opts.segment_bytes, &w->tmp_fd);
+    bool low = rv != 0;
+    w->next_failed_ms = low ? now : 0;
+    if (low != atomic_load(&w->low)) {
+        atomic_store(&w->low, low);
+        if (low)
+            log_error("wal", "%s: cannot create the next segment: %s; new "
+                      "writes are refused until space is freed", w->dir,
+                      err_str(rv));
+        else
+            log_info("wal", "%s: the next segment is ready again", w->dir);
+    }
+    return !low;
+}
+
+bool wal_space_low(const struct wal *wal)
+{
+    WAL_ASSERT(wal != NULL);
+    return atomic_load(&((struct wal *)wal)->low);
+}
+
 /* batch_check validates ents and returns the bytes of their records. */
 static int batch_check(const struct wal *w, const struct wal_entry *ents,
                        size_t n, size_t *bytes_out)
@@ -309,7 +355,8 @@ static int append_batch(struct wal *w, const struct wal_hardstate *hs,
     rv = wal__buf_reserve(w, bytes > HEAD_BYTES_MAX ? bytes : HEAD_BYTES_MAX);
     if (rv != 0)
         return rv; /* nothing written: the wal stays usable */
-    if (w->offset + bytes > w->opts.segment_bytes && w->offset > w->head_end) {
+    if (w->offset + bytes > w->opts.segment_bytes && w->offset > w->head_end &&
+        next_ready(w)) {
         rv = seg_cut(w, n > 0 ? ents[0].index : w->last_index + 1);
         if (rv != 0)
             goto err_broken;
@@ -326,7 +373,7 @@ static int append_batch(struct wal *w, const struct wal_hardstate *hs,
     w->stats.bytes_written += len;
     batch_commit(w, hs, ents, n, snap);
     if (w->tmp_fd < 0 && w->offset >= w->opts.segment_bytes / 2)
-        (void)wal__tmp_create(w->dir_fd, w->opts.segment_bytes, &w->tmp_fd);
+        (void)next_ready(w);
     return 0;
 err_broken:
     WAL_ASSERT(rv < 0);

@@ -214,6 +214,14 @@ int wal_release_before(struct wal *wal, uint64_t index);
 /* wal_stats copies the counters into *stats_out. */
 void wal_stats(const struct wal *wal, struct wal_stats *stats_out);
 
+/* wal_space_low tells (any thread) that the next segment could not be
+ * pre-created for a full disk: the caller should stop taking new writes
+ * (etcd's NOSPACE) while half a segment is left for what it accepted.
+ * Meanwhile a cut is put off (records go past the segment's size) and the
+ * pre-creation is tried again at most once a second, on appends; it turns
+ * false once it succeeds.  Each change is logged once. */
+bool wal_space_low(const struct wal *wal);
+
 /* wal_last_index returns the index of the last entry in the log (0: none). */
 uint64_t wal_last_index(const struct wal *wal);
 

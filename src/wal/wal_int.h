@@ -5,6 +5,7 @@
 #ifndef CETCD_WAL_WAL_INT_H
 #define CETCD_WAL_WAL_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -153,6 +154,9 @@ struct wal {
     size_t buf_cap;            /* capacity of buf */
     bool dirty;                /* appended since the last sync */
     int failed;                /* 0, or the error that broke the wal */
+    _Atomic bool low;          /* the next segment cannot be pre-created
+                                  (wal_space_low; any thread reads) */
+    uint64_t next_failed_ms;   /* when it last failed (0: it did not) */
     struct wal_stats stats;    /* counters */
 };
 

@@ -18,6 +18,7 @@ which exits with a fatal error on a full disk.
 
 import os
 import subprocess
+import time
 
 import grpc
 import pytest
@@ -149,6 +150,35 @@ def test_store_disk_full(make_server, tmpfs):
         s.start()
         assert s.ctl("alarm", "list").out == line
         assert refused(s.kv()) == NOSPACE
+        recover(s, acked, fill_path, line)
+    finally:
+        s.stop()
+
+
+def test_wal_disk_full(make_server, tmpfs, monkeypatch):
+    # 8 MB segments: the 48 MB left on the WAL's disk hold a few of them.
+    monkeypatch.setenv("CETCD_TEST_WAL_SEGMENT_BYTES", str(8 << 20))
+    s = make_server(start=False)
+    wal = tmpfs(os.path.join(s.root, "wal"))
+    fill_path = filler(wal)
+    s.extra_args += ["--wal-dir", wal, "--snapshot-count", "1000000"]
+    s.start()
+    try:
+        acked = fill(s.kv())
+        assert len(acked) > 1000
+        line = member_line(s)
+        check_full(s, acked, line)
+        with open(s.log_path) as f:
+            log = f.read()
+        assert log.count("cannot create the next segment") == 1
+        s.stop()
+        s.start()
+        assert s.ctl("alarm", "list").out == line
+        assert count(s.kv()) == len(acked)
+        os.unlink(fill_path)
+        fill_path = filler(s.root)  # recover() deletes it
+        time.sleep(1.2)  # the WAL tries the disk again once a second
+        s.kv().DeleteRange(pb.DeleteRangeRequest(key=b"nothing"), timeout=10)
         recover(s, acked, fill_path, line)
     finally:
         s.stop()
