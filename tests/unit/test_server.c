@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "server/alarm.h"
 #include "server/boot_guard.h"
 #include "server/server.h"
 #include "util/err.h"
@@ -278,6 +279,10 @@ static void test_quota_at_apply(void **state)
     assert_int_equal(server_put_cost(&p), 256 + 3 + 1);
     assert_false(server_quota_allows(s, server_put_cost(&p)));
     assert_true(server_quota_allows(s, 0)); /* writes nothing counted */
+    /* The refusal raised the NOSPACE alarm (through raft: wait for it). */
+    for (int i = 0; i < 500 && !server__alarm_nospace(s); i++)
+        usleep(10000);
+    assert_true(server__alarm_nospace(s));
     /* A txn costs its dearer branch, puts at the top level only. */
     Etcdserverpb__RequestOp put = ETCDSERVERPB__REQUEST_OP__INIT, rng = put;
     put.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
@@ -296,9 +301,11 @@ static void test_quota_at_apply(void **state)
     quota = -1; /* none */
     s = start();
     quota = 0;
-    assert_true(server_quota_allows(s, UINT64_MAX / 2));
-    assert_int_equal(put_sync(s, "q/b", "v", NULL), 0);
-    assert_int_equal(count_prefix(s, "q/", 1), 2);
+    /* No quota, but the alarm is kept in the store: writes stay capped
+     * (refused by the API, answered NOSPACE by the applier). */
+    assert_false(server_quota_allows(s, UINT64_MAX / 2));
+    assert_int_equal(put_sync(s, "q/b", "v", NULL), ERR_NO_SPACE);
+    assert_int_equal(count_prefix(s, "q/", 1), 1);
     server_stop(s);
 }
 
