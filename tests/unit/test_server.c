@@ -94,16 +94,18 @@ static int64_t count_prefix(struct server *s, const char *prefix,
 static char dir[256];
 static int64_t quota; /* --quota-backend-bytes of the next start() */
 
-static struct server *start(void)
+/* start_flags starts the member on dir with these --initial-* flags. */
+static struct server *start_flags(const char *token, const char *cluster,
+                                  const char *peer_urls)
 {
     struct server_config c = {
         .quota_backend_bytes = quota,
         .name = "default",
         .data_dir = dir,
-        .peer_urls = "http://localhost:2380",
+        .peer_urls = peer_urls,
         .client_urls = "http://localhost:2379",
-        .cluster_token = "etcd-cluster",
-        .initial_cluster = "default=http://localhost:2380",
+        .cluster_token = token,
+        .initial_cluster = cluster,
         .heartbeat_ms = 100,
         .election_ms = 1000,
         .snapshot_count = 100000,
@@ -113,6 +115,12 @@ static struct server *start(void)
     struct server *s;
     assert_int_equal(server_start(&c, &s), 0);
     return s;
+}
+
+static struct server *start(void)
+{
+    return start_flags("etcd-cluster", "default=http://localhost:2380",
+                       "http://localhost:2380");
 }
 
 struct worker {
@@ -247,6 +255,33 @@ static void test_distrusted_store_rebuilt(void **state)
     check_rebuilt(start(), "d/", 20); /* same boot id */
 }
 
+/* A member with data ignores the --initial-* flags, also when its store is
+ * rebuilt from the WAL: its id, its cluster and its one voter are the
+ * stored ones, so it leads again and keeps its keys (with the flags' ids it
+ * waited for a leader that never came).  The flags need not even name it. */
+static void test_rebuilt_store_ignores_flags(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    uint64_t id = server_member_id(s), cid = server_cluster_id(s);
+    server_stop(s);
+    char db[300];
+    fill_and_stop("f/", 10, db, sizeof db);
+    assert_int_equal(boot_guard_mark(db, false), 0);
+    wreck_store(db);
+    boot_guard_set_boot_id("another-boot");
+    s = start_flags("another-token", "x=http://localhost:9999",
+                    "http://localhost:9998");
+    boot_guard_set_boot_id(NULL);
+    assert_int_equal(server_member_id(s), id);
+    assert_int_equal(server_cluster_id(s), cid);
+    struct server_member_info m[4];
+    assert_int_equal(server_members_list(s, m, 4), 1);
+    assert_int_equal(m[0].id, id);
+    assert_string_equal(m[0].peer_urls, "http://localhost:2380");
+    check_rebuilt(s, "f/", 10); /* a put commits: it leads */
+}
+
 static void test_request_too_large(void **state)
 {
     (void)state;
@@ -335,6 +370,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_distrusted_store_rebuilt, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_rebuilt_store_ignores_flags,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_too_large, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_quota_at_apply, setup, teardown),
