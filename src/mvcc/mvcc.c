@@ -19,7 +19,8 @@ size_t mvcc__ckey(uint8_t *buf, const void *key, size_t key_len, mvcc_rev main,
 {
     assert(key_len + MVCC_SUFFIX <= MVCC_CKEY_MAX);
     assert(main >= 0 && sub >= 0 && (kind == 0 || kind == 1));
-    memcpy(buf, key, key_len);
+    if (buf != key) /* buf may already hold it (a long key's index) */
+        memcpy(buf, key, key_len);
     mvcc__put_be64(buf + key_len, ~(uint64_t)main);
     mvcc__put_be64(buf + key_len + 8, ~(uint64_t)sub);
     buf[key_len + 16] = (uint8_t)kind;
@@ -44,46 +45,106 @@ int mvcc__ckey_parse(const struct backend_val *k, size_t *ulen_out,
     return 0;
 }
 
-void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb)
+void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb,
+                        bool long_)
 {
     assert(tomb || kv->version >= 1);
     assert(!tomb || kv->value_len == 0);
-    dst[0] = MVCC_FORMAT;
+    dst[0] = long_ ? MVCC_FORMAT_LONG : MVCC_FORMAT;
     dst[1] = tomb ? 1 : 0;
     mvcc__put_le64(dst + 2, (uint64_t)kv->create_rev);
     mvcc__put_le64(dst + 10, (uint64_t)kv->version);
     mvcc__put_le64(dst + 18, (uint64_t)kv->lease);
+    size_t off = MVCC_HDR;
+    if (long_) {
+        assert(kv->key_len <= MVCC_KEY_MAX);
+        for (int i = 0; i < 4; i++)
+            dst[MVCC_HDR + i] = (uint8_t)(kv->key_len >> (8 * i));
+        memcpy(dst + MVCC_HDR_LONG, kv->key, kv->key_len);
+        off = MVCC_HDR_LONG + kv->key_len;
+    }
     if (kv->value_len > 0)
-        memcpy(dst + MVCC_HDR, kv->value, kv->value_len);
+        memcpy(dst + off, kv->value, kv->value_len);
+}
+
+/* long_key finds the full key of a `kvl` value (ul: the index's length)
+ * and checks it against the index's prefix; *off_out = where the value
+ * bytes start. */
+static int long_key(const struct backend_val *k, const struct backend_val *v,
+                    size_t ul, struct mvcc_kv *kv, size_t *off_out)
+{
+    const uint8_t *p = v->data;
+    if (v->len < MVCC_HDR_LONG || p[0] != MVCC_FORMAT_LONG ||
+        ul <= MVCC_HASH_LEN)
+        return ERR_CORRUPT;
+    size_t n = 0;
+    for (int i = 3; i >= 0; i--)
+        n = (n << 8) | p[MVCC_HDR + i];
+    if (n <= ul || n > v->len - MVCC_HDR_LONG ||
+        memcmp(p + MVCC_HDR_LONG, k->data, ul - MVCC_HASH_LEN) != 0)
+        return ERR_CORRUPT;
+    kv->key = p + MVCC_HDR_LONG;
+    kv->key_len = n;
+    *off_out = MVCC_HDR_LONG + n;
+    return 0;
 }
 
 int mvcc__entry_decode(const struct backend_val *k,
                        const struct backend_val *v, bool keys_only,
-                       struct mvcc_kv *kv, bool *tomb_out)
+                       bool long_, struct mvcc_kv *kv, bool *tomb_out)
 {
-    size_t ul;
+    size_t ul, off = MVCC_HDR;
     int64_t sub;
     int kind;
     int rc = mvcc__ckey_parse(k, &ul, &kv->mod_rev, &sub, &kind);
     if (rc != 0)
         return rc;
     const uint8_t *p = v->data;
-    if (v->len < MVCC_HDR || p[0] != MVCC_FORMAT || p[1] != kind)
+    if (v->len < MVCC_HDR || p[1] != kind)
         return ERR_CORRUPT;
-    kv->key = k->data;
-    kv->key_len = ul;
+    if (long_)
+        rc = long_key(k, v, ul, kv, &off);
+    else if (p[0] != MVCC_FORMAT)
+        rc = ERR_CORRUPT;
+    if (rc != 0)
+        return rc;
+    if (!long_) {
+        kv->key = k->data;
+        kv->key_len = ul;
+    }
     kv->create_rev = (mvcc_rev)mvcc__get_le64(p + 2);
     kv->version = (int64_t)mvcc__get_le64(p + 10);
     kv->lease = (int64_t)mvcc__get_le64(p + 18);
     bool tomb = kind == MVCC_KIND_TOMB;
-    if (tomb ? (v->len != MVCC_HDR || kv->create_rev != 0 || kv->version != 0)
+    if (tomb ? (v->len != off || kv->create_rev != 0 || kv->version != 0)
              : (kv->create_rev <= 0 || kv->create_rev > kv->mod_rev ||
                 kv->version <= 0))
         return ERR_CORRUPT;
-    kv->value = keys_only || tomb ? NULL : p + MVCC_HDR;
-    kv->value_len = keys_only ? 0 : v->len - MVCC_HDR;
+    kv->value = keys_only || tomb ? NULL : p + off;
+    kv->value_len = keys_only ? 0 : v->len - off;
     *tomb_out = tomb;
     return 0;
+}
+
+uint64_t mvcc__hash_mask = UINT64_MAX;
+
+/* A 64-bit multiply-xorshift hash (our own; any fixed function would do:
+ * collisions cost time, never correctness, see mvcc_int.h). */
+uint64_t mvcc__key_hash(const uint8_t *key, size_t key_len)
+{
+    const uint64_t m = 0x9e3779b97f4a7c15u;
+    uint64_t h = 0x6a09e667f3bcc909u ^ ((uint64_t)key_len * m);
+    size_t i = 0;
+    for (; i + 8 <= key_len; i += 8) {
+        h = (h ^ mvcc__get_le64(key + i)) * m;
+        h ^= h >> 29;
+    }
+    for (; i < key_len; i++) {
+        h = (h ^ key[i]) * m;
+        h ^= h >> 31;
+    }
+    h ^= h >> 32;
+    return (h * m ^ (h >> 29)) & mvcc__hash_mask;
 }
 
 int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
@@ -93,7 +154,16 @@ int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
     struct backend_val v = {val_len, (void *)val};
     if (ckey == NULL || val == NULL || kv == NULL || tombstone_out == NULL)
         return ERR_CORRUPT;
-    return mvcc__entry_decode(&k, &v, false, kv, tombstone_out);
+    bool long_ = val_len > 0 && ((const uint8_t *)val)[0] == MVCC_FORMAT_LONG;
+    int rc = mvcc__entry_decode(&k, &v, false, long_, kv, tombstone_out);
+    if (rc != 0 || !long_)
+        return rc;
+    /* The full check of a long key's index: its hash too. */
+    size_t ul = ckey_len - MVCC_SUFFIX;
+    uint64_t h = mvcc__key_hash(kv->key, kv->key_len);
+    if (mvcc__get_be64((const uint8_t *)ckey + ul - MVCC_HASH_LEN) != h)
+        return ERR_CORRUPT;
+    return 0;
 }
 
 void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
@@ -142,7 +212,7 @@ int mvcc__span_init(struct mvcc_span *sp, const struct mvcc_store *s,
 {
     if (key_len == 0 || key == NULL)
         return ERR_INVAL;
-    if (key_len > s->key_max)
+    if (key_len > MVCC_KEY_MAX)
         return ERR_TOO_LARGE;
     sp->key = key;
     sp->key_len = key_len;
@@ -150,6 +220,7 @@ int mvcc__span_init(struct mvcc_span *sp, const struct mvcc_store *s,
     sp->end_len = end_len;
     sp->single = end_len == 0;
     sp->unbounded = end_len == 1 && ((const uint8_t *)end)[0] == 0;
+    sp->short_max = s->short_max;
     return 0;
 }
 
@@ -173,6 +244,8 @@ static int store_buckets(struct mvcc_store *s)
         rc = backend_bucket_open(s->be, "meta", 0, &s->meta);
     if (rc == 0)
         rc = backend_bucket_open(s->be, "lkey", 0, &s->lkey);
+    if (rc == 0)
+        rc = backend_bucket_open(s->be, "kvl", BACKEND_BUCKET_REVKEY, &s->kvl);
     return rc;
 }
 
@@ -212,11 +285,13 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
     size_t km = backend_key_max(be);
     if (km > MVCC_CKEY_MAX)
         km = MVCC_CKEY_MAX;
-    assert(km > MVCC_SUFFIX + MVCC_LEASE_PREFIX);
-    /* lkey keys are lease + user key: the tighter of the two limits. */
-    s->key_max = km - MVCC_SUFFIX;
-    if (s->key_max > km - MVCC_LEASE_PREFIX)
-        s->key_max = km - MVCC_LEASE_PREFIX;
+    assert(km > MVCC_SUFFIX + MVCC_LEASE_PREFIX + 2 * MVCC_HASH_LEN);
+    /* lkey keys are lease + short key, or lease + index + 1 byte: L is the
+     * tightest of the limits. */
+    s->short_max = km - MVCC_SUFFIX;
+    if (s->short_max > km - MVCC_LEASE_PREFIX - 1)
+        s->short_max = km - MVCC_LEASE_PREFIX - 1;
+    assert(s->short_max + MVCC_SUFFIX <= km);
     int rc = store_buckets(s);
     if (rc == 0)
         rc = store_load(s);
@@ -237,6 +312,7 @@ static void read_free(struct mvcc_read *r)
     backend_cursor_close(r->kv);
     backend_cursor_close(r->revc);
     backend_cursor_close(r->lk);
+    backend_cursor_close(r->kvl);
     backend_read_end(r->txn);
     mem_free(r);
 }
@@ -253,6 +329,7 @@ void mvcc_store_close(struct mvcc_store *s)
     }
     mvcc__arena_free(&s->batch.arena);
     mvcc_range_result_close(&s->batch.scratch);
+    mem_free(s->batch.ubuf);
     mem_free(s->batch.events);
     pthread_mutex_destroy(&s->pool_mu);
     mem_free(s);
@@ -294,7 +371,8 @@ uint64_t mvcc_consistent_index(const struct mvcc_store *s)
 
 size_t mvcc_key_max(const struct mvcc_store *s)
 {
-    return s->key_max;
+    assert(s != NULL);
+    return MVCC_KEY_MAX;
 }
 
 void mvcc_store_set_observer(struct mvcc_store *s, mvcc_observer_fn fn,
@@ -337,6 +415,8 @@ static int read_renew(struct mvcc_read *r)
         rc = backend_cursor_renew(r->txn, r->revc);
     if (rc == 0 && r->lk != NULL)
         rc = backend_cursor_renew(r->txn, r->lk);
+    if (rc == 0 && r->kvl != NULL)
+        rc = backend_cursor_renew(r->txn, r->kvl);
     return rc;
 }
 

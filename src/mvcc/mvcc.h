@@ -7,7 +7,12 @@
  * read at any revision >= the compact revision.  The key index lives in
  * LMDB too (versions sort by key, then revision descending), so opening a
  * store with millions of keys costs a few page reads: nothing is rebuilt
- * in memory at start-up.  The on-disk formats are documented in mvcc.c.
+ * in memory at start-up.  The on-disk formats are documented in
+ * mvcc_int.h.  Keys of any length are stored (as etcd, which limits them
+ * by the request size only): those longer than LMDB's key limit allows
+ * (about 494 bytes) live in a second bucket under a prefix-plus-hash
+ * index, with the same semantics; ranges over them cost a walk over each
+ * group of long keys sharing their first ~486 bytes (see mvcc_long.c).
  *
  * Semantics follow etcd 3.4 (see shared/reference/etcd-features.md §0):
  * - the empty store is at revision 1; a no-op request does not bump it;
@@ -147,9 +152,8 @@ mvcc_rev mvcc_read_compact_rev(const struct mvcc_read *r);
  * counting continues past the limit without reading values.
  * Errors: ERR_COMPACTED (rev < compact rev), ERR_FUTURE_REV (rev >
  * current), ERR_NOMEM (result untouched but for n_kvs = 0), ERR_INVAL
- * (key_len == 0), ERR_TOO_LARGE (key_len > mvcc_key_max: such a key
- * cannot exist, but LMDB cannot seek to it either), ERR_CORRUPT (a bad
- * record on disk).
+ * (key_len == 0), ERR_TOO_LARGE (key_len > mvcc_key_max), ERR_CORRUPT
+ * (a bad record on disk).
  */
 int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
                const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
@@ -276,12 +280,14 @@ int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
 
 /* Called per key by mvcc_lease_keys; return non-zero to stop. */
 typedef int (*mvcc_key_fn)(void *arg, const uint8_t *key, size_t key_len);
-/* mvcc_lease_keys lists the live keys attached to lease, in key order
- * (LeaseTimeToLive keys=true).  Errors: what fn returned, ERR_CORRUPT. */
+/* mvcc_lease_keys lists the live keys attached to lease (LeaseTimeToLive
+ * keys=true; etcd's order is random): short keys in key order, long ones
+ * by their index.  Errors: what fn returned, ERR_CORRUPT, ERR_NOMEM. */
 int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
                     void *arg);
 
-/* mvcc_key_max is the longest user key the store accepts. */
+/* mvcc_key_max is the longest user key the store accepts: 1 GiB, far
+ * beyond any request the server takes (--max-request-bytes decides). */
 size_t mvcc_key_max(const struct mvcc_store *s);
 
 /* --- compaction (apply thread) ---------------------------------------- */
@@ -318,9 +324,11 @@ int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
 
 /* --- record codec (exposed for the fuzzer and tests) ------------------ */
 
-/* mvcc_kv_decode parses one `kv` bucket entry (composite key + value
- * record) into kv (pointing into the inputs) and *tombstone_out.
- * Returns 0 or ERR_CORRUPT; never asserts on its input. */
+/* mvcc_kv_decode parses one `kv` or `kvl` bucket entry (composite key +
+ * value record; the value's format byte tells which) into kv (pointing
+ * into the inputs; a long key's bytes are in the value, its index checked
+ * against them, hash included) and *tombstone_out.  Returns 0 or
+ * ERR_CORRUPT; never asserts on its input. */
 int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
                    size_t val_len, struct mvcc_kv *kv, bool *tombstone_out);
 

@@ -15,6 +15,7 @@
 #include "mvcc/mvcc_int.h"
 
 #include "util/err.h"
+#include "util/mem.h"
 
 static bool pending(const struct mvcc_state *st)
 {
@@ -44,11 +45,13 @@ bool mvcc_compact_pending(const struct mvcc_store *s)
     return pending(&s->st);
 }
 
-/* del_current deletes the kv entry under the cursor and its `rev` entry;
+/* del_current deletes the entry under cursor c (of `kv` or `kvl`) and its
+ * `rev` entry;
  * k receives the entry that followed (ERR_NOTFOUND at the end, also when
  * this deletion emptied the `kv` bucket: a compaction at a revision where
  * every key is deleted drops every entry). */
-static int del_current(struct mvcc_batch *b, struct backend_val *k)
+static int del_current(struct mvcc_batch *b, struct backend_cursor *c,
+                       struct backend_val *k)
 {
     size_t ul;
     mvcc_rev main;
@@ -60,12 +63,12 @@ static int del_current(struct mvcc_batch *b, struct backend_val *k)
         return rc;
     mvcc__put_be64(rk, (uint64_t)main);
     mvcc__put_be64(rk + 8, (uint64_t)sub);
-    rc = backend_cursor_del(b->kv);
+    rc = backend_cursor_del(c);
     if (rc == 0)
         rc = backend_del(b->txn, b->s->rev, rk, sizeof rk);
     if (rc != 0)
         return rc == ERR_NOTFOUND ? ERR_CORRUPT : rc;
-    return backend_cursor_current(b->kv, k, NULL);
+    return backend_cursor_current(c, k, NULL);
 }
 
 /* compact_key drops the versions of user key u that are dead at c. */
@@ -83,15 +86,53 @@ static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     assert(kv.mod_rev <= c);
     rc = backend_cursor_current(b->kv, &k, NULL);
     if (rc == 0)
-        rc = tomb ? del_current(b, &k) : backend_cursor_next(b->kv, &k, NULL);
-    while (rc == 0 && k.len == ul + MVCC_SUFFIX && memcmp(k.data, u, ul) == 0)
-        rc = del_current(b, &k);
+        rc = tomb ? del_current(b, b->kv, &k)
+                  : backend_cursor_next(b->kv, &k, NULL);
+    while (rc == 0 && mvcc__same_ukey(&k, u, ul))
+        rc = del_current(b, b->kv, &k);
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+/* compact_long is compact_key for a long key: its older versions are
+ * those of its index that carry its full key (a colliding key's are
+ * stepped over). */
+static int compact_long(struct mvcc_batch *b, const uint8_t *u, size_t ul,
+                        mvcc_rev c)
+{
+    uint8_t idx[MVCC_CKEY_MAX];
+    size_t l = b->s->short_max;
+    struct mvcc_kv kv;
+    struct backend_val k, v;
+    bool tomb;
+    int rc = mvcc__batch_kvl(b);
+    if (rc == 0)
+        rc = mvcc__visible_long(l, b->kvl, u, ul, c, true, &kv, &tomb);
+    if (rc == ERR_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    assert(kv.mod_rev <= c);
+    mvcc__lindex(l, idx, u, ul);
+    rc = backend_cursor_current(b->kvl, &k, NULL);
+    if (rc == 0)
+        rc = tomb ? del_current(b, b->kvl, &k)
+                  : backend_cursor_next(b->kvl, &k, NULL);
+    while (rc == 0 && mvcc__same_ukey(&k, idx, l)) {
+        rc = backend_cursor_current(b->kvl, &k, &v);
+        if (rc == 0)
+            rc = mvcc__entry_decode(&k, &v, true, true, &kv, &tomb);
+        if (rc != 0)
+            break;
+        rc = kv.key_len == ul && memcmp(kv.key, u, ul) == 0
+                 ? del_current(b, b->kvl, &k)
+                 : backend_cursor_next(b->kvl, &k, NULL);
+    }
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
 /* next_rev reads the next `rev` log entry to examine into u/ul; *done when
  * the log has nothing left at or below the compact rev. */
-static int next_rev(struct mvcc_batch *b, uint8_t *u, size_t *ul, bool *done)
+static int next_rev(struct mvcc_batch *b, size_t *ul, bool *done)
 {
     uint8_t rk[MVCC_REVKEY_LEN];
     struct backend_val k, v;
@@ -101,7 +142,7 @@ static int next_rev(struct mvcc_batch *b, uint8_t *u, size_t *ul, bool *done)
     *done = rc == ERR_NOTFOUND;
     if (rc != 0)
         return *done ? 0 : rc;
-    if (k.len != MVCC_REVKEY_LEN || v.len < 2 || v.len - 1 > b->s->key_max)
+    if (k.len != MVCC_REVKEY_LEN || v.len < 2 || v.len - 1 > MVCC_KEY_MAX)
         return ERR_CORRUPT;
     uint64_t main = mvcc__get_be64(k.data);
     uint64_t sub = mvcc__get_be64((const uint8_t *)k.data + 8);
@@ -109,7 +150,15 @@ static int next_rev(struct mvcc_batch *b, uint8_t *u, size_t *ul, bool *done)
         return ERR_CORRUPT;
     *done = (mvcc_rev)main > b->st.compact;
     *ul = v.len - 1;
-    memcpy(u, (const uint8_t *)v.data + 1, *ul); /* pages move as we delete */
+    if (*ul > b->ubuf_cap) {
+        uint8_t *p = mem_realloc(b->ubuf, *ul);
+        if (p == NULL)
+            return ERR_NOMEM;
+        b->ubuf = p;
+        b->ubuf_cap = *ul;
+    }
+    /* pages move as we delete: keep a copy */
+    memcpy(b->ubuf, (const uint8_t *)v.data + 1, *ul);
     b->st.next_main = (mvcc_rev)main;
     b->st.next_sub = (int64_t)sub + 1;
     return 0;
@@ -122,12 +171,13 @@ int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
     if (b->err != 0)
         return b->err;
     bool done = !pending(&b->st);
-    uint8_t u[MVCC_CKEY_MAX];
     size_t ul = 0;
     for (size_t n = 0; !done && n < max_revs; n++) {
-        int rc = next_rev(b, u, &ul, &done);
-        if (rc == 0 && !done)
-            rc = compact_key(b, u, ul, b->st.compact);
+        int rc = next_rev(b, &ul, &done);
+        if (rc == 0 && !done && ul <= b->s->short_max)
+            rc = compact_key(b, b->ubuf, ul, b->st.compact);
+        else if (rc == 0 && !done)
+            rc = compact_long(b, b->ubuf, ul, b->st.compact);
         if (rc != 0)
             return mvcc__batch_fail(b, rc);
     }

@@ -6,8 +6,10 @@
  * complement; BE = big-endian, LE = little-endian).
  *
  * Bucket `kv` (BACKEND_BUCKET_REVKEY order: user key, then the 17-byte
- * suffix bytewise).  One entry per version of every key.
- *   key:   [0, n)      user key bytes, 1 <= n <= mvcc_key_max
+ * suffix bytewise).  One entry per version of every short key: L = the
+ * store's short_max = LMDB's key limit - 17 (494 bytes with LMDB's default
+ * 511-byte keys).
+ *   key:   [0, n)      user key bytes, 1 <= n <= L (a short key)
  *          [n, n+8)    ~main (bitwise NOT of the main revision), u64 BE
  *          [n+8, n+16) ~sub  (bitwise NOT of the sub revision), u64 BE
  *          [n+16]      kind: 0 = put, 1 = tombstone (deletion)
@@ -22,13 +24,43 @@
  *          [18, 26)    lease, i64 LE (0 for tombstones)
  *          [26, ...)   the value bytes (none for tombstones)
  *
+ * Bucket `kvl` (BACKEND_BUCKET_REVKEY order).  One entry per version of
+ * every long key (n > L bytes), which LMDB cannot hold as a key.  With
+ * P = L - 8, the long key K is filed under its index I(K), L bytes:
+ *   key:   [0, P)      K's first P bytes
+ *          [P, L)      mvcc__key_hash(K), u64 BE
+ *          [L, L+17)   ~main, ~sub, kind, as in `kv`
+ *   value: [0]         format = 2
+ *          [1, 26)     flags, create_rev, version, lease, as in `kv`
+ *          [26, 30)    n = the length of K, u32 LE (n > L)
+ *          [30, 30+n)  K itself: the index does not identify it
+ *          [30+n, ...) the value bytes (none for tombstones)
+ *   Keys that share their first P bytes form a "group", and a group's
+ *   entries are contiguous (I(K) starts with K's first P bytes).  The
+ *   hash only spreads a group: two long keys may share an index (a
+ *   collision), their versions then interleave under it by revision, so
+ *   every reader compares the full key in the value, never the index
+ *   alone.  A point lookup walks one index; a range gathers each group it
+ *   meets whole and sorts it by full key (mvcc_long.c).  Order against
+ *   short keys needs no care: a short key S and a long key K compare as S
+ *   and K's first L bytes do, S first when equal, and the range walk
+ *   merges both buckets by full key (mvcc_read.c).
+ *
  * Bucket `rev` (bytewise order = revision order).  One entry per version
  * still in `kv`; the revision log for watch replay and compaction.
  *   key:   [0, 8) main u64 BE, [8, 16) sub u64 BE
- *   value: [0] kind (as above), [1, ...) user key bytes
+ *   value: [0] kind (as above), [1, ...) user key bytes (short or long)
  *
- * Bucket `lkey` (bytewise).  One entry per live key attached to a lease.
- *   key:   [0, 8) lease id u64 BE, [8, ...) user key; value: empty.
+ * Bucket `lkey` (bytewise).  One entry per live short key attached to a
+ * lease, and one per (lease, index of `kvl`) that live long keys with that
+ * lease are filed under:
+ *   short: key [0, 8) lease id u64 BE, [8, 8+n) user key (n <= L);
+ *          value empty.
+ *   long:  key [0, 8) lease id u64 BE, [8, 8+L) the index I(K), [8+L] 0
+ *          (so 8+L+1 bytes: longer than any short entry); value: how many
+ *          live long keys under that index hold the lease, u64 LE (>= 1).
+ *          The keys themselves are found in `kvl` (those whose newest
+ *          version is a put holding the lease).
  *
  * Bucket `meta` (bytewise), entry "mvcc_state", 52 bytes:
  *          [0, 8)   consistent_index u64 LE
@@ -56,6 +88,12 @@
 #define MVCC_HDR 26                       /* `kv` value header */
 #define MVCC_STATE_LEN 52                 /* `meta` mvcc_state */
 #define MVCC_FORMAT 1
+#define MVCC_FORMAT_LONG 2
+#define MVCC_HDR_LONG (MVCC_HDR + 4)      /* `kvl` value header */
+#define MVCC_HASH_LEN 8                   /* hash at the end of an index */
+/* Longest user key: the request size limit (--max-request-bytes) is the
+ * real one, as in etcd; this only keeps lengths inside a u32. */
+#define MVCC_KEY_MAX ((size_t)1 << 30)
 #define MVCC_KIND_PUT 0
 #define MVCC_KIND_TOMB 1
 #define MVCC_LEASE_PREFIX 8
@@ -108,6 +146,9 @@ struct mvcc_batch {
     struct backend_cursor *kv;    /* cursor on `kv` (freed with txn) */
     struct backend_cursor *revc;  /* cursor on `rev` (freed with txn) */
     struct backend_cursor *lk;    /* cursor on `lkey`, lazily (ditto) */
+    struct backend_cursor *kvl;   /* cursor on `kvl`, lazily (ditto) */
+    uint8_t *ubuf;                /* compaction's copy of a user key */
+    size_t ubuf_cap;              /* allocated bytes of ubuf */
     struct mvcc_range_result scratch; /* reused by deletes */
     struct mvcc_state st;         /* state as of this batch */
     int err;                      /* poisoning error, 0 = healthy */
@@ -126,6 +167,7 @@ struct mvcc_read {
     struct backend_cursor *kv;     /* cursor on `kv` */
     struct backend_cursor *revc;   /* cursor on `rev`, opened lazily */
     struct backend_cursor *lk;     /* cursor on `lkey`, opened lazily */
+    struct backend_cursor *kvl;    /* cursor on `kvl`, opened lazily */
     mvcc_rev rev;                  /* snapshot's current revision */
     mvcc_rev compact;              /* snapshot's compact revision */
     struct mvcc_read *next_free;   /* pool link */
@@ -138,7 +180,8 @@ struct mvcc_store {
     backend_bucket rev;            /* `rev` bucket */
     backend_bucket meta;           /* `meta` bucket */
     backend_bucket lkey;           /* `lkey` bucket */
-    size_t key_max;                /* longest user key */
+    backend_bucket kvl;            /* `kvl` bucket (long keys) */
+    size_t short_max;              /* L: longest key stored in `kv` */
     _Atomic mvcc_rev cur_rev;      /* committed current revision */
     _Atomic mvcc_rev compact_rev;  /* committed scheduled compact rev */
     _Atomic mvcc_rev compact_fin;  /* committed finished compact rev */
@@ -162,6 +205,20 @@ struct mvcc_span {
     size_t end_len;     /* length of end */
     bool single;        /* only `key` */
     bool unbounded;     /* every key >= key */
+    size_t short_max;   /* the store's L (keys above it live in `kvl`) */
+};
+
+/* One version gathered from `kvl`. */
+struct mvcc_lent {
+    struct mvcc_kv kv; /* decoded (pointers into the txn's pages) */
+    bool tomb;         /* a deletion */
+};
+
+/* A growable array of gathered versions (mem_realloc; free v). */
+struct mvcc_lbuf {
+    struct mvcc_lent *v; /* n entries */
+    size_t n;            /* used */
+    size_t cap;          /* allocated */
 };
 
 /* --- byte helpers ---------------------------------------------------- */
@@ -208,22 +265,38 @@ static inline int mvcc__bytes_cmp(const void *a, size_t al, const void *b,
     return al < bl ? -1 : (al > bl ? 1 : 0);
 }
 
+static inline bool mvcc__same_ukey(const struct backend_val *k,
+                                   const uint8_t *u, size_t ul)
+{
+    return k->len == ul + MVCC_SUFFIX && memcmp(k->data, u, ul) == 0;
+}
+
 /* --- mvcc.c ---------------------------------------------------------- */
 
 /* mvcc__ckey builds the composite `kv` key into buf (MVCC_CKEY_MAX bytes);
- * returns its length.  key_len <= store key_max is the caller's duty. */
+ * returns its length.  key_len <= the store's L is the caller's duty; key
+ * may be buf itself. */
 size_t mvcc__ckey(uint8_t *buf, const void *key, size_t key_len, mvcc_rev main,
                   int64_t sub, int kind);
 /* mvcc__ckey_parse splits a composite key; ERR_CORRUPT if malformed. */
 int mvcc__ckey_parse(const struct backend_val *k, size_t *ulen_out,
                      mvcc_rev *main_out, int64_t *sub_out, int *kind_out);
-/* mvcc__value_encode writes the value record of kv into dst. */
-void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb);
-/* mvcc__entry_decode = mvcc_kv_decode on backend values, skipping the
- * value bytes when keys_only. */
+/* mvcc__value_encode writes the value record of kv into dst: the `kv`
+ * layout (MVCC_HDR + value_len bytes), or with long the `kvl` one
+ * (MVCC_HDR_LONG + key_len + value_len bytes). */
+void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb,
+                        bool long_);
+/* mvcc__entry_decode = mvcc_kv_decode on backend values of `kv` (long =
+ * false) or `kvl` (long = true, the index's prefix checked, not its hash),
+ * skipping the value bytes when keys_only. */
 int mvcc__entry_decode(const struct backend_val *k,
                        const struct backend_val *v, bool keys_only,
-                       struct mvcc_kv *kv, bool *tomb_out);
+                       bool long_, struct mvcc_kv *kv, bool *tomb_out);
+/* mvcc__key_hash is the hash at the end of a long key's index, ANDed with
+ * mvcc__hash_mask: all ones, but for tests, which narrow it (before opening
+ * a store, and for that store's life) to make index collisions common. */
+extern uint64_t mvcc__hash_mask;
+uint64_t mvcc__key_hash(const uint8_t *key, size_t key_len);
 /* mvcc__span_init normalises a range; ERR_INVAL / ERR_TOO_LARGE. */
 int mvcc__span_init(struct mvcc_span *sp, const struct mvcc_store *s,
                     const void *key, size_t key_len, const void *end,
@@ -241,17 +314,53 @@ int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st);
  * ERR_NOMEM. */
 int mvcc__result_grow(struct mvcc_range_result *res);
 
-/* mvcc__scan runs a range over cursor kv at rev (already validated) into
- * res (grown with mem_realloc).  Pointers are those of the cursor's txn. */
-int mvcc__scan(struct backend_cursor *kv, const struct mvcc_span *sp,
-               mvcc_rev rev, int64_t limit, unsigned flags,
-               struct mvcc_range_result *res);
+/* mvcc__seek_at moves c to the newest version <= rev of user key u (after
+ * = false) or of the smallest key > u (after = true), or past that to the
+ * next user key's entries when there is none (u: at most MVCC_CKEY_MAX -
+ * MVCC_SUFFIX - 1 bytes). */
+int mvcc__seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
+                  bool after, mvcc_rev rev, struct backend_val *k,
+                  struct backend_val *v);
+/* mvcc__scan runs a range over cursors kv and kvl (kvl may be NULL for a
+ * single short key) at rev (already validated) into res (grown with
+ * mem_realloc).  Pointers are those of the cursors' txn. */
+int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
+               const struct mvcc_span *sp, mvcc_rev rev, int64_t limit,
+               unsigned flags, struct mvcc_range_result *res);
 /* mvcc__visible seeks the version of key visible at rev: 0 and out, tomb_out
  * filled if the key has a version <= rev, ERR_NOTFOUND if not.  The
  * cursor is left on that version. */
 int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
                   mvcc_rev rev, bool keys_only, struct mvcc_kv *out,
                   bool *tomb_out);
+
+/* --- mvcc_long.c ----------------------------------------------------- */
+
+/* mvcc__lindex writes the `kvl` index of long key key (key_len > l, the
+ * store's L) into idx (l bytes).  The functions below take l too. */
+void mvcc__lindex(size_t l, uint8_t *idx, const void *key,
+                  size_t key_len);
+/* mvcc__visible_long is mvcc__visible for a long key, on a `kvl` cursor:
+ * the cursor is left on the version found. */
+int mvcc__visible_long(size_t l, struct backend_cursor *kvl,
+                       const void *key, size_t key_len, mvcc_rev rev,
+                       bool keys_only, struct mvcc_kv *out, bool *tomb_out);
+/* mvcc__lbuf_push appends an entry; ERR_NOMEM. */
+int mvcc__lbuf_push(struct mvcc_lbuf *b, const struct mvcc_kv *kv, bool tomb);
+/* mvcc__idx_gather appends to buf the newest version <= rev of every long
+ * key filed under index idx (L bytes), and leaves *k on the first entry
+ * after them (returns ERR_NOTFOUND when there is none). */
+int mvcc__idx_gather(size_t l, struct backend_cursor *kvl,
+                     const uint8_t *idx, mvcc_rev rev, bool keys_only,
+                     struct mvcc_lbuf *buf, struct backend_val *k);
+/* mvcc__group_gather does mvcc__idx_gather for every index of the group
+ * whose first entry is at *k, leaving *k on the next group's first entry;
+ * *end when no entry is left. */
+int mvcc__group_gather(size_t l, struct backend_cursor *kvl,
+                       struct backend_val *k, mvcc_rev rev, bool keys_only,
+                       struct mvcc_lbuf *buf, bool *end);
+/* mvcc__lbuf_sort sorts buf by full key. */
+void mvcc__lbuf_sort(struct mvcc_lbuf *buf);
 
 /* --- mvcc_write.c ---------------------------------------------------- */
 
@@ -260,6 +369,8 @@ int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
 void *mvcc__arena_alloc(struct mvcc_arena *a, size_t len);
 void mvcc__arena_reset(struct mvcc_arena *a);
 void mvcc__arena_free(struct mvcc_arena *a);
+/* mvcc__batch_kvl opens b->kvl if it is not yet; 0 or ERR_NOMEM. */
+int mvcc__batch_kvl(struct mvcc_batch *b);
 /* mvcc__batch_fail records the first poisoning error and returns it. */
 int mvcc__batch_fail(struct mvcc_batch *b, int err);
 

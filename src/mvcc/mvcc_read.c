@@ -19,12 +19,9 @@
 /* Versions stepped over with cursor nexts before seeking past a key. */
 #define SKIP_NEXTS 4
 
-/* seek_at moves c to the newest version <= rev of user key u (after =
- * false) or of the smallest key > u (after = true), or past that to the
- * next user key's entries when there is none. */
-static int seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
-                   bool after, mvcc_rev rev, struct backend_val *k,
-                   struct backend_val *v)
+int mvcc__seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
+                  bool after, mvcc_rev rev, struct backend_val *k,
+                  struct backend_val *v)
 {
     uint8_t buf[MVCC_CKEY_MAX + 1];
     assert(ul + MVCC_SUFFIX + 1 <= sizeof buf && rev >= 0);
@@ -37,12 +34,6 @@ static int seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
     return backend_cursor_seek(c, buf, ul + MVCC_SUFFIX, k, v);
 }
 
-static bool same_user_key(const struct backend_val *k, const uint8_t *u,
-                          size_t ul)
-{
-    return k->len == ul + MVCC_SUFFIX && memcmp(k->data, u, ul) == 0;
-}
-
 /* next_key moves c from a version of u to the first entry of the next
  * user key.  u must stay valid (it points into the txn's pages). */
 static int next_key(struct backend_cursor *c, const uint8_t *u, size_t ul,
@@ -51,10 +42,10 @@ static int next_key(struct backend_cursor *c, const uint8_t *u, size_t ul,
 {
     for (int i = 0; i < SKIP_NEXTS; i++) {
         int rc = backend_cursor_next(c, k, v);
-        if (rc != 0 || !same_user_key(k, u, ul))
+        if (rc != 0 || !mvcc__same_ukey(k, u, ul))
             return rc;
     }
-    return seek_at(c, u, ul, true, rev, k, v);
+    return mvcc__seek_at(c, u, ul, true, rev, k, v);
 }
 
 int mvcc__result_grow(struct mvcc_range_result *res)
@@ -76,7 +67,8 @@ static int emit(struct mvcc_range_result *res, const struct backend_val *k,
         return rc;
     bool tomb;
     struct mvcc_kv *kv = &res->kvs[res->n_kvs];
-    rc = mvcc__entry_decode(k, v, flags & MVCC_RANGE_KEYS_ONLY, kv, &tomb);
+    rc = mvcc__entry_decode(k, v, flags & MVCC_RANGE_KEYS_ONLY, false, kv,
+                            &tomb);
     if (rc != 0)
         return rc;
     assert(!tomb);
@@ -84,40 +76,204 @@ static int emit(struct mvcc_range_result *res, const struct backend_val *k,
     return 0;
 }
 
-int mvcc__scan(struct backend_cursor *kv, const struct mvcc_span *sp,
-               mvcc_rev rev, int64_t limit, unsigned flags,
-               struct mvcc_range_result *res)
+/* The short keys of a range, from `kv`, one live version at a time. */
+struct sstream {
+    struct backend_cursor *c;   /* on `kv` */
+    const struct mvcc_span *sp; /* the range */
+    mvcc_rev rev;               /* the revision read */
+    struct backend_val k, v;    /* the current live version (if has) */
+    size_t ul;                  /* its user key's length */
+    bool has;                   /* k/v hold one */
+};
+
+/* short_settle finds, from the entry the last move (result rc) left in
+ * st->k, the first live version in the span. */
+static int short_settle(struct sstream *st, int rc)
 {
-    assert(kv != NULL && sp != NULL && res != NULL && rev >= 1);
-    bool want = !(flags & MVCC_RANGE_COUNT_ONLY);
-    struct backend_val k, v;
-    int64_t count = 0;
-    res->n_kvs = 0;
-    int rc = seek_at(kv, sp->key, sp->key_len, false, rev, &k, &v);
+    const struct mvcc_span *sp = st->sp;
+    st->has = false;
     while (rc == 0) {
-        size_t ul;
         mvcc_rev main;
         int64_t sub;
         int kind;
-        rc = mvcc__ckey_parse(&k, &ul, &main, &sub, &kind);
-        if (rc != 0 || !mvcc__span_has(sp, k.data, ul))
+        rc = mvcc__ckey_parse(&st->k, &st->ul, &main, &sub, &kind);
+        if (rc != 0 || !mvcc__span_has(sp, st->k.data, st->ul))
             break;
-        if (main > rev) { /* a version newer than rev: jump below it */
-            rc = seek_at(kv, k.data, ul, false, rev, &k, &v);
+        if (main > st->rev) { /* a version newer than rev: jump below it */
+            rc = mvcc__seek_at(st->c, st->k.data, st->ul, false, st->rev,
+                               &st->k, &st->v);
             continue;
         }
         if (kind == MVCC_KIND_PUT) {
-            count++;
-            if (want && (limit <= 0 || count <= limit))
-                rc = emit(res, &k, &v, flags);
-            if (rc != 0)
-                break;
+            st->has = true;
+            return 0;
         }
         if (sp->single)
             break;
-        rc = next_key(kv, k.data, ul, rev, &k, &v);
+        rc = next_key(st->c, st->k.data, st->ul, st->rev, &st->k, &st->v);
     }
-    if (rc != 0 && rc != ERR_NOTFOUND) {
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+static int short_start(struct sstream *st)
+{
+    const struct mvcc_span *sp = st->sp;
+    uint8_t past[MVCC_CKEY_MAX];
+    if (sp->key_len <= sp->short_max)
+        return short_settle(st, mvcc__seek_at(st->c, sp->key, sp->key_len,
+                                              false, st->rev, &st->k, &st->v));
+    if (sp->single)
+        return 0; /* a long key is never in `kv` */
+    /* A short key S >= a long key K iff S > K's first L bytes: seek past
+     * every version of that L-byte key (the largest suffix). */
+    memcpy(past, sp->key, sp->short_max);
+    memset(past + sp->short_max, 0xff, MVCC_SUFFIX);
+    return short_settle(st, backend_cursor_seek(st->c, past,
+                                                sp->short_max + MVCC_SUFFIX,
+                                                &st->k, &st->v));
+}
+
+static int short_advance(struct sstream *st)
+{
+    assert(st->has);
+    st->has = false;
+    if (st->sp->single)
+        return 0;
+    return short_settle(st, next_key(st->c, st->k.data, st->ul, st->rev,
+                                     &st->k, &st->v));
+}
+
+/* The long keys of a range, from `kvl`, a group at a time (mvcc_long.c). */
+struct lstream {
+    struct backend_cursor *c;   /* on `kvl` (NULL: no long key wanted) */
+    const struct mvcc_span *sp; /* the range */
+    mvcc_rev rev;               /* the revision read */
+    bool keys_only;             /* decode without values */
+    struct mvcc_lbuf buf;       /* the live keys of the current group */
+    size_t i;                   /* next entry of buf */
+    struct backend_val k;       /* first entry of the next group */
+    bool end;                   /* no group left */
+};
+
+/* long_filter keeps the live versions of buf inside the span, sorted. */
+static void long_filter(struct lstream *ls)
+{
+    const struct mvcc_span *sp = ls->sp;
+    size_t n = 0;
+    for (size_t i = 0; i < ls->buf.n; i++) {
+        const struct mvcc_kv *kv = &ls->buf.v[i].kv;
+        if (!ls->buf.v[i].tomb &&
+            mvcc__bytes_cmp(kv->key, kv->key_len, sp->key, sp->key_len) >= 0 &&
+            mvcc__span_has(sp, kv->key, kv->key_len))
+            ls->buf.v[n++] = ls->buf.v[i];
+    }
+    ls->buf.n = n;
+    mvcc__lbuf_sort(&ls->buf);
+}
+
+/* long_fill makes ls->buf[ls->i] the next long key in the span, gathering
+ * groups until one has some, or none is left. */
+static int long_fill(struct lstream *ls)
+{
+    const struct mvcc_span *sp = ls->sp;
+    size_t p = sp->short_max - MVCC_HASH_LEN;
+    while (ls->i == ls->buf.n && !ls->end) {
+        /* every key of the group is > its P-byte prefix */
+        if (!sp->unbounded && !sp->single &&
+            mvcc__bytes_cmp(ls->k.data, ls->k.len < p ? ls->k.len : p,
+                            sp->end, sp->end_len) >= 0)
+            ls->end = true;
+        if (ls->end)
+            break;
+        ls->buf.n = ls->i = 0;
+        int rc = mvcc__group_gather(sp->short_max, ls->c, &ls->k, ls->rev, ls->keys_only,
+                                    &ls->buf, &ls->end);
+        if (rc != 0)
+            return rc;
+        long_filter(ls);
+    }
+    return 0;
+}
+
+static int long_start(struct lstream *ls)
+{
+    const struct mvcc_span *sp = ls->sp;
+    size_t p = sp->short_max - MVCC_HASH_LEN;
+    ls->end = true;
+    if (ls->c == NULL || (sp->single && sp->key_len <= sp->short_max))
+        return 0;
+    if (sp->single) { /* one long key: one index, not its whole group */
+        struct mvcc_kv kv;
+        bool tomb;
+        int rc = mvcc__visible_long(sp->short_max, ls->c, sp->key, sp->key_len, ls->rev,
+                                    ls->keys_only, &kv, &tomb);
+        if (rc == 0 && !tomb)
+            rc = mvcc__lbuf_push(&ls->buf, &kv, false);
+        return rc == ERR_NOTFOUND ? 0 : rc;
+    }
+    int rc = mvcc__seek_at(ls->c, sp->key, sp->key_len < p ? sp->key_len : p,
+                           false, ls->rev, &ls->k, NULL);
+    ls->end = rc == ERR_NOTFOUND;
+    if (rc != 0)
+        return ls->end ? 0 : rc;
+    return long_fill(ls);
+}
+
+/* take_long tells whether the long stream's key comes first. */
+static bool take_long(const struct sstream *ss, const struct lstream *ls)
+{
+    if (ls->i == ls->buf.n)
+        return false;
+    if (!ss->has)
+        return true;
+    const struct mvcc_kv *kv = &ls->buf.v[ls->i].kv;
+    return mvcc__bytes_cmp(kv->key, kv->key_len, ss->k.data, ss->ul) < 0;
+}
+
+/* scan_merge walks both streams in key order; *count_out = live keys. */
+static int scan_merge(struct sstream *ss,
+                      struct lstream *ls, int64_t limit, unsigned flags,
+                      struct mvcc_range_result *res, int64_t *count_out)
+{
+    bool want = !(flags & MVCC_RANGE_COUNT_ONLY);
+    int64_t count = 0;
+    int rc = short_start(ss);
+    if (rc == 0)
+        rc = long_start(ls);
+    while (rc == 0 && (ss->has || ls->i < ls->buf.n)) {
+        bool out = want && (limit <= 0 || count < limit);
+        count++;
+        if (take_long(ss, ls)) {
+            if (out && (rc = mvcc__result_grow(res)) == 0)
+                res->kvs[res->n_kvs++] = ls->buf.v[ls->i].kv;
+            ls->i++;
+            if (rc == 0)
+                rc = long_fill(ls);
+            continue;
+        }
+        if (out)
+            rc = emit(res, &ss->k, &ss->v, flags);
+        if (rc == 0)
+            rc = short_advance(ss);
+    }
+    *count_out = count;
+    return rc;
+}
+
+int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
+               const struct mvcc_span *sp, mvcc_rev rev, int64_t limit,
+               unsigned flags, struct mvcc_range_result *res)
+{
+    assert(kv != NULL && sp != NULL && res != NULL && rev >= 1);
+    assert(kvl != NULL || (sp->single && sp->key_len <= sp->short_max));
+    struct sstream ss = {.c = kv, .sp = sp, .rev = rev};
+    struct lstream ls = {.c = kvl, .sp = sp, .rev = rev,
+                         .keys_only = flags & MVCC_RANGE_KEYS_ONLY};
+    int64_t count = 0;
+    res->n_kvs = 0;
+    int rc = scan_merge(&ss, &ls, limit, flags, res, &count);
+    mem_free(ls.buf.v);
+    if (rc != 0) {
         res->n_kvs = 0;
         return rc;
     }
@@ -134,12 +290,20 @@ int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
 {
     assert(kv != NULL && key_len > 0);
     struct backend_val k, v;
-    int rc = seek_at(kv, key, key_len, false, rev, &k, &v);
+    int rc = mvcc__seek_at(kv, key, key_len, false, rev, &k, &v);
     if (rc != 0)
         return rc;
-    if (!same_user_key(&k, key, key_len))
+    if (!mvcc__same_ukey(&k, key, key_len))
         return ERR_NOTFOUND;
-    return mvcc__entry_decode(&k, &v, keys_only, out, tomb_out);
+    return mvcc__entry_decode(&k, &v, keys_only, false, out, tomb_out);
+}
+
+static int lazy_cursor(struct mvcc_read *r, backend_bucket b,
+                       struct backend_cursor **c)
+{
+    if (*c != NULL)
+        return 0;
+    return backend_cursor_open(r->txn, b, c);
 }
 
 /* rev_resolve turns *rev into the revision a read of r serves (<= 0: r's
@@ -165,9 +329,12 @@ int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
     int rc = mvcc__span_init(&sp, r->s, key, key_len, end, end_len);
     if (rc == 0)
         rc = rev_resolve(r, &rev);
+    /* a single short key is never in `kvl`: no cursor (nor seek) there */
+    if (rc == 0 && !(sp.single && key_len <= sp.short_max))
+        rc = lazy_cursor(r, r->s->kvl, &r->kvl);
     if (rc != 0)
         return rc;
-    return mvcc__scan(r->kv, &sp, rev, limit, flags, res);
+    return mvcc__scan(r->kv, r->kvl, &sp, rev, limit, flags, res);
 }
 
 void mvcc_range_result_close(struct mvcc_range_result *res)
@@ -180,41 +347,67 @@ void mvcc_range_result_close(struct mvcc_range_result *res)
 
 /* --- events ---------------------------------------------------------- */
 
-static int lazy_cursor(struct mvcc_read *r, backend_bucket b,
-                       struct backend_cursor **c)
+/* long_prev finds, after the version of long key u under the cursor,
+ * the key's previous version (*found false if none is left). */
+static int long_prev(struct backend_cursor *kvl, const uint8_t *idx,
+                     size_t l, const uint8_t *u, size_t ul,
+                     struct mvcc_kv *prev, bool *found)
 {
-    if (*c != NULL)
-        return 0;
-    return backend_cursor_open(r->txn, b, c);
+    struct backend_val k, v;
+    bool tomb;
+    int rc;
+    *found = false;
+    while ((rc = backend_cursor_next(kvl, &k, &v)) == 0 &&
+           mvcc__same_ukey(&k, idx, l)) {
+        rc = mvcc__entry_decode(&k, &v, false, true, prev, &tomb);
+        if (rc != 0)
+            return rc;
+        if (prev->key_len == ul && memcmp(prev->key, u, ul) == 0) {
+            *found = !tomb;
+            return 0;
+        }
+    }
+    return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
 /* event_fill loads the kv entry of revision (main, sub) of user key u and,
- * with want_prev, the version before it. */
-static int event_fill(struct backend_cursor *kvc, const uint8_t *u, size_t ul,
-                      mvcc_rev main, int64_t sub, int kind, bool want_prev,
-                      struct mvcc_event *ev)
+ * with want_prev, the version before it (c: the `kv` cursor, or the `kvl`
+ * one for a long key, l the store's L). */
+static int event_fill(struct backend_cursor *c, size_t l, const uint8_t *u,
+                      size_t ul, mvcc_rev main, int64_t sub, int kind,
+                      bool want_prev, struct mvcc_event *ev)
 {
     uint8_t buf[MVCC_CKEY_MAX];
-    size_t n = mvcc__ckey(buf, u, ul, main, sub, kind);
+    bool tomb, lg = ul > l, found = true;
+    size_t n = lg ? (mvcc__lindex(l, buf, u, ul), l) : ul;
+    n = mvcc__ckey(buf, lg ? buf : u, n, main, sub, kind);
     struct backend_val k, v;
-    bool tomb;
-    int rc = backend_cursor_seek(kvc, buf, n, &k, &v);
+    int rc = backend_cursor_seek(c, buf, n, &k, &v);
     if (rc != 0 || k.len != n || memcmp(k.data, buf, n) != 0)
         return ERR_CORRUPT; /* the rev log names a version kv lacks */
     memset(ev, 0, sizeof *ev);
-    rc = mvcc__entry_decode(&k, &v, false, &ev->kv, &tomb);
+    rc = mvcc__entry_decode(&k, &v, false, lg, &ev->kv, &tomb);
+    if (rc == 0 && (ev->kv.key_len != ul || memcmp(ev->kv.key, u, ul) != 0))
+        rc = ERR_CORRUPT;
     if (rc != 0)
         return rc;
     ev->type = tomb ? MVCC_EVENT_DELETE : MVCC_EVENT_PUT;
     ev->sub_rev = sub;
     if (!want_prev)
         return 0;
-    rc = backend_cursor_next(kvc, &k, &v);
-    if (rc == ERR_NOTFOUND || (rc == 0 && !same_user_key(&k, u, ul)))
-        return 0;
-    if (rc == 0)
-        rc = mvcc__entry_decode(&k, &v, false, &ev->prev_kv, &tomb);
-    if (rc == 0 && tomb)
+    bool ptomb = false;
+    if (lg) {
+        rc = long_prev(c, buf, l, u, ul, &ev->prev_kv, &found);
+    } else {
+        rc = backend_cursor_next(c, &k, &v);
+        found = rc == 0 && mvcc__same_ukey(&k, u, ul);
+        if (found)
+            rc = mvcc__entry_decode(&k, &v, false, false, &ev->prev_kv,
+                                    &ptomb);
+        else if (rc == ERR_NOTFOUND)
+            rc = 0;
+    }
+    if (rc == 0 && (!found || ptomb))
         memset(&ev->prev_kv, 0, sizeof ev->prev_kv);
     return rc;
 }
@@ -283,7 +476,11 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
         if (!span_contains(&sp, u, v.len - 1))
             continue;
         struct mvcc_event ev;
-        rc = event_fill(r->kv, u, v.len - 1, main, sub, kind, want_prev, &ev);
+        bool lg = v.len - 1 > sp.short_max;
+        if (lg && (rc = lazy_cursor(r, r->s->kvl, &r->kvl)) != 0)
+            return rc;
+        rc = event_fill(lg ? r->kvl : r->kv, sp.short_max, u, v.len - 1,
+                        main, sub, kind, want_prev, &ev);
         if (rc == 0)
             rc = fn(arg, &ev);
         if (rc != 0)
@@ -298,17 +495,14 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
 
 /* --- hash, lease keys ------------------------------------------------ */
 
-int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
-                 mvcc_rev *compact_rev_out)
+/* hash_bucket extends *crc with every entry of c's bucket at or below
+ * rev. */
+static int hash_bucket(struct backend_cursor *c, mvcc_rev rev, uint32_t *crc)
 {
-    assert(r != NULL && hash_out != NULL);
-    int rc = rev_resolve(r, &rev);
-    if (rc != 0)
-        return rc;
-    uint32_t crc = 0;
     struct backend_val k, v;
-    for (rc = backend_cursor_first(r->kv, &k, &v); rc == 0;
-         rc = backend_cursor_next(r->kv, &k, &v)) {
+    int rc;
+    for (rc = backend_cursor_first(c, &k, &v); rc == 0;
+         rc = backend_cursor_next(c, &k, &v)) {
         size_t ul;
         mvcc_rev main;
         int64_t sub;
@@ -317,15 +511,49 @@ int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
             return rc;
         if (main > rev)
             continue;
-        crc = crc32c_extend(crc, k.data, k.len);
-        crc = crc32c_extend(crc, v.data, v.len);
+        *crc = crc32c_extend(*crc, k.data, k.len);
+        *crc = crc32c_extend(*crc, v.data, v.len);
     }
-    if (rc != ERR_NOTFOUND)
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
+                 mvcc_rev *compact_rev_out)
+{
+    assert(r != NULL && hash_out != NULL);
+    uint32_t crc = 0;
+    int rc = rev_resolve(r, &rev);
+    if (rc == 0)
+        rc = lazy_cursor(r, r->s->kvl, &r->kvl);
+    if (rc == 0)
+        rc = hash_bucket(r->kv, rev, &crc);
+    if (rc == 0) /* long keys after short ones, in `kvl` order */
+        rc = hash_bucket(r->kvl, rev, &crc);
+    if (rc != 0)
         return rc;
     *hash_out = crc;
     if (compact_rev_out != NULL)
         *compact_rev_out = r->compact;
     return 0;
+}
+
+/* long_lease_keys calls fn for each live long key under index idx (of an
+ * `lkey` long entry) that holds lease. */
+static int long_lease_keys(struct mvcc_read *r, const uint8_t *idx,
+                           int64_t lease, mvcc_key_fn fn, void *arg)
+{
+    struct mvcc_lbuf buf = {0};
+    struct backend_val k;
+    int rc = lazy_cursor(r, r->s->kvl, &r->kvl);
+    if (rc == 0)
+        rc = mvcc__idx_gather(r->s->short_max, r->kvl, idx, INT64_MAX, true,
+                              &buf, &k);
+    rc = rc == ERR_NOTFOUND ? 0 : rc;
+    for (size_t i = 0; rc == 0 && i < buf.n; i++)
+        if (!buf.v[i].tomb && buf.v[i].kv.lease == lease)
+            rc = fn(arg, buf.v[i].kv.key, buf.v[i].kv.key_len);
+    mem_free(buf.v);
+    return rc;
 }
 
 int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
@@ -342,7 +570,11 @@ int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
          rc = backend_cursor_next(r->lk, &k, NULL)) {
         if (k.len <= sizeof pfx || memcmp(k.data, pfx, sizeof pfx) != 0)
             return 0;
-        rc = fn(arg, (const uint8_t *)k.data + sizeof pfx, k.len - sizeof pfx);
+        const uint8_t *u = (const uint8_t *)k.data + sizeof pfx;
+        size_t ul = k.len - sizeof pfx, l = r->s->short_max;
+        if (ul > l + 1 || (ul == l + 1 && u[l] != 0))
+            return ERR_CORRUPT;
+        rc = ul <= l ? fn(arg, u, ul) : long_lease_keys(r, u, lease, fn, arg);
         if (rc != 0)
             return rc;
     }

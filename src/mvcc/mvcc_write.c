@@ -109,6 +109,7 @@ int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
     b->n_events = 0;
     b->err = 0;
     b->lk = NULL;
+    b->kvl = NULL;
     int rc = backend_write_begin(s->be, &b->txn);
     if (rc != 0)
         return rc;
@@ -131,7 +132,7 @@ static void batch_close(struct mvcc_batch *b)
     b->open = false;
     b->t.open = false;
     b->txn = NULL;
-    b->kv = b->revc = b->lk = NULL; /* freed with the txn */
+    b->kv = b->revc = b->lk = b->kvl = NULL; /* freed with the txn */
 }
 
 void mvcc_batch_abort(struct mvcc_batch *b)
@@ -176,6 +177,16 @@ struct backend_txn *mvcc_batch_backend_txn(struct mvcc_batch *b)
 {
     assert(b != NULL && b->open);
     return b->txn;
+}
+
+/* mvcc__batch_kvl opens b's `kvl` cursor on first use (long keys are
+ * rare: a batch of short keys never opens it). */
+int mvcc__batch_kvl(struct mvcc_batch *b)
+{
+    assert(b->open);
+    if (b->kvl != NULL)
+        return 0;
+    return backend_cursor_open(b->txn, b->s->kvl, &b->kvl);
 }
 
 /* --- request txns ---------------------------------------------------- */
@@ -226,6 +237,31 @@ static int event_push(struct mvcc_batch *b, enum mvcc_event_type type,
     return 0;
 }
 
+/* lease_count adds delta to the `lkey` count of the long keys under
+ * index idx that hold lease (the entry goes when it reaches 0). */
+static int lease_count(struct mvcc_batch *b, const uint8_t *idx,
+                       int64_t lease, int delta)
+{
+    size_t l = b->s->short_max, n = MVCC_LEASE_PREFIX + l + 1;
+    uint8_t buf[MVCC_LEASE_PREFIX + MVCC_CKEY_MAX], cnt[8];
+    struct backend_val v;
+    mvcc__put_be64(buf, (uint64_t)lease);
+    memcpy(buf + MVCC_LEASE_PREFIX, idx, l);
+    buf[n - 1] = 0;
+    int rc = backend_get(b->txn, b->s->lkey, buf, n, &v);
+    if (rc != 0 && rc != ERR_NOTFOUND)
+        return rc;
+    if (rc == 0 && v.len != sizeof cnt)
+        return ERR_CORRUPT;
+    uint64_t c = rc == 0 ? mvcc__get_le64(v.data) : 0;
+    if (delta < 0 && c <= 1) { /* also a missing one, as for short keys */
+        rc = rc == 0 ? backend_del(b->txn, b->s->lkey, buf, n) : 0;
+        return rc == ERR_NOTFOUND ? 0 : rc;
+    }
+    mvcc__put_le64(cnt, c + (uint64_t)(int64_t)delta);
+    return backend_put(b->txn, b->s->lkey, buf, n, cnt, sizeof cnt);
+}
+
 /* lease_move keeps the `lkey` index in step with a key's lease. */
 static int lease_move(struct mvcc_batch *b, const struct mvcc_kv *kv,
                       int64_t from, int64_t to)
@@ -233,9 +269,17 @@ static int lease_move(struct mvcc_batch *b, const struct mvcc_kv *kv,
     uint8_t buf[MVCC_LEASE_PREFIX + MVCC_CKEY_MAX];
     if (from == to)
         return 0;
+    int rc = 0;
+    if (kv->key_len > b->s->short_max) {
+        mvcc__lindex(b->s->short_max, buf, kv->key, kv->key_len);
+        if (from != 0)
+            rc = lease_count(b, buf, from, -1);
+        if (rc == 0 && to != 0)
+            rc = lease_count(b, buf, to, 1);
+        return rc;
+    }
     memcpy(buf + MVCC_LEASE_PREFIX, kv->key, kv->key_len);
     size_t n = MVCC_LEASE_PREFIX + kv->key_len;
-    int rc = 0;
     if (from != 0) {
         mvcc__put_be64(buf, (uint64_t)from);
         rc = backend_del(b->txn, b->s->lkey, buf, n);
@@ -248,23 +292,50 @@ static int lease_move(struct mvcc_batch *b, const struct mvcc_kv *kv,
     return rc;
 }
 
+/* put_version writes the `kv` (or, for a long key, `kvl`) entry of kv at
+ * (t->rev, t->sub). */
+static int put_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
+                       bool tomb)
+{
+    struct mvcc_batch *b = t->b;
+    uint8_t ck[MVCC_CKEY_MAX];
+    int kind = tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT;
+    size_t l = b->s->short_max, n;
+    void *dst;
+    bool lg = kv->key_len > l;
+    if (lg) {
+        int rc = mvcc__batch_kvl(b);
+        if (rc != 0)
+            return rc;
+        mvcc__lindex(l, ck, kv->key, kv->key_len);
+        n = mvcc__ckey(ck, ck, l, t->rev, t->sub, kind);
+    } else {
+        n = mvcc__ckey(ck, kv->key, kv->key_len, t->rev, t->sub, kind);
+    }
+    size_t vlen = lg ? MVCC_HDR_LONG + kv->key_len + kv->value_len
+                     : MVCC_HDR + kv->value_len;
+    /* the cursor is at or near the key's latest version (mvcc__visible,
+     * by every caller), on the page the new version goes to */
+    int rc = backend_cursor_put_reserve(lg ? b->kvl : b->kv, ck, n, vlen,
+                                        &dst);
+    if (rc == 0)
+        mvcc__value_encode(dst, kv, tomb, lg);
+    return rc;
+}
+
 /* write_version stores kv (a put, or a tombstone of kv->key) at (t->rev,
- * t->sub) in `kv` and `rev`, moves its lease index entry, bumps sub. */
+ * t->sub) in `kv` or `kvl` and `rev`, moves its lease index entry, bumps
+ * sub. */
 static int write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
                          bool tomb, int64_t old_lease)
 {
     struct mvcc_batch *b = t->b;
-    uint8_t ck[MVCC_CKEY_MAX], rk[MVCC_REVKEY_LEN];
+    uint8_t rk[MVCC_REVKEY_LEN];
     int kind = tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT;
-    size_t n = mvcc__ckey(ck, kv->key, kv->key_len, t->rev, t->sub, kind);
     void *dst;
-    /* b->kv is at or near the key's latest version (mvcc__visible, by
-     * every caller), on the page the new version goes to */
-    int rc = backend_cursor_put_reserve(b->kv, ck, n,
-                                        MVCC_HDR + kv->value_len, &dst);
+    int rc = put_version(t, kv, tomb);
     if (rc != 0)
         return rc;
-    mvcc__value_encode(dst, kv, tomb);
     mvcc__put_be64(rk, (uint64_t)t->rev);
     mvcc__put_be64(rk + 8, (uint64_t)t->sub);
     rc = backend_append_reserve(b->txn, b->s->rev, rk, sizeof rk,
@@ -285,7 +356,13 @@ static int latest(struct mvcc_batch *b, const void *key, size_t key_len,
                   struct mvcc_kv *kv, bool *found)
 {
     bool tomb;
-    int rc = mvcc__visible(b->kv, key, key_len, INT64_MAX, false, kv, &tomb);
+    size_t l = b->s->short_max;
+    int rc = key_len <= l ? 0 : mvcc__batch_kvl(b);
+    if (rc == 0 && key_len <= l)
+        rc = mvcc__visible(b->kv, key, key_len, INT64_MAX, false, kv, &tomb);
+    else if (rc == 0)
+        rc = mvcc__visible_long(l, b->kvl, key, key_len, INT64_MAX, false, kv,
+                                &tomb);
     *found = rc == 0 && !tomb;
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
@@ -295,7 +372,7 @@ static int check_key(const struct mvcc_store *s, const void *key,
 {
     if (key == NULL || key_len == 0)
         return ERR_INVAL;
-    return key_len > s->key_max ? ERR_TOO_LARGE : 0;
+    return key_len > MVCC_KEY_MAX ? ERR_TOO_LARGE : 0;
 }
 
 int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
@@ -381,7 +458,9 @@ int mvcc_txn_delete_range(struct mvcc_txn *t, const void *key,
     if (rc != 0)
         return rc;
     bool values = prev_kvs_out != NULL || b->s->observer != NULL;
-    rc = mvcc__scan(b->kv, &sp, INT64_MAX, 0,
+    if ((rc = mvcc__batch_kvl(b)) != 0)
+        return mvcc__batch_fail(b, rc);
+    rc = mvcc__scan(b->kv, b->kvl, &sp, INT64_MAX, 0,
                     values ? 0 : MVCC_RANGE_KEYS_ONLY, &b->scratch);
     if (rc == 0)
         rc = copy_result(&b->arena, b->scratch.kvs, b->scratch.n_kvs, &dead);
@@ -415,7 +494,10 @@ int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
         return ERR_FUTURE_REV;
     if (rev < b->st.compact)
         return ERR_COMPACTED;
-    rc = mvcc__scan(b->kv, &sp, rev, limit, flags, res);
+    if (!(sp.single && key_len <= sp.short_max) &&
+        (rc = mvcc__batch_kvl(b)) != 0)
+        return mvcc__batch_fail(b, rc);
+    rc = mvcc__scan(b->kv, b->kvl, &sp, rev, limit, flags, res);
     for (size_t i = 0; rc == 0 && i < res->n_kvs; i++)
         rc = copy_kv(&b->arena, &res->kvs[i], &res->kvs[i]);
     if (rc != 0) {
@@ -425,27 +507,56 @@ int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
     return 0;
 }
 
+/* collect_push copies key into the scratch result (arena bytes). */
+static int collect_push(struct mvcc_batch *b, const uint8_t *key, size_t len)
+{
+    struct mvcc_range_result *res = &b->scratch;
+    if (mvcc__result_grow(res) != 0)
+        return ERR_NOMEM;
+    struct mvcc_kv kv = {.key = key, .key_len = len};
+    return copy_kv(&b->arena, &kv, &res->kvs[res->n_kvs++]);
+}
+
+/* collect_long adds the live long keys under index idx that hold lease. */
+static int collect_long(struct mvcc_batch *b, const uint8_t *idx,
+                        int64_t lease)
+{
+    struct mvcc_lbuf buf = {0};
+    struct backend_val k;
+    int rc = mvcc__batch_kvl(b);
+    if (rc == 0)
+        rc = mvcc__idx_gather(b->s->short_max, b->kvl, idx, INT64_MAX, true,
+                              &buf, &k);
+    rc = rc == ERR_NOTFOUND ? 0 : rc;
+    for (size_t i = 0; rc == 0 && i < buf.n; i++)
+        if (!buf.v[i].tomb && buf.v[i].kv.lease == lease)
+            rc = collect_push(b, buf.v[i].kv.key, buf.v[i].kv.key_len);
+    mem_free(buf.v);
+    return rc;
+}
+
 /* lease_collect copies the keys attached to lease into the scratch
  * result (arena bytes), before any of them is deleted. */
 static int lease_collect(struct mvcc_batch *b, int64_t lease)
 {
     uint8_t pfx[MVCC_LEASE_PREFIX];
     struct backend_val k;
-    struct mvcc_range_result *res = &b->scratch;
+    size_t l = b->s->short_max;
     int rc = b->lk ? 0 : backend_cursor_open(b->txn, b->s->lkey, &b->lk);
     mvcc__put_be64(pfx, (uint64_t)lease);
-    res->n_kvs = 0;
+    b->scratch.n_kvs = 0;
     if (rc == 0)
         rc = backend_cursor_seek(b->lk, pfx, sizeof pfx, &k, NULL);
     for (; rc == 0; rc = backend_cursor_next(b->lk, &k, NULL)) {
         if (k.len <= sizeof pfx || memcmp(k.data, pfx, sizeof pfx) != 0)
             return 0;
-        if (mvcc__result_grow(res) != 0)
-            return ERR_NOMEM;
-        struct mvcc_kv kv = {.key = (const uint8_t *)k.data + sizeof pfx,
-                             .key_len = k.len - sizeof pfx};
-        if (copy_kv(&b->arena, &kv, &res->kvs[res->n_kvs++]) != 0)
-            return ERR_NOMEM;
+        const uint8_t *u = (const uint8_t *)k.data + sizeof pfx;
+        size_t ul = k.len - sizeof pfx;
+        if (ul > l + 1 || (ul == l + 1 && u[l] != 0))
+            return ERR_CORRUPT;
+        rc = ul <= l ? collect_push(b, u, ul) : collect_long(b, u, lease);
+        if (rc != 0)
+            return rc;
     }
     return rc == ERR_NOTFOUND ? 0 : rc;
 }

@@ -281,9 +281,9 @@ static mvcc_rev first_rev(const struct kv_txn *k)
     return c > 0 ? c : k->compacted_at_zero ? 0 : -1;
 }
 
-/* The store keeps keys up to mvcc_key_max bytes (LMDB's key limit); a txn
- * must fail before its first write, not halfway, so every key is checked up
- * front. */
+/* The store keeps keys up to mvcc_key_max bytes (1 GiB: any key a request
+ * can carry, long ones in its `kvl` bucket); a txn must fail before its
+ * first write, not halfway, so every key is checked up front. */
 static int check_key_len(struct kv_txn *k, const req_op *o)
 {
     size_t len = 0;
