@@ -511,3 +511,112 @@ def test_compaction_keeps_deleted_history_until_compacted(server):
                       "--keys-only").out == "b\n\n"
     assert server.ctl("get", "--prefix", "", "--keys-only").out == \
         "b\n\nc\n\n"
+
+
+# -- long keys --------------------------------------------------------------
+# etcd limits keys by the request size only; cetcd's store keeps keys longer
+# than LMDB's key limit (494 bytes) in another bucket under a prefix-plus-
+# hash index (src/mvcc/mvcc_long.c).  The keys below straddle that limit,
+# share their first 486 bytes (the index prefix) and interleave with short
+# keys in byte order.
+
+P = "k" * 486
+LONG_KEYS = [P + "a" * 8,            # 494: the longest short key
+             P + "a" * 9,            # 495: the shortest long key
+             P + "a" * 40,
+             P + "b",                # short, between long keys
+             P + "k" * 8 + "\x01",   # long, 495 bytes
+             P + "k" * 600,
+             "k" * 100000]           # far beyond (one etcdctl argument)
+
+
+def put_long(server):
+    for i, k in enumerate(LONG_KEYS):
+        assert server.ctl("put", "--", k, "v%d" % i).out == "OK\n"
+    return sorted(LONG_KEYS)
+
+
+def jl(server, *args):
+    """j() with the output flag first: the long keys follow a "--"."""
+    return json.loads(server.ctl("-w", "json", *args).out)
+
+
+def keys_of(out):
+    return [base64.b64decode(kv["key"]).decode() for kv in out.get("kvs", [])]
+
+
+def test_long_keys_put_get_range(server):
+    keys = put_long(server)
+    for i, k in enumerate(LONG_KEYS):
+        assert server.ctl("get", "--", k).out == "%s\nv%d\n" % (k, i)
+        kv = jl(server, "get", "--", k)["kvs"][0]
+        assert (kv["create_revision"], kv["version"]) == (i + 2, 1)
+    out = jl(server, "get", "--prefix", "k")
+    assert (keys_of(out), out["count"]) == (keys, len(keys))
+    out = jl(server, "get", "--prefix", "k", "--limit", "3")
+    assert (keys_of(out), out["count"], out["more"]) == (keys[:3], 7, True)
+    out = jl(server, "get", "--from-key", "--", LONG_KEYS[2])
+    assert keys_of(out) == [k for k in keys if k >= LONG_KEYS[2]]
+    out = jl(server, "get", "--", LONG_KEYS[1], LONG_KEYS[5])
+    assert keys_of(out) == [k for k in keys
+                            if LONG_KEYS[1] <= k < LONG_KEYS[5]]
+    out = jl(server, "get", "--prefix", P + "a", "--sort-by", "KEY",
+            "--order", "DESCEND")
+    assert keys_of(out) == sorted([k for k in keys if k.startswith(P + "a")],
+                                  reverse=True)
+    out = jl(server, "get", "--prefix", P, "--limit", "1")
+    assert (keys_of(out), out["count"]) == ([keys[0]], 7)
+    assert server.ctl("get", "--prefix", "k", "--keys-only").out == \
+        "".join(k + "\n\n" for k in keys)
+    # a long key never written, sharing a written one's first 600 bytes
+    assert server.ctl("get", "--", P + "k" * 601).out == ""
+    assert jl(server, "get", "--", P + "k" * 601)["header"]["revision"] == 8
+
+
+def test_long_keys_history_delete_compaction(server):
+    put_long(server)  # revs 2..8
+    k = LONG_KEYS[5]
+    assert server.ctl("put", "--prev-kv", "--", k, "new").out == \
+        "OK\n%s\nv5\n" % k  # rev 9
+    assert server.ctl("get", "--rev", "8", "--", k).out == "%s\nv5\n" % k
+    assert server.ctl("get", "--rev", "6", "--", k).out == ""
+    kv = jl(server, "get", "--", k)["kvs"][0]
+    assert (kv["create_revision"], kv["mod_revision"], kv["version"]) == \
+        (7, 9, 2)
+    assert server.ctl("del", "--prev-kv", "--", k).out == \
+        "1\n%s\nnew\n" % k  # rev 10
+    assert server.ctl("get", "--", k).out == ""
+    assert server.ctl("del", "--", k).out == "0\n"
+    assert server.rev() == 10
+    # a range delete from a long key to a long key
+    assert server.ctl("del", "--", LONG_KEYS[1], LONG_KEYS[4]).out == "3\n"
+    assert jl(server, "get", "--prefix", "k")["count"] == 3
+    assert server.ctl("compaction", "--physical", "11").out == \
+        "compacted revision 11\n"
+    assert err(server, "get", "--rev", "10", "--", LONG_KEYS[0]) == \
+        "etcdserver: mvcc: required revision has been compacted"
+    assert keys_of(jl(server, "get", "--prefix", "k", "--rev", "11")) == \
+        sorted([LONG_KEYS[0], LONG_KEYS[4], LONG_KEYS[6]])
+    assert server.ctl("del", "--prefix", "k").out == "3\n"
+    assert server.ctl("put", "--", k, "again").out == "OK\n"
+    kv = jl(server, "get", "--", k)["kvs"][0]
+    assert (kv["create_revision"], kv["version"]) == (13, 1)
+
+
+def test_long_keys_txn_compares(server):
+    k = LONG_KEYS[2]
+    create = txn_input(['version("%s") = "0"' % k], ["put %s v1" % k],
+                       ["get %s" % k])
+    assert server.ctl("txn", input=create).out == "SUCCESS\n\nOK\n"
+    assert server.ctl("txn", input=create).out == \
+        "FAILURE\n\n%s\nv1\n" % k
+    for c, want in [('version("%s") != "0"' % k, "SUCCESS"),
+                    ('version("%s") = "1"' % k, "SUCCESS"),
+                    ('create("%s") = "2"' % k, "SUCCESS"),
+                    ('mod("%s") > "2"' % k, "FAILURE"),
+                    ('value("%s") = "v1"' % k, "SUCCESS"),
+                    ('value("%s") = "v2"' % k, "FAILURE"),
+                    ('version("%s") = "0"' % (k + "x"), "SUCCESS")]:
+        assert server.ctl("txn", input=txn_input([c], [], [])).out == \
+            want + "\n", c
+    assert server.rev() == 2
