@@ -14,7 +14,8 @@ DeleteRange (prev_kv), Txn (random compares on every target and result,
 nested txns, and deliberate duplicate-key / too-many-ops / empty-op
 errors), Compact (random past, compacted or future revisions, physical),
 and plain error cases (empty key).  Keys come from a small alphabet so ops
-collide.  Responses are compared after normalising:
+collide; some are longer than LMDB's key limit (494 bytes) and share a
+long prefix.  Responses are compared after normalising:
 
 - header.cluster_id, header.member_id and header.raft_term: they are
   derived from the peer URLs and the election history, which differ
@@ -58,6 +59,15 @@ def _seeds():
 KEYS = [b"a", b"aa", b"ab", b"b", b"b\x00", b"ba", b"c", b"d", b"k1", b"k2",
         b"k3", b"kz", b"z", b"\xff", b"\xfe\xff", b"\x01"]
 ENDS = [b"b", b"c", b"k", b"kz", b"l", b"z", b"\xff", b"\xff\xff", b"a"]
+# Long keys: beyond LMDB's key limit (494 bytes) cetcd files a key under
+# its first 486 bytes plus a hash (src/mvcc/mvcc_long.c); these straddle
+# the limit, share those 486 bytes, interleave with short keys of the same
+# prefix, and some range bounds are long keys too.
+LP = b"k" * 486
+LONG_KEYS = [LP + b"1", LP + b"k" * 8, LP + b"k" * 9, LP + b"k" * 8 + b"\x00",
+             LP + b"\xff" * 30, LP + b"a" * 600, b"z" * 700]
+KEYS += LONG_KEYS
+ENDS += [LP + b"b", LP + b"k" * 9, b"z" * 600]
 S = rpc_pb2.RangeRequest
 C = rpc_pb2.Compare
 
