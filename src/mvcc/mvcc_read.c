@@ -186,8 +186,8 @@ static int long_fill(struct lstream *ls)
         if (ls->end)
             break;
         ls->buf.n = ls->i = 0;
-        int rc = mvcc__group_gather(sp->short_max, ls->c, &ls->k, ls->rev, ls->keys_only,
-                                    &ls->buf, &ls->end);
+        int rc = mvcc__group_gather(sp->short_max, ls->c, &ls->k, ls->rev,
+                                    ls->keys_only, &ls->buf, &ls->end);
         if (rc != 0)
             return rc;
         long_filter(ls);
@@ -205,8 +205,9 @@ static int long_start(struct lstream *ls)
     if (sp->single) { /* one long key: one index, not its whole group */
         struct mvcc_kv kv;
         bool tomb;
-        int rc = mvcc__visible_long(sp->short_max, ls->c, sp->key, sp->key_len, ls->rev,
-                                    ls->keys_only, &kv, &tomb);
+        int rc = mvcc__visible_long(sp->short_max, ls->c, sp->key,
+                                    sp->key_len, ls->rev, ls->keys_only, &kv,
+                                    &tomb);
         if (rc == 0 && !tomb)
             rc = mvcc__lbuf_push(&ls->buf, &kv, false);
         return rc == ERR_NOTFOUND ? 0 : rc;
