@@ -10,10 +10,10 @@
  * behind them.  api__cluster_register, api__maintenance_register and
  * api_peer_register are called once; the link wraps (--wrap, see
  * fuzz/CMakeLists.txt) what needs a gRPC runtime or a raft thread:
- *   api_server_register_unary   records each path's handler;
- *   api_call_reply(_error)      check the answer (exactly once; a reply
+ *   rpc_server_register_unary   records each path's handler;
+ *   rpc_call_reply(_error)      check the answer (exactly once; a reply
  *                               packs and unpacks; an error has a status
- *                               and a message); api_call_deadline_ns;
+ *                               and a message); rpc_call_deadline_ns;
  *   server_header_fill, server_status_get  (they read raft and LMDB);
  *   peer_call                   records the forwarded call, whose reply
  *                               (status, details, bytes) comes from the
@@ -69,12 +69,12 @@ static const char *const paths[] = {
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
 static struct {
-    api_unary_fn fn;
+    rpc_unary_fn fn;
     void *ctx;
 } handlers[N_PATHS];
 
-int __wrap_api_server_register_unary(struct api_server *srv, const char *path,
-                                     api_unary_fn fn, void *ctx)
+int __wrap_rpc_server_register_unary(struct rpc_server *srv, const char *path,
+                                     rpc_unary_fn fn, void *ctx)
 {
     (void)srv;
     for (size_t i = 0; i < N_PATHS; i++) {
@@ -90,11 +90,11 @@ int __wrap_api_server_register_unary(struct api_server *srv, const char *path,
 
 /* What the handler was given and what it answered. */
 struct fake_call {
-    int answers;           /* api_call_reply* calls */
-    int64_t deadline_ns;   /* what api_call_deadline_ns gives */
+    int answers;           /* rpc_call_reply* calls */
+    int64_t deadline_ns;   /* what rpc_call_deadline_ns gives */
 };
 
-void __wrap_api_call_reply(struct api_call *call, const ProtobufCMessage *resp)
+void __wrap_rpc_call_reply(struct rpc_call *call, const ProtobufCMessage *resp)
 {
     struct fake_call *fc = (struct fake_call *)call;
     fc->answers++;
@@ -109,7 +109,7 @@ void __wrap_api_call_reply(struct api_call *call, const ProtobufCMessage *resp)
     free(buf);
 }
 
-void __wrap_api_call_reply_error(struct api_call *call, grpc_status_code code,
+void __wrap_rpc_call_reply_error(struct rpc_call *call, grpc_status_code code,
                                  const char *msg)
 {
     struct fake_call *fc = (struct fake_call *)call;
@@ -118,7 +118,7 @@ void __wrap_api_call_reply_error(struct api_call *call, grpc_status_code code,
     check(code != GRPC_STATUS_OK && msg != NULL && msg[0] != '\0');
 }
 
-int64_t __wrap_api_call_deadline_ns(const struct api_call *call)
+int64_t __wrap_rpc_call_deadline_ns(const struct rpc_call *call)
 {
     return ((const struct fake_call *)call)->deadline_ns;
 }
@@ -210,10 +210,10 @@ static void member_build(void)
     ms->n_removed = 1;
     srv->ms = ms;
     the_api.server = srv;
-    the_api.rpc = (struct api_server *)&dummy_transport;
+    the_api.rpc = (struct rpc_server *)&dummy_transport;
     check(api__cluster_register(&the_api) == 0);
     check(api__maintenance_register(&the_api) == 0);
-    check(api_peer_register((struct api_server *)&dummy_transport, srv) == 0);
+    check(api_peer_register((struct rpc_server *)&dummy_transport, srv) == 0);
     for (size_t i = 0; i < N_PATHS; i++)
         check(handlers[i].fn != NULL);
 }
@@ -357,7 +357,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *req = malloc(in.req_len + 1);
     check(req != NULL);
     memcpy(req, in.req, in.req_len);
-    handlers[in.method].fn((struct api_call *)&fc, req, in.req_len,
+    handlers[in.method].fn((struct rpc_call *)&fc, req, in.req_len,
                            handlers[in.method].ctx);
     drain(&in);
     check(fc.answers == 1);

@@ -20,7 +20,7 @@
  * the messages as the gRPC runtime delivers them (each in a buffer of its
  * own size; after a finish too, as the runtime keeps reading); the stream
  * itself is a fake: the link wraps (--wrap, see fuzz/CMakeLists.txt)
- * api_stream_data_set/get, _send, _finish and _release, which record what
+ * rpc_stream_data_set/get, _send, _finish and _release, which record what
  * the handler did.
  *
  * Input: u8 flags, then messages, each u16 LE length and the bytes (a
@@ -38,7 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/rpc.h"
+#include "rpc/rpc.h"
 #include "fuzz_dir.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
@@ -54,25 +54,25 @@ static void check(int cond)
 
 /* What the handler did with its stream. */
 struct fake_stream {
-    void *data;             /* api_stream_data_set */
-    int finishes;           /* api_stream_finish calls */
+    void *data;             /* rpc_stream_data_set */
+    int finishes;           /* rpc_stream_finish calls */
     grpc_status_code code;  /* the first one's status */
     int sends;              /* messages sent before the finish */
     bool sent_ok;           /* the last was SnapshotDone{ok} */
-    int releases;           /* api_stream_release calls */
+    int releases;           /* rpc_stream_release calls */
 };
 
-void __wrap_api_stream_data_set(struct api_stream *s, void *data)
+void __wrap_rpc_stream_data_set(struct rpc_stream *s, void *data)
 {
     ((struct fake_stream *)s)->data = data;
 }
 
-void *__wrap_api_stream_data_get(const struct api_stream *s)
+void *__wrap_rpc_stream_data_get(const struct rpc_stream *s)
 {
     return ((const struct fake_stream *)s)->data;
 }
 
-int __wrap_api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
+int __wrap_rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg)
 {
     struct fake_stream *fs = (struct fake_stream *)s;
     if (fs->finishes > 0)
@@ -87,7 +87,7 @@ int __wrap_api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
     return 0;
 }
 
-int __wrap_api_stream_finish(struct api_stream *s, grpc_status_code code,
+int __wrap_rpc_stream_finish(struct rpc_stream *s, grpc_status_code code,
                              const char *msg)
 {
     struct fake_stream *fs = (struct fake_stream *)s;
@@ -98,7 +98,7 @@ int __wrap_api_stream_finish(struct api_stream *s, grpc_status_code code,
     return 0;
 }
 
-void __wrap_api_stream_release(struct api_stream *s)
+void __wrap_rpc_stream_release(struct rpc_stream *s)
 {
     ((struct fake_stream *)s)->releases++;
 }
@@ -182,10 +182,10 @@ static bool dir_empty(void)
 }
 
 /* run delivers the input's messages to ops on one stream and closes it. */
-static void run(const struct api_stream_ops *ops, struct fake_stream *fs,
+static void run(const struct rpc_stream_ops *ops, struct fake_stream *fs,
                 const uint8_t *data, size_t size, bool half_close)
 {
-    struct api_stream *s = (struct api_stream *)fs;
+    struct rpc_stream *s = (struct rpc_stream *)fs;
     ops->on_open(s, tr);
     size_t off = 0;
     while (off + 2 <= size) {

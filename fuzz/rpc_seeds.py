@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""rpc_seeds.py - writes the seed corpus of fuzz_api_rpc (fuzz/corpus/api_rpc):
+"""rpc_seeds.py - writes the seed corpus of fuzz_rpc (fuzz/corpus/rpc):
 HTTP/2 frames a gRPC client sends after the connection preface (which the
 target adds itself).  Headers are HPACK literals without indexing, no
 Huffman, so that the fuzzer can change them byte by byte.
 
-    /usr/bin/python3 fuzz/rpc_seeds.py fuzz/corpus/api_rpc
+    /usr/bin/python3 fuzz/rpc_seeds.py fuzz/corpus/rpc
 """
 import os
 import struct
@@ -82,7 +82,7 @@ SEEDS = {
 
 
 def main():
-    d = sys.argv[1] if len(sys.argv) > 1 else "fuzz/corpus/api_rpc"
+    d = sys.argv[1] if len(sys.argv) > 1 else "fuzz/corpus/rpc"
     os.makedirs(d, exist_ok=True)
     for name, b in SEEDS.items():
         with open(os.path.join(d, name), "wb") as f:

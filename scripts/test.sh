@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test.sh - the whole suite, as CI runs it (well under 30 minutes on 2 cores):
+#   0. the layer check (scripts/check_layers.sh, docs/ARCHITECTURE.md)
 #   1. build: release (build/) and ASan+UBSan (build-asan/), -Werror
 #   2. unit tests (cmocka) and raft interaction/simulation, in both builds
 #   3. pytest integration against the release cetcd: etcdctl + python etcd3
@@ -16,6 +17,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=/usr/bin/python3
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+
+echo "== layers (no include of an upper layer, no link circle)"
+bash scripts/check_layers.sh
 
 make build asan
 

@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include "api/api_int.h"
-#include "api/tls.h"
+#include "rpc/tls.h"
 #include "server/server.h"
 #include "util/err.h"
 #include "util/mem.h"
 
 /* tls_apply points cfg's TLS fields at tls (NULL: no TLS). */
-static void tls_apply(const struct api_tls *tls, struct api_server_config *cfg)
+static void tls_apply(const struct rpc_tls *tls, struct rpc_server_config *cfg)
 {
     if (tls == NULL)
         return;
@@ -20,22 +20,22 @@ static void tls_apply(const struct api_tls *tls, struct api_server_config *cfg)
     cfg->tls_key_pem = tls->key_pem;
     cfg->tls_ca_pem = tls->ca_pem;
     cfg->tls_verify_clients = tls->verify_clients;
-    if (api_tls_has_client_check(tls)) {
-        cfg->tls_check = api_tls_client_check;
+    if (rpc_tls_has_client_check(tls)) {
+        cfg->tls_check = rpc_tls_client_check;
         cfg->tls_check_ctx = (void *)tls;
     }
 }
 
 /* config_init sets cfg to the listeners of the comma-separated urls and to
  * tls, the rest zero.  The urls are copied into buf (cap bytes) and cut up
- * there: buf must outlive the api_server_create call. */
-static void config_init(struct api_server_config *cfg, char *buf, size_t cap,
-                        const char *urls, const struct api_tls *tls)
+ * there: buf must outlive the rpc_server_create call. */
+static void config_init(struct rpc_server_config *cfg, char *buf, size_t cap,
+                        const char *urls, const struct rpc_tls *tls)
 {
     memset(cfg, 0, sizeof(*cfg));
     snprintf(buf, cap, "%s", urls);
     for (char *save, *t = strtok_r(buf, ",", &save);
-         t && cfg->urls_n < API_URLS_MAX; t = strtok_r(NULL, ",", &save))
+         t && cfg->urls_n < RPC_URLS_MAX; t = strtok_r(NULL, ",", &save))
         cfg->urls[cfg->urls_n++] = t;
     tls_apply(tls, cfg);
 }
@@ -66,7 +66,7 @@ static bool learner_gate(void *ctx, const char *method, const uint8_t *req,
 }
 
 int api_start(struct server *s, const char *listen_urls,
-              const struct api_tls *tls, uint32_t max_streams,
+              const struct rpc_tls *tls, uint32_t max_streams,
               struct api **api_out)
 {
     struct api *api = mem_calloc(1, sizeof *api);
@@ -74,25 +74,25 @@ int api_start(struct server *s, const char *listen_urls,
         return ERR_NOMEM;
     api->server = s;
     char buf[4096];
-    struct api_server_config cfg;
+    struct rpc_server_config cfg;
     config_init(&cfg, buf, sizeof buf, listen_urls, tls);
     cfg.max_request_bytes = server_max_request_bytes(s);
     cfg.max_concurrent_streams = max_streams;
-    int rc = api_server_create(&cfg, &api->rpc);
+    int rc = rpc_server_create(&cfg, &api->rpc);
     if (rc != 0) {
         mem_free(api);
         return rc;
     }
-    api_server_set_gate(api->rpc, learner_gate, api);
+    rpc_server_set_gate(api->rpc, learner_gate, api);
     rc = api__kv_register(api);
     if (rc == 0)
         rc = api__maintenance_register(api);
     if (rc == 0)
         rc = api__cluster_register(api);
     if (rc == 0)
-        rc = api_server_start(api->rpc);
+        rc = rpc_server_start(api->rpc);
     if (rc != 0) {
-        api_server_close(api->rpc);
+        rpc_server_close(api->rpc);
         mem_free(api);
         return rc;
     }
@@ -100,33 +100,33 @@ int api_start(struct server *s, const char *listen_urls,
     return 0;
 }
 
-int api_peer_create(const char *listen_peer_urls, const struct api_tls *tls,
-                    struct api_server **peer_out)
+int api_peer_create(const char *listen_peer_urls, const struct rpc_tls *tls,
+                    struct rpc_server **peer_out)
 {
     char buf[4096];
-    struct api_server_config cfg;
+    struct rpc_server_config cfg;
     config_init(&cfg, buf, sizeof buf, listen_peer_urls, tls);
     /* Raft messages and snapshots come here (the peer transport registers
      * its services before the listener starts). */
     cfg.threads = 1;
-    return api_server_create(&cfg, peer_out);
+    return rpc_server_create(&cfg, peer_out);
 }
 
-int api_peer_serve(struct api_server *peer)
+int api_peer_serve(struct rpc_server *peer)
 {
-    return api_server_start(peer);
+    return rpc_server_start(peer);
 }
 
-void api_peer_stop(struct api_server *peer)
+void api_peer_stop(struct rpc_server *peer)
 {
     if (peer != NULL)
-        api_server_close(peer);
+        rpc_server_close(peer);
 }
 
 void api_stop(struct api *api)
 {
     if (api == NULL)
         return;
-    api_server_close(api->rpc);
+    rpc_server_close(api->rpc);
     mem_free(api);
 }

@@ -15,8 +15,8 @@
 
 struct server;
 struct api;
-struct api_tls;
-struct api_server;
+struct rpc_tls;
+struct rpc_server;
 
 /* api_start listens on the comma-separated listen_urls and serves s.
  * https:// and unixs:// URLs serve TLS with tls (see tls.h; borrowed, it
@@ -26,7 +26,7 @@ struct api_server;
  * Errors: ERR_INVAL (bad URL, https without tls, bad TLS material),
  * ERR_IO (bind). */
 int api_start(struct server *s, const char *listen_urls,
-              const struct api_tls *tls, uint32_t max_streams,
+              const struct rpc_tls *tls, uint32_t max_streams,
               struct api **api_out);
 
 /* api_peer_create builds the member's peer listener on the
@@ -35,18 +35,18 @@ int api_start(struct server *s, const char *listen_urls,
  * its services first (server_start), then api_peer_serve binds and serves.
  * Errors: as api_start (ERR_IO from api_peer_serve when a URL cannot be
  * bound). */
-int api_peer_create(const char *listen_peer_urls, const struct api_tls *tls,
-                    struct api_server **peer_out);
-int api_peer_serve(struct api_server *peer);
+int api_peer_create(const char *listen_peer_urls, const struct rpc_tls *tls,
+                    struct rpc_server **peer_out);
+int api_peer_serve(struct rpc_server *peer);
 
 /* api_peer_register adds cetcd's member services (cluster.c: Join, and
  * the Promote a follower forwards to the leader) to the peer listener,
  * served by s: between server_start and api_peer_serve.  Errors: as
- * api_server_register_unary. */
-int api_peer_register(struct api_server *peer, struct server *s);
+ * rpc_server_register_unary. */
+int api_peer_register(struct rpc_server *peer, struct server *s);
 
 /* api_peer_stop closes the peer listener (NULL is fine). */
-void api_peer_stop(struct api_server *peer);
+void api_peer_stop(struct rpc_server *peer);
 
 /* api_stop stops serving, waits for every call to be answered, frees api.
  * The server must still be running (it answers pending proposals). */

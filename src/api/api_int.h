@@ -3,11 +3,11 @@
 #define CETCD_API_API_INT_H
 
 #include "api/api.h"
-#include "api/rpc.h"
+#include "rpc/rpc.h"
 
 struct api {
     struct server *server;  /* the member served (borrowed) */
-    struct api_server *rpc; /* the gRPC runtime (owned) */
+    struct rpc_server *rpc; /* the gRPC runtime (owned) */
 };
 
 /* Service registration, one per service file. */

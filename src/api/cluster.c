@@ -27,16 +27,16 @@
 #define URLS_MAX 16 /* URLs of one member in a response */
 #define SERVER_MEMBERS_MAX_API 16 /* members listed (server: 16 at most) */
 
-static void reply_err(struct api_call *call, int err)
+static void reply_err(struct rpc_call *call, int err)
 {
     const char *msg;
     grpc_status_code code = api_error(err, &msg);
-    api_call_reply_error(call, code, msg);
+    rpc_call_reply_error(call, code, msg);
 }
 
-static void bad_request(struct api_call *call)
+static void bad_request(struct rpc_call *call)
 {
-    api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+    rpc_call_reply_error(call, GRPC_STATUS_INTERNAL,
                          "grpc: error unmarshalling request");
 }
 
@@ -85,7 +85,7 @@ static Etcdserverpb__Member *members_find(struct members_pb *p, uint64_t id)
     return NULL;
 }
 
-static void member_list(struct api_call *call, const uint8_t *req, size_t len,
+static void member_list(struct rpc_call *call, const uint8_t *req, size_t len,
                         void *ctx)
 {
     struct api *api = ctx;
@@ -105,13 +105,13 @@ static void member_list(struct api_call *call, const uint8_t *req, size_t len,
     resp.header = &h;
     resp.n_members = p->n;
     resp.members = p->ptrs;
-    api_call_reply(call, &resp.base);
+    rpc_call_reply(call, &resp.base);
     mem_free(p);
 }
 
 /* A change waiting for its outcome. */
 struct pending {
-    struct api_call *call;
+    struct rpc_call *call;
     struct api *api;
     int op; /* enum server_member_op */
 };
@@ -141,7 +141,7 @@ static void on_changed(void *arg, const struct server_member_result *res)
         r.member = members_find(p, res->id);
         r.n_members = p->n;
         r.members = p->ptrs;
-        api_call_reply(pd->call, &r.base);
+        rpc_call_reply(pd->call, &r.base);
     } else {
         Etcdserverpb__MemberListResponse r =
             ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
@@ -152,13 +152,13 @@ static void on_changed(void *arg, const struct server_member_result *res)
             r.n_members = res->n_members;
             r.members = (Etcdserverpb__Member **)res->members;
         }
-        api_call_reply(pd->call, &r.base);
+        rpc_call_reply(pd->call, &r.base);
     }
     mem_free(p);
     mem_free(pd);
 }
 
-static void change(struct api_call *call, struct api *api,
+static void change(struct rpc_call *call, struct api *api,
                    struct server_member_change *c)
 {
     struct pending *pd = mem_malloc(sizeof *pd);
@@ -228,7 +228,7 @@ static void trim_urls(char **urls, size_t n)
         str_trim_inplace(urls[i]);
 }
 
-static void member_add(struct api_call *call, const uint8_t *req, size_t len,
+static void member_add(struct rpc_call *call, const uint8_t *req, size_t len,
                        void *ctx)
 {
     Etcdserverpb__MemberAddRequest *r =
@@ -249,7 +249,7 @@ static void member_add(struct api_call *call, const uint8_t *req, size_t len,
     etcdserverpb__member_add_request__free_unpacked(r, NULL);
 }
 
-static void member_remove(struct api_call *call, const uint8_t *req,
+static void member_remove(struct rpc_call *call, const uint8_t *req,
                           size_t len, void *ctx)
 {
     Etcdserverpb__MemberRemoveRequest *r =
@@ -261,7 +261,7 @@ static void member_remove(struct api_call *call, const uint8_t *req,
     change(call, ctx, &c);
 }
 
-static void member_update(struct api_call *call, const uint8_t *req,
+static void member_update(struct rpc_call *call, const uint8_t *req,
                           size_t len, void *ctx)
 {
     Etcdserverpb__MemberUpdateRequest *r =
@@ -282,7 +282,7 @@ static void member_update(struct api_call *call, const uint8_t *req,
     etcdserverpb__member_update_request__free_unpacked(r, NULL);
 }
 
-static void member_promote(struct api_call *call, const uint8_t *req,
+static void member_promote(struct rpc_call *call, const uint8_t *req,
                            size_t len, void *ctx)
 {
     Etcdserverpb__MemberPromoteRequest *r =
@@ -299,7 +299,7 @@ int api__cluster_register(struct api *api)
 {
     static const struct {
         const char *path;
-        api_unary_fn fn;
+        rpc_unary_fn fn;
     } m[] = {
         {"/etcdserverpb.Cluster/MemberList", member_list},
         {"/etcdserverpb.Cluster/MemberAdd", member_add},
@@ -309,13 +309,13 @@ int api__cluster_register(struct api *api)
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof m / sizeof m[0]; i++)
-        rc = api_server_register_unary(api->rpc, m[i].path, m[i].fn, api);
+        rc = rpc_server_register_unary(api->rpc, m[i].path, m[i].fn, api);
     return rc;
 }
 
 /* --- the peer listener's Join service ------------------------------------ */
 
-static void join_members(struct api_call *call, const uint8_t *req,
+static void join_members(struct rpc_call *call, const uint8_t *req,
                          size_t len, void *ctx)
 {
     struct server *s = ctx;
@@ -334,7 +334,7 @@ static void join_members(struct api_call *call, const uint8_t *req,
     cetcdpb__join_request__free_unpacked(r, NULL);
     if (rc != 0) {
         mem_free(p);
-        api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
+        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
                              "cetcd: the cluster token does not match");
         return;
     }
@@ -343,7 +343,7 @@ static void join_members(struct api_call *call, const uint8_t *req,
     resp.cluster_id = cid;
     resp.n_members = p->n;
     resp.members = p->ptrs;
-    api_call_reply(call, &resp.base);
+    rpc_call_reply(call, &resp.base);
     mem_free(p);
 }
 
@@ -351,7 +351,7 @@ static void join_members(struct api_call *call, const uint8_t *req,
 
 /* A forwarded promotion waiting for its outcome here. */
 struct peer_pending {
-    struct api_call *call;
+    struct rpc_call *call;
     struct server *s;
 };
 
@@ -368,12 +368,12 @@ static void on_peer_promoted(void *arg, const struct server_member_result *res)
         resp.n_members = p->n;
         resp.members = p->ptrs;
     }
-    api_call_reply(pd->call, &resp.base);
+    rpc_call_reply(pd->call, &resp.base);
     mem_free(p);
     mem_free(pd);
 }
 
-static void peer_promote(struct api_call *call, const uint8_t *req,
+static void peer_promote(struct rpc_call *call, const uint8_t *req,
                          size_t len, void *ctx)
 {
     struct server *s = ctx;
@@ -384,7 +384,7 @@ static void peer_promote(struct api_call *call, const uint8_t *req,
     uint64_t cluster_id = r->cluster_id, id = r->member_id;
     cetcdpb__promote_request__free_unpacked(r, NULL);
     if (cluster_id != server_cluster_id(s)) {
-        api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
+        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
                              "cetcd: cluster ID mismatch");
         return;
     }
@@ -397,12 +397,12 @@ static void peer_promote(struct api_call *call, const uint8_t *req,
     server_member_change(s, &c, on_peer_promoted, pd);
 }
 
-int api_peer_register(struct api_server *peer, struct server *s)
+int api_peer_register(struct rpc_server *peer, struct server *s)
 {
-    int rc = api_server_register_unary(peer, "/cetcdpb.Join/Members",
+    int rc = rpc_server_register_unary(peer, "/cetcdpb.Join/Members",
                                        join_members, s);
     if (rc == 0)
-        rc = api_server_register_unary(peer, "/cetcdpb.Cluster/Promote",
+        rc = rpc_server_register_unary(peer, "/cetcdpb.Cluster/Promote",
                                        peer_promote, s);
     return rc;
 }

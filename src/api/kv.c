@@ -10,40 +10,40 @@
 #include "server/server.h"
 #include "util/err.h"
 
-static void reply_err(struct api_call *call, int err)
+static void reply_err(struct rpc_call *call, int err)
 {
     const char *msg;
     grpc_status_code code = api_error(err, &msg);
-    api_call_reply_error(call, code, msg);
+    rpc_call_reply_error(call, code, msg);
 }
 
 /* Runs on the apply thread (or inline when the proposal is refused). */
 static void on_done(void *arg, const struct server_response *r)
 {
-    struct api_call *call = arg;
+    struct rpc_call *call = arg;
     if (r->err != 0)
         reply_err(call, r->err);
     else
-        api_call_reply(call, r->msg);
+        rpc_call_reply(call, r->msg);
 }
 
-static void bad_request(struct api_call *call)
+static void bad_request(struct rpc_call *call)
 {
-    api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+    rpc_call_reply_error(call, GRPC_STATUS_INTERNAL,
                          "grpc: error unmarshalling request");
 }
 
 /* Runs on an event loop (served at once) or a read worker. */
 static void on_range(void *arg, int err, const Etcdserverpb__RangeResponse *r)
 {
-    struct api_call *call = arg;
+    struct rpc_call *call = arg;
     if (err != 0)
         reply_err(call, err);
     else
-        api_call_reply(call, &r->base);
+        rpc_call_reply(call, &r->base);
 }
 
-static void kv_range(struct api_call *call, const uint8_t *req, size_t len,
+static void kv_range(struct rpc_call *call, const uint8_t *req, size_t len,
                      void *ctx)
 {
     struct api *api = ctx;
@@ -117,7 +117,7 @@ static const struct write_method compact_method = {
 /* Decode, check (the quota, then the request), propose; the answer comes
  * from the apply thread.  The request is packed into the proposal before
  * server_propose returns, so it is freed here. */
-static void propose_write(struct api_call *call, const uint8_t *req,
+static void propose_write(struct rpc_call *call, const uint8_t *req,
                           size_t len, const struct write_method *wm,
                           struct api *api)
 {
@@ -143,25 +143,25 @@ static void propose_write(struct api_call *call, const uint8_t *req,
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
-static void kv_put(struct api_call *call, const uint8_t *req, size_t len,
+static void kv_put(struct rpc_call *call, const uint8_t *req, size_t len,
                    void *ctx)
 {
     propose_write(call, req, len, &put_method, ctx);
 }
 
-static void kv_delete(struct api_call *call, const uint8_t *req, size_t len,
+static void kv_delete(struct rpc_call *call, const uint8_t *req, size_t len,
                       void *ctx)
 {
     propose_write(call, req, len, &delete_method, ctx);
 }
 
-static void kv_txn(struct api_call *call, const uint8_t *req, size_t len,
+static void kv_txn(struct rpc_call *call, const uint8_t *req, size_t len,
                    void *ctx)
 {
     propose_write(call, req, len, &txn_method, ctx);
 }
 
-static void kv_compact(struct api_call *call, const uint8_t *req, size_t len,
+static void kv_compact(struct rpc_call *call, const uint8_t *req, size_t len,
                        void *ctx)
 {
     propose_write(call, req, len, &compact_method, ctx);
@@ -171,7 +171,7 @@ int api__kv_register(struct api *api)
 {
     static const struct {
         const char *path;
-        api_unary_fn fn;
+        rpc_unary_fn fn;
     } methods[] = {
         {"/etcdserverpb.KV/Range", kv_range},
         {"/etcdserverpb.KV/Put", kv_put},
@@ -180,7 +180,7 @@ int api__kv_register(struct api *api)
         {"/etcdserverpb.KV/Compact", kv_compact},
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
-        int rc = api_server_register_unary(api->rpc, methods[i].path,
+        int rc = rpc_server_register_unary(api->rpc, methods[i].path,
                                            methods[i].fn, api);
         if (rc != 0)
             return rc;

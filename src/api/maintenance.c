@@ -18,7 +18,7 @@
 /* The etcd version cetcd reports (the API it matches). */
 #define API_ETCD_VERSION "3.4.23"
 
-static void status(struct api_call *call, const uint8_t *req, size_t len,
+static void status(struct rpc_call *call, const uint8_t *req, size_t len,
                    void *ctx)
 {
     struct api *api = ctx;
@@ -29,7 +29,7 @@ static void status(struct api_call *call, const uint8_t *req, size_t len,
     if (rc != 0) {
         const char *msg;
         grpc_status_code code = api_error(rc, &msg);
-        api_call_reply_error(call, code, msg);
+        rpc_call_reply_error(call, code, msg);
         return;
     }
     Etcdserverpb__StatusResponse r = ETCDSERVERPB__STATUS_RESPONSE__INIT;
@@ -44,12 +44,12 @@ static void status(struct api_call *call, const uint8_t *req, size_t len,
     r.raftterm = st.raft_term;
     r.raftappliedindex = st.applied_index;
     r.islearner = st.is_learner;
-    api_call_reply(call, &r.base);
+    rpc_call_reply(call, &r.base);
 }
 
 /* A MoveLeader waiting for the leader to change. */
 struct move {
-    struct api_call *call;
+    struct rpc_call *call;
     struct api *api;
 };
 
@@ -60,28 +60,28 @@ static void on_moved(void *arg, int err)
     if (err != 0) {
         const char *msg;
         grpc_status_code code = api_error(err, &msg);
-        api_call_reply_error(mv->call, code, msg);
+        rpc_call_reply_error(mv->call, code, msg);
     } else {
         Etcdserverpb__MoveLeaderResponse r =
             ETCDSERVERPB__MOVE_LEADER_RESPONSE__INIT;
         Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
         server_header_fill(mv->api->server, &h);
         r.header = &h;
-        api_call_reply(mv->call, &r.base);
+        rpc_call_reply(mv->call, &r.base);
     }
     mem_free(mv);
 }
 
 /* etcd: only the leader moves leadership, to a voter, and the call waits
  * (until the client's deadline) for the new leader. */
-static void move_leader(struct api_call *call, const uint8_t *req, size_t len,
+static void move_leader(struct rpc_call *call, const uint8_t *req, size_t len,
                         void *ctx)
 {
     struct api *api = ctx;
     Etcdserverpb__MoveLeaderRequest *r =
         etcdserverpb__move_leader_request__unpack(NULL, len, req);
     if (r == NULL) {
-        api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+        rpc_call_reply_error(call, GRPC_STATUS_INTERNAL,
                              "grpc: error unmarshalling request");
         return;
     }
@@ -89,7 +89,7 @@ static void move_leader(struct api_call *call, const uint8_t *req, size_t len,
     etcdserverpb__move_leader_request__free_unpacked(r, NULL);
     struct move *mv = mem_malloc(sizeof *mv);
     if (mv == NULL) {
-        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+        rpc_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                              "out of memory");
         return;
     }
@@ -98,7 +98,7 @@ static void move_leader(struct api_call *call, const uint8_t *req, size_t len,
     clock_gettime(CLOCK_MONOTONIC, &t);
     uint64_t now = (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
     uint64_t deadline = now + MOVE_LEADER_TIMEOUT_MS;
-    int64_t client = api_call_deadline_ns(call);
+    int64_t client = rpc_call_deadline_ns(call);
     if (client != INT64_MAX && (uint64_t)(client / 1000000) < deadline)
         deadline = client > 0 ? (uint64_t)(client / 1000000) : now;
     server_move_leader(api->server, target, deadline, on_moved, mv);
@@ -107,24 +107,24 @@ static void move_leader(struct api_call *call, const uint8_t *req, size_t len,
 /* Runs on the apply thread, or inline when the proposal was refused. */
 static void on_alarm(void *arg, const struct server_response *r)
 {
-    struct api_call *call = arg;
+    struct rpc_call *call = arg;
     if (r->err != 0) {
         const char *msg;
         grpc_status_code code = api_error(r->err, &msg);
-        api_call_reply_error(call, code, msg);
+        rpc_call_reply_error(call, code, msg);
     } else {
-        api_call_reply(call, r->msg);
+        rpc_call_reply(call, r->msg);
     }
 }
 
-static void alarm(struct api_call *call, const uint8_t *req, size_t len,
+static void alarm(struct rpc_call *call, const uint8_t *req, size_t len,
                   void *ctx)
 {
     struct api *api = ctx;
     Etcdserverpb__AlarmRequest *r =
         etcdserverpb__alarm_request__unpack(NULL, len, req);
     if (r == NULL) {
-        api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+        rpc_call_reply_error(call, GRPC_STATUS_INTERNAL,
                              "grpc: error unmarshalling request");
         return;
     }
@@ -137,14 +137,14 @@ static void alarm(struct api_call *call, const uint8_t *req, size_t len,
 
 int api__maintenance_register(struct api *api)
 {
-    int rc = api_server_register_unary(
+    int rc = rpc_server_register_unary(
         api->rpc, "/etcdserverpb.Maintenance/Status", status, api);
     if (rc == 0)
-        rc = api_server_register_unary(
+        rc = rpc_server_register_unary(
             api->rpc, "/etcdserverpb.Maintenance/MoveLeader", move_leader,
             api);
     if (rc == 0)
-        rc = api_server_register_unary(
+        rc = rpc_server_register_unary(
             api->rpc, "/etcdserverpb.Maintenance/Alarm", alarm, api);
     return rc;
 }

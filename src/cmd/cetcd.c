@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "api/tls.h"
+#include "rpc/tls.h"
 #include "cmd/flags.h"
 #include "cmd/join.h"
 #include "dial/dial.h"
@@ -160,7 +160,7 @@ static bool has_tls_url(const char *urls, char *first, size_t cap)
     return false;
 }
 
-static void tls_log(const struct tls_kind *k, const struct api_tls_files *f)
+static void tls_log(const struct tls_kind *k, const struct rpc_tls_files *f)
 {
     log_info("embed", "%s: cert = %s, key = %s, trusted-ca = %s, "
              "client-cert-auth = %s, crl-file = %s",
@@ -179,10 +179,10 @@ static void tls_log(const struct tls_kind *k, const struct api_tls_files *f)
  * such a URL without material is refused.  *tls_out stays NULL for none.
  */
 static int tls_setup(const struct tls_kind *k, const char *dir,
-                     struct api_tls **tls_out)
+                     struct rpc_tls **tls_out)
 {
     char cert[1200], key[1200], sub[1100], url[512];
-    struct api_tls_files f = {
+    struct rpc_tls_files f = {
         .cert_file = kflag(k, "cert-file"), .key_file = kflag(k, "key-file"),
         .trusted_ca_file = kflag(k, "trusted-ca-file"),
         .crl_file = flags_get(k->crl_flag),
@@ -198,9 +198,9 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
                      k->name);
         } else {
             snprintf(sub, sizeof sub, "%s/fixtures/%s", dir, k->name);
-            if (api_tls_self_cert(sub, k->urls, cert, key, sizeof cert) != 0)
+            if (rpc_tls_self_cert(sub, k->urls, cert, key, sizeof cert) != 0)
                 return 1;
-            struct api_tls_files self = {.cert_file = cert, .key_file = key};
+            struct rpc_tls_files self = {.cert_file = cert, .key_file = key};
             f = self;
             empty = false;
         }
@@ -223,7 +223,7 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
         return 1;
     }
     tls_log(k, &f);
-    return api_tls_load(&f, tls_out) == 0 ? 0 : 1;
+    return rpc_tls_load(&f, tls_out) == 0 ? 0 : 1;
 }
 
 /* print_serving prints etcd's line per client listener: tools (and
@@ -347,17 +347,17 @@ static bool log_has_data(const struct server_config *c)
 /* The member's TLS material and peer listener, set up before the member
  * starts (etcd opens its peer listeners before creating the server). */
 struct listeners {
-    struct api_tls *client_tls; /* NULL: no client TLS */
-    struct api_tls *peer_tls;   /* NULL: no peer TLS */
-    struct api_server *peer;    /* the peer listener */
+    struct rpc_tls *client_tls; /* NULL: no client TLS */
+    struct rpc_tls *peer_tls;   /* NULL: no peer TLS */
+    struct rpc_server *peer;    /* the peer listener */
     struct dial_tls peer_dial;  /* peer_tls's material for dialling */
 };
 
 static void listeners_close(struct listeners *l)
 {
     api_peer_stop(l->peer);
-    api_tls_free(l->peer_tls);
-    api_tls_free(l->client_tls);
+    rpc_tls_free(l->peer_tls);
+    rpc_tls_free(l->client_tls);
 }
 
 static int listeners_open(struct listeners *l, const char *dir)
@@ -479,7 +479,7 @@ static int run(void)
     }
     struct api *api;
     /* etcd's default (math.MaxUint32: unlimited) reads as 0 here, which
-     * is the runtime's bounded default (API_DEFAULT_MAX_STREAMS). */
+     * is the runtime's bounded default (RPC_DEFAULT_MAX_STREAMS). */
     uint32_t streams = (uint32_t)flags_get_u64("max-concurrent-streams");
     rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, streams,
                    &api);

@@ -37,9 +37,9 @@
  *
  * LIFE CYCLE (one owner thread)
  *   peer_transport_create -> peer_transport_register(t, srv) ->
- *   peer_add (every known member) -> api_server_start(srv) -> (serve,
+ *   peer_add (every known member) -> rpc_server_start(srv) -> (serve,
  *   peer_add/update/remove as membership changes) ->
- *   api_server_close(srv) -> peer_transport_close(t)
+ *   rpc_server_close(srv) -> peer_transport_close(t)
  * Adding the members before the server starts avoids refusing their first
  * streams as "member unknown" (they would retry after a back-off).  The
  * api_server calls the transport's handlers until it is closed, so it must
@@ -94,7 +94,7 @@
 
 #include "raft/raft.h"
 
-struct api_server;
+struct rpc_server;
 struct dial_tls;
 struct peer_transport;
 
@@ -228,9 +228,9 @@ int peer_transport_create(const struct peer_config *cfg,
 
 /* peer_transport_register registers the Peer service handlers on srv,
  * which must not be started yet.  srv must be closed before t.  Errors:
- * those of api_server_register_stream (ERR_EXIST: registered twice). */
+ * those of rpc_server_register_stream (ERR_EXIST: registered twice). */
 int peer_transport_register(struct peer_transport *t,
-                            struct api_server *srv);
+                            struct rpc_server *srv);
 
 /* peer_transport_close stops every sender, snapshot and peer_call thread
  * (cancelling their calls), frees queued messages and t.  Snapshots being

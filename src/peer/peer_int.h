@@ -19,7 +19,7 @@
 #include "cetcdpb/peer.pb-c.h"
 #include "peer/peer.h"
 
-struct api_stream;
+struct rpc_stream;
 
 #define PEER__STREAM_PATH "/cetcdpb.Peer/Stream"
 #define PEER__SNAPSHOT_PATH "/cetcdpb.Peer/Snapshot"
@@ -194,7 +194,7 @@ struct peer__stream {
  * unlinked and freed by its on_close. */
 struct peer__in {
     struct peer__in *next;        /* t->in_mu: list link */
-    struct api_stream *stream;    /* immutable */
+    struct rpc_stream *stream;    /* immutable */
     raft_id from;                 /* t->in_mu: sender of the first
                                      accepted batch, 0 before */
     bool refused;                 /* t->in_mu: finished with an error */
@@ -311,15 +311,15 @@ int peer__snap_start(struct peer__peer *p, uint8_t *msg, size_t msg_len,
 void peer__snap_join(struct peer__peer *p);
 
 /* recv.c, snap_recv.c: the service handlers. */
-extern const struct api_stream_ops peer__stream_ops;
-extern const struct api_stream_ops peer__snapshot_ops;
+extern const struct rpc_stream_ops peer__stream_ops;
+extern const struct rpc_stream_ops peer__snapshot_ops;
 /* peer__in_attach, for both handlers' on_open, gives stream a zeroed state
- * of size bytes (api_stream_data_get returns it); NULL when out of memory,
+ * of size bytes (rpc_stream_data_get returns it); NULL when out of memory,
  * the stream then being finished with RESOURCE_EXHAUSTED.
  * peer__in_detach, at the end of their on_close, once the state is freed,
  * detaches it and releases the stream. */
-void *peer__in_attach(struct api_stream *stream, size_t size);
-void peer__in_detach(struct api_stream *stream);
+void *peer__in_attach(struct rpc_stream *stream, size_t size);
+void peer__in_detach(struct rpc_stream *stream);
 
 /* peer__channel_create opens a channel to url (checked by peer_add or
  * peer_update) with t's credentials for its scheme and the module's

@@ -17,31 +17,31 @@
 #include <assert.h>
 #include <string.h>
 
-#include "api/rpc.h"
+#include "rpc/rpc.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
 
-void *peer__in_attach(struct api_stream *stream, size_t size)
+void *peer__in_attach(struct rpc_stream *stream, size_t size)
 {
     assert(stream != NULL && size > 0);
     void *state = mem_calloc(1, size);
-    api_stream_data_set(stream, state);
+    rpc_stream_data_set(stream, state);
     if (state == NULL)
-        api_stream_finish(stream, GRPC_STATUS_RESOURCE_EXHAUSTED,
+        rpc_stream_finish(stream, GRPC_STATUS_RESOURCE_EXHAUSTED,
                           "out of memory");
     return state;
 }
 
-void peer__in_detach(struct api_stream *stream)
+void peer__in_detach(struct rpc_stream *stream)
 {
     assert(stream != NULL);
-    api_stream_data_set(stream, NULL);
-    api_stream_release(stream);
+    rpc_stream_data_set(stream, NULL);
+    rpc_stream_release(stream);
 }
 
-static void in_open(struct api_stream *stream, void *ctx)
+static void in_open(struct rpc_stream *stream, void *ctx)
 {
     struct peer_transport *t = ctx;
     struct peer__in *in = peer__in_attach(stream, sizeof(*in));
@@ -64,7 +64,7 @@ static void refuse_locked(struct peer__in *in, grpc_status_code code,
     log_warn("peer", "refused stream from %016llx: %s",
              (unsigned long long)from, why);
     in->refused = true;
-    api_stream_finish(in->stream, code, why);
+    rpc_stream_finish(in->stream, code, why);
 }
 
 static void refuse(struct peer_transport *t, struct peer__in *in,
@@ -105,11 +105,11 @@ static bool accepted(struct peer_transport *t, struct peer__in *in,
     return ok;
 }
 
-static void in_message(struct api_stream *stream, const uint8_t *msg,
+static void in_message(struct rpc_stream *stream, const uint8_t *msg,
                        size_t len, void *ctx)
 {
     struct peer_transport *t = ctx;
-    struct peer__in *in = api_stream_data_get(stream);
+    struct peer__in *in = rpc_stream_data_get(stream);
     if (in == NULL)
         return;
     pthread_mutex_lock(&t->in_mu);
@@ -119,7 +119,7 @@ static void in_message(struct api_stream *stream, const uint8_t *msg,
     if (refused)
         return;
     if (msg == NULL) { /* The sender closed its side: end cleanly. */
-        api_stream_finish(stream, GRPC_STATUS_OK, NULL);
+        rpc_stream_finish(stream, GRPC_STATUS_OK, NULL);
         return;
     }
     struct peer__batch b;
@@ -143,7 +143,7 @@ static void in_message(struct api_stream *stream, const uint8_t *msg,
     if (ok && !in->acked) {
         Cetcdpb__PeerAck ack = CETCDPB__PEER_ACK__INIT;
         ack.member_id = t->self;
-        in->acked = api_stream_send(stream, &ack.base) == 0;
+        in->acked = rpc_stream_send(stream, &ack.base) == 0;
     }
     if (ok && b.n > 0 && t->cb.on_messages != NULL)
         t->cb.on_messages(t->cb.arg, from, b.msgs, b.n);
@@ -168,10 +168,10 @@ void peer__in_refuse_from(struct peer_transport *t, raft_id from)
     pthread_mutex_unlock(&t->in_mu);
 }
 
-static void in_close(struct api_stream *stream, bool cancelled, void *ctx)
+static void in_close(struct rpc_stream *stream, bool cancelled, void *ctx)
 {
     struct peer_transport *t = ctx;
-    struct peer__in *in = api_stream_data_get(stream);
+    struct peer__in *in = rpc_stream_data_get(stream);
     (void)cancelled;
     if (in != NULL) {
         pthread_mutex_lock(&t->in_mu);
@@ -186,7 +186,7 @@ static void in_close(struct api_stream *stream, bool cancelled, void *ctx)
     peer__in_detach(stream);
 }
 
-const struct api_stream_ops peer__stream_ops = {
+const struct rpc_stream_ops peer__stream_ops = {
     .on_open = in_open,
     .on_message = in_message,
     .on_close = in_close,

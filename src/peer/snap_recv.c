@@ -24,7 +24,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "api/rpc.h"
+#include "rpc/rpc.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/fs.h"
@@ -48,7 +48,7 @@ struct snap_in {
     EVP_MD_CTX *md;        /* running SHA-256 */
 };
 
-static void in_open(struct api_stream *stream, void *ctx)
+static void in_open(struct rpc_stream *stream, void *ctx)
 {
     struct snap_in *si = peer__in_attach(stream, sizeof(*si));
     if (si != NULL)
@@ -66,7 +66,7 @@ static void discard(struct snap_in *si)
     si->tmp[0] = '\0';
 }
 
-static void fail(struct api_stream *stream, struct snap_in *si,
+static void fail(struct rpc_stream *stream, struct snap_in *si,
                  grpc_status_code code, const char *why)
 {
     assert(code != GRPC_STATUS_OK && why != NULL);
@@ -74,7 +74,7 @@ static void fail(struct api_stream *stream, struct snap_in *si,
              (unsigned long long)si->hdr.from, why);
     discard(si);
     si->ended = true;
-    api_stream_finish(stream, code, why);
+    rpc_stream_finish(stream, code, why);
 }
 
 /* first_check validates the first chunk; OK or a status with *why. */
@@ -153,7 +153,7 @@ static int fsync_dir(const char *dir)
 }
 
 /* complete verifies and installs the file after the last chunk. */
-static void complete(struct peer_transport *t, struct api_stream *stream,
+static void complete(struct peer_transport *t, struct rpc_stream *stream,
                      struct snap_in *si, const Cetcdpb__SnapshotChunk *c)
 {
     uint8_t sha[EVP_MAX_MD_SIZE];
@@ -186,12 +186,12 @@ static void complete(struct peer_transport *t, struct api_stream *stream,
     si->ended = true;
     Cetcdpb__SnapshotDone done = CETCDPB__SNAPSHOT_DONE__INIT;
     done.ok = true;
-    api_stream_send(stream, &done.base);
-    api_stream_finish(stream, GRPC_STATUS_OK, NULL);
+    rpc_stream_send(stream, &done.base);
+    rpc_stream_finish(stream, GRPC_STATUS_OK, NULL);
 }
 
 /* chunk handles one decoded chunk. */
-static void chunk(struct peer_transport *t, struct api_stream *stream,
+static void chunk(struct peer_transport *t, struct rpc_stream *stream,
                   struct snap_in *si, const Cetcdpb__SnapshotChunk *c,
                   bool has_msg, const struct raft_msg *m)
 {
@@ -223,11 +223,11 @@ static void chunk(struct peer_transport *t, struct api_stream *stream,
         complete(t, stream, si, c);
 }
 
-static void in_message(struct api_stream *stream, const uint8_t *msg,
+static void in_message(struct rpc_stream *stream, const uint8_t *msg,
                        size_t len, void *ctx)
 {
     struct peer_transport *t = ctx;
-    struct snap_in *si = api_stream_data_get(stream);
+    struct snap_in *si = rpc_stream_data_get(stream);
     if (si == NULL || si->ended)
         return;
     if (msg == NULL)
@@ -249,10 +249,10 @@ static void in_message(struct api_stream *stream, const uint8_t *msg,
     cetcdpb__snapshot_chunk__free_unpacked(c, NULL);
 }
 
-static void in_close(struct api_stream *stream, bool cancelled, void *ctx)
+static void in_close(struct rpc_stream *stream, bool cancelled, void *ctx)
 {
     struct peer_transport *t = ctx;
-    struct snap_in *si = api_stream_data_get(stream);
+    struct snap_in *si = rpc_stream_data_get(stream);
     if (si != NULL) {
         discard(si); /* No-op once the file was handed over. */
         if (si->counted)
@@ -266,7 +266,7 @@ static void in_close(struct api_stream *stream, bool cancelled, void *ctx)
     peer__in_detach(stream);
 }
 
-const struct api_stream_ops peer__snapshot_ops = {
+const struct rpc_stream_ops peer__snapshot_ops = {
     .on_open = in_open,
     .on_message = in_message,
     .on_close = in_close,

@@ -10,7 +10,7 @@
 
 #include "util/absl.h"
 #include "util/thread.h"
-#include "api/rpc.h"
+#include "rpc/rpc.h"
 #include "dial/dial.h"
 #include "peer/peer_int.h"
 #include "util/err.h"
@@ -114,14 +114,14 @@ int peer_transport_create(const struct peer_config *cfg,
     return 0;
 }
 
-int peer_transport_register(struct peer_transport *t, struct api_server *srv)
+int peer_transport_register(struct peer_transport *t, struct rpc_server *srv)
 {
     assert(t != NULL && srv != NULL);
-    int rv = api_server_register_stream(srv, PEER__STREAM_PATH,
+    int rv = rpc_server_register_stream(srv, PEER__STREAM_PATH,
                                         &peer__stream_ops, t);
     if (rv != 0)
         return rv;
-    return api_server_register_stream(srv, PEER__SNAPSHOT_PATH,
+    return rpc_server_register_stream(srv, PEER__SNAPSHOT_PATH,
                                       &peer__snapshot_ops, t);
 }
 

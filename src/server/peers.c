@@ -92,7 +92,7 @@ static int add_member(struct server *s, const struct server_member *m)
     return rc;
 }
 
-int server__peers_open(struct server *s, struct api_server *srv)
+int server__peers_open(struct server *s, struct rpc_server *srv)
 {
     if (srv == NULL)
         return s->n_members == 1 ? 0 : ERR_INVAL;

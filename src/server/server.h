@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct api_server;
+struct rpc_server;
 struct dial_tls;
 
 #include "cetcdpb/internal.pb-c.h"
@@ -51,7 +51,7 @@ struct server_config {
      * peer transport registers its services on it.  The caller starts it
      * after server_start and closes it BEFORE server_stop.  NULL: no peers
      * (a single member only). */
-    struct api_server *peer_listener;
+    struct rpc_server *peer_listener;
     /* TLS for dialling https:// and unixs:// peers (borrowed; see
      * peer/peer.h and dial/dial.h), or NULL: such peers are refused. */
     const struct dial_tls *peer_tls;

@@ -43,7 +43,7 @@ struct server_report {
 };
 
 struct peer_transport;
-struct api_server;
+struct rpc_server;
 
 /* --- store snapshots (snapshot.c) --- */
 
@@ -257,7 +257,7 @@ static inline uint64_t server__request_timeout_ms(const struct server *s)
 void server__timeouts_expire(struct server *s, uint64_t now_ms);
 
 /* peers.c: the transport, on the peer listener srv (not started yet). */
-int server__peers_open(struct server *s, struct api_server *srv);
+int server__peers_open(struct server *s, struct rpc_server *srv);
 void server__peers_close(struct server *s);
 
 /* raft_loop.c: the raft thread. */

@@ -14,7 +14,7 @@ Goal: the defects an outside probe found in the runtime stay fixed.
   - At the open-file limit the member neither spins nor floods its log,
     and serves new clients again once the idle connections are gone.
   - A request already past its grpc-timeout gets DEADLINE_EXCEEDED.
-Method: the runtime's echo server (tests/api/rpc_echo_server.c) and a real
+Method: the runtime's echo server (tests/rpc/echo_server.c) and a real
 cetcd, driven by a raw HTTP/2 client (tests/common/h2raw.py) that breaks the
 rules on purpose, plus etcdctl; memory is the server's VmRSS.
 """

@@ -1,9 +1,9 @@
-"""The gRPC server runtime (src/api/rpc*.c) seen from real clients.
+"""The gRPC server runtime (src/rpc/) seen from real clients.
 
 Goal: unary dispatch, replies from other threads, grpc-go's UNIMPLEMENTED
 texts, the message-size limit, concurrency, client cancels, the health
 service, streams and a clean (leak-free under ASan) shutdown.  Method: start
-tests/api/rpc_echo_server.c (built as target rpc_echo_server) and drive it
+tests/rpc/echo_server.c (built as target rpc_echo_server) and drive it
 with python grpcio using python-etcd3's generated stubs, and with the real
 etcdctl.  Set RPC_ECHO_SERVER to pick a binary (e.g. the ASan build).
 """
@@ -29,7 +29,7 @@ def echo_binary():
     if not bdir and os.environ.get("CETCD_BIN"):
         bdir = os.path.dirname(os.environ["CETCD_BIN"])
     path = os.path.join(bdir or os.path.join(REPO, "build"),
-                        "src", "api", "rpc_echo_server")
+                        "src", "rpc", "rpc_echo_server")
     if not os.path.exists(path):
         pytest.skip("rpc_echo_server not built: %s" % path)
     return path

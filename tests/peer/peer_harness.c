@@ -58,16 +58,16 @@ void node_init(struct node *nd, raft_id id, const char *root)
     CHECK(mkdir(nd->dir, 0700) == 0, "mkdir %s", nd->dir);
 }
 
-void node_listen(struct node *nd, const struct api_server_config *scfg,
+void node_listen(struct node *nd, const struct rpc_server_config *scfg,
                  void (*more)(struct node *nd))
 {
-    CHECK(api_server_create(scfg, &nd->srv) == 0, "server create");
+    CHECK(rpc_server_create(scfg, &nd->srv) == 0, "server create");
     CHECK(peer_transport_register(nd->t, nd->srv) == 0, "register");
     if (more != NULL)
         more(nd);
-    CHECK(api_server_start(nd->srv) == 0, "server start on %s",
+    CHECK(rpc_server_start(nd->srv) == 0, "server start on %s",
           scfg->urls[0]);
-    nd->port = api_server_port(nd->srv, 0);
+    nd->port = rpc_server_port(nd->srv, 0);
     snprintf(nd->url, sizeof(nd->url), "%s://127.0.0.1:%d",
              scfg->tls_cert_pem != NULL ? "https" : "http", nd->port);
 }
@@ -75,7 +75,7 @@ void node_listen(struct node *nd, const struct api_server_config *scfg,
 void node_stop(struct node *nd)
 {
     if (nd->srv != NULL)
-        api_server_close(nd->srv); /* Before the transport: see peer.h. */
+        rpc_server_close(nd->srv); /* Before the transport: see peer.h. */
     nd->srv = NULL;
     peer_transport_close(nd->t);
     nd->t = NULL;

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "api/rpc.h"
+#include "rpc/rpc.h"
 #include "peer/peer.h"
 
 /* Room for every node id any of the programs uses (ids index arrays). */
@@ -42,7 +42,7 @@
 struct node {
     raft_id id;                      /* member id, also the index here */
     struct peer_transport *t;        /* NULL while down */
-    struct api_server *srv;          /* NULL while down (or dial only) */
+    struct rpc_server *srv;          /* NULL while down (or dial only) */
     int port;                        /* bound port, kept across restarts */
     char url[160];                   /* http(s)://127.0.0.1:port */
     char dir[128];                   /* snapshot directory, or "" */
@@ -85,7 +85,7 @@ void node_init(struct node *nd, raft_id id, const char *root);
  * before the server starts.  It sets nd->port to the first URL's bound
  * port and nd->url to https:// (scfg has a certificate) or http:// on
  * 127.0.0.1 and that port. */
-void node_listen(struct node *nd, const struct api_server_config *scfg,
+void node_listen(struct node *nd, const struct rpc_server_config *scfg,
                  void (*more)(struct node *nd));
 
 /* node_stop closes nd's server (if any), then its transport. */

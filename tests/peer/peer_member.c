@@ -66,7 +66,7 @@ static void on_removed(void *arg, raft_id by)
 }
 
 /* The echo method answers "echo:" and the request. */
-static void echo(struct api_call *call, const uint8_t *req, size_t len,
+static void echo(struct rpc_call *call, const uint8_t *req, size_t len,
                  void *ctx)
 {
     uint8_t out[256];
@@ -74,22 +74,22 @@ static void echo(struct api_call *call, const uint8_t *req, size_t len,
     CHECK(len + 5 <= sizeof(out), "echo request of %zu bytes", len);
     memcpy(out, "echo:", 5);
     memcpy(out + 5, req, len);
-    api_call_reply_bytes(call, out, len + 5);
+    rpc_call_reply_bytes(call, out, len + 5);
 }
 
-/* The count drops before the answer: api_server_close returns once every
+/* The count drops before the answer: rpc_server_close returns once every
  * call was answered, so main's check after it must not race with this
  * thread's last steps (it did, once in ~15 ASan runs). */
 static void *slow_answer(void *arg)
 {
     usleep(SLOW_MS * 1000);
     atomic_fetch_sub(&slow_pending, 1);
-    api_call_reply_bytes(arg, (const uint8_t *)"late", 4);
+    rpc_call_reply_bytes(arg, (const uint8_t *)"late", 4);
     return NULL;
 }
 
 /* The slow method answers after SLOW_MS, from a thread of its own. */
-static void slow(struct api_call *call, const uint8_t *req, size_t len,
+static void slow(struct rpc_call *call, const uint8_t *req, size_t len,
                  void *ctx)
 {
     pthread_t th;
@@ -102,9 +102,9 @@ static void slow(struct api_call *call, const uint8_t *req, size_t len,
 /* test_methods registers the echo and slow methods on nd's server. */
 static void test_methods(struct node *nd)
 {
-    CHECK(api_server_register_unary(nd->srv, ECHO_PATH, echo, nd) == 0,
+    CHECK(rpc_server_register_unary(nd->srv, ECHO_PATH, echo, nd) == 0,
           "echo");
-    CHECK(api_server_register_unary(nd->srv, SLOW_PATH, slow, nd) == 0,
+    CHECK(rpc_server_register_unary(nd->srv, SLOW_PATH, slow, nd) == 0,
           "slow");
 }
 
@@ -120,7 +120,7 @@ static void node_start(struct node *nd)
     CHECK(peer_transport_create(&cfg, &nd->t) == 0, "create");
     char listen[64];
     snprintf(listen, sizeof(listen), "http://127.0.0.1:%d", nd->port);
-    struct api_server_config scfg = {.urls = {listen}, .urls_n = 1};
+    struct rpc_server_config scfg = {.urls = {listen}, .urls_n = 1};
     node_listen(nd, &scfg, test_methods);
 }
 

@@ -92,7 +92,7 @@ static void node_start(struct node *nd)
     CHECK(peer_transport_create(&cfg, &nd->t) == 0, "create");
     char listen[64];
     snprintf(listen, sizeof(listen), "http://127.0.0.1:%d", nd->port);
-    struct api_server_config scfg = {.urls = {listen}, .urls_n = 1,
+    struct rpc_server_config scfg = {.urls = {listen}, .urls_n = 1,
                                      .max_request_bytes = 4 << 20};
     node_listen(nd, &scfg, NULL);
 }
@@ -215,13 +215,13 @@ static double test_throughput(struct node *a, struct node *b, struct node *c)
 /* free_port returns a port nobody listens on (bound, then released). */
 static int free_port(void)
 {
-    struct api_server *srv;
-    struct api_server_config scfg = {.urls = {"http://127.0.0.1:0"},
+    struct rpc_server *srv;
+    struct rpc_server_config scfg = {.urls = {"http://127.0.0.1:0"},
                                      .urls_n = 1};
-    CHECK(api_server_create(&scfg, &srv) == 0, "probe create");
-    CHECK(api_server_start(srv) == 0, "probe start");
-    int port = api_server_port(srv, 0);
-    api_server_close(srv);
+    CHECK(rpc_server_create(&scfg, &srv) == 0, "probe create");
+    CHECK(rpc_server_start(srv) == 0, "probe start");
+    int port = rpc_server_port(srv, 0);
+    rpc_server_close(srv);
     return port;
 }
 

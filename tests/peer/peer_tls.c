@@ -15,7 +15,7 @@
  *
  * Method: nodes are {peer_transport, api_server with TLS on 127.0.0.1 port
  * 0}, in one process.  Self-signed certificates are generated with
- * api_tls_self_cert; the CA-signed ones are etcd's own test fixtures
+ * rpc_tls_self_cert; the CA-signed ones are etcd's own test fixtures
  * (server.crt for localhost and 127.0.0.1, signed by ca.crt; another CA,
  * CommonName-root.crt), and that part is skipped when they are missing.  A
  * refused dialler is one the receiver knows as a peer (so a completed
@@ -34,7 +34,7 @@
 
 #include <grpc/grpc.h>
 
-#include "api/tls.h"
+#include "rpc/tls.h"
 #include "dial/dial.h"
 #include "peer_harness.h"
 #include "util/err.h"
@@ -132,7 +132,7 @@ static void node_start(struct node *nd, raft_id id, const struct material *m,
     char unix_listen[160];
     snprintf(unix_listen, sizeof(unix_listen), "unixs://%s/n%llu.sock",
              tmp_root, (unsigned long long)id);
-    struct api_server_config scfg = {
+    struct rpc_server_config scfg = {
         .urls = {m != NULL ? "https://127.0.0.1:0" : "http://127.0.0.1:0",
                  unix_listen},
         .urls_n = with_unix ? 2 : 1,
@@ -284,7 +284,7 @@ static struct material self_signed(const char *name)
 {
     char dir[160], cert[512], key[512];
     snprintf(dir, sizeof(dir), "%s/fixtures-%s", tmp_root, name);
-    CHECK(api_tls_self_cert(dir, "https://127.0.0.1:2380", cert, key,
+    CHECK(rpc_tls_self_cert(dir, "https://127.0.0.1:2380", cert, key,
                             sizeof(cert)) == 0,
           "self cert");
     struct material m = {.cert = slurp(cert), .key = slurp(key),

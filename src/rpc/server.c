@@ -1,5 +1,5 @@
 /*
- * rpc_server.c - the gRPC server object: configuration, listeners, method
+ * server.c - the gRPC server object: configuration, listeners, method
  * registration, the event loops and shutdown.  See rpc_int.h for the
  * threads and object lives.
  */
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -31,36 +31,36 @@
 #define EVENTS_MAX 64
 
 
-static int config_apply(struct api_server *srv,
-                        const struct api_server_config *cfg)
+static int config_apply(struct rpc_server *srv,
+                        const struct rpc_server_config *cfg)
 {
     size_t max_req = cfg->max_request_bytes ? cfg->max_request_bytes
-                                            : API_DEFAULT_MAX_REQUEST_BYTES;
+                                            : RPC_DEFAULT_MAX_REQUEST_BYTES;
     bool has_tls = cfg->tls_cert_pem != NULL && cfg->tls_key_pem != NULL;
     if ((cfg->tls_cert_pem != NULL) != (cfg->tls_key_pem != NULL) ||
         (cfg->tls_verify_clients && cfg->tls_ca_pem == NULL) ||
         (cfg->tls_check != NULL && !cfg->tls_verify_clients))
         return ERR_INVAL;
-    if (cfg->urls_n == 0 || cfg->urls_n > API_URLS_MAX ||
+    if (cfg->urls_n == 0 || cfg->urls_n > RPC_URLS_MAX ||
         max_req > INT32_MAX - RECV_SLACK_BYTES || cfg->threads < 0 ||
-        cfg->threads > API_THREADS_MAX || cfg->stream_queue < 0 ||
+        cfg->threads > RPC_THREADS_MAX || cfg->stream_queue < 0 ||
         cfg->preface_timeout_ms < 0)
         return ERR_INVAL;
     srv->max_recv_bytes = max_req + RECV_SLACK_BYTES;
-    srv->threads_n = cfg->threads ? cfg->threads : API_DEFAULT_THREADS;
+    srv->threads_n = cfg->threads ? cfg->threads : RPC_DEFAULT_THREADS;
     srv->stream_queue =
-        cfg->stream_queue ? cfg->stream_queue : API_DEFAULT_STREAM_QUEUE;
+        cfg->stream_queue ? cfg->stream_queue : RPC_DEFAULT_STREAM_QUEUE;
     srv->max_streams = cfg->max_concurrent_streams
                            ? cfg->max_concurrent_streams
-                           : API_DEFAULT_MAX_STREAMS;
+                           : RPC_DEFAULT_MAX_STREAMS;
     srv->preface_timeout_ms = cfg->preface_timeout_ms
                                   ? cfg->preface_timeout_ms
-                                  : API_DEFAULT_PREFACE_TIMEOUT_MS;
+                                  : RPC_DEFAULT_PREFACE_TIMEOUT_MS;
     /* A connection may always hold two of the largest requests. */
-    srv->conn_in_max = 2 * srv->max_recv_bytes > API__CONN_BYTES_MIN
+    srv->conn_in_max = 2 * srv->max_recv_bytes > RPC__CONN_BYTES_MIN
                            ? 2 * srv->max_recv_bytes
-                           : API__CONN_BYTES_MIN;
-    srv->conn_out_max = API__CONN_BYTES_MIN;
+                           : RPC__CONN_BYTES_MIN;
+    srv->conn_out_max = RPC__CONN_BYTES_MIN;
     srv->tls_check = cfg->tls_check;
     srv->tls_check_ctx = cfg->tls_check_ctx;
     for (size_t i = 0; i < cfg->urls_n; i++) {
@@ -90,7 +90,7 @@ static int config_apply(struct api_server *srv,
     return 0;
 }
 
-static void server_free(struct api_server *srv)
+static void server_free(struct rpc_server *srv)
 {
     for (size_t i = 0; i < srv->urls_n; i++)
         mem_free(srv->urls[i]);
@@ -102,11 +102,11 @@ static void server_free(struct api_server *srv)
     mem_free(srv);
 }
 
-int api_server_create(const struct api_server_config *cfg,
-                      struct api_server **srv_out)
+int rpc_server_create(const struct rpc_server_config *cfg,
+                      struct rpc_server **srv_out)
 {
     assert(cfg != NULL && srv_out != NULL);
-    struct api_server *srv = mem_calloc(1, sizeof(*srv));
+    struct rpc_server *srv = mem_calloc(1, sizeof(*srv));
     if (srv == NULL)
         return ERR_NOMEM;
     atomic_init(&srv->stopping, false);
@@ -114,22 +114,22 @@ int api_server_create(const struct api_server_config *cfg,
     atomic_init(&srv->active_n, 0);
     atomic_init(&srv->streams_n, 0);
     atomic_init(&srv->next_loop, 0);
-    for (size_t i = 0; i < API__LISTENERS_MAX; i++)
+    for (size_t i = 0; i < RPC__LISTENERS_MAX; i++)
         srv->lis[i].fd = -1;
-    for (int i = 0; i < API_THREADS_MAX; i++)
+    for (int i = 0; i < RPC_THREADS_MAX; i++)
         srv->loops[i].ep = srv->loops[i].evfd = -1;
     int rv = config_apply(srv, cfg);
-    api__guard_init(srv);
+    rpc__guard_init(srv);
     if (rv == 0 && cfg->tls_cert_pem != NULL) {
-        srv->tls = api__tls_ctx(cfg);
+        srv->tls = rpc__tls_ctx(cfg);
         if (srv->tls == NULL)
-            rv = ERR_INVAL; /* api__tls_ctx logged why */
+            rv = ERR_INVAL; /* rpc__tls_ctx logged why */
         else
             SSL_CTX_set_app_data(srv->tls, srv); /* for its verify_cb */
     }
     if (rv == 0)
-        rv = api_server_register_unary(srv, "/grpc.health.v1.Health/Check",
-                                       api__health_check, NULL);
+        rv = rpc_server_register_unary(srv, "/grpc.health.v1.Health/Check",
+                                       rpc__health_check, NULL);
     if (rv != 0) {
         server_free(srv);
         return rv;
@@ -138,8 +138,8 @@ int api_server_create(const struct api_server_config *cfg,
     return 0;
 }
 
-static int method_add(struct api_server *srv, const char *path,
-                      enum api__method_kind kind, struct api__method **m_out)
+static int method_add(struct rpc_server *srv, const char *path,
+                      enum rpc__method_kind kind, struct rpc__method **m_out)
 {
     assert(srv != NULL && m_out != NULL);
     if (srv->started || path == NULL || path[0] != '/' ||
@@ -153,7 +153,7 @@ static int method_add(struct api_server *srv, const char *path,
     if (p == NULL)
         return ERR_NOMEM;
     srv->methods = p;
-    struct api__method *m = &srv->methods[srv->methods_n];
+    struct rpc__method *m = &srv->methods[srv->methods_n];
     memset(m, 0, sizeof(*m));
     m->path_n = strlen(path);
     m->path = mem_dup(path, m->path_n + 1);
@@ -165,7 +165,7 @@ static int method_add(struct api_server *srv, const char *path,
     return 0;
 }
 
-void api_server_set_gate(struct api_server *srv, api_unary_gate_fn gate,
+void rpc_server_set_gate(struct rpc_server *srv, rpc_unary_gate_fn gate,
                          void *ctx)
 {
     assert(srv != NULL && !srv->started);
@@ -173,12 +173,12 @@ void api_server_set_gate(struct api_server *srv, api_unary_gate_fn gate,
     srv->gate_ctx = ctx;
 }
 
-int api_server_register_unary(struct api_server *srv, const char *path,
-                              api_unary_fn fn, void *ctx)
+int rpc_server_register_unary(struct rpc_server *srv, const char *path,
+                              rpc_unary_fn fn, void *ctx)
 {
-    struct api__method *m;
+    struct rpc__method *m;
     assert(fn != NULL);
-    int rv = method_add(srv, path, API__METHOD_UNARY, &m);
+    int rv = method_add(srv, path, RPC__METHOD_UNARY, &m);
     if (rv != 0)
         return rv;
     m->unary = fn;
@@ -186,13 +186,13 @@ int api_server_register_unary(struct api_server *srv, const char *path,
     return 0;
 }
 
-int api_server_register_stream(struct api_server *srv, const char *path,
-                               const struct api_stream_ops *ops, void *ctx)
+int rpc_server_register_stream(struct rpc_server *srv, const char *path,
+                               const struct rpc_stream_ops *ops, void *ctx)
 {
-    struct api__method *m;
+    struct rpc__method *m;
     assert(ops != NULL && ops->on_open != NULL && ops->on_message != NULL &&
            ops->on_close != NULL);
-    int rv = method_add(srv, path, API__METHOD_STREAM, &m);
+    int rv = method_add(srv, path, RPC__METHOD_STREAM, &m);
     if (rv != 0)
         return rv;
     m->ops = ops;
@@ -202,15 +202,15 @@ int api_server_register_stream(struct api_server *srv, const char *path,
 
 /* --- listeners --- */
 
-static int listener_add(struct api_server *srv, size_t url, int fd,
+static int listener_add(struct rpc_server *srv, size_t url, int fd,
                         char *unix_path)
 {
-    if (srv->lis_n == API__LISTENERS_MAX) {
+    if (srv->lis_n == RPC__LISTENERS_MAX) {
         close(fd);
         mem_free(unix_path);
         return ERR_INVAL;
     }
-    struct api__listener *l = &srv->lis[srv->lis_n++];
+    struct rpc__listener *l = &srv->lis[srv->lis_n++];
     l->fd = fd;
     l->url = url;
     l->tls = srv->secure[url];
@@ -218,7 +218,7 @@ static int listener_add(struct api_server *srv, size_t url, int fd,
     return 0;
 }
 
-static int listen_unix(struct api_server *srv, size_t url, const char *path)
+static int listen_unix(struct rpc_server *srv, size_t url, const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
@@ -250,7 +250,7 @@ static int bound_port(int fd)
 
 /* listen_tcp binds every address host resolves to (localhost: 127.0.0.1
  * and ::1); with port 0 the later ones take the first one's port. */
-static int listen_tcp(struct api_server *srv, size_t url, const char *hp,
+static int listen_tcp(struct rpc_server *srv, size_t url, const char *hp,
                       size_t hp_n)
 {
     char host[256], port[16];
@@ -315,7 +315,7 @@ static int listen_tcp(struct api_server *srv, size_t url, const char *hp,
     return rv;
 }
 
-static int listen_url(struct api_server *srv, size_t i)
+static int listen_url(struct rpc_server *srv, size_t i)
 {
     const char *u = srv->urls[i];
     const char *rest = u + (srv->secure[i] ? 8 : 7);
@@ -327,21 +327,21 @@ static int listen_url(struct api_server *srv, size_t i)
 /* --- loops --- */
 
 /* The loop this thread runs, if it is a loop thread. */
-static _Thread_local struct api__loop *this_loop;
+static _Thread_local struct rpc__loop *this_loop;
 
-static void loop_wake(struct api__loop *l)
+static void loop_wake(struct rpc__loop *l)
 {
     uint64_t one = 1;
     ssize_t w = write(l->evfd, &one, sizeof(one));
     (void)w; /* A full counter is a wake-up already pending. */
 }
 
-/* api__loop_push wakes the loop when the inbox was empty, unless the
+/* rpc__loop_push wakes the loop when the inbox was empty, unless the
  * pusher is the loop itself: it looks at its inbox before it sleeps. */
-void api__loop_push(struct api__loop *l, struct api__item *it)
+void rpc__loop_push(struct rpc__loop *l, struct rpc__item *it)
 {
     assert(l != NULL && it != NULL);
-    struct api__item *head = atomic_load(&l->inbox);
+    struct rpc__item *head = atomic_load(&l->inbox);
     do
         it->next = head;
     while (!atomic_compare_exchange_weak(&l->inbox, &head, it));
@@ -353,45 +353,45 @@ void api__loop_push(struct api__loop *l, struct api__item *it)
  * to the next loop in turn.  TCP sockets get TCP_NODELAY: a reply written
  * after a small unacknowledged one would otherwise wait for the client's
  * delayed ACK (Nagle's algorithm), about 40 ms. */
-static void accept_all(struct api__loop *l, const struct api__listener *lis)
+static void accept_all(struct rpc__loop *l, const struct rpc__listener *lis)
 {
-    struct api_server *srv = l->srv;
+    struct rpc_server *srv = l->srv;
     while (!l->accept_paused) {
         int fd = accept4(lis->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK &&
-                !api__guard_accept_failed(l, errno))
-                log_warn("api", "accept: %s", strerror(errno));
+                !rpc__guard_accept_failed(l, errno))
+                log_warn("rpc", "accept: %s", strerror(errno));
             return;
         }
-        if (!api__guard_accept_ok(l, fd))
+        if (!rpc__guard_accept_ok(l, fd))
             return;
         if (lis->unix_path == NULL) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         }
         unsigned k = atomic_fetch_add(&srv->next_loop, 1);
-        struct api__loop *to = &srv->loops[k % (unsigned)srv->threads_n];
-        struct api__conn *c = api__conn_new(to, fd, lis->tls);
+        struct rpc__loop *to = &srv->loops[k % (unsigned)srv->threads_n];
+        struct rpc__conn *c = rpc__conn_new(to, fd, lis->tls);
         if (c == NULL) {
             close(fd);
             continue;
         }
         if (to == l)
-            api__conn_attach(c);
+            rpc__conn_attach(c);
         else
-            api__loop_push(to, &c->item);
+            rpc__loop_push(to, &c->item);
     }
 }
 
 /* take_inbox empties the inbox in the order the entries were pushed. */
-static struct api__item *take_inbox(struct api__loop *l)
+static struct rpc__item *take_inbox(struct rpc__loop *l)
 {
-    struct api__item *it = atomic_exchange(&l->inbox, NULL), *rev = NULL;
+    struct rpc__item *it = atomic_exchange(&l->inbox, NULL), *rev = NULL;
     while (it != NULL) {
-        struct api__item *next = it->next;
+        struct rpc__item *next = it->next;
         it->next = rev;
         rev = it;
         it = next;
@@ -399,27 +399,27 @@ static struct api__item *take_inbox(struct api__loop *l)
     return rev;
 }
 
-static void run_inbox(struct api__loop *l)
+static void run_inbox(struct rpc__loop *l)
 {
-    struct api__item *it = take_inbox(l);
+    struct rpc__item *it = take_inbox(l);
     while (it != NULL) {
-        struct api__item *next = it->next; /* before a re-push */
+        struct rpc__item *next = it->next; /* before a re-push */
         switch (it->kind) {
-        case API__KIND_CALL:
-            api__call_inbox(api__container_of(it, struct api_call, item));
+        case RPC__KIND_CALL:
+            rpc__call_inbox(rpc__container_of(it, struct rpc_call, item));
             break;
-        case API__KIND_STREAM:
-            api__stream_inbox(
-                api__container_of(it, struct api_stream, item));
+        case RPC__KIND_STREAM:
+            rpc__stream_inbox(
+                rpc__container_of(it, struct rpc_stream, item));
             break;
-        case API__KIND_CONN: {
-            struct api__conn *c =
-                api__container_of(it, struct api__conn, item);
+        case RPC__KIND_CONN: {
+            struct rpc__conn *c =
+                rpc__container_of(it, struct rpc__conn, item);
             c->refs++; /* attaching may kill it */
-            api__conn_attach(c);
+            rpc__conn_attach(c);
             if (atomic_load(&l->srv->stopping))
-                api__conn_kill(c);
-            api__conn_unref(c);
+                rpc__conn_kill(c);
+            rpc__conn_unref(c);
             break;
         }
         }
@@ -427,54 +427,54 @@ static void run_inbox(struct api__loop *l)
     }
 }
 
-static void flush_dirty(struct api__loop *l)
+static void flush_dirty(struct rpc__loop *l)
 {
     while (l->dirty != NULL) {
-        struct api__conn *c = l->dirty;
+        struct rpc__conn *c = l->dirty;
         l->dirty = c->dirty_next;
         c->dirty = false;
-        api__conn_flush(c);
-        api__conn_unref(c); /* the flush list's */
+        rpc__conn_flush(c);
+        rpc__conn_unref(c); /* the flush list's */
     }
 }
 
 /* stop_loop closes this loop's view of the listeners and every one of its
  * connections (GOAWAY first); calls still held by handlers are answered
  * into the void later. */
-static void stop_loop(struct api__loop *l)
+static void stop_loop(struct rpc__loop *l)
 {
-    struct api_server *srv = l->srv;
+    struct rpc_server *srv = l->srv;
     l->stopped = true;
     for (size_t i = 0; i < srv->lis_n; i++)
         epoll_ctl(l->ep, EPOLL_CTL_DEL, srv->lis[i].fd, NULL);
-    struct api__conn *c = l->conns;
+    struct rpc__conn *c = l->conns;
     while (c != NULL) {
-        struct api__conn *next = c->next;
+        struct rpc__conn *next = c->next;
         c->refs++; /* the flush may kill it */
         if (!c->dead && !c->handshaking) {
             nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
                                   nghttp2_session_get_last_proc_stream_id(
                                       c->ng),
                                   NGHTTP2_NO_ERROR, NULL, 0);
-            api__conn_flush(c);
+            rpc__conn_flush(c);
         }
-        api__conn_kill(c);
-        api__conn_unref(c);
+        rpc__conn_kill(c);
+        rpc__conn_unref(c);
         c = next;
     }
 }
 
-void api__loop_turn(struct api__loop *l)
+void rpc__loop_turn(struct rpc__loop *l)
 {
-    api__call_dispatch(l);
+    rpc__call_dispatch(l);
     run_inbox(l);
     flush_dirty(l);
 }
 
 static void *loop_main(void *arg)
 {
-    struct api__loop *l = arg;
-    struct api_server *srv = l->srv;
+    struct rpc__loop *l = arg;
+    struct rpc_server *srv = l->srv;
     struct epoll_event evs[EVENTS_MAX];
     this_loop = l;
     /* OpenSSL writes to the socket with write(): a client gone would
@@ -489,22 +489,22 @@ static void *loop_main(void *arg)
          * them.  Other threads' pushes onto an empty inbox wake it. */
         bool more = atomic_load(&l->inbox) != NULL;
         int n = epoll_wait(l->ep, evs, EVENTS_MAX,
-                           more ? 0 : api__guard_timeout_ms(l));
+                           more ? 0 : rpc__guard_timeout_ms(l));
         for (int i = 0; i < n; i++) {
             uintptr_t d = (uintptr_t)evs[i].data.ptr;
-            if (d == API__TAG_EVFD) {
+            if (d == RPC__TAG_EVFD) {
                 uint64_t v;
                 ssize_t r = read(l->evfd, &v, sizeof(v));
                 (void)r;
-            } else if ((d & API__TAG_LISTENER) != 0) {
+            } else if ((d & RPC__TAG_LISTENER) != 0) {
                 if (!l->stopped)
                     accept_all(l, &srv->lis[d >> 1]);
             } else {
-                api__conn_io((struct api__conn *)d, evs[i].events);
+                rpc__conn_io((struct rpc__conn *)d, evs[i].events);
             }
         }
-        api__loop_turn(l);
-        api__guard_tick(l);
+        rpc__loop_turn(l);
+        rpc__guard_tick(l);
         if (atomic_load(&srv->stopping) && !l->stopped)
             stop_loop(l);
     }
@@ -512,12 +512,12 @@ static void *loop_main(void *arg)
      * dead and unreferenced by now except ones never flushed. */
     run_inbox(l);
     while (l->conns != NULL)
-        api__conn_kill(l->conns);
-    api__loop_free_calls(l);
+        rpc__conn_kill(l->conns);
+    rpc__loop_free_calls(l);
     return NULL;
 }
 
-int api__loop_init(struct api_server *srv, struct api__loop *l)
+int rpc__loop_init(struct rpc_server *srv, struct rpc__loop *l)
 {
     l->srv = srv;
     atomic_init(&l->inbox, NULL);
@@ -526,36 +526,36 @@ int api__loop_init(struct api_server *srv, struct api__loop *l)
     if (l->ep < 0 || l->evfd < 0)
         return ERR_IO;
     struct epoll_event ev = {.events = EPOLLIN,
-                             .data.ptr = (void *)(uintptr_t)API__TAG_EVFD};
+                             .data.ptr = (void *)(uintptr_t)RPC__TAG_EVFD};
     if (epoll_ctl(l->ep, EPOLL_CTL_ADD, l->evfd, &ev) != 0)
         return ERR_IO;
     for (size_t i = 0; i < srv->lis_n; i++) {
         ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-        ev.data.ptr = (void *)(uintptr_t)((i << 1) | API__TAG_LISTENER);
+        ev.data.ptr = (void *)(uintptr_t)((i << 1) | RPC__TAG_LISTENER);
         if (epoll_ctl(l->ep, EPOLL_CTL_ADD, srv->lis[i].fd, &ev) != 0)
             return ERR_IO;
     }
     return 0;
 }
 
-int api_server_start(struct api_server *srv)
+int rpc_server_start(struct rpc_server *srv)
 {
     assert(srv != NULL && !srv->started);
     srv->started = true;
     for (size_t i = 0; i < srv->urls_n; i++) {
         int rv = listen_url(srv, i);
         if (rv != 0) {
-            log_error("api", "cannot listen on %s: %s", srv->urls[i],
+            log_error("rpc", "cannot listen on %s: %s", srv->urls[i],
                       strerror(errno));
             return ERR_IO;
         }
     }
     for (int i = 0; i < srv->threads_n; i++) {
-        if (api__loop_init(srv, &srv->loops[i]) != 0)
+        if (rpc__loop_init(srv, &srv->loops[i]) != 0)
             return ERR_IO;
     }
     for (int i = 0; i < srv->threads_n; i++) {
-        struct api__loop *l = &srv->loops[i];
+        struct rpc__loop *l = &srv->loops[i];
         if (pthread_create(&l->thread, NULL, loop_main, l) != 0)
             abort(); /* No way to serve; nothing sane to unwind to. */
         thread_name_set(l->thread, "cetcd-rpc");
@@ -564,7 +564,7 @@ int api_server_start(struct api_server *srv)
     return 0;
 }
 
-int api_server_port(const struct api_server *srv, size_t i)
+int rpc_server_port(const struct rpc_server *srv, size_t i)
 {
     assert(srv != NULL);
     if (i >= srv->urls_n || srv->urls[i][0] == 'u')
@@ -572,14 +572,14 @@ int api_server_port(const struct api_server *srv, size_t i)
     return srv->ports[i];
 }
 
-static void wake_all(struct api_server *srv)
+static void wake_all(struct rpc_server *srv)
 {
     for (int i = 0; i < srv->threads_n; i++)
         if (srv->loops[i].evfd >= 0)
             loop_wake(&srv->loops[i]);
 }
 
-void api_server_stop(struct api_server *srv)
+void rpc_server_stop(struct rpc_server *srv)
 {
     assert(srv != NULL);
     if (!srv->started || srv->stop_called)
@@ -596,11 +596,11 @@ static void shutdown_tick(void)
     nanosleep(&tick, NULL);
 }
 
-void api_server_close(struct api_server *srv)
+void rpc_server_close(struct rpc_server *srv)
 {
     assert(srv != NULL);
     if (srv->started) {
-        api_server_stop(srv);
+        rpc_server_stop(srv);
         bool running = false;
         for (int i = 0; i < srv->threads_n; i++)
             running = running || srv->loops[i].started;
@@ -613,11 +613,11 @@ void api_server_close(struct api_server *srv)
         wake_all(srv);
     }
     for (int i = 0; i < srv->threads_n; i++) {
-        struct api__loop *l = &srv->loops[i];
+        struct rpc__loop *l = &srv->loops[i];
         if (l->started)
             pthread_join(l->thread, NULL);
         else
-            api__loop_free_calls(l); /* a loop run by hand (tests) */
+            rpc__loop_free_calls(l); /* a loop run by hand (tests) */
         if (l->ep >= 0)
             close(l->ep);
         if (l->evfd >= 0)

@@ -1,5 +1,5 @@
 /*
- * fuzz_api_rpc.c - goal: the gRPC server runtime (src/api/rpc_*.c)
+ * fuzz_rpc.c - goal: the gRPC server runtime (src/rpc/)
  * survives any bytes a client sends on a connection, with no crash, leak
  * or sanitizer report: HTTP/2 frames (nghttp2), request headers
  * (grpc-timeout, grpc-encoding, :path, metadata), the 5-byte gRPC message
@@ -8,17 +8,17 @@
  * within the size limit, and every stream object is freed once its owner
  * released it.
  *
- * Method: a real server (api_server_create, 64 KiB request limit) that is
+ * Method: a real server (rpc_server_create, 64 KiB request limit) that is
  * never started: the target plays its one event loop itself.  Each input
  * is written, after the HTTP/2 client preface, into one end of a socket
  * pair whose other end is a connection of that loop; the target calls the
- * loop's reading (api__conn_io) and its turn (dispatch, inbox, writes)
+ * loop's reading (rpc__conn_io) and its turn (dispatch, inbox, writes)
  * until every byte was read, reads away what the server wrote, then
  * closes the connection and turns once more.  Handlers: KV/Range echoes
  * the request, KV/Put answers an error whose message needs escaping after
  * looking at metadata and the deadline, Watch/Watch answers each message
  * and finishes when the client half-closes; its owner releases the stream
- * in on_close.  Seeds: fuzz/corpus/api_rpc (fuzz/rpc_seeds.py).
+ * in on_close.  Seeds: fuzz/corpus/rpc (fuzz/rpc_seeds.py).
  */
 #include <assert.h>
 #include <fcntl.h>
@@ -30,54 +30,54 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 #include "etcdserverpb/rpc.pb-c.h"
 
 #define MAX_REQ (64 * 1024)
 #define INPUT_MAX (256 * 1024)
 
-static struct api_server *srv;
-static struct api__loop *loop;
+static struct rpc_server *srv;
+static struct rpc__loop *loop;
 static long streams_open;
 
-static void range(struct api_call *call, const uint8_t *req, size_t len,
+static void range(struct rpc_call *call, const uint8_t *req, size_t len,
                   void *ctx)
 {
     (void)ctx;
     /* The runtime promises a whole message within the limit. */
     if (len > srv->max_recv_bytes)
         abort();
-    api_call_reply_bytes(call, req, len);
+    rpc_call_reply_bytes(call, req, len);
 }
 
-static void put(struct api_call *call, const uint8_t *req, size_t len,
+static void put(struct rpc_call *call, const uint8_t *req, size_t len,
                 void *ctx)
 {
     size_t n = 0;
     (void)req;
     (void)len;
     (void)ctx;
-    const char *tok = api_call_metadata(call, "token", &n);
+    const char *tok = rpc_call_metadata(call, "token", &n);
     if (tok != NULL && strlen(tok) != n)
         abort();
-    (void)api_call_deadline_ns(call);
-    api_call_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT,
+    (void)rpc_call_deadline_ns(call);
+    rpc_call_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT,
                          "bad % put\n\x01\xff");
 }
 
-static void w_open(struct api_stream *s, void *ctx)
+static void w_open(struct rpc_stream *s, void *ctx)
 {
     (void)ctx;
     streams_open++;
-    api_stream_data_set(s, &streams_open);
+    rpc_stream_data_set(s, &streams_open);
 }
 
-static void w_message(struct api_stream *s, const uint8_t *msg, size_t len,
+static void w_message(struct rpc_stream *s, const uint8_t *msg, size_t len,
                       void *ctx)
 {
     (void)ctx;
     if (msg == NULL) {
-        api_stream_finish(s, GRPC_STATUS_OK, NULL);
+        rpc_stream_finish(s, GRPC_STATUS_OK, NULL);
         return;
     }
     if (len > srv->max_recv_bytes)
@@ -85,39 +85,39 @@ static void w_message(struct api_stream *s, const uint8_t *msg, size_t len,
     Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
     r.watch_id = (int64_t)len;
     r.created = len % 2 == 0;
-    api_stream_send(s, &r.base); /* ERR_FULL and ERR_CLOSED are fine */
+    rpc_stream_send(s, &r.base); /* ERR_FULL and ERR_CLOSED are fine */
 }
 
-static void w_close(struct api_stream *s, bool cancelled, void *ctx)
+static void w_close(struct rpc_stream *s, bool cancelled, void *ctx)
 {
     (void)cancelled;
     (void)ctx;
-    if (api_stream_data_get(s) != &streams_open)
+    if (rpc_stream_data_get(s) != &streams_open)
         abort();
     streams_open--;
-    api_stream_release(s);
+    rpc_stream_release(s);
 }
 
-static const struct api_stream_ops watch_ops = {
+static const struct rpc_stream_ops watch_ops = {
     .on_open = w_open, .on_message = w_message, .on_close = w_close};
 
 static void setup(void)
 {
-    struct api_server_config cfg = {.urls = {"http://127.0.0.1:0"},
+    struct rpc_server_config cfg = {.urls = {"http://127.0.0.1:0"},
                                     .urls_n = 1,
                                     .threads = 1,
                                     .stream_queue = 4,
                                     .max_request_bytes = MAX_REQ};
-    if (api_server_create(&cfg, &srv) != 0 ||
-        api_server_register_unary(srv, "/etcdserverpb.KV/Range", range,
+    if (rpc_server_create(&cfg, &srv) != 0 ||
+        rpc_server_register_unary(srv, "/etcdserverpb.KV/Range", range,
                                   NULL) != 0 ||
-        api_server_register_unary(srv, "/etcdserverpb.KV/Put", put, NULL) !=
+        rpc_server_register_unary(srv, "/etcdserverpb.KV/Put", put, NULL) !=
             0 ||
-        api_server_register_stream(srv, "/etcdserverpb.Watch/Watch",
+        rpc_server_register_stream(srv, "/etcdserverpb.Watch/Watch",
                                    &watch_ops, NULL) != 0)
         abort();
     loop = &srv->loops[0];
-    if (api__loop_init(srv, loop) != 0)
+    if (rpc__loop_init(srv, loop) != 0)
         abort();
 }
 
@@ -138,10 +138,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) != 0)
         abort();
-    struct api__conn *c = api__conn_new(loop, fds[0], false);
+    struct rpc__conn *c = rpc__conn_new(loop, fds[0], false);
     if (c == NULL)
         abort();
-    api__conn_attach(c);
+    rpc__conn_attach(c);
     size_t off = 0, pre = sizeof(preface) - 1;
     while (loop->conns != NULL && off < pre + size) {
         const uint8_t *p = off < pre ? (const uint8_t *)preface + off
@@ -150,17 +150,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ssize_t w = write(fds[1], p, n);
         if (w > 0)
             off += (size_t)w;
-        api__conn_io(loop->conns, EPOLLIN);
-        api__loop_turn(loop);
+        rpc__conn_io(loop->conns, EPOLLIN);
+        rpc__loop_turn(loop);
         drain(fds[1]);
     }
     /* The client goes away: every call and stream must be let go. */
     close(fds[1]);
     if (loop->conns != NULL)
-        api__conn_io(loop->conns, EPOLLIN);
+        rpc__conn_io(loop->conns, EPOLLIN);
     while (loop->conns != NULL)
-        api__conn_kill(loop->conns);
-    api__loop_turn(loop);
+        rpc__conn_kill(loop->conns);
+    rpc__loop_turn(loop);
     if (streams_open != 0 || atomic_load(&srv->streams_n) != 0 ||
         atomic_load(&srv->active_n) != 0)
         abort();

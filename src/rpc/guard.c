@@ -1,5 +1,5 @@
 /*
- * rpc_guard.c - the limits that keep one client (or many idle ones) from
+ * guard.c - the limits that keep one client (or many idle ones) from
  * taking the member down: file descriptors, connections that never speak
  * HTTP/2, and the bytes one connection may make the runtime hold.
  *
@@ -32,7 +32,7 @@
  * this bounds what one connection can make the member hold.
  *
  * Everything here runs on the loop that owns the connection, except
- * api__guard_init (owner, before start).
+ * rpc__guard_init (owner, before start).
  */
 #include <assert.h>
 #include <errno.h>
@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 #include "util/log.h"
 
 #define FD_RESERVE_MAX 64      /* descriptors kept for the member */
@@ -51,14 +51,14 @@
 #define SWEEP_MS 250           /* preface-timeout sweep period */
 #define LOG_EVERY_MS 10000     /* one line about refusals per period */
 
-int64_t api__now_ms(void)
+int64_t rpc__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void api__guard_init(struct api_server *srv)
+void rpc__guard_init(struct rpc_server *srv)
 {
     struct rlimit rl;
     long lim = 1024;
@@ -76,43 +76,43 @@ void api__guard_init(struct api_server *srv)
 }
 
 /* refused counts one refusal and logs at most once per LOG_EVERY_MS. */
-static void refused(struct api_server *srv, const char *why)
+static void refused(struct rpc_server *srv, const char *why)
 {
     long long n = atomic_fetch_add(&srv->refused_n, 1) + 1;
-    int64_t now = api__now_ms();
+    int64_t now = rpc__now_ms();
     long long last = atomic_load(&srv->refuse_logged_ms);
     if (last != 0 && now - last < LOG_EVERY_MS)
         return;
     if (!atomic_compare_exchange_strong(&srv->refuse_logged_ms, &last, now))
         return; /* another loop logs it */
-    log_warn("api",
+    log_warn("rpc",
              "not accepting connections for now: %s (open file limit %d, "
              "descriptors from %d up are kept for the member); %lld "
              "connections refused so far",
              why, srv->fd_limit, srv->fd_ceiling, n);
 }
 
-static void listeners_set(struct api__loop *l, bool on)
+static void listeners_set(struct rpc__loop *l, bool on)
 {
-    struct api_server *srv = l->srv;
+    struct rpc_server *srv = l->srv;
     for (size_t i = 0; i < srv->lis_n; i++) {
         struct epoll_event ev = {
             .events = EPOLLIN | EPOLLEXCLUSIVE,
-            .data.ptr = (void *)(uintptr_t)((i << 1) | API__TAG_LISTENER)};
+            .data.ptr = (void *)(uintptr_t)((i << 1) | RPC__TAG_LISTENER)};
         epoll_ctl(l->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, srv->lis[i].fd,
                   on ? &ev : NULL);
     }
     l->accept_paused = !on;
 }
 
-static void pause_accepting(struct api__loop *l)
+static void pause_accepting(struct rpc__loop *l)
 {
     if (!l->accept_paused)
         listeners_set(l, false);
-    l->accept_resume_ms = api__now_ms() + ACCEPT_PAUSE_MS;
+    l->accept_resume_ms = rpc__now_ms() + ACCEPT_PAUSE_MS;
 }
 
-bool api__guard_accept_ok(struct api__loop *l, int fd)
+bool rpc__guard_accept_ok(struct rpc__loop *l, int fd)
 {
     assert(fd >= 0);
     if (fd < l->srv->fd_ceiling)
@@ -123,7 +123,7 @@ bool api__guard_accept_ok(struct api__loop *l, int fd)
     return false;
 }
 
-bool api__guard_accept_failed(struct api__loop *l, int e)
+bool rpc__guard_accept_failed(struct rpc__loop *l, int e)
 {
     switch (e) {
     case EMFILE:
@@ -138,10 +138,10 @@ bool api__guard_accept_failed(struct api__loop *l, int e)
     }
 }
 
-int api__guard_timeout_ms(const struct api__loop *l)
+int rpc__guard_timeout_ms(const struct rpc__loop *l)
 {
     if (l->accept_paused) {
-        int64_t left = l->accept_resume_ms - api__now_ms();
+        int64_t left = l->accept_resume_ms - rpc__now_ms();
         return left < 0 ? 0 : left > SWEEP_MS ? SWEEP_MS : (int)left;
     }
     return l->unready_n > 0 ? SWEEP_MS : -1;
@@ -149,26 +149,26 @@ int api__guard_timeout_ms(const struct api__loop *l)
 
 /* sweep closes the connections still without a valid preface past their
  * deadline. */
-static void sweep(struct api__loop *l, int64_t now)
+static void sweep(struct rpc__loop *l, int64_t now)
 {
     int64_t limit = l->srv->preface_timeout_ms;
-    struct api__conn *c = l->conns;
+    struct rpc__conn *c = l->conns;
     while (c != NULL) {
-        struct api__conn *next = c->next;
+        struct rpc__conn *next = c->next;
         if (!c->preface_ok && now - c->born_ms >= limit) {
             c->refs++;
-            api__conn_kill(c);
-            api__conn_unref(c);
+            rpc__conn_kill(c);
+            rpc__conn_unref(c);
         }
         c = next;
     }
 }
 
-void api__guard_tick(struct api__loop *l)
+void rpc__guard_tick(struct rpc__loop *l)
 {
     if (l->stopped)
         return;
-    int64_t now = api__now_ms();
+    int64_t now = rpc__now_ms();
     if (l->accept_paused && now >= l->accept_resume_ms)
         listeners_set(l, true);
     if (l->unready_n > 0 && now >= l->next_sweep_ms) {
@@ -177,7 +177,7 @@ void api__guard_tick(struct api__loop *l)
     }
 }
 
-bool api__guard_in_add(struct api__conn *c, size_t n)
+bool rpc__guard_in_add(struct rpc__conn *c, size_t n)
 {
     size_t max = c->loop->srv->conn_in_max;
     if (c->in_bytes + n > max)
@@ -186,13 +186,13 @@ bool api__guard_in_add(struct api__conn *c, size_t n)
     return true;
 }
 
-void api__guard_in_sub(struct api__conn *c, size_t n)
+void rpc__guard_in_sub(struct rpc__conn *c, size_t n)
 {
     assert(c->in_bytes >= n);
     c->in_bytes -= n;
 }
 
-void api__over_budget_msg(char *buf, size_t cap, const struct api__conn *c)
+void rpc__over_budget_msg(char *buf, size_t cap, const struct rpc__conn *c)
 {
     snprintf(buf, cap,
              "grpc: connection holds too many request bytes (%zu, limit "
@@ -200,7 +200,7 @@ void api__over_budget_msg(char *buf, size_t cap, const struct api__conn *c)
              c->in_bytes, c->loop->srv->conn_in_max);
 }
 
-void api__not_reading_msg(char *buf, size_t cap, const struct api__conn *c)
+void rpc__not_reading_msg(char *buf, size_t cap, const struct rpc__conn *c)
 {
     snprintf(buf, cap,
              "grpc: client is not reading its replies (%zu bytes queued, "
@@ -208,7 +208,7 @@ void api__not_reading_msg(char *buf, size_t cap, const struct api__conn *c)
              c->out_bytes, c->loop->srv->conn_out_max);
 }
 
-bool api__guard_out_full(const struct api__conn *c)
+bool rpc__guard_out_full(const struct rpc__conn *c)
 {
     return c->out_bytes > c->loop->srv->conn_out_max;
 }

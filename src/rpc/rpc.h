@@ -1,8 +1,14 @@
 /*
- * rpc.h - the gRPC server runtime that the etcd v3 API services sit on.
+ * rpc.h - the gRPC server runtime that the etcd v3 API services (api/)
+ * and the peer transport (peer/) sit on.  The rpc module is a layer below
+ * both (docs/ARCHITECTURE.md): it includes only util/ and the generated
+ * protos.  Files: server.c (listeners, loops, shutdown), conn.c (one
+ * connection and its nghttp2 session), call.c (unary calls), stream.c
+ * (streams), guard.c (limits), handshake.c (TLS handshakes), tls.c/tls.h
+ * (the listeners' TLS material).
  *
  * gRPC over our own HTTP/2 connections: libnghttp2 does the framing, HPACK
- * and flow control, OpenSSL the TLS (rpc_tls.c).  A server listens on the
+ * and flow control, OpenSSL the TLS (handshake.c).  A server listens on the
  * client URLs and runs `threads` event loops (epoll); each connection
  * belongs to one loop, which reads it, hands each call to the handler
  * registered for its full method path ("/etcdserverpb.KV/Range") and
@@ -14,12 +20,12 @@
  * see docs/BENCHMARKS.md for why it no longer does.)
  *
  * Life cycle (one thread, the owner):
- *   api_server_create -> api_server_register_* ... -> api_server_start
- *   -> (serve) -> api_server_stop (optional, non-blocking) -> api_server_close
+ *   rpc_server_create -> rpc_server_register_* ... -> rpc_server_start
+ *   -> (serve) -> rpc_server_stop (optional, non-blocking) -> rpc_server_close
  *
  * Unary calls.  The handler runs on a loop with the request bytes.
- * It must eventually answer exactly once, with api_call_reply,
- * api_call_reply_bytes or api_call_reply_error, either before it returns or
+ * It must eventually answer exactly once, with rpc_call_reply,
+ * rpc_call_reply_bytes or rpc_call_reply_error, either before it returns or
  * LATER FROM ANY THREAD (e.g. the apply thread waking a waiter).  Until that
  * answer the call, its request bytes and its metadata stay valid; the call
  * is owned by whoever must answer it.  The answering function hands the call
@@ -27,19 +33,19 @@
  * or the request bytes again (the loop may already have recycled it).
  * A client cancel or deadline does not free the call early: the answer is
  * still required and is then simply dropped by the runtime.  A handler that
- * may wait long should look at api_call_deadline_ns.
+ * may wait long should look at rpc_call_deadline_ns.
  *
  * Streaming calls (Watch, LeaseKeepAlive, Snapshot, Observe).  Client
  * messages arrive one at a time through ops->on_message on its loop (the
  * next one is read only after the callback returns: that is the flow
- * control).  Any thread may send with api_stream_send; sends are queued in a
+ * control).  Any thread may send with rpc_stream_send; sends are queued in a
  * bounded per-stream queue with one SEND_MESSAGE in flight.  ops->on_close
  * runs exactly once when the stream has ended (finished, cancelled by the
  * client, deadline, or server shutdown).  The stream object stays valid
- * until its owner calls api_stream_release, exactly once, after on_open (it
+ * until its owner calls rpc_stream_release, exactly once, after on_open (it
  * may be called from on_close).
  *
- * Limits (rpc_guard.c has the details).  Each connection may open
+ * Limits (guard.c has the details).  Each connection may open
  * max_concurrent_streams streams at once, must finish its TLS handshake
  * and send the HTTP/2 preface within preface_timeout_ms, may make the
  * runtime hold at most max(64 MiB, 2 x the largest request) of request
@@ -50,7 +56,7 @@
  * loops stop accepting for a moment instead of spinning.  A fatal HTTP/2
  * error closes the connection at once.  TCP sockets get TCP_NODELAY.
  *
- * Shutdown.  api_server_close stops listening, cancels all calls and blocks
+ * Shutdown.  rpc_server_close stops listening, cancels all calls and blocks
  * until every call handed out has been answered and every stream released;
  * the threads that answer asynchronously must keep running (and must fail
  * their waiters) until it returns.  It then joins the
@@ -58,8 +64,8 @@
  *
  * Errors are negative ERR_* codes from util/err.h.
  */
-#ifndef CETCD_API_RPC_H
-#define CETCD_API_RPC_H
+#ifndef CETCD_RPC_RPC_H
+#define CETCD_RPC_RPC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -69,45 +75,45 @@
 #include <protobuf-c/protobuf-c.h>
 
 /* Defaults, as in etcd 3.4 where etcd has one. */
-#define API_DEFAULT_MAX_REQUEST_BYTES (1536 * 1024) /* --max-request-bytes */
-#define API_DEFAULT_THREADS 2
-#define API_DEFAULT_STREAM_QUEUE 128 /* queued sends per stream */
-#define API_THREADS_MAX 64
+#define RPC_DEFAULT_MAX_REQUEST_BYTES (1536 * 1024) /* --max-request-bytes */
+#define RPC_DEFAULT_THREADS 2
+#define RPC_DEFAULT_STREAM_QUEUE 128 /* queued sends per stream */
+#define RPC_THREADS_MAX 64
 /* Concurrent HTTP/2 streams per connection (--max-concurrent-streams).
  * etcd's default is unlimited, which lets one connection hold as many
  * calls and replies as it likes; a client over the limit waits for a
  * slot (grpc-go and the gRPC core queue their streams). */
-#define API_DEFAULT_MAX_STREAMS 1000
+#define RPC_DEFAULT_MAX_STREAMS 1000
 /* A connection must finish its TLS handshake and send the HTTP/2 preface
  * within this, or it is closed. */
-#define API_DEFAULT_PREFACE_TIMEOUT_MS 10000
-#define API_URLS_MAX 16
+#define RPC_DEFAULT_PREFACE_TIMEOUT_MS 10000
+#define RPC_URLS_MAX 16
 
-struct api_server;
-struct api_call;
-struct api_stream;
+struct rpc_server;
+struct rpc_call;
+struct rpc_stream;
 struct x509_st; /* OpenSSL's X509 */
 
-/* Server settings; the strings are copied by api_server_create. */
-struct api_server_config {
+/* Server settings; the strings are copied by rpc_server_create. */
+struct rpc_server_config {
     /* "http://host:port", "unix://path" (port 0 picks a free port, see
-     * api_server_port); "https://host:port" and "unixs://path" serve TLS
+     * rpc_server_port); "https://host:port" and "unixs://path" serve TLS
      * with the tls_* PEM material below and are refused with ERR_INVAL
      * when there is none (etcd: "TLS key/cert ... must be provided"). */
-    const char *urls[API_URLS_MAX];
+    const char *urls[RPC_URLS_MAX];
     size_t urls_n;
     /* Largest request etcd accepts; the gRPC receive limit is this plus
-     * 512 KiB, as in etcd.  0 means API_DEFAULT_MAX_REQUEST_BYTES. */
+     * 512 KiB, as in etcd.  0 means RPC_DEFAULT_MAX_REQUEST_BYTES. */
     size_t max_request_bytes;
-    int threads;        /* event loops; 0 means API_DEFAULT_THREADS */
+    int threads;        /* event loops; 0 means RPC_DEFAULT_THREADS */
     int stream_queue;   /* per-stream send queue; 0 means the default */
-    /* SETTINGS_MAX_CONCURRENT_STREAMS; 0 means API_DEFAULT_MAX_STREAMS. */
+    /* SETTINGS_MAX_CONCURRENT_STREAMS; 0 means RPC_DEFAULT_MAX_STREAMS. */
     uint32_t max_concurrent_streams;
     /* Handshake + preface deadline; 0 means the default. */
     int preface_timeout_ms;
     /* TLS for the https:// and unixs:// URLs (plain URLs stay plain, as
      * in etcd).  PEM strings, loaded into the runtime's OpenSSL context by
-     * api_server_create; NULL cert and key mean no TLS. */
+     * rpc_server_create; NULL cert and key mean no TLS. */
     const char *tls_cert_pem; /* certificate chain of this server */
     const char *tls_key_pem;  /* its private key */
     const char *tls_ca_pem;   /* CAs that sign client certs, or NULL */
@@ -129,126 +135,126 @@ struct api_server_config {
  * The handler must answer the call exactly once, now or later, from any
  * thread.  It must not block the loop for long.
  */
-typedef void (*api_unary_fn)(struct api_call *call, const uint8_t *req,
+typedef void (*rpc_unary_fn)(struct rpc_call *call, const uint8_t *req,
                              size_t req_len, void *ctx);
 
 /* Streaming handler callbacks, all run on the stream's loop. */
-struct api_stream_ops {
+struct rpc_stream_ops {
     /* A client opened a stream.  The owner now holds a reference that it
-     * drops with api_stream_release. */
-    void (*on_open)(struct api_stream *stream, void *ctx);
+     * drops with rpc_stream_release. */
+    void (*on_open)(struct rpc_stream *stream, void *ctx);
     /* One client message (bytes valid during the callback only), or
      * msg == NULL once: the client half-closed its side. */
-    void (*on_message)(struct api_stream *stream, const uint8_t *msg,
+    void (*on_message)(struct rpc_stream *stream, const uint8_t *msg,
                        size_t len, void *ctx);
     /* The stream ended; cancelled tells whether it ended without a status
      * from us (client cancel, deadline, shutdown).  Called exactly once;
-     * later api_stream_send/finish return ERR_CLOSED. */
-    void (*on_close)(struct api_stream *stream, bool cancelled, void *ctx);
+     * later rpc_stream_send/finish return ERR_CLOSED. */
+    void (*on_close)(struct rpc_stream *stream, bool cancelled, void *ctx);
 };
 
 /* --- server (owner thread only) --- */
 
-/* api_server_create validates cfg and builds an unstarted server in
+/* rpc_server_create validates cfg and builds an unstarted server in
  * *srv_out.  Errors: ERR_INVAL (bad URL or limits, a TLS URL without TLS
  * material, half of a cert/key pair, verify_clients without a CA),
  * ERR_NOMEM. */
-int api_server_create(const struct api_server_config *cfg,
-                      struct api_server **srv_out);
+int rpc_server_create(const struct rpc_server_config *cfg,
+                      struct rpc_server **srv_out);
 
-/* api_server_register_unary routes the full method path (copied) to fn.
- * Before api_server_start only.  Errors: ERR_EXIST, ERR_INVAL, ERR_NOMEM. */
-int api_server_register_unary(struct api_server *srv, const char *path,
-                              api_unary_fn fn, void *ctx);
+/* rpc_server_register_unary routes the full method path (copied) to fn.
+ * Before rpc_server_start only.  Errors: ERR_EXIST, ERR_INVAL, ERR_NOMEM. */
+int rpc_server_register_unary(struct rpc_server *srv, const char *path,
+                              rpc_unary_fn fn, void *ctx);
 
-/* api_server_register_stream routes path to the stream callbacks; ops must
+/* rpc_server_register_stream routes path to the stream callbacks; ops must
  * outlive the server.  Same rules and errors as register_unary. */
-int api_server_register_stream(struct api_server *srv, const char *path,
-                               const struct api_stream_ops *ops, void *ctx);
+int rpc_server_register_stream(struct rpc_server *srv, const char *path,
+                               const struct rpc_stream_ops *ops, void *ctx);
 
 /* A gate every unary call passes before its handler (etcd's interceptors):
  * return true to let it through, or false with a status code and a static
  * message to refuse it.  Runs on the loop; must not block. */
-typedef bool (*api_unary_gate_fn)(void *ctx, const char *method,
+typedef bool (*rpc_unary_gate_fn)(void *ctx, const char *method,
                                   const uint8_t *req, size_t req_len,
                                   grpc_status_code *code_out,
                                   const char **msg_out);
 
-/* api_server_set_gate installs gate (NULL: none).  Before start only. */
-void api_server_set_gate(struct api_server *srv, api_unary_gate_fn gate,
+/* rpc_server_set_gate installs gate (NULL: none).  Before start only. */
+void rpc_server_set_gate(struct rpc_server *srv, rpc_unary_gate_fn gate,
                          void *ctx);
 
-/* api_server_start binds every URL and starts the event loops.  Errors: ERR_IO (a URL could not be bound), ERR_NOMEM.  On
- * error the server must still be closed with api_server_close. */
-int api_server_start(struct api_server *srv);
+/* rpc_server_start binds every URL and starts the event loops.  Errors: ERR_IO (a URL could not be bound), ERR_NOMEM.  On
+ * error the server must still be closed with rpc_server_close. */
+int rpc_server_start(struct rpc_server *srv);
 
-/* api_server_port returns the port bound for urls[i] (after start), or 0
+/* rpc_server_port returns the port bound for urls[i] (after start), or 0
  * (unix sockets, unbound). */
-int api_server_port(const struct api_server *srv, size_t i);
+int rpc_server_port(const struct rpc_server *srv, size_t i);
 
-/* api_server_stop starts shutdown without blocking: listeners close and all
+/* rpc_server_stop starts shutdown without blocking: listeners close and all
  * calls get cancelled.  Idempotent. */
-void api_server_stop(struct api_server *srv);
+void rpc_server_stop(struct rpc_server *srv);
 
-/* api_server_close stops the server if needed, waits for every call and
+/* rpc_server_close stops the server if needed, waits for every call and
  * stream to be answered/released, joins the threads and frees srv. */
-void api_server_close(struct api_server *srv);
+void rpc_server_close(struct rpc_server *srv);
 
 /* --- unary calls (any thread that owns the call) --- */
 
-/* api_call_reply packs resp and sends it with status OK. */
-void api_call_reply(struct api_call *call, const ProtobufCMessage *resp);
+/* rpc_call_reply packs resp and sends it with status OK. */
+void rpc_call_reply(struct rpc_call *call, const ProtobufCMessage *resp);
 
-/* api_call_reply_bytes sends len already serialized bytes with status OK;
+/* rpc_call_reply_bytes sends len already serialized bytes with status OK;
  * the bytes are copied. */
-void api_call_reply_bytes(struct api_call *call, const uint8_t *bytes,
+void rpc_call_reply_bytes(struct rpc_call *call, const uint8_t *bytes,
                           size_t len);
 
-/* api_call_reply_error ends the call with status code (not OK) and message
+/* rpc_call_reply_error ends the call with status code (not OK) and message
  * msg (copied; may be NULL). */
-void api_call_reply_error(struct api_call *call, grpc_status_code code,
+void rpc_call_reply_error(struct rpc_call *call, grpc_status_code code,
                           const char *msg);
 
-/* api_call_metadata returns the value of request metadata key (lower case,
+/* rpc_call_metadata returns the value of request metadata key (lower case,
  * e.g. "token", "hasleader") and its length in *len_out, or NULL.  Not
  * NUL-terminated; valid until the call is answered. */
-const char *api_call_metadata(const struct api_call *call, const char *key,
+const char *rpc_call_metadata(const struct rpc_call *call, const char *key,
                               size_t *len_out);
 
-/* api_call_method returns the full method path ("/etcdserverpb.KV/Range"),
+/* rpc_call_method returns the full method path ("/etcdserverpb.KV/Range"),
  * static for the server's lifetime. */
-const char *api_call_method(const struct api_call *call);
+const char *rpc_call_method(const struct rpc_call *call);
 
-/* api_call_deadline_ns returns the client's deadline on CLOCK_MONOTONIC in
+/* rpc_call_deadline_ns returns the client's deadline on CLOCK_MONOTONIC in
  * nanoseconds, or INT64_MAX when the client set none. */
-int64_t api_call_deadline_ns(const struct api_call *call);
+int64_t rpc_call_deadline_ns(const struct rpc_call *call);
 
 /* --- streams --- */
 
-/* api_stream_send queues msg (packed now, so it may be freed on return).
+/* rpc_stream_send queues msg (packed now, so it may be freed on return).
  * Any thread.  Errors: ERR_FULL (the send queue is at its limit; nothing
  * queued - the caller decides, e.g. etcd cancels a slow watcher),
  * ERR_CLOSED (stream ended or finishing), ERR_NOMEM. */
-int api_stream_send(struct api_stream *stream, const ProtobufCMessage *msg);
+int rpc_stream_send(struct rpc_stream *stream, const ProtobufCMessage *msg);
 
-/* api_stream_finish ends the stream with code/msg once the queued messages
+/* rpc_stream_finish ends the stream with code/msg once the queued messages
  * are sent.  Any thread.  Errors: ERR_CLOSED (already ended/finishing). */
-int api_stream_finish(struct api_stream *stream, grpc_status_code code,
+int rpc_stream_finish(struct rpc_stream *stream, grpc_status_code code,
                       const char *msg);
 
-/* api_stream_metadata, api_stream_method: as for calls; valid until
+/* rpc_stream_metadata, rpc_stream_method: as for calls; valid until
  * release. */
-const char *api_stream_metadata(const struct api_stream *stream,
+const char *rpc_stream_metadata(const struct rpc_stream *stream,
                                 const char *key, size_t *len_out);
-const char *api_stream_method(const struct api_stream *stream);
+const char *rpc_stream_method(const struct rpc_stream *stream);
 
-/* api_stream_data_set/get: one pointer for the owner (e.g. its watcher
+/* rpc_stream_data_set/get: one pointer for the owner (e.g. its watcher
  * set); the runtime never touches it. */
-void api_stream_data_set(struct api_stream *stream, void *data);
-void *api_stream_data_get(const struct api_stream *stream);
+void rpc_stream_data_set(struct rpc_stream *stream, void *data);
+void *rpc_stream_data_get(const struct rpc_stream *stream);
 
-/* api_stream_release drops the owner's reference taken at on_open; the
+/* rpc_stream_release drops the owner's reference taken at on_open; the
  * stream is freed once the runtime is done with it too.  Any thread, once. */
-void api_stream_release(struct api_stream *stream);
+void rpc_stream_release(struct rpc_stream *stream);
 
 #endif

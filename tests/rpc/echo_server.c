@@ -23,12 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/rpc.h"
+#include "rpc/rpc.h"
 #include "etcdserverpb/rpc.pb-c.h"
 
 /* One call waiting for the delayer thread. */
 struct pending {
-    struct api_call *call;              /* answered by the delayer */
+    struct rpc_call *call;              /* answered by the delayer */
     Etcdserverpb__RangeRequest *req;    /* owned; freed after answering */
     int64_t due_ns;                     /* CLOCK_MONOTONIC */
     struct pending *next;               /* list link */
@@ -49,7 +49,7 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void answer(struct api_call *call, const Etcdserverpb__RangeRequest *req)
+static void answer(struct rpc_call *call, const Etcdserverpb__RangeRequest *req)
 {
     Etcdserverpb__ResponseHeader hdr = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     Etcdserverpb__RangeResponse resp = ETCDSERVERPB__RANGE_RESPONSE__INIT;
@@ -59,10 +59,10 @@ static void answer(struct api_call *call, const Etcdserverpb__RangeRequest *req)
     const char *key = (const char *)req->key.data;
     int klen = (int)req->key.len;
     if (klen == 5 && memcmp(key, "token", 5) == 0) {
-        const char *t = api_call_metadata(call, "token", &n);
+        const char *t = rpc_call_metadata(call, "token", &n);
         snprintf(val, sizeof(val), "%.*s", t ? (int)n : 0, t ? t : "");
     } else if (klen == 8 && memcmp(key, "deadline", 8) == 0) {
-        int64_t d = api_call_deadline_ns(call);
+        int64_t d = rpc_call_deadline_ns(call);
         if (d == INT64_MAX)
             snprintf(val, sizeof(val), "none");
         else
@@ -97,7 +97,7 @@ static void answer(struct api_call *call, const Etcdserverpb__RangeRequest *req)
     resp.n_kvs = 1;
     resp.kvs = kvs;
     resp.count = 1;
-    api_call_reply(call, &resp.base);
+    rpc_call_reply(call, &resp.base);
     free(big);
 }
 
@@ -136,25 +136,25 @@ static void *delayer_main(void *arg)
     return NULL;
 }
 
-static void range(struct api_call *call, const uint8_t *req, size_t len,
+static void range(struct rpc_call *call, const uint8_t *req, size_t len,
                   void *ctx)
 {
     (void)ctx;
     Etcdserverpb__RangeRequest *r =
         etcdserverpb__range_request__unpack(NULL, len, req);
     if (r == NULL) {
-        api_call_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT,
+        rpc_call_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT,
                              "bad RangeRequest");
         return;
     }
     if (r->key.len == 5 && memcmp(r->key.data, "error", 5) == 0) {
-        api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
+        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
                              "etcdserver: echo error");
     } else if (r->key.len > 6 && memcmp(r->key.data, "error:", 6) == 0) {
         char msg[256]; /* the rest of the key is the message */
         snprintf(msg, sizeof(msg), "%.*s", (int)(r->key.len - 6),
                  (const char *)r->key.data + 6);
-        api_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION, msg);
+        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION, msg);
     } else if (r->key.len > 6 && memcmp(r->key.data, "async/", 6) == 0) {
         char ms[16];
         snprintf(ms, sizeof(ms), "%.*s", (int)(r->key.len - 6),
@@ -176,25 +176,25 @@ static void range(struct api_call *call, const uint8_t *req, size_t len,
 }
 
 /* Watch echo: created/canceled answers and one PUT event per create. */
-static void watch_open(struct api_stream *s, void *ctx)
+static void watch_open(struct rpc_stream *s, void *ctx)
 {
     (void)ctx;
-    api_stream_data_set(s, (void *)0);
+    rpc_stream_data_set(s, (void *)0);
 }
 
-static void watch_create(struct api_stream *s, Etcdserverpb__WatchRequest *w)
+static void watch_create(struct rpc_stream *s, Etcdserverpb__WatchRequest *w)
 {
     Etcdserverpb__ResponseHeader hdr = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     Etcdserverpb__WatchResponse resp = ETCDSERVERPB__WATCH_RESPONSE__INIT;
     Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
     Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
-    intptr_t id = (intptr_t)api_stream_data_get(s);
-    api_stream_data_set(s, (void *)(id + 1));
+    intptr_t id = (intptr_t)rpc_stream_data_get(s);
+    rpc_stream_data_set(s, (void *)(id + 1));
     hdr.revision = 3;
     resp.header = &hdr;
     resp.watch_id = id;
     resp.created = 1;
-    api_stream_send(s, &resp.base);
+    rpc_stream_send(s, &resp.base);
     kv.key = w->create_request->key;
     kv.value.data = (uint8_t *)"v";
     kv.value.len = 1;
@@ -204,21 +204,21 @@ static void watch_create(struct api_stream *s, Etcdserverpb__WatchRequest *w)
     resp.created = 0;
     resp.n_events = 1;
     resp.events = evs;
-    api_stream_send(s, &resp.base);
+    rpc_stream_send(s, &resp.base);
 }
 
-static void watch_message(struct api_stream *s, const uint8_t *msg,
+static void watch_message(struct rpc_stream *s, const uint8_t *msg,
                           size_t len, void *ctx)
 {
     (void)ctx;
     if (msg == NULL) {
-        api_stream_finish(s, GRPC_STATUS_OK, NULL);
+        rpc_stream_finish(s, GRPC_STATUS_OK, NULL);
         return;
     }
     Etcdserverpb__WatchRequest *w =
         etcdserverpb__watch_request__unpack(NULL, len, msg);
     if (w == NULL) {
-        api_stream_finish(s, GRPC_STATUS_INVALID_ARGUMENT, "bad request");
+        rpc_stream_finish(s, GRPC_STATUS_INVALID_ARGUMENT, "bad request");
         return;
     }
     if (w->request_union_case ==
@@ -229,19 +229,19 @@ static void watch_message(struct api_stream *s, const uint8_t *msg,
         Etcdserverpb__WatchResponse resp = ETCDSERVERPB__WATCH_RESPONSE__INIT;
         resp.watch_id = w->cancel_request->watch_id;
         resp.canceled = 1;
-        api_stream_send(s, &resp.base);
+        rpc_stream_send(s, &resp.base);
     }
     etcdserverpb__watch_request__free_unpacked(w, NULL);
 }
 
-static void watch_close(struct api_stream *s, bool cancelled, void *ctx)
+static void watch_close(struct rpc_stream *s, bool cancelled, void *ctx)
 {
     (void)cancelled;
     (void)ctx;
-    api_stream_release(s);
+    rpc_stream_release(s);
 }
 
-static const struct api_stream_ops watch_ops = {
+static const struct rpc_stream_ops watch_ops = {
     .on_open = watch_open,
     .on_message = watch_message,
     .on_close = watch_close,
@@ -259,10 +259,10 @@ static void *stdin_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    struct api_server_config cfg = {0};
-    struct api_server *srv;
+    struct rpc_server_config cfg = {0};
+    struct rpc_server *srv;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--listen") == 0 && cfg.urls_n < API_URLS_MAX)
+        if (strcmp(argv[i], "--listen") == 0 && cfg.urls_n < RPC_URLS_MAX)
             cfg.urls[cfg.urls_n++] = argv[i + 1];
         else if (strcmp(argv[i], "--threads") == 0)
             cfg.threads = atoi(argv[i + 1]);
@@ -282,26 +282,26 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     pthread_t delayer_thread, stdin_thread;
     pthread_create(&delayer_thread, NULL, delayer_main, NULL);
-    int rv = api_server_create(&cfg, &srv);
+    int rv = rpc_server_create(&cfg, &srv);
     if (rv == 0)
-        rv = api_server_register_unary(srv, "/etcdserverpb.KV/Range", range,
+        rv = rpc_server_register_unary(srv, "/etcdserverpb.KV/Range", range,
                                        NULL);
     if (rv == 0)
-        rv = api_server_register_stream(srv, "/etcdserverpb.Watch/Watch",
+        rv = rpc_server_register_stream(srv, "/etcdserverpb.Watch/Watch",
                                         &watch_ops, NULL);
-    if (rv == 0 && (rv = api_server_start(srv)) != 0)
-        api_server_close(srv);
+    if (rv == 0 && (rv = rpc_server_start(srv)) != 0)
+        rpc_server_close(srv);
     if (rv != 0) {
         fprintf(stderr, "rpc_echo_server: start failed: %d\n", rv);
         return 1;
     }
-    printf("READY %d\n", api_server_port(srv, 0));
+    printf("READY %d\n", rpc_server_port(srv, 0));
     fflush(stdout);
     pthread_create(&stdin_thread, NULL, stdin_main, NULL);
     pthread_detach(stdin_thread);
     int sig;
     sigwait(&set, &sig);
-    api_server_close(srv); /* The delayer keeps answering meanwhile. */
+    rpc_server_close(srv); /* The delayer keeps answering meanwhile. */
     pthread_mutex_lock(&delayer.mu);
     delayer.stop = 1;
     pthread_cond_signal(&delayer.cond);

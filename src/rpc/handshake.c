@@ -1,7 +1,7 @@
 /*
- * rpc_tls.c - TLS for the https:// and unixs:// listeners, with OpenSSL
+ * handshake.c - TLS for the https:// and unixs:// listeners, with OpenSSL
  * on the loops' non-blocking sockets: the server context built from the
- * PEM material of struct api_server_config, and the handshake of one
+ * PEM material of struct rpc_server_config, and the handshake of one
  * connection, in which the extra check on the client certificate
  * (tls_check: CRL, allowed CN or hostname) has its say.
  *
@@ -16,7 +16,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 #include "util/log.h"
 
 static void log_ssl(const char *what)
@@ -108,7 +108,7 @@ static int verify_cb(int ok, X509_STORE_CTX *xs)
 {
     int idx = SSL_get_ex_data_X509_STORE_CTX_idx();
     SSL *ssl = X509_STORE_CTX_get_ex_data(xs, idx);
-    const struct api_server *srv =
+    const struct rpc_server *srv =
         ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
     if (ok && X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
         srv->tls_check != NULL &&
@@ -120,7 +120,7 @@ static int verify_cb(int ok, X509_STORE_CTX *xs)
     return ok;
 }
 
-SSL_CTX *api__tls_ctx(const struct api_server_config *cfg)
+SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL) {
@@ -154,7 +154,7 @@ SSL_CTX *api__tls_ctx(const struct api_server_config *cfg)
     return ctx;
 }
 
-int api__tls_handshake(struct api__conn *c)
+int rpc__tls_handshake(struct rpc__conn *c)
 {
     ERR_clear_error();
     int r = SSL_do_handshake(c->ssl);

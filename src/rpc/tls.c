@@ -11,7 +11,7 @@
  * P-256, which every TLS stack offers (the certificate is never verified
  * by clients anyway: they run with --insecure-skip-tls-verify).
  */
-#include "api/tls.h"
+#include "rpc/tls.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -227,7 +227,7 @@ static int self_cert_generate(const char *cert_path, const char *key_path,
     return rc;
 }
 
-int api_tls_self_cert(const char *dir, const char *urls, char *cert_out,
+int rpc_tls_self_cert(const char *dir, const char *urls, char *cert_out,
                       char *key_out, size_t cap)
 {
     assert(dir != NULL && urls != NULL && cert_out != NULL && key_out);
@@ -247,7 +247,7 @@ int api_tls_self_cert(const char *dir, const char *urls, char *cert_out,
 /* --- loading ------------------------------------------------------------ */
 
 /* check_pair: both parse, and the key belongs to the (first) certificate. */
-static int check_pair(const struct api_tls_files *f, const struct api_tls *t)
+static int check_pair(const struct rpc_tls_files *f, const struct rpc_tls *t)
 {
     BIO *cb = BIO_new_mem_buf(t->cert_pem, -1);
     BIO *kb = BIO_new_mem_buf(t->key_pem, -1);
@@ -311,7 +311,7 @@ static bool given(const char *s)
 /* load_ca fills t->ca_pem from the trusted CA file or, when client cert
  * auth is on without one, from the system bundle (Go verifies against
  * the system roots when tls.Config.ClientCAs is nil). */
-static int load_ca(const struct api_tls_files *f, struct api_tls *t)
+static int load_ca(const struct rpc_tls_files *f, struct rpc_tls *t)
 {
     static const char system_bundle[] = "/etc/ssl/certs/ca-certificates.crt";
     const char *path = given(f->trusted_ca_file) ? f->trusted_ca_file
@@ -325,8 +325,8 @@ static int load_ca(const struct api_tls_files *f, struct api_tls *t)
 
 /* load_client_checks loads the CRL and the allowed names: they only make
  * sense for verified client certificates. */
-static int load_client_checks(const struct api_tls_files *f,
-                              struct api_tls *t)
+static int load_client_checks(const struct rpc_tls_files *f,
+                              struct rpc_tls *t)
 {
     if (!given(f->crl_file) && !given(f->allowed_cn) &&
         !given(f->allowed_hostname))
@@ -361,7 +361,7 @@ static int load_client_checks(const struct api_tls_files *f,
     return 0;
 }
 
-int api_tls_load(const struct api_tls_files *f, struct api_tls **tls_out)
+int rpc_tls_load(const struct rpc_tls_files *f, struct rpc_tls **tls_out)
 {
     assert(f != NULL && tls_out != NULL);
     if (!given(f->cert_file) || !given(f->key_file)) {
@@ -370,7 +370,7 @@ int api_tls_load(const struct api_tls_files *f, struct api_tls **tls_out)
                   given(f->cert_file) ? f->cert_file : "");
         return ERR_INVAL;
     }
-    struct api_tls *t = mem_calloc(1, sizeof *t);
+    struct rpc_tls *t = mem_calloc(1, sizeof *t);
     if (t == NULL)
         return ERR_NOMEM;
     t->verify_clients = given(f->trusted_ca_file) || f->client_cert_auth;
@@ -384,14 +384,14 @@ int api_tls_load(const struct api_tls_files *f, struct api_tls **tls_out)
     if (rc == 0)
         rc = load_client_checks(f, t);
     if (rc != 0) {
-        api_tls_free(t);
+        rpc_tls_free(t);
         return rc;
     }
     *tls_out = t;
     return 0;
 }
 
-bool api_tls_has_client_check(const struct api_tls *tls)
+bool rpc_tls_has_client_check(const struct rpc_tls *tls)
 {
     return tls != NULL && (tls->crl != NULL || tls->allowed_cn != NULL ||
                            tls->allowed_hostname != NULL);
@@ -406,9 +406,9 @@ static bool cn_is(X509 *x, const char *cn)
     return n >= 0 && (size_t)n == strlen(cn) && strcmp(buf, cn) == 0;
 }
 
-bool api_tls_client_check(X509 *x, void *ctx)
+bool rpc_tls_client_check(X509 *x, void *ctx)
 {
-    const struct api_tls *t = ctx;
+    const struct rpc_tls *t = ctx;
     assert(t != NULL);
     if (x == NULL)
         return false;
@@ -428,7 +428,7 @@ bool api_tls_client_check(X509 *x, void *ctx)
     return ok;
 }
 
-void api_tls_free(struct api_tls *tls)
+void rpc_tls_free(struct rpc_tls *tls)
 {
     if (tls == NULL)
         return;

@@ -1,7 +1,7 @@
 /*
- * rpc_conn.c - one client connection: its socket (plain or TLS), its
+ * conn.c - one client connection: its socket (plain or TLS), its
  * nghttp2 server session, and the session callbacks that turn HTTP/2
- * streams into calls (rpc_call.c) and streams (rpc_stream.c).
+ * streams into calls (call.c) and streams (stream.c).
  *
  * Everything here runs on the connection's loop.  Reads are fed to
  * nghttp2 as they come; frames nghttp2 wants to send are gathered into one
@@ -18,7 +18,7 @@
 
 #include <openssl/err.h>
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -30,7 +30,7 @@
 #define CONN_WINDOW (16 << 20)      /* connection receive window */
 #define HDRS_MAX (64 * 1024)        /* request header bytes kept */
 
-void *api__buf_grow(void *buf, size_t *cap, size_t need, size_t first)
+void *rpc__buf_grow(void *buf, size_t *cap, size_t need, size_t first)
 {
     assert(cap != NULL && first > 0);
     if (need <= *cap)
@@ -48,14 +48,14 @@ void *api__buf_grow(void *buf, size_t *cap, size_t need, size_t first)
 
 /* Each header is stored as its two lengths (uint32_t, native order), the
  * name, a NUL, the value and a NUL: names and values may hold NUL bytes
- * themselves (nghttp2's HTTP checks are off, see api__conn_new). */
-int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
+ * themselves (nghttp2's HTTP checks are off, see rpc__conn_new). */
+int rpc__hdrs_add(struct rpc__hdrs *h, const uint8_t *name, size_t name_n,
                   const uint8_t *value, size_t value_n)
 {
     size_t need = h->n + 8 + name_n + value_n + 2;
     if (need > HDRS_MAX)
         return ERR_FULL;
-    char *p = api__buf_grow(h->buf, &h->cap, need, 256);
+    char *p = rpc__buf_grow(h->buf, &h->cap, need, 256);
     if (p == NULL)
         return ERR_NOMEM;
     h->buf = p;
@@ -70,7 +70,7 @@ int api__hdrs_add(struct api__hdrs *h, const uint8_t *name, size_t name_n,
     return 0;
 }
 
-const char *api__hdrs_find(const struct api__hdrs *h, const char *key,
+const char *rpc__hdrs_find(const struct rpc__hdrs *h, const char *key,
                            size_t *len_out)
 {
     size_t key_n = strlen(key), off = 0;
@@ -88,9 +88,9 @@ const char *api__hdrs_find(const struct api__hdrs *h, const char *key,
     return NULL;
 }
 
-/* api__grpc_timeout_ns turns a grpc-timeout value ("100m", "5S") into a
+/* rpc__grpc_timeout_ns turns a grpc-timeout value ("100m", "5S") into a
  * CLOCK_MONOTONIC deadline, INT64_MAX when absent or unreadable. */
-int64_t api__grpc_timeout_ns(const uint8_t *v, size_t n)
+int64_t rpc__grpc_timeout_ns(const uint8_t *v, size_t n)
 {
     if (n < 2 || n > 9)
         return INT64_MAX;
@@ -117,7 +117,7 @@ int64_t api__grpc_timeout_ns(const uint8_t *v, size_t n)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + x * unit;
 }
 
-void api__too_large_msg(char *buf, size_t cap, size_t n, size_t max)
+void rpc__too_large_msg(char *buf, size_t cap, size_t n, size_t max)
 {
     snprintf(buf, cap, "grpc: received message larger than max (%zu vs. %zu)",
              n, max);
@@ -127,10 +127,10 @@ void api__too_large_msg(char *buf, size_t cap, size_t n, size_t max)
     ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl),     \
                   NGHTTP2_NV_FLAG_NO_COPY_NAME | (fl)})
 
-/* api__status_nv fills nv (room for 2) with grpc-status and, when msg is
+/* rpc__status_nv fills nv (room for 2) with grpc-status and, when msg is
  * not empty, grpc-message percent-encoded as gRPC wants; the buffers back
  * the values until nghttp2 copied them.  Returns the count. */
-size_t api__status_nv(nghttp2_nv *nv, grpc_status_code code,
+size_t rpc__status_nv(nghttp2_nv *nv, grpc_status_code code,
                       const char *msg, char *code_buf, char *msg_buf,
                       size_t msg_cap)
 {
@@ -159,22 +159,22 @@ size_t api__status_nv(nghttp2_nv *nv, grpc_status_code code,
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
                             void *ud)
 {
-    struct api__conn *c = ud;
+    struct rpc__conn *c = ud;
     if (f->hd.type != NGHTTP2_HEADERS ||
         f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    struct api_call *call = api__call_new(c, f->hd.stream_id);
+    struct rpc_call *call = rpc__call_new(c, f->hd.stream_id);
     if (call == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM */
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, &call->item);
     return 0;
 }
 
-static const struct api__method *method_find(const struct api_server *srv,
+static const struct rpc__method *method_find(const struct rpc_server *srv,
                                              const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < srv->methods_n; i++) {
-        const struct api__method *m = &srv->methods[i];
+        const struct rpc__method *m = &srv->methods[i];
         if (m->path_n == n && memcmp(m->path, p, n) == 0)
             return m;
     }
@@ -185,24 +185,24 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
                      const uint8_t *name, size_t name_n, const uint8_t *value,
                      size_t value_n, uint8_t flags, void *ud)
 {
-    struct api__conn *c = ud;
+    struct rpc__conn *c = ud;
     (void)flags;
     if (f->hd.type != NGHTTP2_HEADERS ||
         f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0; /* client trailers: gRPC clients send none */
-    struct api__item *it =
+    struct rpc__item *it =
         nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-    if (it == NULL || it->kind != API__KIND_CALL)
+    if (it == NULL || it->kind != RPC__KIND_CALL)
         return 0;
-    struct api_call *call = api__container_of(it, struct api_call, item);
+    struct rpc_call *call = rpc__container_of(it, struct rpc_call, item);
     if (name_n == 5 && memcmp(name, ":path", 5) == 0)
         call->method = method_find(c->loop->srv, value, value_n);
     else if (name_n == 12 && memcmp(name, "grpc-timeout", 12) == 0)
-        call->deadline_ns = api__grpc_timeout_ns(value, value_n);
+        call->deadline_ns = rpc__grpc_timeout_ns(value, value_n);
     else if (name_n == 13 && memcmp(name, "grpc-encoding", 13) == 0)
         call->bad_encoding =
             !(value_n == 8 && memcmp(value, "identity", 8) == 0);
-    if (api__hdrs_add(&call->hdrs, name, name_n, value, value_n) != 0)
+    if (rpc__hdrs_add(&call->hdrs, name, name_n, value, value_n) != 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     return 0;
 }
@@ -210,7 +210,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
                          void *ud)
 {
-    struct api__conn *c = ud;
+    struct rpc__conn *c = ud;
     if (!c->preface_ok) {
         /* nghttp2 checked the client magic; this is its first frame. */
         c->preface_ok = true;
@@ -219,25 +219,25 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
     }
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
-    struct api__item *it =
+    struct rpc__item *it =
         nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     if (it == NULL)
         return 0;
     bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
-    if (it->kind == API__KIND_STREAM) {
+    if (it->kind == RPC__KIND_STREAM) {
         if (end)
-            api__stream_half_closed(
-                api__container_of(it, struct api_stream, item));
+            rpc__stream_half_closed(
+                rpc__container_of(it, struct rpc_stream, item));
         return 0;
     }
-    struct api_call *call = api__container_of(it, struct api_call, item);
-    if (call->state != API__CALL_READING)
+    struct rpc_call *call = rpc__container_of(it, struct rpc_call, item);
+    if (call->state != RPC__CALL_READING)
         return 0;
     bool req_headers = f->hd.type == NGHTTP2_HEADERS &&
                        f->headers.cat == NGHTTP2_HCAT_REQUEST;
     if (req_headers && call->method != NULL &&
-        call->method->kind == API__METHOD_STREAM) {
-        struct api_stream *s = api__stream_open(call); /* frees call */
+        call->method->kind == RPC__METHOD_STREAM) {
+        struct rpc_stream *s = rpc__stream_open(call); /* frees call */
         if (s == NULL)
             return nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE,
                                              f->hd.stream_id,
@@ -245,12 +245,12 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
                        ? 0
                        : NGHTTP2_ERR_CALLBACK_FAILURE;
         if (end)
-            api__stream_half_closed(s);
+            rpc__stream_half_closed(s);
         return 0;
     }
     /* Unknown methods are answered at once, as grpc-go does. */
     if (end || (req_headers && call->method == NULL))
-        api__call_ready(call);
+        rpc__call_ready(call);
     return 0;
 }
 
@@ -260,15 +260,15 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags,
 {
     (void)flags;
     (void)ud;
-    struct api__item *it = nghttp2_session_get_stream_user_data(ng,
+    struct rpc__item *it = nghttp2_session_get_stream_user_data(ng,
                                                                 stream_id);
     if (it == NULL)
         return 0;
-    if (it->kind == API__KIND_STREAM)
-        api__stream_data(api__container_of(it, struct api_stream, item),
+    if (it->kind == RPC__KIND_STREAM)
+        rpc__stream_data(rpc__container_of(it, struct rpc_stream, item),
                          data, len);
     else
-        api__call_data(api__container_of(it, struct api_call, item), data,
+        rpc__call_data(rpc__container_of(it, struct rpc_call, item), data,
                        len);
     return 0;
 }
@@ -280,11 +280,11 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
     if (f->hd.type != NGHTTP2_HEADERS ||
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
         return 0;
-    struct api__item *it =
+    struct rpc__item *it =
         nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-    if (it != NULL && it->kind == API__KIND_STREAM)
-        api__stream_trailers_sent(
-            api__container_of(it, struct api_stream, item));
+    if (it != NULL && it->kind == RPC__KIND_STREAM)
+        rpc__stream_trailers_sent(
+            rpc__container_of(it, struct rpc_stream, item));
     return 0;
 }
 
@@ -293,15 +293,15 @@ static int on_stream_close(nghttp2_session *ng, int32_t stream_id,
 {
     (void)error_code;
     (void)ud;
-    struct api__item *it = nghttp2_session_get_stream_user_data(ng,
+    struct rpc__item *it = nghttp2_session_get_stream_user_data(ng,
                                                                 stream_id);
     if (it == NULL)
         return 0;
     nghttp2_session_set_stream_user_data(ng, stream_id, NULL);
-    if (it->kind == API__KIND_STREAM)
-        api__stream_closed(api__container_of(it, struct api_stream, item));
+    if (it->kind == RPC__KIND_STREAM)
+        rpc__stream_closed(rpc__container_of(it, struct rpc_stream, item));
     else
-        api__call_closed(api__container_of(it, struct api_call, item));
+        rpc__call_closed(rpc__container_of(it, struct rpc_call, item));
     return 0;
 }
 
@@ -334,16 +334,16 @@ static const nghttp2_session_callbacks *rpc_callbacks(void)
 
 /* --- the connection --- */
 
-struct api__conn *api__conn_new(struct api__loop *l, int fd, bool tls)
+struct rpc__conn *rpc__conn_new(struct rpc__loop *l, int fd, bool tls)
 {
-    struct api__conn *c = mem_calloc(1, sizeof(*c));
+    struct rpc__conn *c = mem_calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
-    c->item.kind = API__KIND_CONN;
+    c->item.kind = RPC__KIND_CONN;
     c->loop = l;
     c->fd = fd;
     c->refs = 1;
-    c->born_ms = api__now_ms();
+    c->born_ms = rpc__now_ms();
     if (tls) {
         c->ssl = SSL_new(l->srv->tls);
         if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1)
@@ -387,23 +387,23 @@ fail:
     return NULL;
 }
 
-void api__conn_attach(struct api__conn *c)
+void rpc__conn_attach(struct rpc__conn *c)
 {
-    struct api__loop *l = c->loop;
+    struct rpc__loop *l = c->loop;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     c->next = l->conns;
     if (l->conns != NULL)
         l->conns->prev = c;
     l->conns = c;
-    l->unready_n++; /* until its preface (api__guard_tick) */
+    l->unready_n++; /* until its preface (rpc__guard_tick) */
     if (epoll_ctl(l->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
-        api__conn_kill(c);
+        rpc__conn_kill(c);
         return;
     }
-    api__conn_flush(c); /* the server's SETTINGS */
+    rpc__conn_flush(c); /* the server's SETTINGS */
 }
 
-void api__conn_unref(struct api__conn *c)
+void rpc__conn_unref(struct rpc__conn *c)
 {
     assert(c->refs > 0);
     if (--c->refs > 0)
@@ -413,7 +413,7 @@ void api__conn_unref(struct api__conn *c)
     mem_free(c);
 }
 
-void api__conn_mark_dirty(struct api__conn *c)
+void rpc__conn_mark_dirty(struct rpc__conn *c)
 {
     if (c->dirty || c->dead)
         return;
@@ -423,11 +423,11 @@ void api__conn_mark_dirty(struct api__conn *c)
     c->loop->dirty = c;
 }
 
-void api__conn_kill(struct api__conn *c)
+void rpc__conn_kill(struct rpc__conn *c)
 {
     if (c->dead)
         return;
-    struct api__loop *l = c->loop;
+    struct rpc__loop *l = c->loop;
     c->dead = true;
     if (!c->preface_ok) {
         assert(l->unready_n > 0);
@@ -442,12 +442,12 @@ void api__conn_kill(struct api__conn *c)
         c->next->prev = c->prev;
     c->refs++; /* held while the calls and streams let go */
     while (c->streams != NULL) {
-        api__stream_closed(c->streams); /* unlinks it */
+        rpc__stream_closed(c->streams); /* unlinks it */
     }
-    struct api_call *call = c->calls;
+    struct rpc_call *call = c->calls;
     while (call != NULL) {
-        struct api_call *next = call->next;
-        api__call_closed(call); /* may unlink and free call */
+        struct rpc_call *next = call->next;
+        rpc__call_closed(call); /* may unlink and free call */
         call = next;
     }
     nghttp2_session_del(c->ng);
@@ -458,11 +458,11 @@ void api__conn_kill(struct api__conn *c)
     }
     close(c->fd);
     c->fd = -1;
-    api__conn_unref(c); /* the one taken above */
-    api__conn_unref(c); /* the loop's */
+    rpc__conn_unref(c); /* the one taken above */
+    rpc__conn_unref(c); /* the loop's */
 }
 
-static void want_out(struct api__conn *c, bool on)
+static void want_out(struct rpc__conn *c, bool on)
 {
     if (c->want_out == on)
         return;
@@ -473,7 +473,7 @@ static void want_out(struct api__conn *c, bool on)
 }
 
 /* sock_write writes what it can; false when the connection failed. */
-static bool sock_write(struct api__conn *c)
+static bool sock_write(struct rpc__conn *c)
 {
     while (c->out_off < c->out_n) {
         size_t n = c->out_n - c->out_off;
@@ -515,7 +515,7 @@ static bool sock_write(struct api__conn *c)
     return true;
 }
 
-static bool gather(struct api__conn *c)
+static bool gather(struct rpc__conn *c)
 {
     while (c->out_n < OUT_GATHER) {
         const uint8_t *d;
@@ -524,7 +524,7 @@ static bool gather(struct api__conn *c)
             return false;
         if (n == 0)
             break;
-        uint8_t *p = api__buf_grow(c->out, &c->out_cap,
+        uint8_t *p = rpc__buf_grow(c->out, &c->out_cap,
                                    c->out_n + (size_t)n, 16384);
         if (p == NULL)
             return false;
@@ -535,35 +535,35 @@ static bool gather(struct api__conn *c)
     return true;
 }
 
-void api__conn_flush(struct api__conn *c)
+void rpc__conn_flush(struct rpc__conn *c)
 {
     if (c->dead || c->handshaking)
         return;
     while (c->out_off == c->out_n) {
         if (!gather(c)) {
-            api__conn_kill(c);
+            rpc__conn_kill(c);
             return;
         }
         if (c->out_n == 0)
             break;
         if (!sock_write(c)) {
-            api__conn_kill(c);
+            rpc__conn_kill(c);
             return;
         }
     }
     if (c->out_off == c->out_n && !nghttp2_session_want_read(c->ng) &&
         !nghttp2_session_want_write(c->ng))
-        api__conn_kill(c); /* GOAWAY exchanged, or a protocol error */
+        rpc__conn_kill(c); /* GOAWAY exchanged, or a protocol error */
 }
 
 /* sock_read reads into the loop's buffer: bytes, 0 when nothing more is
  * there now, -1 on end of stream or error. */
-static ssize_t sock_read(struct api__conn *c)
+static ssize_t sock_read(struct rpc__conn *c)
 {
     uint8_t *buf = c->loop->rbuf;
     if (c->ssl != NULL) {
         ERR_clear_error();
-        int r = SSL_read(c->ssl, buf, API__READ_BUF);
+        int r = SSL_read(c->ssl, buf, RPC__READ_BUF);
         if (r > 0)
             return r;
         int e = SSL_get_error(c->ssl, r);
@@ -576,7 +576,7 @@ static ssize_t sock_read(struct api__conn *c)
         return -1;
     }
     for (;;) {
-        ssize_t r = recv(c->fd, buf, API__READ_BUF, 0);
+        ssize_t r = recv(c->fd, buf, RPC__READ_BUF, 0);
         if (r > 0)
             return r;
         if (r == 0)
@@ -587,29 +587,29 @@ static ssize_t sock_read(struct api__conn *c)
     }
 }
 
-void api__conn_io(struct api__conn *c, uint32_t events)
+void rpc__conn_io(struct rpc__conn *c, uint32_t events)
 {
     if (c->dead)
         return;
     if (c->handshaking) {
-        int rv = api__tls_handshake(c);
+        int rv = rpc__tls_handshake(c);
         if (rv < 0) {
-            api__conn_kill(c);
+            rpc__conn_kill(c);
             return;
         }
         want_out(c, rv == 2);
         if (rv != 1)
             return; /* more to come */
         c->handshaking = false;
-        api__conn_mark_dirty(c); /* the server's SETTINGS */
+        rpc__conn_mark_dirty(c); /* the server's SETTINGS */
         events |= EPOLLIN; /* OpenSSL may hold the client's first bytes */
     }
     if ((events & EPOLLOUT) != 0 && c->out_off < c->out_n) {
         if (!sock_write(c)) {
-            api__conn_kill(c);
+            rpc__conn_kill(c);
             return;
         }
-        api__conn_mark_dirty(c);
+        rpc__conn_mark_dirty(c);
     } else if ((events & EPOLLOUT) != 0) {
         /* Armed by OpenSSL wanting to write inside SSL_read: the read
          * below retries it and arms it again if it must. */
@@ -621,7 +621,7 @@ void api__conn_io(struct api__conn *c, uint32_t events)
     for (int i = 0; i < READS_PER_EVENT; i++) {
         ssize_t n = sock_read(c);
         if (n < 0) {
-            api__conn_kill(c);
+            rpc__conn_kill(c);
             return;
         }
         if (n == 0)
@@ -632,16 +632,16 @@ void api__conn_io(struct api__conn *c, uint32_t events)
             /* A fatal error (bad preface, a flood, a broken frame): the
              * rest of the bytes are out of frame alignment.  Send what
              * nghttp2 queued (a GOAWAY, if any) and close. */
-            log_debug("api", "closing a connection: %s",
+            log_debug("rpc", "closing a connection: %s",
                       nghttp2_strerror((int)used));
             c->refs++;
-            api__conn_flush(c);
-            api__conn_kill(c);
-            api__conn_unref(c);
+            rpc__conn_flush(c);
+            rpc__conn_kill(c);
+            rpc__conn_unref(c);
             return;
         }
-        api__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, PINGs */
-        if (c->ssl == NULL && n < API__READ_BUF)
+        rpc__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, PINGs */
+        if (c->ssl == NULL && n < RPC__READ_BUF)
             break;
     }
 }

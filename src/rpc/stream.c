@@ -1,5 +1,5 @@
 /*
- * rpc_stream.c - streaming calls (Watch, LeaseKeepAlive, Snapshot,
+ * stream.c - streaming calls (Watch, LeaseKeepAlive, Snapshot,
  * Observe): client messages delivered one at a time on the loop, a bounded
  * send queue that nghttp2 drains as the client's flow-control window
  * allows, and trailers once the owner finished.
@@ -14,14 +14,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
 
-static void stream_free(struct api_stream *s)
+static void stream_free(struct rpc_stream *s)
 {
-    struct api__conn *c = s->conn;
+    struct rpc__conn *c = s->conn;
     assert(s->owner_gone && s->ng_closed && s->close_told);
     assert(!s->scheduled && s->prev == NULL && s->next == NULL);
     while (s->q_n > 0) {
@@ -33,26 +33,26 @@ static void stream_free(struct api_stream *s)
     mem_free(s->fin_msg);
     mem_free(s->hdrs.buf);
     mem_free(s->rbuf);
-    api__guard_in_sub(c, s->rbuf_n);
+    rpc__guard_in_sub(c, s->rbuf_n);
     pthread_mutex_destroy(&s->mu);
     atomic_fetch_sub(&c->loop->srv->streams_n, 1);
     mem_free(s);
-    api__conn_unref(c);
+    rpc__conn_unref(c);
 }
 
-static void maybe_free(struct api_stream *s)
+static void maybe_free(struct rpc_stream *s)
 {
     if (s->owner_gone && s->ng_closed)
         stream_free(s);
 }
 
-struct api_stream *api__stream_open(struct api_call *call)
+struct rpc_stream *rpc__stream_open(struct rpc_call *call)
 {
-    struct api__conn *c = call->conn;
-    struct api_server *srv = c->loop->srv;
-    assert(call->state == API__CALL_READING && call->method != NULL);
-    assert(call->method->kind == API__METHOD_STREAM);
-    struct api_stream *s = mem_calloc(1, sizeof(*s));
+    struct rpc__conn *c = call->conn;
+    struct rpc_server *srv = c->loop->srv;
+    assert(call->state == RPC__CALL_READING && call->method != NULL);
+    assert(call->method->kind == RPC__METHOD_STREAM);
+    struct rpc_stream *s = mem_calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     s->q_cap = (size_t)srv->stream_queue;
@@ -61,12 +61,12 @@ struct api_stream *api__stream_open(struct api_call *call)
         mem_free(s);
         return NULL;
     }
-    s->item.kind = API__KIND_STREAM;
+    s->item.kind = RPC__KIND_STREAM;
     s->conn = c;
     s->stream_id = call->stream_id;
     s->method = call->method;
     s->hdrs = call->hdrs; /* the call's buffer moves to the stream */
-    call->hdrs = (struct api__hdrs){0};
+    call->hdrs = (struct rpc__hdrs){0};
     pthread_mutex_init(&s->mu, NULL);
     s->next = c->streams;
     if (c->streams != NULL)
@@ -75,12 +75,12 @@ struct api_stream *api__stream_open(struct api_call *call)
     c->refs++;
     atomic_fetch_add(&srv->streams_n, 1);
     nghttp2_session_set_stream_user_data(c->ng, s->stream_id, &s->item);
-    api__call_free(call);
+    rpc__call_free(call);
     s->method->ops->on_open(s, s->method->ctx);
     return s;
 }
 
-static void tell_close(struct api_stream *s, bool cancelled)
+static void tell_close(struct rpc_stream *s, bool cancelled)
 {
     if (s->close_told)
         return;
@@ -91,56 +91,56 @@ static void tell_close(struct api_stream *s, bool cancelled)
     s->method->ops->on_close(s, cancelled, s->method->ctx);
 }
 
-void api__stream_data(struct api_stream *s, const uint8_t *p, size_t n)
+void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
 {
     size_t max = s->conn->loop->srv->max_recv_bytes;
     if (s->reading_done || s->close_told)
         return;
-    if (!api__guard_in_add(s->conn, n)) {
+    if (!rpc__guard_in_add(s->conn, n)) {
         char msg[160];
-        api__over_budget_msg(msg, sizeof msg, s->conn);
+        rpc__over_budget_msg(msg, sizeof msg, s->conn);
         s->reading_done = true;
-        api_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        rpc_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
-    uint8_t *b = api__buf_grow(s->rbuf, &s->rbuf_cap, s->rbuf_n + n, 1024);
+    uint8_t *b = rpc__buf_grow(s->rbuf, &s->rbuf_cap, s->rbuf_n + n, 1024);
     if (b == NULL) {
-        api__guard_in_sub(s->conn, n);
+        rpc__guard_in_sub(s->conn, n);
         s->reading_done = true;
-        api_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        rpc_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
     s->rbuf = b;
     memcpy(s->rbuf + s->rbuf_n, p, n);
     s->rbuf_n += n;
     size_t off = 0;
-    while (s->rbuf_n - off >= API__PREFIX && !s->reading_done &&
+    while (s->rbuf_n - off >= RPC__PREFIX && !s->reading_done &&
            !s->close_told) {
-        size_t len = api__prefix_len(s->rbuf + off);
+        size_t len = rpc__prefix_len(s->rbuf + off);
         if (len > max || s->rbuf[off] != 0) {
             char msg[128];
             if (len > max)
-                api__too_large_msg(msg, sizeof msg, len, max);
+                rpc__too_large_msg(msg, sizeof msg, len, max);
             else
                 snprintf(msg, sizeof msg, "grpc: compressed message");
             s->reading_done = true;
-            api_stream_finish(s, len > max ? GRPC_STATUS_RESOURCE_EXHAUSTED
+            rpc_stream_finish(s, len > max ? GRPC_STATUS_RESOURCE_EXHAUSTED
                                            : GRPC_STATUS_UNIMPLEMENTED,
                               msg);
             break;
         }
-        if (s->rbuf_n - off - API__PREFIX < len)
+        if (s->rbuf_n - off - RPC__PREFIX < len)
             break;
-        s->method->ops->on_message(s, s->rbuf + off + API__PREFIX, len,
+        s->method->ops->on_message(s, s->rbuf + off + RPC__PREFIX, len,
                                    s->method->ctx);
-        off += API__PREFIX + len;
+        off += RPC__PREFIX + len;
     }
     memmove(s->rbuf, s->rbuf + off, s->rbuf_n - off);
     s->rbuf_n -= off;
-    api__guard_in_sub(s->conn, off);
+    rpc__guard_in_sub(s->conn, off);
 }
 
-void api__stream_half_closed(struct api_stream *s)
+void rpc__stream_half_closed(struct rpc_stream *s)
 {
     if (s->reading_done)
         return;
@@ -149,15 +149,15 @@ void api__stream_half_closed(struct api_stream *s)
         s->method->ops->on_message(s, NULL, 0, s->method->ctx);
 }
 
-void api__stream_trailers_sent(struct api_stream *s)
+void rpc__stream_trailers_sent(struct rpc_stream *s)
 {
     tell_close(s, false);
 }
 
-/* api__stream_closed: nghttp2 closed the stream, or the connection died. */
-void api__stream_closed(struct api_stream *s)
+/* rpc__stream_closed: nghttp2 closed the stream, or the connection died. */
+void rpc__stream_closed(struct rpc_stream *s)
 {
-    struct api__conn *c = s->conn;
+    struct rpc__conn *c = s->conn;
     if (s->ng_closed)
         return;
     s->ng_closed = true;
@@ -178,13 +178,13 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
                            uint8_t *buf, size_t length, uint32_t *flags,
                            nghttp2_data_source *src, void *ud)
 {
-    struct api_stream *s = src->ptr;
+    struct rpc_stream *s = src->ptr;
     size_t done = 0;
     ssize_t rv;
     (void)ud;
     pthread_mutex_lock(&s->mu);
     while (done < length && s->q_n > 0) {
-        struct api__msg *m = &s->queue[s->q_head];
+        struct rpc__msg *m = &s->queue[s->q_head];
         size_t n = m->n - s->head_off;
         if (n > length - done)
             n = length - done;
@@ -203,7 +203,7 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
     if (s->q_n == 0 && s->finishing && !s->fin_submitted) {
         nghttp2_nv nv[2];
         char code_buf[12], msg_buf[1024];
-        size_t k = api__status_nv(nv, s->fin_code, s->fin_msg, code_buf,
+        size_t k = rpc__status_nv(nv, s->fin_code, s->fin_msg, code_buf,
                                   msg_buf, sizeof(msg_buf));
         *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
         s->fin_submitted = true;
@@ -216,9 +216,9 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
     return rv;
 }
 
-/* api__stream_inbox: the loop takes a stream someone sent on, finished or
+/* rpc__stream_inbox: the loop takes a stream someone sent on, finished or
  * released. */
-void api__stream_inbox(struct api_stream *s)
+void rpc__stream_inbox(struct rpc_stream *s)
 {
     pthread_mutex_lock(&s->mu);
     s->scheduled = false;
@@ -228,28 +228,28 @@ void api__stream_inbox(struct api_stream *s)
     pthread_mutex_unlock(&s->mu);
     if (release)
         s->owner_gone = true;
-    struct api__conn *c = s->conn;
+    struct rpc__conn *c = s->conn;
     if (work && !s->ng_closed && !c->dead) {
         if (!s->headers_sent) {
             nghttp2_data_provider prd = {.source.ptr = s,
                                          .read_callback = stream_read};
             s->headers_sent = true;
             int rv = nghttp2_submit_response(c->ng, s->stream_id,
-                                             api__resp_headers, 2, &prd);
+                                             rpc__resp_headers, 2, &prd);
             if (rv != 0)
-                log_warn("api", "submit_response (stream): %s",
+                log_warn("rpc", "submit_response (stream): %s",
                          nghttp2_strerror(rv));
         } else {
             nghttp2_session_resume_data(c->ng, s->stream_id);
         }
-        api__conn_mark_dirty(c);
+        rpc__conn_mark_dirty(c);
     }
     maybe_free(s);
 }
 
 /* schedule_locked: the loop must look at s; true when the caller must push
  * it (s->mu held). */
-static bool schedule_locked(struct api_stream *s)
+static bool schedule_locked(struct rpc_stream *s)
 {
     if (s->scheduled)
         return false;
@@ -257,17 +257,17 @@ static bool schedule_locked(struct api_stream *s)
     return true;
 }
 
-int api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
+int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg)
 {
     assert(s != NULL && msg != NULL);
     size_t n = protobuf_c_message_get_packed_size(msg);
     if (n > UINT32_MAX)
         return ERR_INVAL;
-    uint8_t *p = mem_malloc(n + API__PREFIX);
+    uint8_t *p = mem_malloc(n + RPC__PREFIX);
     if (p == NULL)
         return ERR_NOMEM;
-    api__prefix_put(p, n);
-    protobuf_c_message_pack(msg, p + API__PREFIX);
+    rpc__prefix_put(p, n);
+    protobuf_c_message_pack(msg, p + RPC__PREFIX);
     int rv = 0;
     bool push = false;
     pthread_mutex_lock(&s->mu);
@@ -277,7 +277,7 @@ int api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
         rv = ERR_FULL;
     } else {
         s->queue[(s->q_head + s->q_n) % s->q_cap] =
-            (struct api__msg){.p = p, .n = n + API__PREFIX};
+            (struct rpc__msg){.p = p, .n = n + RPC__PREFIX};
         s->q_n++;
         p = NULL;
         push = schedule_locked(s);
@@ -285,11 +285,11 @@ int api_stream_send(struct api_stream *s, const ProtobufCMessage *msg)
     pthread_mutex_unlock(&s->mu);
     mem_free(p);
     if (push)
-        api__loop_push(s->conn->loop, &s->item);
+        rpc__loop_push(s->conn->loop, &s->item);
     return rv;
 }
 
-int api_stream_finish(struct api_stream *s, grpc_status_code code,
+int rpc_stream_finish(struct rpc_stream *s, grpc_status_code code,
                       const char *msg)
 {
     assert(s != NULL);
@@ -311,36 +311,36 @@ int api_stream_finish(struct api_stream *s, grpc_status_code code,
     pthread_mutex_unlock(&s->mu);
     mem_free(copy);
     if (push)
-        api__loop_push(s->conn->loop, &s->item);
+        rpc__loop_push(s->conn->loop, &s->item);
     return rv;
 }
 
-const char *api_stream_metadata(const struct api_stream *s, const char *key,
+const char *rpc_stream_metadata(const struct rpc_stream *s, const char *key,
                                 size_t *len_out)
 {
     assert(s != NULL);
-    return api__hdrs_find(&s->hdrs, key, len_out);
+    return rpc__hdrs_find(&s->hdrs, key, len_out);
 }
 
-const char *api_stream_method(const struct api_stream *s)
+const char *rpc_stream_method(const struct rpc_stream *s)
 {
     assert(s != NULL);
     return s->method->path;
 }
 
-void api_stream_data_set(struct api_stream *s, void *data)
+void rpc_stream_data_set(struct rpc_stream *s, void *data)
 {
     assert(s != NULL);
     s->data = data;
 }
 
-void *api_stream_data_get(const struct api_stream *s)
+void *rpc_stream_data_get(const struct rpc_stream *s)
 {
     assert(s != NULL);
     return s->data;
 }
 
-void api_stream_release(struct api_stream *s)
+void rpc_stream_release(struct rpc_stream *s)
 {
     assert(s != NULL);
     pthread_mutex_lock(&s->mu);
@@ -349,5 +349,5 @@ void api_stream_release(struct api_stream *s)
     bool push = schedule_locked(s);
     pthread_mutex_unlock(&s->mu);
     if (push)
-        api__loop_push(s->conn->loop, &s->item);
+        rpc__loop_push(s->conn->loop, &s->item);
 }

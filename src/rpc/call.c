@@ -1,5 +1,5 @@
 /*
- * rpc_call.c - unary calls: collecting the request, dispatch to handlers,
+ * call.c - unary calls: collecting the request, dispatch to handlers,
  * answers from any thread, and the UNIMPLEMENTED answers for methods
  * nobody registered.  The states are in rpc_int.h.
  *
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -33,10 +33,10 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-struct api_call *api__call_new(struct api__conn *c, int32_t stream_id)
+struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
 {
-    struct api__loop *l = c->loop;
-    struct api_call *call = l->free_calls;
+    struct rpc__loop *l = c->loop;
+    struct rpc_call *call = l->free_calls;
     if (call != NULL) {
         l->free_calls = call->next;
         l->free_n--;
@@ -44,9 +44,9 @@ struct api_call *api__call_new(struct api__conn *c, int32_t stream_id)
         call = mem_calloc(1, sizeof(*call));
         if (call == NULL)
             return NULL;
-        call->item.kind = API__KIND_CALL;
+        call->item.kind = RPC__KIND_CALL;
     }
-    call->state = API__CALL_READING;
+    call->state = RPC__CALL_READING;
     call->conn = c;
     call->stream_id = stream_id;
     call->gone = call->too_large = call->bad_encoding = false;
@@ -75,7 +75,7 @@ static void buf_trim(uint8_t **p, size_t *cap)
     }
 }
 
-static void call_destroy(struct api_call *call)
+static void call_destroy(struct rpc_call *call)
 {
     mem_free(call->body);
     mem_free(call->out);
@@ -83,13 +83,13 @@ static void call_destroy(struct api_call *call)
     mem_free(call);
 }
 
-/* api__call_free detaches call from its connection and recycles it. */
-void api__call_free(struct api_call *call)
+/* rpc__call_free detaches call from its connection and recycles it. */
+void rpc__call_free(struct rpc_call *call)
 {
-    struct api__conn *c = call->conn;
-    struct api__loop *l = c->loop;
+    struct rpc__conn *c = call->conn;
+    struct rpc__loop *l = c->loop;
     /* A handler's call comes back through the inbox first. */
-    assert(call->state != API__CALL_HANDLER);
+    assert(call->state != RPC__CALL_HANDLER);
     assert(c->refs > 1 || c->dead);
     if (call->prev != NULL)
         call->prev->next = call->next;
@@ -97,9 +97,9 @@ void api__call_free(struct api_call *call)
         c->calls = call->next;
     if (call->next != NULL)
         call->next->prev = call->prev;
-    api__guard_in_sub(c, call->body_n);
+    rpc__guard_in_sub(c, call->body_n);
     call->body_n = 0;
-    if (call->state == API__CALL_SUBMITTED && call->code == GRPC_STATUS_OK)
+    if (call->state == RPC__CALL_SUBMITTED && call->code == GRPC_STATUS_OK)
         c->out_bytes -= call->out_n - call->out_off; /* reset unsent */
     mem_free(call->msg);
     call->msg = NULL;
@@ -118,24 +118,24 @@ void api__call_free(struct api_call *call)
     } else {
         call_destroy(call);
     }
-    api__conn_unref(c);
+    rpc__conn_unref(c);
 }
 
-void api__loop_free_calls(struct api__loop *l)
+void rpc__loop_free_calls(struct rpc__loop *l)
 {
     while (l->free_calls != NULL) {
-        struct api_call *call = l->free_calls;
+        struct rpc_call *call = l->free_calls;
         l->free_calls = call->next;
         call_destroy(call);
     }
     l->free_n = 0;
 }
 
-void api__call_ready(struct api_call *call)
+void rpc__call_ready(struct rpc_call *call)
 {
-    struct api__loop *l = call->conn->loop;
-    assert(call->state == API__CALL_READING);
-    call->state = API__CALL_READY;
+    struct rpc__loop *l = call->conn->loop;
+    assert(call->state == RPC__CALL_READING);
+    call->state = RPC__CALL_READY;
     call->ready_next = NULL;
     if (l->ready_tail != NULL)
         l->ready_tail->ready_next = call;
@@ -144,44 +144,44 @@ void api__call_ready(struct api_call *call)
     l->ready_tail = call;
 }
 
-void api__call_data(struct api_call *call, const uint8_t *p, size_t n)
+void rpc__call_data(struct rpc_call *call, const uint8_t *p, size_t n)
 {
-    if (call->state != API__CALL_READING)
+    if (call->state != RPC__CALL_READING)
         return; /* answered early (too large, unknown method) */
     size_t max = call->conn->loop->srv->max_recv_bytes;
     size_t need = call->body_n + n;
-    if (call->body_n < API__PREFIX && need >= API__PREFIX) {
-        uint8_t pre[API__PREFIX];
+    if (call->body_n < RPC__PREFIX && need >= RPC__PREFIX) {
+        uint8_t pre[RPC__PREFIX];
         size_t have = call->body_n;
         if (have > 0)
             memcpy(pre, call->body, have);
-        memcpy(pre + have, p, API__PREFIX - have);
-        if (api__prefix_len(pre) > max) {
+        memcpy(pre + have, p, RPC__PREFIX - have);
+        if (rpc__prefix_len(pre) > max) {
             /* Refused now, as grpc-go does, without reading the rest. */
             call->too_large = true;
-            call->big_n = api__prefix_len(pre);
-            api__call_ready(call);
+            call->big_n = rpc__prefix_len(pre);
+            rpc__call_ready(call);
             return;
         }
     }
-    if (need > max + API__PREFIX) {
+    if (need > max + RPC__PREFIX) {
         /* More than one message: refused before it is all buffered. */
         call->too_large = true;
-        call->big_n = need - API__PREFIX;
-        api__call_ready(call);
+        call->big_n = need - RPC__PREFIX;
+        rpc__call_ready(call);
         return;
     }
-    if (!api__guard_in_add(call->conn, n)) {
+    if (!rpc__guard_in_add(call->conn, n)) {
         call->over_budget = true; /* refused; its bytes are not kept */
-        api__call_ready(call);
+        rpc__call_ready(call);
         return;
     }
-    uint8_t *b = api__buf_grow(call->body, &call->body_cap, need, 1024);
+    uint8_t *b = rpc__buf_grow(call->body, &call->body_cap, need, 1024);
     if (b == NULL) {
-        api__guard_in_sub(call->conn, n);
+        rpc__guard_in_sub(call->conn, n);
         call->too_large = true; /* refused as if too large */
-        call->big_n = need - API__PREFIX;
-        api__call_ready(call);
+        call->big_n = need - RPC__PREFIX;
+        rpc__call_ready(call);
         return;
     }
     call->body = b;
@@ -189,15 +189,15 @@ void api__call_data(struct api_call *call, const uint8_t *p, size_t n)
     call->body_n = need;
 }
 
-/* api__call_closed: the HTTP/2 stream closed (client reset, or the
+/* rpc__call_closed: the HTTP/2 stream closed (client reset, or the
  * connection died) or, once answered, finished.  Frees the call unless
  * someone still holds it. */
-void api__call_closed(struct api_call *call)
+void rpc__call_closed(struct rpc_call *call)
 {
     switch (call->state) {
-    case API__CALL_READING:
-    case API__CALL_SUBMITTED:
-        api__call_free(call);
+    case RPC__CALL_READING:
+    case RPC__CALL_SUBMITTED:
+        rpc__call_free(call);
         break;
     default: /* READY, HANDLER, ANSWERED: freed where they are taken */
         call->gone = true;
@@ -217,7 +217,7 @@ static const ProtobufCServiceDescriptor *const known_services[] = {
 
 /* service_state: 0 unknown service, 1 known service without that method,
  * 2 a method of our protos that nobody registered. */
-static int service_state(const struct api_server *srv, const char *svc,
+static int service_state(const struct rpc_server *srv, const char *svc,
                          size_t svc_n, const char *m)
 {
     int state = 0;
@@ -239,7 +239,7 @@ static int service_state(const struct api_server *srv, const char *svc,
     return state;
 }
 
-static void unimplemented_msg(const struct api_server *srv, const char *path,
+static void unimplemented_msg(const struct rpc_server *srv, const char *path,
                               char *buf, size_t cap)
 {
     char full[256];
@@ -266,33 +266,33 @@ static void unimplemented_msg(const struct api_server *srv, const char *path,
 }
 
 /* dispatch_one checks a complete request and hands it to its handler. */
-static void dispatch_one(struct api_server *srv, struct api_call *call)
+static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
 {
     char msg[400];
-    call->state = API__CALL_HANDLER;
+    call->state = RPC__CALL_HANDLER;
     atomic_fetch_add(&srv->active_n, 1);
     if (call->method == NULL) {
-        unimplemented_msg(srv, api__hdrs_find(&call->hdrs, ":path", NULL),
+        unimplemented_msg(srv, rpc__hdrs_find(&call->hdrs, ":path", NULL),
                           msg, sizeof(msg));
-        api_call_reply_error(call, GRPC_STATUS_UNIMPLEMENTED, msg);
+        rpc_call_reply_error(call, GRPC_STATUS_UNIMPLEMENTED, msg);
         return;
     }
     if (call->too_large) {
-        api__too_large_msg(msg, sizeof msg, call->big_n, srv->max_recv_bytes);
-        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        rpc__too_large_msg(msg, sizeof msg, call->big_n, srv->max_recv_bytes);
+        rpc_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
-    if (call->over_budget || api__guard_out_full(call->conn)) {
+    if (call->over_budget || rpc__guard_out_full(call->conn)) {
         if (call->over_budget)
-            api__over_budget_msg(msg, sizeof msg, call->conn);
+            rpc__over_budget_msg(msg, sizeof msg, call->conn);
         else
-            api__not_reading_msg(msg, sizeof msg, call->conn);
-        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+            rpc__not_reading_msg(msg, sizeof msg, call->conn);
+        rpc_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
     if (call->deadline_ns != INT64_MAX && call->deadline_ns <= now_ns()) {
         /* Expired on arrival (grpc-timeout: 0n): etcd answers this. */
-        api_call_reply_error(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+        rpc_call_reply_error(call, GRPC_STATUS_DEADLINE_EXCEEDED,
                              "context deadline exceeded");
         return;
     }
@@ -300,39 +300,39 @@ static void dispatch_one(struct api_server *srv, struct api_call *call)
         snprintf(msg, sizeof msg,
                  "grpc: Decompressor is not installed for grpc-encoding "
                  "\"%s\"",
-                 api__hdrs_find(&call->hdrs, "grpc-encoding", NULL));
-        api_call_reply_error(call, GRPC_STATUS_UNIMPLEMENTED, msg);
+                 rpc__hdrs_find(&call->hdrs, "grpc-encoding", NULL));
+        rpc_call_reply_error(call, GRPC_STATUS_UNIMPLEMENTED, msg);
         return;
     }
-    if (call->body_n < API__PREFIX || call->body[0] != 0 ||
-        api__prefix_len(call->body) != call->body_n - API__PREFIX) {
+    if (call->body_n < RPC__PREFIX || call->body[0] != 0 ||
+        rpc__prefix_len(call->body) != call->body_n - RPC__PREFIX) {
         /* No message, a compressed one, or more than one. */
-        api_call_reply_error(call, GRPC_STATUS_INTERNAL,
+        rpc_call_reply_error(call, GRPC_STATUS_INTERNAL,
                              "grpc: error while reading request");
         return;
     }
-    const uint8_t *req = call->body + API__PREFIX;
-    size_t len = call->body_n - API__PREFIX;
+    const uint8_t *req = call->body + RPC__PREFIX;
+    size_t len = call->body_n - RPC__PREFIX;
     grpc_status_code code;
     const char *why;
     if (srv->gate != NULL &&
         !srv->gate(srv->gate_ctx, call->method->path, req, len, &code,
                    &why)) {
-        api_call_reply_error(call, code, why);
+        rpc_call_reply_error(call, code, why);
         return;
     }
     call->method->unary(call, req, len, call->method->ctx);
 }
 
-void api__call_dispatch(struct api__loop *l)
+void rpc__call_dispatch(struct rpc__loop *l)
 {
     while (l->ready != NULL) {
-        struct api_call *call = l->ready;
+        struct rpc_call *call = l->ready;
         l->ready = call->ready_next;
         if (l->ready == NULL)
             l->ready_tail = NULL;
         if (call->gone) {
-            api__call_free(call);
+            rpc__call_free(call);
             continue;
         }
         dispatch_one(l->srv, call);
@@ -345,7 +345,7 @@ static ssize_t reply_read(nghttp2_session *ng, int32_t stream_id,
                           uint8_t *buf, size_t length, uint32_t *flags,
                           nghttp2_data_source *src, void *ud)
 {
-    struct api_call *call = src->ptr;
+    struct rpc_call *call = src->ptr;
     (void)ud;
     size_t n = call->out_n - call->out_off;
     if (n > length)
@@ -365,93 +365,93 @@ static ssize_t reply_read(nghttp2_session *ng, int32_t stream_id,
     return (ssize_t)n;
 }
 
-const nghttp2_nv api__resp_headers[2] = {
+const nghttp2_nv rpc__resp_headers[2] = {
     {(uint8_t *)":status", (uint8_t *)"200", 7, 3,
      NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
     {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
      NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
 };
 
-/* api__call_inbox: the loop takes an answered call from its inbox. */
-void api__call_inbox(struct api_call *call)
+/* rpc__call_inbox: the loop takes an answered call from its inbox. */
+void rpc__call_inbox(struct rpc_call *call)
 {
-    struct api__conn *c = call->conn;
-    assert(call->state == API__CALL_ANSWERED);
+    struct rpc__conn *c = call->conn;
+    assert(call->state == RPC__CALL_ANSWERED);
     atomic_fetch_sub(&c->loop->srv->active_n, 1);
     if (call->gone || c->dead) {
-        api__call_free(call);
+        rpc__call_free(call);
         return;
     }
     /* The request bytes are no longer needed once answered. */
-    api__guard_in_sub(c, call->body_n);
+    rpc__guard_in_sub(c, call->body_n);
     call->body_n = 0;
-    if (call->code == GRPC_STATUS_OK && api__guard_out_full(c)) {
+    if (call->code == GRPC_STATUS_OK && rpc__guard_out_full(c)) {
         /* The client reads nothing: this reply would pile up too. */
         char msg[160];
-        api__not_reading_msg(msg, sizeof msg, c);
+        rpc__not_reading_msg(msg, sizeof msg, c);
         call->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
         call->msg = mem_dup(msg, strlen(msg) + 1);
         call->out_n = call->out_off = 0;
         buf_trim(&call->out, &call->out_cap);
     }
     int rv;
-    call->state = API__CALL_SUBMITTED;
+    call->state = RPC__CALL_SUBMITTED;
     if (call->code == GRPC_STATUS_OK) {
         c->out_bytes += call->out_n - call->out_off;
         nghttp2_data_provider prd = {.source.ptr = call,
                                      .read_callback = reply_read};
         rv = nghttp2_submit_response(c->ng, call->stream_id,
-                                     api__resp_headers, 2, &prd);
+                                     rpc__resp_headers, 2, &prd);
     } else {
-        nghttp2_nv nv[4] = {api__resp_headers[0], api__resp_headers[1]};
+        nghttp2_nv nv[4] = {rpc__resp_headers[0], rpc__resp_headers[1]};
         char code_buf[12], msg_buf[1024];
-        size_t k = api__status_nv(nv + 2, call->code, call->msg, code_buf,
+        size_t k = rpc__status_nv(nv + 2, call->code, call->msg, code_buf,
                                   msg_buf, sizeof(msg_buf));
         rv = nghttp2_submit_response(c->ng, call->stream_id, nv, 2 + k,
                                      NULL);
     }
     if (rv != 0) {
-        log_warn("api", "submit_response: %s", nghttp2_strerror(rv));
+        log_warn("rpc", "submit_response: %s", nghttp2_strerror(rv));
         nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->stream_id,
                                   NGHTTP2_INTERNAL_ERROR);
     }
-    api__conn_mark_dirty(c);
+    rpc__conn_mark_dirty(c);
 }
 
 /* answer hands the call back to its loop; the caller lets go of it. */
-static void answer(struct api_call *call)
+static void answer(struct rpc_call *call)
 {
-    assert(call->state == API__CALL_HANDLER); /* exactly one answer */
-    call->state = API__CALL_ANSWERED;
-    api__loop_push(call->conn->loop, &call->item);
+    assert(call->state == RPC__CALL_HANDLER); /* exactly one answer */
+    call->state = RPC__CALL_ANSWERED;
+    rpc__loop_push(call->conn->loop, &call->item);
 }
 
-static bool out_reserve(struct api_call *call, size_t n)
+static bool out_reserve(struct rpc_call *call, size_t n)
 {
-    uint8_t *p = api__buf_grow(call->out, &call->out_cap, n, 256);
+    uint8_t *p = rpc__buf_grow(call->out, &call->out_cap, n, 256);
     if (p == NULL)
         return false;
     call->out = p;
     return true;
 }
 
-static void out_prefix(struct api_call *call, size_t n)
+static void out_prefix(struct rpc_call *call, size_t n)
 {
-    api__prefix_put(call->out, n);
-    call->out_n = n + API__PREFIX;
+    rpc__prefix_put(call->out, n);
+    call->out_n = n + RPC__PREFIX;
     call->out_off = 0;
 }
 
-void api_call_reply(struct api_call *call, const ProtobufCMessage *resp)
+void rpc_call_reply(struct rpc_call *call, const ProtobufCMessage *resp)
 {
     assert(call != NULL && resp != NULL);
     size_t n = protobuf_c_message_get_packed_size(resp);
-    if (n > UINT32_MAX || !out_reserve(call, n + API__PREFIX)) {
-        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+    if (n > UINT32_MAX || !out_reserve(call, n + RPC__PREFIX)) {
+        rpc_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                              "out of memory");
         return;
     }
-    size_t packed = protobuf_c_message_pack(resp, call->out + API__PREFIX);
+    size_t packed = protobuf_c_message_pack(resp, call->out + RPC__PREFIX);
     assert(packed == n);
     (void)packed;
     out_prefix(call, n);
@@ -459,23 +459,23 @@ void api_call_reply(struct api_call *call, const ProtobufCMessage *resp)
     answer(call);
 }
 
-void api_call_reply_bytes(struct api_call *call, const uint8_t *bytes,
+void rpc_call_reply_bytes(struct rpc_call *call, const uint8_t *bytes,
                           size_t len)
 {
     assert(call != NULL && (bytes != NULL || len == 0));
-    if (len > UINT32_MAX || !out_reserve(call, len + API__PREFIX)) {
-        api_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+    if (len > UINT32_MAX || !out_reserve(call, len + RPC__PREFIX)) {
+        rpc_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                              "out of memory");
         return;
     }
     if (len > 0)
-        memcpy(call->out + API__PREFIX, bytes, len);
+        memcpy(call->out + RPC__PREFIX, bytes, len);
     out_prefix(call, len);
     call->code = GRPC_STATUS_OK;
     answer(call);
 }
 
-void api_call_reply_error(struct api_call *call, grpc_status_code code,
+void rpc_call_reply_error(struct rpc_call *call, grpc_status_code code,
                           const char *msg)
 {
     assert(call != NULL && code != GRPC_STATUS_OK);
@@ -484,33 +484,33 @@ void api_call_reply_error(struct api_call *call, grpc_status_code code,
     answer(call);
 }
 
-const char *api_call_metadata(const struct api_call *call, const char *key,
+const char *rpc_call_metadata(const struct rpc_call *call, const char *key,
                               size_t *len_out)
 {
-    assert(call != NULL && call->state == API__CALL_HANDLER);
-    return api__hdrs_find(&call->hdrs, key, len_out);
+    assert(call != NULL && call->state == RPC__CALL_HANDLER);
+    return rpc__hdrs_find(&call->hdrs, key, len_out);
 }
 
-const char *api_call_method(const struct api_call *call)
+const char *rpc_call_method(const struct rpc_call *call)
 {
     assert(call != NULL && call->method != NULL);
     return call->method->path;
 }
 
-int64_t api_call_deadline_ns(const struct api_call *call)
+int64_t rpc_call_deadline_ns(const struct rpc_call *call)
 {
-    assert(call != NULL && call->state == API__CALL_HANDLER);
+    assert(call != NULL && call->state == RPC__CALL_HANDLER);
     return call->deadline_ns;
 }
 
 /* grpc.health.v1.HealthCheckResponse{status: SERVING}: field 1, varint 1.
  * The member's own health (alarms, leader) is the HTTP /health's job. */
-void api__health_check(struct api_call *call, const uint8_t *req, size_t len,
+void rpc__health_check(struct rpc_call *call, const uint8_t *req, size_t len,
                        void *ctx)
 {
     static const uint8_t serving[] = {0x08, 0x01};
     (void)req;
     (void)len;
     (void)ctx;
-    api_call_reply_bytes(call, serving, sizeof(serving));
+    rpc_call_reply_bytes(call, serving, sizeof(serving));
 }

@@ -1,12 +1,12 @@
 /*
- * test_api_rpc.c - goal: the gRPC runtime's memory does not grow with the
+ * test_rpc.c - goal: the gRPC runtime's memory does not grow with the
  * number of calls a connection has carried (nghttp2 by default keeps
  * closed streams for its priority tree, as many as the concurrent streams
  * allowed, which are unbounded here as in etcd: 1M puts once grew the
  * member by 270 MiB), and every call is answered.
  *
- * Method: a real server (api_server_create) that is never started; the
- * test plays its one event loop, as fuzz/fuzz_api_rpc.c does.  A client
+ * Method: a real server (rpc_server_create) that is never started; the
+ * test plays its one event loop, as fuzz/fuzz_rpc.c does.  A client
  * end of a socket pair sends the HTTP/2 preface, a connection window
  * update, then unary Range calls, 100 per write (HPACK literals); the
  * handler answers each at once.  The heap in use (mallinfo2, or the
@@ -31,16 +31,16 @@
 size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
-#include "api/rpc_int.h"
+#include "rpc/rpc_int.h"
 
 static long answered;
 
-static void range(struct api_call *call, const uint8_t *req, size_t len,
+static void range(struct rpc_call *call, const uint8_t *req, size_t len,
                   void *ctx)
 {
     (void)ctx;
     answered++;
-    api_call_reply_bytes(call, req, len);
+    rpc_call_reply_bytes(call, req, len);
 }
 
 static size_t heap_bytes(void)
@@ -97,8 +97,8 @@ static size_t call_frames(uint8_t *o, uint32_t sid)
 }
 
 struct rig {
-    struct api_server *srv;
-    struct api__loop *loop;
+    struct rpc_server *srv;
+    struct rpc__loop *loop;
     int client;
     uint32_t next_sid;
 };
@@ -120,12 +120,12 @@ static void send_all(struct rig *r, const uint8_t *p, size_t n)
         if (w > 0)
             off += (size_t)w;
         assert_non_null(r->loop->conns);
-        api__conn_io(r->loop->conns, EPOLLIN);
-        api__loop_turn(r->loop);
+        rpc__conn_io(r->loop->conns, EPOLLIN);
+        rpc__loop_turn(r->loop);
         drain(r->client);
     }
-    api__conn_io(r->loop->conns, EPOLLIN);
-    api__loop_turn(r->loop);
+    rpc__conn_io(r->loop->conns, EPOLLIN);
+    rpc__loop_turn(r->loop);
     drain(r->client);
 }
 
@@ -146,21 +146,21 @@ static void test_memory_flat_over_calls(void **state)
 {
     (void)state;
     struct rig r = {.next_sid = 1};
-    struct api_server_config cfg = {.urls = {"http://127.0.0.1:0"},
+    struct rpc_server_config cfg = {.urls = {"http://127.0.0.1:0"},
                                     .urls_n = 1, .threads = 1};
-    assert_int_equal(api_server_create(&cfg, &r.srv), 0);
-    assert_int_equal(api_server_register_unary(
+    assert_int_equal(rpc_server_create(&cfg, &r.srv), 0);
+    assert_int_equal(rpc_server_register_unary(
                          r.srv, "/etcdserverpb.KV/Range", range, NULL),
                      0);
     r.loop = &r.srv->loops[0];
-    assert_int_equal(api__loop_init(r.srv, r.loop), 0);
+    assert_int_equal(rpc__loop_init(r.srv, r.loop), 0);
     int fds[2];
     assert_int_equal(
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
     r.client = fds[1];
-    struct api__conn *c = api__conn_new(r.loop, fds[0], false);
+    struct rpc__conn *c = rpc__conn_new(r.loop, fds[0], false);
     assert_non_null(c);
-    api__conn_attach(c);
+    rpc__conn_attach(c);
     uint8_t start[64];
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     size_t n = sizeof(preface) - 1;
@@ -182,10 +182,10 @@ static void test_memory_flat_over_calls(void **state)
 
     close(r.client);
     while (r.loop->conns != NULL)
-        api__conn_kill(r.loop->conns);
-    api__loop_turn(r.loop);
+        rpc__conn_kill(r.loop->conns);
+    rpc__loop_turn(r.loop);
     assert_int_equal(atomic_load(&r.srv->active_n), 0);
-    api_server_close(r.srv);
+    rpc_server_close(r.srv);
 }
 
 int main(void)
