@@ -75,10 +75,10 @@ grpc_status_code api_error(int err, const char **msg_out)
           "etcdserver: unhealthy cluster")
         E(ERR_MEMBER_REMOVED, GRPC_STATUS_UNAVAILABLE,
           "etcdserver: server stopped")
-        /* Not an etcd error: cetcd's store limits keys to LMDB's key size
-         * (494 bytes of user key); etcd accepts longer keys. */
+        /* Not an etcd error: cetcd's store takes keys up to mvcc_key_max
+         * (1 GiB, far past any request --max-request-bytes lets in). */
         E(ERR_TOO_LARGE, GRPC_STATUS_INVALID_ARGUMENT,
-          "etcdserver: key is too long for cetcd's store (max 494 bytes)")
+          "etcdserver: key is too long for cetcd's store")
 #undef E
     default:
         *msg_out = err_str(err);
