@@ -270,4 +270,61 @@ int backend_copy_fd(struct backend *be, int fd, bool compact);
  */
 void backend_rss_trim(struct backend *be);
 
+/* ====================================================================
+ * Pins (backend_snap.c): a committed state kept intact on disk.
+ *
+ * The store commits without fsync, so a power loss may tear any page
+ * written since the last sync, the meta pages included.  A pin makes one
+ * committed state P recoverable without copying the store:
+ *   1. backend_pin_begin, with no write txn running (the caller excludes
+ *      the writer): a read txn on P, and a copy of the two meta pages as
+ *      they are then (P's is the newer).
+ *   2. backend_sync: P's pages are on disk.
+ *   3. The caller saves pin.meta durably beside the store.
+ * As long as the read txn is open LMDB writes no page P reaches (it is
+ * copy-on-write and reuses only pages freed before its oldest reader),
+ * only other pages and the meta slots.  So after a power loss, writing
+ * the saved meta pages back (backend_meta_restore) makes the file open
+ * as exactly P; the caller then checks backend_txnid == pin.txnid.  The
+ * price: pages freed while a pin is held are not reused, the file grows
+ * by what is written between two pins.  Relies on LMDB 0.9's file layout
+ * (two meta pages at pages 0 and 1): see backend_snap.c, which checks it.
+ * A pin belongs to the backend it was taken on: end it before
+ * backend_close.
+ * ==================================================================== */
+
+/* A pinned state.  Owned by whoever began it (the server's snapshot
+ * worker); fields are read-only for the owner. */
+struct backend_pin {
+    struct backend_txn *txn; /* the read txn holding P's pages */
+    uint64_t txnid;          /* LMDB's txn id of P */
+    uint8_t *meta;           /* pages 0 and 1 at the pin (mem_malloc) */
+    size_t meta_len;         /* bytes at meta: two pages */
+};
+
+/* backend_pin_begin pins the latest committed state into *out (end it with
+ * backend_pin_end).  No write txn may be open or begin meanwhile (else the
+ * meta pages read may be another state's: checked, ERR_CORRUPT).
+ * Errors: ERR_BUSY (no reader slot), ERR_NOMEM, ERR_IO, ERR_CORRUPT (the
+ * meta pages are not LMDB 0.9's layout or not P's). */
+int backend_pin_begin(struct backend *be, struct backend_pin *out);
+/* backend_pin_end ends the pin's read txn and frees its copy (zeroes *p;
+ * a zeroed pin is fine). */
+void backend_pin_end(struct backend_pin *p);
+/* backend_meta_check: 0 if meta[0..len) are two meta pages whose newer
+ * one is txnid's (the check backend_pin_begin makes; also for saved meta
+ * read back from disk), else ERR_CORRUPT. */
+int backend_meta_check(const void *meta, size_t len, uint64_t txnid);
+/* backend_meta_restore writes meta[0..len) (a pin's meta pages) over the
+ * head of <dir>/data.mdb and fdatasyncs it.  The env must not be open.
+ * Errors: ERR_INVAL (len), ERR_IO and the errno codes of open/pwrite. */
+int backend_meta_restore(const char *dir, const void *meta, size_t len);
+/* backend_txnid is LMDB's txn id of the latest committed state (0 if no
+ * reader slot was free). */
+uint64_t backend_txnid(struct backend *be);
+/* backend_file_id gives the data file's device and inode (which file a
+ * saved pin belongs to).  Errors: ERR_IO, ERR_BUSY. */
+int backend_file_id(struct backend *be, uint64_t *dev_out,
+                    uint64_t *ino_out);
+
 #endif

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "backend/backend.h"
 #include "raft/raft.h"
 #include "server/alarm.h"
 #include "server/arena.h"
@@ -64,9 +65,11 @@ struct server_snap_want {
     uint64_t sent_ms;    /* when (server__now_ms) */
 };
 
-/* State of snapshot.c.  The worker thread makes consistent copies of the
- * store into <member>/snap/<index>.snap.db and stages received ones; the
- * raft thread sends, installs, records WAL markers and compacts. */
+/* State of snapshot.c and snap_pin.c.  The worker thread pins the store
+ * (its durable points, snap_pin.c), copies it for a follower that needs
+ * it (<member>/snap/export-<index>.db, one at a time, removed once sent)
+ * and stages received snapshots; the raft thread sends, installs, records
+ * raft snapshots and WAL markers and compacts. */
 struct server_snap {
     bool inited;                  /* mutexes below are initialised */
     pthread_t thread;             /* the worker */
@@ -74,22 +77,42 @@ struct server_snap {
     pthread_mutex_t mu;           /* guards the worker fields below */
     pthread_cond_t cv;            /* wakes the worker */
     bool stop;                    /* under mu: worker must exit */
-    uint64_t copy_want;           /* under mu: copy at >= this (0: none) */
-    bool copy_busy;               /* under mu: copy asked, result not taken */
-    uint64_t copy_done;           /* under mu: a durable copy at index */
+    uint64_t copy_want;           /* under mu: export at >= this (0: none) */
+    bool copy_busy;               /* under mu: export asked, result not taken */
+    uint64_t copy_done;           /* under mu: an export made at index */
     struct raft_conf_state copy_conf; /* under mu: copy_done's membership */
-    bool copy_failed;             /* under mu: the asked copy failed */
+    bool copy_failed;             /* under mu: the asked export failed */
+    uint64_t pin_want;            /* under mu: pin at >= this (0: none) */
+    bool pin_busy;                /* under mu: pin asked, result not taken */
+    uint64_t pin_done;            /* under mu: a durable pin at index */
+    struct raft_conf_state pin_conf; /* under mu: pin_done's membership */
+    bool pin_failed;              /* under mu: the asked pin failed */
     struct server_snap_recv *recv_head;   /* under mu: to stage */
     struct server_snap_recv *staged_head; /* under mu: for the raft thread */
     size_t n_recv;                /* under mu: recv + staged */
     uint64_t staging_index;       /* under mu: being staged now (0: none) */
-    /* The newest local snap file: what a leader sends.  Written by the
-     * raft thread under mu; read by it freely, by others under mu. */
-    uint64_t newest_index;        /* its index (0: unknown) */
+    /* The durable pin (snap_pin.c): written under mu by the worker inside
+     * the store gate, or by whoever has the store to itself; pin_index
+     * and pin_bytes are read under mu. */
+    struct backend_pin pin;       /* its read txn and saved meta pages */
+    uint64_t pin_index;           /* its consistent index (0: none) */
+    uint64_t pin_bytes;           /* backend_file_bytes when it was taken */
+    struct backend_pin pin_next;  /* under mu: the one the worker makes */
+    uint64_t pin_gen;             /* under mu: bumped by server__pin_drop */
+    /* Raft's newest snapshot: the newest durable pin, as of its index.
+     * Written by the raft thread under mu; read by it freely, by others
+     * under mu. */
+    uint64_t newest_index;        /* its index (0: none yet) */
     uint64_t newest_term;         /* its term */
     struct raft_conf_state newest_conf; /* its members, as of newest_index */
+    /* The export file (what a leader sends), raft thread only. */
+    uint64_t export_index;        /* its store's index (0: none) */
+    uint64_t export_term;         /* that index's term */
+    struct raft_conf_state export_conf; /* its members, as of its index */
+    uint64_t export_ms;           /* made or last sent (server__now_ms) */
+    pthread_mutex_t export_mu;    /* one export made at a time */
     /* raft thread only */
-    uint64_t copy_asked_at;       /* applied index at the last copy request */
+    uint64_t copy_asked_at;       /* applied index at the last pin request */
     uint64_t stepped_index;       /* a received MsgSnap stepped into raft */
     uint64_t installed_index;     /* last snapshot installed from a peer */
     struct server_snap_want want[SERVER_MEMBERS_MAX]; /* pending sends */
@@ -324,22 +347,77 @@ int server__snap_open(struct server *s);
 int server__snap_start(struct server *s);
 /* Stops the worker and frees queued work (after the raft thread exits). */
 void server__snap_close(struct server *s);
-/* A store the boot guard distrusts was moved aside: put the newest snap
- * file in db_dir (absent: start empty and replay the whole WAL). */
+/* A store the boot guard distrusts was moved aside: rebuild db_dir from
+ * the newest pin (the set-aside file with its pinned meta pages
+ * restored), else from the newest received snap file, else start empty
+ * (the whole WAL is replayed). */
 int server__snap_rebuild(struct server *s, const char *db_dir);
 /* Before raft starts: a store behind the WAL's newest snapshot marker (a
  * crash while a received snapshot was installed) is restored from the
- * marker's snap file. */
+ * marker's snap file; then the store is pinned (snap_pin.c) before
+ * anything writes to it. */
 int server__snap_recover(struct server *s);
-/* Raft thread, each loop pass before the Ready: periodic copies (every
- * --snapshot-count entries), their results (raft snapshot, WAL marker,
- * log compaction, WAL release, pruning), pending sends, staged received
- * snapshots (stepped into raft). */
+/* Raft thread, each loop pass before the Ready: periodic pins (every
+ * --snapshot-count entries, or once the store's file grew since the last
+ * one), their results (raft snapshot, WAL marker, log compaction, WAL
+ * release), exports and pending sends, staged received snapshots
+ * (stepped into raft). */
 void server__snap_tick(struct server *s);
-/* The metadata (index, term, ConfState as of the index) of the newest
- * snap file, which a leader sends: 0, or ERR_NOTFOUND when there is none
- * yet.  Any thread. */
+/* The metadata (index, term, ConfState as of the index) of raft's newest
+ * snapshot (the newest durable pin): 0, or ERR_NOTFOUND when there is
+ * none yet.  Any thread. */
 int server__snap_newest(struct server *s, struct raft_snapshot_meta *out);
+/* Any thread but the raft thread (tests; the worker): a compacted copy of
+ * the store at index >= target, as a leader sends it, at path (its
+ * consistent index and members as of it in *index_out, *conf_out; the
+ * file is the caller's).  Errors: ERR_TIMEOUT (target not applied in
+ * 10 s), ERR_STOPPED, ERR_CORRUPT, and those of the copy. */
+int server__snap_export(struct server *s, uint64_t target, const char *path,
+                        uint64_t *index_out, struct raft_conf_state *conf_out);
+/* Waits (up to 10 s) until the member applied (and published) index. */
+bool server__snap_wait_applied(struct server *s, uint64_t index);
+/* Any thread but the raft thread (tests): asks the worker for a pin at
+ * >= the applied index and waits until raft's snapshot is at least there.
+ * Errors: ERR_TIMEOUT. */
+int server__snap_pin_now(struct server *s);
+
+/* --- snap_pin.c: the store's durable points (see its header) --------- */
+/* A pin file read back: meta is mem_malloc'd (the caller frees it). */
+struct server_pin_file {
+    uint64_t index;   /* the pinned state's consistent index */
+    uint64_t txnid;   /* its LMDB txn id */
+    uint64_t dev;     /* st_dev of the pinned data.mdb */
+    uint64_t ino;     /* st_ino of it */
+    uint8_t *meta;    /* its two meta pages */
+    size_t meta_len;  /* bytes at meta */
+};
+/* Reads and checks one pin file.  Errors: ERR_CORRUPT, ERR_NOMEM, I/O. */
+int server__pin_decode(const char *path, struct server_pin_file *out);
+/* The newest valid pin file in <member>/snap.  Errors: ERR_NOTFOUND. */
+int server__pin_file_read(const struct server *s,
+                          struct server_pin_file *out);
+/* Pins the store now, durably, with nobody else writing it (start-up, or
+ * a store swap with apply_mu held and the gate closed). */
+int server__pin_locked(struct server *s);
+/* Worker thread: pins the store (apply_mu only while the pin is taken;
+ * the sync runs beside the writer), waits until the pinned index is
+ * applied, then writes the pin file and releases the previous pin.
+ * *index_out, *conf_out: the pinned state's index and members.  Errors:
+ * ERR_STOPPED (stopping, or the store was replaced meanwhile), those of
+ * the backend and the file. */
+int server__pin_worker(struct server *s, uint64_t *index_out,
+                       struct raft_conf_state *conf_out);
+/* Ends the pins' read txns (before the store is closed); their files stay
+ * (a power loss before a new pin restores the file's pin). */
+void server__pin_drop(struct server *s);
+/* server__pin_drop and removes every pin file (the store is replaced). */
+int server__pin_forget(struct server *s);
+/* Raft thread: the store's file grew enough since the pin for a new one. */
+bool server__pin_grown(struct server *s);
+/* Rebuild: db_dir from the newest pin (see server__snap_rebuild).
+ * ERR_NOTFOUND: no usable pin (logged when one was there). */
+int server__pin_restore(struct server *s, const char *db_dir);
+
 /* Raft thread: raft wants snapshot message m sent to m->to. */
 void server__snap_want_send(struct server *s, const struct raft_msg *m);
 struct raft_snapshot;

@@ -1,38 +1,58 @@
 /*
- * snapshot.c - Raft snapshots of the store: a follower too far behind (or
- * restarted after the leader truncated its log) catches up by receiving
- * the leader's LMDB database.
+ * snapshot.c - Raft snapshots of the store: what lets the WAL be released,
+ * and how a follower too far behind (or restarted after the leader
+ * truncated its log) catches up by receiving the leader's LMDB database.
+ *
+ * The store is not copied to make a snapshot.  Raft's snapshot is a pin
+ * (snap_pin.c): a committed state of the live store at its consistent
+ * index C, fsynced and kept intact by a read txn until the next pin is
+ * durable, its meta pages saved in <member>/snap/<C>.pin.  That is all a
+ * restart needs: after kill -9 the store is as it was; after a power loss
+ * (the boot guard distrusts the store) the same file with the pinned meta
+ * pages written back opens as exactly C, and the WAL after C replays the
+ * rest.  So the data dir holds one store (plus what was written while the
+ * pin was held, see below) instead of --max-snapshots full copies, and no
+ * snapshot rewrites the whole store.  A copy is made only when a follower
+ * needs one, as etcd streams its db.
  *
  * Files, in <member>/snap/:
- *   <index %016x>.snap.db  a consistent copy of the store whose consistent
- *                          index is <index> (an LMDB data file, compacted).
- *                          Made locally every --snapshot-count applied
- *                          entries, or received from a leader (the peer
- *                          transport names them the same way).  The newest
- *                          --max-snapshots are kept.
+ *   <index %016x>.pin      the durable pin (snap_pin.c has its layout).
+ *   export-<index %016x>.db
+ *                          a compacted copy of the store whose consistent
+ *                          index is <index>, made when a follower needs a
+ *                          snapshot; one at a time, removed once no send
+ *                          has used it for SNAP_EXPORT_KEEP_MS (a transfer
+ *                          in flight keeps its open fd).
+ *   <index %016x>.snap.db  a snapshot received from a leader (the peer
+ *                          transport names them so); removed once the
+ *                          store it became is pinned.
  *   .copy.d/, .recv-<index %016x>.d/
  *                          staging dirs (data.mdb + lock.mdb) in which the
  *                          worker opens a copy to read its consistent index;
  *                          left-overs are removed before reuse.
+ * --max-snapshots is accepted and has nothing left to bound.
  *
- * Making a snapshot (any member): the raft thread asks the worker for a
- * copy at >= applied index N; the worker waits until the store has applied
- * N, copies it from one LMDB read txn (concurrently with the writer), reads
- * the copy's consistent index C and its members (the ConfState as of C:
- * the members buckets are written in the apply batch that moves the
- * index), renames it to <C>.snap.db and fsyncs the dir.  Then the raft
- * thread records raft's snapshot at C with that ConfState (not raft's
- * membership now, which may include conf changes after C), writes a WAL
- * snapshot marker (C, term) and drops raft's log and WAL segments before
- * C - SNAP_LOG_KEEP.  A log is thus truncated only behind a durable copy.
+ * Pinning (any member): every --snapshot-count applied entries, and
+ * whenever the store's file grew by max(16 MB, 1/8 of it) since the last
+ * pin (pages freed while a pin is held cannot be reused, so the file grows
+ * by what is written between pins; this bounds it), the raft thread asks
+ * the worker for a pin at >= the applied index N.  The worker takes it in
+ * a few microseconds under apply_mu (no write txn then), fsyncs the store
+ * beside the running writer, waits until the pinned index C is applied
+ * (published: its WAL fsync returned), writes the pin file and releases
+ * the previous pin.  Then the raft thread records raft's snapshot at C
+ * with the members as of C (read with the pin), writes a WAL snapshot
+ * marker (C, term) and drops raft's log and WAL segments before
+ * C - SNAP_LOG_KEEP.  A log is thus truncated only behind a durable pin.
  *
  * Sending (leader): raft emits MsgSnap for index S when a follower needs
- * entries it dropped.  The raft thread sends the newest copy once one with
- * C >= S exists (else it asks for one), with a MsgSnap describing C (the
- * copy's own index, term and ConfState as of C; the raft data field stays
- * empty: the file travels beside it).  The follower then acknowledges
- * C >= S, which moves raft's progress out of snapshot state.  One transfer
- * per follower.
+ * entries it dropped.  The raft thread sends the export once one with
+ * index C >= S exists (else it asks the worker for one: a compacted copy
+ * from one LMDB read txn, concurrently with the writer), with a MsgSnap
+ * describing C (the copy's own index, term and ConfState as of C; the
+ * raft data field stays empty: the file travels beside it).  The follower
+ * then acknowledges C >= S, which moves raft's progress out of snapshot
+ * state.  One transfer per follower.
  *
  * Receiving (follower): the transport hands over a verified file; the
  * worker copies it into a staging dir, checks that its consistent index
@@ -42,16 +62,20 @@
  * the snapshot (raft restores that ConfState), and server__snap_install
  * writes the WAL marker, stops the apply pipeline (apply_mu; queued
  * entries are applied first), closes the store gate (no reader inside),
- * renames the staged file over db/data.mdb, fsyncs, and reopens the store
- * (the members table and the peer transport follow it, see members.c).
+ * drops the old store's pin and pin file, renames the staged file over
+ * db/data.mdb, fsyncs, reopens the store (the members table and the peer
+ * transport follow it, see members.c), pins it, and removes the received
+ * file.
  *
  * Crash safety: the marker is written before the store is replaced; a
  * store found behind the WAL's newest marker at start-up is restored from
- * the marker's snap file (server__snap_recover).  The marker holds (index,
- * term) as etcd 3.4's does; the ConfState as of the index is in the snap
- * file, and raft restarts with the members of the store it opens.  A
- * store the boot guard distrusts is rebuilt from the newest snap file plus
- * the WAL after it.
+ * the marker's snap file (server__snap_recover), which stays until the
+ * new store is pinned.  The marker holds (index, term) as etcd 3.4's
+ * does; raft restarts with the members of the store it opens.  A store
+ * the boot guard distrusts is rebuilt from the newest pin plus the WAL
+ * after it (server__snap_rebuild), or, with no usable pin (a crash
+ * between an install's pin drop and its new pin), from the newest snap
+ * file.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -81,6 +105,7 @@
 #define SNAP_LOG_KEEP 5000        /* entries kept behind a snapshot */
 #define SNAP_APPLY_WAIT_MS 10000  /* a copy waits this long for apply */
 #define SNAP_RESEND_MS 3000       /* the same copy again only after this */
+#define SNAP_EXPORT_KEEP_MS 30000 /* an unused export is removed after this */
 #define SNAP_PATH_MAX 4400
 
 /* A received snapshot on its way from the transport to raft. */
@@ -298,21 +323,41 @@ static int list_snaps(const struct server *s, uint64_t **out, size_t *n_out)
     return 0;
 }
 
-/* Keeps the newest --max-snapshots snap files (0: all). */
+/* Removes the received snap files the store has gone past: it is pinned
+ * at or after their index, so neither a restart nor a rebuild needs them. */
 static void prune(struct server *s)
 {
     uint64_t *v;
     size_t n;
-    uint32_t keep = s->cfg.max_snapshots;
-    if (keep == 0 || list_snaps(s, &v, &n) != 0)
+    pthread_mutex_lock(&s->snap.mu);
+    uint64_t pinned = s->snap.pin_index;
+    pthread_mutex_unlock(&s->snap.mu);
+    if (pinned == 0 || list_snaps(s, &v, &n) != 0)
         return;
-    for (size_t i = 0; i + keep < n; i++) {
+    for (size_t i = 0; i < n && v[i] <= pinned; i++) {
         char p[SNAP_PATH_MAX];
         snap_file(s, v[i], p, sizeof p);
-        if (v[i] != s->snap.newest_index)
-            unlink(p);
+        unlink(p);
     }
     mem_free(v);
+}
+
+static void export_file(const struct server *s, uint64_t index, char *buf,
+                        size_t cap)
+{
+    pathf(buf, cap, "%s/snap/export-%016" PRIx64 ".db", s->member_dir,
+          index);
+}
+
+/* Raft thread: removes the export file (a send in flight keeps its fd). */
+static void export_drop(struct server *s)
+{
+    if (s->snap.export_index == 0)
+        return;
+    char p[SNAP_PATH_MAX];
+    export_file(s, s->snap.export_index, p, sizeof p);
+    unlink(p);
+    s->snap.export_index = 0;
 }
 
 /* --- the store and its gate ---------------------------------------------- */
@@ -362,6 +407,13 @@ static int store_replace(struct server *s, const char *src, bool move)
     db_dir(s, dir, sizeof dir);
     pathf(dst, sizeof dst, "%s/data.mdb", dir);
     pathf(tmp, sizeof tmp, "%s/data.mdb.tmp", dir);
+    /* The old store's pin would restore pages of another file. */
+    int frc = server__pin_forget(s);
+    if (frc != 0) {
+        log_error("etcdserver", "cannot remove the store's pin: %s",
+                  err_str(frc));
+        return frc;
+    }
     mvcc_store_close(s->mvcc);
     backend_close(s->be);
     s->mvcc = NULL;
@@ -382,6 +434,8 @@ static int store_replace(struct server *s, const char *src, bool move)
         rc = server__store_open(s, dir);
     if (rc == 0 && s->ms != NULL) /* its buckets, on the new env */
         rc = server__members_reload(s, !s->threads_started);
+    if (rc == 0)
+        rc = server__pin_locked(s);
     if (rc != 0)
         log_error("etcdserver", "cannot replace the store in %s by %s: %s",
                   dir, src, err_str(rc));
@@ -390,7 +444,7 @@ static int store_replace(struct server *s, const char *src, bool move)
 
 /* --- the worker ----------------------------------------------------------- */
 
-static bool wait_applied(struct server *s, uint64_t index)
+bool server__snap_wait_applied(struct server *s, uint64_t index)
 {
     uint64_t deadline = server__now_ms() + SNAP_APPLY_WAIT_MS;
     pthread_mutex_lock(&s->applied_mu);
@@ -403,16 +457,12 @@ static bool wait_applied(struct server *s, uint64_t index)
     return atomic_load(&s->applied_index) >= index;
 }
 
-/* Copies the store (once it has applied target) to <C>.snap.db; gives C
- * and the members as of C (read from the copy itself). */
-static int make_copy(struct server *s, uint64_t target, uint64_t *index_out,
-                     struct raft_conf_state *conf_out)
+/* Copies the store (compacted, from one read txn) into the staging dir
+ * and reads the copy's index and members (see server__snap_export). */
+static int copy_staged(struct server *s, const char *stage, uint64_t *index,
+                       struct raft_conf_state *conf_out)
 {
-    char dir[SNAP_PATH_MAX], stage[SNAP_PATH_MAX + 16], data[SNAP_PATH_MAX + 32];
-    if (!wait_applied(s, target))
-        return atomic_load(&s->stopping) ? ERR_STOPPED : ERR_TIMEOUT;
-    snap_dir(s, dir, sizeof dir);
-    pathf(stage, sizeof stage, "%s/.copy.d", dir);
+    char data[SNAP_PATH_MAX + 32];
     pathf(data, sizeof data, "%s/data.mdb", stage);
     rm_staging(stage);
     if (mkdir(stage, 0700) != 0)
@@ -423,30 +473,58 @@ static int make_copy(struct server *s, uint64_t target, uint64_t *index_out,
         server__store_enter(s);
         rc = backend_copy_fd(s->be, fd, true);
         server__store_leave(s);
-        if (rc == 0 && fsync(fd) != 0)
-            rc = err_from_errno(errno);
         close(fd);
     }
-    uint64_t index = 0;
     int conf_rc = 0;
     if (rc == 0)
-        rc = read_meta(stage, &index, conf_out, &conf_rc);
-    if (rc == 0 && (index < target || conf_rc != 0))
-        rc = ERR_CORRUPT; /* the store went backwards, or lost its members */
+        rc = read_meta(stage, index, conf_out, &conf_rc);
+    if (rc == 0 && conf_rc != 0)
+        rc = ERR_CORRUPT; /* the store lost its members */
+    return rc;
+}
+
+int server__snap_export(struct server *s, uint64_t target, const char *path,
+                        uint64_t *index_out, struct raft_conf_state *conf_out)
+{
+    char dir[SNAP_PATH_MAX], stage[SNAP_PATH_MAX + 16], data[SNAP_PATH_MAX + 32];
+    assert(path != NULL && index_out != NULL && conf_out != NULL);
+    if (!server__snap_wait_applied(s, target))
+        return atomic_load(&s->stopping) ? ERR_STOPPED : ERR_TIMEOUT;
+    snap_dir(s, dir, sizeof dir);
+    pathf(stage, sizeof stage, "%s/.copy.d", dir);
+    pathf(data, sizeof data, "%s/data.mdb", stage);
+    pthread_mutex_lock(&s->snap.export_mu);
+    uint64_t index = 0;
+    int rc = copy_staged(s, stage, &index, conf_out);
+    if (rc == 0 && index < target)
+        rc = ERR_CORRUPT; /* the store went backwards */
     /* A lone voter's store may hold a tentative batch (speculative apply,
      * apply.c) whose WAL fsync has not returned: the copy stands for a
      * committed state only once that index is applied (published). */
-    if (rc == 0 && !wait_applied(s, index))
+    if (rc == 0 && !server__snap_wait_applied(s, index))
         rc = atomic_load(&s->stopping) ? ERR_STOPPED : ERR_TIMEOUT;
-    char final[SNAP_PATH_MAX];
-    snap_file(s, index, final, sizeof final);
-    if (rc == 0 && rename(data, final) != 0)
+    if (rc == 0 && rename(data, path) != 0)
         rc = err_from_errno(errno);
-    if (rc == 0)
-        rc = fsync_dir(dir);
     rm_staging(stage);
+    pthread_mutex_unlock(&s->snap.export_mu);
     if (rc == 0)
         *index_out = index;
+    return rc;
+}
+
+/* Worker: the export for a follower, renamed export-<index>.db. */
+static int make_export(struct server *s, uint64_t target, uint64_t *index_out,
+                       struct raft_conf_state *conf_out)
+{
+    char tmp[SNAP_PATH_MAX], final[SNAP_PATH_MAX];
+    pathf(tmp, sizeof tmp, "%s/snap/export.db.tmp", s->member_dir);
+    int rc = server__snap_export(s, target, tmp, index_out, conf_out);
+    if (rc != 0)
+        return rc;
+    export_file(s, *index_out, final, sizeof final);
+    rc = rename(tmp, final) == 0 ? 0 : err_from_errno(errno);
+    if (rc != 0)
+        unlink(tmp);
     return rc;
 }
 
@@ -479,49 +557,85 @@ static bool stage(struct server *s, struct server_snap_recv *r)
     return true;
 }
 
+/* Worker, mu held (released meanwhile): stages the received r. */
+static void do_stage(struct server *s, struct server_snap_recv *r)
+{
+    struct server_snap *sn = &s->snap;
+    sn->recv_head = r->next;
+    sn->staging_index = r->index;
+    pthread_mutex_unlock(&sn->mu);
+    bool ok = stage(s, r);
+    pthread_mutex_lock(&sn->mu);
+    sn->staging_index = 0;
+    if (ok) {
+        struct server_snap_recv **p = &sn->staged_head;
+        while (*p != NULL)
+            p = &(*p)->next;
+        r->next = NULL;
+        *p = r;
+    } else {
+        sn->n_recv--;
+        mem_free(r);
+    }
+}
+
+/* Worker, mu held (released meanwhile): the export asked for. */
+static void do_export(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    uint64_t target = sn->copy_want, index = 0;
+    struct raft_conf_state conf;
+    sn->copy_want = 0;
+    pthread_mutex_unlock(&sn->mu);
+    int rc = make_export(s, target, &index, &conf);
+    if (rc != 0 && rc != ERR_STOPPED)
+        log_warn("etcdserver", "copy of the store at index >= %" PRIu64
+                 " for a follower failed: %s", target, err_str(rc));
+    pthread_mutex_lock(&sn->mu);
+    sn->copy_done = rc == 0 ? index : 0;
+    if (rc == 0)
+        sn->copy_conf = conf;
+    sn->copy_failed = rc != 0;
+}
+
+/* Worker, mu held (released meanwhile): the pin asked for. */
+static void do_pin(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    uint64_t target = sn->pin_want, index = 0;
+    struct raft_conf_state conf;
+    sn->pin_want = 0;
+    pthread_mutex_unlock(&sn->mu);
+    int rc = server__snap_wait_applied(s, target) ? 0 : ERR_TIMEOUT;
+    if (rc == 0)
+        rc = server__pin_worker(s, &index, &conf);
+    if (rc != 0 && !atomic_load(&s->stopping) && rc != ERR_STOPPED)
+        log_warn("etcdserver", "snapshot of the store at index >= %"
+                 PRIu64 " failed: %s (pinning it)", target, err_str(rc));
+    pthread_mutex_lock(&sn->mu);
+    sn->pin_done = rc == 0 ? index : 0;
+    if (rc == 0)
+        sn->pin_conf = conf;
+    sn->pin_failed = rc != 0;
+}
+
 static void *worker_main(void *arg)
 {
     struct server *s = arg;
     struct server_snap *sn = &s->snap;
     pthread_mutex_lock(&sn->mu);
     for (;;) {
-        while (!sn->stop && sn->recv_head == NULL && sn->copy_want == 0)
+        while (!sn->stop && sn->recv_head == NULL && sn->copy_want == 0 &&
+               sn->pin_want == 0)
             pthread_cond_wait(&sn->cv, &sn->mu);
         if (sn->stop)
             break;
-        struct server_snap_recv *r = sn->recv_head;
-        if (r != NULL) {
-            sn->recv_head = r->next;
-            sn->staging_index = r->index;
-            pthread_mutex_unlock(&sn->mu);
-            bool ok = stage(s, r);
-            pthread_mutex_lock(&sn->mu);
-            sn->staging_index = 0;
-            if (ok) {
-                struct server_snap_recv **p = &sn->staged_head;
-                while (*p != NULL)
-                    p = &(*p)->next;
-                r->next = NULL;
-                *p = r;
-            } else {
-                sn->n_recv--;
-                mem_free(r);
-            }
-        } else {
-            uint64_t target = sn->copy_want, index = 0;
-            struct raft_conf_state conf;
-            sn->copy_want = 0;
-            pthread_mutex_unlock(&sn->mu);
-            int rc = make_copy(s, target, &index, &conf);
-            if (rc != 0 && rc != ERR_STOPPED)
-                log_warn("etcdserver", "snapshot of the store at index >= "
-                         "%" PRIu64 " failed: %s", target, err_str(rc));
-            pthread_mutex_lock(&sn->mu);
-            sn->copy_done = rc == 0 ? index : 0;
-            if (rc == 0)
-                sn->copy_conf = conf;
-            sn->copy_failed = rc != 0;
-        }
+        if (sn->recv_head != NULL)
+            do_stage(s, sn->recv_head);
+        else if (sn->copy_want != 0)
+            do_export(s);
+        else
+            do_pin(s);
         pthread_mutex_unlock(&sn->mu);
         server__kick(s);
         pthread_mutex_lock(&sn->mu);
@@ -532,6 +646,22 @@ static void *worker_main(void *arg)
 
 /* --- life cycle ------------------------------------------------------------ */
 
+/* Removes export files a previous run left (start-up). */
+static void rm_exports(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, "export", 6) != 0)
+            continue;
+        char p[SNAP_PATH_MAX + 300];
+        pathf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+}
+
 int server__snap_open(struct server *s)
 {
     struct server_snap *sn = &s->snap;
@@ -539,11 +669,13 @@ int server__snap_open(struct server *s)
     pthread_cond_init(&sn->cv, NULL);
     pthread_mutex_init(&sn->gate_mu, NULL);
     pthread_cond_init(&sn->gate_cv, NULL);
+    pthread_mutex_init(&sn->export_mu, NULL);
     sn->inited = true;
     char dir[SNAP_PATH_MAX];
     snap_dir(s, dir, sizeof dir);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return err_from_errno(errno);
+    rm_exports(dir);
     return 0;
 }
 
@@ -581,6 +713,9 @@ void server__snap_close(struct server *s)
     free_list(sn->recv_head);
     free_list(sn->staged_head);
     sn->recv_head = sn->staged_head = NULL;
+    export_drop(s);
+    server__pin_drop(s); /* its file stays: see snap_pin.c */
+    pthread_mutex_destroy(&sn->export_mu);
     pthread_mutex_destroy(&sn->mu);
     pthread_cond_destroy(&sn->cv);
     pthread_mutex_destroy(&sn->gate_mu);
@@ -590,6 +725,8 @@ void server__snap_close(struct server *s)
 
 int server__snap_rebuild(struct server *s, const char *db)
 {
+    if (server__pin_restore(s, db) == 0)
+        return 0;
     uint64_t *v;
     size_t n;
     int rc = list_snaps(s, &v, &n);
@@ -624,8 +761,15 @@ int server__snap_recover(struct server *s)
     struct wal_replay_cb cb = {.on_snapshot = r_marker};
     int rc = wal_replay(s->wal, &from, &cb, &mark);
     uint64_t ci = mvcc_consistent_index(s->mvcc);
-    if (rc != 0 || mark.index <= ci)
+    if (rc != 0)
         return rc;
+    if (mark.index <= ci) {
+        /* No pin of an earlier run holds: pin before anything writes. */
+        rc = server__pin_locked(s);
+        if (rc == 0)
+            prune(s);
+        return rc;
+    }
     char src[SNAP_PATH_MAX];
     snap_file(s, mark.index, src, sizeof src);
     if (access(src, R_OK) != 0) {
@@ -637,11 +781,15 @@ int server__snap_recover(struct server *s)
     log_warn("etcdserver", "the store (index %" PRIu64 ") is behind the "
              "snapshot at index %" PRIu64 " (a crash while installing it); "
              "restoring it from %s", ci, mark.index, src);
-    return store_replace(s, src, false);
+    rc = store_replace(s, src, false); /* pins the new store */
+    if (rc == 0)
+        prune(s);
+    return rc;
 }
 
 /* --- the raft thread ---------------------------------------------------- */
 
+/* Asks the worker for an export (a copy to send) at >= target. */
 static void ask_copy(struct server *s, uint64_t target)
 {
     struct server_snap *sn = &s->snap;
@@ -649,6 +797,19 @@ static void ask_copy(struct server *s, uint64_t target)
     if (!sn->copy_busy) {
         sn->copy_busy = true;
         sn->copy_want = target > 0 ? target : 1;
+        pthread_cond_signal(&sn->cv);
+    }
+    pthread_mutex_unlock(&sn->mu);
+}
+
+/* Asks the worker for a pin (raft's next snapshot) at >= target. */
+static void ask_pin(struct server *s, uint64_t target)
+{
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    if (!sn->pin_busy) {
+        sn->pin_busy = true;
+        sn->pin_want = target > 0 ? target : 1;
         pthread_cond_signal(&sn->cv);
     }
     pthread_mutex_unlock(&sn->mu);
@@ -677,7 +838,7 @@ static void save_marker(struct server *s, uint64_t index, uint64_t term)
     }
 }
 
-/* Raft thread: the newest snap file is (index, term, conf). */
+/* Raft thread: raft's newest snapshot is (index, term, conf). */
 static void set_newest(struct server *s, uint64_t index, uint64_t term,
                        const struct raft_conf_state *conf)
 {
@@ -700,16 +861,17 @@ int server__snap_newest(struct server *s, struct raft_snapshot_meta *out)
     return out->index > 0 ? 0 : ERR_NOTFOUND;
 }
 
-/* A durable copy at index exists: it becomes raft's snapshot and the WAL's
+/* A durable pin at index exists: it becomes raft's snapshot and the WAL's
  * marker, and the logs behind it are dropped.  Its metadata is the state
- * as of index: conf is the copy's own members, not raft's membership now
- * (conf changes after index may already have taken effect in raft; the
- * follower that installs the copy applies them from the log after it). */
+ * as of index: conf is the pinned store's members, not raft's membership
+ * now (conf changes after index may already have taken effect in raft;
+ * the log after index re-delivers them). */
 static void copy_done(struct server *s, uint64_t index,
                       const struct raft_conf_state *conf)
 {
-    if (index < s->snap.newest_index)
-        return; /* began before a newer snapshot was installed */
+    prune(s);
+    if (index < s->snap.newest_index || index == 0 || conf->n_voters == 0)
+        return; /* before an installed snapshot, or nothing applied yet */
     raft_term term;
     int rc = raft_term_at(s->raft, index, &term);
     if (rc != 0) {
@@ -728,18 +890,41 @@ static void copy_done(struct server *s, uint64_t index,
     set_newest(s, index, term, conf);
     save_marker(s, index, term);
     release_behind(s, s->snap_index);
-    prune(s);
     char cs[1024];
     conf_fmt(conf, cs, sizeof cs);
     log_info("etcdserver", "saved snapshot of the store at index %" PRIu64
-             " (term %" PRIu64 ", %s)", index, term, cs);
+             " (term %" PRIu64 ", %s; pinned, not copied)", index, term, cs);
 }
 
-/* Sends the newest copy to w->to (its index >= w->index). */
+/* An export at index was made: it replaces the previous one. */
+static void export_done(struct server *s, uint64_t index,
+                        const struct raft_conf_state *conf)
+{
+    struct server_snap *sn = &s->snap;
+    raft_term term;
+    int rc = raft_term_at(s->raft, index, &term);
+    if (rc != 0 || index <= sn->export_index) {
+        char p[SNAP_PATH_MAX];
+        export_file(s, index, p, sizeof p);
+        if (index != sn->export_index)
+            unlink(p);
+        if (rc != 0)
+            log_warn("etcdserver", "copy at index %" PRIu64 " dropped: its "
+                     "term is unknown (%s)", index, err_str(rc));
+        return;
+    }
+    export_drop(s);
+    sn->export_index = index;
+    sn->export_term = term;
+    sn->export_conf = *conf;
+    sn->export_ms = server__now_ms();
+}
+
+/* Sends the export to w->to (its index >= w->index). */
 static void send_one(struct server *s, struct server_snap_want *w)
 {
     char path[SNAP_PATH_MAX];
-    snap_file(s, s->snap.newest_index, path, sizeof path);
+    export_file(s, s->snap.export_index, path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     int rc = fd < 0 ? err_from_errno(errno) : 0;
@@ -748,8 +933,8 @@ static void send_one(struct server *s, struct server_snap_want *w)
     if (rc == 0) {
         /* The metadata of the copy sent, as of its index. */
         struct raft_snapshot snap = {
-            .meta = {s->snap.newest_index, s->snap.newest_term,
-                     s->snap.newest_conf}};
+            .meta = {s->snap.export_index, s->snap.export_term,
+                     s->snap.export_conf}};
         struct raft_msg m = {.type = RAFT_MSG_SNAP, .from = s->member_id,
                              .to = w->to, .term = w->term, .snapshot = &snap};
         rc = peer_send_snapshot(s->transport, w->to, &m, fd,
@@ -757,10 +942,11 @@ static void send_one(struct server *s, struct server_snap_want *w)
     }
     if (rc == 0) {
         log_info("etcdserver", "sending snapshot at index %" PRIu64 " (%lld "
-                 "bytes) to %016" PRIx64, s->snap.newest_index,
+                 "bytes) to %016" PRIx64, s->snap.export_index,
                  (long long)st.st_size, w->to);
-        w->sent_index = s->snap.newest_index;
+        w->sent_index = s->snap.export_index;
         w->sent_ms = server__now_ms();
+        s->snap.export_ms = w->sent_ms;
     }
     if (rc != 0 && fd >= 0)
         close(fd);
@@ -804,7 +990,7 @@ void server__snap_want_send(struct server *s, const struct raft_msg *m)
  * waits for a snapshot (the follower acknowledged the installed one). */
 static bool resent_too_soon(struct server *s, struct server_snap_want *w)
 {
-    if (w->sent_index != s->snap.newest_index ||
+    if (w->sent_index != s->snap.export_index ||
         server__now_ms() >= w->sent_ms + SNAP_RESEND_MS)
         return false;
     struct raft_status st;
@@ -828,8 +1014,7 @@ static void cleanup_stepped(struct server *s)
     pathf(st, sizeof st, "%s/.recv-%016" PRIx64 ".d", dir, index);
     rm_staging(st);
     snap_file(s, index, f, sizeof f);
-    if (index != s->snap.newest_index)
-        unlink(f);
+    unlink(f);
 }
 
 /* The ConfState raft installs with a received snapshot is the one its
@@ -872,47 +1057,89 @@ static void step_staged(struct server *s, struct server_snap_recv *r)
     mem_free(r);
 }
 
-void server__snap_tick(struct server *s)
+int server__snap_pin_now(struct server *s)
+{
+    uint64_t target = atomic_load(&s->applied_index);
+    uint64_t deadline = server__now_ms() + SNAP_APPLY_WAIT_MS;
+    struct raft_snapshot_meta m;
+    for (;;) {
+        if (server__snap_newest(s, &m) == 0 && m.index >= target)
+            return 0;
+        if (server__now_ms() >= deadline)
+            return ERR_TIMEOUT;
+        ask_pin(s, target); /* a no-op while one is under way */
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A finished job's result, taken under mu: busy, want (0 once taken by
+ * the worker), done (its index, 0 on failure) and failed. */
+static bool take(bool *busy, uint64_t want, uint64_t *done, bool *failed,
+                 uint64_t *index_out)
+{
+    bool finished = *busy && want == 0 && (*done != 0 || *failed);
+    *index_out = finished ? *done : 0;
+    if (finished) {
+        *busy = false;
+        *done = 0;
+        *failed = false;
+    }
+    return finished;
+}
+
+/* Raft thread: takes what the worker finished (pins, exports, staged). */
+static void take_results(struct server *s)
 {
     struct server_snap *sn = &s->snap;
-    cleanup_stepped(s);
+    uint64_t pin = 0, exp = 0;
     pthread_mutex_lock(&sn->mu);
-    uint64_t done = sn->copy_done;
-    struct raft_conf_state done_conf = sn->copy_conf;
-    bool finished = sn->copy_busy && sn->copy_want == 0 &&
-                    (done != 0 || sn->copy_failed);
-    if (finished) {
-        sn->copy_busy = false;
-        sn->copy_done = 0;
-        sn->copy_failed = false;
-    }
+    struct raft_conf_state pin_conf = sn->pin_conf, exp_conf = sn->copy_conf;
+    take(&sn->pin_busy, sn->pin_want, &sn->pin_done, &sn->pin_failed, &pin);
+    take(&sn->copy_busy, sn->copy_want, &sn->copy_done, &sn->copy_failed,
+         &exp);
     struct server_snap_recv *r = sn->staged_head;
     if (r != NULL) {
         sn->staged_head = r->next;
         sn->n_recv--;
     }
     pthread_mutex_unlock(&sn->mu);
-    if (finished && done != 0)
-        copy_done(s, done, &done_conf);
+    if (pin != 0)
+        copy_done(s, pin, &pin_conf);
+    if (exp != 0)
+        export_done(s, exp, &exp_conf);
     if (r != NULL)
         step_staged(s, r);
+}
+
+void server__snap_tick(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    cleanup_stepped(s);
+    take_results(s);
     uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
-    if (s->applied_raft >= sn->copy_asked_at + every) {
+    if (s->applied_raft >= sn->copy_asked_at + every ||
+        server__pin_grown(s)) {
         sn->copy_asked_at = s->applied_raft;
-        ask_copy(s, s->applied_raft);
+        ask_pin(s, s->applied_raft);
     }
+    bool pending = false;
     for (size_t i = 0; i < SERVER_MEMBERS_MAX; i++) {
         struct server_snap_want *w = &sn->want[i];
         if (w->to == 0 || !w->pending)
             continue;
+        pending = true;
         if (resent_too_soon(s, w))
             continue;
-        if (sn->newest_index > 0 && sn->newest_index >= w->index)
+        if (sn->export_index > 0 && sn->export_index >= w->index)
             send_one(s, w);
         else
             ask_copy(s, w->index > s->applied_raft ? s->applied_raft
                                                    : w->index);
     }
+    if (!pending && sn->export_index != 0 &&
+        server__now_ms() >= sn->export_ms + SNAP_EXPORT_KEEP_MS)
+        export_drop(s);
 }
 
 int server__snap_install(struct server *s, const struct raft_snapshot *snap)

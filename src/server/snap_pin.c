@@ -1,0 +1,533 @@
+/*
+ * snap_pin.c - the store's durable points: how a store torn by a power
+ * loss is rebuilt without a full copy of it (see snapshot.c's header for
+ * how pins, raft snapshots and the WAL fit together).
+ *
+ * A pin (backend.h, "Pins") is a committed state P of the store, kept
+ * intact on disk by a read txn that stays open until the next pin is
+ * durable, with P's two meta pages saved here.  File, in <member>/snap/:
+ *
+ *   <index %016x>.pin   (index: P's consistent index)
+ *     bytes 0..7    "CETCDPIN"
+ *     8..11         version, 1 (u32, little endian, as every field)
+ *     12..15        meta_len: bytes of the meta pages (two pages)
+ *     16..23        P's consistent index
+ *     24..31        P's LMDB txn id
+ *     32..39        st_dev of db/data.mdb when P was pinned
+ *     40..47        st_ino of it (the file P's pages live in)
+ *     48..          meta_len bytes: pages 0 and 1 of data.mdb at the pin
+ *     48+meta_len   CRC-32C of every byte before it (u32)
+ *
+ * Written to a temp name, fsynced, renamed, dir fsynced; the older pin
+ * file is then removed.  Two may exist after a crash: the newest valid one
+ * wins (the older one's read txn was held until the newer was durable).
+ *
+ * A pin is valid only while its read txn is (or, after a power loss, was)
+ * held: a new process holds none, so server__pin_locked pins the store
+ * again at start-up before anything writes to it, and a replaced store
+ * (a snapshot installed) drops the old pin and its file first.
+ */
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "mvcc/mvcc.h"
+#include "server/server_int.h"
+#include "util/crc32c.h"
+#include "util/err.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define PIN_HDR 48u
+#define PIN_VERSION 1u
+#define PIN_META_MAX (2u * 65536u) /* two pages of LMDB's largest size */
+#define PIN_PATH_MAX 4400
+
+/* The store's file grows by what is written while a pin is held (freed
+ * pages are not reused): a new pin is taken once the file grew by this
+ * much, or by PIN_GROW_DIV-th of its size, since the last one. */
+#define PIN_GROW_MIN ((uint64_t)16 << 20)
+#define PIN_GROW_DIV 8u
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void pin_dir(const struct server *s, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/snap", s->member_dir);
+}
+
+static void pin_path(const struct server *s, uint64_t index, char *buf,
+                     size_t cap)
+{
+    snprintf(buf, cap, "%s/snap/%016" PRIx64 ".pin", s->member_dir, index);
+}
+
+static int dir_sync(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_from_errno(errno);
+    int rc = fsync(fd) == 0 ? 0 : err_from_errno(errno);
+    close(fd);
+    return rc;
+}
+
+/* The indexes of the pin files, ascending (mem_free *out). */
+static int pin_list(const struct server *s, uint64_t **out, size_t *n_out)
+{
+    char dir[PIN_PATH_MAX];
+    pin_dir(s, dir, sizeof dir);
+    *out = NULL;
+    *n_out = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return errno == ENOENT ? 0 : err_from_errno(errno);
+    size_t n = 0, cap = 0;
+    uint64_t *v = NULL;
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name;
+        if (strlen(nm) != 20 || strcmp(nm + 16, ".pin") != 0 ||
+            strspn(nm, "0123456789abcdef") != 16)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4;
+            uint64_t *p = mem_realloc(v, cap * sizeof *v);
+            if (p == NULL) {
+                rc = ERR_NOMEM;
+                break;
+            }
+            v = p;
+        }
+        v[n++] = strtoull(nm, NULL, 16);
+    }
+    closedir(d);
+    for (size_t i = 1; rc == 0 && i < n; i++) /* insertion sort: few */
+        for (size_t k = i; k > 0 && v[k - 1] > v[k]; k--) {
+            uint64_t t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+    if (rc != 0) {
+        mem_free(v);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+/* Removes every pin file but `keep`'s (keep 0: all) and syncs the dir. */
+static int pin_files_remove(const struct server *s, uint64_t keep)
+{
+    uint64_t *v;
+    size_t n;
+    int rc = pin_list(s, &v, &n);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        char p[PIN_PATH_MAX];
+        pin_path(s, v[i], p, sizeof p);
+        if (v[i] != keep && unlink(p) != 0 && errno != ENOENT)
+            rc = err_from_errno(errno);
+    }
+    mem_free(v);
+    char dir[PIN_PATH_MAX];
+    pin_dir(s, dir, sizeof dir);
+    return rc == 0 ? dir_sync(dir) : rc;
+}
+
+/* Writes the pin file of p (consistent index `index`) durably. */
+static int pin_file_write(struct server *s, uint64_t index,
+                          const struct backend_pin *p)
+{
+    uint64_t dev, ino;
+    int rc = backend_file_id(s->be, &dev, &ino);
+    if (rc != 0)
+        return rc;
+    assert(p->meta_len > 0 && p->meta_len <= PIN_META_MAX);
+    size_t len = PIN_HDR + p->meta_len + 4;
+    uint8_t *buf = mem_malloc(len);
+    if (buf == NULL)
+        return ERR_NOMEM;
+    memcpy(buf, "CETCDPIN", 8);
+    put32(buf + 8, PIN_VERSION);
+    put32(buf + 12, (uint32_t)p->meta_len);
+    put64(buf + 16, index);
+    put64(buf + 24, p->txnid);
+    put64(buf + 32, dev);
+    put64(buf + 40, ino);
+    memcpy(buf + PIN_HDR, p->meta, p->meta_len);
+    put32(buf + PIN_HDR + p->meta_len,
+          crc32c_extend(0, buf, PIN_HDR + p->meta_len));
+    char path[PIN_PATH_MAX], tmp[PIN_PATH_MAX + 8], dir[PIN_PATH_MAX];
+    pin_path(s, index, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    pin_dir(s, dir, sizeof dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    rc = fd < 0 ? err_from_errno(errno) : fs_write_all(fd, buf, len);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = err_from_errno(errno);
+    if (fd >= 0)
+        close(fd);
+    mem_free(buf);
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = err_from_errno(errno);
+    if (rc == 0)
+        rc = dir_sync(dir);
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+int server__pin_file_read(const struct server *s, struct server_pin_file *out)
+{
+    assert(s != NULL && out != NULL);
+    memset(out, 0, sizeof *out);
+    uint64_t *v;
+    size_t n;
+    int rc = pin_list(s, &v, &n);
+    if (rc != 0)
+        return rc;
+    rc = ERR_NOTFOUND;
+    for (size_t i = n; i-- > 0 && rc != 0;) {
+        char path[PIN_PATH_MAX];
+        pin_path(s, v[i], path, sizeof path);
+        rc = server__pin_decode(path, out);
+        if (rc == 0 && out->index != v[i])
+            rc = ERR_CORRUPT;
+        if (rc != 0) {
+            log_warn("etcdserver", "ignoring the store pin %s: %s", path,
+                     err_str(rc));
+            mem_free(out->meta);
+            memset(out, 0, sizeof *out);
+        }
+    }
+    mem_free(v);
+    return rc;
+}
+
+/* Reads and checks the pin file at path (see the layout above). */
+int server__pin_decode(const char *path, struct server_pin_file *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_from_errno(errno);
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? 0 : err_from_errno(errno);
+    size_t len = rc == 0 ? (size_t)st.st_size : 0;
+    if (rc == 0 && (len < PIN_HDR + 4 || len > PIN_HDR + PIN_META_MAX + 4))
+        rc = ERR_CORRUPT;
+    uint8_t *buf = rc == 0 ? mem_malloc(len) : NULL;
+    if (rc == 0 && buf == NULL)
+        rc = ERR_NOMEM;
+    if (rc == 0)
+        rc = fs_pread_all(fd, buf, len, 0);
+    close(fd);
+    if (rc == 0 && (memcmp(buf, "CETCDPIN", 8) != 0 ||
+                    get32(buf + 8) != PIN_VERSION ||
+                    get32(buf + 12) != len - PIN_HDR - 4 ||
+                    get32(buf + len - 4) != crc32c_extend(0, buf, len - 4)))
+        rc = ERR_CORRUPT;
+    if (rc == 0) {
+        out->index = get64(buf + 16);
+        out->txnid = get64(buf + 24);
+        out->dev = get64(buf + 32);
+        out->ino = get64(buf + 40);
+        out->meta_len = len - PIN_HDR - 4;
+        memmove(buf, buf + PIN_HDR, out->meta_len);
+        out->meta = buf;
+        rc = backend_meta_check(out->meta, out->meta_len, out->txnid);
+    }
+    if (rc != 0) {
+        mem_free(buf);
+        memset(out, 0, sizeof *out);
+    }
+    return rc;
+}
+
+/* --- taking pins ----------------------------------------------------------- */
+
+/* Pins the store's latest state into *p, with its index and members.
+ * The writer must be excluded (apply_mu held, or no threads). */
+static int capture(struct server *s, struct backend_pin *p, uint64_t *index,
+                   struct raft_conf_state *conf)
+{
+    /* Before the pin: reading the members bucket may begin (and commit,
+     * empty) a write txn to open it, which must not follow the pin. */
+    int rc = server__members_conf_read(s->be, conf);
+    if (rc == ERR_NOTFOUND) {
+        memset(conf, 0, sizeof *conf); /* a store without members yet */
+        rc = 0;
+    }
+    if (rc == 0)
+        rc = backend_pin_begin(s->be, p);
+    if (rc == 0)
+        *index = mvcc_consistent_index(s->mvcc);
+    return rc;
+}
+
+/* The durable pin is now p (index): the previous one is released.
+ * Caller: inside the gate (worker) or with the store to itself. */
+static void promote(struct server *s, struct backend_pin *p, uint64_t index)
+{
+    struct server_snap *sn = &s->snap;
+    struct backend_pin old = sn->pin;
+    pthread_mutex_lock(&sn->mu);
+    sn->pin = *p;
+    sn->pin_index = index;
+    sn->pin_bytes = backend_file_bytes(s->be);
+    pthread_mutex_unlock(&sn->mu);
+    memset(p, 0, sizeof *p);
+    (void)pin_files_remove(s, index);
+    backend_pin_end(&old);
+}
+
+int server__pin_locked(struct server *s)
+{
+    assert(s->be != NULL && s->mvcc != NULL);
+    struct backend_pin p = {0};
+    struct raft_conf_state conf;
+    uint64_t index = 0;
+    int rc = capture(s, &p, &index, &conf);
+    if (rc == 0)
+        rc = backend_sync(s->be);
+    if (rc == 0)
+        rc = pin_file_write(s, index, &p);
+    if (rc != 0) {
+        log_error("etcdserver", "cannot pin the store at index %" PRIu64
+                  ": %s", index, err_str(rc));
+        backend_pin_end(&p);
+        return rc;
+    }
+    promote(s, &p, index);
+    return 0;
+}
+
+/* Worker: is the pin made at generation gen still on the open store? */
+static bool still_current(struct server *s, uint64_t gen)
+{
+    pthread_mutex_lock(&s->snap.mu);
+    bool ok = s->snap.pin_gen == gen && s->snap.pin_next.txn != NULL;
+    pthread_mutex_unlock(&s->snap.mu);
+    return ok;
+}
+
+int server__pin_worker(struct server *s, uint64_t *index_out,
+                       struct raft_conf_state *conf_out)
+{
+    struct server_snap *sn = &s->snap;
+    struct backend_pin p = {0};
+    uint64_t index = 0, gen;
+    pthread_mutex_lock(&s->apply_mu); /* no write txn meanwhile */
+    server__store_enter(s);
+    int rc = capture(s, &p, &index, conf_out);
+    pthread_mutex_unlock(&s->apply_mu);
+    pthread_mutex_lock(&sn->mu);
+    gen = sn->pin_gen;
+    if (rc == 0)
+        sn->pin_next = p; /* a store swap ends it (server__pin_drop) */
+    pthread_mutex_unlock(&sn->mu);
+    if (rc == 0)
+        rc = backend_sync(s->be); /* the writer goes on meanwhile */
+    server__store_leave(s);
+    /* A lone voter's store may hold a tentative batch (speculative apply,
+     * apply.c) whose WAL fsync has not returned: the pin stands for a
+     * committed state only once that index is applied (published). */
+    if (rc == 0 && !server__snap_wait_applied(s, index))
+        rc = atomic_load(&s->stopping) ? ERR_STOPPED : ERR_TIMEOUT;
+    server__store_enter(s);
+    bool current = still_current(s, gen);
+    if (rc == 0 && !current)
+        rc = ERR_STOPPED; /* the store was replaced meanwhile */
+    if (rc == 0)
+        rc = pin_file_write(s, index, &sn->pin_next);
+    pthread_mutex_lock(&sn->mu);
+    p = sn->pin_next;
+    memset(&sn->pin_next, 0, sizeof sn->pin_next);
+    pthread_mutex_unlock(&sn->mu);
+    if (rc == 0)
+        promote(s, &p, index);
+    else if (current)
+        backend_pin_end(&p);
+    server__store_leave(s);
+    *index_out = index;
+    return rc;
+}
+
+void server__pin_drop(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    struct backend_pin cur = sn->pin, next = sn->pin_next;
+    memset(&sn->pin, 0, sizeof sn->pin);
+    memset(&sn->pin_next, 0, sizeof sn->pin_next);
+    sn->pin_index = 0;
+    sn->pin_gen++;
+    pthread_mutex_unlock(&sn->mu);
+    backend_pin_end(&cur);
+    backend_pin_end(&next);
+}
+
+int server__pin_forget(struct server *s)
+{
+    server__pin_drop(s);
+    return pin_files_remove(s, 0);
+}
+
+bool server__pin_grown(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    uint64_t at = sn->pin_bytes;
+    bool has = sn->pin.txn != NULL;
+    pthread_mutex_unlock(&sn->mu);
+    uint64_t now = backend_file_bytes(s->be);
+    uint64_t grow = at / PIN_GROW_DIV;
+    if (grow < PIN_GROW_MIN)
+        grow = PIN_GROW_MIN;
+    return has && now > at + grow;
+}
+
+/* --- restoring after a power loss ----------------------------------------- */
+
+/* The newest dir "<member>/db.untrusted.<n>" (server.c sets a distrusted
+ * store aside under that name) whose data.mdb is the pinned file. */
+static int find_aside(const struct server *s, const struct server_pin_file *pf,
+                      char *out, size_t cap)
+{
+    DIR *d = opendir(s->member_dir);
+    if (d == NULL)
+        return err_from_errno(errno);
+    long long best = -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *pre = "db.untrusted.";
+        if (strncmp(e->d_name, pre, strlen(pre)) != 0)
+            continue;
+        char path[PIN_PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s/data.mdb", s->member_dir,
+                 e->d_name);
+        long long n = strtoll(e->d_name + strlen(pre), NULL, 10);
+        if (stat(path, &st) != 0 || (uint64_t)st.st_dev != pf->dev ||
+            (uint64_t)st.st_ino != pf->ino || n <= best)
+            continue;
+        best = n;
+        snprintf(out, cap, "%s/%s", s->member_dir, e->d_name);
+    }
+    closedir(d);
+    return best >= 0 ? 0 : ERR_NOTFOUND;
+}
+
+/* The store in db opens as the pinned state: its txn id and index. */
+static int verify(const char *db, const struct server_pin_file *pf)
+{
+    struct backend_options bo = {.no_fsync = true, .max_readers = 8};
+    struct backend *be;
+    struct mvcc_store *mv;
+    int rc = backend_open(db, &bo, &be);
+    if (rc != 0)
+        return rc;
+    rc = backend_txnid(be) == pf->txnid ? 0 : ERR_CORRUPT;
+    if (rc == 0)
+        rc = mvcc_store_open(be, NULL, &mv);
+    if (rc == 0) {
+        if (mvcc_consistent_index(mv) != pf->index)
+            rc = ERR_CORRUPT;
+        mvcc_store_close(mv);
+    }
+    backend_close(be);
+    return rc;
+}
+
+/* Moves the pinned file from the set-aside dir into db and restores the
+ * pinned meta pages; on failure the file goes back where it was. */
+static int restore_into(const struct server *s, const char *aside,
+                        const char *db, const struct server_pin_file *pf)
+{
+    char from[PIN_PATH_MAX + 16], to[PIN_PATH_MAX + 16], lock[PIN_PATH_MAX + 16];
+    snprintf(from, sizeof from, "%s/data.mdb", aside);
+    snprintf(to, sizeof to, "%s/data.mdb", db);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", db);
+    if (mkdir(db, 0700) != 0 && errno != EEXIST)
+        return err_from_errno(errno);
+    unlink(lock);
+    int rc = rename(from, to) == 0 ? 0 : err_from_errno(errno);
+    if (rc == 0)
+        rc = dir_sync(db);
+    if (rc == 0)
+        rc = dir_sync(aside);
+    if (rc == 0)
+        rc = backend_meta_restore(db, pf->meta, pf->meta_len);
+    if (rc == 0)
+        rc = verify(db, pf);
+    if (rc != 0 && access(to, F_OK) == 0) {
+        unlink(lock);
+        (void)rename(to, from);
+    }
+    (void)s;
+    return rc;
+}
+
+int server__pin_restore(struct server *s, const char *db)
+{
+    struct server_pin_file pf;
+    int rc = server__pin_file_read(s, &pf);
+    if (rc != 0)
+        return rc == ERR_NOTFOUND ? rc : ERR_NOTFOUND;
+    char aside[PIN_PATH_MAX];
+    rc = find_aside(s, &pf, aside, sizeof aside);
+    if (rc != 0) {
+        log_warn("etcdserver", "the store pinned at index %" PRIu64 " is "
+                 "gone (no set-aside data.mdb is that file)", pf.index);
+    } else {
+        rc = restore_into(s, aside, db, &pf);
+        if (rc != 0)
+            log_error("etcdserver", "cannot restore the store pinned at "
+                      "index %" PRIu64 " from %s: %s", pf.index, aside,
+                      err_str(rc));
+        else
+            log_warn("etcdserver", "rebuilding the store from its state "
+                     "pinned at index %" PRIu64 " (the file set aside in %s,"
+                     " its meta pages restored) and the WAL after it",
+                     pf.index, aside);
+    }
+    mem_free(pf.meta);
+    return rc == 0 ? 0 : ERR_NOTFOUND;
+}
