@@ -2,9 +2,8 @@
 # snapdisk.sh NAME BIN - the data dir's size against the store's, with many
 # raft snapshots, and the puts around them.  A single member with a small
 # --snapshot-count (SNAP_COUNT, default 10000) gets KEYS keys (default 65536)
-# of VAL bytes (default 2048: a ~150 MB store), then the same keys again
-# (every page churns, snapshots keep coming).  Printed: cetcd-bench's RESULT
-# line of each pass (throughput, p50/p99/p99.9/max latency), then du of the
+# of VAL bytes (default 1000), then the same keys again (two revisions of
+# each: a ~170 MB store).  Printed: cetcd-bench's RESULT line of each pass (throughput, p50/p99/p99.9/max latency), then du of the
 # store (member/db), the snapshot dir (member/snap), the WAL and the whole
 # data dir, and the store's size in use (Status.dbSizeInUse).
 # Compare a build before and after a change on the same machine:
@@ -13,7 +12,7 @@
 set -u
 NAME=$1; BIN=$2; D=/tmp/snapdisk-$NAME; rm -rf $D; mkdir -p $D
 B=${BENCH_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/src/bench/cetcd-bench}
-KEYS=${KEYS:-65536}; VAL=${VAL:-2048}; SNAP_COUNT=${SNAP_COUNT:-10000}
+KEYS=${KEYS:-65536}; VAL=${VAL:-1000}; SNAP_COUNT=${SNAP_COUNT:-10000}
 EP=127.0.0.1:46379; PEER=http://127.0.0.1:46380
 $BIN --name m --data-dir $D/data --snapshot-count $SNAP_COUNT \
     --listen-client-urls http://$EP --advertise-client-urls http://$EP \
@@ -34,7 +33,7 @@ echo "$NAME store_in_use_bytes=$in_use snapshots_logged=$(grep -c 'saved snapsho
 for d in $M/db $M/snap $M/wal $D/data; do
     echo "$NAME du_kb $(du -sk $d | cut -f1) $d"
 done
-echo "$NAME ratio_data_dir_to_in_use=$(echo "$(du -sb $D/data | cut -f1) $in_use" | awk '{printf "%.2f", $1/$2}') (du -b: allocated blocks count as written)"
+echo "$NAME ratio_data_dir_to_in_use=$(echo "$(du -sk $D/data | cut -f1) $in_use" | awk '{printf "%.2f", $1*1024/$2}') (du's blocks: preallocated ones count)"
 ls -la $M/snap
 kill $P
 while kill -0 $P 2>/dev/null; do sleep 0.1; done

@@ -87,6 +87,7 @@ struct server_snap {
     uint64_t pin_done;            /* under mu: a durable pin at index */
     struct raft_conf_state pin_conf; /* under mu: pin_done's membership */
     bool pin_failed;              /* under mu: the asked pin failed */
+    bool pin_raft;                /* under mu: it becomes raft's snapshot */
     struct server_snap_recv *recv_head;   /* under mu: to stage */
     struct server_snap_recv *staged_head; /* under mu: for the raft thread */
     size_t n_recv;                /* under mu: recv + staged */

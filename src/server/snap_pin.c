@@ -55,8 +55,8 @@
 /* The store's file grows by what is written while a pin is held (freed
  * pages are not reused): a new pin is taken once the file grew by this
  * much, or by PIN_GROW_DIV-th of its size, since the last one. */
-#define PIN_GROW_MIN ((uint64_t)16 << 20)
-#define PIN_GROW_DIV 8u
+#define PIN_GROW_MIN ((uint64_t)4 << 20)
+#define PIN_GROW_DIV 64u
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -284,11 +284,13 @@ int server__pin_decode(const char *path, struct server_pin_file *out)
 
 /* --- taking pins ----------------------------------------------------------- */
 
-/* Pins the store's latest state into *p, with its index and members.
- * The writer must be excluded (apply_mu held, or no threads). */
+/* Pins the store's latest state into *p, with its index and members
+ * (and the file's extent then in *bytes).  The writer must be excluded
+ * (apply_mu held, or no threads). */
 static int capture(struct server *s, struct backend_pin *p, uint64_t *index,
-                   struct raft_conf_state *conf)
+                   struct raft_conf_state *conf, uint64_t *bytes)
 {
+    *bytes = backend_file_bytes(s->be);
     /* Before the pin: reading the members bucket may begin (and commit,
      * empty) a write txn to open it, which must not follow the pin. */
     int rc = server__members_conf_read(s->be, conf);
@@ -305,14 +307,15 @@ static int capture(struct server *s, struct backend_pin *p, uint64_t *index,
 
 /* The durable pin is now p (index): the previous one is released.
  * Caller: inside the gate (worker) or with the store to itself. */
-static void promote(struct server *s, struct backend_pin *p, uint64_t index)
+static void promote(struct server *s, struct backend_pin *p, uint64_t index,
+                    uint64_t bytes)
 {
     struct server_snap *sn = &s->snap;
     struct backend_pin old = sn->pin;
     pthread_mutex_lock(&sn->mu);
     sn->pin = *p;
     sn->pin_index = index;
-    sn->pin_bytes = backend_file_bytes(s->be);
+    sn->pin_bytes = bytes;
     pthread_mutex_unlock(&sn->mu);
     memset(p, 0, sizeof *p);
     (void)pin_files_remove(s, index);
@@ -324,8 +327,8 @@ int server__pin_locked(struct server *s)
     assert(s->be != NULL && s->mvcc != NULL);
     struct backend_pin p = {0};
     struct raft_conf_state conf;
-    uint64_t index = 0;
-    int rc = capture(s, &p, &index, &conf);
+    uint64_t index = 0, bytes = 0;
+    int rc = capture(s, &p, &index, &conf, &bytes);
     if (rc == 0)
         rc = backend_sync(s->be);
     if (rc == 0)
@@ -336,7 +339,7 @@ int server__pin_locked(struct server *s)
         backend_pin_end(&p);
         return rc;
     }
-    promote(s, &p, index);
+    promote(s, &p, index, bytes);
     return 0;
 }
 
@@ -354,10 +357,10 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
 {
     struct server_snap *sn = &s->snap;
     struct backend_pin p = {0};
-    uint64_t index = 0, gen;
+    uint64_t index = 0, gen, bytes = 0;
     pthread_mutex_lock(&s->apply_mu); /* no write txn meanwhile */
     server__store_enter(s);
-    int rc = capture(s, &p, &index, conf_out);
+    int rc = capture(s, &p, &index, conf_out, &bytes);
     pthread_mutex_unlock(&s->apply_mu);
     pthread_mutex_lock(&sn->mu);
     gen = sn->pin_gen;
@@ -383,7 +386,7 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
     memset(&sn->pin_next, 0, sizeof sn->pin_next);
     pthread_mutex_unlock(&sn->mu);
     if (rc == 0)
-        promote(s, &p, index);
+        promote(s, &p, index, bytes);
     else if (current)
         backend_pin_end(&p);
     server__store_leave(s);

@@ -802,17 +802,22 @@ static void ask_copy(struct server *s, uint64_t target)
     pthread_mutex_unlock(&sn->mu);
 }
 
-/* Asks the worker for a pin (raft's next snapshot) at >= target. */
-static void ask_pin(struct server *s, uint64_t target)
+/* Asks the worker for a pin at >= target (for raft: to become raft's
+ * next snapshot; else only to bound the store's growth).  False: one is
+ * under way. */
+static bool ask_pin(struct server *s, uint64_t target, bool for_raft)
 {
     struct server_snap *sn = &s->snap;
     pthread_mutex_lock(&sn->mu);
-    if (!sn->pin_busy) {
+    bool asked = !sn->pin_busy;
+    if (asked) {
         sn->pin_busy = true;
         sn->pin_want = target > 0 ? target : 1;
+        sn->pin_raft = for_raft;
         pthread_cond_signal(&sn->cv);
     }
     pthread_mutex_unlock(&sn->mu);
+    return asked;
 }
 
 /* Truncates raft's log and the WAL behind snapshot index `index`. */
@@ -1067,7 +1072,7 @@ int server__snap_pin_now(struct server *s)
             return 0;
         if (server__now_ms() >= deadline)
             return ERR_TIMEOUT;
-        ask_pin(s, target); /* a no-op while one is under way */
+        ask_pin(s, target, true); /* a no-op while one is under way */
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -1095,6 +1100,7 @@ static void take_results(struct server *s)
     uint64_t pin = 0, exp = 0;
     pthread_mutex_lock(&sn->mu);
     struct raft_conf_state pin_conf = sn->pin_conf, exp_conf = sn->copy_conf;
+    bool for_raft = sn->pin_raft;
     take(&sn->pin_busy, sn->pin_want, &sn->pin_done, &sn->pin_failed, &pin);
     take(&sn->copy_busy, sn->copy_want, &sn->copy_done, &sn->copy_failed,
          &exp);
@@ -1104,8 +1110,10 @@ static void take_results(struct server *s)
         sn->n_recv--;
     }
     pthread_mutex_unlock(&sn->mu);
-    if (pin != 0)
+    if (pin != 0 && for_raft)
         copy_done(s, pin, &pin_conf);
+    else if (pin != 0)
+        prune(s); /* a pin that bounds the store's growth only */
     if (exp != 0)
         export_done(s, exp, &exp_conf);
     if (r != NULL)
@@ -1118,11 +1126,10 @@ void server__snap_tick(struct server *s)
     cleanup_stepped(s);
     take_results(s);
     uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
-    if (s->applied_raft >= sn->copy_asked_at + every ||
-        server__pin_grown(s)) {
+    bool due = s->applied_raft >= sn->copy_asked_at + every;
+    if ((due || server__pin_grown(s)) && ask_pin(s, s->applied_raft, due) &&
+        due)
         sn->copy_asked_at = s->applied_raft;
-        ask_pin(s, s->applied_raft);
-    }
     bool pending = false;
     for (size_t i = 0; i < SERVER_MEMBERS_MAX; i++) {
         struct server_snap_want *w = &sn->want[i];
