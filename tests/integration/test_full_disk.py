@@ -187,41 +187,71 @@ def test_wal_disk_full(make_server, tmpfs, monkeypatch):
         s.stop()
 
 
-def snap_files(path):
-    return sorted(f for f in os.listdir(path) if f.endswith(".snap.db"))
+def pin_files(path):
+    return sorted(f for f in os.listdir(path) if f.endswith(".pin"))
+
+
+def fill_all(dir_path, tag):
+    """Takes every free block of dir_path's file system (one large file,
+    then 4 KiB ones until the disk refuses); returns their paths."""
+    paths = []
+    n = os.statvfs(dir_path).f_bavail * os.statvfs(dir_path).f_frsize
+    while True:
+        path = os.path.join(dir_path, "filler-%s-%d" % (tag, len(paths)))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        paths.append(path)
+        try:
+            os.posix_fallocate(fd, 0, max(n, 4096))
+            ok = True
+        except OSError:
+            ok = False
+        os.close(fd)
+        if not ok and n <= 4096:
+            return paths
+        if not ok:
+            n //= 2
+        else:
+            n = 4096
 
 
 def test_snapshot_disk_full(make_server, tmpfs):
+    """The snapshot dir holds the pin of each raft snapshot (its LMDB meta
+    pages, see src/server/snap_pin.c), not store copies: with that disk
+    full, a pin that cannot be written is logged and tried again later;
+    the member stays up, loses nothing, and pins again once there is room."""
     s = make_server(start=False)
     snap = tmpfs(os.path.join(s.data_dir, "member", "snap"))
     os.chmod(s.data_dir, 0o700)
-    fill_path = filler(snap)
     s.extra_args += ["--snapshot-count", "300"]
     s.start()
     try:
         kv = s.kv()
-        # 30 MB of puts: the store's copies soon do not fit in 48 MB
-        for i in range(3000):
-            kv.Put(pb.PutRequest(key=b"k%06d" % i, value=VALUE), timeout=30)
+        fillers = fill_all(snap, "a")
+        for f in pin_files(snap):
+            # the start-up pin goes too: its blocks are taken as well
+            os.unlink(os.path.join(snap, f))
+        fillers += fill_all(snap, "b")
+        for i in range(1500):
+            kv.Put(pb.PutRequest(key=b"k%06d" % i, value=b"v" * 1000),
+                   timeout=30)
         with open(s.log_path) as f:
             log = f.read()
         assert "snapshot of the store at index" in log
-        assert "failed: no space left on device" in log
+        assert "failed: no space left on device (pinning it)" in log
         assert s.proc.poll() is None, "the member died"
-        assert count(kv) == 3000
-        # space is back: a later snapshot is written
-        os.unlink(fill_path)
-        for f in snap_files(snap)[:-1]:
-            os.unlink(os.path.join(snap, f))
-        before = snap_files(snap)
-        for i in range(3000, 3700):
+        assert count(kv) == 1500
+        assert pin_files(snap) == []
+        # space is back: a later snapshot is pinned
+        for f in fillers:
+            os.unlink(f)
+        for i in range(1500, 2200):
             kv.Put(pb.PutRequest(key=b"k%06d" % i, value=b"x"), timeout=30)
         deadline = time.time() + 20
-        while snap_files(snap) == before and time.time() < deadline:
+        while pin_files(snap) == [] and time.time() < deadline:
             time.sleep(0.2)
-        assert snap_files(snap) != before
+        assert pin_files(snap) != []
         s.stop()
         s.start()
-        assert count(s.kv()) == 3700
+        assert count(s.kv()) == 2200
     finally:
         s.stop()
