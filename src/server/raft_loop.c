@@ -65,6 +65,19 @@ int server__raft_receive(struct server *s, const struct raft_msg *m)
     }
     x->next = NULL;
     pthread_mutex_lock(&s->ev_mu);
+    if (s->inbox_n >= SERVER_INBOX_MAX) {
+        uint64_t dropped = ++s->inbox_dropped;
+        pthread_mutex_unlock(&s->ev_mu);
+        mem_free(x);
+        /* etcd's line; logged for the 1st, 2nd, 4th, ... drop only (etcd
+         * merges repeats), so a flood of drops cannot flood the log. */
+        if ((dropped & (dropped - 1)) == 0)
+            log_warn("rafthttp", "dropped internal raft message from %llx "
+                     "since receiving buffer is full (overloaded network)",
+                     (unsigned long long)m->from);
+        return ERR_FULL;
+    }
+    s->inbox_n++;
     if (s->inbox_tail)
         s->inbox_tail->next = x;
     else
@@ -684,6 +697,7 @@ static void raft_pass(struct server *s)
     pthread_mutex_lock(&s->ev_mu);
     struct server_inbox_msg *in = s->inbox_head;
     s->inbox_head = s->inbox_tail = NULL;
+    s->inbox_n = 0;
     pthread_mutex_unlock(&s->ev_mu);
     step_inbox(s, in);
     take_reports(s);

@@ -28,6 +28,11 @@ struct raft_msg;
  * ERR_TOO_MANY_REQUESTS, as etcd's committed - applied > 5000 rule). */
 #define SERVER_PROPOSALS_MAX 5000
 
+/* Bound on peer messages waiting for the raft thread, as etcd's raft
+ * receive buffer (recvBufSize 4096): a message past it is dropped, which
+ * raft treats as a lost message (appends are resent, votes retried). */
+#define SERVER_INBOX_MAX 4096
+
 /* Most members of a cluster (voters + learners). */
 #define SERVER_MEMBERS_MAX 16
 
@@ -231,6 +236,8 @@ struct server {
     pthread_cond_t ev_cv;       /* wakes the raft thread */
     bool ev;                    /* something arrived */
     struct server_inbox_msg *inbox_head, *inbox_tail; /* peer messages */
+    size_t inbox_n;             /* their count (<= SERVER_INBOX_MAX) */
+    uint64_t inbox_dropped;     /* messages dropped on a full inbox */
     struct server_read_batch *read_open;     /* batch accepting readers */
     struct server_read_batch *read_inflight; /* raft thread: asked */
     uint64_t read_ctx;          /* last batch ctx */
@@ -300,6 +307,9 @@ int server__raft_open(struct server *s);
 void server__raft_close(struct server *s);
 /* raft_loop.c: queue a message from a peer (copied; any thread); the
  * caller pokes raft (server__raft_poke) once its batch is queued. */
+/* server__raft_receive queues a peer message for the raft thread (any
+ * thread).  Errors: ERR_FULL (SERVER_INBOX_MAX messages wait already: the
+ * message is dropped and counted), ERR_NOMEM, the encoder's. */
 int server__raft_receive(struct server *s, const struct raft_msg *m);
 /* raft_loop.c: queue a linearizable read for the next ReadIndex round
  * (batched with the reads arriving meanwhile).  0 or ERR_NOMEM. */
