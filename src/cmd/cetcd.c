@@ -64,6 +64,47 @@ static int setup_logging(void)
     if (flags_get_bool("debug"))
         lvl = LOG_DEBUG;
     log_set_level((enum log_level)lvl);
+    /* etcd 3.4's capnslog checks (embed/config_logging.go); cetcd's lines
+     * are capnslog's, and zap's JSON lines are not built. */
+    const char *logger = flags_get("logger"), *out = flags_get("log-outputs");
+    if (strcmp(logger, "zap") == 0) {
+        fprintf(stderr, "cetcd: --logger=zap is not supported yet: the "
+                        "feature behind it is not built in this version of "
+                        "cetcd\n");
+        return 1;
+    }
+    const char *why = NULL;
+    char buf[512];
+    if (strcmp(logger, "capnslog") != 0) {
+        snprintf(buf, sizeof buf, "unknown logger option \"%s\"", logger);
+        why = buf;
+    } else if (strchr(out, ',') != NULL) {
+        /* Go prints the list as %q of a []string: ["a" "b"]. */
+        int n = snprintf(buf, sizeof buf, "--logger=capnslog supports only "
+                         "1 value in '--log-outputs', got [");
+        for (const char *p = out; n > 0 && (size_t)n < sizeof buf;) {
+            size_t len = strcspn(p, ",");
+            n += snprintf(buf + n, sizeof buf - (size_t)n, "%s\"%.*s\"",
+                          p == out ? "" : " ", (int)len, p);
+            if (p[len] == '\0')
+                break;
+            p += len + 1;
+        }
+        if (n > 0 && (size_t)n < sizeof buf - 1)
+            snprintf(buf + n, sizeof buf - (size_t)n, "]");
+        why = buf;
+    } else if (strcmp(out, "default") != 0 && strcmp(out, "stderr") != 0 &&
+               strcmp(out, "stdout") != 0) {
+        snprintf(buf, sizeof buf, "unknown log-output \"%s\" (only "
+                 "supports \"default\", \"stderr\", \"stdout\")", out);
+        why = buf;
+    }
+    if (why != NULL) {
+        log_error("etcdmain", "error verifying flags, %s. See 'etcd --help'.",
+                  why);
+        return 1;
+    }
+    log_set_stdout(strcmp(out, "stdout") == 0);
     return 0;
 }
 
@@ -113,6 +154,8 @@ static void fill_config(struct server_config *c, const char *dir)
     c->quota_backend_bytes = flags_get_i64("quota-backend-bytes");
     c->max_request_bytes = flags_get_u64("max-request-bytes");
     c->max_txn_ops = (uint32_t)flags_get_u64("max-txn-ops");
+    c->compaction_batch_limit =
+        (uint32_t)flags_get_u64("experimental-compaction-batch-limit");
     c->unsafe_no_fsync = flags_get_bool("unsafe-no-fsync");
     const char *nospec = getenv("CETCD_NO_SPECULATIVE_APPLY");
     c->no_speculation = nospec != NULL && strcmp(nospec, "1") == 0;

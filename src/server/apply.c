@@ -16,7 +16,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-#define COMPACT_STEP_REVS 1000 /* revisions compacted per batch */
+#define COMPACT_STEP_REVS 1000 /* default revisions compacted per batch */
 
 /* A response waiting for the batch commit. */
 struct pending {
@@ -115,7 +115,10 @@ static void compact_more(struct server *s, struct mvcc_batch *b)
     if (!mvcc_compact_pending(s->mvcc))
         return;
     bool more;
-    int rc = mvcc_compact_step(b, COMPACT_STEP_REVS, &more);
+    uint32_t step = s->cfg.compaction_batch_limit;
+    if (step == 0)
+        step = COMPACT_STEP_REVS;
+    int rc = mvcc_compact_step(b, step, &more);
     if (rc != 0)
         log_warn("mvcc", "compaction step failed: %s", err_str(rc));
 }

@@ -61,6 +61,9 @@ struct server_config {
                                    * negative: no quota) */
     uint64_t max_request_bytes;   /* --max-request-bytes */
     uint32_t max_txn_ops;         /* --max-txn-ops */
+    /* --experimental-compaction-batch-limit: revisions a compaction deletes
+     * per apply batch (0: 1000, etcd's default). */
+    uint32_t compaction_batch_limit;
     bool unsafe_no_fsync;         /* --unsafe-no-fsync */
     bool strict_reconfig_check;   /* --strict-reconfig-check */
     bool no_speculation;          /* CETCD_NO_SPECULATIVE_APPLY=1: a lone

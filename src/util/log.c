@@ -1,4 +1,4 @@
-/* log.c - stderr logger with a timestamp, level and module per line. */
+/* log.c - stderr (or stdout) logger with a timestamp, level and module per line. */
 #include "util/log.h"
 
 #include <stdarg.h>
@@ -8,6 +8,12 @@
 #include <time.h>
 
 static enum log_level min_level = LOG_INFO;
+static bool to_stdout; /* set once at start-up */
+
+void log_set_stdout(bool on)
+{
+    to_stdout = on;
+}
 
 void log_set_level(enum log_level level)
 {
@@ -49,5 +55,7 @@ void log_msg(enum log_level level, const char *module, const char *fmt, ...)
     if ((size_t)n >= sizeof line - 1)
         n = sizeof line - 2;
     line[n++] = '\n';
-    fwrite(line, 1, (size_t)n, stderr);
+    fwrite(line, 1, (size_t)n, to_stdout ? stdout : stderr);
+    if (to_stdout)
+        fflush(stdout); /* a pipe or file would hold lines otherwise */
 }

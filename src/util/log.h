@@ -1,5 +1,5 @@
 /*
- * log.h - leveled logging to stderr, shaped like etcd's capnslog/zap lines.
+ * log.h - leveled logging to stderr (or stdout), shaped like etcd's capnslog/zap lines.
  *
  * log_set_level() is called once at start-up; log_*() are thread-safe.  The
  * raft module does not use this (it logs through a callback, see raft.h).
@@ -7,9 +7,14 @@
 #ifndef CETCD_UTIL_LOG_H
 #define CETCD_UTIL_LOG_H
 
+#include <stdbool.h>
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_FATAL };
 
 void log_set_level(enum log_level level);
+/* log_set_stdout: lines go to stdout (true) or stderr (false, the
+ * default); called once at start-up (--log-outputs). */
+void log_set_stdout(bool on);
 /* log_level_parse maps "debug"/"info"/"warn"/"error"/"panic"/"fatal"; -1 if
  * unknown. */
 int log_level_parse(const char *s);
