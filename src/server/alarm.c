@@ -206,6 +206,11 @@ static int deactivate(struct server *s, struct backend_txn *t,
     al->n--;
     if (count_type(al, x->type) == 0)
         log_info("etcdserver", "alarm %s disarmed", type_name(x->type));
+    /* The next refusal raises it again at once, as etcd's quota check
+     * does on every refusal: the once-a-second limit is for a raise that
+     * is still on its way, not for one that was disarmed. */
+    if (x->type == ETCDSERVERPB__ALARM_TYPE__NOSPACE)
+        atomic_store(&al->raised_ms, 0);
     return 0;
 }
 
