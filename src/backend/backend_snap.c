@@ -37,7 +37,9 @@
 #define META_MAGIC 0xBEEFC0DEu
 #define META_MAGIC_OFF 16u
 #define META_TXNID_OFF 144u
+#define META_PSIZE_OFF 40u /* mm_psize: mm_dbs[FREE_DBI].md_pad */
 #define META_PAGE_MIN 512u
+#define META_PAGE_MAX 65536u
 
 _Static_assert(sizeof(size_t) == 8 && sizeof(void *) == 8,
                "META_TXNID_OFF assumes LMDB's 64-bit meta layout");
@@ -65,20 +67,27 @@ int backend_meta_check(const void *meta, size_t len, uint64_t txnid)
 {
     const uint8_t *m = meta;
     size_t ps = len / 2;
-    if (len % 2 != 0 || ps < META_PAGE_MIN)
+    /* Two whole LMDB pages: a power of two that LMDB can use. */
+    if (len % 2 != 0 || ps < META_PAGE_MIN || ps > META_PAGE_MAX ||
+        (ps & (ps - 1)) != 0)
         return ERR_CORRUPT;
     uint64_t best = 0;
-    bool any = false;
+    const uint8_t *newest = NULL;
     for (size_t i = 0; i < 2; i++) {
         const uint8_t *p = m + i * ps;
         if (get32(p + META_MAGIC_OFF) != META_MAGIC)
             continue;
         uint64_t t = get64(p + META_TXNID_OFF);
-        if (!any || t > best)
+        if (newest == NULL || t > best) {
             best = t;
-        any = true;
+            newest = p;
+        }
     }
-    return any && best == txnid ? 0 : ERR_CORRUPT;
+    /* The page LMDB will open must say the page size it was cut at. */
+    return newest != NULL && best == txnid &&
+                   get32(newest + META_PSIZE_OFF) == ps
+               ? 0
+               : ERR_CORRUPT;
 }
 
 int backend_pin_begin(struct backend *be, struct backend_pin *out)
