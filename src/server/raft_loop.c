@@ -770,6 +770,17 @@ void *server__raft_main(void *arg)
     pthread_mutex_lock(&s->raft_mu);
     s->raft_live = false;
     wal_buf_free(&s->raft_wb);
+    /* Peer messages that came after the last pass are dropped. */
+    pthread_mutex_lock(&s->ev_mu);
+    struct server_inbox_msg *in = s->inbox_head;
+    s->inbox_head = s->inbox_tail = NULL;
+    s->inbox_n = 0;
+    pthread_mutex_unlock(&s->ev_mu);
+    while (in != NULL) {
+        struct server_inbox_msg *next = in->next;
+        mem_free(in);
+        in = next;
+    }
     fail_reads(s, ERR_STOPPED);
     server_queue_close(&s->committed);
     pthread_mutex_unlock(&s->raft_mu);
