@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/fs.h"
 
 static const char *override_id;
 
@@ -69,12 +70,7 @@ static int fsync_dir_of(const char *path)
         snprintf(dir, sizeof dir, ".");
     else
         *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return err_from_errno(errno);
-    int rc = fsync(fd) == 0 ? 0 : err_from_errno(errno);
-    close(fd);
-    return rc;
+    return fs_fsync_dir(dir);
 }
 
 static int state_write(const char *db_dir, const char *id, bool clean)

@@ -311,6 +311,12 @@ void server__raft_close(struct server *s);
  * thread).  Errors: ERR_FULL (SERVER_INBOX_MAX messages wait already: the
  * message is dropped and counted), ERR_NOMEM, the encoder's. */
 int server__raft_receive(struct server *s, const struct raft_msg *m);
+/* snapshot.c: server__snap_indexes lists the indexes of the files named
+ * "<index as 16 lower-case hex digits><suffix>" in dir, ascending, into
+ * *out (mem_free it; NULL when none).  A missing dir lists nothing.
+ * Errors: ERR_NOMEM, the opendir errors. */
+int server__snap_indexes(const char *dir, const char *suffix,
+                         uint64_t **out, size_t *n_out);
 /* raft_loop.c: queue a linearizable read for the next ReadIndex round
  * (batched with the reads arriving meanwhile).  0 or ERR_NOMEM. */
 int server__read_enqueue(struct server *s, struct server_read_waiter *w);

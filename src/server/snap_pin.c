@@ -97,59 +97,12 @@ static void pin_path(const struct server *s, uint64_t index, char *buf,
     snprintf(buf, cap, "%s/snap/%016" PRIx64 ".pin", s->member_dir, index);
 }
 
-static int dir_sync(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return err_from_errno(errno);
-    int rc = fsync(fd) == 0 ? 0 : err_from_errno(errno);
-    close(fd);
-    return rc;
-}
-
 /* The indexes of the pin files, ascending (mem_free *out). */
 static int pin_list(const struct server *s, uint64_t **out, size_t *n_out)
 {
     char dir[PIN_PATH_MAX];
     pin_dir(s, dir, sizeof dir);
-    *out = NULL;
-    *n_out = 0;
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return errno == ENOENT ? 0 : err_from_errno(errno);
-    size_t n = 0, cap = 0;
-    uint64_t *v = NULL;
-    int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
-        const char *nm = e->d_name;
-        if (strlen(nm) != 20 || strcmp(nm + 16, ".pin") != 0 ||
-            strspn(nm, "0123456789abcdef") != 16)
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4;
-            uint64_t *p = mem_realloc(v, cap * sizeof *v);
-            if (p == NULL) {
-                rc = ERR_NOMEM;
-                break;
-            }
-            v = p;
-        }
-        v[n++] = strtoull(nm, NULL, 16);
-    }
-    closedir(d);
-    for (size_t i = 1; rc == 0 && i < n; i++) /* insertion sort: few */
-        for (size_t k = i; k > 0 && v[k - 1] > v[k]; k--) {
-            uint64_t t = v[k];
-            v[k] = v[k - 1];
-            v[k - 1] = t;
-        }
-    if (rc != 0) {
-        mem_free(v);
-        return rc;
-    }
-    *out = v;
-    *n_out = n;
-    return 0;
+    return server__snap_indexes(dir, ".pin", out, n_out);
 }
 
 /* Removes every pin file but `keep`'s (keep 0: all) and syncs the dir. */
@@ -169,7 +122,7 @@ static int pin_files_remove(const struct server *s, uint64_t keep)
     mem_free(v);
     char dir[PIN_PATH_MAX];
     pin_dir(s, dir, sizeof dir);
-    return rc == 0 ? dir_sync(dir) : rc;
+    return rc == 0 ? fs_fsync_dir(dir) : rc;
 }
 
 /* Writes the pin file of p (consistent index `index`) durably. */
@@ -209,7 +162,7 @@ static int pin_file_write(struct server *s, uint64_t index,
     if (rc == 0 && rename(tmp, path) != 0)
         rc = err_from_errno(errno);
     if (rc == 0)
-        rc = dir_sync(dir);
+        rc = fs_fsync_dir(dir);
     if (rc != 0)
         unlink(tmp);
     return rc;
@@ -493,9 +446,9 @@ static int restore_into(const struct server *s, const char *aside,
     unlink(lock);
     int rc = rename(from, to) == 0 ? 0 : err_from_errno(errno);
     if (rc == 0)
-        rc = dir_sync(db);
+        rc = fs_fsync_dir(db);
     if (rc == 0)
-        rc = dir_sync(aside);
+        rc = fs_fsync_dir(aside);
     if (rc == 0)
         rc = backend_meta_restore(db, pf->meta, pf->meta_len);
     if (rc == 0)

@@ -149,16 +149,6 @@ static void db_dir(const struct server *s, char *buf, size_t cap)
     pathf(buf, cap, "%s/db", s->member_dir);
 }
 
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return err_from_errno(errno);
-    int rc = fsync(fd) == 0 ? 0 : err_from_errno(errno);
-    close(fd);
-    return rc;
-}
-
 /* Removes a staging dir and the two files LMDB keeps there. */
 static void rm_staging(const char *dir)
 {
@@ -285,12 +275,10 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The indexes of the snap files in <member>/snap, ascending, in *out
- * (mem_free it).  Other names (temp files, staging dirs) are ignored. */
-static int list_snaps(const struct server *s, uint64_t **out, size_t *n_out)
+int server__snap_indexes(const char *dir, const char *suffix,
+                         uint64_t **out, size_t *n_out)
 {
-    char dir[SNAP_PATH_MAX];
-    snap_dir(s, dir, sizeof dir);
+    size_t len = 16 + strlen(suffix);
     *out = NULL;
     *n_out = 0;
     DIR *d = opendir(dir);
@@ -300,7 +288,7 @@ static int list_snaps(const struct server *s, uint64_t **out, size_t *n_out)
     uint64_t *v = NULL;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         const char *nm = e->d_name;
-        if (strlen(nm) != 24 || strcmp(nm + 16, ".snap.db") != 0 ||
+        if (strlen(nm) != len || strcmp(nm + 16, suffix) != 0 ||
             strspn(nm, "0123456789abcdef") != 16)
             continue;
         if (n == cap) {
@@ -321,6 +309,14 @@ static int list_snaps(const struct server *s, uint64_t **out, size_t *n_out)
     *out = v;
     *n_out = n;
     return 0;
+}
+
+/* The indexes of the received snap files in <member>/snap, ascending. */
+static int list_snaps(const struct server *s, uint64_t **out, size_t *n_out)
+{
+    char dir[SNAP_PATH_MAX];
+    snap_dir(s, dir, sizeof dir);
+    return server__snap_indexes(dir, ".snap.db", out, n_out);
 }
 
 /* Removes the received snap files the store has gone past: it is pinned
@@ -427,7 +423,7 @@ static int store_replace(struct server *s, const char *src, bool move)
             rc = err_from_errno(errno);
     }
     if (rc == 0)
-        rc = fsync_dir(dir);
+        rc = fs_fsync_dir(dir);
     if (rc == 0)
         rc = boot_guard_mark(dir, false);
     if (rc == 0)
@@ -745,7 +741,7 @@ int server__snap_rebuild(struct server *s, const char *db)
     if (rc == 0 && rename(tmp, dst) != 0)
         rc = err_from_errno(errno);
     if (rc == 0)
-        rc = fsync_dir(db);
+        rc = fs_fsync_dir(db);
     return rc;
 }
 

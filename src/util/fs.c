@@ -2,6 +2,7 @@
 #include "util/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,4 +78,14 @@ int fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
 {
     /* at_all only reads from p when writing */
     return at_all(fd, (unsigned char *)(uintptr_t)buf, n, off, true);
+}
+
+int fs_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_from_errno(errno);
+    int rc = fsync(fd) == 0 ? 0 : err_from_errno(errno);
+    close(fd);
+    return rc;
 }

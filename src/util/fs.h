@@ -29,4 +29,9 @@ int fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
  * err_from_errno; ERR_IO if the file ends first. */
 int fs_pread_all(int fd, void *buf, size_t n, uint64_t off);
 
+/* fs_fsync_dir fsyncs the directory dir, which makes the entries created,
+ * renamed or removed in it durable.  Errors: the open and fsync errors
+ * mapped by err_from_errno. */
+int fs_fsync_dir(const char *dir);
+
 #endif
