@@ -13,7 +13,6 @@
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "rpc/rpc_int.h"
 #include "etcdserverpb/rpc.pb-c.h"
@@ -25,13 +24,6 @@
 
 #define FREE_LIST_MAX 1024     /* recycled call objects kept per loop */
 #define KEEP_BUF_MAX 4096      /* larger buffers are not kept with them */
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
 {
@@ -290,7 +282,7 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
         rpc_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
-    if (call->deadline_ns != INT64_MAX && call->deadline_ns <= now_ns()) {
+    if (call->deadline_ns != INT64_MAX && call->deadline_ns <= rpc__now_ns()) {
         /* Expired on arrival (grpc-timeout: 0n): etcd answers this. */
         rpc_call_reply_error(call, GRPC_STATUS_DEADLINE_EXCEEDED,
                              "context deadline exceeded");

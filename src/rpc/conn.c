@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -112,9 +111,7 @@ int64_t rpc__grpc_timeout_ns(const uint8_t *v, size_t n)
     }
     if (x > INT64_MAX / unit / 2)
         return INT64_MAX;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + x * unit;
+    return rpc__now_ns() + x * unit;
 }
 
 void rpc__too_large_msg(char *buf, size_t cap, size_t n, size_t max)

@@ -51,11 +51,16 @@
 #define SWEEP_MS 250           /* preface-timeout sweep period */
 #define LOG_EVERY_MS 10000     /* one line about refusals per period */
 
-int64_t rpc__now_ms(void)
+int64_t rpc__now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t rpc__now_ms(void)
+{
+    return rpc__now_ns() / 1000000;
 }
 
 void rpc__guard_init(struct rpc_server *srv)

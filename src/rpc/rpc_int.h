@@ -318,6 +318,9 @@ void rpc__stream_inbox(struct rpc_stream *s);
 
 /* guard.c: the limits one client must not pass (fd reserve, accept
  * back-off, preface timeout, buffered bytes per connection). */
+/* rpc__now_ns / rpc__now_ms: CLOCK_MONOTONIC, the clock of deadlines
+ * (grpc-timeout) and of the limits' timers. */
+int64_t rpc__now_ns(void);
 int64_t rpc__now_ms(void);
 /* rpc__guard_init reads the fd limit into srv->fd_ceiling. */
 void rpc__guard_init(struct rpc_server *srv);
