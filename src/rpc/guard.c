@@ -66,11 +66,11 @@ int64_t rpc__now_ms(void)
 void rpc__guard_init(struct rpc_server *srv)
 {
     struct rlimit rl;
-    long lim = 1024;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-        lim = rl.rlim_cur > (rlim_t)INT32_MAX ? INT32_MAX : (long)rl.rlim_cur;
-    else if (rl.rlim_cur == RLIM_INFINITY)
-        lim = INT32_MAX;
+    long lim = 1024; /* what the kernel gives when it cannot say */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT32_MAX
+                  ? INT32_MAX
+                  : (long)rl.rlim_cur;
     /* A quarter of a small limit, at most FD_RESERVE_MAX. */
     long reserve = lim / 4 < FD_RESERVE_MAX ? lim / 4 : FD_RESERVE_MAX;
     srv->fd_limit = (int)lim;
