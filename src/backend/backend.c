@@ -10,7 +10,7 @@
 #define _GNU_SOURCE /* pipe2, fallocate */
 #include "backend/backend.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
@@ -262,7 +262,7 @@ static bool txn_layout_ok(struct backend *be)
 int backend_open(const char *dir, const struct backend_options *opts,
                  struct backend **out)
 {
-    assert(dir != NULL && out != NULL);
+    CHECK(dir != NULL && out != NULL);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return err_from_errno(errno);
     struct backend *be = mem_calloc(1, sizeof *be);
@@ -290,12 +290,12 @@ int backend_open(const char *dir, const struct backend_options *opts,
     extent_update(be);
     if (be->write_map)
         alloc_ahead(be);
-    assert(be->key_max > BACKEND_REVKEY_SUFFIX);
+    CHECK(be->key_max > BACKEND_REVKEY_SUFFIX);
     find_map(be);
     *out = be;
     return 0;
 err_env:
-    assert(rc < 0);
+    CHECK(rc < 0);
     mdb_env_close(be->env);
 err_free:
     mem_free(be);
@@ -306,7 +306,7 @@ void backend_close(struct backend *be)
 {
     if (be == NULL)
         return;
-    assert(!be->writing);
+    CHECK(!be->writing);
     mdb_env_close(be->env);
     mem_free(be);
 }
@@ -314,8 +314,8 @@ void backend_close(struct backend *be)
 int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
                         backend_bucket *out)
 {
-    assert(be != NULL && name != NULL && out != NULL);
-    assert(!be->writing);
+    CHECK(be != NULL && name != NULL && out != NULL);
+    CHECK(!be->writing);
     MDB_txn *txn;
     int rc = mdb_txn_begin(be->env, NULL, 0, &txn);
     if (rc != 0)
@@ -338,8 +338,8 @@ int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
 
 int backend_write_begin(struct backend *be, struct backend_txn **out)
 {
-    assert(be != NULL && out != NULL);
-    assert(!be->writing); /* one writer, one txn at a time */
+    CHECK(be != NULL && out != NULL);
+    CHECK(!be->writing); /* one writer, one txn at a time */
     MDB_txn *txn;
     int rc = mdb_txn_begin(be->env, NULL, 0, &txn);
     if (rc != 0)
@@ -352,7 +352,7 @@ int backend_write_begin(struct backend *be, struct backend_txn **out)
 static struct backend *txn_backend(MDB_txn *txn)
 {
     struct backend *be = mdb_env_get_userctx(mdb_txn_env(txn));
-    assert(be != NULL);
+    CHECK(be != NULL);
     return be;
 }
 
@@ -361,7 +361,7 @@ static struct backend *txn_backend(MDB_txn *txn)
  * what it has; the writer only.  Returns 0 or the errno of the refusal. */
 static int alloc_to(struct backend *be, uint64_t to)
 {
-    assert(be->write_map);
+    CHECK(be->write_map);
     if (to > be->map_size)
         to = be->map_size;
     uint64_t used = atomic_load(&be->extent);
@@ -455,15 +455,15 @@ static int room_check(MDB_txn *txn, size_t bytes)
 
 bool backend_space_low(struct backend *be)
 {
-    assert(be != NULL);
+    CHECK(be != NULL);
     return atomic_load(&be->low);
 }
 
 int backend_write_commit(struct backend_txn *txn)
 {
-    assert(txn != NULL);
+    CHECK(txn != NULL);
     struct backend *be = txn_backend(mtxn(txn));
-    assert(be->writing);
+    CHECK(be->writing);
     be->writing = false;
     if (be->txn_refused || room_check(mtxn(txn), 0) != 0) {
         /* A write was refused room (its caller may have gone on): none
@@ -482,9 +482,9 @@ int backend_write_commit(struct backend_txn *txn)
 
 void backend_write_abort(struct backend_txn *txn)
 {
-    assert(txn != NULL);
+    CHECK(txn != NULL);
     struct backend *be = txn_backend(mtxn(txn));
-    assert(be->writing);
+    CHECK(be->writing);
     be->writing = false;
     be->txn_refused = false;
     mdb_txn_abort(mtxn(txn));
@@ -492,7 +492,7 @@ void backend_write_abort(struct backend_txn *txn)
 
 int backend_read_begin(struct backend *be, struct backend_txn **out)
 {
-    assert(be != NULL && out != NULL);
+    CHECK(be != NULL && out != NULL);
     MDB_txn *txn;
     int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0)
@@ -503,26 +503,26 @@ int backend_read_begin(struct backend *be, struct backend_txn **out)
 
 void backend_read_end(struct backend_txn *txn)
 {
-    assert(txn != NULL);
+    CHECK(txn != NULL);
     mdb_txn_abort(mtxn(txn));
 }
 
 void backend_read_reset(struct backend_txn *txn)
 {
-    assert(txn != NULL);
+    CHECK(txn != NULL);
     mdb_txn_reset(mtxn(txn));
 }
 
 int backend_read_renew(struct backend_txn *txn)
 {
-    assert(txn != NULL);
+    CHECK(txn != NULL);
     return map(mdb_txn_renew(mtxn(txn)));
 }
 
 int backend_get(struct backend_txn *txn, backend_bucket b, const void *key,
                 size_t key_len, struct backend_val *val_out)
 {
-    assert(txn != NULL && val_out != NULL);
+    CHECK(txn != NULL && val_out != NULL);
     MDB_val k = {key_len, (void *)key}, v;
     int rc = mdb_get(mtxn(txn), b, &k, &v);
     if (rc == 0)
@@ -533,7 +533,7 @@ int backend_get(struct backend_txn *txn, backend_bucket b, const void *key,
 int backend_put(struct backend_txn *txn, backend_bucket b, const void *key,
                 size_t key_len, const void *val, size_t val_len)
 {
-    assert(txn != NULL && key_len > 0);
+    CHECK(txn != NULL && key_len > 0);
     MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
     int rc = room_check(mtxn(txn), key_len + val_len);
     return rc != 0 ? rc : map(mdb_put(mtxn(txn), b, &k, &v, 0));
@@ -543,7 +543,7 @@ int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
                         const void *key, size_t key_len, size_t val_len,
                         void **data_out)
 {
-    assert(txn != NULL && key_len > 0 && data_out != NULL);
+    CHECK(txn != NULL && key_len > 0 && data_out != NULL);
     MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
     int rc = room_check(mtxn(txn), key_len + val_len);
     if (rc != 0)
@@ -558,7 +558,7 @@ int backend_append_reserve(struct backend_txn *txn, backend_bucket b,
                            const void *key, size_t key_len, size_t val_len,
                            void **data_out)
 {
-    assert(txn != NULL && key_len > 0 && data_out != NULL);
+    CHECK(txn != NULL && key_len > 0 && data_out != NULL);
     MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
     int rc = room_check(mtxn(txn), key_len + val_len);
     if (rc != 0)
@@ -575,7 +575,7 @@ int backend_cursor_put_reserve(struct backend_cursor *c, const void *key,
                                size_t key_len, size_t val_len,
                                void **data_out)
 {
-    assert(c != NULL && key_len > 0 && data_out != NULL);
+    CHECK(c != NULL && key_len > 0 && data_out != NULL);
     MDB_val k = {key_len, (void *)key}, v = {val_len, NULL};
     int rc = room_check(mdb_cursor_txn(mcur(c)), key_len + val_len);
     if (rc != 0)
@@ -589,7 +589,7 @@ int backend_cursor_put_reserve(struct backend_cursor *c, const void *key,
 int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
                 size_t key_len)
 {
-    assert(txn != NULL && key_len > 0);
+    CHECK(txn != NULL && key_len > 0);
     MDB_val k = {key_len, (void *)key};
     int rc = room_check(mtxn(txn), key_len);
     return rc != 0 ? rc : map(mdb_del(mtxn(txn), b, &k, NULL));
@@ -598,7 +598,7 @@ int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
 int backend_cursor_open(struct backend_txn *txn, backend_bucket b,
                         struct backend_cursor **out)
 {
-    assert(txn != NULL && out != NULL);
+    CHECK(txn != NULL && out != NULL);
     MDB_cursor *c;
     int rc = mdb_cursor_open(mtxn(txn), b, &c);
     if (rc == 0)
@@ -614,7 +614,7 @@ void backend_cursor_close(struct backend_cursor *c)
 
 int backend_cursor_renew(struct backend_txn *txn, struct backend_cursor *c)
 {
-    assert(txn != NULL && c != NULL);
+    CHECK(txn != NULL && c != NULL);
     return map(mdb_cursor_renew(mtxn(txn), mcur(c)));
 }
 
@@ -622,7 +622,7 @@ static int cursor_move(struct backend_cursor *c, MDB_cursor_op op,
                        MDB_val *k, struct backend_val *key_out,
                        struct backend_val *val_out)
 {
-    assert(c != NULL);
+    CHECK(c != NULL);
     MDB_val v;
     int rc = mdb_cursor_get(mcur(c), k, &v, op);
     if (rc == 0) {
@@ -636,7 +636,7 @@ int backend_cursor_seek(struct backend_cursor *c, const void *key,
                         size_t key_len, struct backend_val *key_out,
                         struct backend_val *val_out)
 {
-    assert(key_len > 0);
+    CHECK(key_len > 0);
     MDB_val k = {key_len, (void *)key};
     return cursor_move(c, MDB_SET_RANGE, &k, key_out, val_out);
 }
@@ -674,7 +674,7 @@ static bool bucket_empty(struct backend_cursor *c)
 {
     MDB_stat st;
     MDB_cursor *mc = mcur(c);
-    assert(mc != NULL);
+    CHECK(mc != NULL);
     if (mdb_stat(mdb_cursor_txn(mc), mdb_cursor_dbi(mc), &st) != 0)
         return false; /* keep the caller's error */
     return st.ms_entries == 0;
@@ -699,14 +699,14 @@ int backend_cursor_current(struct backend_cursor *c,
 
 int backend_cursor_del(struct backend_cursor *c)
 {
-    assert(c != NULL);
+    CHECK(c != NULL);
     int rc = room_check(mdb_cursor_txn(mcur(c)), 0);
     return rc != 0 ? rc : map(mdb_cursor_del(mcur(c), 0));
 }
 
 size_t backend_key_max(const struct backend *be)
 {
-    assert(be != NULL);
+    CHECK(be != NULL);
     return be->key_max;
 }
 
@@ -737,7 +737,7 @@ static int free_pages(MDB_txn *txn, uint64_t *pages_out)
 int backend_size(struct backend *be, uint64_t *total_bytes_out,
                  uint64_t *in_use_bytes_out)
 {
-    assert(be != NULL);
+    CHECK(be != NULL);
     MDB_txn *txn;
     int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0)
@@ -752,7 +752,7 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
         return map(rc);
     uint64_t total = ((uint64_t)info.me_last_pgno + 1) * be->page_size;
     uint64_t used = total - freep * be->page_size;
-    assert(freep * be->page_size <= total);
+    CHECK(freep * be->page_size <= total);
     if (total_bytes_out != NULL)
         *total_bytes_out = total;
     if (in_use_bytes_out != NULL)
@@ -774,13 +774,13 @@ static void extent_update(struct backend *be)
 
 uint64_t backend_file_bytes(struct backend *be)
 {
-    assert(be != NULL);
+    CHECK(be != NULL);
     return atomic_load(&be->extent);
 }
 
 int backend_sync(struct backend *be)
 {
-    assert(be != NULL);
+    CHECK(be != NULL);
     return map(mdb_env_sync(be->env, 1));
 }
 
@@ -829,7 +829,7 @@ static void *relay_main(void *arg)
 
 int backend_copy_fd(struct backend *be, int fd, bool compact)
 {
-    assert(be != NULL && fd >= 0);
+    CHECK(be != NULL && fd >= 0);
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)
         return err_from_errno(errno);
@@ -852,7 +852,7 @@ int backend_copy_fd(struct backend *be, int fd, bool compact)
 
 void backend_rss_trim(struct backend *be)
 {
-    assert(be != NULL);
+    CHECK(be != NULL);
     if (be->map_len == 0)
         return;
     /* Errors are harmless: the mappings just stay. */

@@ -21,7 +21,7 @@
  */
 #include "backend/backend.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
@@ -92,7 +92,7 @@ int backend_meta_check(const void *meta, size_t len, uint64_t txnid)
 
 int backend_pin_begin(struct backend *be, struct backend_pin *out)
 {
-    assert(be != NULL && out != NULL);
+    CHECK(be != NULL && out != NULL);
     memset(out, 0, sizeof *out);
     struct backend_txn *t;
     int rc = backend_read_begin(be, &t);
@@ -119,13 +119,13 @@ int backend_pin_begin(struct backend *be, struct backend_pin *out)
     }
     *out = (struct backend_pin){.txn = t, .txnid = txnid, .meta = meta,
                                 .meta_len = len};
-    assert(out->meta_len >= 2 * META_PAGE_MIN);
+    CHECK(out->meta_len >= 2 * META_PAGE_MIN);
     return 0;
 }
 
 void backend_pin_end(struct backend_pin *p)
 {
-    assert(p != NULL);
+    CHECK(p != NULL);
     if (p->txn != NULL)
         backend_read_end(p->txn);
     mem_free(p->meta);
@@ -134,7 +134,7 @@ void backend_pin_end(struct backend_pin *p)
 
 uint64_t backend_txnid(struct backend *be)
 {
-    assert(be != NULL);
+    CHECK(be != NULL);
     struct backend_txn *t;
     if (backend_read_begin(be, &t) != 0)
         return 0;
@@ -145,7 +145,7 @@ uint64_t backend_txnid(struct backend *be)
 
 int backend_file_id(struct backend *be, uint64_t *dev_out, uint64_t *ino_out)
 {
-    assert(be != NULL && dev_out != NULL && ino_out != NULL);
+    CHECK(be != NULL && dev_out != NULL && ino_out != NULL);
     struct backend_txn *t;
     int rc = backend_read_begin(be, &t);
     if (rc != 0)
@@ -164,7 +164,7 @@ int backend_file_id(struct backend *be, uint64_t *dev_out, uint64_t *ino_out)
 
 int backend_meta_restore(const char *dir, const void *meta, size_t len)
 {
-    assert(dir != NULL && meta != NULL);
+    CHECK(dir != NULL && meta != NULL);
     if (len % 2 != 0 || len / 2 < META_PAGE_MIN)
         return ERR_INVAL;
     char path[4200];

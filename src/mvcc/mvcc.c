@@ -17,8 +17,8 @@ static const char state_key[] = "mvcc_state";
 size_t mvcc__ckey(uint8_t *buf, const void *key, size_t key_len, mvcc_rev main,
                   int64_t sub, int kind)
 {
-    assert(key_len + MVCC_SUFFIX <= MVCC_CKEY_MAX);
-    assert(main >= 0 && sub >= 0 && (kind == 0 || kind == 1));
+    CHECK(key_len + MVCC_SUFFIX <= MVCC_CKEY_MAX);
+    CHECK(main >= 0 && sub >= 0 && (kind == 0 || kind == 1));
     if (buf != key) /* buf may already hold it (a long key's index) */
         memcpy(buf, key, key_len);
     mvcc__put_be64(buf + key_len, ~(uint64_t)main);
@@ -48,8 +48,8 @@ int mvcc__ckey_parse(const struct backend_val *k, size_t *ulen_out,
 void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb,
                         bool long_)
 {
-    assert(tomb || kv->version >= 1);
-    assert(!tomb || kv->value_len == 0);
+    CHECK(tomb || kv->version >= 1);
+    CHECK(!tomb || kv->value_len == 0);
     dst[0] = long_ ? MVCC_FORMAT_LONG : MVCC_FORMAT;
     dst[1] = tomb ? 1 : 0;
     mvcc__put_le64(dst + 2, (uint64_t)kv->create_rev);
@@ -57,7 +57,7 @@ void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb,
     mvcc__put_le64(dst + 18, (uint64_t)kv->lease);
     size_t off = MVCC_HDR;
     if (long_) {
-        assert(kv->key_len <= MVCC_KEY_MAX);
+        CHECK(kv->key_len <= MVCC_KEY_MAX);
         for (int i = 0; i < 4; i++)
             dst[MVCC_HDR + i] = (uint8_t)(kv->key_len >> (8 * i));
         memcpy(dst + MVCC_HDR_LONG, kv->key, kv->key_len);
@@ -168,8 +168,8 @@ int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
 
 void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
 {
-    assert(st->rev >= 1 && st->compact <= st->rev);
-    assert(st->compact_fin <= st->compact);
+    CHECK(st->rev >= 1 && st->compact <= st->rev);
+    CHECK(st->compact_fin <= st->compact);
     mvcc__put_le64(dst, st->ci);
     mvcc__put_le64(dst + 8, (uint64_t)st->rev);
     mvcc__put_le64(dst + 16, (uint64_t)st->compact);
@@ -277,7 +277,7 @@ static int store_load(struct mvcc_store *s)
 int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
                     struct mvcc_store **out)
 {
-    assert(be != NULL && out != NULL);
+    CHECK(be != NULL && out != NULL);
     struct mvcc_store *s = mem_calloc(1, sizeof *s);
     if (s == NULL)
         return ERR_NOMEM;
@@ -285,13 +285,13 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
     size_t km = backend_key_max(be);
     if (km > MVCC_CKEY_MAX)
         km = MVCC_CKEY_MAX;
-    assert(km > MVCC_SUFFIX + MVCC_LEASE_PREFIX + 2 * MVCC_HASH_LEN);
+    CHECK(km > MVCC_SUFFIX + MVCC_LEASE_PREFIX + 2 * MVCC_HASH_LEN);
     /* lkey keys are lease + short key, or lease + index + 1 byte: L is the
      * tightest of the limits. */
     s->short_max = km - MVCC_SUFFIX;
     if (s->short_max > km - MVCC_LEASE_PREFIX - 1)
         s->short_max = km - MVCC_LEASE_PREFIX - 1;
-    assert(s->short_max + MVCC_SUFFIX <= km);
+    CHECK(s->short_max + MVCC_SUFFIX <= km);
     int rc = store_buckets(s);
     if (rc == 0)
         rc = store_load(s);
@@ -321,7 +321,7 @@ void mvcc_store_close(struct mvcc_store *s)
 {
     if (s == NULL)
         return;
-    assert(!s->batch.open);
+    CHECK(!s->batch.open);
     while (s->pool != NULL) {
         struct mvcc_read *r = s->pool;
         s->pool = r->next_free;
@@ -371,14 +371,14 @@ uint64_t mvcc_consistent_index(const struct mvcc_store *s)
 
 size_t mvcc_key_max(const struct mvcc_store *s)
 {
-    assert(s != NULL);
+    CHECK(s != NULL);
     return MVCC_KEY_MAX;
 }
 
 void mvcc_store_set_observer(struct mvcc_store *s, mvcc_observer_fn fn,
                              void *arg)
 {
-    assert(s != NULL && !s->batch.open);
+    CHECK(s != NULL && !s->batch.open);
     s->observer = fn;
     s->observer_arg = arg;
 }
@@ -453,7 +453,7 @@ static int read_state(struct mvcc_read *r)
 
 int mvcc_read_begin(struct mvcc_store *s, struct mvcc_read **out)
 {
-    assert(s != NULL && out != NULL);
+    CHECK(s != NULL && out != NULL);
     pthread_mutex_lock(&s->pool_mu);
     struct mvcc_read *r = s->pool;
     if (r != NULL) {

@@ -24,7 +24,7 @@ static bool pending(const struct mvcc_state *st)
 
 int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev)
 {
-    assert(b != NULL && b->open && !b->t.open);
+    CHECK(b != NULL && b->open && !b->t.open);
     if (b->err != 0)
         return b->err;
     if (rev <= b->st.compact)
@@ -36,7 +36,7 @@ int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev)
         b->st.next_sub = 0;
     }
     b->st.compact = rev;
-    assert(pending(&b->st));
+    CHECK(pending(&b->st));
     return 0;
 }
 
@@ -83,7 +83,7 @@ static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
         return 0; /* every version <= c is already gone */
     if (rc != 0)
         return rc;
-    assert(kv.mod_rev <= c);
+    CHECK(kv.mod_rev <= c);
     rc = backend_cursor_current(b->kv, &k, NULL);
     if (rc == 0)
         rc = tomb ? del_current(b, b->kv, &k)
@@ -111,7 +111,7 @@ static int compact_long(struct mvcc_batch *b, const uint8_t *u, size_t ul,
         return 0;
     if (rc != 0)
         return rc;
-    assert(kv.mod_rev <= c);
+    CHECK(kv.mod_rev <= c);
     mvcc__lindex(l, idx, u, ul);
     rc = backend_cursor_current(b->kvl, &k, NULL);
     if (rc == 0)
@@ -166,8 +166,8 @@ static int next_rev(struct mvcc_batch *b, size_t *ul, bool *done)
 
 int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
 {
-    assert(b != NULL && b->open && !b->t.open && more_out != NULL);
-    assert(max_revs > 0);
+    CHECK(b != NULL && b->open && !b->t.open && more_out != NULL);
+    CHECK(max_revs > 0);
     if (b->err != 0)
         return b->err;
     bool done = !pending(&b->st);

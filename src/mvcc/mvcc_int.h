@@ -75,7 +75,7 @@
 #ifndef CETCD_MVCC_MVCC_INT_H
 #define CETCD_MVCC_MVCC_INT_H
 
-#include <assert.h>
+#include "util/check.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>

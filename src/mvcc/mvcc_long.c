@@ -24,7 +24,7 @@ void mvcc__lindex(size_t l, uint8_t *idx, const void *key,
                   size_t key_len)
 {
     size_t p = l - MVCC_HASH_LEN;
-    assert(key_len > l && key_len <= MVCC_KEY_MAX);
+    CHECK(key_len > l && key_len <= MVCC_KEY_MAX);
     memcpy(idx, key, p);
     mvcc__put_be64(idx + p, mvcc__key_hash(key, key_len));
 }
@@ -52,7 +52,7 @@ int mvcc__visible_long(size_t l, struct backend_cursor *kvl,
 {
     uint8_t idx[MVCC_CKEY_MAX];
     struct backend_val k, v;
-    assert(kvl != NULL && key_len > l);
+    CHECK(kvl != NULL && key_len > l);
     mvcc__lindex(l, idx, key, key_len);
     int rc = mvcc__seek_at(kvl, idx, l, false, rev, &k, &v);
     for (; rc == 0; rc = backend_cursor_next(kvl, &k, &v)) {
@@ -83,7 +83,7 @@ int mvcc__idx_gather(size_t l, struct backend_cursor *kvl,
 {
     struct backend_val v;
     size_t from = buf->n;
-    assert(kvl != NULL && rev >= 0);
+    CHECK(kvl != NULL && rev >= 0);
     int rc = mvcc__seek_at(kvl, idx, l, false, rev, k, &v);
     for (; rc == 0; rc = backend_cursor_next(kvl, k, &v)) {
         struct mvcc_kv kv;
@@ -111,7 +111,7 @@ int mvcc__group_gather(size_t l, struct backend_cursor *kvl,
     uint8_t q[MVCC_CKEY_MAX], idx[MVCC_CKEY_MAX];
     size_t p = l - MVCC_HASH_LEN;
     int rc = 0;
-    assert(kvl != NULL && end != NULL);
+    CHECK(kvl != NULL && end != NULL);
     if (k->len != l + MVCC_SUFFIX)
         return ERR_CORRUPT;
     memcpy(q, k->data, p);

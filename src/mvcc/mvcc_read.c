@@ -24,7 +24,7 @@ int mvcc__seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
                   struct backend_val *v)
 {
     uint8_t buf[MVCC_CKEY_MAX + 1];
-    assert(ul + MVCC_SUFFIX + 1 <= sizeof buf && rev >= 0);
+    CHECK(ul + MVCC_SUFFIX + 1 <= sizeof buf && rev >= 0);
     memcpy(buf, u, ul);
     if (after)
         buf[ul++] = 0; /* u + "\0" is the smallest key greater than u */
@@ -71,7 +71,7 @@ static int emit(struct mvcc_range_result *res, const struct backend_val *k,
                             &tomb);
     if (rc != 0)
         return rc;
-    assert(!tomb);
+    CHECK(!tomb);
     res->n_kvs++;
     return 0;
 }
@@ -135,7 +135,7 @@ static int short_start(struct sstream *st)
 
 static int short_advance(struct sstream *st)
 {
-    assert(st->has);
+    CHECK(st->has);
     st->has = false;
     if (st->sp->single)
         return 0;
@@ -265,8 +265,8 @@ int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
                const struct mvcc_span *sp, mvcc_rev rev, int64_t limit,
                unsigned flags, struct mvcc_range_result *res)
 {
-    assert(kv != NULL && sp != NULL && res != NULL && rev >= 1);
-    assert(kvl != NULL || (sp->single && sp->key_len <= sp->short_max));
+    CHECK(kv != NULL && sp != NULL && res != NULL && rev >= 1);
+    CHECK(kvl != NULL || (sp->single && sp->key_len <= sp->short_max));
     struct sstream ss = {.c = kv, .sp = sp, .rev = rev};
     struct lstream ls = {.c = kvl, .sp = sp, .rev = rev,
                          .keys_only = flags & MVCC_RANGE_KEYS_ONLY};
@@ -278,7 +278,7 @@ int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
         res->n_kvs = 0;
         return rc;
     }
-    assert(limit <= 0 || (int64_t)res->n_kvs <= limit);
+    CHECK(limit <= 0 || (int64_t)res->n_kvs <= limit);
     res->count = count;
     res->more = limit > 0 && count > limit;
     res->rev = rev;
@@ -289,7 +289,7 @@ int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
                   mvcc_rev rev, bool keys_only, struct mvcc_kv *out,
                   bool *tomb_out)
 {
-    assert(kv != NULL && key_len > 0);
+    CHECK(kv != NULL && key_len > 0);
     struct backend_val k, v;
     int rc = mvcc__seek_at(kv, key, key_len, false, rev, &k, &v);
     if (rc != 0)
@@ -324,7 +324,7 @@ int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
                const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
                unsigned flags, struct mvcc_range_result *res)
 {
-    assert(r != NULL && res != NULL);
+    CHECK(r != NULL && res != NULL);
     struct mvcc_span sp;
     res->n_kvs = 0;
     int rc = mvcc__span_init(&sp, r->s, key, key_len, end, end_len);
@@ -444,7 +444,7 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
                      size_t end_len, size_t max_events, bool want_prev,
                      mvcc_event_fn fn, void *arg, mvcc_rev *next_rev_out)
 {
-    assert(r != NULL && fn != NULL && next_rev_out != NULL);
+    CHECK(r != NULL && fn != NULL && next_rev_out != NULL);
     static const uint8_t zero = 0;
     struct mvcc_span sp;
     if (start_rev < 1)
@@ -521,7 +521,7 @@ static int hash_bucket(struct backend_cursor *c, mvcc_rev rev, uint32_t *crc)
 int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
                  mvcc_rev *compact_rev_out)
 {
-    assert(r != NULL && hash_out != NULL);
+    CHECK(r != NULL && hash_out != NULL);
     uint32_t crc = 0;
     int rc = rev_resolve(r, &rev);
     if (rc == 0)
@@ -560,7 +560,7 @@ static int long_lease_keys(struct mvcc_read *r, const uint8_t *idx,
 int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
                     void *arg)
 {
-    assert(r != NULL && fn != NULL);
+    CHECK(r != NULL && fn != NULL);
     int rc = lazy_cursor(r, r->s->lkey, &r->lk);
     if (rc != 0)
         return rc;

@@ -38,7 +38,7 @@ void *mvcc__arena_alloc(struct mvcc_arena *a, size_t len)
     }
     void *p = (char *)(c + 1) + c->used;
     c->used += len;
-    assert(c->used <= c->cap);
+    CHECK(c->used <= c->cap);
     return p;
 }
 
@@ -93,7 +93,7 @@ static int copy_kv(struct mvcc_arena *a, const struct mvcc_kv *src,
 
 int mvcc__batch_fail(struct mvcc_batch *b, int err)
 {
-    assert(err < 0);
+    CHECK(err < 0);
     if (b->err == 0)
         b->err = err;
     return b->err;
@@ -101,9 +101,9 @@ int mvcc__batch_fail(struct mvcc_batch *b, int err)
 
 int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
 {
-    assert(s != NULL && out != NULL);
+    CHECK(s != NULL && out != NULL);
     struct mvcc_batch *b = &s->batch;
-    assert(!b->open);
+    CHECK(!b->open);
     mvcc__arena_reset(&b->arena);
     b->s = s;
     b->n_events = 0;
@@ -137,15 +137,15 @@ static void batch_close(struct mvcc_batch *b)
 
 void mvcc_batch_abort(struct mvcc_batch *b)
 {
-    assert(b != NULL && b->open);
+    CHECK(b != NULL && b->open);
     backend_write_abort(b->txn);
     batch_close(b);
 }
 
 int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
 {
-    assert(b != NULL && b->open && !b->t.open);
-    assert(consistent_index >= b->st.ci);
+    CHECK(b != NULL && b->open && !b->t.open);
+    CHECK(consistent_index >= b->st.ci);
     struct mvcc_store *s = b->s;
     uint8_t st[MVCC_STATE_LEN];
     int rc = b->err;
@@ -175,7 +175,7 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
 
 struct backend_txn *mvcc_batch_backend_txn(struct mvcc_batch *b)
 {
-    assert(b != NULL && b->open);
+    CHECK(b != NULL && b->open);
     return b->txn;
 }
 
@@ -183,7 +183,7 @@ struct backend_txn *mvcc_batch_backend_txn(struct mvcc_batch *b)
  * rare: a batch of short keys never opens it). */
 int mvcc__batch_kvl(struct mvcc_batch *b)
 {
-    assert(b->open);
+    CHECK(b->open);
     if (b->kvl != NULL)
         return 0;
     return backend_cursor_open(b->txn, b->s->kvl, &b->kvl);
@@ -193,7 +193,7 @@ int mvcc__batch_kvl(struct mvcc_batch *b)
 
 struct mvcc_txn *mvcc_txn_begin(struct mvcc_batch *b)
 {
-    assert(b != NULL && b->open && !b->t.open);
+    CHECK(b != NULL && b->open && !b->t.open);
     struct mvcc_txn *t = &b->t;
     t->b = b;
     t->rev = b->st.rev + 1;
@@ -204,9 +204,9 @@ struct mvcc_txn *mvcc_txn_begin(struct mvcc_batch *b)
 
 mvcc_rev mvcc_txn_end(struct mvcc_txn *t)
 {
-    assert(t != NULL && t->open);
+    CHECK(t != NULL && t->open);
     struct mvcc_batch *b = t->b;
-    assert(t->rev == b->st.rev + 1);
+    CHECK(t->rev == b->st.rev + 1);
     if (t->sub > 0 && b->err == 0)
         b->st.rev = t->rev;
     t->open = false;
@@ -379,7 +379,7 @@ int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
                  const void *value, size_t value_len, int64_t lease,
                  unsigned flags, struct mvcc_kv *prev_out)
 {
-    assert(t != NULL && t->open && (value != NULL || value_len == 0));
+    CHECK(t != NULL && t->open && (value != NULL || value_len == 0));
     struct mvcc_batch *b = t->b;
     struct mvcc_kv prev, kv;
     bool has_prev, observed = b->s->observer != NULL;
@@ -449,7 +449,7 @@ int mvcc_txn_delete_range(struct mvcc_txn *t, const void *key,
                           int64_t *deleted_out,
                           struct mvcc_kv **prev_kvs_out)
 {
-    assert(t != NULL && t->open && deleted_out != NULL);
+    CHECK(t != NULL && t->open && deleted_out != NULL);
     struct mvcc_batch *b = t->b;
     struct mvcc_span sp;
     struct mvcc_kv *dead;
@@ -479,7 +479,7 @@ int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
                    int64_t limit, unsigned flags,
                    struct mvcc_range_result *res)
 {
-    assert(t != NULL && t->open && res != NULL);
+    CHECK(t != NULL && t->open && res != NULL);
     struct mvcc_batch *b = t->b;
     struct mvcc_span sp;
     res->n_kvs = 0;
@@ -564,7 +564,7 @@ static int lease_collect(struct mvcc_batch *b, int64_t lease)
 int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
                           int64_t *deleted_out)
 {
-    assert(t != NULL && t->open && deleted_out != NULL);
+    CHECK(t != NULL && t->open && deleted_out != NULL);
     struct mvcc_batch *b = t->b;
     int64_t n = 0;
     int rc = b->err ? b->err : lease_collect(b, lease);

@@ -3,7 +3,7 @@
  * store, the applier of AlarmRequest (GET, ACTIVATE, DEACTIVATE, as etcd
  * 3.4's applierV3backend.Alarm), and the NOSPACE raise of the API.
  */
-#include <assert.h>
+#include "util/check.h"
 #include <inttypes.h>
 #include <string.h>
 #include <sys/types.h>
@@ -32,7 +32,7 @@ static const char *type_name(uint32_t t)
 void server__alarm_key_encode(uint8_t out[SERVER_ALARM_KEY_BYTES],
                               const struct server_alarm *a)
 {
-    assert(type_known(a->type));
+    CHECK(type_known(a->type));
     for (int i = 0; i < 8; i++)
         out[i] = (uint8_t)(a->member_id >> (56 - 8 * i));
     for (int i = 0; i < 4; i++)
@@ -98,7 +98,7 @@ static int read_all(struct backend *be, struct server_alarms *al)
 
 int server__alarms_load(struct server *s)
 {
-    assert(s != NULL && s->be != NULL);
+    CHECK(s != NULL && s->be != NULL);
     struct server_alarms *al = &s->alarms;
     int rc = backend_bucket_open(s->be, "alarm", 0, &al->bucket);
     if (rc == 0)
@@ -164,7 +164,7 @@ static int answer(struct arena *a, const struct server_alarms *al, uint32_t t,
         resp->alarms[k] = &m[k];
         k++;
     }
-    assert(k == n);
+    CHECK(k == n);
     resp->n_alarms = n;
     return 0;
 }
@@ -218,7 +218,7 @@ int server__alarm_apply(struct server *s, struct mvcc_batch *b,
                         const Etcdserverpb__AlarmRequest *r, struct arena *a,
                         ProtobufCMessage **msg_out)
 {
-    assert(s != NULL && b != NULL && r != NULL);
+    CHECK(s != NULL && b != NULL && r != NULL);
     Etcdserverpb__AlarmResponse *resp = arena_alloc(a, sizeof *resp);
     Etcdserverpb__ResponseHeader *h = arena_alloc(a, sizeof *h);
     if (resp == NULL || h == NULL)
@@ -265,7 +265,7 @@ static void raised(void *arg, const struct server_response *r)
 
 void server__alarm_raise_nospace(struct server *s)
 {
-    assert(s != NULL);
+    CHECK(s != NULL);
     if (server__alarm_nospace(s))
         return;
     uint64_t now = server__now_ms();

@@ -5,7 +5,7 @@
  * waiter with its response.  Also continues unfinished compactions between
  * batches, in bounded steps.
  */
-#include <assert.h>
+#include "util/check.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,7 +93,7 @@ static void fill_headers(struct server *s, struct pending *ps, size_t n)
         if (ps[i].err != 0 || ps[i].msg == NULL)
             continue;
         Etcdserverpb__ResponseHeader *h = header_of(ps[i].msg);
-        assert(h != NULL);
+        CHECK(h != NULL);
         server__header_fill(s, h); /* apply_mu held: no store swap */
     }
 }
@@ -225,7 +225,7 @@ static void spec_finish(struct server *s)
 static void spec_half_done(struct server *s, const struct applied *a)
 {
     pthread_mutex_lock(&s->spec.mu);
-    assert(s->spec.active);
+    CHECK(s->spec.active);
     if (a != NULL) {
         s->spec.done.ps = a->ps;
         s->spec.done.n = a->n;
@@ -252,7 +252,7 @@ bool server__spec_begin(struct server *s, struct server_entry *head,
     if (!idle)
         return false;
     pthread_mutex_lock(&s->spec.mu);
-    assert(!s->spec.active);
+    CHECK(!s->spec.active);
     s->spec.active = true;
     s->spec.applied = false;
     s->spec.durable = false;

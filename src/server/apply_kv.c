@@ -5,7 +5,7 @@
  * happens; this is our own code).  Responses are built in the batch arena;
  * only the outer header is filled by the caller.
  */
-#include <assert.h>
+#include "util/check.h"
 #include <string.h>
 
 #include "mvcc/mvcc.h"
@@ -503,7 +503,7 @@ static int do_txn(struct kv_txn *k, const txn_req *r,
         return rc;
     pos = 0;
     rc = run_txn(k, r, &p, &pos, out);
-    assert(rc != 0 || pos == p.n);
+    CHECK(rc != 0 || pos == p.n);
     return rc;
 }
 

@@ -2,7 +2,7 @@
  * so a steady workload allocates nothing from malloc after warm-up. */
 #include "server/arena.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -51,7 +51,7 @@ void *arena_alloc(struct arena *a, size_t size)
     }
     void *p = a->head->data + a->used;
     a->used += need;
-    assert(a->used <= a->cap);
+    CHECK(a->used <= a->cap);
     memset(p, 0, size);
     return p;
 }

@@ -5,7 +5,7 @@
  */
 #include "server/kv_range.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <string.h>
 
 #include "util/mem.h"
@@ -186,6 +186,6 @@ Etcdserverpb__RangeResponse *kv_range_build(const range_req *r,
         resp->kvs[i] = &kvs[i];
     }
     resp->n_kvs = n;
-    assert(resp->n_kvs <= res->n_kvs);
+    CHECK(resp->n_kvs <= res->n_kvs);
     return resp;
 }

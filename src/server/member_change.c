@@ -14,7 +14,7 @@
  * leader knows a learner's progress: a follower hands a promotion to
  * member_forward.c, which asks the leader to check and propose it.
  */
-#include <assert.h>
+#include "util/check.h"
 #include <ctype.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -221,14 +221,14 @@ static struct server_ms_job *change_job(const struct server_member_change *c,
     j->id = id;
     j->req_id = req_id;
     j->len = cetcdpb__internal_request__pack(&req, j->data);
-    assert(j->len == len);
+    CHECK(j->len == len);
     return j;
 }
 
 void server__ms_job_push(struct server *s, struct server_ms_job *j,
                          bool kick)
 {
-    assert(j != NULL && j->next == NULL);
+    CHECK(j != NULL && j->next == NULL);
     pthread_mutex_lock(&s->ms->mu);
     struct server_ms_job **p = &s->ms->jobs;
     while (*p != NULL)
@@ -247,7 +247,7 @@ static void job_push(struct server *s, struct server_ms_job *j)
 static void refuse_now(server_member_fn fn, void *arg, int err)
 {
     struct server_member_result r = {.err = err};
-    assert(err != 0);
+    CHECK(err != 0);
     fn(arg, &r);
 }
 
@@ -266,7 +266,7 @@ void server_member_change(struct server *s,
                           const struct server_member_change *c,
                           server_member_fn fn, void *arg)
 {
-    assert(c->op >= SERVER_MEMBER_ADD && c->op <= SERVER_MEMBER_PROMOTE);
+    CHECK(c->op >= SERVER_MEMBER_ADD && c->op <= SERVER_MEMBER_PROMOTE);
     if (atomic_load(&s->stopping) || server_removed(s)) {
         refuse_now(fn, arg, ERR_STOPPED);
         return;
@@ -329,7 +329,7 @@ void server__ms_job_answer(struct server *s, uint64_t req_id, int err,
 {
     server_done_fn done;
     void *arg;
-    assert(err == 0 || msg == NULL);
+    CHECK(err == 0 || msg == NULL);
     if (server_wait_take(&s->wait, req_id, &done, &arg)) {
         struct server_response r = {.err = err, .msg = msg};
         done(arg, &r);
@@ -338,7 +338,7 @@ void server__ms_job_answer(struct server *s, uint64_t req_id, int err,
 
 static void fail_change(struct server *s, uint64_t req_id, int err)
 {
-    assert(err != 0);
+    CHECK(err != 0);
     server__ms_job_answer(s, req_id, err, NULL);
 }
 

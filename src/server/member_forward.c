@@ -24,7 +24,7 @@
  * queues the job again for the raft thread.  The job belongs to whoever
  * holds it: the jobs list, or the call in flight.
  */
-#include <assert.h>
+#include "util/check.h"
 #include <string.h>
 
 #include "peer/peer.h"
@@ -49,7 +49,7 @@ static void retry(struct server *s, struct server_ms_job *j, int fwd_err)
 static void finish(struct server *s, struct server_ms_job *j, int err,
                    const Cetcdpb__PromoteResponse *resp)
 {
-    assert(err != 0 || resp != NULL);
+    CHECK(err != 0 || resp != NULL);
     if (err != 0)
         log_warn("etcdserver", "failed to promote member %016llx through "
                  "the leader: %s", (unsigned long long)j->id, err_str(err));
@@ -101,7 +101,7 @@ static bool ask(struct server *s, struct server_ms_job *j, uint64_t lead,
     req.member_id = j->id;
     uint8_t buf[64];
     size_t len = cetcdpb__promote_request__get_packed_size(&req);
-    assert(len <= sizeof buf);
+    CHECK(len <= sizeof buf);
     cetcdpb__promote_request__pack(&req, buf);
     uint64_t left = j->deadline_ms - now;
     int rc = peer_call(s->transport, lead, FORWARD_PATH, buf, len,
@@ -116,8 +116,8 @@ static bool ask(struct server *s, struct server_ms_job *j, uint64_t lead,
 
 void server__promote_forward(struct server *s, struct server_ms_job *j)
 {
-    assert(j->kind == SERVER_MS_JOB_CONF && j->op == SERVER_MEMBER_PROMOTE);
-    assert(!j->from_peer && j->s == s);
+    CHECK(j->kind == SERVER_MS_JOB_CONF && j->op == SERVER_MEMBER_PROMOTE);
+    CHECK(!j->from_peer && j->s == s);
     uint64_t now = server__now_ms();
     if (now >= j->deadline_ms) {
         finish(s, j, j->fwd_err, NULL);

@@ -20,7 +20,7 @@
  */
 #include "server/members.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -153,7 +153,7 @@ static int member_pack(const struct server_member_info *m, uint8_t *buf,
     if (len > cap)
         return ERR_TOO_LARGE;
     *len_out = etcdserverpb__member__pack(&pb, buf);
-    assert(*len_out == len);
+    CHECK(*len_out == len);
     return 0;
 }
 
@@ -342,7 +342,7 @@ static int ids_write(struct server *s)
     int n = snprintf(line, sizeof line, "%016llx%016llx\n",
                      (unsigned long long)s->member_id,
                      (unsigned long long)s->cluster_id);
-    assert(n == 33);
+    CHECK(n == 33);
     return file_replace(path, line, (size_t)n);
 }
 
@@ -409,7 +409,7 @@ static int seed_save(struct server *s)
             buf[used + (size_t)k] = (uint8_t)(len >> (24 - 8 * k));
         used += rc == 0 ? len + 4 : 0;
     }
-    assert(used <= cap);
+    CHECK(used <= cap);
     char path[4200];
     seed_path(s, path, sizeof path);
     if (rc == 0)
@@ -491,7 +491,7 @@ bool server__member_has_wal(const struct server *s)
  * before the seed file existed falls back to the flags. */
 static int seed(struct server *s)
 {
-    assert(s->ms->n == 0);
+    CHECK(s->ms->n == 0);
     if (!server__member_has_wal(s)) {
         seed_table(s);
         int rc = seed_save(s);
@@ -551,7 +551,7 @@ static int open_buckets(struct server *s)
 
 int server__members_open(struct server *s)
 {
-    assert(s->ms == NULL && s->be != NULL);
+    CHECK(s->ms == NULL && s->be != NULL);
     s->ms = mem_calloc(1, sizeof *s->ms);
     if (s->ms == NULL)
         return ERR_NOMEM;
@@ -655,7 +655,7 @@ void server__members_conf(struct server *s, struct raft_conf_state *cs)
         if (!conf_add(cs, ms->m[i].id, ms->m[i].is_learner))
             break;
     pthread_mutex_unlock(&ms->mu);
-    assert(cs->n_voters + cs->n_learners <= RAFT_MAX_MEMBERS);
+    CHECK(cs->n_voters + cs->n_learners <= RAFT_MAX_MEMBERS);
 }
 
 /* The ConfState of the "members" bucket of txn's store. */
@@ -689,7 +689,7 @@ static int conf_of_bucket(struct backend_txn *txn, backend_bucket b,
 int server__members_conf_read(struct backend *be,
                               struct raft_conf_state *cs_out)
 {
-    assert(be != NULL && cs_out != NULL);
+    CHECK(be != NULL && cs_out != NULL);
     memset(cs_out, 0, sizeof *cs_out);
     backend_bucket b;
     int rc = backend_bucket_open(be, "members", 0, &b);
@@ -702,7 +702,7 @@ int server__members_conf_read(struct backend *be,
     }
     if (rc == 0 && cs_out->n_voters == 0)
         rc = ERR_NOTFOUND; /* no members table: not a cetcd store */
-    assert(rc != 0 || cs_out->n_voters + cs_out->n_learners <=
+    CHECK(rc != 0 || cs_out->n_voters + cs_out->n_learners <=
                           RAFT_MAX_MEMBERS);
     return rc;
 }
@@ -864,10 +864,10 @@ int server__members_apply(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req)
 {
     struct backend_txn *txn = mvcc_batch_backend_txn(b);
-    assert(txn != NULL);
+    CHECK(txn != NULL);
     if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR)
         return apply_attr(s, txn, req->member_attr);
-    assert(req->request_case ==
+    CHECK(req->request_case ==
            CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_CHANGE);
     return apply_change(s, txn, req->member_change);
 }

@@ -2,7 +2,7 @@
  * chain in O(1). */
 #include "server/queue.h"
 
-#include <assert.h>
+#include "util/check.h"
 
 #include "util/err.h"
 
@@ -18,7 +18,7 @@ void server_queue_init(struct server_queue *q, size_t max)
 
 void server_queue_destroy(struct server_queue *q)
 {
-    assert(q->head == NULL);
+    CHECK(q->head == NULL);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
 }
@@ -55,7 +55,7 @@ int server_queue_push(struct server_queue *q, struct server_entry *e,
 int server_queue_push_list(struct server_queue *q, struct server_entry *head,
                            struct server_entry *tail, size_t n)
 {
-    assert(head != NULL && tail != NULL && n > 0);
+    CHECK(head != NULL && tail != NULL && n > 0);
     pthread_mutex_lock(&q->mu);
     if (q->closed) {
         pthread_mutex_unlock(&q->mu);
@@ -122,7 +122,7 @@ struct server_entry *server_queue_try_pop_all(struct server_queue *q,
 int server_queue_push_front(struct server_queue *q, struct server_entry *head,
                             struct server_entry *tail, size_t n)
 {
-    assert(head != NULL && tail != NULL && n > 0);
+    CHECK(head != NULL && tail != NULL && n > 0);
     pthread_mutex_lock(&q->mu);
     tail->next = q->head;
     q->head = head;

@@ -6,7 +6,7 @@
 #include "util/thread.h"
 #include "server/server.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <errno.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -516,7 +516,7 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     e->index = 0;
     e->id = req->id;
     e->len = cetcdpb__internal_request__pack(req, e->data);
-    assert(e->len == len);
+    CHECK(e->len == len);
     uint64_t now = server__now_ms();
     int rc = server_wait_register(&s->wait, e->id, done, arg, now,
                                   now + server__request_timeout_ms(s));

@@ -27,7 +27,7 @@
  * again at start-up before anything writes to it, and a replaced store
  * (a snapshot installed) drops the old pin and its file first.
  */
-#include <assert.h>
+#include "util/check.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -133,7 +133,7 @@ static int pin_file_write(struct server *s, uint64_t index,
     int rc = backend_file_id(s->be, &dev, &ino);
     if (rc != 0)
         return rc;
-    assert(p->meta_len > 0 && p->meta_len <= PIN_META_MAX);
+    CHECK(p->meta_len > 0 && p->meta_len <= PIN_META_MAX);
     size_t len = PIN_HDR + p->meta_len + 4;
     uint8_t *buf = mem_malloc(len);
     if (buf == NULL)
@@ -170,7 +170,7 @@ static int pin_file_write(struct server *s, uint64_t index,
 
 int server__pin_file_read(const struct server *s, struct server_pin_file *out)
 {
-    assert(s != NULL && out != NULL);
+    CHECK(s != NULL && out != NULL);
     memset(out, 0, sizeof *out);
     uint64_t *v;
     size_t n;
@@ -277,7 +277,7 @@ static void promote(struct server *s, struct backend_pin *p, uint64_t index,
 
 int server__pin_locked(struct server *s)
 {
-    assert(s->be != NULL && s->mvcc != NULL);
+    CHECK(s->be != NULL && s->mvcc != NULL);
     struct backend_pin p = {0};
     struct raft_conf_state conf;
     uint64_t index = 0, bytes = 0;

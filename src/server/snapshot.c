@@ -77,7 +77,7 @@
  * between an install's pin drop and its new pin), from the newest snap
  * file.
  */
-#include <assert.h>
+#include "util/check.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -370,7 +370,7 @@ void server__store_enter(struct server *s)
 void server__store_leave(struct server *s)
 {
     pthread_mutex_lock(&s->snap.gate_mu);
-    assert(s->snap.gate_users > 0);
+    CHECK(s->snap.gate_users > 0);
     if (--s->snap.gate_users == 0)
         pthread_cond_broadcast(&s->snap.gate_cv);
     pthread_mutex_unlock(&s->snap.gate_mu);
@@ -379,7 +379,7 @@ void server__store_leave(struct server *s)
 static void gate_close(struct server *s)
 {
     pthread_mutex_lock(&s->snap.gate_mu);
-    assert(!s->snap.gate_closed);
+    CHECK(!s->snap.gate_closed);
     s->snap.gate_closed = true;
     while (s->snap.gate_users > 0)
         pthread_cond_wait(&s->snap.gate_cv, &s->snap.gate_mu);
@@ -483,7 +483,7 @@ int server__snap_export(struct server *s, uint64_t target, const char *path,
                         uint64_t *index_out, struct raft_conf_state *conf_out)
 {
     char dir[SNAP_PATH_MAX], stage[SNAP_PATH_MAX + 16], data[SNAP_PATH_MAX + 32];
-    assert(path != NULL && index_out != NULL && conf_out != NULL);
+    CHECK(path != NULL && index_out != NULL && conf_out != NULL);
     if (!server__snap_wait_applied(s, target))
         return atomic_load(&s->stopping) ? ERR_STOPPED : ERR_TIMEOUT;
     snap_dir(s, dir, sizeof dir);
@@ -844,7 +844,7 @@ static void set_newest(struct server *s, uint64_t index, uint64_t term,
                        const struct raft_conf_state *conf)
 {
     struct server_snap *sn = &s->snap;
-    assert(conf != NULL && index > 0);
+    CHECK(conf != NULL && index > 0);
     pthread_mutex_lock(&sn->mu);
     sn->newest_index = index;
     sn->newest_term = term;

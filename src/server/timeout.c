@@ -7,7 +7,7 @@
  */
 #include "server/timeout.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <stdbool.h>
 #include <string.h>
 
@@ -46,8 +46,8 @@ static bool quorum_since(const struct server_timeout_view *v,
 int server__timeout_err(const struct server_timeout_view *v,
                         uint64_t start_ms)
 {
-    assert(v != NULL && v->election_ms > 0);
-    assert(v->n <= SERVER_TIMEOUT_MEMBERS_MAX);
+    CHECK(v != NULL && v->election_ms > 0);
+    CHECK(v->n <= SERVER_TIMEOUT_MEMBERS_MAX);
     uint64_t elected = v->lead_elected_ms;
     /* Started while the previous leader was failing: within 2 election
      * timeouts before this member was elected. */
@@ -86,7 +86,7 @@ static void view_take(struct server *s, struct server_timeout_view *v)
             st.active_since_ms > 0)
             v->active_since_ms[i] = (uint64_t)st.active_since_ms;
     }
-    assert(v->n >= 1 && v->n <= SERVER_TIMEOUT_MEMBERS_MAX);
+    CHECK(v->n >= 1 && v->n <= SERVER_TIMEOUT_MEMBERS_MAX);
 }
 
 /* Context of one expiry pass: the view is taken on the first expired

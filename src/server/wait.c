@@ -1,7 +1,7 @@
 /* wait.c - sharded chained hash of waiters. */
 #include "server/wait.h"
 
-#include <assert.h>
+#include "util/check.h"
 #include <string.h>
 
 #include "util/err.h"
@@ -38,8 +38,8 @@ int server_wait_register(struct server_wait *w, uint64_t id,
                          server_done_fn done, void *arg, uint64_t start_ms,
                          uint64_t deadline_ms)
 {
-    assert(id != 0 && done != NULL);
-    assert(start_ms <= deadline_ms);
+    CHECK(id != 0 && done != NULL);
+    CHECK(start_ms <= deadline_ms);
     struct server_waiter *x = mem_malloc(sizeof *x);
     if (x == NULL)
         return ERR_NOMEM;
@@ -124,7 +124,7 @@ static void take_expired(struct server_waiter **b, uint64_t now_ms,
 void server_wait_expire(struct server_wait *w, uint64_t now_ms,
                         server_wait_why_fn why, void *ctx)
 {
-    assert(why != NULL);
+    CHECK(why != NULL);
     for (int i = 0; i < SERVER_WAIT_SHARDS; i++) {
         struct server_wait_shard *s = &w->shards[i];
         struct server_waiter *expired = NULL;
@@ -137,7 +137,7 @@ void server_wait_expire(struct server_wait *w, uint64_t now_ms,
             struct server_waiter *n = expired->next;
             struct server_response r = {.err = why(ctx, expired->start_ms),
                                         .msg = NULL};
-            assert(r.err < 0);
+            CHECK(r.err < 0);
             expired->done(expired->arg, &r);
             mem_free(expired);
             expired = n;
