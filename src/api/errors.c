@@ -48,6 +48,8 @@ grpc_status_code api_error(int err, const char **msg_out)
         E(ERR_NOT_LEADER, GRPC_STATUS_FAILED_PRECONDITION,
           "etcdserver: not leader")
         E(ERR_CORRUPT, GRPC_STATUS_DATA_LOSS, "etcdserver: corrupt cluster")
+        E(ERR_CLUSTER_CORRUPT, GRPC_STATUS_DATA_LOSS,
+          "etcdserver: corrupt cluster")
         E(ERR_MEMBER_EXIST, GRPC_STATUS_FAILED_PRECONDITION,
           "etcdserver: member ID already exist")
         E(ERR_PEER_URL_EXIST, GRPC_STATUS_FAILED_PRECONDITION,

@@ -1,7 +1,9 @@
 /*
  * alarm.c - the alarm list (see alarm.h): its key codec, its load from the
  * store, the applier of AlarmRequest (GET, ACTIVATE, DEACTIVATE, as etcd
- * 3.4's applierV3backend.Alarm), and the NOSPACE raise of the API.
+ * 3.4's applierV3backend.Alarm), which also swaps the appliers an alarm
+ * puts in front of the apply chain (applier.h), and the NOSPACE raise of
+ * the API.
  */
 #include "util/check.h"
 #include <inttypes.h>
@@ -10,6 +12,7 @@
 
 #include "mvcc/mvcc.h"
 #include "server/alarm.h"
+#include "server/applier.h"
 #include "server/server_int.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -57,12 +60,25 @@ int server__alarm_key_decode(const void *key, size_t len,
     return 0;
 }
 
-static void nospace_update(struct server_alarms *al)
+/* The alarms of type t (NONE: all). */
+static size_t count_type(const struct server_alarms *al, uint32_t t)
 {
-    bool on = false;
+    size_t c = 0;
     for (size_t i = 0; i < al->n; i++)
-        on = on || al->v[i].type == ETCDSERVERPB__ALARM_TYPE__NOSPACE;
-    atomic_store(&al->nospace, on);
+        c += t == ETCDSERVERPB__ALARM_TYPE__NONE || al->v[i].type == t;
+    return c;
+}
+
+/* The list changed (or was read): the API's NOSPACE flag and the apply
+ * chain follow it.  An alarm's applier goes in front when its first alarm
+ * is raised and leaves when its last is disarmed (applier.h). */
+static void list_changed(struct server *s)
+{
+    struct server_alarms *al = &s->alarms;
+    bool nospace = count_type(al, ETCDSERVERPB__ALARM_TYPE__NOSPACE) > 0;
+    bool corrupt = count_type(al, ETCDSERVERPB__ALARM_TYPE__CORRUPT) > 0;
+    atomic_store(&al->nospace, nospace);
+    server__appliers_link(s, nospace, corrupt);
 }
 
 /* read_all fills al from the bucket, in key order. */
@@ -92,7 +108,6 @@ static int read_all(struct backend *be, struct server_alarms *al)
     if (rc != ERR_NOTFOUND)
         return rc;
     al->n = n;
-    nospace_update(al);
     return 0;
 }
 
@@ -103,6 +118,8 @@ int server__alarms_load(struct server *s)
     int rc = backend_bucket_open(s->be, "alarm", 0, &al->bucket);
     if (rc == 0)
         rc = read_all(s->be, al);
+    if (rc == 0)
+        list_changed(s);
     if (rc == ERR_CORRUPT)
         log_error("etcdserver", "the store's alarm list does not decode");
     for (size_t i = 0; rc == 0 && i < al->n; i++)
@@ -116,6 +133,8 @@ void server__alarms_reload(struct server *s)
 {
     if (read_all(s->be, &s->alarms) != 0)
         log_error("etcdserver", "cannot read the alarm list again");
+    else
+        list_changed(s);
 }
 
 bool server__alarm_nospace(struct server *s)
@@ -129,14 +148,6 @@ static ssize_t find(const struct server_alarms *al, uint64_t id, uint32_t t)
         if (al->v[i].member_id == id && al->v[i].type == t)
             return (ssize_t)i;
     return -1;
-}
-
-static size_t count_type(const struct server_alarms *al, uint32_t t)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < al->n; i++)
-        c += t == ETCDSERVERPB__ALARM_TYPE__NONE || al->v[i].type == t;
-    return c;
 }
 
 /* answer fills resp with the alarms of type t (NONE: all), or with the
@@ -249,7 +260,7 @@ int server__alarm_apply(struct server *s, struct mvcc_batch *b,
         rc = ERR_INVAL;
         break;
     }
-    nospace_update(&s->alarms);
+    list_changed(s);
     *msg_out = &resp->base;
     return rc;
 }

@@ -1,6 +1,6 @@
 /*
  * apply.c - the apply thread: takes committed entries from the raft thread,
- * applies each through the KV applier inside ONE mvcc batch (one LMDB write
+ * applies each through the apply chain (applier.h) inside ONE mvcc batch (one LMDB write
  * txn, consistent index stored in it), commits, and only then wakes each
  * waiter with its response.  Also continues unfinished compactions between
  * batches, in bounded steps.
@@ -62,6 +62,7 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
     case ERR_TOO_LARGE:
     case ERR_UNSUPPORTED:
     case ERR_NO_SPACE: /* applied, answered as etcd does (quota.c) */
+    case ERR_CLUSTER_CORRUPT: /* a CORRUPT alarm refused it (applier.h) */
     case ERR_FULL:     /* the alarm list is full (alarm.c) */
         return 0;
     default:

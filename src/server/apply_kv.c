@@ -1,14 +1,17 @@
 /*
- * apply_kv.c - the KV applier: runs one committed request (Put,
- * DeleteRange, Txn, Compaction, Range) against the open mvcc batch, with
- * etcd 3.4's semantics (etcdserver/apply.go is the reference for what
- * happens; this is our own code).  Responses are built in the batch arena;
- * only the outer header is filled by the caller.
+ * apply_kv.c - the store applier, the last link of the apply chain
+ * (applier.h): runs one committed request (Put, DeleteRange, Txn,
+ * Compaction, Range) against the open mvcc batch, with etcd 3.4's
+ * semantics (etcdserver/apply.go's applierV3backend is the reference for
+ * what happens; this is our own code), and hands Alarm and membership
+ * requests to alarm.c and members.c.  Responses are built in the batch
+ * arena; only the outer header is filled by the caller.
  */
 #include "util/check.h"
 #include <string.h>
 
 #include "mvcc/mvcc.h"
+#include "server/applier.h"
 #include "server/kv_range.h"
 #include "server/server_int.h"
 #include "util/err.h"
@@ -540,69 +543,121 @@ static int do_compact(struct server *s, struct mvcc_batch *b,
     return 0;
 }
 
-/* etcd's capped applier (alarm.h): while a NOSPACE alarm is active, a
- * Put, a Txn with puts and a LeaseGrant are answered ErrNoSpace, applied
- * as nothing. */
-static bool capped(struct server *s, const Cetcdpb__InternalRequest *req)
+/* --- the store applier's handlers ------------------------------------ */
+
+static struct kv_txn kv_begin(struct applier_call *c)
 {
-    if (!server__alarm_nospace(s))
-        return false;
-    switch (req->request_case) {
-    case CETCDPB__INTERNAL_REQUEST__REQUEST_PUT:
-    case CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT:
-        return true;
-    case CETCDPB__INTERNAL_REQUEST__REQUEST_TXN:
-        return server_txn_cost(req->txn) > 0;
-    default:
-        return false;
-    }
+    return (struct kv_txn){.t = mvcc_txn_begin(c->b), .changed = false,
+                           .a = c->a, .store = c->s->mvcc,
+                           .compacted_at_zero = c->s->compacted_at_zero};
 }
 
-int server__apply_request(struct server *s, struct mvcc_batch *b,
-                          const Cetcdpb__InternalRequest *req,
-                          struct arena *a, ProtobufCMessage **msg_out)
+static int store_put(const struct applier *self, struct applier_call *c)
 {
-    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR ||
-        req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_CHANGE)
-        return server__members_apply(s, b, req); /* members.c */
-    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION)
-        return do_compact(s, b, req->compaction, a,
-                          (Etcdserverpb__CompactionResponse **)msg_out);
-    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_ALARM)
-        return server__alarm_apply(s, b, req->alarm, a, msg_out); /* alarm.c */
-    if (capped(s, req))
-        return ERR_NO_SPACE;
-    struct kv_txn k = {
-        .t = mvcc_txn_begin(b), .changed = false, .a = a, .store = s->mvcc,
-        .compacted_at_zero = s->compacted_at_zero};
-    /* etcd's applier checks the quota too: a write that passed the API's
-     * check but finds the store full is applied and answered ErrNoSpace. */
-    bool room = true;
-    if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_PUT)
-        room = server__quota_room(s, server_put_cost(req->put));
-    else if (req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_TXN)
-        room = server__quota_room(s, server_txn_cost(req->txn));
-    int rc;
-    switch (req->request_case) {
-    case CETCDPB__INTERNAL_REQUEST__REQUEST_PUT:
-        rc = do_put(&k, req->put, (Etcdserverpb__PutResponse **)msg_out);
-        break;
-    case CETCDPB__INTERNAL_REQUEST__REQUEST_DELETE_RANGE:
-        rc = do_delete(&k, req->delete_range,
-                       (Etcdserverpb__DeleteRangeResponse **)msg_out);
-        break;
-    case CETCDPB__INTERNAL_REQUEST__REQUEST_TXN:
-        rc = do_txn(&k, req->txn, (Etcdserverpb__TxnResponse **)msg_out);
-        break;
-    case CETCDPB__INTERNAL_REQUEST__REQUEST_RANGE:
-        rc = do_range(&k, req->range, (Etcdserverpb__RangeResponse **)msg_out);
-        break;
-    default:
-        rc = ERR_UNSUPPORTED;
-        break;
-    }
-    mvcc_rev end = mvcc_txn_end(k.t);
-    if (rc == 0 && req->request_case == CETCDPB__INTERNAL_REQUEST__REQUEST_TXN)
-        ((Etcdserverpb__TxnResponse *)*msg_out)->header->revision = end;
-    return rc == 0 && !room ? ERR_NO_SPACE : rc;
+    (void)self;
+    CHECK(c->slot == APPLIER_PUT);
+    struct kv_txn k = kv_begin(c);
+    int rc = do_put(&k, c->req->put, (Etcdserverpb__PutResponse **)c->msg_out);
+    mvcc_txn_end(k.t);
+    return rc;
 }
+
+static int store_delete(const struct applier *self, struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_DELETE_RANGE);
+    struct kv_txn k = kv_begin(c);
+    int rc = do_delete(&k, c->req->delete_range,
+                       (Etcdserverpb__DeleteRangeResponse **)c->msg_out);
+    mvcc_txn_end(k.t);
+    return rc;
+}
+
+/* A txn reports the store's revision after it (bumped iff it wrote). */
+static int store_txn(const struct applier *self, struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_TXN);
+    struct kv_txn k = kv_begin(c);
+    Etcdserverpb__TxnResponse **out = (Etcdserverpb__TxnResponse **)c->msg_out;
+    int rc = do_txn(&k, c->req->txn, out);
+    mvcc_rev end = mvcc_txn_end(k.t);
+    if (rc == 0)
+        (*out)->header->revision = end;
+    return rc;
+}
+
+static int store_range(const struct applier *self, struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_RANGE);
+    struct kv_txn k = kv_begin(c);
+    int rc = do_range(&k, c->req->range,
+                      (Etcdserverpb__RangeResponse **)c->msg_out);
+    mvcc_txn_end(k.t);
+    return rc;
+}
+
+static int store_compact(const struct applier *self, struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_COMPACTION);
+    return do_compact(c->s, c->b, c->req->compaction, c->a,
+                      (Etcdserverpb__CompactionResponse **)c->msg_out);
+}
+
+static int store_alarm(const struct applier *self, struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_ALARM);
+    return server__alarm_apply(c->s, c->b, c->req->alarm, c->a,
+                               c->msg_out); /* alarm.c: relinks the chain */
+}
+
+static int store_members(const struct applier *self, struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_MEMBERS);
+    return server__members_apply(c->s, c->b, c->req); /* members.c */
+}
+
+/* Leases, auth and unknown kinds: not built; the answer is all. */
+static int unsupported(const struct applier *self, struct applier_call *c)
+{
+    (void)self;
+    (void)c;
+    return ERR_UNSUPPORTED;
+}
+
+const struct applier_ops server__applier_store_ops = {
+    .name = "store",
+    .fn = {
+        [APPLIER_NONE] = unsupported,
+        [APPLIER_RANGE] = store_range,
+        [APPLIER_PUT] = store_put,
+        [APPLIER_DELETE_RANGE] = store_delete,
+        [APPLIER_TXN] = store_txn,
+        [APPLIER_COMPACTION] = store_compact,
+        [APPLIER_LEASE_GRANT] = unsupported,
+        [APPLIER_LEASE_REVOKE] = unsupported,
+        [APPLIER_ALARM] = store_alarm,
+        [APPLIER_MEMBERS] = store_members,
+        /* auth (issue 19) */
+        [APPLIER_AUTHENTICATE] = unsupported,
+        [APPLIER_AUTH_ENABLE] = unsupported,
+        [APPLIER_AUTH_DISABLE] = unsupported,
+        [APPLIER_USER_ADD] = unsupported,
+        [APPLIER_USER_DELETE] = unsupported,
+        [APPLIER_USER_CHANGE_PASSWORD] = unsupported,
+        [APPLIER_USER_GRANT_ROLE] = unsupported,
+        [APPLIER_USER_GET] = unsupported,
+        [APPLIER_USER_REVOKE_ROLE] = unsupported,
+        [APPLIER_USER_LIST] = unsupported,
+        [APPLIER_ROLE_ADD] = unsupported,
+        [APPLIER_ROLE_GRANT_PERMISSION] = unsupported,
+        [APPLIER_ROLE_GET] = unsupported,
+        [APPLIER_ROLE_REVOKE_PERMISSION] = unsupported,
+        [APPLIER_ROLE_DELETE] = unsupported,
+        [APPLIER_ROLE_LIST] = unsupported,
+    },
+};

@@ -12,12 +12,20 @@
  * A write the API refuses for the quota, or for a full disk (the store
  * found no more blocks: backend_space_low), raises the NOSPACE alarm as
  * etcd's quotaAlarmer does; while the alarm is active the API refuses
- * every write with a cost, and the applier caps them (alarm.h).
+ * every write with a cost, and the capped applier refuses them when they
+ * are applied (applier.h).
+ *
+ * The check at apply time is the quota applier (etcd's quotaApplierV3), a
+ * link of the apply chain (applier.h) in front of the store.
  */
+#include "util/check.h"
+
+#include "server/applier.h"
 #include "server/server_int.h"
 
 #include "backend/backend.h"
 #include "wal/wal.h"
+#include "util/err.h"
 #include "util/log.h"
 
 #define QUOTA_DEFAULT_BYTES ((int64_t)2 << 30) /* --quota-backend-bytes 0 */
@@ -85,3 +93,34 @@ void server__quota_update(struct server *s)
     atomic_store(&s->db_bytes, backend_file_bytes(s->be));
     atomic_store(&s->disk_low, backend_space_low(s->be));
 }
+
+/* --- the quota applier ------------------------------------------------- */
+
+/* The room is judged before the write (on the size after the last commit,
+ * as etcd's), and a write without it is applied all the same: every
+ * member applies the same log. */
+static int quota_put(const struct applier *self, struct applier_call *c)
+{
+    CHECK(c->slot == APPLIER_PUT);
+    bool room = server__quota_room(c->s, server_put_cost(c->req->put));
+    int rc = server__applier_next(self, c);
+    return rc == 0 && !room ? ERR_NO_SPACE : rc;
+}
+
+static int quota_txn(const struct applier *self, struct applier_call *c)
+{
+    CHECK(c->slot == APPLIER_TXN);
+    bool room = server__quota_room(c->s, server_txn_cost(c->req->txn));
+    int rc = server__applier_next(self, c);
+    return rc == 0 && !room ? ERR_NO_SPACE : rc;
+}
+
+/* LeaseGrant is etcd's third charged request; leases are not built (the
+ * store answers it ERR_UNSUPPORTED), so it passes. */
+const struct applier_ops server__applier_quota_ops = {
+    .name = "quota",
+    .fn = {
+        [APPLIER_PUT] = quota_put,
+        [APPLIER_TXN] = quota_txn,
+    },
+};

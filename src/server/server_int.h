@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "raft/raft.h"
 #include "server/alarm.h"
+#include "server/applier.h"
 #include "server/arena.h"
 #include "server/queue.h"
 #include "server/server.h"
@@ -268,6 +269,7 @@ struct server {
     bool apply_full;           /* under apply_mu: a full disk stopped the
                                 * applier (apply.c: stall) */
     struct server_alarms alarms; /* alarm.c */
+    struct server_appliers appliers; /* the apply chain (applier.h) */
 };
 
 static inline uint64_t server__now_ms(void)
@@ -326,8 +328,9 @@ int server__read_workers_start(struct server *s);
 void server__read_workers_stop(struct server *s);
 /* apply.c */
 void *server__apply_main(void *arg);
-/* apply_kv.c: apply one decoded request inside the open mvcc batch;
- * returns 0 and the response in *msg_out (arena memory), or an ERR_*. */
+/* applier.c: apply one decoded request inside the open mvcc batch
+ * through the apply chain (applier.h); returns 0 and the response in
+ * *msg_out (arena memory), or an ERR_*. */
 /* apply.c: applies a chain of n committed entries in one batch. */
 int server__apply_entries(struct server *s, struct server_entry *head,
                           size_t n, bool wake_waiters);

@@ -53,6 +53,9 @@
       "request timed out, possibly due to previous leader failure")         \
     X(TIMEOUT_CONN_LOST, -307,                                               \
       "request timed out, possibly due to connection lost")                 \
+    /* a CORRUPT alarm is active: the request was refused (applier.h);     \
+     * CORRUPT above is damaged data found by this member */               \
+    X(CLUSTER_CORRUPT, -308, "corrupt cluster")                              \
     /* membership (mapped to etcd errors by api) */                         \
     X(MEMBER_EXIST, -400, "member ID already exist")                         \
     X(PEER_URL_EXIST, -401, "Peer URLs already exists")                      \
