@@ -7,7 +7,11 @@
  * applies writes "capped", as etcd's applierV3Capped does: a Put, a Txn
  * with puts (a cost above 0) and a LeaseGrant are answered ErrNoSpace and
  * change nothing; reads, deletes, compactions and Txns without puts are
- * served.  `etcdctl alarm disarm` (DEACTIVATE) ends it.
+ * served.  While a CORRUPT alarm is active, every KV and lease request but
+ * a read-only Txn is answered ErrCorrupt (ERR_CLUSTER_CORRUPT), as etcd's
+ * applierV3Corrupt.  `etcdctl alarm disarm` (DEACTIVATE) ends either.
+ * Those are appliers put in front of the apply chain (applier.h): this
+ * file relinks the chain whenever the list is loaded or changed.
  *
  * A NOSPACE alarm is raised (ACTIVATE, this member's id) when the API
  * refuses a write because the backend quota (--quota-backend-bytes) is
