@@ -134,12 +134,13 @@ struct server_appliers {
     const struct applier *front; /* where a request enters (NULL: unlinked) */
 };
 
-/* The ops tables of each file. */
-extern const struct applier_ops server__applier_store_ops;   /* apply_kv.c */
-extern const struct applier_ops server__applier_quota_ops;   /* quota.c */
-extern const struct applier_ops server__applier_auth_ops;    /* applier.c */
-extern const struct applier_ops server__applier_capped_ops;  /* applier_alarm.c */
-extern const struct applier_ops server__applier_corrupt_ops; /* applier_alarm.c */
+/* The ops tables: store in apply_kv.c, quota in quota.c, auth in
+ * applier.c, capped and corrupt in applier_alarm.c. */
+extern const struct applier_ops server__applier_store_ops;
+extern const struct applier_ops server__applier_quota_ops;
+extern const struct applier_ops server__applier_auth_ops;
+extern const struct applier_ops server__applier_capped_ops;
+extern const struct applier_ops server__applier_corrupt_ops;
 
 /* server__appliers_link (apply side) relinks s's chain for the alarms that
  * are active: auth -> quota -> store, with capped in front while nospace,
