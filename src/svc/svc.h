@@ -43,7 +43,7 @@
  *
  * Streams (Watch, LeaseKeepAlive, Snapshot, Observe: none is built yet).
  * A streaming service works on a struct svc_stream, the transport's end of
- * one open stream, below.
+ * one open stream, below (gRPC's: api/stream.c; in-process: stream.c).
  */
 #ifndef CETCD_SVC_SVC_H
 #define CETCD_SVC_SVC_H
