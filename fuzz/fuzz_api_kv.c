@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/kv_check.h"
+#include "svc/kv_check.h"
 #include "etcdserverpb/rpc.pb-c.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

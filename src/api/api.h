@@ -1,12 +1,17 @@
 /*
  * api.h - the client-facing API of a member: the etcd v3 gRPC services on
  * the client URLs, backed by a running server.  Owns the gRPC runtime
- * (rpc.h); the services live in one file each (kv.c, ...).  Only this layer
- * maps ERR_* codes to etcd's gRPC status codes and messages (errors.c).
+ * (rpc.h).  The services themselves are svc/'s (svc.h); each file here
+ * (kv.c, cluster.c, maintenance.c) is a thin adapter per method: decode
+ * the request (a bad one gets INTERNAL "grpc: error unmarshalling
+ * request"), call the svc function, answer with its reply or its error
+ * (done.c).  stream.c puts svc's stream interface on rpc streams.  Only
+ * this layer maps ERR_* codes to etcd's gRPC status codes and messages
+ * (errors.c).
  *
  * Thread rules: api_start/api_stop from the daemon's main thread.  Handlers
- * run on the runtime's event loops and on the server's apply
- * thread (asynchronous replies).
+ * run on the runtime's event loops; answers may come from any thread a
+ * service completes on (svc.h "Completions").
  */
 #ifndef CETCD_API_API_H
 #define CETCD_API_API_H

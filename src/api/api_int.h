@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 #include "rpc/rpc.h"
+#include "svc/svc.h"
 
 struct api {
     struct server *server;  /* the member served (borrowed) */
@@ -14,5 +15,40 @@ struct api {
 int api__kv_register(struct api *api);
 int api__maintenance_register(struct api *api);
 int api__cluster_register(struct api *api);
+
+/* The adapters' shared pieces (done.c). */
+
+/* api__bad_request answers a request that did not decode as grpc-go
+ * does: INTERNAL "grpc: error unmarshalling request". */
+void api__bad_request(struct rpc_call *call);
+
+/* api__reply_err answers err (an ERR_* code) mapped by api_error. */
+void api__reply_err(struct rpc_call *call, int err);
+
+/* api__done is the completion that answers call with the service's reply
+ * (rpc_call_reply) or its error (api__reply_err), from whichever thread
+ * the service completes on. */
+struct svc_done api__done(struct rpc_call *call);
+
+/* A streaming service on gRPC (stream.c): the service's handler and the
+ * member it serves.  Caller-owned; it must outlive the rpc server. */
+struct api_stream_method {
+    const struct svc_stream_handler *handler; /* the service (svc.h) */
+    struct server *server;                    /* passed to its open */
+    /* the runtime's send queue per stream (rpc_server_config's
+     * stream_queue; RPC_DEFAULT_STREAM_QUEUE unless set) */
+    size_t queue_max;
+};
+
+/* api__stream_register routes path to m: each stream opened on it is
+ * given to m->handler as a struct svc_stream whose send is
+ * rpc_stream_send, whose close ends the stream with api_error's status
+ * (OK for 0), and whose inbound messages are decoded as
+ * m->handler->request (a message that does not decode ends the stream
+ * with INTERNAL "grpc: error unmarshalling request").  A refused open ends
+ * it with the refusal's status.  Before rpc_server_start.  Errors: as
+ * rpc_server_register_stream. */
+int api__stream_register(struct rpc_server *rpc, const char *path,
+                         const struct api_stream_method *m);
 
 #endif

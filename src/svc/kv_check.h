@@ -4,8 +4,8 @@
  * limits (with the nested budget), empty ops, and the duplicate-key rules
  * for puts and deletes inside one txn branch.  Pure functions.
  */
-#ifndef CETCD_API_KV_CHECK_H
-#define CETCD_API_KV_CHECK_H
+#ifndef CETCD_SVC_KV_CHECK_H
+#define CETCD_SVC_KV_CHECK_H
 
 #include <stdint.h>
 

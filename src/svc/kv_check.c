@@ -9,7 +9,7 @@
  * end sorts before its start (e.g. range_end "\0") covers nothing here,
  * exactly as in etcd 3.4.
  */
-#include "api/kv_check.h"
+#include "svc/kv_check.h"
 
 #include <stdbool.h>
 #include <string.h>

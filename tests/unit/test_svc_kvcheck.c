@@ -1,11 +1,11 @@
 /*
- * test_api_kvcheck.c - goal: the KV service refuses exactly what etcd 3.4
- * refuses before proposing (empty keys, ignore_* misuse, too many txn ops
- * with the nested budget, empty ops, duplicate keys in a branch) and lets
- * everything else through.  Method: requests built in memory, one group per
- * check function; the duplicate-key cases follow etcd's checkIntervals
- * rules, including its quirks (then/else of a nested txn may repeat a key; a
- * ">= key" delete covers nothing).
+ * test_svc_kvcheck.c - goal: the KV service (svc/kv_check.c) refuses
+ * exactly what etcd 3.4 refuses before proposing (empty keys, ignore_*
+ * misuse, too many txn ops with the nested budget, empty ops, duplicate
+ * keys in a branch) and lets everything else through.  Method: requests
+ * built in memory, one group per check function; the duplicate-key cases
+ * follow etcd's checkIntervals rules, including its quirks (then/else of a
+ * nested txn may repeat a key; a ">= key" delete covers nothing).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "api/kv_check.h"
+#include "svc/kv_check.h"
 #include "util/err.h"
 
 #define MAXOPS 64

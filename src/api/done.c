@@ -1,0 +1,33 @@
+/* done.c - the answer of a unary call from a service's completion: the
+ * reply packed as the call's response, an ERR_* code mapped to etcd's gRPC
+ * status (errors.c). */
+#include "api/api_int.h"
+
+void api__bad_request(struct rpc_call *call)
+{
+    rpc_call_reply_error(call, GRPC_STATUS_INTERNAL,
+                         "grpc: error unmarshalling request");
+}
+
+void api__reply_err(struct rpc_call *call, int err)
+{
+    const char *msg;
+    grpc_status_code code = api_error(err, &msg);
+    rpc_call_reply_error(call, code, msg);
+}
+
+/* Runs on whichever thread the service completes on (svc.h); the call may
+ * be answered from any thread (rpc.h). */
+static void on_done(void *ctx, int err, const ProtobufCMessage *reply)
+{
+    struct rpc_call *call = ctx;
+    if (err != 0)
+        api__reply_err(call, err);
+    else
+        rpc_call_reply(call, reply);
+}
+
+struct svc_done api__done(struct rpc_call *call)
+{
+    return (struct svc_done){on_done, call};
+}

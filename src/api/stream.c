@@ -1,0 +1,132 @@
+/*
+ * stream.c - struct svc_stream (svc.h) on a gRPC server stream (rpc.h,
+ * rpc/stream.c): the adapter a streaming service (Watch, LeaseKeepAlive,
+ * Snapshot, Observe) is registered through.  No service uses it yet.
+ *
+ * Per stream one struct adapter, shared by two holders: the service (from
+ * a successful open until its release) and the runtime (until on_close,
+ * which always comes, also after a release: rpc.h).  Each drops its
+ * reference; the last one frees.  The adapter keeps the runtime's stream
+ * reference and gives it back with rpc_stream_release when the service
+ * releases (or at once when the service refused to open).
+ */
+#include <stdatomic.h>
+
+#include "api/api_int.h"
+#include "util/check.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+/* One open stream.  Fields but refs are written on the stream's loop
+ * before the service sees the stream and only read afterwards. */
+struct adapter {
+    struct svc_stream st;                 /* what the service is given */
+    struct rpc_stream *rs;                /* the runtime's stream */
+    const struct api_stream_method *m;    /* the registration */
+    void *state;                          /* the service's */
+    bool opened;                          /* the service's open succeeded */
+    bool broken;                          /* a message did not decode */
+    atomic_int refs;                      /* holders left (see above) */
+};
+
+static void unref(struct adapter *a)
+{
+    int left = atomic_fetch_sub(&a->refs, 1) - 1;
+    CHECK(left >= 0);
+    if (left == 0)
+        mem_free(a);
+}
+
+static int st_send(void *ctx, const ProtobufCMessage *m)
+{
+    struct adapter *a = ctx;
+    return rpc_stream_send(a->rs, m);
+}
+
+static int st_close(void *ctx, int err)
+{
+    struct adapter *a = ctx;
+    const char *msg = "";
+    grpc_status_code code = err == 0 ? GRPC_STATUS_OK : api_error(err, &msg);
+    return rpc_stream_finish(a->rs, code, msg);
+}
+
+static void st_release(void *ctx)
+{
+    struct adapter *a = ctx;
+    rpc_stream_release(a->rs);
+    unref(a);
+}
+
+/* The runtime's callbacks, on the stream's loop. */
+
+static void on_open(struct rpc_stream *rs, void *ctx)
+{
+    const struct api_stream_method *m = ctx;
+    struct adapter *a = mem_calloc(1, sizeof *a);
+    if (a == NULL) {
+        rpc_stream_finish(rs, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                          "out of memory");
+        rpc_stream_release(rs);
+        return;
+    }
+    a->st = (struct svc_stream){st_send, st_close, st_release, a,
+                                m->queue_max};
+    a->rs = rs;
+    a->m = m;
+    atomic_init(&a->refs, 1); /* the runtime's, until on_close */
+    rpc_stream_data_set(rs, a);
+    int rc = m->handler->open(m->server, &a->st, &a->state);
+    if (rc != 0) {
+        st_close(a, rc);
+        rpc_stream_release(rs);
+        return;
+    }
+    a->opened = true;
+    atomic_fetch_add(&a->refs, 1); /* the service's, until release */
+}
+
+static void on_message(struct rpc_stream *rs, const uint8_t *msg, size_t len,
+                       void *ctx)
+{
+    (void)ctx;
+    struct adapter *a = rpc_stream_data_get(rs);
+    if (a == NULL || !a->opened || a->broken)
+        return;
+    if (msg == NULL) {
+        a->m->handler->recv(a->state, NULL);
+        return;
+    }
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(a->m->handler->request, NULL, len, msg);
+    if (m == NULL) {
+        a->broken = true; /* the service hears no more of this stream */
+        rpc_stream_finish(rs, GRPC_STATUS_INTERNAL,
+                          "grpc: error unmarshalling request");
+        return;
+    }
+    a->m->handler->recv(a->state, m);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void on_close(struct rpc_stream *rs, bool cancelled, void *ctx)
+{
+    (void)ctx;
+    struct adapter *a = rpc_stream_data_get(rs);
+    if (a == NULL)
+        return; /* out of memory at open */
+    if (a->opened)
+        a->m->handler->end(a->state, cancelled);
+    unref(a);
+}
+
+static const struct rpc_stream_ops ops = {on_open, on_message, on_close};
+
+int api__stream_register(struct rpc_server *rpc, const char *path,
+                         const struct api_stream_method *m)
+{
+    CHECK(rpc != NULL && path != NULL && m != NULL);
+    CHECK(m->handler != NULL && m->handler->request != NULL &&
+          m->queue_max > 0);
+    return rpc_server_register_stream(rpc, path, &ops, (void *)m);
+}

@@ -1,0 +1,109 @@
+/*
+ * maintenance.c - the Maintenance service: Status (etcdctl endpoint
+ * status, client version checks), MoveLeader (leader transfer) and Alarm
+ * (etcdctl alarm list/disarm: every action goes through raft, as in etcd
+ * 3.4).  Defragment, Hash/HashKV and Snapshot come with their issues.
+ */
+#include "svc/svc.h"
+
+#include <time.h>
+
+#include "server/server.h"
+#include "svc/svc_int.h"
+#include "util/check.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+void svc_maint_status(struct server *s, const Etcdserverpb__StatusRequest *req,
+                      struct svc_done done)
+{
+    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    struct server_status st;
+    int rc = server_status_get(s, &st);
+    if (rc != 0) {
+        done.fn(done.ctx, rc, NULL);
+        return;
+    }
+    Etcdserverpb__StatusResponse r = ETCDSERVERPB__STATUS_RESPONSE__INIT;
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_header_fill(s, &h);
+    r.header = &h;
+    r.version = SVC_ETCD_VERSION;
+    r.dbsize = (int64_t)st.db_size;
+    r.dbsizeinuse = (int64_t)st.db_in_use;
+    r.leader = st.leader;
+    r.raftindex = st.raft_index;
+    r.raftterm = st.raft_term;
+    r.raftappliedindex = st.applied_index;
+    r.islearner = st.is_learner;
+    done.fn(done.ctx, 0, &r.base);
+}
+
+/* A MoveLeader waiting for the leader to change. */
+struct move {
+    struct svc_done done; /* the caller's completion */
+    struct server *s;     /* the member (borrowed) */
+};
+
+/* Runs on the raft thread (or inline on an early error). */
+static void on_moved(void *arg, int err)
+{
+    struct move *mv = arg;
+    struct svc_done done = mv->done;
+    struct server *s = mv->s;
+    mem_free(mv);
+    if (err != 0) {
+        done.fn(done.ctx, err, NULL);
+        return;
+    }
+    Etcdserverpb__MoveLeaderResponse r =
+        ETCDSERVERPB__MOVE_LEADER_RESPONSE__INIT;
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_header_fill(s, &h);
+    r.header = &h;
+    done.fn(done.ctx, 0, &r.base);
+}
+
+/* etcd: only the leader moves leadership, to a voter, and the call waits
+ * (until the client's deadline) for the new leader. */
+void svc_maint_move_leader(struct server *s,
+                           const Etcdserverpb__MoveLeaderRequest *req,
+                           int64_t deadline_ns, struct svc_done done)
+{
+    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    struct move *mv = mem_malloc(sizeof *mv);
+    if (mv == NULL) {
+        done.fn(done.ctx, ERR_NOMEM, NULL);
+        return;
+    }
+    *mv = (struct move){done, s};
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t now = (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+    uint64_t deadline = now + SVC_MOVE_LEADER_TIMEOUT_MS;
+    if (deadline_ns != INT64_MAX &&
+        (uint64_t)(deadline_ns / 1000000) < deadline)
+        deadline = deadline_ns > 0 ? (uint64_t)(deadline_ns / 1000000) : now;
+    server_move_leader(s, req->targetid, deadline, on_moved, mv);
+}
+
+/* Runs on the apply thread, or inline when the proposal was refused. */
+static void on_alarm(void *arg, const struct server_response *r)
+{
+    svc__done_take(arg, r->err, r->err == 0 ? r->msg : NULL);
+}
+
+void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
+                     struct svc_done done)
+{
+    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    struct svc_done *held = svc__done_dup(done);
+    if (held == NULL) {
+        done.fn(done.ctx, ERR_NOMEM, NULL);
+        return;
+    }
+    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_ALARM;
+    ir.alarm = (Etcdserverpb__AlarmRequest *)req;
+    server_propose(s, &ir, on_alarm, held);
+}

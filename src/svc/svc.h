@@ -1,0 +1,303 @@
+/*
+ * svc.h - the etcd v3 services of a member, transport-neutral: KV, Cluster,
+ * Maintenance, and the peer listener's Join and Promote.  A service takes a
+ * DECODED request (the protobuf-c message) and answers through a
+ * completion with 0 and a reply message, or with an ERR_* code
+ * (util/err.h).  It never sees gRPC: decoding the bytes, encoding the
+ * reply and mapping ERR_* codes to a wire status (gRPC: api/errors.c; the
+ * HTTP gateway to come: its own) are the transport's.  The layer sits
+ * between api/ (the gRPC adapters) and server/ (docs/ARCHITECTURE.md).
+ * Files: kv.c, kv_check.c (etcd's request checks, kv_check.h), cluster.c,
+ * maintenance.c, stream.c (the in-process stream).
+ *
+ * State.  svc keeps none of its own: every function takes the member it
+ * serves (struct server, borrowed; it must be running, see server.h) and
+ * everything a pending request needs travels with that request.
+ *
+ * Requests.  Unless a function says otherwise, the request is BORROWED for
+ * the call only: the service copies what it keeps (a write is packed into
+ * its raft proposal before the function returns), so the caller may free
+ * the request as soon as the function returns, even while the answer is
+ * still to come.
+ *
+ * Completions.  Every service function calls done.fn EXACTLY ONCE, with
+ *   err == 0 and reply: the response message (its type is named at each
+ *        function), borrowed for the callback only: pack or copy it there;
+ *   err < 0 and reply == NULL: an ERR_* code from the function's list
+ *        (any function may also give ERR_NOMEM).
+ * done.fn may run before the service function returns (inline: a refusal,
+ * a local answer, a serializable read) or later on another thread: the
+ * apply thread (a write applied), a read worker (a linearizable read), the
+ * raft thread or whichever thread runs a raft pass (a leader transfer, a
+ * failed read round or proposal), the house thread (a request timed out:
+ * ERR_TIMEOUT and its two variants, see server/timeout.h), a peer-call
+ * thread (a promotion forwarded to the leader).  It runs under the
+ * server's locks (docs/ARCHITECTURE.md "Lock order"): it must not block
+ * and must not call back into the server; handing the reply to another
+ * thread (api/ pushes the answer onto an event loop) is what it is for.
+ *
+ * Checks.  The services make etcd's request checks (v3rpc/key.go,
+ * quota.go, member.go) before anything reaches raft: the quota first (a
+ * write that would pass the backend quota gets ERR_NO_SPACE and raises the
+ * NOSPACE alarm), then the request's own shape (kv_check.h).
+ *
+ * Streams (Watch, LeaseKeepAlive, Snapshot, Observe: none is built yet).
+ * A streaming service works on a struct svc_stream, the transport's end of
+ * one open stream, below (gRPC's: api/stream.c; in-process: stream.c).
+ */
+#ifndef CETCD_SVC_SVC_H
+#define CETCD_SVC_SVC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "cetcdpb/internal.pb-c.h"
+#include "etcdserverpb/rpc.pb-c.h"
+
+struct server;
+
+/* The completion of one request (see "Completions" above).  fn is called
+ * exactly once with ctx; ctx is the caller's (api/: the gRPC call). */
+typedef void (*svc_done_fn)(void *ctx, int err, const ProtobufCMessage *reply);
+struct svc_done {
+    svc_done_fn fn; /* called exactly once */
+    void *ctx;      /* passed to fn, untouched */
+};
+
+/* --- KV (kv.c) ----------------------------------------------------------- */
+
+/* svc_kv_range checks req (ERR_EMPTY_KEY) and serves it: a serializable
+ * read, or any read on a lone leading voter, at once on the caller's
+ * thread; a linearizable one after a ReadIndex round, on a read worker.
+ * TAKES OWNERSHIP of req, which must come from
+ * etcdserverpb__range_request__unpack with the default allocator (NULL):
+ * it is freed with free_unpacked once answered (it is kept for the read).
+ * Reply: Etcdserverpb__RangeResponse (its keys point into the store; they
+ * stay valid during done.fn only).  Errors: ERR_EMPTY_KEY, ERR_COMPACTED,
+ * ERR_FUTURE_REV, ERR_TIMEOUT (no ReadIndex answer within the request
+ * timeout), ERR_LEADER_CHANGED, ERR_STOPPED, ERR_NOMEM. */
+void svc_kv_range(struct server *s, Etcdserverpb__RangeRequest *req,
+                  struct svc_done done);
+
+/* The writes: the quota check (Put, Txn), etcd's request checks, then a
+ * raft proposal; answered once applied here, on the apply thread.
+ * Errors of every write: ERR_REQUEST_TOO_LARGE (over
+ * --max-request-bytes), ERR_TOO_MANY_REQUESTS (the proposal queue is
+ * full), ERR_STOPPED, ERR_TIMEOUT, ERR_TIMEOUT_LEADER_FAIL,
+ * ERR_TIMEOUT_CONN_LOST (server_propose), ERR_NO_SPACE (the quota, or the
+ * NOSPACE alarm at apply time), ERR_NOMEM; and those named below. */
+
+/* svc_kv_put: reply Etcdserverpb__PutResponse.  Errors: ERR_EMPTY_KEY,
+ * ERR_VALUE_PROVIDED, ERR_LEASE_PROVIDED (ignore_* misuse), ERR_KEY_NOT_FOUND
+ * (ignore_value on a missing key), ERR_LEASE_NOT_FOUND, ERR_TOO_LARGE (a key
+ * past the store's limit). */
+void svc_kv_put(struct server *s, const Etcdserverpb__PutRequest *req,
+                struct svc_done done);
+
+/* svc_kv_delete_range: reply Etcdserverpb__DeleteRangeResponse.  Errors:
+ * ERR_EMPTY_KEY. */
+void svc_kv_delete_range(struct server *s,
+                         const Etcdserverpb__DeleteRangeRequest *req,
+                         struct svc_done done);
+
+/* svc_kv_txn: reply Etcdserverpb__TxnResponse.  A read-only txn goes
+ * through raft too (linearizable; one log entry more than etcd).  Errors:
+ * ERR_TOO_MANY_OPS (--max-txn-ops, nested ops counted), ERR_EMPTY_KEY,
+ * ERR_KEY_NOT_FOUND (an empty op), ERR_DUPLICATE_KEY, ERR_COMPACTED and
+ * ERR_FUTURE_REV (a range inside), and the errors of Put. */
+void svc_kv_txn(struct server *s, const Etcdserverpb__TxnRequest *req,
+                struct svc_done done);
+
+/* svc_kv_compact: reply Etcdserverpb__CompactionResponse.  Errors:
+ * ERR_COMPACTED, ERR_FUTURE_REV. */
+void svc_kv_compact(struct server *s,
+                    const Etcdserverpb__CompactionRequest *req,
+                    struct svc_done done);
+
+/* --- Cluster (cluster.c) ------------------------------------------------- */
+
+/* svc_cluster_member_list answers at once from the local members store
+ * (as etcd 3.4 does).  Reply: Etcdserverpb__MemberListResponse.  Errors:
+ * ERR_NOMEM. */
+void svc_cluster_member_list(struct server *s,
+                             const Etcdserverpb__MemberListRequest *req,
+                             struct svc_done done);
+
+/* The changes propose a raft conf change (server_member_change) and are
+ * answered once it is applied here, with the members as this member's
+ * store then lists them.  Peer URLs are trimmed of surrounding space in
+ * place (etcd's types.NewURLs keeps the trimmed URL), so these take the
+ * request non-const; it is still borrowed for the call only.  A decoder
+ * that lets a URL hold a NUL byte must refuse the request itself with
+ * ERR_MEMBER_BAD_URLS: the C strings end at the NUL and would look valid
+ * here (api/cluster.c does so for protobuf).  Errors: those of
+ * server_member_change (server.h): ERR_MEMBER_BAD_URLS,
+ * ERR_PEER_URL_EXIST, ERR_MEMBER_EXIST, ERR_MEMBER_NOT_FOUND,
+ * ERR_MEMBER_NOT_LEARNER, ERR_TOO_MANY_LEARNERS,
+ * ERR_MEMBER_NOT_ENOUGH_STARTED, ERR_UNHEALTHY, ERR_LEARNER_NOT_READY,
+ * ERR_NO_LEADER, ERR_TIMEOUT (and its two variants), ERR_STOPPED,
+ * ERR_NOMEM. */
+
+/* svc_cluster_member_add: reply Etcdserverpb__MemberAddResponse (member:
+ * the new one). */
+void svc_cluster_member_add(struct server *s,
+                            Etcdserverpb__MemberAddRequest *req,
+                            struct svc_done done);
+
+/* svc_cluster_member_remove: reply Etcdserverpb__MemberRemoveResponse. */
+void svc_cluster_member_remove(struct server *s,
+                               const Etcdserverpb__MemberRemoveRequest *req,
+                               struct svc_done done);
+
+/* svc_cluster_member_update: reply Etcdserverpb__MemberUpdateResponse. */
+void svc_cluster_member_update(struct server *s,
+                               Etcdserverpb__MemberUpdateRequest *req,
+                               struct svc_done done);
+
+/* svc_cluster_member_promote: reply Etcdserverpb__MemberPromoteResponse.
+ * On a follower the promotion is forwarded to the leader and the reply
+ * lists the members as the leader does (done.fn then runs on a peer-call
+ * thread). */
+void svc_cluster_member_promote(struct server *s,
+                                const Etcdserverpb__MemberPromoteRequest *req,
+                                struct svc_done done);
+
+/* svc_peer_join answers a member that joins with
+ * --initial-cluster-state=existing (the peer listener's Join service): the
+ * cluster id and its members.  Reply: Cetcdpb__JoinResponse, at once.
+ * Errors: ERR_INVAL (another --initial-cluster-token), ERR_NOMEM. */
+void svc_peer_join(struct server *s, const Cetcdpb__JoinRequest *req,
+                   struct svc_done done);
+
+/* svc_peer_promote runs a promotion a follower forwarded to this member
+ * (the peer listener's Promote; it must lead).  The outcome of the change
+ * is the reply: Cetcdpb__PromoteResponse with error 0 and the members, or
+ * error set to the ERR_* code (a stable number the follower hands its
+ * client as its own).  Errors of the call itself (done.fn's err): ERR_INVAL
+ * (the request names another cluster id), ERR_NOMEM. */
+void svc_peer_promote(struct server *s, const Cetcdpb__PromoteRequest *req,
+                      struct svc_done done);
+
+/* --- Maintenance (maintenance.c) ----------------------------------------- */
+
+/* SVC_ETCD_VERSION: the etcd version a member reports (the API it
+ * matches), in Status. */
+#define SVC_ETCD_VERSION "3.4.23"
+
+/* SVC_MOVE_LEADER_TIMEOUT_MS: a leader transfer gives up after this when
+ * the caller's deadline is later or absent. */
+#define SVC_MOVE_LEADER_TIMEOUT_MS 10000
+
+/* svc_maint_status answers at once.  Reply: Etcdserverpb__StatusResponse.
+ * Errors: ERR_BUSY, ERR_IO (the backend's size). */
+void svc_maint_status(struct server *s, const Etcdserverpb__StatusRequest *req,
+                      struct svc_done done);
+
+/* svc_maint_move_leader hands leadership to the voter req->targetid (this
+ * member must lead) and answers once it leads, on the raft thread.
+ * deadline_ns: the caller's deadline on CLOCK_MONOTONIC in nanoseconds
+ * (INT64_MAX: none); the transfer gives up at the earlier of it and
+ * SVC_MOVE_LEADER_TIMEOUT_MS from now.  Reply:
+ * Etcdserverpb__MoveLeaderResponse.  Errors: ERR_NOT_LEADER,
+ * ERR_BAD_LEADER_TRANSFEREE, ERR_LEADER_TRANSFER_TIMEOUT, ERR_STOPPED,
+ * ERR_NOMEM. */
+void svc_maint_move_leader(struct server *s,
+                           const Etcdserverpb__MoveLeaderRequest *req,
+                           int64_t deadline_ns, struct svc_done done);
+
+/* svc_maint_alarm: every action (GET, ACTIVATE, DEACTIVATE) goes through
+ * raft, as in etcd 3.4.  Reply: Etcdserverpb__AlarmResponse, on the apply
+ * thread.  Errors: those of every write (above) but ERR_NO_SPACE. */
+void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
+                     struct svc_done done);
+
+/* --- Streams ------------------------------------------------------------- */
+
+/*
+ * struct svc_stream: the transport's end of one open stream, given to the
+ * streaming service (which only calls its functions).  The transport fills
+ * it and keeps it valid until the service calls release.
+ *
+ * Outbound.  send queues one message (packed before it returns, so the
+ * caller may free it) from any thread.  The transport holds at most
+ * queue_max messages not yet written: past that send queues nothing and
+ * returns ERR_FULL, and the service decides (etcd's watch, for one, drops
+ * a watcher that cannot keep up).  Errors: ERR_FULL, ERR_CLOSED (the
+ * stream ended or is finishing), ERR_NOMEM.
+ *
+ * close ends the stream once the queued messages are written: err 0 ends
+ * it OK, an ERR_* code ends it with that error (the transport maps it as
+ * for unary calls).  Any thread.  Errors: ERR_CLOSED (already ending).
+ *
+ * Inbound.  The transport decodes each client message and hands it to the
+ * service's recv (struct svc_stream_handler) on one thread at a time, the
+ * next one only after recv has returned: a service that cannot take more
+ * for now keeps the message it got and the transport reads no further, so
+ * the inbound queue is one message deep and the rest waits in the
+ * transport's flow control.  recv(NULL) tells that the client has
+ * half-closed its side.  end runs exactly once when the stream is over
+ * (closed by the service, cancelled by the client, a deadline, shutdown);
+ * after it, send and close return ERR_CLOSED.
+ *
+ * release: the service is done with the stream (after its open succeeded,
+ * exactly once, from any thread, also from inside end); afterwards it must
+ * not touch the stream.  A stream whose service released it before end
+ * still gets its end.
+ */
+struct svc_stream {
+    int (*send)(void *ctx, const ProtobufCMessage *m); /* any thread */
+    int (*close)(void *ctx, int err);                  /* any thread */
+    void (*release)(void *ctx);                        /* once */
+    void *ctx;        /* the transport's, passed to the three above */
+    size_t queue_max; /* sends queued at most before ERR_FULL */
+};
+
+/* The service's side of a stream, called by the transport. */
+struct svc_stream_handler {
+    /* the inbound message type (for the transport's decoder) */
+    const ProtobufCMessageDescriptor *request;
+    /* open: a client opened a stream on s; the service keeps st and
+     * returns its per-stream state in *state_out, or an ERR_* code: the
+     * transport then ends the stream with it (no release, no end). */
+    int (*open)(struct server *s, struct svc_stream *st, void **state_out);
+    /* recv: one decoded message, borrowed for the call; NULL: the client
+     * half-closed. */
+    void (*recv)(void *state, const ProtobufCMessage *m);
+    /* end: the stream is over; cancelled when it ended without the
+     * service's close (client cancel, deadline, shutdown). */
+    void (*end)(void *state, bool cancelled);
+};
+
+/* struct svc_mem_stream: an in-process svc_stream (stream.c) for tests and
+ * in-process callers: every send is packed and kept, in order, until
+ * taken; at most queue_max are kept (then ERR_FULL).  close records the
+ * code; end is the caller's to drive.  Thread-safe: send and close from
+ * any thread, the rest from the owner. */
+struct svc_mem_stream;
+
+/* svc_mem_stream_create: queue_max > 0.  Errors: ERR_INVAL, ERR_NOMEM. */
+int svc_mem_stream_create(size_t queue_max, struct svc_mem_stream **out);
+
+/* svc_mem_stream_get: its struct svc_stream, valid until destroy. */
+struct svc_stream *svc_mem_stream_get(struct svc_mem_stream *ms);
+
+/* svc_mem_stream_take unpacks the oldest kept message as type d into
+ * *m_out (free it with protobuf_c_message_free_unpacked(m, NULL)) and
+ * drops it, waiting up to timeout_ms for one.  Errors: ERR_TIMEOUT (none
+ * came), ERR_CORRUPT (not a d), ERR_NOMEM. */
+int svc_mem_stream_take(struct svc_mem_stream *ms,
+                        const ProtobufCMessageDescriptor *d, int timeout_ms,
+                        ProtobufCMessage **m_out);
+
+/* svc_mem_stream_closed: the service called close (its err in *err_out).
+ * svc_mem_stream_released: the service called release. */
+bool svc_mem_stream_closed(struct svc_mem_stream *ms, int *err_out);
+bool svc_mem_stream_released(struct svc_mem_stream *ms);
+
+/* svc_mem_stream_destroy frees ms and what it still keeps. */
+void svc_mem_stream_destroy(struct svc_mem_stream *ms);
+
+#endif
