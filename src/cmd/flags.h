@@ -34,6 +34,9 @@ bool flags_get_bool(const char *name);
 uint64_t flags_get_u64(const char *name);
 /* flags_get_i64 parses a signed integer flag (validated by flags_parse). */
 int64_t flags_get_i64(const char *name);
+/* flags_get_dur_ns parses a duration flag (Go's time.ParseDuration syntax,
+ * validated by flags_parse) to nanoseconds; negative ones are kept. */
+int64_t flags_get_dur_ns(const char *name);
 /* flags_was_set: given on the command line or in the environment. */
 bool flags_was_set(const char *name);
 
