@@ -93,11 +93,25 @@ def test_warning_apply_duration(make_server, monkeypatch):
     assert 'put:<key:\\"env-key\\" value_size:4 >' in log_of(env)
 
 
-def test_warning_apply_duration_bad_value(make_server):
-    cp = run(make_server, "--experimental-warning-apply-duration", "10")
+@pytest.mark.parametrize("value", ["10", "1.5", "5x", ".s", "1s2", "s",
+                                   "", "1 s", "--1s"])
+def test_warning_apply_duration_bad_value(make_server, value):
+    """Go's time.ParseDuration refuses these (flag exit status 2)."""
+    cp = run(make_server, "--experimental-warning-apply-duration=" + value,
+             "--version")
     assert cp.returncode == 2, cp
-    assert ('invalid value "10" for flag '
-            '-experimental-warning-apply-duration' in cp.stderr), cp.stderr
+    assert ('invalid value "%s" for flag '
+            '-experimental-warning-apply-duration' % value in cp.stderr), \
+        cp.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1s", "+2ms", "1.5s", "1h2m3.5s",
+                                   "100\u00b5s", "100us", "3.ns", ".5m"])
+def test_warning_apply_duration_good_value(make_server, value):
+    """...and takes these (parsed, then --version exits 0)."""
+    cp = run(make_server, "--experimental-warning-apply-duration=" + value,
+             "--version")
+    assert cp.returncode == 0, cp
 
 
 # -- --initial-election-tick-advance ---------------------------------------
