@@ -157,6 +157,15 @@ static void fill_config(struct server_config *c, const char *dir)
     c->compaction_batch_limit =
         (uint32_t)flags_get_u64("experimental-compaction-batch-limit");
     c->unsafe_no_fsync = flags_get_bool("unsafe-no-fsync");
+    /* etcd's --max-wals=0 keeps every WAL file. */
+    uint64_t wals = flags_get_u64("max-wals");
+    c->wal_segments_keep = wals == 0 ? UINT64_MAX : wals;
+    /* etcd warns when an apply took more than the duration; at 0 or less
+     * that is every apply, which 1 ns gives too (0 is the server's
+     * default of 100 ms). */
+    int64_t warn = flags_get_dur_ns("experimental-warning-apply-duration");
+    c->warn_apply_ns = warn > 0 ? (uint64_t)warn : 1;
+    c->no_tick_advance = !flags_get_bool("initial-election-tick-advance");
     const char *nospec = getenv("CETCD_NO_SPECULATIVE_APPLY");
     c->no_speculation = nospec != NULL && strcmp(nospec, "1") == 0;
     const char *noinline = getenv("CETCD_NO_INLINE_RAFT");

@@ -19,8 +19,12 @@ enum ftype { F_STR, F_BOOL, F_UINT, F_U32, F_INT, F_DUR };
 
 /* Whether cetcd has built what the flag controls. */
 enum fstate {
-    BUILT,   /* honoured */
-    NOT_YET, /* refused unless left at its default */
+    BUILT,    /* honoured */
+    NOT_YET,  /* refused unless left at its default */
+    OFF_ONLY, /* a boolean whose feature is not built: false (nothing
+               * served, which cetcd does) is accepted, true given on the
+               * command line or through ETCD_* is refused; the default is
+               * left as it is (see enable-grpc-gateway below) */
 };
 
 struct flag {
@@ -112,7 +116,12 @@ static struct flag table[] = {
     {"experimental-warning-apply-duration", F_DUR, "100ms", BUILT, "Experimental feature", "Warning is generated if requests take more than this duration."},
     {"unsafe-no-fsync", F_BOOL, "false", BUILT, "Unsafe feature", "Disables fsync, unsafe, will cause data loss."},
     {"force-new-cluster", F_BOOL, "false", NOT_YET, "Unsafe feature", "Force to create a new one-member cluster."},
-    {"enable-grpc-gateway", F_BOOL, "true", BUILT, "Member", "Enable GRPC gateway."},
+    /* The /v3 JSON gateway is not built yet (a later issue).  etcd's e2e
+     * suite never gives this flag, so =false (serve no gateway: what
+     * cetcd does) is accepted and an explicit =true is refused.  The
+     * default stays etcd's "true" in the help, though nothing is served
+     * at /v3 until the gateway is built. */
+    {"enable-grpc-gateway", F_BOOL, "true", OFF_ONLY, "Member", "Enable GRPC gateway."},
     {"config-file", F_STR, "", NOT_YET, "Member", "Path to the server configuration file."},
 };
 
@@ -166,23 +175,59 @@ static bool parse_int(const char *s, int64_t *out)
     return true;
 }
 
-/* Go time.ParseDuration, enough of it: a sequence of <number><unit>. */
-static bool parse_dur(const char *s)
+/* unit_ns reads a Go duration unit at s: its length in bytes, its size in
+ * *ns_out; 0 for none.  Longest first: "ms" before "m", "ns" before "s". */
+static size_t unit_ns(const char *s, uint64_t *ns_out)
 {
-    if (strcmp(s, "0") == 0)
-        return true;
-    if (*s == '\0')
-        return false;
+    static const struct {
+        const char *name;
+        uint64_t ns;
+    } units[] = {{"ns", 1},          {"us", 1000},
+                 {"\xc2\xb5s", 1000}, /* U+00B5 micro sign */
+                 {"\xce\xbcs", 1000}, /* U+03BC Greek mu */
+                 {"ms", 1000000},    {"s", 1000000000},
+                 {"m", 60000000000}, {"h", 3600000000000}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        size_t n = strlen(units[i].name);
+        if (strncmp(s, units[i].name, n) == 0) {
+            *ns_out = units[i].ns;
+            return n;
+        }
+    }
+    return 0;
+}
+
+/* Go's time.ParseDuration: [-+] then one or more <digits[.digits]><unit>
+ * ("1h30m", "1.5s", "100ms"; "0" alone needs no unit), at most int64
+ * nanoseconds.  Fraction digits past the 18th are dropped, as Go's are. */
+static bool parse_dur(const char *s, int64_t *ns_out)
+{
+    bool neg = *s == '-';
+    if (*s == '-' || *s == '+')
+        s++;
+    if (strcmp(s, "0") == 0 || *s == '\0')
+        return *ns_out = 0, strcmp(s, "0") == 0;
+    unsigned __int128 total = 0;
     while (*s) {
-        if (!isdigit((unsigned char)*s) && *s != '.')
-            return false;
-        while (isdigit((unsigned char)*s) || *s == '.')
-            s++;
-        size_t n = strspn(s, "nsuµmh");
-        if (n == 0)
+        uint64_t whole = 0, frac = 0, scale = 1, unit;
+        bool digits = false;
+        for (; isdigit((unsigned char)*s); s++, digits = true)
+            if ((whole = whole * 10 + (uint64_t)(*s - '0')) > INT64_MAX / 10)
+                return false;
+        if (*s == '.')
+            for (s++; isdigit((unsigned char)*s); s++, digits = true)
+                if (scale < 1000000000000000000ull)
+                    frac = frac * 10 + (uint64_t)(*s - '0'), scale *= 10;
+        size_t n = unit_ns(s, &unit);
+        if (!digits || n == 0)
             return false;
         s += n;
+        total += (unsigned __int128)whole * unit +
+                 (unsigned __int128)frac * unit / scale;
+        if (total > (unsigned __int128)INT64_MAX)
+            return false;
     }
+    *ns_out = neg ? -(int64_t)total : (int64_t)total;
     return true;
 }
 
@@ -201,7 +246,7 @@ static bool value_ok(const struct flag *f, const char *v)
     case F_INT:
         return parse_int(v, &i);
     case F_DUR:
-        return parse_dur(v);
+        return parse_dur(v, &i);
     case F_STR:
         return true;
     }
@@ -281,19 +326,30 @@ static int apply_env(void)
     return 0;
 }
 
-/* A flag whose feature is not built may only carry its default. */
+/* A flag whose feature is not built may only carry its default; an
+ * OFF_ONLY one only false. */
 static int refuse_unbuilt(void)
 {
     for (size_t i = 0; i < NFLAGS; i++) {
         struct flag *f = &table[i];
-        if (f->state != NOT_YET || (!f->set && !f->env))
+        bool on = false;
+        if (f->state == BUILT || (!f->set && !f->env))
             continue;
-        if (strcmp(f->value, f->def) == 0)
+        if (f->state == OFF_ONLY && (!parse_bool(f->value, &on) || !on))
             continue;
-        fprintf(stderr,
-                "cetcd: --%s is not supported yet: the feature behind it is "
-                "not built in this version of cetcd\n",
-                f->name);
+        if (f->state == NOT_YET && strcmp(f->value, f->def) == 0)
+            continue;
+        if (f->state == OFF_ONLY)
+            fprintf(stderr,
+                    "cetcd: --%s=true is not supported yet: the feature "
+                    "behind it is not built in this version of cetcd "
+                    "(--%s=false is accepted)\n",
+                    f->name, f->name);
+        else
+            fprintf(stderr,
+                    "cetcd: --%s is not supported yet: the feature behind "
+                    "it is not built in this version of cetcd\n",
+                    f->name);
         return 1;
     }
     return 0;
@@ -356,6 +412,15 @@ uint64_t flags_get_u64(const char *name)
     return u;
 }
 
+int64_t flags_get_dur_ns(const char *name)
+{
+    int64_t ns = 0;
+    const char *v = flags_get(name);
+    if (v != NULL)
+        parse_dur(v, &ns);
+    return ns;
+}
+
 int64_t flags_get_i64(const char *name)
 {
     int64_t i = 0;
@@ -393,7 +458,9 @@ void flags_print_help(void)
         else
             printf("  --%s '%s'\n", f->name, f->def);
         printf("    %s%s\n", f->help,
-               f->state == NOT_YET ? " [not built in cetcd yet]" : "");
+               f->state == NOT_YET    ? " [not built in cetcd yet]"
+               : f->state == OFF_ONLY ? " [=true not built in cetcd yet]"
+                                      : "");
     }
 }
 

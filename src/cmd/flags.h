@@ -4,7 +4,8 @@
  * The table in flags.c lists every flag etcd 3.4 takes, with its default and
  * help text, and whether cetcd has built the feature behind it.  A flag whose
  * feature is not built is refused when given a value other than its default
- * (never silently ignored).  A flag given on the command line shadows its
+ * (never silently ignored); --enable-grpc-gateway, whose gateway is not
+ * built, takes false and refuses an explicit true.  A flag given on the command line shadows its
  * environment variable (logged, as etcd does).  Single-threaded: called once
  * from main().
  */
@@ -34,6 +35,9 @@ bool flags_get_bool(const char *name);
 uint64_t flags_get_u64(const char *name);
 /* flags_get_i64 parses a signed integer flag (validated by flags_parse). */
 int64_t flags_get_i64(const char *name);
+/* flags_get_dur_ns parses a duration flag (Go's time.ParseDuration syntax,
+ * validated by flags_parse) to nanoseconds; negative ones are kept. */
+int64_t flags_get_dur_ns(const char *name);
 /* flags_was_set: given on the command line or in the environment. */
 bool flags_was_set(const char *name);
 

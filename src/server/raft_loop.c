@@ -750,6 +750,7 @@ void *server__raft_main(void *arg)
     struct server *s = arg;
     uint64_t hb = s->cfg.heartbeat_ms;
     uint64_t next_tick = server__now_ms() + hb;
+    uint64_t advance = UINT64_MAX; /* server__tick_advance: undecided */
     pthread_mutex_lock(&s->raft_mu);
     s->raft_live = true;
     pthread_mutex_unlock(&s->raft_mu);
@@ -763,6 +764,8 @@ void *server__raft_main(void *arg)
         }
         if (server__now_ms() >= next_tick) /* stalled: no burst of ticks */
             next_tick = server__now_ms() + hb;
+        if (advance != 0)
+            advance = server__tick_advance(s, advance);
         take_event(s);
         raft_pass(s);
         pthread_mutex_unlock(&s->raft_mu);

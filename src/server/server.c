@@ -168,7 +168,8 @@ static int open_wal(struct server *s)
         snprintf(dir, sizeof dir, "%s", s->cfg.wal_dir);
     else
         snprintf(dir, sizeof dir, "%s/wal", s->member_dir);
-    struct wal_options wo = {.no_fsync = s->cfg.unsafe_no_fsync};
+    struct wal_options wo = {.no_fsync = s->cfg.unsafe_no_fsync,
+                             .segments_keep = s->cfg.wal_segments_keep};
     /* Tests only: small segments show WAL release after snapshots without
      * writing 64 MB segments (etcd has no such flag either). */
     const char *seg = getenv("CETCD_TEST_WAL_SEGMENT_BYTES");

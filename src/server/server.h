@@ -65,6 +65,16 @@ struct server_config {
      * per apply batch (0: 1000, etcd's default). */
     uint32_t compaction_batch_limit;
     bool unsafe_no_fsync;         /* --unsafe-no-fsync */
+    /* --max-wals as the WAL takes it (wal_options.segments_keep): WAL
+     * segments kept besides the needed ones; 0 = none (a released segment
+     * is deleted at once), UINT64_MAX = all (etcd's --max-wals=0). */
+    uint64_t wal_segments_keep;
+    /* --experimental-warning-apply-duration: an apply that takes longer
+     * logs etcd's "took too long" warning; 0 = 100 ms (etcd's default). */
+    uint64_t warn_apply_ns;
+    /* --initial-election-tick-advance=false: a member of a cluster does not
+     * fast-forward its election ticks once its peers are connected. */
+    bool no_tick_advance;
     bool strict_reconfig_check;   /* --strict-reconfig-check */
     bool no_speculation;          /* CETCD_NO_SPECULATIVE_APPLY=1: a lone
                                    * voter applies after its fsync, not

@@ -352,6 +352,17 @@ struct mvcc_batch;
 int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,
                           struct arena *a, ProtobufCMessage **msg_out);
+/* tick_advance.c: --initial-election-tick-advance.  The raft loop calls
+ * it after its ticks on each pass, first with until_ms = UINT64_MAX, then
+ * with what the last call returned, until that is 0 (done).  Raft thread,
+ * raft_mu held. */
+uint64_t server__tick_advance(struct server *s, uint64_t until_ms);
+/* slow_apply.c: logs etcd's "took too long" warning when took_ns is over
+ * cfg.warn_apply_ns (--experimental-warning-apply-duration).  Apply
+ * thread. */
+void server__warn_slow_apply(const struct server *s,
+                             const Cetcdpb__InternalRequest *req, int err,
+                             const ProtobufCMessage *resp, uint64_t took_ns);
 
 /* --- server.c --------------------------------------------------------- */
 /* Opens the store in dir (s->be, s->mvcc) the way the member keeps it. */

@@ -214,6 +214,8 @@ bool wal_exists(const char *dir)
     return rv == 0 && n > 0;
 }
 
+static int purge(struct wal *w);
+
 /* seg_cut makes the old segment durable and starts the next one. */
 static int seg_cut(struct wal *w, uint64_t first_index)
 {
@@ -226,7 +228,9 @@ static int seg_cut(struct wal *w, uint64_t first_index)
         return rv;
     w->dirty = false; /* the old segment was synced, the new head too */
     w->stats.segments_cut++;
-    return 0;
+    /* A cut may take the dir over segments_keep: released segments that
+     * were kept go now (etcd's purge loop would take them within 30 s). */
+    return w->released > 0 ? purge(w) : 0;
 }
 
 /* Between two tries to pre-create the next segment on a full disk. */
@@ -423,32 +427,47 @@ int wal_save_snapshot(struct wal *wal, const struct wal_snapshot *snap)
     return wal_sync(wal);
 }
 
-int wal_release_before(struct wal *wal, uint64_t index)
+/* purge deletes the oldest released segments (wholly below w->released)
+ * while the dir holds more than opts.segments_keep, never the segment in
+ * use, and fsyncs the dir after a deletion.  The segments deleted are
+ * dropped from w->segs even when a later unlink or the fsync fails. */
+static int purge(struct wal *w)
 {
-    WAL_ASSERT(wal != NULL && wal->nsegs >= 1);
-    if (wal->failed != 0)
-        return wal->failed;
+    WAL_ASSERT(w->nsegs >= 1);
+    uint64_t keep = w->opts.segments_keep;
     size_t k = 0;
     int rv = 0;
-    while (k + 1 < wal->nsegs && wal->segs[k].max_index < index) {
+    while (k + 1 < w->nsegs && w->nsegs - k > keep &&
+           w->segs[k].max_index < w->released) {
         char name[WAL__NAME_BYTES];
-        wal__seg_name(name, wal->segs[k].seq, wal->segs[k].first_index);
-        if (unlinkat(wal->dir_fd, name, 0) != 0) {
+        wal__seg_name(name, w->segs[k].seq, w->segs[k].first_index);
+        if (unlinkat(w->dir_fd, name, 0) != 0) {
             rv = err_from_errno(errno);
             break;
         }
         k++;
     }
     if (k > 0) {
-        memmove(wal->segs, wal->segs + k, (wal->nsegs - k) * sizeof *wal->segs);
-        wal->nsegs -= k;
-        wal->stats.segments = wal->nsegs;
-        int rv2 = wal__dir_sync(wal->dir_fd, wal->opts.no_fsync);
+        memmove(w->segs, w->segs + k, (w->nsegs - k) * sizeof *w->segs);
+        w->nsegs -= k;
+        w->stats.segments = w->nsegs;
+        int rv2 = wal__dir_sync(w->dir_fd, w->opts.no_fsync);
         rv = rv != 0 ? rv : rv2;
     }
+    WAL_ASSERT(w->nsegs >= 1);
+    return rv;
+}
+
+int wal_release_before(struct wal *wal, uint64_t index)
+{
+    WAL_ASSERT(wal != NULL && wal->nsegs >= 1);
+    if (wal->failed != 0)
+        return wal->failed;
+    if (index > wal->released)
+        wal->released = index;
+    int rv = purge(wal);
     if (rv != 0)
         wal->failed = rv;
-    WAL_ASSERT(wal->nsegs >= 1);
     return rv;
 }
 

@@ -67,7 +67,19 @@ struct wal_options {
     /* --unsafe-no-fsync: wal_sync and the cut/rename paths skip fdatasync
      * and directory fsync.  A crash may then lose acknowledged writes. */
     bool no_fsync;
+    /* --max-wals: how many segment files the dir keeps.  wal_release_before
+     * marks segments released; a released segment is deleted (oldest
+     * first) only while the dir holds more than segments_keep of them, and
+     * a segment still needed for replay (not released) never is, so the
+     * dir holds max(segments_keep, needed) segments, as etcd's purge of
+     * unlocked WAL files keeps max(--max-wals, needed).  0 = keep none
+     * beyond the needed ones (every released segment is deleted at once);
+     * WAL_SEGMENTS_KEEP_ALL = delete none (etcd's --max-wals=0). */
+    uint64_t segments_keep;
 };
+
+/* segments_keep: released segments are never deleted. */
+#define WAL_SEGMENTS_KEEP_ALL UINT64_MAX
 
 /* One raft entry.  In wal_append the caller owns data (read during the call
  * only).  In wal_replay's on_entry, data is borrowed: valid only during the
@@ -202,12 +214,16 @@ int wal_sync(struct wal *wal);
 int wal_save_snapshot(struct wal *wal, const struct wal_snapshot *snap);
 
 /*
- * wal_release_before deletes the oldest segments whose entries all have an
+ * wal_release_before releases the oldest segments whose entries all have an
  * index < index (call it with a snapshot's index once the snapshot is saved),
- * never the segment in use, and fsyncs the dir.  Metadata, the latest
- * HardState and snapshot marker are repeated at every segment head, so
- * nothing else is lost.  Errors: ERR_IO and other unlink/fsync errors, or the
- * error of a broken wal.
+ * never the segment in use.  Released segments are deleted, oldest first,
+ * while the dir holds more than wal_options.segments_keep segments (at once
+ * with the default 0), here and again after each later cut; the dir is
+ * fsync'ed after a deletion.  Release is remembered by this handle only: a
+ * reopened wal deletes nothing before its first wal_release_before.
+ * Metadata, the latest HardState and snapshot marker are repeated at every
+ * segment head, so nothing else is lost.  Errors: ERR_IO and other
+ * unlink/fsync errors, or the error of a broken wal.
  */
 int wal_release_before(struct wal *wal, uint64_t index);
 

@@ -147,6 +147,8 @@ struct wal {
     struct wal_hardstate hs;   /* latest HardState (repeated at heads) */
     bool has_snap;             /* snap is valid */
     struct wal_snapshot snap;  /* latest snapshot marker (repeated) */
+    uint64_t released;         /* segments wholly below this index are
+                                  released (wal_release_before); 0 = none */
     struct wal__seg *segs;     /* segments in the dir, oldest first */
     size_t nsegs;              /* entries in segs (>= 1 once open) */
     size_t segs_cap;           /* capacity of segs */

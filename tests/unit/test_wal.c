@@ -538,6 +538,94 @@ static void test_release_before(void **state)
     wal_close(w);
 }
 
+/* needed_segs counts the segments of dir that a replay from index still
+ * needs: each one holding an entry >= index (the next segment starts above
+ * index), and the last one. */
+static int needed_segs(const char *dir, uint64_t index)
+{
+    char names[256][64];
+    int n = seg_names(dir, names, 256), need = 0;
+    for (int i = 0; i < n; i++)
+        if (i + 1 == n || strtoull(names[i + 1] + 17, NULL, 16) - 1 >= index)
+            need++;
+    return need;
+}
+
+/* keep_run writes 1..300 into a fresh WAL at dir with segments_keep = keep,
+ * releases below 250 and checks the dir then holds max(keep, needed)
+ * segments (all of them for WAL_SEGMENTS_KEEP_ALL); then appends 301..400
+ * (more cuts) and checks the bound again; then checks that a reopened WAL
+ * replays 251..400.  Returns the segments written before the release. */
+static uint64_t keep_run(const char *dir, uint64_t keep)
+{
+    const struct wal_options o = {SMALL_SEG, true, keep};
+    struct wal *w;
+    assert_int_equal(wal_create(dir, &o, 1, 2, &w), 0);
+    struct wal_hardstate hs = {5, 1, 200};
+    assert_int_equal(wal_append(w, &hs, NULL, 0), 0);
+    append_range(w, 1, 300, 5, 100);
+    struct wal_snapshot s = {250, 5};
+    assert_int_equal(wal_save_snapshot(w, &s), 0);
+    struct wal_stats st0, st1;
+    wal_stats(w, &st0);
+    assert_true(st0.segments > 4);
+    assert_int_equal(wal_release_before(w, 250), 0);
+    wal_stats(w, &st1);
+    char names[256][64];
+    int files = seg_names(dir, names, 256);
+    assert_int_equal(files, (int)st1.segments);
+    uint64_t need = (uint64_t)needed_segs(dir, 250);
+    uint64_t bound = keep > need ? keep : need;
+    if (keep == WAL_SEGMENTS_KEEP_ALL || keep >= st0.segments)
+        assert_int_equal(st1.segments, st0.segments);
+    else
+        assert_int_equal(st1.segments, bound);
+    for (uint64_t i = 301; i <= 400; i++) {
+        append_range(w, i, i, 5, 100);
+        files = seg_names(dir, names, 256);
+        need = (uint64_t)needed_segs(dir, 250);
+        if (keep != WAL_SEGMENTS_KEEP_ALL)
+            assert_true((uint64_t)files <= (keep > need ? keep : need));
+    }
+    wal_stats(w, &st1);
+    assert_true(st1.segments_cut > st0.segments_cut);
+    w = sync_reopen(w, dir, &o);
+    struct got g;
+    assert_int_equal(replay(w, 250, 5, &g), 0);
+    assert_int_equal(g.snap.index, 250);
+    assert_log(&g, 251, 400);
+    wal_close(w);
+    return st0.segments;
+}
+
+/* --max-wals: released segments are deleted only beyond segments_keep;
+ * needed ones never; KEEP_ALL (--max-wals=0) deletes none. */
+static void test_segments_keep(void **state)
+{
+    struct fx *f = *state;
+    char dir[128];
+    const uint64_t keeps[] = {0, 1, 2, 3, 1000, WAL_SEGMENTS_KEEP_ALL};
+    for (size_t i = 0; i < sizeof keeps / sizeof keeps[0]; i++) {
+        snprintf(dir, sizeof dir, "%s/keep%zu", f->root, i);
+        keep_run(dir, keeps[i]);
+    }
+    /* A smaller keep on reopen deletes only after the next release. */
+    snprintf(dir, sizeof dir, "%s/keep%zu", f->root, (size_t)5);
+    const struct wal_options two = {SMALL_SEG, true, 2};
+    struct wal *w;
+    struct wal_stats st;
+    assert_int_equal(wal_open(dir, &two, &w), 0);
+    wal_stats(w, &st);
+    uint64_t before = st.segments;
+    assert_true(before > 2);
+    assert_int_equal(wal_release_before(w, 250), 0);
+    wal_stats(w, &st);
+    uint64_t need = (uint64_t)needed_segs(dir, 250);
+    assert_int_equal(st.segments, need > 2 ? need : 2);
+    assert_true(st.segments < before);
+    wal_close(w);
+}
+
 /* ---- damage ---- */
 
 /* make5 writes 5 entries (the last, of last_len data bytes, alone in its
@@ -957,6 +1045,7 @@ int main(void)
         T(test_snapshot_jump),
         T(test_truncation_overwrites_tail),
         T(test_release_before),
+        T(test_segments_keep),
         T(test_torn_short_record_every_offset),
         T(test_torn_tail_every_offset),
         T(test_bitflip_tail_record_is_corrupt),
