@@ -449,7 +449,7 @@ static int learner_ready(struct server *s, uint64_t id)
     struct raft_status *st = mem_malloc(sizeof *st);
     if (st == NULL)
         return ERR_NOMEM;
-    raft_status(s->raft, st);
+    raft_status(s->node.raft, st);
     uint64_t lead_match = 0, match = 0;
     bool leader = st->role == RAFT_LEADER, found = false;
     for (uint32_t i = 0; i < st->n_progress; i++) {
@@ -500,7 +500,7 @@ static void run_conf(struct server *s, struct server_ms_job *j)
             cc.changes[0].type = RAFT_CC_ADD_LEARNER;
         cc.ctx = j->data;
         cc.ctx_len = j->len;
-        rc = raft_propose_conf_change(s->raft, &cc, false);
+        rc = raft_propose_conf_change(s->node.raft, &cc, false);
         if (rc == ERR_PROPOSAL_DROPPED)
             rc = ERR_NO_LEADER;
     }
@@ -523,7 +523,7 @@ static void run_transfer(struct server *s, struct server_ms_job *j)
     struct raft_status *st = mem_malloc(sizeof *st);
     int rc = st ? 0 : ERR_NOMEM;
     if (rc == 0) {
-        raft_status(s->raft, st);
+        raft_status(s->node.raft, st);
         if (st->role != RAFT_LEADER)
             rc = ERR_NOT_LEADER;
         mem_free(st);
@@ -534,7 +534,7 @@ static void run_transfer(struct server *s, struct server_ms_job *j)
         log_info("etcdserver", "%016llx starts leadership transfer from "
                  "%016llx to %016llx", (unsigned long long)s->member_id,
                  (unsigned long long)s->member_id, (unsigned long long)j->id);
-        rc = raft_transfer_leader(s->raft, j->id);
+        rc = raft_transfer_leader(s->node.raft, j->id);
     }
     if (rc != 0) {
         j->fn(j->arg, rc);
@@ -603,7 +603,7 @@ void server__conf_change_committed(struct server *s,
                   (unsigned long long)e->index);
         return;
     }
-    int rc = raft_apply_conf_change(s->raft, &cc, &cs);
+    int rc = raft_apply_conf_change(s->node.raft, &cc, &cs);
     Cetcdpb__InternalRequest *req =
         cc.ctx_len ? cetcdpb__internal_request__unpack(NULL, cc.ctx_len,
                                                        cc.ctx)

@@ -46,10 +46,10 @@ static void raft_logger(void *arg, int level, const char *line)
 
 void server__kick(struct server *s)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    s->ev = true;
-    pthread_cond_signal(&s->ev_cv);
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    s->node.ev = true;
+    pthread_cond_signal(&s->node.ev_cv);
+    pthread_mutex_unlock(&s->node.ev_mu);
 }
 
 int server__raft_receive(struct server *s, const struct raft_msg *m)
@@ -64,10 +64,10 @@ int server__raft_receive(struct server *s, const struct raft_msg *m)
         return rc;
     }
     x->next = NULL;
-    pthread_mutex_lock(&s->ev_mu);
-    if (s->inbox_n >= SERVER_INBOX_MAX) {
-        uint64_t dropped = ++s->inbox_dropped;
-        pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    if (s->node.inbox_n >= SERVER_INBOX_MAX) {
+        uint64_t dropped = ++s->node.inbox_dropped;
+        pthread_mutex_unlock(&s->node.ev_mu);
         mem_free(x);
         /* etcd's line; logged for the 1st, 2nd, 4th, ... drop only (etcd
          * merges repeats), so a flood of drops cannot flood the log. */
@@ -77,15 +77,15 @@ int server__raft_receive(struct server *s, const struct raft_msg *m)
                      (unsigned long long)m->from);
         return ERR_FULL;
     }
-    s->inbox_n++;
-    if (s->inbox_tail)
-        s->inbox_tail->next = x;
+    s->node.inbox_n++;
+    if (s->node.inbox_tail)
+        s->node.inbox_tail->next = x;
     else
-        s->inbox_head = x;
-    s->inbox_tail = x;
-    s->ev = true;
-    pthread_cond_signal(&s->ev_cv);
-    pthread_mutex_unlock(&s->ev_mu);
+        s->node.inbox_head = x;
+    s->node.inbox_tail = x;
+    s->node.ev = true;
+    pthread_cond_signal(&s->node.ev_cv);
+    pthread_mutex_unlock(&s->node.ev_mu);
     return 0;
 }
 
@@ -189,17 +189,17 @@ static int raft_start(struct server *s, struct restore *r)
     c.entries = r->ents;
     c.n_entries = r->n;
     c.applied = r->applied;
-    s->raft = mem_malloc(raft_sizeof());
-    if (s->raft == NULL)
+    s->node.raft = mem_malloc(raft_sizeof());
+    if (s->node.raft == NULL)
         return ERR_NOMEM;
-    int rc = raft_init(s->raft, &c);
+    int rc = raft_init(s->node.raft, &c);
     if (rc != 0) {
-        mem_free(s->raft);
-        s->raft = NULL;
+        mem_free(s->node.raft);
+        s->node.raft = NULL;
         return rc;
     }
-    s->applied_raft = r->applied;
-    s->snap_index = r->applied;
+    s->node.applied_raft = r->applied;
+    s->node.snap_index = r->applied;
     atomic_store(&s->applied_index, r->applied); /* the store holds it */
     return 0;
 }
@@ -249,7 +249,7 @@ int server__raft_open(struct server *s)
     /* A lone voter need not wait an election timeout (etcd fast-forwards
      * its ticks the same way). */
     if (rc == 0 && atomic_load(&s->lone_voter))
-        rc = raft_campaign(s->raft);
+        rc = raft_campaign(s->node.raft);
     if (rc == 0)
         rc = catch_up(s);
     return rc;
@@ -257,10 +257,10 @@ int server__raft_open(struct server *s)
 
 void server__raft_close(struct server *s)
 {
-    if (s->raft != NULL) {
-        raft_close(s->raft);
-        mem_free(s->raft);
-        s->raft = NULL;
+    if (s->node.raft != NULL) {
+        raft_close(s->node.raft);
+        mem_free(s->node.raft);
+        s->node.raft = NULL;
     }
 }
 
@@ -338,7 +338,7 @@ static struct server_entry *entry_new(uint64_t index, const uint8_t *src,
 static void lone_voter_update(struct server *s)
 {
     struct raft_status st;
-    raft_status(s->raft, &st);
+    raft_status(s->node.raft, &st);
     atomic_store(&s->lone_voter, st.conf.n_voters == 1 &&
                                      st.conf.voters[0] == s->member_id &&
                                      st.conf.n_voters_outgoing == 0);
@@ -351,7 +351,7 @@ static void lone_voter_update(struct server *s)
  * they commit), and no tentative batch is out. */
 static bool may_speculate(struct server *s, const struct raft_ready *rd)
 {
-    if (!s->spec_ok || !s->is_leader || rd->n_entries == 0 ||
+    if (!s->spec_ok || !s->node.is_leader || rd->n_entries == 0 ||
         rd->n_committed != 0 || rd->snapshot != NULL || !rd->must_sync)
         return false;
     for (size_t i = 0; i < rd->n_entries; i++)
@@ -400,7 +400,7 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
             /* Applied already as a tentative batch. */
             if (e->index == spec_last)
                 server__spec_durable(s);
-            s->applied_raft = e->index;
+            s->node.applied_raft = e->index;
             atomic_store(&s->committed_index, e->index);
             continue;
         }
@@ -424,7 +424,7 @@ static int hand_committed(struct server *s, const struct raft_ready *rd)
         tail = x;
     }
     if (head != NULL) {
-        s->applied_raft = tail->index;
+        s->node.applied_raft = tail->index;
         atomic_store(&s->committed_index, tail->index);
         server__apply_handoff(s, head, tail, n);
     }
@@ -455,7 +455,7 @@ static void answer_reads(struct server *s, const struct raft_ready *rd)
         if (ctx[0] != s->member_id)
             continue;
         struct server_read_batch *found = NULL;
-        for (struct server_read_batch **p = &s->read_inflight; *p;
+        for (struct server_read_batch **p = &s->reads.read_inflight; *p;
              p = &(*p)->next) {
             if ((*p)->ctx == ctx[1]) {
                 found = *p;
@@ -476,8 +476,8 @@ static void send_msgs(struct server *s, const struct raft_ready *rd)
         const struct raft_msg *m = &rd->msgs[i];
         if (m->type == RAFT_MSG_SNAP) {
             server__snap_want_send(s, m); /* a store copy: snapshot.c */
-        } else if (s->send_fn != NULL) {
-            s->send_fn(s->send_arg, m);
+        } else if (s->node.send_fn != NULL) {
+            s->node.send_fn(s->node.send_arg, m);
         }
     }
 }
@@ -486,16 +486,16 @@ static void send_msgs(struct server *s, const struct raft_ready *rd)
 static void take_reports(struct server *s)
 {
     struct server_report r[SERVER_MEMBERS_MAX * 3];
-    pthread_mutex_lock(&s->ev_mu);
-    size_t n = s->n_reports;
-    memcpy(r, s->reports, n * sizeof r[0]);
-    s->n_reports = 0;
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    size_t n = s->node.n_reports;
+    memcpy(r, s->node.reports, n * sizeof r[0]);
+    s->node.n_reports = 0;
+    pthread_mutex_unlock(&s->node.ev_mu);
     for (size_t i = 0; i < n; i++) {
         if (r[i].kind == SERVER_REPORT_UNREACHABLE)
-            raft_report_unreachable(s->raft, r[i].id);
+            raft_report_unreachable(s->node.raft, r[i].id);
         else
-            raft_report_snapshot(s->raft, r[i].id,
+            raft_report_snapshot(s->node.raft, r[i].id,
                                  r[i].kind == SERVER_REPORT_SNAP_OK);
     }
 }
@@ -507,20 +507,20 @@ static void take_reports(struct server *s)
  * member, the time is kept for server__timeout_err. */
 static void leader_changed(struct server *s)
 {
-    if (s->is_leader)
+    if (s->node.is_leader)
         atomic_store(&s->lead_elected_ms, server__now_ms());
-    while (s->read_inflight != NULL) {
-        struct server_read_batch *b = s->read_inflight;
-        s->read_inflight = b->next;
+    while (s->reads.read_inflight != NULL) {
+        struct server_read_batch *b = s->reads.read_inflight;
+        s->reads.read_inflight = b->next;
         read_batch_finish(s, b, 0, ERR_LEADER_CHANGED);
     }
 }
 
 static int handle_ready(struct server *s, struct server_wal_buf *wb)
 {
-    while (raft_has_ready(s->raft)) {
+    while (raft_has_ready(s->node.raft)) {
         struct raft_ready rd;
-        int rc = raft_ready(s->raft, &rd);
+        int rc = raft_ready(s->node.raft, &rd);
         if (rc == 0)
             rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
         if (rc == 0 && rd.snapshot)
@@ -530,13 +530,13 @@ static int handle_ready(struct server *s, struct server_wal_buf *wb)
                         rd.soft_state.lead != atomic_load(&s->lead);
         if (rd.has_soft_state) {
             atomic_store(&s->lead, rd.soft_state.lead);
-            s->is_leader = rd.soft_state.role == RAFT_LEADER;
+            s->node.is_leader = rd.soft_state.role == RAFT_LEADER;
         }
         /* A leader replicates while it writes its own disk (Raft thesis
          * 10.2.1, as etcd does): its entries count toward commit only after
          * raft_advance.  Other members' messages (votes, append acks)
          * promise persisted state, so they leave after the fsync. */
-        bool early = s->is_leader;
+        bool early = s->node.is_leader;
         if (rc == 0 && early)
             send_msgs(s, &rd);
         /* Committed entries are durable already; when all this Ready has
@@ -569,7 +569,7 @@ static int handle_ready(struct server *s, struct server_wal_buf *wb)
             leader_changed(s);
         if (rd.has_hard_state)
             atomic_store(&s->term, rd.hard_state.term);
-        rc = raft_advance(s->raft, &rd);
+        rc = raft_advance(s->node.raft, &rd);
         if (rc != 0)
             return rc;
     }
@@ -592,7 +592,7 @@ static void take_proposals(struct server *s)
     struct server_entry *e = server_queue_try_pop_all(&s->proposals, &n);
     while (e != NULL) {
         struct server_entry *next = e->next;
-        int rc = raft_propose(s->raft, e->data, e->len);
+        int rc = raft_propose(s->node.raft, e->data, e->len);
         if (rc != 0)
             fail_waiter(s, e->id, rc == ERR_PROPOSAL_DROPPED ? ERR_NO_LEADER
                                                              : rc);
@@ -607,7 +607,7 @@ static void step_inbox(struct server *s, struct server_inbox_msg *x)
         struct server_inbox_msg *next = x->next;
         struct raft_msg m;
         if (raft_msg_decode(x->data, x->len, &m) == 0) {
-            raft_step(s->raft, &m);
+            raft_step(s->node.raft, &m);
             raft_msg_release(&m);
         }
         mem_free(x);
@@ -620,28 +620,28 @@ static void step_inbox(struct server *s, struct server_inbox_msg *x)
  * timeout.  The in-flight list belongs to the raft thread. */
 static void take_reads(struct server *s)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    struct server_read_batch *b = s->read_open;
-    s->read_open = NULL;
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    struct server_read_batch *b = s->reads.read_open;
+    s->reads.read_open = NULL;
+    pthread_mutex_unlock(&s->node.ev_mu);
     if (b != NULL) {
-        b->next = s->read_inflight;
-        s->read_inflight = b;
+        b->next = s->reads.read_inflight;
+        s->reads.read_inflight = b;
     }
     uint64_t now = server__now_ms();
-    for (struct server_read_batch **p = &s->read_inflight; *p;) {
+    for (struct server_read_batch **p = &s->reads.read_inflight; *p;) {
         b = *p;
         if (now > b->created_ms + server__request_timeout_ms(s)) {
             *p = b->next;
             read_batch_finish(s, b, 0, ERR_TIMEOUT);
             continue;
         }
-        if (!b->requested || s->ticks >= b->asked_tick + READ_RETRY_TICKS) {
+        if (!b->requested || s->node.ticks >= b->asked_tick + READ_RETRY_TICKS) {
             /* The leader keys pending reads by context: it must be unique
              * across members, not just here. */
             uint64_t ctx[2] = {s->member_id, b->ctx};
-            b->requested = raft_read_index(s->raft, ctx, sizeof ctx) == 0;
-            b->asked_tick = s->ticks;
+            b->requested = raft_read_index(s->node.raft, ctx, sizeof ctx) == 0;
+            b->asked_tick = s->node.ticks;
         }
         p = &b->next;
     }
@@ -651,39 +651,39 @@ static void take_reads(struct server *s)
  * raft thread holds raft_mu (take_event), right before its pass. */
 static void wait_event(struct server *s, uint64_t next_tick)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    while (!s->ev && !atomic_load(&s->stopping) &&
+    pthread_mutex_lock(&s->node.ev_mu);
+    while (!s->node.ev && !atomic_load(&s->stopping) &&
            server__now_ms() < next_tick) {
         uint64_t now = server__now_ms(); /* may have passed next_tick */
         struct timespec ts = thread_deadline_ms(
             CLOCK_MONOTONIC, next_tick > now ? next_tick - now : 0);
-        atomic_store(&s->raft_asleep, true);
-        pthread_cond_timedwait(&s->ev_cv, &s->ev_mu, &ts);
-        atomic_store(&s->raft_asleep, false);
+        atomic_store(&s->node.raft_asleep, true);
+        pthread_cond_timedwait(&s->node.ev_cv, &s->node.ev_mu, &ts);
+        atomic_store(&s->node.raft_asleep, false);
     }
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_unlock(&s->node.ev_mu);
 }
 
 /* Clears the event flag (raft_mu held): the pass that follows takes
  * everything queued until now. */
 static void take_event(struct server *s)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    s->ev = false;
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    s->node.ev = false;
+    pthread_mutex_unlock(&s->node.ev_mu);
 }
 
 static void fail_reads(struct server *s, int err)
 {
-    while (s->read_inflight != NULL) {
-        struct server_read_batch *b = s->read_inflight;
-        s->read_inflight = b->next;
+    while (s->reads.read_inflight != NULL) {
+        struct server_read_batch *b = s->reads.read_inflight;
+        s->reads.read_inflight = b->next;
         read_batch_finish(s, b, 0, err);
     }
-    pthread_mutex_lock(&s->ev_mu);
-    struct server_read_batch *b = s->read_open;
-    s->read_open = NULL;
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    struct server_read_batch *b = s->reads.read_open;
+    s->reads.read_open = NULL;
+    pthread_mutex_unlock(&s->node.ev_mu);
     if (b != NULL)
         read_batch_finish(s, b, 0, err);
 }
@@ -694,18 +694,18 @@ static void fail_reads(struct server *s, int err)
  * different threads step a peer's messages in the order they came. */
 static void raft_pass(struct server *s)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    struct server_inbox_msg *in = s->inbox_head;
-    s->inbox_head = s->inbox_tail = NULL;
-    s->inbox_n = 0;
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    struct server_inbox_msg *in = s->node.inbox_head;
+    s->node.inbox_head = s->node.inbox_tail = NULL;
+    s->node.inbox_n = 0;
+    pthread_mutex_unlock(&s->node.ev_mu);
     step_inbox(s, in);
     take_reports(s);
     take_proposals(s);
     server__members_raft_pass(s);
     take_reads(s);
     server__snap_tick(s); /* copies, sends, received snapshots */
-    int rc = handle_ready(s, &s->raft_wb);
+    int rc = handle_ready(s, &s->node.raft_wb);
     if (rc != 0) {
         log_error("etcdserver", "raft loop failed: %s; stopping",
                   err_str(rc));
@@ -733,12 +733,12 @@ static void raft_pass(struct server *s)
 void server__raft_poke(struct server *s)
 {
     if (!s->cfg.no_inline_raft && atomic_load(&s->lone_voter) &&
-        atomic_load(&s->raft_asleep) &&
-        pthread_mutex_trylock(&s->raft_mu) == 0) {
-        bool run = s->raft_live && !atomic_load(&s->stopping);
+        atomic_load(&s->node.raft_asleep) &&
+        pthread_mutex_trylock(&s->node.raft_mu) == 0) {
+        bool run = s->node.raft_live && !atomic_load(&s->stopping);
         if (run)
             raft_pass(s);
-        pthread_mutex_unlock(&s->raft_mu);
+        pthread_mutex_unlock(&s->node.raft_mu);
         if (run)
             return;
     }
@@ -750,32 +750,32 @@ void *server__raft_main(void *arg)
     struct server *s = arg;
     uint64_t hb = s->cfg.heartbeat_ms;
     uint64_t next_tick = server__now_ms() + hb;
-    pthread_mutex_lock(&s->raft_mu);
-    s->raft_live = true;
-    pthread_mutex_unlock(&s->raft_mu);
+    pthread_mutex_lock(&s->node.raft_mu);
+    s->node.raft_live = true;
+    pthread_mutex_unlock(&s->node.raft_mu);
     while (!atomic_load(&s->stopping)) {
         wait_event(s, next_tick);
-        pthread_mutex_lock(&s->raft_mu);
+        pthread_mutex_lock(&s->node.raft_mu);
         for (int n = 0; server__now_ms() >= next_tick && n < 10; n++) {
-            raft_tick(s->raft);
-            s->ticks++;
+            raft_tick(s->node.raft);
+            s->node.ticks++;
             next_tick += hb;
         }
         if (server__now_ms() >= next_tick) /* stalled: no burst of ticks */
             next_tick = server__now_ms() + hb;
         take_event(s);
         raft_pass(s);
-        pthread_mutex_unlock(&s->raft_mu);
+        pthread_mutex_unlock(&s->node.raft_mu);
     }
-    pthread_mutex_lock(&s->raft_mu);
-    s->raft_live = false;
-    wal_buf_free(&s->raft_wb);
+    pthread_mutex_lock(&s->node.raft_mu);
+    s->node.raft_live = false;
+    wal_buf_free(&s->node.raft_wb);
     /* Peer messages that came after the last pass are dropped. */
-    pthread_mutex_lock(&s->ev_mu);
-    struct server_inbox_msg *in = s->inbox_head;
-    s->inbox_head = s->inbox_tail = NULL;
-    s->inbox_n = 0;
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    struct server_inbox_msg *in = s->node.inbox_head;
+    s->node.inbox_head = s->node.inbox_tail = NULL;
+    s->node.inbox_n = 0;
+    pthread_mutex_unlock(&s->node.ev_mu);
     while (in != NULL) {
         struct server_inbox_msg *next = in->next;
         mem_free(in);
@@ -783,32 +783,32 @@ void *server__raft_main(void *arg)
     }
     fail_reads(s, ERR_STOPPED);
     server_queue_close(&s->committed);
-    pthread_mutex_unlock(&s->raft_mu);
+    pthread_mutex_unlock(&s->node.raft_mu);
     return NULL;
 }
 
 int server__read_enqueue(struct server *s, struct server_read_waiter *w)
 {
-    pthread_mutex_lock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
     if (atomic_load(&s->stopping)) {
-        pthread_mutex_unlock(&s->ev_mu);
+        pthread_mutex_unlock(&s->node.ev_mu);
         return ERR_STOPPED;
     }
-    struct server_read_batch *b = s->read_open;
+    struct server_read_batch *b = s->reads.read_open;
     if (b == NULL) {
         b = mem_calloc(1, sizeof *b);
         if (b == NULL) {
-            pthread_mutex_unlock(&s->ev_mu);
+            pthread_mutex_unlock(&s->node.ev_mu);
             return ERR_NOMEM;
         }
-        b->ctx = ++s->read_ctx;
+        b->ctx = ++s->reads.read_ctx;
         b->created_ms = server__now_ms();
-        s->read_open = b;
+        s->reads.read_open = b;
     }
     w->next = b->waiters;
     b->waiters = w;
-    s->ev = true;
-    pthread_cond_signal(&s->ev_cv);
-    pthread_mutex_unlock(&s->ev_mu);
+    s->node.ev = true;
+    pthread_cond_signal(&s->node.ev_cv);
+    pthread_mutex_unlock(&s->node.ev_mu);
     return 0;
 }

@@ -175,30 +175,30 @@ void server__reads_ready(struct server *s, struct server_read_waiter *w)
     struct server_read_waiter *tail = w;
     while (tail->next != NULL)
         tail = tail->next;
-    pthread_mutex_lock(&s->ready_mu);
-    if (s->ready_tail)
-        s->ready_tail->next = w;
+    pthread_mutex_lock(&s->reads.ready_mu);
+    if (s->reads.ready_tail)
+        s->reads.ready_tail->next = w;
     else
-        s->ready_head = w;
-    s->ready_tail = tail;
-    pthread_cond_broadcast(&s->ready_cv);
-    pthread_mutex_unlock(&s->ready_mu);
+        s->reads.ready_head = w;
+    s->reads.ready_tail = tail;
+    pthread_cond_broadcast(&s->reads.ready_cv);
+    pthread_mutex_unlock(&s->reads.ready_mu);
 }
 
 static void *read_worker(void *arg)
 {
     struct server *s = arg;
     for (;;) {
-        pthread_mutex_lock(&s->ready_mu);
-        while (s->ready_head == NULL && !s->readers_stop)
-            pthread_cond_wait(&s->ready_cv, &s->ready_mu);
-        struct server_read_waiter *w = s->ready_head;
+        pthread_mutex_lock(&s->reads.ready_mu);
+        while (s->reads.ready_head == NULL && !s->reads.readers_stop)
+            pthread_cond_wait(&s->reads.ready_cv, &s->reads.ready_mu);
+        struct server_read_waiter *w = s->reads.ready_head;
         if (w != NULL) {
-            s->ready_head = w->next;
-            if (s->ready_head == NULL)
-                s->ready_tail = NULL;
+            s->reads.ready_head = w->next;
+            if (s->reads.ready_head == NULL)
+                s->reads.ready_tail = NULL;
         }
-        pthread_mutex_unlock(&s->ready_mu);
+        pthread_mutex_unlock(&s->reads.ready_mu);
         if (w == NULL)
             return NULL; /* stopping and drained */
         serve(s, w->req, w->index, w->err, w->fn, w->arg);
@@ -209,10 +209,10 @@ static void *read_worker(void *arg)
 int server__read_workers_start(struct server *s)
 {
     for (int i = 0; i < 2; i++) {
-        if (pthread_create(&s->read_workers[i], NULL, read_worker, s) != 0)
+        if (pthread_create(&s->reads.read_workers[i], NULL, read_worker, s) != 0)
             return ERR_NOMEM;
-        thread_name_set(s->read_workers[i], "cetcd-read");
-        s->n_read_workers++;
+        thread_name_set(s->reads.read_workers[i], "cetcd-read");
+        s->reads.n_read_workers++;
     }
     return 0;
 }
@@ -222,16 +222,16 @@ int server__read_workers_start(struct server *s)
  * once stopping) and exit. */
 void server__read_workers_stop(struct server *s)
 {
-    pthread_mutex_lock(&s->ready_mu);
-    s->readers_stop = true;
-    pthread_cond_broadcast(&s->ready_cv);
-    pthread_mutex_unlock(&s->ready_mu);
+    pthread_mutex_lock(&s->reads.ready_mu);
+    s->reads.readers_stop = true;
+    pthread_cond_broadcast(&s->reads.ready_cv);
+    pthread_mutex_unlock(&s->reads.ready_mu);
     pthread_mutex_lock(&s->applied_mu);
     pthread_cond_broadcast(&s->applied_cv);
     pthread_mutex_unlock(&s->applied_mu);
-    for (int i = 0; i < s->n_read_workers; i++)
-        pthread_join(s->read_workers[i], NULL);
-    s->n_read_workers = 0;
+    for (int i = 0; i < s->reads.n_read_workers; i++)
+        pthread_join(s->reads.read_workers[i], NULL);
+    s->reads.n_read_workers = 0;
 }
 
 void server_read_end(struct server_read *r)

@@ -347,15 +347,15 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_mutex_init(&s->house_mu, NULL);
     pthread_mutex_init(&s->apply_mu, NULL);
     pthread_cond_init(&s->house_cv, NULL);
-    pthread_mutex_init(&s->raft_mu, NULL);
-    pthread_mutex_init(&s->ev_mu, NULL);
+    pthread_mutex_init(&s->node.raft_mu, NULL);
+    pthread_mutex_init(&s->node.ev_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* raft ticks */
-    pthread_cond_init(&s->ev_cv, &ca);
+    pthread_cond_init(&s->node.ev_cv, &ca);
     pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&s->ready_mu, NULL);
-    pthread_cond_init(&s->ready_cv, NULL);
+    pthread_mutex_init(&s->reads.ready_mu, NULL);
+    pthread_cond_init(&s->reads.ready_cv, NULL);
     arena_init(&s->apply_arena);
     arena_init(&s->spec_arena);
     pthread_mutex_init(&s->spec.mu, NULL);
@@ -482,11 +482,11 @@ void server_stop(struct server *s)
     pthread_mutex_destroy(&s->house_mu);
     pthread_mutex_destroy(&s->apply_mu);
     pthread_cond_destroy(&s->house_cv);
-    pthread_mutex_destroy(&s->raft_mu);
-    pthread_mutex_destroy(&s->ev_mu);
-    pthread_cond_destroy(&s->ev_cv);
-    pthread_mutex_destroy(&s->ready_mu);
-    pthread_cond_destroy(&s->ready_cv);
+    pthread_mutex_destroy(&s->node.raft_mu);
+    pthread_mutex_destroy(&s->node.ev_mu);
+    pthread_cond_destroy(&s->node.ev_cv);
+    pthread_mutex_destroy(&s->reads.ready_mu);
+    pthread_cond_destroy(&s->reads.ready_cv);
     arena_free(&s->apply_arena);
     arena_free(&s->spec_arena);
     pthread_mutex_destroy(&s->spec.mu);

@@ -159,6 +159,55 @@ struct server_read_batch {
     struct server_read_waiter *waiters; /* the reads it serves */
 };
 
+/* The raft node: the consensus state machine, the inbox that feeds it and
+ * the way out to peers (raft_node.c, raft_ready.c, raft_open.c, peers.c).
+ * "Raft thread" fields belong to whoever holds raft_mu (see server.h,
+ * "Execution contexts and lock order"). */
+struct server_raft_node {
+    struct raft *raft;          /* the consensus state machine */
+    uint64_t ticks;             /* ticks since start */
+    uint64_t applied_raft;      /* last index handed to the applier */
+    uint64_t snap_index;        /* last raft snapshot (log compaction) */
+    bool is_leader;             /* raft thread: this member leads */
+    /* Held by whoever runs a raft pass: the raft thread, or a thread that
+     * queued work while the raft thread slept (server__raft_poke).  Every
+     * "raft thread" field is guarded by it. */
+    pthread_mutex_t raft_mu;
+    bool raft_live;             /* under raft_mu: the raft thread runs */
+    _Atomic bool raft_asleep;   /* the raft thread waits for an event */
+    struct server_wal_buf {     /* under raft_mu: one Ready's WAL entries */
+        struct wal_entry *v;    /* (a reused buffer) */
+        size_t cap;
+    } raft_wb;
+    pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
+    pthread_cond_t ev_cv;       /* wakes the raft thread */
+    bool ev;                    /* something arrived */
+    struct server_inbox_msg *inbox_head, *inbox_tail; /* peer messages */
+    size_t inbox_n;             /* their count (<= SERVER_INBOX_MAX) */
+    uint64_t inbox_dropped;     /* messages dropped on a full inbox */
+    /* The transport: sends one message to its destination without
+     * blocking; NULL for a single member. */
+    void (*send_fn)(void *arg, const struct raft_msg *m);
+    void *send_arg;
+    struct server_report reports[SERVER_MEMBERS_MAX * 3]; /* under ev_mu */
+    size_t n_reports;
+};
+
+/* Linearizable reads: the ReadIndex batches (read_index.c) and the read
+ * workers that serve the answered ones (read.c). */
+struct server_reads {
+    struct server_read_batch *read_open;     /* under ev_mu: batch
+                                              * accepting readers */
+    struct server_read_batch *read_inflight; /* raft thread: asked */
+    uint64_t read_ctx;          /* under ev_mu: last batch ctx */
+    struct server_read_waiter *ready_head, *ready_tail; /* under ready_mu */
+    pthread_mutex_t ready_mu;   /* the read workers' queue */
+    pthread_cond_t ready_cv;
+    pthread_t read_workers[2];  /* serve answered linearizable reads */
+    int n_read_workers;
+    bool readers_stop;          /* under ready_mu */
+};
+
 struct server {
     struct server_config cfg;   /* copy of the config (strings borrowed) */
     char member_dir[4096];      /* <data-dir>/member */
@@ -211,49 +260,15 @@ struct server {
                                  * (written by the raft thread) */
 
     /* --- raft (raft thread unless noted) --- */
-    struct raft *raft;          /* the consensus state machine */
     struct server_member members[SERVER_MEMBERS_MAX]; /* initial cluster */
     size_t n_members;
-    uint64_t ticks;             /* ticks since start */
-    uint64_t applied_raft;      /* last index handed to the applier */
-    uint64_t snap_index;        /* last raft snapshot (log compaction) */
     _Atomic uint64_t lead;      /* current leader (any thread reads) */
-    bool is_leader;             /* raft thread: this member leads */
     /* When this member last became leader (server__now_ms; 0: never);
      * kept after it steps down.  Written by the raft thread. */
     _Atomic uint64_t lead_elected_ms;
-    /* Held by whoever runs a raft pass: the raft thread, or a thread that
-     * queued work while the raft thread slept (server__raft_poke).  Every
-     * "raft thread" field is guarded by it. */
-    pthread_mutex_t raft_mu;
-    bool raft_live;             /* under raft_mu: the raft thread runs */
-    _Atomic bool raft_asleep;   /* the raft thread waits for an event */
-    struct server_wal_buf {     /* under raft_mu: one Ready's WAL entries */
-        struct wal_entry *v;    /* (a reused buffer) */
-        size_t cap;
-    } raft_wb;
-    pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
-    pthread_cond_t ev_cv;       /* wakes the raft thread */
-    bool ev;                    /* something arrived */
-    struct server_inbox_msg *inbox_head, *inbox_tail; /* peer messages */
-    size_t inbox_n;             /* their count (<= SERVER_INBOX_MAX) */
-    uint64_t inbox_dropped;     /* messages dropped on a full inbox */
-    struct server_read_batch *read_open;     /* batch accepting readers */
-    struct server_read_batch *read_inflight; /* raft thread: asked */
-    uint64_t read_ctx;          /* last batch ctx */
-    struct server_read_waiter *ready_head, *ready_tail; /* under ready_mu */
-    pthread_mutex_t ready_mu;   /* the read workers' queue */
-    pthread_cond_t ready_cv;
-    pthread_t read_workers[2];  /* serve answered linearizable reads */
-    int n_read_workers;
-    bool readers_stop;          /* under ready_mu */
-    /* The transport: sends one message to its destination without
-     * blocking; NULL for a single member. */
-    void (*send_fn)(void *arg, const struct raft_msg *m);
-    void *send_arg;
+    struct server_raft_node node; /* raft, its inbox (raft_node.c) */
+    struct server_reads reads;    /* ReadIndex rounds and read workers */
     struct peer_transport *transport; /* NULL for a single member */
-    struct server_report reports[SERVER_MEMBERS_MAX * 3]; /* under ev_mu */
-    size_t n_reports;
 
     struct server_snap snap;    /* store snapshots (snapshot.c) */
 

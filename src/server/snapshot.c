@@ -821,7 +821,7 @@ static void release_behind(struct server *s, uint64_t index)
 {
     if (index <= SNAP_LOG_KEEP)
         return;
-    raft_log_compact(s->raft, index - SNAP_LOG_KEEP);
+    raft_log_compact(s->node.raft, index - SNAP_LOG_KEEP);
     int rc = wal_release_before(s->wal, index - SNAP_LOG_KEEP);
     if (rc != 0)
         log_warn("etcdserver", "cannot release WAL segments: %s",
@@ -874,23 +874,23 @@ static void copy_done(struct server *s, uint64_t index,
     if (index < s->snap.newest_index || index == 0 || conf->n_voters == 0)
         return; /* before an installed snapshot, or nothing applied yet */
     raft_term term;
-    int rc = raft_term_at(s->raft, index, &term);
+    int rc = raft_term_at(s->node.raft, index, &term);
     if (rc != 0) {
         log_warn("etcdserver", "snapshot at index %" PRIu64 " dropped: its "
                  "term is unknown (%s)", index, err_str(rc));
         return;
     }
-    if (index > s->snap_index) {
-        rc = raft_snapshot_create(s->raft, index, conf, NULL, 0);
+    if (index > s->node.snap_index) {
+        rc = raft_snapshot_create(s->node.raft, index, conf, NULL, 0);
         if (rc == 0)
-            s->snap_index = index;
+            s->node.snap_index = index;
         else
             log_warn("etcdserver", "raft refused the snapshot at index %"
                      PRIu64 ": %s", index, err_str(rc));
     }
     set_newest(s, index, term, conf);
     save_marker(s, index, term);
-    release_behind(s, s->snap_index);
+    release_behind(s, s->node.snap_index);
     char cs[1024];
     conf_fmt(conf, cs, sizeof cs);
     log_info("etcdserver", "saved snapshot of the store at index %" PRIu64
@@ -903,7 +903,7 @@ static void export_done(struct server *s, uint64_t index,
 {
     struct server_snap *sn = &s->snap;
     raft_term term;
-    int rc = raft_term_at(s->raft, index, &term);
+    int rc = raft_term_at(s->node.raft, index, &term);
     if (rc != 0 || index <= sn->export_index) {
         char p[SNAP_PATH_MAX];
         export_file(s, index, p, sizeof p);
@@ -954,7 +954,7 @@ static void send_one(struct server *s, struct server_snap_want *w)
     if (rc != 0 && rc != ERR_BUSY) {
         log_warn("etcdserver", "cannot send a snapshot to %016" PRIx64 ": %s",
                  w->to, err_str(rc));
-        raft_report_snapshot(s->raft, w->to, false);
+        raft_report_snapshot(s->node.raft, w->to, false);
     }
     w->pending = false;
 }
@@ -972,11 +972,11 @@ void server__snap_want_send(struct server *s, const struct raft_msg *m)
     }
     if (free_slot == NULL || s->transport == NULL) {
         /* Inside a Ready raft takes no report: queue it. */
-        pthread_mutex_lock(&s->ev_mu);
-        if (s->n_reports < SERVER_MEMBERS_MAX * 3)
-            s->reports[s->n_reports++] = (struct server_report){
+        pthread_mutex_lock(&s->node.ev_mu);
+        if (s->node.n_reports < SERVER_MEMBERS_MAX * 3)
+            s->node.reports[s->node.n_reports++] = (struct server_report){
                 m->to, SERVER_REPORT_SNAP_FAIL};
-        pthread_mutex_unlock(&s->ev_mu);
+        pthread_mutex_unlock(&s->node.ev_mu);
         return;
     }
     free_slot->to = m->to;
@@ -995,7 +995,7 @@ static bool resent_too_soon(struct server *s, struct server_snap_want *w)
         server__now_ms() >= w->sent_ms + SNAP_RESEND_MS)
         return false;
     struct raft_status st;
-    raft_status(s->raft, &st);
+    raft_status(s->node.raft, &st);
     for (uint32_t i = 0; i < st.n_progress; i++)
         if (st.progress[i].id == w->to &&
             st.progress[i].state != RAFT_PROGRESS_SNAPSHOT)
@@ -1049,7 +1049,7 @@ static void step_staged(struct server *s, struct server_snap_recv *r)
     if (rc == 0) {
         conf_from_store(r, &m, &fixed);
         s->snap.stepped_index = r->index;
-        rc = raft_step(s->raft, &m);
+        rc = raft_step(s->node.raft, &m);
         raft_msg_release(&m);
     }
     if (rc != 0)
@@ -1122,10 +1122,10 @@ void server__snap_tick(struct server *s)
     cleanup_stepped(s);
     take_results(s);
     uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
-    bool due = s->applied_raft >= sn->copy_asked_at + every;
-    if ((due || server__pin_grown(s)) && ask_pin(s, s->applied_raft, due) &&
+    bool due = s->node.applied_raft >= sn->copy_asked_at + every;
+    if ((due || server__pin_grown(s)) && ask_pin(s, s->node.applied_raft, due) &&
         due)
-        sn->copy_asked_at = s->applied_raft;
+        sn->copy_asked_at = s->node.applied_raft;
     bool pending = false;
     for (size_t i = 0; i < SERVER_MEMBERS_MAX; i++) {
         struct server_snap_want *w = &sn->want[i];
@@ -1137,7 +1137,7 @@ void server__snap_tick(struct server *s)
         if (sn->export_index > 0 && sn->export_index >= w->index)
             send_one(s, w);
         else
-            ask_copy(s, w->index > s->applied_raft ? s->applied_raft
+            ask_copy(s, w->index > s->node.applied_raft ? s->node.applied_raft
                                                    : w->index);
     }
     if (!pending && sn->export_index != 0 &&
@@ -1169,8 +1169,8 @@ int server__snap_install(struct server *s, const struct raft_snapshot *snap)
         rc = ERR_CORRUPT;
     if (rc != 0)
         return rc;
-    s->applied_raft = index;
-    s->snap_index = index;
+    s->node.applied_raft = index;
+    s->node.snap_index = index;
     s->snap.copy_asked_at = index;
     s->snap.installed_index = index;
     set_newest(s, index, term, &snap->meta.conf);
