@@ -279,7 +279,7 @@ static int seed_write(struct server *s)
     return backend_write_commit(txn);
 }
 
-/* s->members (what peers.c and raft_loop.c start from) := the table. */
+/* s->members (what peers.c and raft_open.c start from) := the table. */
 static void publish_to_initial(struct server *s)
 {
     struct server_ms *ms = s->ms;

@@ -161,27 +161,6 @@ static int compute_ids(struct server *s, bool has_data)
     return 0;
 }
 
-static int open_wal(struct server *s)
-{
-    char dir[4200];
-    if (s->cfg.wal_dir != NULL)
-        snprintf(dir, sizeof dir, "%s", s->cfg.wal_dir);
-    else
-        snprintf(dir, sizeof dir, "%s/wal", s->member_dir);
-    struct wal_options wo = {.no_fsync = s->cfg.unsafe_no_fsync};
-    /* Tests only: small segments show WAL release after snapshots without
-     * writing 64 MB segments (etcd has no such flag either). */
-    const char *seg = getenv("CETCD_TEST_WAL_SEGMENT_BYTES");
-    if (seg != NULL)
-        wo.segment_bytes = strtoull(seg, NULL, 10);
-    if (wal_exists(dir))
-        return wal_open(dir, &wo, &s->wal);
-    int rc = fs_mkdir_p(dir);
-    if (rc == 0)
-        rc = wal_create(dir, &wo, s->member_id, s->cluster_id, &s->wal);
-    return rc;
-}
-
 /* A store the boot guard cannot vouch for is moved aside (kept for
  * inspection) and rebuilt from the WAL. */
 static int set_aside(const char *dir)
@@ -392,7 +371,7 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     if (rc == 0)
         init_ids(s); /* the stored member id may differ from the flags' */
     if (rc == 0)
-        rc = open_wal(s);
+        rc = server__wal_open(s);
     if (rc == 0)
         rc = server__snap_recover(s);
     if (rc == 0)

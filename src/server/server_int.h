@@ -306,35 +306,58 @@ void server__timeouts_expire(struct server *s, uint64_t now_ms);
 int server__peers_open(struct server *s, struct rpc_server *srv);
 void server__peers_close(struct server *s);
 
-/* raft_loop.c: the raft thread. */
+/* raft_node.c: the raft thread. */
 void *server__raft_main(void *arg);
-/* raft_loop.c: wake the raft thread (new proposal, message, read). */
+/* raft_node.c: wake the raft thread (new proposal, message, read). */
 void server__kick(struct server *s);
-/* raft_loop.c: work was queued for raft (a proposal, peer messages): run
+/* raft_node.c: work was queued for raft (a proposal, peer messages): run
  * the raft pass on the calling thread when the raft thread sleeps and
  * nobody else runs one, else wake the raft thread.  The caller must hold
  * no lock of the server's (the pass takes them, and may call waiters'
  * callbacks). */
 void server__raft_poke(struct server *s);
-/* raft_loop.c: set up raft from the WAL (restart) or the initial cluster;
+/* raft_node.c: server__raft_receive queues a peer message (copied) for
+ * the raft thread (any thread); the caller pokes raft (server__raft_poke)
+ * once its batch is queued.  Errors: ERR_FULL (SERVER_INBOX_MAX messages
+ * wait already: the message is dropped and counted), ERR_NOMEM, the
+ * encoder's. */
+int server__raft_receive(struct server *s, const struct raft_msg *m);
+/* raft_open.c: opens or creates the WAL (s->wal); server_start. */
+int server__wal_open(struct server *s);
+/* raft_open.c: set up raft from the WAL (restart) or the initial cluster;
  * called by server_start before the threads run. */
 int server__raft_open(struct server *s);
 void server__raft_close(struct server *s);
-/* raft_loop.c: queue a message from a peer (copied; any thread); the
- * caller pokes raft (server__raft_poke) once its batch is queued. */
-/* server__raft_receive queues a peer message for the raft thread (any
- * thread).  Errors: ERR_FULL (SERVER_INBOX_MAX messages wait already: the
- * message is dropped and counted), ERR_NOMEM, the encoder's. */
-int server__raft_receive(struct server *s, const struct raft_msg *m);
+/* raft_ready.c, raft_mu held: handles every Ready raft has (see its
+ * header); an ERR_* is fatal (WAL, store).  wb is the reused WAL buffer,
+ * freed by server__wal_buf_free. */
+int server__raft_ready(struct server *s, struct server_wal_buf *wb);
+void server__wal_buf_free(struct server_wal_buf *wb);
+/* raft_ready.c, raft_mu held: s->lone_voter := raft's configuration has
+ * this member as its only voter (after start, a conf change, a snapshot
+ * install). */
+void server__lone_voter_update(struct server *s);
 /* snapshot.c: server__snap_indexes lists the indexes of the files named
  * "<index as 16 lower-case hex digits><suffix>" in dir, ascending, into
  * *out (mem_free it; NULL when none).  A missing dir lists nothing.
  * Errors: ERR_NOMEM, the opendir errors. */
 int server__snap_indexes(const char *dir, const char *suffix,
                          uint64_t **out, size_t *n_out);
-/* raft_loop.c: queue a linearizable read for the next ReadIndex round
- * (batched with the reads arriving meanwhile).  0 or ERR_NOMEM. */
+/* read_index.c: queue a linearizable read for the next ReadIndex round
+ * (batched with the reads arriving meanwhile; any thread).  0,
+ * ERR_STOPPED or ERR_NOMEM. */
 int server__read_enqueue(struct server *s, struct server_read_waiter *w);
+/* read_index.c, raft_mu held: start ReadIndex rounds (the open batch, and
+ * re-asks), fail rounds past the request timeout. */
+void server__reads_take(struct server *s);
+struct raft_ready;
+/* read_index.c, raft_mu held: hand the batches rd's read states answer to
+ * the read workers. */
+void server__reads_answer(struct server *s, const struct raft_ready *rd);
+/* read_index.c, raft_mu held: fail the rounds asked of raft (a leader
+ * change), or those and the open batch (stop), with err. */
+void server__reads_fail_inflight(struct server *s, int err);
+void server__reads_fail_all(struct server *s, int err);
 /* read.c: answered reads go to the read workers. */
 void server__reads_ready(struct server *s, struct server_read_waiter *w);
 int server__read_workers_start(struct server *s);
