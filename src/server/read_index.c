@@ -77,7 +77,8 @@ void server__reads_take(struct server *s)
             read_batch_finish(s, b, 0, ERR_TIMEOUT);
             continue;
         }
-        if (!b->requested || s->node.ticks >= b->asked_tick + READ_RETRY_TICKS) {
+        if (!b->requested ||
+            s->node.ticks >= b->asked_tick + READ_RETRY_TICKS) {
             /* The leader keys pending reads by context: it must be unique
              * across members, not just here. */
             uint64_t ctx[2] = {s->member_id, b->ctx};

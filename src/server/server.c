@@ -161,69 +161,6 @@ static int compute_ids(struct server *s, bool has_data)
     return 0;
 }
 
-/* A store the boot guard cannot vouch for is moved aside (kept for
- * inspection) and rebuilt from the WAL. */
-static int set_aside(const char *dir)
-{
-    char aside[4300];
-    snprintf(aside, sizeof aside, "%s.untrusted.%ld", dir, (long)time(NULL));
-    log_warn("etcdserver", "the store in %s was not shut down cleanly before "
-             "a reboot; moving it to %s and rebuilding it from the WAL",
-             dir, aside);
-    char state[4300];
-    snprintf(state, sizeof state, "%s.state", dir);
-    if (rename(dir, aside) != 0 && errno != ENOENT)
-        return err_from_errno(errno);
-    unlink(state);
-    return 0;
-}
-
-/* The store is durable through the WAL (a crash replays it above the
- * store's index; the boot guard rebuilds a store torn by a power loss),
- * so LMDB neither fsyncs nor copies pages for pwrite: write_map measured
- * 7-16% less CPU per put (docs/BENCHMARKS.md, session 8; the map budget
- * below is part of that). */
-int server__store_open(struct server *s, const char *dir)
-{
-    struct backend_options bo = {.no_fsync = true, .write_map = true};
-    int rc = backend_open(dir, &bo, &s->be);
-    if (rc == 0)
-        rc = mvcc_store_open(s->be, NULL, &s->mvcc);
-    if (rc == 0)
-        rc = server__alarms_load(s);
-    if (rc == 0)
-        server__quota_update(s);
-    return rc;
-}
-
-static int open_store(struct server *s)
-{
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/db", s->member_dir);
-    bool trusted;
-    int rc = boot_guard_check(dir, &trusted);
-    if (rc == 0 && !trusted)
-        rc = set_aside(dir);
-    if (rc == 0 && !trusted)
-        rc = server__snap_rebuild(s, dir); /* newest snap file, if any */
-    if (rc == 0)
-        rc = boot_guard_mark(dir, false);
-    server__quota_log(s);
-    return rc == 0 ? server__store_open(s, dir) : rc;
-}
-
-/* A clean stop: the store is synced, so the next boot may trust it. */
-static void close_store(struct server *s)
-{
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/db", s->member_dir);
-    bool clean = s->be != NULL && s->fatal == 0 && backend_sync(s->be) == 0;
-    mvcc_store_close(s->mvcc);
-    backend_close(s->be);
-    if (clean)
-        boot_guard_mark(dir, true);
-}
-
 /* Store pages the process maps, by reading them, stay in its RSS until
  * dropped (the page cache keeps them).  Under a write load they come fast:
  * LMDB writes every changed page to a new place, each is mapped on its next
@@ -365,7 +302,7 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     if (rc == 0)
         rc = server__snap_open(s);
     if (rc == 0)
-        rc = open_store(s);
+        rc = server__store_boot(s);
     if (rc == 0)
         rc = server__members_open(s);
     if (rc == 0)
@@ -452,7 +389,7 @@ void server_stop(struct server *s)
     server__snap_close(s);
     server__raft_close(s);
     wal_close(s->wal);
-    close_store(s);
+    server__store_close(s);
     server_queue_destroy(&s->proposals);
     server_queue_destroy(&s->committed);
     server_wait_destroy(&s->wait);

@@ -388,9 +388,15 @@ int server__apply_request(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req,
                           struct arena *a, ProtobufCMessage **msg_out);
 
-/* --- server.c --------------------------------------------------------- */
+/* --- store.c ---------------------------------------------------------- */
 /* Opens the store in dir (s->be, s->mvcc) the way the member keeps it. */
 int server__store_open(struct server *s, const char *dir);
+/* Start-up: the boot guard's check (a distrusted store is set aside and
+ * rebuilt, server__snap_rebuild), then server__store_open of <member>/db. */
+int server__store_boot(struct server *s);
+/* Closes the store; a clean stop (no fatal error, synced) marks it clean
+ * for the boot guard. */
+void server__store_close(struct server *s);
 
 /* --- snapshot.c: store snapshots -------------------------------------
  * Threads: _open/_close/_recover/_rebuild before/after the threads run;
