@@ -298,6 +298,9 @@ static inline uint64_t server__request_timeout_ms(const struct server *s)
     return 5000 + 2 * s->cfg.election_ms;
 }
 
+/* house.c: the housekeeping thread (server_start starts it). */
+void *server__house_main(void *arg);
+
 /* timeout.c, house thread: fails the requests past their deadline with
  * the error etcd gives for their likely cause (see timeout.h). */
 void server__timeouts_expire(struct server *s, uint64_t now_ms);
