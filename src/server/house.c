@@ -92,7 +92,7 @@ void *server__house_main(void *arg)
             calm = 0;
         else if (calm < HOUSE_IDLE_LOOKS)
             calm++;
-        uint64_t now = server__now_ms();
+        uint64_t now = server__clock_ms(s);
         if (!published || now >= slow_next) {
             server__members_house(s);
             server__timeouts_expire(s, now);

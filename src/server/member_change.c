@@ -258,7 +258,7 @@ static void promote_init(struct server *s, struct server_ms_job *j,
 {
     j->s = s;
     j->from_peer = c->from_peer;
-    j->deadline_ms = server__now_ms() + server__request_timeout_ms(s);
+    j->deadline_ms = server__clock_ms(s) + server__request_timeout_ms(s);
     j->fwd_err = ERR_NO_LEADER;
 }
 
@@ -284,7 +284,7 @@ void server_member_change(struct server *s,
         rc = ERR_NOMEM;
     if (rc == 0) {
         *w = (struct change_waiter){fn, arg, id};
-        uint64_t now = server__now_ms();
+        uint64_t now = server__clock_ms(s);
         uint64_t wait_ms = server__request_timeout_ms(s);
         if (c->op == SERVER_MEMBER_PROMOTE) {
             promote_init(s, j, c);
@@ -357,7 +357,7 @@ static bool stream_up(struct server *s, uint64_t id)
 static void track_active(struct server *s)
 {
     struct server_ms *ms = s->ms;
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     pthread_mutex_lock(&ms->mu);
     for (size_t i = 0; i < ms->n; i++) {
         uint64_t id = ms->m[i].id;
@@ -383,7 +383,7 @@ static bool peer_active(struct server *s, uint64_t id)
     for (size_t i = 0; i < ms->n; i++)
         if (ms->active_id[i] == id)
             return ms->active_since[i] != 0 &&
-                   server__now_ms() - ms->active_since[i] >=
+                   server__clock_ms(s) - ms->active_since[i] >=
                        HEALTH_INTERVAL_MS;
     return false;
 }
@@ -548,7 +548,7 @@ static void run_transfer(struct server *s, struct server_ms_job *j)
 /* Transfers end when the leader is the target, or at their deadline. */
 static void check_transfers(struct server *s)
 {
-    uint64_t now = server__now_ms(), lead = atomic_load(&s->lead);
+    uint64_t now = server__clock_ms(s), lead = atomic_load(&s->lead);
     for (struct server_ms_job **p = &s->ms->transfers; *p;) {
         struct server_ms_job *j = *p;
         int rc = 1;

@@ -910,7 +910,7 @@ void server__member_removed_by(struct server *s, uint64_t by)
 void server__members_house(struct server *s)
 {
     struct server_ms *ms = s->ms;
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     if (atomic_load(&ms->published) || atomic_load(&ms->publishing) ||
         atomic_load(&s->lead) == 0 || now < atomic_load(&ms->publish_at))
         return;

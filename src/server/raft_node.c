@@ -140,8 +140,8 @@ static void wait_event(struct server *s, uint64_t next_tick)
 {
     pthread_mutex_lock(&s->node.ev_mu);
     while (!s->node.ev && !atomic_load(&s->stopping) &&
-           server__now_ms() < next_tick) {
-        uint64_t now = server__now_ms(); /* may have passed next_tick */
+           server__clock_ms(s) < next_tick) {
+        uint64_t now = server__clock_ms(s); /* may have passed next_tick */
         struct timespec ts = thread_deadline_ms(
             CLOCK_MONOTONIC, next_tick > now ? next_tick - now : 0);
         atomic_store(&s->node.raft_asleep, true);
@@ -221,20 +221,20 @@ void *server__raft_main(void *arg)
 {
     struct server *s = arg;
     uint64_t hb = s->cfg.heartbeat_ms;
-    uint64_t next_tick = server__now_ms() + hb;
+    uint64_t next_tick = server__clock_ms(s) + hb;
     pthread_mutex_lock(&s->node.raft_mu);
     s->node.raft_live = true;
     pthread_mutex_unlock(&s->node.raft_mu);
     while (!atomic_load(&s->stopping)) {
         wait_event(s, next_tick);
         pthread_mutex_lock(&s->node.raft_mu);
-        for (int n = 0; server__now_ms() >= next_tick && n < 10; n++) {
+        for (int n = 0; server__clock_ms(s) >= next_tick && n < 10; n++) {
             raft_tick(s->node.raft);
             s->node.ticks++;
             next_tick += hb;
         }
-        if (server__now_ms() >= next_tick) /* stalled: no burst of ticks */
-            next_tick = server__now_ms() + hb;
+        if (server__clock_ms(s) >= next_tick) /* stalled: no burst of ticks */
+            next_tick = server__clock_ms(s) + hb;
         take_event(s);
         raft_pass(s);
         pthread_mutex_unlock(&s->node.raft_mu);

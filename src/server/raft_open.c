@@ -132,7 +132,7 @@ static int raft_start(struct server *s, struct restore *r)
     c.max_size_per_msg = 1u << 20;
     c.max_inflight_msgs = 512;
     c.read_only = RAFT_READ_ONLY_SAFE;
-    c.seed = s->member_id ^ server__now_ms();
+    c.seed = s->member_id ^ server__clock_ms(s);
     c.logger = raft_logger;
     fill_conf(s, &c);
     c.hard_state = r->hs;

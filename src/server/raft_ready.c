@@ -197,7 +197,7 @@ static void send_msgs(struct server *s, const struct raft_ready *rd)
 static void leader_changed(struct server *s)
 {
     if (s->node.is_leader)
-        atomic_store(&s->lead_elected_ms, server__now_ms());
+        atomic_store(&s->lead_elected_ms, server__clock_ms(s));
     server__reads_fail_inflight(s, ERR_LEADER_CHANGED);
 }
 

@@ -69,7 +69,7 @@ void server__reads_take(struct server *s)
         b->next = s->reads.read_inflight;
         s->reads.read_inflight = b;
     }
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     for (struct server_read_batch **p = &s->reads.read_inflight; *p;) {
         b = *p;
         if (now > b->created_ms + server__request_timeout_ms(s)) {
@@ -124,7 +124,7 @@ int server__read_enqueue(struct server *s, struct server_read_waiter *w)
             return ERR_NOMEM;
         }
         b->ctx = ++s->reads.read_ctx;
-        b->created_ms = server__now_ms();
+        b->created_ms = server__clock_ms(s);
         s->reads.read_open = b;
     }
     w->next = b->waiters;

@@ -346,7 +346,7 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     e->id = req->id;
     e->len = cetcdpb__internal_request__pack(req, e->data);
     CHECK(e->len == len);
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     int rc = server_wait_register(&s->wait, e->id, done, arg, now,
                                   now + server__request_timeout_ms(s));
     if (rc == 0)

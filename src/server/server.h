@@ -34,6 +34,23 @@ struct dial_tls;
 #include "cetcdpb/internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
 
+/* server_clock: where the server reads the time (milliseconds that only
+ * go forward, as CLOCK_MONOTONIC).  now_ms NULL: the real CLOCK_MONOTONIC
+ * (the daemon).  A test may drive it (see tests/unit/test_server_clock.c):
+ * request timeouts, ReadIndex round timeouts, raft ticks and the house
+ * thread's chores then follow the test's clock, not the wall.  now_ms
+ * runs on any server thread and must be thread-safe and cheap (it is read
+ * on the put path).  Timed waits (condition variables) still sleep real
+ * time: with a clock that does not move a thread wakes, sees no time has
+ * passed, and waits again.  Times that come from outside the server (the
+ * peer transport's link times, server_move_leader's deadline) are
+ * CLOCK_MONOTONIC, so a driven clock should start at the real
+ * CLOCK_MONOTONIC time and only move forward. */
+struct server_clock {
+    uint64_t (*now_ms)(void *ctx); /* the time; NULL: CLOCK_MONOTONIC */
+    void *ctx;                     /* its argument (borrowed) */
+};
+
 /* server_config: everything the daemon's flags decide.  Strings are
  * borrowed for the life of the server. */
 struct server_config {
@@ -77,6 +94,8 @@ struct server_config {
      * listener's Join service).  NULL: bootstrap a new cluster from
      * --initial-cluster, or restart from the data dir. */
     const struct server_join *join;
+    /* The clock the server's timers read (zero: the real one). */
+    struct server_clock clock;
 };
 
 /* server_join: the cluster a new member joins.  Borrowed for
@@ -270,7 +289,8 @@ typedef void (*server_leader_fn)(void *arg, int err);
 
 /* server_move_leader asks raft (this member must lead) to hand leadership
  * to the voter target and answers once the leader has changed to it, or
- * at deadline_ms (CLOCK_MONOTONIC) with ERR_LEADER_TRANSFER_TIMEOUT.
+ * at deadline_ms (the server's clock, server_clock: CLOCK_MONOTONIC unless
+ * the config gives another) with ERR_LEADER_TRANSFER_TIMEOUT.
  * Other errors: ERR_NOT_LEADER, ERR_BAD_LEADER_TRANSFEREE, ERR_STOPPED,
  * ERR_NOMEM.  fn runs on the raft thread or inline.  Any thread. */
 void server_move_leader(struct server *s, uint64_t target,

@@ -67,7 +67,7 @@ struct server_snap_want {
     uint64_t index;     /* raft's snapshot index: send a copy >= this */
     uint64_t term;      /* the MsgSnap's term */
     uint64_t sent_index; /* the last copy sent to `to` */
-    uint64_t sent_ms;    /* when (server__now_ms) */
+    uint64_t sent_ms;    /* when (server__clock_ms) */
 };
 
 /* State of snapshot.c and snap_pin.c.  The worker thread pins the store
@@ -115,7 +115,7 @@ struct server_snap {
     uint64_t export_index;        /* its store's index (0: none) */
     uint64_t export_term;         /* that index's term */
     struct raft_conf_state export_conf; /* its members, as of its index */
-    uint64_t export_ms;           /* made or last sent (server__now_ms) */
+    uint64_t export_ms;           /* made or last sent (server__clock_ms) */
     pthread_mutex_t export_mu;    /* one export made at a time */
     /* raft thread only */
     uint64_t copy_asked_at;       /* applied index at the last pin request */
@@ -263,7 +263,7 @@ struct server {
     struct server_member members[SERVER_MEMBERS_MAX]; /* initial cluster */
     size_t n_members;
     _Atomic uint64_t lead;      /* current leader (any thread reads) */
-    /* When this member last became leader (server__now_ms; 0: never);
+    /* When this member last became leader (server__clock_ms; 0: never);
      * kept after it steps down.  Written by the raft thread. */
     _Atomic uint64_t lead_elected_ms;
     struct server_raft_node node; /* raft, its inbox (raft_node.c) */
@@ -285,11 +285,26 @@ struct server {
     struct server_alarms alarms; /* alarm.c */
 };
 
+/* The real clock: CLOCK_MONOTONIC in milliseconds.  Server code reads the
+ * time through server__clock_ms (the seam tests drive); this one is for
+ * the default clock and for code with no struct server at hand. */
 static inline uint64_t server__now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* The server's clock (server.h, struct server_clock): cfg.clock when the
+ * caller gave one, else the real clock.  Every timer of the server reads
+ * it: request deadlines and their expiry, ReadIndex round timeouts, raft
+ * ticks, the house thread's schedule, leader-election times, snapshot
+ * resends and export lifetimes.  A branch and no lock: it is on the put
+ * path (server_propose). */
+static inline uint64_t server__clock_ms(const struct server *s)
+{
+    const struct server_clock *c = &s->cfg.clock;
+    return c->now_ms != NULL ? c->now_ms(c->ctx) : server__now_ms();
 }
 
 /* etcd's request timeout: 5 s + 2 election timeouts. */

@@ -165,7 +165,7 @@ static void export_done(struct server *s, uint64_t index,
     sn->export_index = index;
     sn->export_term = term;
     sn->export_conf = *conf;
-    sn->export_ms = server__now_ms();
+    sn->export_ms = server__clock_ms(s);
 }
 
 /* Sends the export to w->to (its index >= w->index). */
@@ -193,7 +193,7 @@ static void send_one(struct server *s, struct server_snap_want *w)
                  "bytes) to %016" PRIx64, s->snap.export_index,
                  (long long)st.st_size, w->to);
         w->sent_index = s->snap.export_index;
-        w->sent_ms = server__now_ms();
+        w->sent_ms = server__clock_ms(s);
         s->snap.export_ms = w->sent_ms;
     }
     if (rc != 0 && fd >= 0)
@@ -239,7 +239,7 @@ void server__snap_want_send(struct server *s, const struct raft_msg *m)
 static bool resent_too_soon(struct server *s, struct server_snap_want *w)
 {
     if (w->sent_index != s->snap.export_index ||
-        server__now_ms() >= w->sent_ms + SNAP_RESEND_MS)
+        server__clock_ms(s) >= w->sent_ms + SNAP_RESEND_MS)
         return false;
     struct raft_status st;
     raft_status(s->node.raft, &st);
@@ -308,12 +308,12 @@ static void step_staged(struct server *s, struct server_snap_recv *r)
 int server__snap_pin_now(struct server *s)
 {
     uint64_t target = atomic_load(&s->applied_index);
-    uint64_t deadline = server__now_ms() + SNAP_APPLY_WAIT_MS;
+    uint64_t deadline = server__clock_ms(s) + SNAP_APPLY_WAIT_MS;
     struct raft_snapshot_meta m;
     for (;;) {
         if (server__snap_newest(s, &m) == 0 && m.index >= target)
             return 0;
-        if (server__now_ms() >= deadline)
+        if (server__clock_ms(s) >= deadline)
             return ERR_TIMEOUT;
         ask_pin(s, target, true); /* a no-op while one is under way */
         struct timespec ts = {0, 10 * 1000000L};
@@ -388,7 +388,7 @@ void server__snap_tick(struct server *s)
                                                    : w->index);
     }
     if (!pending && sn->export_index != 0 &&
-        server__now_ms() >= sn->export_ms + SNAP_EXPORT_KEEP_MS)
+        server__clock_ms(s) >= sn->export_ms + SNAP_EXPORT_KEEP_MS)
         server__snap_export_drop(s);
 }
 

@@ -34,10 +34,10 @@
 
 bool server__snap_wait_applied(struct server *s, uint64_t index)
 {
-    uint64_t deadline = server__now_ms() + SNAP_APPLY_WAIT_MS;
+    uint64_t deadline = server__clock_ms(s) + SNAP_APPLY_WAIT_MS;
     pthread_mutex_lock(&s->applied_mu);
     while (atomic_load(&s->applied_index) < index &&
-           !atomic_load(&s->stopping) && server__now_ms() < deadline) {
+           !atomic_load(&s->stopping) && server__clock_ms(s) < deadline) {
         struct timespec ts = thread_deadline_ms(CLOCK_REALTIME, 100);
         pthread_cond_timedwait(&s->applied_cv, &s->applied_mu, &ts);
     }
