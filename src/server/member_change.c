@@ -239,6 +239,28 @@ void server__ms_job_push(struct server *s, struct server_ms_job *j,
         server__kick(s);
 }
 
+/* Admits a new job (false: SERVER_MS_JOBS_MAX are alive already). */
+static bool job_reserve(struct server *s)
+{
+    if (atomic_fetch_add(&s->ms->n_jobs, 1) < SERVER_MS_JOBS_MAX)
+        return true;
+    atomic_fetch_sub(&s->ms->n_jobs, 1);
+    return false;
+}
+
+static void job_unreserve(struct server *s)
+{
+    CHECK(atomic_load(&s->ms->n_jobs) > 0);
+    atomic_fetch_sub(&s->ms->n_jobs, 1);
+}
+
+void server__ms_job_free(struct server *s, struct server_ms_job *j)
+{
+    CHECK(j != NULL);
+    job_unreserve(s);
+    mem_free(j);
+}
+
 static void job_push(struct server *s, struct server_ms_job *j)
 {
     server__ms_job_push(s, j, true);
@@ -275,6 +297,9 @@ void server_member_change(struct server *s,
     pthread_mutex_lock(&s->ms->mu);
     int rc = check_change(s, c, &id);
     pthread_mutex_unlock(&s->ms->mu);
+    bool reserved = rc == 0 && job_reserve(s);
+    if (rc == 0 && !reserved)
+        rc = ERR_TOO_MANY_REQUESTS;
     struct change_waiter *w = rc == 0 ? mem_malloc(sizeof *w) : NULL;
     if (rc == 0 && w == NULL)
         rc = ERR_NOMEM;
@@ -296,7 +321,9 @@ void server_member_change(struct server *s,
     if (rc != 0) {
         mem_free(w);
         mem_free(j);
-        refuse_now(fn, arg, rc);
+        if (reserved)
+            job_unreserve(s);
+        refuse_now(fn, arg, rc == ERR_FULL ? ERR_TOO_MANY_REQUESTS : rc);
         return;
     }
     job_push(s, j);
@@ -309,8 +336,13 @@ void server_move_leader(struct server *s, uint64_t target,
         fn(arg, ERR_STOPPED);
         return;
     }
+    if (!job_reserve(s)) {
+        fn(arg, ERR_TOO_MANY_REQUESTS);
+        return;
+    }
     struct server_ms_job *j = mem_calloc(1, sizeof *j);
     if (j == NULL) {
+        job_unreserve(s);
         fn(arg, ERR_NOMEM);
         return;
     }
@@ -506,7 +538,7 @@ static void run_conf(struct server *s, struct server_ms_job *j)
     }
     if (rc != 0)
         fail_change(s, j->req_id, rc);
-    mem_free(j);
+    server__ms_job_free(s, j);
 }
 
 static bool is_voter(struct server *s, uint64_t id)
@@ -538,7 +570,7 @@ static void run_transfer(struct server *s, struct server_ms_job *j)
     }
     if (rc != 0) {
         j->fn(j->arg, rc);
-        mem_free(j);
+        server__ms_job_free(s, j);
         return;
     }
     j->next = s->ms->transfers;
@@ -566,7 +598,7 @@ static void check_transfers(struct server *s)
                      "%016llx", (unsigned long long)s->member_id,
                      (unsigned long long)j->id);
         j->fn(j->arg, rc);
-        mem_free(j);
+        server__ms_job_free(s, j);
     }
 }
 
@@ -638,7 +670,7 @@ void server__members_close(struct server *s)
                 j->fn(j->arg, ERR_STOPPED);
             else
                 fail_change(s, j->req_id, ERR_STOPPED);
-            mem_free(j);
+            server__ms_job_free(s, j);
         }
     }
     pthread_mutex_destroy(&s->ms->mu);

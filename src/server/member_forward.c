@@ -54,7 +54,7 @@ static void finish(struct server *s, struct server_ms_job *j, int err,
         log_warn("etcdserver", "failed to promote member %016llx through "
                  "the leader: %s", (unsigned long long)j->id, err_str(err));
     server__ms_job_answer(s, j->req_id, err, err == 0 ? &resp->base : NULL);
-    mem_free(j);
+    server__ms_job_free(s, j);
 }
 
 /* The leader's errors that another leader may not give: ask again. */

@@ -41,6 +41,11 @@ enum {
     SERVER_MS_JOB_TRANSFER = 1, /* leader transfer */
 };
 
+/* Most membership jobs (changes, leader transfers, forwarded promotions)
+ * alive at once; a new one past it is refused with ERR_TOO_MANY_REQUESTS
+ * (etcd has no such queue: its API threads propose and wait themselves). */
+#define SERVER_MS_JOBS_MAX 64
+
 /* The membership state of a member. */
 struct server_ms {
     pthread_mutex_t mu;          /* guards the table and removed list */
@@ -52,6 +57,9 @@ struct server_ms {
     backend_bucket b_removed;    /* "members_removed": id (8 BE) -> "" */
     struct server_ms_job *jobs;  /* under mu: queued for the raft thread */
     struct server_ms_job *transfers; /* raft thread: transfers waiting */
+    _Atomic size_t n_jobs;       /* jobs admitted and not yet freed (queued,
+                                  * waiting as transfers, being forwarded):
+                                  * <= SERVER_MS_JOBS_MAX */
     uint64_t active_id[SERVER_MEMBERS_MAX];    /* raft thread: peers seen */
     uint64_t active_since[SERVER_MEMBERS_MAX]; /* connected since (ms) */
     _Atomic bool removed_self;   /* this member was removed */
@@ -64,6 +72,8 @@ struct server_ms {
  * promotion j to the leader (or keep it until there is one); j is then
  * answered and freed by the forwarding code. */
 void server__promote_forward(struct server *s, struct server_ms_job *j);
+/* member_change.c: frees a job that was admitted (counted in n_jobs). */
+void server__ms_job_free(struct server *s, struct server_ms_job *j);
 /* member_change.c: queue j for the raft thread's next pass (any thread);
  * kick: wake the raft thread now (else it runs at the next tick). */
 void server__ms_job_push(struct server *s, struct server_ms_job *j,

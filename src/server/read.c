@@ -12,6 +12,7 @@
 #include "mvcc/mvcc.h"
 #include "server/kv_range.h"
 #include "server/server_int.h"
+#include "util/check.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -203,6 +204,8 @@ static void *read_worker(void *arg)
             return NULL; /* stopping and drained */
         serve(s, w->req, w->index, w->err, w->fn, w->arg);
         mem_free(w);
+        CHECK(atomic_load(&s->reads.pending) > 0);
+        atomic_fetch_sub(&s->reads.pending, 1);
     }
 }
 

@@ -8,7 +8,9 @@
  * (read.c), which serve them once the applied index reaches the answer.
  * Rounds unanswered for READ_RETRY_TICKS are asked again, rounds past the
  * request timeout fail with ERR_TIMEOUT, and a leader change fails the
- * pending ones with ERR_LEADER_CHANGED.
+ * pending ones with ERR_LEADER_CHANGED.  At most SERVER_READS_MAX reads
+ * wait at once (batches, in flight, or for a worker); one more is
+ * refused with ERR_TOO_MANY_REQUESTS.
  */
 #include <string.h>
 
@@ -116,6 +118,10 @@ int server__read_enqueue(struct server *s, struct server_read_waiter *w)
         pthread_mutex_unlock(&s->node.ev_mu);
         return ERR_STOPPED;
     }
+    if (atomic_load(&s->reads.pending) >= SERVER_READS_MAX) {
+        pthread_mutex_unlock(&s->node.ev_mu);
+        return ERR_TOO_MANY_REQUESTS;
+    }
     struct server_read_batch *b = s->reads.read_open;
     if (b == NULL) {
         b = mem_calloc(1, sizeof *b);
@@ -127,6 +133,7 @@ int server__read_enqueue(struct server *s, struct server_read_waiter *w)
         b->created_ms = server__clock_ms(s);
         s->reads.read_open = b;
     }
+    atomic_fetch_add(&s->reads.pending, 1);
     w->next = b->waiters;
     b->waiters = w;
     s->node.ev = true;

@@ -334,6 +334,9 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
 {
     if (atomic_load(&s->stopping))
         return refuse(done, arg, ERR_STOPPED);
+    if (atomic_load(&s->committed_index) >
+        atomic_load(&s->applied_index) + SERVER_APPLY_GAP_MAX)
+        return refuse(done, arg, ERR_TOO_MANY_REQUESTS);
     req->id = atomic_fetch_add(&s->next_id, 1);
     size_t len = cetcdpb__internal_request__get_packed_size(req);
     if (len > s->cfg.max_request_bytes)
@@ -349,8 +352,11 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     uint64_t now = server__clock_ms(s);
     int rc = server_wait_register(&s->wait, e->id, done, arg, now,
                                   now + server__request_timeout_ms(s));
-    if (rc == 0)
-        rc = server_queue_push(&s->proposals, e, false);
+    if (rc != 0) { /* not registered: nobody else answers it */
+        mem_free(e);
+        return refuse(done, arg, rc == ERR_FULL ? ERR_TOO_MANY_REQUESTS : rc);
+    }
+    rc = server_queue_push(&s->proposals, e, false);
     if (rc == 0)
         server__raft_poke(s);
     if (rc != 0) {

@@ -132,7 +132,9 @@ void server_stop(struct server *s);
 /* server_propose queues `req` (borrowed; encoded before return).  `done` is
  * called exactly once, on the apply thread (or inline with an error before
  * return when the request is refused: ERR_REQUEST_TOO_LARGE, ERR_STOPPED,
- * ERR_TOO_MANY_REQUESTS).  A request not applied within the request
+ * ERR_NOMEM, ERR_TOO_MANY_REQUESTS: the committed index is more than
+ * SERVER_APPLY_GAP_MAX ahead of the applied one, SERVER_PROPOSALS_MAX
+ * proposals are queued or SERVER_WAIT_MAX requests wait).  A request not applied within the request
  * timeout gets ERR_TIMEOUT, ERR_TIMEOUT_LEADER_FAIL or ERR_TIMEOUT_CONN_LOST
  * (see timeout.h) on the house thread.  Returns 0, or the error also given
  * to `done` inline. */
@@ -166,7 +168,8 @@ typedef void (*server_read_fn)(void *arg, int err,
  * exactly once.  Errors given to fn: as server_range, plus ERR_TIMEOUT
  * (no ReadIndex answer within the request timeout) and ERR_LEADER_CHANGED
  * (the member saw a new leader while its ReadIndex round was pending; a
- * retry may succeed). */
+ * retry may succeed), and ERR_TOO_MANY_REQUESTS (SERVER_READS_MAX
+ * linearizable reads wait already). */
 void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
                         server_read_fn fn, void *arg);
 
@@ -279,7 +282,8 @@ typedef void (*server_member_fn)(void *arg,
  * (strict reconfig check), ERR_LEARNER_NOT_READY, ERR_NO_LEADER,
  * ERR_NOT_LEADER (from_peer on a follower), ERR_TIMEOUT (or
  * ERR_TIMEOUT_LEADER_FAIL, ERR_TIMEOUT_CONN_LOST, as server_propose),
- * ERR_STOPPED, ERR_NOMEM.  Any thread. */
+ * ERR_TOO_MANY_REQUESTS (SERVER_MS_JOBS_MAX membership jobs are alive, or
+ * SERVER_WAIT_MAX requests wait), ERR_STOPPED, ERR_NOMEM.  Any thread. */
 void server_member_change(struct server *s,
                           const struct server_member_change *c,
                           server_member_fn fn, void *arg);
@@ -292,6 +296,7 @@ typedef void (*server_leader_fn)(void *arg, int err);
  * at deadline_ms (the server's clock, server_clock: CLOCK_MONOTONIC unless
  * the config gives another) with ERR_LEADER_TRANSFER_TIMEOUT.
  * Other errors: ERR_NOT_LEADER, ERR_BAD_LEADER_TRANSFEREE, ERR_STOPPED,
+ * ERR_TOO_MANY_REQUESTS (SERVER_MS_JOBS_MAX membership jobs are alive),
  * ERR_NOMEM.  fn runs on the raft thread or inline.  Any thread. */
 void server_move_leader(struct server *s, uint64_t target,
                         uint64_t deadline_ms, server_leader_fn fn, void *arg);

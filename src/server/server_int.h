@@ -25,13 +25,25 @@ struct raft;
 struct raft_msg;
 
 /* Bound on proposals queued for the raft thread (then
- * ERR_TOO_MANY_REQUESTS, as etcd's committed - applied > 5000 rule). */
+ * ERR_TOO_MANY_REQUESTS). */
 #define SERVER_PROPOSALS_MAX 5000
+
+/* Bound on the entries committed and not yet applied, etcd's
+ * maxGapBetweenApplyAndCommitIndex: while the committed index is more than
+ * this ahead of the applied index, server_propose refuses with
+ * ERR_TOO_MANY_REQUESTS.  The committed queue (raft thread -> applier)
+ * cannot refuse what raft has committed; this is what bounds it. */
+#define SERVER_APPLY_GAP_MAX 5000
 
 /* Bound on peer messages waiting for the raft thread, as etcd's raft
  * receive buffer (recvBufSize 4096): a message past it is dropped, which
  * raft treats as a lost message (appends are resent, votes retried). */
 #define SERVER_INBOX_MAX 4096
+
+/* Bound on linearizable reads waiting for a ReadIndex answer or for a
+ * read worker (from server__read_enqueue until served): one past it is
+ * answered ERR_TOO_MANY_REQUESTS at once. */
+#define SERVER_READS_MAX 10000
 
 /* Most members of a cluster (voters + learners). */
 #define SERVER_MEMBERS_MAX 16
@@ -206,6 +218,9 @@ struct server_reads {
     pthread_t read_workers[2];  /* serve answered linearizable reads */
     int n_read_workers;
     bool readers_stop;          /* under ready_mu */
+    /* Reads enqueued and not yet served (<= SERVER_READS_MAX): added to
+     * under ev_mu, taken from by the read workers. */
+    _Atomic size_t pending;
 };
 
 struct server {
@@ -363,6 +378,7 @@ int server__snap_indexes(const char *dir, const char *suffix,
                          uint64_t **out, size_t *n_out);
 /* read_index.c: queue a linearizable read for the next ReadIndex round
  * (batched with the reads arriving meanwhile; any thread).  0,
+ * ERR_TOO_MANY_REQUESTS (SERVER_READS_MAX wait already),
  * ERR_STOPPED or ERR_NOMEM. */
 int server__read_enqueue(struct server *s, struct server_read_waiter *w);
 /* read_index.c, raft_mu held: start ReadIndex rounds (the open batch, and
