@@ -1,9 +1,14 @@
 /*
- * read.c - the read path: a linearizable Range waits until the applied index
- * reaches the commit index seen when it arrived (a single member's
- * ReadIndex); a serializable one reads at once.  Both read an LMDB snapshot
- * without taking any lock the writer holds; the response borrows the map
- * until server_read_end.
+ * read.c - serving Ranges.  A serializable Range, or any Range on a lone
+ * leading voter (lone_leader: no other member could have a newer commit),
+ * is served at once on the calling thread (an event loop): a linearizable
+ * one first waits there until the applied index reaches the commit index
+ * seen when it arrived.  Any other linearizable Range joins a ReadIndex
+ * batch (read_index.c); once its round is answered, one of the read
+ * workers here (cetcd-read) waits until the applied index reaches the
+ * answer and serves it.  Every read runs in an LMDB read txn inside the
+ * store gate, taking no lock the writer holds; the response borrows the
+ * map until server_read_end.
  */
 #include <stdlib.h>
 #include <string.h>
