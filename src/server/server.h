@@ -18,8 +18,115 @@
  * reaches it, unless the request is serializable; then it reads in an LMDB
  * read txn; the response points into the map until server_read_end().
  *
- * Threads: server_propose/server_range_* are safe from any thread.  Done
- * callbacks run on the apply thread and must not block.
+ * Threads: server_propose/server_range_* and the other server_* calls are
+ * safe from any thread; which thread runs what is below.
+ *
+ * Execution contexts and lock order
+ * =================================
+ * This section is the authoritative statement (docs/ARCHITECTURE.md points
+ * here).  "Raft thread" in a comment means "whoever holds raft_mu", and
+ * "apply thread" means "whoever holds apply_mu": on a lone voter both are
+ * often another thread, by the fast paths below.
+ *
+ * Contexts (thread name: what it may run in src/server):
+ * - cetcd-rpc, client listener (the API's event loops): server_propose,
+ *   server_range_async, server_member_change, server_move_leader, status
+ *   and headers.  Serves serializable and lone-leader reads inline (read.c
+ *   serve, which may wait on applied_cv for the applier).  Through
+ *   server__raft_poke it may run a whole raft pass (below), and so the WAL
+ *   write and fdatasync, an inline apply and other requests' callbacks.
+ * - cetcd-rpc, peer listener: server__raft_receive into the inbox, then
+ *   server__raft_poke; the transport's reports (peers.c note_report); a
+ *   received snapshot file (server__snap_received).
+ * - cetcd-raft (raft_node.c server__raft_main): ticks (on the server's
+ *   clock, server_clock) and raft passes under raft_mu: the inbox, reports,
+ *   proposals, membership jobs, ReadIndex rounds (read_index.c), snapshot
+ *   chores (snap_raft.c), the Ready (raft_ready.c).
+ * - cetcd-apply (apply.c server__apply_main): pops the committed queue and
+ *   applies under apply_mu, wakes waiters; applies conf changes to the
+ *   members table and the transport (members.c).
+ * - cetcd-read (read.c): serves answered linearizable reads.
+ * - cetcd-house (house.c): holds house_mu for its whole loop; trims the
+ *   map inside the store gate; publishes this member (a proposal: it may
+ *   run an inline raft pass under house_mu); fails timed-out requests
+ *   (timeout.c: their callbacks run under house_mu).
+ * - cetcd-snap (snap_worker.c): pins (apply_mu held a few microseconds,
+ *   then the store gate), exports and staging inside the gate; snap.mu.
+ * - cetcd-peer-call (peer/call.c): a forwarded promotion's answer
+ *   (member_forward.c: re-queues its job, answers its waiter).
+ * - main: server_start before any server thread, server_stop after
+ *   joining them.
+ *
+ * The lone-voter fast paths (measured, docs/BENCHMARKS.md):
+ * - Inline raft pass: server__raft_poke, called with no server lock held
+ *   (or house_mu, by the publish), runs raft_pass on the calling thread
+ *   when this member is the only voter, the raft thread waits for an
+ *   event (raft_asleep) and pthread_mutex_trylock(raft_mu) succeeds; else
+ *   it kicks the raft thread.  So an event loop can block on a WAL fsync;
+ *   raft and the WAL belong to the raft_mu holder, not to cetcd-raft.
+ *   Off with CETCD_NO_INLINE_RAFT=1 (server_config.no_inline_raft).
+ * - Apply hand-off: server__apply_handoff (raft-pass holder) try-locks
+ *   apply_mu and, when nothing is queued, applies the committed entries
+ *   itself, callbacks included (under raft_mu and apply_mu); else it
+ *   queues them for cetcd-apply.  The LMDB write txn is held by whoever
+ *   holds apply_mu.
+ * - Speculative apply: server__spec_begin (raft-pass holder, after the
+ *   WAL write, before its fsync) try-locks apply_mu to see that nobody
+ *   applies and nothing is queued, then queues the entries as tentative
+ *   for cetcd-apply; reads stay pinned to the state before them, and
+ *   their waiters are woken by whichever of cetcd-apply and the raft-pass
+ *   holder (server__spec_durable, after the fsync) finishes last.  Off
+ *   with CETCD_NO_SPECULATIVE_APPLY=1 (server_config.no_speculation).
+ *
+ * Lock order, outermost first.  A thread holding one may take only those
+ * below it; the leaves never hold another server mutex.
+ *   1. house_mu: the house thread, for its whole loop; server_stop takes
+ *      it alone to wake it.
+ *   2. raft_mu (s->node): held by whoever runs a raft pass: cetcd-raft, or
+ *      a thread in server__raft_poke (a trylock, holding no server lock,
+ *      or house_mu for the publish proposal).
+ *   3. apply_mu: held by whoever applies: cetcd-apply, or the raft-pass
+ *      holder (server__apply_handoff and server__spec_begin try-lock it
+ *      under raft_mu); server__snap_install (snap_raft.c) takes it
+ *      blocking under raft_mu; the snap worker's pin takes it alone.
+ *   3a. snap.export_mu (snap_worker.c, one export at a time): taken with
+ *      no other server lock held; under it the gate and applied_mu.
+ *   4. the store gate (snap.gate_mu + gate_cv, store.c): closed only by
+ *      server__snap_install with raft_mu and apply_mu held; it waits until
+ *      no reader is inside.  Readers enter holding nothing, or raft_mu or
+ *      apply_mu (callbacks that fill a header, the pin), which is safe
+ *      because the closer holds both.
+ *   5. leaves: node.ev_mu (inbox, open read batch, reports), reads.ready_mu
+ *      (read workers' queue), applied_mu (with applied_cv), spec.mu,
+ *      snap.mu, ms->mu (members table and job queue; it
+ *      also writes the members buckets in the apply txn), the two
+ *      server_queue.mu (proposals, committed), the server_wait shard
+ *      mutexes, server__copy_file's buffer mutex (snap_files.c), a
+ *      server_range's on-stack sync_read.mu.
+ * Outside src/server: mvcc's read-txn pool_mu and LMDB's writer lock are
+ * taken under apply_mu or inside the gate.  The peer transport's locks
+ * are taken by server code holding raft_mu (peer_send), apply_mu
+ * (members.c transport_follow: peer_add/update/remove when a conf change
+ * is applied; peer_remove waits up to ~100 ms for the peer's threads) or
+ * house_mu (timeout.c peer_stats), never ms->mu.  The API runtime's reply
+ * path takes no lock (a CAS push and an eventfd write).
+ *
+ * Callbacks (server_done_fn, server_read_fn, server_member_fn,
+ * server_leader_fn) run under whatever their caller holds: apply_mu (and
+ * raft_mu when applied inline) from apply.c publish, raft_mu from a
+ * refused proposal (raft_node.c fail_waiter), a speculative batch's
+ * publish or a membership job, house_mu from the timeouts, nothing on a
+ * read worker or inline refusals.  They must not block and must not take
+ * raft_mu or apply_mu other than by trylock.
+ *
+ * Bounds: every queue that takes network input refuses when full, with
+ * ERR_TOO_MANY_REQUESTS to a client (etcd's "etcdserver: too many
+ * requests"): proposals (SERVER_PROPOSALS_MAX), the commit-apply gap
+ * (SERVER_APPLY_GAP_MAX, which bounds the committed queue), waiters
+ * (SERVER_WAIT_MAX), linearizable reads (SERVER_READS_MAX), membership
+ * jobs (SERVER_MS_JOBS_MAX); peer messages beyond SERVER_INBOX_MAX are
+ * dropped (ERR_FULL, as etcd's receive buffer); transport reports and
+ * received snapshots have fixed slots (server_int.h).
  */
 #ifndef CETCD_SERVER_H
 #define CETCD_SERVER_H
