@@ -92,4 +92,30 @@ bool server__member_has_wal(const struct server *s);
 /* Splits a comma list into at most cap pointers into buf. */
 size_t server__urls_split(char *buf, const char **out, size_t cap);
 
+/* --- shared by members.c and members_files.c ----------------------- */
+/* 8 bytes big-endian at d. */
+void server__be64_put(uint8_t *d, uint64_t v);
+uint64_t server__be64_get(const uint8_t *d);
+/* members.c, ms->mu held: id's slot in the table, added (sorted) when
+ * absent; NULL when the table is full. */
+struct server_member_info *server__ms_slot(struct server_ms *ms,
+                                           uint64_t id);
+/* members.c: m := the Member pb (its fields copied, truncated to fit). */
+void server__ms_info_from_pb(struct server_member_info *m,
+                             const Etcdserverpb__Member *pb);
+/* members.c: m as an etcdserverpb.Member into buf (cap bytes), its length
+ * in *len_out.  Errors: ERR_TOO_LARGE (does not fit in cap). */
+int server__ms_member_pack(const struct server_member_info *m,
+                           uint8_t *buf, size_t cap, size_t *len_out);
+/* members_files.c, start-up: <member>/ids written from s->member_id and
+ * s->cluster_id, or read into meta (member id, cluster id, 8 bytes BE
+ * each).  Read errors: ERR_NOTFOUND (no file), ERR_CORRUPT. */
+int server__ms_ids_write(struct server *s);
+int server__ms_ids_read(struct server *s, uint8_t meta[16]);
+/* members_files.c, start-up: <member>/seed written from the table, or
+ * the table seeded from it.  Load errors: ERR_NOTFOUND (no file),
+ * ERR_CORRUPT, ERR_NOMEM. */
+int server__ms_seed_save(struct server *s);
+int server__ms_seed_load(struct server *s);
+
 #endif
