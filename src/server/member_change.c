@@ -4,7 +4,8 @@
  * An API thread asks (server_member_change, server_move_leader); the
  * request is checked against the members store (etcd's membership
  * checks: URLs, duplicates, learner count), a waiter is registered, and a
- * job is queued for the raft thread, the only owner of struct raft.  The
+ * job is queued for the raft thread (whoever holds raft_mu owns struct
+ * raft: server.h, "Execution contexts and lock order").  The
  * raft thread runs the checks that need raft state or the transport (the
  * strict reconfig check, a learner's progress before a promotion) and
  * proposes the change as a one-step (v1) conf change whose context is the

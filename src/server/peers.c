@@ -26,7 +26,7 @@ static void on_messages(void *arg, raft_id from, const struct raft_msg *msgs,
     server__raft_poke(s);
 }
 
-/* Reports for raft (it is owned by the raft thread): a short list of ids,
+/* Reports for raft (it belongs to the raft_mu holder): a short list of ids,
  * de-duplicated; a lost report only delays raft's back-off. */
 static void note_report(struct server *s, raft_id id, int kind)
 {

@@ -237,14 +237,16 @@ int server_start(const struct server_config *cfg, struct server **server_out);
 void server_stop(struct server *s);
 
 /* server_propose queues `req` (borrowed; encoded before return).  `done` is
- * called exactly once, on the apply thread (or inline with an error before
- * return when the request is refused: ERR_REQUEST_TOO_LARGE, ERR_STOPPED,
- * ERR_NOMEM, ERR_TOO_MANY_REQUESTS: the committed index is more than
+ * called exactly once, by whoever applies it (see "Execution contexts and
+ * lock order"), or inline with an error before return when the request is
+ * refused: ERR_REQUEST_TOO_LARGE, ERR_STOPPED, ERR_NOMEM,
+ * ERR_TOO_MANY_REQUESTS (the committed index is more than
  * SERVER_APPLY_GAP_MAX ahead of the applied one, SERVER_PROPOSALS_MAX
- * proposals are queued or SERVER_WAIT_MAX requests wait).  A request not applied within the request
- * timeout gets ERR_TIMEOUT, ERR_TIMEOUT_LEADER_FAIL or ERR_TIMEOUT_CONN_LOST
- * (see timeout.h) on the house thread.  Returns 0, or the error also given
- * to `done` inline. */
+ * proposals are queued, or SERVER_WAIT_MAX requests wait).  A request not
+ * applied within the request timeout (on the server's clock) gets
+ * ERR_TIMEOUT, ERR_TIMEOUT_LEADER_FAIL or ERR_TIMEOUT_CONN_LOST (see
+ * timeout.h) on the house thread.  Returns 0, or the error also given to
+ * `done` inline. */
 int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
                    server_done_fn done, void *arg);
 

@@ -230,7 +230,7 @@ struct server {
     uint64_t cluster_id;        /* from the member ids */
     _Atomic uint64_t term;      /* raft term (bumped at each start) */
 
-    struct wal *wal;            /* owned by the raft thread after start */
+    struct wal *wal;            /* the raft_mu holder's after start */
     struct backend *be;         /* LMDB environment */
     struct mvcc_store *mvcc;    /* the multi-version store */
 
