@@ -9,8 +9,11 @@
  * transactions, and fixes the durability policy in one place.
  *
  * Threads and lifetime:
- * - Exactly ONE thread writes (the apply thread): at most one write txn is
- *   open at a time (LMDB serialises writers anyway; we never rely on it).
+ * - Exactly ONE thread writes at a time: in the member, whoever holds the
+ *   server's apply_mu (the apply thread, or a raft-pass holder applying
+ *   inline; src/server/server.h "Execution contexts and lock order").  At
+ *   most one write txn is open at a time (LMDB serialises writers anyway;
+ *   we never rely on it).
  * - Any thread may hold read txns, concurrently with the writer.  The env is
  *   opened with MDB_NOTLS, so a read txn is not tied to the thread that began
  *   it: it may be handed between threads (never used by two at once).
@@ -23,27 +26,30 @@
  * - A failed write poisons its txn: every later call on it fails and the
  *   caller must abort it (LMDB's MDB_TXN_ERROR).
  *
- * Durability (why MDB_NOMETASYNC):
- * The WAL is the durable log; the consistent index is stored in the same
- * LMDB txn as the data it covers, so after any crash the store is exactly
- * "everything up to consistent_index" and the WAL replays the rest.  What we
- * need from LMDB is therefore integrity, not per-commit durability.
- * - kill -9: LMDB writes pages with pwrite() into the page cache and
- *   switches the meta page last, so a killed process loses nothing that was
- *   committed, whatever the sync flags.
- * - power loss: MDB_NOSYNC (even with a periodic mdb_env_sync) is NOT safe in
- *   LMDB 0.9: pages still referenced by the last *synced* meta page can be
- *   reused by later unsynced txns, so a crash can leave a durable meta page
- *   pointing at overwritten pages (LMDB documents "a system crash can
- *   corrupt the database" for NOSYNC).  MDB_NOMETASYNC fdatasync()s the data
- *   pages of each commit and only defers the meta page write-out to the next
- *   commit's sync: integrity is kept, and at most the last commit is lost
- *   (the WAL re-applies it).  The cost is one fdatasync per apply batch (not
- *   per request), paid on the apply thread, never on the raft thread.
- * - opts.no_fsync (--unsafe-no-fsync) uses MDB_NOSYNC: fast, and a power
- *   loss may corrupt the db, exactly as the flag promises.
- * We never use MDB_WRITEMAP: the map stays read-only, so a stray pointer
- *   cannot scribble on the db, and written pages are not counted in RSS.
+ * Durability: the WAL is the durable log; the consistent index is stored in
+ * the same LMDB txn as the data it covers, so after a crash that LMDB
+ * survives the store is exactly "everything up to consistent_index" and
+ * the WAL replays the rest.  What the member needs from LMDB is integrity,
+ * not per-commit durability.  backend_options picks the flags:
+ * - default: MDB_NOMETASYNC.  Each commit fdatasync()s its data pages and
+ *   defers the meta page to the next commit's sync: integrity survives a
+ *   power loss and at most the last commit is lost (the WAL re-applies it).
+ *   The cost is one fdatasync per write txn.  Used by tools and tests that
+ *   open a store copy.
+ * - opts.no_fsync: MDB_NOSYNC, no fsync at all.  kill -9 still loses
+ *   nothing committed (pages go to the page cache with pwrite, or straight
+ *   into the shared map, and the meta page is switched last), but a power
+ *   loss may leave a synced meta page pointing at pages reused since (LMDB
+ *   documents "a system crash can corrupt the database" for NOSYNC).
+ * - opts.write_map: MDB_WRITEMAP (see the option).  Written pages are
+ *   counted in RSS, and a stray pointer could scribble on the map.
+ * The member opens its store with no_fsync AND write_map
+ * (src/server/store.c server__store_open): the WAL fsync is the only one
+ * on the write path, and what covers a power loss is the server's boot
+ * guard (src/server/boot_guard.h): a store not shut down cleanly before a
+ * reboot is distrusted and rebuilt from its last durable pin (pins are
+ * backend_sync'ed, see backend_pin) plus the WAL.  --unsafe-no-fsync only
+ * turns off the WAL's fsync; the store is the same either way.
  * MDB_NORDAHEAD: the db may be larger than RAM and is read at random.
  */
 #ifndef CETCD_BACKEND_BACKEND_H

@@ -279,7 +279,7 @@ void server__alarm_raise_nospace(struct server *s)
     CHECK(s != NULL);
     if (server__alarm_nospace(s))
         return;
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     uint64_t last = atomic_load(&s->alarms.raised_ms);
     if ((last != 0 && now < last + RAISE_EVERY_MS) ||
         !atomic_compare_exchange_strong(&s->alarms.raised_ms, &last, now))

@@ -219,7 +219,7 @@ int server__apply_entries(struct server *s, struct server_entry *head,
  * process leaves the WAL at or ahead of the store; at restart the store's
  * index counts as applied (a lone voter commits its whole log anyway).
  * If the machine loses power the boot guard rebuilds the store from the
- * WAL, and a failed fsync distrusts the store first (raft_loop.c).
+ * WAL, and a failed fsync distrusts the store first (raft_ready.c).
  */
 static void spec_finish(struct server *s)
 {

@@ -4,7 +4,8 @@
  * An API thread asks (server_member_change, server_move_leader); the
  * request is checked against the members store (etcd's membership
  * checks: URLs, duplicates, learner count), a waiter is registered, and a
- * job is queued for the raft thread, the only owner of struct raft.  The
+ * job is queued for the raft thread (whoever holds raft_mu owns struct
+ * raft: server.h, "Execution contexts and lock order").  The
  * raft thread runs the checks that need raft state or the transport (the
  * strict reconfig check, a learner's progress before a promotion) and
  * proposes the change as a one-step (v1) conf change whose context is the
@@ -239,6 +240,28 @@ void server__ms_job_push(struct server *s, struct server_ms_job *j,
         server__kick(s);
 }
 
+/* Admits a new job (false: SERVER_MS_JOBS_MAX are alive already). */
+static bool job_reserve(struct server *s)
+{
+    if (atomic_fetch_add(&s->ms->n_jobs, 1) < SERVER_MS_JOBS_MAX)
+        return true;
+    atomic_fetch_sub(&s->ms->n_jobs, 1);
+    return false;
+}
+
+static void job_unreserve(struct server *s)
+{
+    CHECK(atomic_load(&s->ms->n_jobs) > 0);
+    atomic_fetch_sub(&s->ms->n_jobs, 1);
+}
+
+void server__ms_job_free(struct server *s, struct server_ms_job *j)
+{
+    CHECK(j != NULL);
+    job_unreserve(s);
+    mem_free(j);
+}
+
 static void job_push(struct server *s, struct server_ms_job *j)
 {
     server__ms_job_push(s, j, true);
@@ -258,7 +281,7 @@ static void promote_init(struct server *s, struct server_ms_job *j,
 {
     j->s = s;
     j->from_peer = c->from_peer;
-    j->deadline_ms = server__now_ms() + server__request_timeout_ms(s);
+    j->deadline_ms = server__clock_ms(s) + server__request_timeout_ms(s);
     j->fwd_err = ERR_NO_LEADER;
 }
 
@@ -275,6 +298,9 @@ void server_member_change(struct server *s,
     pthread_mutex_lock(&s->ms->mu);
     int rc = check_change(s, c, &id);
     pthread_mutex_unlock(&s->ms->mu);
+    bool reserved = rc == 0 && job_reserve(s);
+    if (rc == 0 && !reserved)
+        rc = ERR_TOO_MANY_REQUESTS;
     struct change_waiter *w = rc == 0 ? mem_malloc(sizeof *w) : NULL;
     if (rc == 0 && w == NULL)
         rc = ERR_NOMEM;
@@ -284,7 +310,7 @@ void server_member_change(struct server *s,
         rc = ERR_NOMEM;
     if (rc == 0) {
         *w = (struct change_waiter){fn, arg, id};
-        uint64_t now = server__now_ms();
+        uint64_t now = server__clock_ms(s);
         uint64_t wait_ms = server__request_timeout_ms(s);
         if (c->op == SERVER_MEMBER_PROMOTE) {
             promote_init(s, j, c);
@@ -296,7 +322,9 @@ void server_member_change(struct server *s,
     if (rc != 0) {
         mem_free(w);
         mem_free(j);
-        refuse_now(fn, arg, rc);
+        if (reserved)
+            job_unreserve(s);
+        refuse_now(fn, arg, rc == ERR_FULL ? ERR_TOO_MANY_REQUESTS : rc);
         return;
     }
     job_push(s, j);
@@ -309,8 +337,13 @@ void server_move_leader(struct server *s, uint64_t target,
         fn(arg, ERR_STOPPED);
         return;
     }
+    if (!job_reserve(s)) {
+        fn(arg, ERR_TOO_MANY_REQUESTS);
+        return;
+    }
     struct server_ms_job *j = mem_calloc(1, sizeof *j);
     if (j == NULL) {
+        job_unreserve(s);
         fn(arg, ERR_NOMEM);
         return;
     }
@@ -357,7 +390,7 @@ static bool stream_up(struct server *s, uint64_t id)
 static void track_active(struct server *s)
 {
     struct server_ms *ms = s->ms;
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     pthread_mutex_lock(&ms->mu);
     for (size_t i = 0; i < ms->n; i++) {
         uint64_t id = ms->m[i].id;
@@ -383,7 +416,7 @@ static bool peer_active(struct server *s, uint64_t id)
     for (size_t i = 0; i < ms->n; i++)
         if (ms->active_id[i] == id)
             return ms->active_since[i] != 0 &&
-                   server__now_ms() - ms->active_since[i] >=
+                   server__clock_ms(s) - ms->active_since[i] >=
                        HEALTH_INTERVAL_MS;
     return false;
 }
@@ -449,7 +482,7 @@ static int learner_ready(struct server *s, uint64_t id)
     struct raft_status *st = mem_malloc(sizeof *st);
     if (st == NULL)
         return ERR_NOMEM;
-    raft_status(s->raft, st);
+    raft_status(s->node.raft, st);
     uint64_t lead_match = 0, match = 0;
     bool leader = st->role == RAFT_LEADER, found = false;
     for (uint32_t i = 0; i < st->n_progress; i++) {
@@ -500,13 +533,13 @@ static void run_conf(struct server *s, struct server_ms_job *j)
             cc.changes[0].type = RAFT_CC_ADD_LEARNER;
         cc.ctx = j->data;
         cc.ctx_len = j->len;
-        rc = raft_propose_conf_change(s->raft, &cc, false);
+        rc = raft_propose_conf_change(s->node.raft, &cc, false);
         if (rc == ERR_PROPOSAL_DROPPED)
             rc = ERR_NO_LEADER;
     }
     if (rc != 0)
         fail_change(s, j->req_id, rc);
-    mem_free(j);
+    server__ms_job_free(s, j);
 }
 
 static bool is_voter(struct server *s, uint64_t id)
@@ -523,7 +556,7 @@ static void run_transfer(struct server *s, struct server_ms_job *j)
     struct raft_status *st = mem_malloc(sizeof *st);
     int rc = st ? 0 : ERR_NOMEM;
     if (rc == 0) {
-        raft_status(s->raft, st);
+        raft_status(s->node.raft, st);
         if (st->role != RAFT_LEADER)
             rc = ERR_NOT_LEADER;
         mem_free(st);
@@ -534,11 +567,11 @@ static void run_transfer(struct server *s, struct server_ms_job *j)
         log_info("etcdserver", "%016llx starts leadership transfer from "
                  "%016llx to %016llx", (unsigned long long)s->member_id,
                  (unsigned long long)s->member_id, (unsigned long long)j->id);
-        rc = raft_transfer_leader(s->raft, j->id);
+        rc = raft_transfer_leader(s->node.raft, j->id);
     }
     if (rc != 0) {
         j->fn(j->arg, rc);
-        mem_free(j);
+        server__ms_job_free(s, j);
         return;
     }
     j->next = s->ms->transfers;
@@ -548,7 +581,7 @@ static void run_transfer(struct server *s, struct server_ms_job *j)
 /* Transfers end when the leader is the target, or at their deadline. */
 static void check_transfers(struct server *s)
 {
-    uint64_t now = server__now_ms(), lead = atomic_load(&s->lead);
+    uint64_t now = server__clock_ms(s), lead = atomic_load(&s->lead);
     for (struct server_ms_job **p = &s->ms->transfers; *p;) {
         struct server_ms_job *j = *p;
         int rc = 1;
@@ -566,7 +599,7 @@ static void check_transfers(struct server *s)
                      "%016llx", (unsigned long long)s->member_id,
                      (unsigned long long)j->id);
         j->fn(j->arg, rc);
-        mem_free(j);
+        server__ms_job_free(s, j);
     }
 }
 
@@ -603,7 +636,7 @@ void server__conf_change_committed(struct server *s,
                   (unsigned long long)e->index);
         return;
     }
-    int rc = raft_apply_conf_change(s->raft, &cc, &cs);
+    int rc = raft_apply_conf_change(s->node.raft, &cc, &cs);
     Cetcdpb__InternalRequest *req =
         cc.ctx_len ? cetcdpb__internal_request__unpack(NULL, cc.ctx_len,
                                                        cc.ctx)
@@ -638,7 +671,7 @@ void server__members_close(struct server *s)
                 j->fn(j->arg, ERR_STOPPED);
             else
                 fail_change(s, j->req_id, ERR_STOPPED);
-            mem_free(j);
+            server__ms_job_free(s, j);
         }
     }
     pthread_mutex_destroy(&s->ms->mu);

@@ -41,7 +41,7 @@
 static void retry(struct server *s, struct server_ms_job *j, int fwd_err)
 {
     j->fwd_err = fwd_err;
-    j->retry_ms = server__now_ms() + FORWARD_RETRY_MS;
+    j->retry_ms = server__clock_ms(s) + FORWARD_RETRY_MS;
     server__ms_job_push(s, j, false);
 }
 
@@ -54,7 +54,7 @@ static void finish(struct server *s, struct server_ms_job *j, int err,
         log_warn("etcdserver", "failed to promote member %016llx through "
                  "the leader: %s", (unsigned long long)j->id, err_str(err));
     server__ms_job_answer(s, j->req_id, err, err == 0 ? &resp->base : NULL);
-    mem_free(j);
+    server__ms_job_free(s, j);
 }
 
 /* The leader's errors that another leader may not give: ask again. */
@@ -118,7 +118,7 @@ void server__promote_forward(struct server *s, struct server_ms_job *j)
 {
     CHECK(j->kind == SERVER_MS_JOB_CONF && j->op == SERVER_MEMBER_PROMOTE);
     CHECK(!j->from_peer && j->s == s);
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     if (now >= j->deadline_ms) {
         finish(s, j, j->fwd_err, NULL);
         return;

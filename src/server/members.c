@@ -13,7 +13,7 @@
  * seed is kept in <member>/seed, and a member with data (a WAL) whose
  * store is empty (rebuilt) seeds from that file, never from the flags,
  * which etcd ignores once a member has data.  The files ids and seed are
- * 0600, written atomically.  The
+ * 0600, written atomically (members_files.c).  The
  * table changes only by applying committed log entries: conf changes
  * (their context is a MemberChange) and MemberAttr (a member publishing
  * its name and client URLs after it starts, as etcd's publish).
@@ -42,13 +42,13 @@
 #define META_KEY "meta"
 #define PUBLISH_RETRY_MS 1000 /* between publish attempts */
 
-static void be64_put(uint8_t *d, uint64_t v)
+void server__be64_put(uint8_t *d, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         d[i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
-static uint64_t be64_get(const uint8_t *d)
+uint64_t server__be64_get(const uint8_t *d)
 {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++)
@@ -91,7 +91,8 @@ bool server__ms_is_removed(const struct server_ms *ms, uint64_t id)
 }
 
 /* Inserts (or returns) id's slot, keeping the table sorted by id. */
-static struct server_member_info *ms_slot(struct server_ms *ms, uint64_t id)
+struct server_member_info *server__ms_slot(struct server_ms *ms,
+                                           uint64_t id)
 {
     struct server_member_info *m = server__ms_find(ms, id);
     if (m != NULL || ms->n == SERVER_MEMBERS_MAX)
@@ -120,8 +121,8 @@ static void ms_drop(struct server_ms *ms, uint64_t id)
 
 /* --- records ------------------------------------------------------------ */
 
-static void info_from_pb(struct server_member_info *m,
-                         const Etcdserverpb__Member *pb)
+void server__ms_info_from_pb(struct server_member_info *m,
+                             const Etcdserverpb__Member *pb)
 {
     m->id = pb->id;
     snprintf(m->name, sizeof m->name, "%s", pb->name ? pb->name : "");
@@ -132,10 +133,10 @@ static void info_from_pb(struct server_member_info *m,
     m->is_learner = pb->islearner;
 }
 
-/* member_pack encodes m as an etcdserverpb.Member into buf (cap bytes);
+/* server__ms_member_pack encodes m as an etcdserverpb.Member into buf (cap bytes);
  * *len_out gets its length.  ERR_TOO_LARGE when it does not fit. */
-static int member_pack(const struct server_member_info *m, uint8_t *buf,
-                       size_t cap, size_t *len_out)
+int server__ms_member_pack(const struct server_member_info *m,
+                           uint8_t *buf, size_t cap, size_t *len_out)
 {
     char peers[sizeof m->peer_urls], clients[sizeof m->client_urls];
     const char *pu[PEER_URLS_MAX * 2], *cu[PEER_URLS_MAX * 2];
@@ -163,10 +164,10 @@ static int record_put(struct server_ms *ms, struct backend_txn *txn,
 {
     uint8_t buf[4096], key[8];
     size_t len;
-    int rc = member_pack(m, buf, sizeof buf, &len);
+    int rc = server__ms_member_pack(m, buf, sizeof buf, &len);
     if (rc != 0)
         return rc;
-    be64_put(key, m->id);
+    server__be64_put(key, m->id);
     return backend_put(txn, ms->b_members, key, 8, buf, len);
 }
 
@@ -174,7 +175,7 @@ static int record_remove(struct server_ms *ms, struct backend_txn *txn,
                          uint64_t id)
 {
     uint8_t key[8];
-    be64_put(key, id);
+    server__be64_put(key, id);
     int rc = backend_del(txn, ms->b_members, key, 8);
     if (rc == ERR_NOTFOUND)
         rc = 0;
@@ -205,7 +206,7 @@ static int load_bucket(struct server *s, struct backend_txn *txn, bool removed,
             continue;
         if (removed) {
             if (ms->n_removed < SERVER_REMOVED_MAX)
-                ms->removed[ms->n_removed++] = be64_get(k.data);
+                ms->removed[ms->n_removed++] = server__be64_get(k.data);
             continue;
         }
         Etcdserverpb__Member *pb =
@@ -214,9 +215,9 @@ static int load_bucket(struct server *s, struct backend_txn *txn, bool removed,
             rc = ERR_CORRUPT;
             break;
         }
-        struct server_member_info *m = ms_slot(ms, pb->id);
+        struct server_member_info *m = server__ms_slot(ms, pb->id);
         if (m != NULL)
-            info_from_pb(m, pb);
+            server__ms_info_from_pb(m, pb);
         etcdserverpb__member__free_unpacked(pb, NULL);
     }
     backend_cursor_close(c);
@@ -247,14 +248,14 @@ static void seed_table(struct server *s)
     const struct server_join *j = s->cfg.join;
     if (j != NULL) {
         for (size_t i = 0; i < j->n_members; i++) {
-            struct server_member_info *m = ms_slot(ms, j->members[i]->id);
+            struct server_member_info *m = server__ms_slot(ms, j->members[i]->id);
             if (m != NULL)
-                info_from_pb(m, j->members[i]);
+                server__ms_info_from_pb(m, j->members[i]);
         }
         return;
     }
     for (size_t i = 0; i < s->n_members; i++) {
-        struct server_member_info *m = ms_slot(ms, s->members[i].id);
+        struct server_member_info *m = server__ms_slot(ms, s->members[i].id);
         if (m == NULL)
             continue;
         snprintf(m->name, sizeof m->name, "%s", s->members[i].name);
@@ -279,7 +280,7 @@ static int seed_write(struct server *s)
     return backend_write_commit(txn);
 }
 
-/* s->members (what peers.c and raft_loop.c start from) := the table. */
+/* s->members (what peers.c and raft_open.c start from) := the table. */
 static void publish_to_initial(struct server *s)
 {
     struct server_ms *ms = s->ms;
@@ -291,187 +292,6 @@ static void publish_to_initial(struct server *s)
         snprintf(dst->peer_urls, sizeof dst->peer_urls, "%s",
                  ms->m[i].peer_urls);
     }
-}
-
-/* <member>/ids: this member's id and the cluster id, as 32 hex digits
- * and a newline.  Not in the store: a snapshot from the leader replaces
- * the store but not who we are. */
-static void ids_path(struct server *s, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s/ids", s->member_dir);
-}
-
-/* file_replace writes the n bytes of buf as the file at path, durably and
- * atomically (a 0600 temporary file, fsync, rename, fsync of the dir), so
- * that a crash leaves the old file or the new one, never a torn one. */
-static int file_replace(const char *path, const void *buf, size_t n)
-{
-    char tmp[4300], dir[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return err_from_errno(errno);
-    int rc = fs_write_all(fd, buf, n);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = err_from_errno(errno);
-    if (close(fd) != 0 && rc == 0)
-        rc = err_from_errno(errno);
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = err_from_errno(errno);
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash != NULL)
-        *slash = '\0';
-    int dfd = rc == 0 && slash != NULL ? open(dir, O_RDONLY | O_DIRECTORY |
-                                                      O_CLOEXEC)
-                                       : -1;
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0)
-            rc = err_from_errno(errno);
-        close(dfd);
-    }
-    if (rc != 0)
-        unlink(tmp);
-    return rc;
-}
-
-static int ids_write(struct server *s)
-{
-    char path[4200], line[64];
-    ids_path(s, path, sizeof path);
-    int n = snprintf(line, sizeof line, "%016llx%016llx\n",
-                     (unsigned long long)s->member_id,
-                     (unsigned long long)s->cluster_id);
-    CHECK(n == 33);
-    return file_replace(path, line, (size_t)n);
-}
-
-/* 0 and the ids, ERR_NOTFOUND when the file is absent, or ERR_CORRUPT
- * when it does not start with 32 hex digits naming two non-zero ids
- * (strtoull would take a damaged file for other ids, or for 0). */
-static int ids_read(struct server *s, uint8_t meta[16])
-{
-    char path[4200], line[64];
-    ids_path(s, path, sizeof path);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return ERR_NOTFOUND;
-    bool ok = fgets(line, sizeof line, f) != NULL && strlen(line) >= 32;
-    fclose(f);
-    for (int i = 0; ok && i < 32; i++)
-        ok = isxdigit((unsigned char)line[i]) != 0;
-    if (ok) {
-        char a[17], b[17];
-        memcpy(a, line, 16);
-        memcpy(b, line + 16, 16);
-        a[16] = b[16] = '\0';
-        be64_put(meta, strtoull(a, NULL, 16));
-        be64_put(meta + 8, strtoull(b, NULL, 16));
-        ok = be64_get(meta) != 0 && be64_get(meta + 8) != 0;
-    }
-    if (!ok)
-        log_error("etcdserver", "%s is corrupt: it must hold the member id "
-                  "and the cluster id as 32 hex digits", path);
-    return ok ? 0 : ERR_CORRUPT;
-}
-
-/* --- the seed: the members the table started from ------------------- */
-
-/* <member>/seed keeps the members a new member seeded its table with
- * (--initial-cluster, or the running cluster's answer to a join), so that a
- * store rebuilt from the WAL after the flags changed (etcd ignores the
- * --initial-* flags once a member has data) starts from the same table;
- * the WAL's entries then replay every change made since.  Like ids, it is
- * not in the store, which a rebuild replaces.
- *
- *   repeated: u32 len (big-endian), len bytes of an etcdserverpb.Member
- *
- * Written once, before the WAL is created, by file_replace. */
-#define SEED_RECORD_MAX 4096
-
-static void seed_path(struct server *s, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s/seed", s->member_dir);
-}
-
-static int seed_save(struct server *s)
-{
-    struct server_ms *ms = s->ms;
-    size_t cap = ms->n * (SEED_RECORD_MAX + 4), used = 0;
-    uint8_t *buf = mem_malloc(cap > 0 ? cap : 1);
-    if (buf == NULL)
-        return ERR_NOMEM;
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < ms->n; i++) {
-        size_t len;
-        rc = member_pack(&ms->m[i], buf + used + 4, SEED_RECORD_MAX, &len);
-        for (int k = 0; rc == 0 && k < 4; k++)
-            buf[used + (size_t)k] = (uint8_t)(len >> (24 - 8 * k));
-        used += rc == 0 ? len + 4 : 0;
-    }
-    CHECK(used <= cap);
-    char path[4200];
-    seed_path(s, path, sizeof path);
-    if (rc == 0)
-        rc = file_replace(path, buf, used);
-    mem_free(buf);
-    return rc;
-}
-
-/* seed_parse fills the table from the seed bytes (p, n); false when they
- * are not a list of valid Member records. */
-static bool seed_parse(struct server_ms *ms, const uint8_t *p, size_t n)
-{
-    size_t off = 0;
-    while (off < n) {
-        if (n - off < 4)
-            return false;
-        size_t len = (size_t)p[off] << 24 | (size_t)p[off + 1] << 16 |
-                     (size_t)p[off + 2] << 8 | p[off + 3];
-        off += 4;
-        if (len > n - off || len > SEED_RECORD_MAX)
-            return false;
-        Etcdserverpb__Member *pb =
-            etcdserverpb__member__unpack(NULL, len, p + off);
-        if (pb == NULL || pb->id == 0) {
-            if (pb != NULL)
-                etcdserverpb__member__free_unpacked(pb, NULL);
-            return false;
-        }
-        struct server_member_info *m = ms_slot(ms, pb->id);
-        if (m != NULL)
-            info_from_pb(m, pb);
-        etcdserverpb__member__free_unpacked(pb, NULL);
-        off += len;
-    }
-    return ms->n > 0;
-}
-
-/* seed_load: 0 and the table seeded from <member>/seed, ERR_NOTFOUND when
- * there is none, or ERR_CORRUPT (logged). */
-static int seed_load(struct server *s)
-{
-    char path[4200];
-    seed_path(s, path, sizeof path);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return errno == ENOENT ? ERR_NOTFOUND : err_from_errno(errno);
-    size_t cap = SERVER_MEMBERS_MAX * (SEED_RECORD_MAX + 4) + 1;
-    uint8_t *buf = mem_malloc(cap);
-    size_t n = buf != NULL ? fread(buf, 1, cap, f) : 0;
-    bool ok = buf != NULL && ferror(f) == 0 && n < cap &&
-              seed_parse(s->ms, buf, n);
-    fclose(f);
-    mem_free(buf);
-    if (buf == NULL)
-        return ERR_NOMEM;
-    if (!ok) {
-        s->ms->n = 0;
-        log_error("etcdserver", "%s is corrupt: it must hold the members "
-                  "this member started with", path);
-        return ERR_CORRUPT;
-    }
-    return 0;
 }
 
 bool server__member_has_wal(const struct server *s)
@@ -494,10 +314,10 @@ static int seed(struct server *s)
     CHECK(s->ms->n == 0);
     if (!server__member_has_wal(s)) {
         seed_table(s);
-        int rc = seed_save(s);
+        int rc = server__ms_seed_save(s);
         return rc == 0 ? seed_write(s) : rc;
     }
-    int rc = seed_load(s);
+    int rc = server__ms_seed_load(s);
     if (rc == 0)
         log_info("etcdserver", "the store is empty: it starts from the "
                  "members in %s/seed and the WAL; the --initial-* flags are "
@@ -519,7 +339,7 @@ static int seed(struct server *s)
 
 static int adopt_ids(struct server *s, const uint8_t meta[16])
 {
-    uint64_t id = be64_get(meta), cid = be64_get(meta + 8);
+    uint64_t id = server__be64_get(meta), cid = server__be64_get(meta + 8);
     if (id != s->member_id || cid != s->cluster_id)
         log_info("etcdserver", "using the stored member id %016llx and "
                  "cluster id %016llx (flags give %016llx / %016llx)",
@@ -563,11 +383,11 @@ int server__members_open(struct server *s)
         rc = load(s, meta, &has_meta);
     if (rc == 0 && s->ms->n == 0)
         rc = seed(s);
-    int irc = rc == 0 ? ids_read(s, ids) : rc;
+    int irc = rc == 0 ? server__ms_ids_read(s, ids) : rc;
     if (irc == 0)
         rc = adopt_ids(s, ids);
     else if (irc == ERR_NOTFOUND && s->member_id != 0)
-        rc = ids_write(s);
+        rc = server__ms_ids_write(s);
     else if (irc == ERR_NOTFOUND)
         rc = no_ids(s);
     else
@@ -673,7 +493,7 @@ static int conf_of_bucket(struct backend_txn *txn, backend_bucket b,
             continue; /* the "meta" record of older stores */
         Etcdserverpb__Member *pb =
             etcdserverpb__member__unpack(NULL, v.len, v.data);
-        bool ok = pb != NULL && pb->id == be64_get(k.data) && pb->id != 0 &&
+        bool ok = pb != NULL && pb->id == server__be64_get(k.data) && pb->id != 0 &&
                   conf_add(cs, pb->id, pb->islearner);
         if (pb != NULL)
             etcdserverpb__member__free_unpacked(pb, NULL);
@@ -801,7 +621,7 @@ static int apply_change(struct server *s, struct backend_txn *txn,
     switch (c->kind) {
     case CETCDPB__MEMBER_CHANGE__KIND__ADD:
         if (m == NULL && !server__ms_is_removed(ms, id))
-            m = ms_slot(ms, id);
+            m = server__ms_slot(ms, id);
         if (m != NULL) {
             snprintf(m->peer_urls, sizeof m->peer_urls, "%s", urls);
             m->is_learner = c->member->islearner;
@@ -910,7 +730,7 @@ void server__member_removed_by(struct server *s, uint64_t by)
 void server__members_house(struct server *s)
 {
     struct server_ms *ms = s->ms;
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     if (atomic_load(&ms->published) || atomic_load(&ms->publishing) ||
         atomic_load(&s->lead) == 0 || now < atomic_load(&ms->publish_at))
         return;

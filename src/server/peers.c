@@ -26,20 +26,20 @@ static void on_messages(void *arg, raft_id from, const struct raft_msg *msgs,
     server__raft_poke(s);
 }
 
-/* Reports for raft (it is owned by the raft thread): a short list of ids,
+/* Reports for raft (it belongs to the raft_mu holder): a short list of ids,
  * de-duplicated; a lost report only delays raft's back-off. */
 static void note_report(struct server *s, raft_id id, int kind)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    for (size_t i = 0; i < s->n_reports; i++)
-        if (s->reports[i].id == id && s->reports[i].kind == kind)
+    pthread_mutex_lock(&s->node.ev_mu);
+    for (size_t i = 0; i < s->node.n_reports; i++)
+        if (s->node.reports[i].id == id && s->node.reports[i].kind == kind)
             goto out;
-    if (s->n_reports < SERVER_MEMBERS_MAX * 3)
-        s->reports[s->n_reports++] = (struct server_report){id, kind};
-    s->ev = true;
-    pthread_cond_signal(&s->ev_cv);
+    if (s->node.n_reports < SERVER_MEMBERS_MAX * 3)
+        s->node.reports[s->node.n_reports++] = (struct server_report){id, kind};
+    s->node.ev = true;
+    pthread_cond_signal(&s->node.ev_cv);
 out:
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_unlock(&s->node.ev_mu);
 }
 
 static void on_unreachable(void *arg, raft_id id)
@@ -118,8 +118,8 @@ int server__peers_open(struct server *s, struct rpc_server *srv)
         if (s->members[i].id != s->member_id)
             rc = add_member(s, &s->members[i]);
     if (rc == 0) {
-        s->send_fn = send_one;
-        s->send_arg = s;
+        s->node.send_fn = send_one;
+        s->node.send_arg = s;
     }
     return rc;
 }

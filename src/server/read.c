@@ -1,9 +1,14 @@
 /*
- * read.c - the read path: a linearizable Range waits until the applied index
- * reaches the commit index seen when it arrived (a single member's
- * ReadIndex); a serializable one reads at once.  Both read an LMDB snapshot
- * without taking any lock the writer holds; the response borrows the map
- * until server_read_end.
+ * read.c - serving Ranges.  A serializable Range, or any Range on a lone
+ * leading voter (lone_leader: no other member could have a newer commit),
+ * is served at once on the calling thread (an event loop): a linearizable
+ * one first waits there until the applied index reaches the commit index
+ * seen when it arrived.  Any other linearizable Range joins a ReadIndex
+ * batch (read_index.c); once its round is answered, one of the read
+ * workers here (cetcd-read) waits until the applied index reaches the
+ * answer and serves it.  Every read runs in an LMDB read txn inside the
+ * store gate, taking no lock the writer holds; the response borrows the
+ * map until server_read_end.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,7 @@
 #include "mvcc/mvcc.h"
 #include "server/kv_range.h"
 #include "server/server_int.h"
+#include "util/check.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -175,44 +181,46 @@ void server__reads_ready(struct server *s, struct server_read_waiter *w)
     struct server_read_waiter *tail = w;
     while (tail->next != NULL)
         tail = tail->next;
-    pthread_mutex_lock(&s->ready_mu);
-    if (s->ready_tail)
-        s->ready_tail->next = w;
+    pthread_mutex_lock(&s->reads.ready_mu);
+    if (s->reads.ready_tail)
+        s->reads.ready_tail->next = w;
     else
-        s->ready_head = w;
-    s->ready_tail = tail;
-    pthread_cond_broadcast(&s->ready_cv);
-    pthread_mutex_unlock(&s->ready_mu);
+        s->reads.ready_head = w;
+    s->reads.ready_tail = tail;
+    pthread_cond_broadcast(&s->reads.ready_cv);
+    pthread_mutex_unlock(&s->reads.ready_mu);
 }
 
 static void *read_worker(void *arg)
 {
     struct server *s = arg;
     for (;;) {
-        pthread_mutex_lock(&s->ready_mu);
-        while (s->ready_head == NULL && !s->readers_stop)
-            pthread_cond_wait(&s->ready_cv, &s->ready_mu);
-        struct server_read_waiter *w = s->ready_head;
+        pthread_mutex_lock(&s->reads.ready_mu);
+        while (s->reads.ready_head == NULL && !s->reads.readers_stop)
+            pthread_cond_wait(&s->reads.ready_cv, &s->reads.ready_mu);
+        struct server_read_waiter *w = s->reads.ready_head;
         if (w != NULL) {
-            s->ready_head = w->next;
-            if (s->ready_head == NULL)
-                s->ready_tail = NULL;
+            s->reads.ready_head = w->next;
+            if (s->reads.ready_head == NULL)
+                s->reads.ready_tail = NULL;
         }
-        pthread_mutex_unlock(&s->ready_mu);
+        pthread_mutex_unlock(&s->reads.ready_mu);
         if (w == NULL)
             return NULL; /* stopping and drained */
         serve(s, w->req, w->index, w->err, w->fn, w->arg);
         mem_free(w);
+        CHECK(atomic_load(&s->reads.pending) > 0);
+        atomic_fetch_sub(&s->reads.pending, 1);
     }
 }
 
 int server__read_workers_start(struct server *s)
 {
     for (int i = 0; i < 2; i++) {
-        if (pthread_create(&s->read_workers[i], NULL, read_worker, s) != 0)
+        if (pthread_create(&s->reads.read_workers[i], NULL, read_worker, s) != 0)
             return ERR_NOMEM;
-        thread_name_set(s->read_workers[i], "cetcd-read");
-        s->n_read_workers++;
+        thread_name_set(s->reads.read_workers[i], "cetcd-read");
+        s->reads.n_read_workers++;
     }
     return 0;
 }
@@ -222,16 +230,16 @@ int server__read_workers_start(struct server *s)
  * once stopping) and exit. */
 void server__read_workers_stop(struct server *s)
 {
-    pthread_mutex_lock(&s->ready_mu);
-    s->readers_stop = true;
-    pthread_cond_broadcast(&s->ready_cv);
-    pthread_mutex_unlock(&s->ready_mu);
+    pthread_mutex_lock(&s->reads.ready_mu);
+    s->reads.readers_stop = true;
+    pthread_cond_broadcast(&s->reads.ready_cv);
+    pthread_mutex_unlock(&s->reads.ready_mu);
     pthread_mutex_lock(&s->applied_mu);
     pthread_cond_broadcast(&s->applied_cv);
     pthread_mutex_unlock(&s->applied_mu);
-    for (int i = 0; i < s->n_read_workers; i++)
-        pthread_join(s->read_workers[i], NULL);
-    s->n_read_workers = 0;
+    for (int i = 0; i < s->reads.n_read_workers; i++)
+        pthread_join(s->reads.read_workers[i], NULL);
+    s->reads.n_read_workers = 0;
 }
 
 void server_read_end(struct server_read *r)

@@ -1,7 +1,8 @@
 /*
  * server.c - start and stop a member: data-dir layout, member and cluster
- * ids, LMDB + mvcc, WAL create or replay above the consistent index, the
- * log and apply threads; and the proposal entry point.
+ * ids, the start-up order (store: store.c; WAL and raft: raft_open.c;
+ * transport: peers.c), the threads; and the proposal entry point
+ * (server_propose), response headers, stats and status.
  */
 #include "util/thread.h"
 #include "server/server.h"
@@ -161,180 +162,6 @@ static int compute_ids(struct server *s, bool has_data)
     return 0;
 }
 
-static int open_wal(struct server *s)
-{
-    char dir[4200];
-    if (s->cfg.wal_dir != NULL)
-        snprintf(dir, sizeof dir, "%s", s->cfg.wal_dir);
-    else
-        snprintf(dir, sizeof dir, "%s/wal", s->member_dir);
-    struct wal_options wo = {.no_fsync = s->cfg.unsafe_no_fsync,
-                             .segments_keep = s->cfg.wal_segments_keep};
-    /* Tests only: small segments show WAL release after snapshots without
-     * writing 64 MB segments (etcd has no such flag either). */
-    const char *seg = getenv("CETCD_TEST_WAL_SEGMENT_BYTES");
-    if (seg != NULL)
-        wo.segment_bytes = strtoull(seg, NULL, 10);
-    if (wal_exists(dir))
-        return wal_open(dir, &wo, &s->wal);
-    int rc = fs_mkdir_p(dir);
-    if (rc == 0)
-        rc = wal_create(dir, &wo, s->member_id, s->cluster_id, &s->wal);
-    return rc;
-}
-
-/* A store the boot guard cannot vouch for is moved aside (kept for
- * inspection) and rebuilt from the WAL. */
-static int set_aside(const char *dir)
-{
-    char aside[4300];
-    snprintf(aside, sizeof aside, "%s.untrusted.%ld", dir, (long)time(NULL));
-    log_warn("etcdserver", "the store in %s was not shut down cleanly before "
-             "a reboot; moving it to %s and rebuilding it from the WAL",
-             dir, aside);
-    char state[4300];
-    snprintf(state, sizeof state, "%s.state", dir);
-    if (rename(dir, aside) != 0 && errno != ENOENT)
-        return err_from_errno(errno);
-    unlink(state);
-    return 0;
-}
-
-/* The store is durable through the WAL (a crash replays it above the
- * store's index; the boot guard rebuilds a store torn by a power loss),
- * so LMDB neither fsyncs nor copies pages for pwrite: write_map measured
- * 7-16% less CPU per put (docs/BENCHMARKS.md, session 8; the map budget
- * below is part of that). */
-int server__store_open(struct server *s, const char *dir)
-{
-    struct backend_options bo = {.no_fsync = true, .write_map = true};
-    int rc = backend_open(dir, &bo, &s->be);
-    if (rc == 0)
-        rc = mvcc_store_open(s->be, NULL, &s->mvcc);
-    if (rc == 0)
-        rc = server__alarms_load(s);
-    if (rc == 0)
-        server__quota_update(s);
-    return rc;
-}
-
-static int open_store(struct server *s)
-{
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/db", s->member_dir);
-    bool trusted;
-    int rc = boot_guard_check(dir, &trusted);
-    if (rc == 0 && !trusted)
-        rc = set_aside(dir);
-    if (rc == 0 && !trusted)
-        rc = server__snap_rebuild(s, dir); /* newest snap file, if any */
-    if (rc == 0)
-        rc = boot_guard_mark(dir, false);
-    server__quota_log(s);
-    return rc == 0 ? server__store_open(s, dir) : rc;
-}
-
-/* A clean stop: the store is synced, so the next boot may trust it. */
-static void close_store(struct server *s)
-{
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/db", s->member_dir);
-    bool clean = s->be != NULL && s->fatal == 0 && backend_sync(s->be) == 0;
-    mvcc_store_close(s->mvcc);
-    backend_close(s->be);
-    if (clean)
-        boot_guard_mark(dir, true);
-}
-
-/* Store pages the process maps, by reading them, stay in its RSS until
- * dropped (the page cache keeps them).  Under a write load they come fast:
- * LMDB writes every changed page to a new place, each is mapped on its next
- * read, and the kernel maps up to 16 neighbours of a faulting page with it;
- * a store copy (a raft snapshot, every --snapshot-count entries) reads the
- * whole store through the map (backend_copy_fd trims as it goes).  Late in
- * a 1M-key load 20-40 MB came back within 10 ms of a trim, and trimming on
- * a clock (10/s) let the 1M-key load's RSS peak at 188-219 MiB.  The house
- * thread instead trims on a budget: it looks at the process's file-backed
- * RSS every HOUSE_TICK_MS (HOUSE_IDLE_MS once HOUSE_IDLE_LOOKS looks in a
- * row saw it grow by less than HOUSE_IDLE_GROWTH) and drops the map's
- * pages once they pass HOUSE_MAP_BUDGET above what the last trim left
- * (binaries and the hot pages mapped again since).  A look is one pread
- * of /proc/self/statm; a trim ~30 µs plus re-faulting the hot pages.
- *
- * The store is written in place (write_map, server__store_open), so a
- * trim also unmaps the pages LMDB writes, and each is a write fault the
- * next time (about what the pwrite it replaced cost).  The budget is the
- * trade: with 24 MiB a random-key put load on a growing store (4 x 40k
- * puts) faulted 4 times per put and cost 8% more CPU than pwrite; with
- * 48 MiB 1.4-2.6 faults and 7% less CPU than pwrite, and the 1M-key load
- * peaks at 117-121 MiB (24 MiB: 89-143; 64 MiB: 132-134; the goal is 150,
- * etcd 3.4.23 takes ~600).  docs/BENCHMARKS.md, session 8. */
-#define HOUSE_MAP_BUDGET (48u << 20)
-#define HOUSE_TICK_MS 5
-#define HOUSE_IDLE_MS 100
-#define HOUSE_IDLE_GROWTH (1u << 20)
-#define HOUSE_IDLE_LOOKS 100
-/* Publishing this member and failing timed-out requests: twice a second,
- * every 50 ms until the member has published itself (clients wait). */
-#define HOUSE_SLOW_MS 500
-#define HOUSE_START_MS 50
-
-/* house_wait sleeps ms (house_mu held) or until stop. */
-static void house_wait(struct server *s, uint64_t ms)
-{
-    struct timespec ts = thread_deadline_ms(CLOCK_REALTIME, ms);
-    pthread_cond_timedwait(&s->house_cv, &s->house_mu, &ts);
-}
-
-/* house_trim trims the store map when its pages passed the budget;
- * returns the file-backed RSS growth since the last look. */
-static size_t house_trim(struct server *s, size_t *base, size_t *last)
-{
-    size_t now = mem_rss_shared();
-    size_t grew = now > *last ? now - *last : 0;
-    *last = now;
-    if (now == 0 || now > *base + HOUSE_MAP_BUDGET) {
-        server__store_enter(s);
-        backend_rss_trim(s->be);
-        server__store_leave(s);
-        *base = *last = mem_rss_shared();
-    } else if (now < *base) {
-        *base = now; /* something else unmapped */
-    }
-    return grew;
-}
-
-/* The housekeeping thread: map trims, member publishing, timeouts. */
-static void *house_main(void *arg)
-{
-    struct server *s = arg;
-    uint64_t slow_next = 0;
-    size_t base = 0, last = 0;
-    int calm = 0; /* looks in a row that saw little growth */
-    pthread_mutex_lock(&s->house_mu);
-    while (!atomic_load(&s->stopping)) {
-        bool published = server_published(s);
-        uint64_t ms = calm < HOUSE_IDLE_LOOKS ? HOUSE_TICK_MS : HOUSE_IDLE_MS;
-        if (!published && ms > HOUSE_START_MS)
-            ms = HOUSE_START_MS;
-        house_wait(s, ms);
-        if (atomic_load(&s->stopping))
-            break;
-        if (house_trim(s, &base, &last) >= HOUSE_IDLE_GROWTH)
-            calm = 0;
-        else if (calm < HOUSE_IDLE_LOOKS)
-            calm++;
-        uint64_t now = server__now_ms();
-        if (!published || now >= slow_next) {
-            server__members_house(s);
-            server__timeouts_expire(s, now);
-            slow_next = now + HOUSE_SLOW_MS;
-        }
-    }
-    pthread_mutex_unlock(&s->house_mu);
-    return NULL;
-}
-
 static void init_state(struct server *s, const struct server_config *cfg)
 {
     memset(s, 0, sizeof *s);
@@ -348,15 +175,15 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_mutex_init(&s->house_mu, NULL);
     pthread_mutex_init(&s->apply_mu, NULL);
     pthread_cond_init(&s->house_cv, NULL);
-    pthread_mutex_init(&s->raft_mu, NULL);
-    pthread_mutex_init(&s->ev_mu, NULL);
+    pthread_mutex_init(&s->node.raft_mu, NULL);
+    pthread_mutex_init(&s->node.ev_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* raft ticks */
-    pthread_cond_init(&s->ev_cv, &ca);
+    pthread_cond_init(&s->node.ev_cv, &ca);
     pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&s->ready_mu, NULL);
-    pthread_cond_init(&s->ready_cv, NULL);
+    pthread_mutex_init(&s->reads.ready_mu, NULL);
+    pthread_cond_init(&s->reads.ready_cv, NULL);
     arena_init(&s->apply_arena);
     arena_init(&s->spec_arena);
     pthread_mutex_init(&s->spec.mu, NULL);
@@ -387,13 +214,13 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     if (rc == 0)
         rc = server__snap_open(s);
     if (rc == 0)
-        rc = open_store(s);
+        rc = server__store_boot(s);
     if (rc == 0)
         rc = server__members_open(s);
     if (rc == 0)
         init_ids(s); /* the stored member id may differ from the flags' */
     if (rc == 0)
-        rc = open_wal(s);
+        rc = server__wal_open(s);
     if (rc == 0)
         rc = server__snap_recover(s);
     if (rc == 0)
@@ -426,7 +253,8 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         return rc;
     }
     s->threads_started = true;
-    if (pthread_create(&s->house_thread, NULL, house_main, s) != 0) {
+    if (pthread_create(&s->house_thread, NULL, server__house_main,
+                       s) != 0) {
         server_stop(s);
         return ERR_NOMEM;
     }
@@ -474,7 +302,7 @@ void server_stop(struct server *s)
     server__snap_close(s);
     server__raft_close(s);
     wal_close(s->wal);
-    close_store(s);
+    server__store_close(s);
     server_queue_destroy(&s->proposals);
     server_queue_destroy(&s->committed);
     server_wait_destroy(&s->wait);
@@ -483,11 +311,11 @@ void server_stop(struct server *s)
     pthread_mutex_destroy(&s->house_mu);
     pthread_mutex_destroy(&s->apply_mu);
     pthread_cond_destroy(&s->house_cv);
-    pthread_mutex_destroy(&s->raft_mu);
-    pthread_mutex_destroy(&s->ev_mu);
-    pthread_cond_destroy(&s->ev_cv);
-    pthread_mutex_destroy(&s->ready_mu);
-    pthread_cond_destroy(&s->ready_cv);
+    pthread_mutex_destroy(&s->node.raft_mu);
+    pthread_mutex_destroy(&s->node.ev_mu);
+    pthread_cond_destroy(&s->node.ev_cv);
+    pthread_mutex_destroy(&s->reads.ready_mu);
+    pthread_cond_destroy(&s->reads.ready_cv);
     arena_free(&s->apply_arena);
     arena_free(&s->spec_arena);
     pthread_mutex_destroy(&s->spec.mu);
@@ -506,6 +334,9 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
 {
     if (atomic_load(&s->stopping))
         return refuse(done, arg, ERR_STOPPED);
+    if (atomic_load(&s->committed_index) >
+        atomic_load(&s->applied_index) + SERVER_APPLY_GAP_MAX)
+        return refuse(done, arg, ERR_TOO_MANY_REQUESTS);
     req->id = atomic_fetch_add(&s->next_id, 1);
     size_t len = cetcdpb__internal_request__get_packed_size(req);
     if (len > s->cfg.max_request_bytes)
@@ -518,11 +349,14 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     e->id = req->id;
     e->len = cetcdpb__internal_request__pack(req, e->data);
     CHECK(e->len == len);
-    uint64_t now = server__now_ms();
+    uint64_t now = server__clock_ms(s);
     int rc = server_wait_register(&s->wait, e->id, done, arg, now,
                                   now + server__request_timeout_ms(s));
-    if (rc == 0)
-        rc = server_queue_push(&s->proposals, e, false);
+    if (rc != 0) { /* not registered: nobody else answers it */
+        mem_free(e);
+        return refuse(done, arg, rc == ERR_FULL ? ERR_TOO_MANY_REQUESTS : rc);
+    }
+    rc = server_queue_push(&s->proposals, e, false);
     if (rc == 0)
         server__raft_poke(s);
     if (rc != 0) {

@@ -18,8 +18,115 @@
  * reaches it, unless the request is serializable; then it reads in an LMDB
  * read txn; the response points into the map until server_read_end().
  *
- * Threads: server_propose/server_range_* are safe from any thread.  Done
- * callbacks run on the apply thread and must not block.
+ * Threads: server_propose/server_range_* and the other server_* calls are
+ * safe from any thread; which thread runs what is below.
+ *
+ * Execution contexts and lock order
+ * =================================
+ * This section is the authoritative statement (docs/ARCHITECTURE.md points
+ * here).  "Raft thread" in a comment means "whoever holds raft_mu", and
+ * "apply thread" means "whoever holds apply_mu": on a lone voter both are
+ * often another thread, by the fast paths below.
+ *
+ * Contexts (thread name: what it may run in src/server):
+ * - cetcd-rpc, client listener (the API's event loops): server_propose,
+ *   server_range_async, server_member_change, server_move_leader, status
+ *   and headers.  Serves serializable and lone-leader reads inline (read.c
+ *   serve, which may wait on applied_cv for the applier).  Through
+ *   server__raft_poke it may run a whole raft pass (below), and so the WAL
+ *   write and fdatasync, an inline apply and other requests' callbacks.
+ * - cetcd-rpc, peer listener: server__raft_receive into the inbox, then
+ *   server__raft_poke; the transport's reports (peers.c note_report); a
+ *   received snapshot file (server__snap_received).
+ * - cetcd-raft (raft_node.c server__raft_main): ticks (on the server's
+ *   clock, server_clock) and raft passes under raft_mu: the inbox, reports,
+ *   proposals, membership jobs, ReadIndex rounds (read_index.c), snapshot
+ *   chores (snap_raft.c), the Ready (raft_ready.c).
+ * - cetcd-apply (apply.c server__apply_main): pops the committed queue and
+ *   applies under apply_mu, wakes waiters; applies conf changes to the
+ *   members table and the transport (members.c).
+ * - cetcd-read (read.c): serves answered linearizable reads.
+ * - cetcd-house (house.c): holds house_mu for its whole loop; trims the
+ *   map inside the store gate; publishes this member (a proposal: it may
+ *   run an inline raft pass under house_mu); fails timed-out requests
+ *   (timeout.c: their callbacks run under house_mu).
+ * - cetcd-snap (snap_worker.c): pins (apply_mu held a few microseconds,
+ *   then the store gate), exports and staging inside the gate; snap.mu.
+ * - cetcd-peer-call (peer/call.c): a forwarded promotion's answer
+ *   (member_forward.c: re-queues its job, answers its waiter).
+ * - main: server_start before any server thread, server_stop after
+ *   joining them.
+ *
+ * The lone-voter fast paths (measured, docs/BENCHMARKS.md):
+ * - Inline raft pass: server__raft_poke, called with no server lock held
+ *   (or house_mu, by the publish), runs raft_pass on the calling thread
+ *   when this member is the only voter, the raft thread waits for an
+ *   event (raft_asleep) and pthread_mutex_trylock(raft_mu) succeeds; else
+ *   it kicks the raft thread.  So an event loop can block on a WAL fsync;
+ *   raft and the WAL belong to the raft_mu holder, not to cetcd-raft.
+ *   Off with CETCD_NO_INLINE_RAFT=1 (server_config.no_inline_raft).
+ * - Apply hand-off: server__apply_handoff (raft-pass holder) try-locks
+ *   apply_mu and, when nothing is queued, applies the committed entries
+ *   itself, callbacks included (under raft_mu and apply_mu); else it
+ *   queues them for cetcd-apply.  The LMDB write txn is held by whoever
+ *   holds apply_mu.
+ * - Speculative apply: server__spec_begin (raft-pass holder, after the
+ *   WAL write, before its fsync) try-locks apply_mu to see that nobody
+ *   applies and nothing is queued, then queues the entries as tentative
+ *   for cetcd-apply; reads stay pinned to the state before them, and
+ *   their waiters are woken by whichever of cetcd-apply and the raft-pass
+ *   holder (server__spec_durable, after the fsync) finishes last.  Off
+ *   with CETCD_NO_SPECULATIVE_APPLY=1 (server_config.no_speculation).
+ *
+ * Lock order, outermost first.  A thread holding one may take only those
+ * below it; the leaves never hold another server mutex.
+ *   1. house_mu: the house thread, for its whole loop; server_stop takes
+ *      it alone to wake it.
+ *   2. raft_mu (s->node): held by whoever runs a raft pass: cetcd-raft, or
+ *      a thread in server__raft_poke (a trylock, holding no server lock,
+ *      or house_mu for the publish proposal).
+ *   3. apply_mu: held by whoever applies: cetcd-apply, or the raft-pass
+ *      holder (server__apply_handoff and server__spec_begin try-lock it
+ *      under raft_mu); server__snap_install (snap_raft.c) takes it
+ *      blocking under raft_mu; the snap worker's pin takes it alone.
+ *   3a. snap.export_mu (snap_worker.c, one export at a time): taken with
+ *      no other server lock held; under it the gate and applied_mu.
+ *   4. the store gate (snap.gate_mu + gate_cv, store.c): closed only by
+ *      server__snap_install with raft_mu and apply_mu held; it waits until
+ *      no reader is inside.  Readers enter holding nothing, or raft_mu or
+ *      apply_mu (callbacks that fill a header, the pin), which is safe
+ *      because the closer holds both.
+ *   5. leaves: node.ev_mu (inbox, open read batch, reports), reads.ready_mu
+ *      (read workers' queue), applied_mu (with applied_cv), spec.mu,
+ *      snap.mu, ms->mu (members table and job queue; it
+ *      also writes the members buckets in the apply txn), the two
+ *      server_queue.mu (proposals, committed), the server_wait shard
+ *      mutexes, server__copy_file's buffer mutex (snap_files.c), a
+ *      server_range's on-stack sync_read.mu.
+ * Outside src/server: mvcc's read-txn pool_mu and LMDB's writer lock are
+ * taken under apply_mu or inside the gate.  The peer transport's locks
+ * are taken by server code holding raft_mu (peer_send), apply_mu
+ * (members.c transport_follow: peer_add/update/remove when a conf change
+ * is applied; peer_remove waits up to ~100 ms for the peer's threads) or
+ * house_mu (timeout.c peer_stats), never ms->mu.  The API runtime's reply
+ * path takes no lock (a CAS push and an eventfd write).
+ *
+ * Callbacks (server_done_fn, server_read_fn, server_member_fn,
+ * server_leader_fn) run under whatever their caller holds: apply_mu (and
+ * raft_mu when applied inline) from apply.c publish, raft_mu from a
+ * refused proposal (raft_node.c fail_waiter), a speculative batch's
+ * publish or a membership job, house_mu from the timeouts, nothing on a
+ * read worker or inline refusals.  They must not block and must not take
+ * raft_mu or apply_mu other than by trylock.
+ *
+ * Bounds: every queue that takes network input refuses when full, with
+ * ERR_TOO_MANY_REQUESTS to a client (etcd's "etcdserver: too many
+ * requests"): proposals (SERVER_PROPOSALS_MAX), the commit-apply gap
+ * (SERVER_APPLY_GAP_MAX, which bounds the committed queue), waiters
+ * (SERVER_WAIT_MAX), linearizable reads (SERVER_READS_MAX), membership
+ * jobs (SERVER_MS_JOBS_MAX); peer messages beyond SERVER_INBOX_MAX are
+ * dropped (ERR_FULL, as etcd's receive buffer); transport reports and
+ * received snapshots have fixed slots (server_int.h).
  */
 #ifndef CETCD_SERVER_H
 #define CETCD_SERVER_H
@@ -33,6 +140,23 @@ struct dial_tls;
 
 #include "cetcdpb/internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
+
+/* server_clock: where the server reads the time (milliseconds that only
+ * go forward, as CLOCK_MONOTONIC).  now_ms NULL: the real CLOCK_MONOTONIC
+ * (the daemon).  A test may drive it (see tests/unit/test_server_clock.c):
+ * request timeouts, ReadIndex round timeouts, raft ticks and the house
+ * thread's chores then follow the test's clock, not the wall.  now_ms
+ * runs on any server thread and must be thread-safe and cheap (it is read
+ * on the put path).  Timed waits (condition variables) still sleep real
+ * time: with a clock that does not move a thread wakes, sees no time has
+ * passed, and waits again.  Times that come from outside the server (the
+ * peer transport's link times, server_move_leader's deadline) are
+ * CLOCK_MONOTONIC, so a driven clock should start at the real
+ * CLOCK_MONOTONIC time and only move forward. */
+struct server_clock {
+    uint64_t (*now_ms)(void *ctx); /* the time; NULL: CLOCK_MONOTONIC */
+    void *ctx;                     /* its argument (borrowed) */
+};
 
 /* server_config: everything the daemon's flags decide.  Strings are
  * borrowed for the life of the server. */
@@ -87,6 +211,8 @@ struct server_config {
      * listener's Join service).  NULL: bootstrap a new cluster from
      * --initial-cluster, or restart from the data dir. */
     const struct server_join *join;
+    /* The clock the server's timers read (zero: the real one). */
+    struct server_clock clock;
 };
 
 /* server_join: the cluster a new member joins.  Borrowed for
@@ -121,12 +247,16 @@ int server_start(const struct server_config *cfg, struct server **server_out);
 void server_stop(struct server *s);
 
 /* server_propose queues `req` (borrowed; encoded before return).  `done` is
- * called exactly once, on the apply thread (or inline with an error before
- * return when the request is refused: ERR_REQUEST_TOO_LARGE, ERR_STOPPED,
- * ERR_TOO_MANY_REQUESTS).  A request not applied within the request
- * timeout gets ERR_TIMEOUT, ERR_TIMEOUT_LEADER_FAIL or ERR_TIMEOUT_CONN_LOST
- * (see timeout.h) on the house thread.  Returns 0, or the error also given
- * to `done` inline. */
+ * called exactly once, by whoever applies it (see "Execution contexts and
+ * lock order"), or inline with an error before return when the request is
+ * refused: ERR_REQUEST_TOO_LARGE, ERR_STOPPED, ERR_NOMEM,
+ * ERR_TOO_MANY_REQUESTS (the committed index is more than
+ * SERVER_APPLY_GAP_MAX ahead of the applied one, SERVER_PROPOSALS_MAX
+ * proposals are queued, or SERVER_WAIT_MAX requests wait).  A request not
+ * applied within the request timeout (on the server's clock) gets
+ * ERR_TIMEOUT, ERR_TIMEOUT_LEADER_FAIL or ERR_TIMEOUT_CONN_LOST (see
+ * timeout.h) on the house thread.  Returns 0, or the error also given to
+ * `done` inline. */
 int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
                    server_done_fn done, void *arg);
 
@@ -157,7 +287,8 @@ typedef void (*server_read_fn)(void *arg, int err,
  * exactly once.  Errors given to fn: as server_range, plus ERR_TIMEOUT
  * (no ReadIndex answer within the request timeout) and ERR_LEADER_CHANGED
  * (the member saw a new leader while its ReadIndex round was pending; a
- * retry may succeed). */
+ * retry may succeed), and ERR_TOO_MANY_REQUESTS (SERVER_READS_MAX
+ * linearizable reads wait already). */
 void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
                         server_read_fn fn, void *arg);
 
@@ -270,7 +401,8 @@ typedef void (*server_member_fn)(void *arg,
  * (strict reconfig check), ERR_LEARNER_NOT_READY, ERR_NO_LEADER,
  * ERR_NOT_LEADER (from_peer on a follower), ERR_TIMEOUT (or
  * ERR_TIMEOUT_LEADER_FAIL, ERR_TIMEOUT_CONN_LOST, as server_propose),
- * ERR_STOPPED, ERR_NOMEM.  Any thread. */
+ * ERR_TOO_MANY_REQUESTS (SERVER_MS_JOBS_MAX membership jobs are alive, or
+ * SERVER_WAIT_MAX requests wait), ERR_STOPPED, ERR_NOMEM.  Any thread. */
 void server_member_change(struct server *s,
                           const struct server_member_change *c,
                           server_member_fn fn, void *arg);
@@ -280,8 +412,10 @@ typedef void (*server_leader_fn)(void *arg, int err);
 
 /* server_move_leader asks raft (this member must lead) to hand leadership
  * to the voter target and answers once the leader has changed to it, or
- * at deadline_ms (CLOCK_MONOTONIC) with ERR_LEADER_TRANSFER_TIMEOUT.
+ * at deadline_ms (the server's clock, server_clock: CLOCK_MONOTONIC unless
+ * the config gives another) with ERR_LEADER_TRANSFER_TIMEOUT.
  * Other errors: ERR_NOT_LEADER, ERR_BAD_LEADER_TRANSFEREE, ERR_STOPPED,
+ * ERR_TOO_MANY_REQUESTS (SERVER_MS_JOBS_MAX membership jobs are alive),
  * ERR_NOMEM.  fn runs on the raft thread or inline.  Any thread. */
 void server_move_leader(struct server *s, uint64_t target,
                         uint64_t deadline_ms, server_leader_fn fn, void *arg);

@@ -26,13 +26,25 @@ struct raft;
 struct raft_msg;
 
 /* Bound on proposals queued for the raft thread (then
- * ERR_TOO_MANY_REQUESTS, as etcd's committed - applied > 5000 rule). */
+ * ERR_TOO_MANY_REQUESTS). */
 #define SERVER_PROPOSALS_MAX 5000
+
+/* Bound on the entries committed and not yet applied, etcd's
+ * maxGapBetweenApplyAndCommitIndex: while the committed index is more than
+ * this ahead of the applied index, server_propose refuses with
+ * ERR_TOO_MANY_REQUESTS.  The committed queue (raft thread -> applier)
+ * cannot refuse what raft has committed; this is what bounds it. */
+#define SERVER_APPLY_GAP_MAX 5000
 
 /* Bound on peer messages waiting for the raft thread, as etcd's raft
  * receive buffer (recvBufSize 4096): a message past it is dropped, which
  * raft treats as a lost message (appends are resent, votes retried). */
 #define SERVER_INBOX_MAX 4096
+
+/* Bound on linearizable reads waiting for a ReadIndex answer or for a
+ * read worker (from server__read_enqueue until served): one past it is
+ * answered ERR_TOO_MANY_REQUESTS at once. */
+#define SERVER_READS_MAX 10000
 
 /* Most members of a cluster (voters + learners). */
 #define SERVER_MEMBERS_MAX 16
@@ -68,7 +80,7 @@ struct server_snap_want {
     uint64_t index;     /* raft's snapshot index: send a copy >= this */
     uint64_t term;      /* the MsgSnap's term */
     uint64_t sent_index; /* the last copy sent to `to` */
-    uint64_t sent_ms;    /* when (server__now_ms) */
+    uint64_t sent_ms;    /* when (server__clock_ms) */
 };
 
 /* State of snapshot.c and snap_pin.c.  The worker thread pins the store
@@ -116,7 +128,7 @@ struct server_snap {
     uint64_t export_index;        /* its store's index (0: none) */
     uint64_t export_term;         /* that index's term */
     struct raft_conf_state export_conf; /* its members, as of its index */
-    uint64_t export_ms;           /* made or last sent (server__now_ms) */
+    uint64_t export_ms;           /* made or last sent (server__clock_ms) */
     pthread_mutex_t export_mu;    /* one export made at a time */
     /* raft thread only */
     uint64_t copy_asked_at;       /* applied index at the last pin request */
@@ -160,6 +172,58 @@ struct server_read_batch {
     struct server_read_waiter *waiters; /* the reads it serves */
 };
 
+/* The raft node: the consensus state machine, the inbox that feeds it and
+ * the way out to peers (raft_node.c, raft_ready.c, raft_open.c, peers.c).
+ * "Raft thread" fields belong to whoever holds raft_mu (see server.h,
+ * "Execution contexts and lock order"). */
+struct server_raft_node {
+    struct raft *raft;          /* the consensus state machine */
+    uint64_t ticks;             /* ticks since start */
+    uint64_t applied_raft;      /* last index handed to the applier */
+    uint64_t snap_index;        /* last raft snapshot (log compaction) */
+    bool is_leader;             /* raft thread: this member leads */
+    /* Held by whoever runs a raft pass: the raft thread, or a thread that
+     * queued work while the raft thread slept (server__raft_poke).  Every
+     * "raft thread" field is guarded by it. */
+    pthread_mutex_t raft_mu;
+    bool raft_live;             /* under raft_mu: the raft thread runs */
+    _Atomic bool raft_asleep;   /* the raft thread waits for an event */
+    struct server_wal_buf {     /* under raft_mu: one Ready's WAL entries */
+        struct wal_entry *v;    /* (a reused buffer) */
+        size_t cap;
+    } raft_wb;
+    pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
+    pthread_cond_t ev_cv;       /* wakes the raft thread */
+    bool ev;                    /* something arrived */
+    struct server_inbox_msg *inbox_head, *inbox_tail; /* peer messages */
+    size_t inbox_n;             /* their count (<= SERVER_INBOX_MAX) */
+    uint64_t inbox_dropped;     /* messages dropped on a full inbox */
+    /* The transport: sends one message to its destination without
+     * blocking; NULL for a single member. */
+    void (*send_fn)(void *arg, const struct raft_msg *m);
+    void *send_arg;
+    struct server_report reports[SERVER_MEMBERS_MAX * 3]; /* under ev_mu */
+    size_t n_reports;
+};
+
+/* Linearizable reads: the ReadIndex batches (read_index.c) and the read
+ * workers that serve the answered ones (read.c). */
+struct server_reads {
+    struct server_read_batch *read_open;     /* under ev_mu: batch
+                                              * accepting readers */
+    struct server_read_batch *read_inflight; /* raft thread: asked */
+    uint64_t read_ctx;          /* under ev_mu: last batch ctx */
+    struct server_read_waiter *ready_head, *ready_tail; /* under ready_mu */
+    pthread_mutex_t ready_mu;   /* the read workers' queue */
+    pthread_cond_t ready_cv;
+    pthread_t read_workers[2];  /* serve answered linearizable reads */
+    int n_read_workers;
+    bool readers_stop;          /* under ready_mu */
+    /* Reads enqueued and not yet served (<= SERVER_READS_MAX): added to
+     * under ev_mu, taken from by the read workers. */
+    _Atomic size_t pending;
+};
+
 struct server {
     struct server_config cfg;   /* copy of the config (strings borrowed) */
     char member_dir[4096];      /* <data-dir>/member */
@@ -167,7 +231,7 @@ struct server {
     uint64_t cluster_id;        /* from the member ids */
     _Atomic uint64_t term;      /* raft term (bumped at each start) */
 
-    struct wal *wal;            /* owned by the raft thread after start */
+    struct wal *wal;            /* the raft_mu holder's after start */
     struct backend *be;         /* LMDB environment */
     struct mvcc_store *mvcc;    /* the multi-version store */
 
@@ -212,49 +276,15 @@ struct server {
                                  * (written by the raft thread) */
 
     /* --- raft (raft thread unless noted) --- */
-    struct raft *raft;          /* the consensus state machine */
     struct server_member members[SERVER_MEMBERS_MAX]; /* initial cluster */
     size_t n_members;
-    uint64_t ticks;             /* ticks since start */
-    uint64_t applied_raft;      /* last index handed to the applier */
-    uint64_t snap_index;        /* last raft snapshot (log compaction) */
     _Atomic uint64_t lead;      /* current leader (any thread reads) */
-    bool is_leader;             /* raft thread: this member leads */
-    /* When this member last became leader (server__now_ms; 0: never);
+    /* When this member last became leader (server__clock_ms; 0: never);
      * kept after it steps down.  Written by the raft thread. */
     _Atomic uint64_t lead_elected_ms;
-    /* Held by whoever runs a raft pass: the raft thread, or a thread that
-     * queued work while the raft thread slept (server__raft_poke).  Every
-     * "raft thread" field is guarded by it. */
-    pthread_mutex_t raft_mu;
-    bool raft_live;             /* under raft_mu: the raft thread runs */
-    _Atomic bool raft_asleep;   /* the raft thread waits for an event */
-    struct server_wal_buf {     /* under raft_mu: one Ready's WAL entries */
-        struct wal_entry *v;    /* (a reused buffer) */
-        size_t cap;
-    } raft_wb;
-    pthread_mutex_t ev_mu;      /* guards the inbox, reads, ev flag */
-    pthread_cond_t ev_cv;       /* wakes the raft thread */
-    bool ev;                    /* something arrived */
-    struct server_inbox_msg *inbox_head, *inbox_tail; /* peer messages */
-    size_t inbox_n;             /* their count (<= SERVER_INBOX_MAX) */
-    uint64_t inbox_dropped;     /* messages dropped on a full inbox */
-    struct server_read_batch *read_open;     /* batch accepting readers */
-    struct server_read_batch *read_inflight; /* raft thread: asked */
-    uint64_t read_ctx;          /* last batch ctx */
-    struct server_read_waiter *ready_head, *ready_tail; /* under ready_mu */
-    pthread_mutex_t ready_mu;   /* the read workers' queue */
-    pthread_cond_t ready_cv;
-    pthread_t read_workers[2];  /* serve answered linearizable reads */
-    int n_read_workers;
-    bool readers_stop;          /* under ready_mu */
-    /* The transport: sends one message to its destination without
-     * blocking; NULL for a single member. */
-    void (*send_fn)(void *arg, const struct raft_msg *m);
-    void *send_arg;
+    struct server_raft_node node; /* raft, its inbox (raft_node.c) */
+    struct server_reads reads;    /* ReadIndex rounds and read workers */
     struct peer_transport *transport; /* NULL for a single member */
-    struct server_report reports[SERVER_MEMBERS_MAX * 3]; /* under ev_mu */
-    size_t n_reports;
 
     struct server_snap snap;    /* store snapshots (snapshot.c) */
 
@@ -272,6 +302,9 @@ struct server {
     struct server_appliers appliers; /* the apply chain (applier.h) */
 };
 
+/* The real clock: CLOCK_MONOTONIC in milliseconds.  Server code reads the
+ * time through server__clock_ms (the seam tests drive); this one is for
+ * the default clock and for code with no struct server at hand. */
 static inline uint64_t server__now_ms(void)
 {
     struct timespec t;
@@ -279,11 +312,26 @@ static inline uint64_t server__now_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
+/* The server's clock (server.h, struct server_clock): cfg.clock when the
+ * caller gave one, else the real clock.  Every timer of the server reads
+ * it: request deadlines and their expiry, ReadIndex round timeouts, raft
+ * ticks, the house thread's schedule, leader-election times, snapshot
+ * resends and export lifetimes.  A branch and no lock: it is on the put
+ * path (server_propose). */
+static inline uint64_t server__clock_ms(const struct server *s)
+{
+    const struct server_clock *c = &s->cfg.clock;
+    return c->now_ms != NULL ? c->now_ms(c->ctx) : server__now_ms();
+}
+
 /* etcd's request timeout: 5 s + 2 election timeouts. */
 static inline uint64_t server__request_timeout_ms(const struct server *s)
 {
     return 5000 + 2 * s->cfg.election_ms;
 }
+
+/* house.c: the housekeeping thread (server_start starts it). */
+void *server__house_main(void *arg);
 
 /* timeout.c, house thread: fails the requests past their deadline with
  * the error etcd gives for their likely cause (see timeout.h). */
@@ -293,35 +341,59 @@ void server__timeouts_expire(struct server *s, uint64_t now_ms);
 int server__peers_open(struct server *s, struct rpc_server *srv);
 void server__peers_close(struct server *s);
 
-/* raft_loop.c: the raft thread. */
+/* raft_node.c: the raft thread. */
 void *server__raft_main(void *arg);
-/* raft_loop.c: wake the raft thread (new proposal, message, read). */
+/* raft_node.c: wake the raft thread (new proposal, message, read). */
 void server__kick(struct server *s);
-/* raft_loop.c: work was queued for raft (a proposal, peer messages): run
+/* raft_node.c: work was queued for raft (a proposal, peer messages): run
  * the raft pass on the calling thread when the raft thread sleeps and
  * nobody else runs one, else wake the raft thread.  The caller must hold
  * no lock of the server's (the pass takes them, and may call waiters'
  * callbacks). */
 void server__raft_poke(struct server *s);
-/* raft_loop.c: set up raft from the WAL (restart) or the initial cluster;
+/* raft_node.c: server__raft_receive queues a peer message (copied) for
+ * the raft thread (any thread); the caller pokes raft (server__raft_poke)
+ * once its batch is queued.  Errors: ERR_FULL (SERVER_INBOX_MAX messages
+ * wait already: the message is dropped and counted), ERR_NOMEM, the
+ * encoder's. */
+int server__raft_receive(struct server *s, const struct raft_msg *m);
+/* raft_open.c: opens or creates the WAL (s->wal); server_start. */
+int server__wal_open(struct server *s);
+/* raft_open.c: set up raft from the WAL (restart) or the initial cluster;
  * called by server_start before the threads run. */
 int server__raft_open(struct server *s);
 void server__raft_close(struct server *s);
-/* raft_loop.c: queue a message from a peer (copied; any thread); the
- * caller pokes raft (server__raft_poke) once its batch is queued. */
-/* server__raft_receive queues a peer message for the raft thread (any
- * thread).  Errors: ERR_FULL (SERVER_INBOX_MAX messages wait already: the
- * message is dropped and counted), ERR_NOMEM, the encoder's. */
-int server__raft_receive(struct server *s, const struct raft_msg *m);
+/* raft_ready.c, raft_mu held: handles every Ready raft has (see its
+ * header); an ERR_* is fatal (WAL, store).  wb is the reused WAL buffer,
+ * freed by server__wal_buf_free. */
+int server__raft_ready(struct server *s, struct server_wal_buf *wb);
+void server__wal_buf_free(struct server_wal_buf *wb);
+/* raft_ready.c, raft_mu held: s->lone_voter := raft's configuration has
+ * this member as its only voter (after start, a conf change, a snapshot
+ * install). */
+void server__lone_voter_update(struct server *s);
 /* snapshot.c: server__snap_indexes lists the indexes of the files named
  * "<index as 16 lower-case hex digits><suffix>" in dir, ascending, into
  * *out (mem_free it; NULL when none).  A missing dir lists nothing.
  * Errors: ERR_NOMEM, the opendir errors. */
 int server__snap_indexes(const char *dir, const char *suffix,
                          uint64_t **out, size_t *n_out);
-/* raft_loop.c: queue a linearizable read for the next ReadIndex round
- * (batched with the reads arriving meanwhile).  0 or ERR_NOMEM. */
+/* read_index.c: queue a linearizable read for the next ReadIndex round
+ * (batched with the reads arriving meanwhile; any thread).  0,
+ * ERR_TOO_MANY_REQUESTS (SERVER_READS_MAX wait already),
+ * ERR_STOPPED or ERR_NOMEM. */
 int server__read_enqueue(struct server *s, struct server_read_waiter *w);
+/* read_index.c, raft_mu held: start ReadIndex rounds (the open batch, and
+ * re-asks), fail rounds past the request timeout. */
+void server__reads_take(struct server *s);
+struct raft_ready;
+/* read_index.c, raft_mu held: hand the batches rd's read states answer to
+ * the read workers. */
+void server__reads_answer(struct server *s, const struct raft_ready *rd);
+/* read_index.c, raft_mu held: fail the rounds asked of raft (a leader
+ * change), or those and the open batch (stop), with err. */
+void server__reads_fail_inflight(struct server *s, int err);
+void server__reads_fail_all(struct server *s, int err);
 /* read.c: answered reads go to the read workers. */
 void server__reads_ready(struct server *s, struct server_read_waiter *w);
 int server__read_workers_start(struct server *s);
@@ -364,9 +436,15 @@ void server__warn_slow_apply(const struct server *s,
                              const Cetcdpb__InternalRequest *req, int err,
                              const ProtobufCMessage *resp, uint64_t took_ns);
 
-/* --- server.c --------------------------------------------------------- */
+/* --- store.c ---------------------------------------------------------- */
 /* Opens the store in dir (s->be, s->mvcc) the way the member keeps it. */
 int server__store_open(struct server *s, const char *dir);
+/* Start-up: the boot guard's check (a distrusted store is set aside and
+ * rebuilt, server__snap_rebuild), then server__store_open of <member>/db. */
+int server__store_boot(struct server *s);
+/* Closes the store; a clean stop (no fatal error, synced) marks it clean
+ * for the boot guard. */
+void server__store_close(struct server *s);
 
 /* --- snapshot.c: store snapshots -------------------------------------
  * Threads: _open/_close/_recover/_rebuild before/after the threads run;

@@ -8,7 +8,7 @@
  * up, raft is ticked election ticks - 2 times, once; with fewer active
  * peers nothing happens.  With the flag false it never happens and the
  * member waits the full timeout.  A lone voter needs none of this: it
- * campaigns at once when it opens (raft_loop.c), as etcd's single-node
+ * campaigns at once when it opens (raft_open.c), as etcd's single-node
  * fast-forward makes it do.  A member that is already leader is not
  * ticked (its ticks would only send heartbeats).  Raft thread, raft_mu
  * held.
@@ -40,7 +40,7 @@ static int active_peers(struct server *s)
 
 uint64_t server__tick_advance(struct server *s, uint64_t until_ms)
 {
-    CHECK(s != NULL && s->raft != NULL);
+    CHECK(s != NULL && s->node.raft != NULL);
     if (until_ms == UINT64_MAX) { /* the first call: decide */
         if (atomic_load(&s->lone_voter) || s->transport == NULL)
             return 0;
@@ -50,15 +50,15 @@ uint64_t server__tick_advance(struct server *s, uint64_t until_ms)
                      "(election ticks %d)", ticks);
             return 0;
         }
-        return server__now_ms() + ADVANCE_WAIT_MS;
+        return server__clock_ms(s) + ADVANCE_WAIT_MS;
     }
-    if (until_ms == 0 || server__now_ms() > until_ms)
+    if (until_ms == 0 || server__clock_ms(s) > until_ms)
         return 0;
     int peers = active_peers(s);
     if (peers <= 1)
         return until_ms; /* not yet: try again on the next pass */
     struct raft_status st;
-    raft_status(s->raft, &st);
+    raft_status(s->node.raft, &st);
     if (st.role == RAFT_LEADER)
         return 0;
     int ticks = (int)(s->cfg.election_ms / s->cfg.heartbeat_ms);
@@ -67,6 +67,6 @@ uint64_t server__tick_advance(struct server *s, uint64_t until_ms)
              "peer(s)", (unsigned long long)s->member_id, ticks - 2, ticks,
              peers);
     for (int i = 0; i < ticks - 2; i++)
-        CHECK(raft_tick(s->raft) == 0);
+        CHECK(raft_tick(s->node.raft) == 0);
     return 0;
 }

@@ -50,6 +50,12 @@ int server_wait_register(struct server_wait *w, uint64_t id,
     x->deadline_ms = deadline_ms;
     struct server_wait_shard *s = shard_of(w, id);
     pthread_mutex_lock(&s->mu);
+    if (s->n >= SERVER_WAIT_MAX / SERVER_WAIT_SHARDS) {
+        pthread_mutex_unlock(&s->mu);
+        mem_free(x);
+        return ERR_FULL;
+    }
+    s->n++;
     struct server_waiter **b = bucket_of(s, id);
     x->next = *b;
     *b = x;
@@ -67,6 +73,8 @@ bool server_wait_take(struct server_wait *w, uint64_t id,
         if ((*p)->id == id) {
             found = *p;
             *p = found->next;
+            CHECK(s->n > 0);
+            s->n--;
             break;
         }
     }
@@ -88,6 +96,8 @@ void server_wait_fail_all(struct server_wait *w, int err)
             pthread_mutex_lock(&s->mu);
             struct server_waiter *x = s->buckets[b];
             s->buckets[b] = NULL;
+            for (struct server_waiter *y = x; y != NULL; y = y->next)
+                s->n--;
             pthread_mutex_unlock(&s->mu);
             while (x != NULL) {
                 struct server_waiter *n = x->next;
@@ -105,10 +115,12 @@ void server_wait_destroy(struct server_wait *w)
         pthread_mutex_destroy(&w->shards[i].mu);
 }
 
-/* Unlinks the expired waiters of one bucket into *out (under the lock). */
-static void take_expired(struct server_waiter **b, uint64_t now_ms,
-                         struct server_waiter **out)
+/* Unlinks the expired waiters of one bucket into *out (under the lock);
+ * returns how many. */
+static size_t take_expired(struct server_waiter **b, uint64_t now_ms,
+                           struct server_waiter **out)
 {
+    size_t n = 0;
     while (*b != NULL) {
         struct server_waiter *x = *b;
         if (x->deadline_ms >= now_ms) {
@@ -118,7 +130,9 @@ static void take_expired(struct server_waiter **b, uint64_t now_ms,
         *b = x->next;
         x->next = *out;
         *out = x;
+        n++;
     }
+    return n;
 }
 
 void server_wait_expire(struct server_wait *w, uint64_t now_ms,
@@ -131,7 +145,7 @@ void server_wait_expire(struct server_wait *w, uint64_t now_ms,
         pthread_mutex_lock(&s->mu);
         for (int b = 0; b < SERVER_WAIT_BUCKETS; b++)
             if (s->buckets[b] != NULL)
-                take_expired(&s->buckets[b], now_ms, &expired);
+                s->n -= take_expired(&s->buckets[b], now_ms, &expired);
         pthread_mutex_unlock(&s->mu);
         while (expired != NULL) {
             struct server_waiter *n = expired->next;

@@ -14,12 +14,20 @@
 
 #define SERVER_WAIT_SHARDS 64
 #define SERVER_WAIT_BUCKETS 1024 /* per shard */
+/* Most waiters registered at once, SERVER_WAIT_MAX / SERVER_WAIT_SHARDS
+ * per shard (request ids are consecutive, so they spread evenly): a
+ * register past it is refused with ERR_FULL (server_propose answers
+ * ERR_TOO_MANY_REQUESTS).  Above what the proposals queue and the
+ * commit-apply gap let through in a healthy member; it bounds a leader
+ * that keeps accepting while it cannot commit. */
+#define SERVER_WAIT_MAX 65536
 
 struct server_waiter;
 
 struct server_wait_shard {
     pthread_mutex_t mu;                               /* guards buckets */
     struct server_waiter *buckets[SERVER_WAIT_BUCKETS]; /* chains by id */
+    size_t n;                                         /* under mu: waiters */
 };
 
 struct server_wait {
@@ -31,7 +39,8 @@ struct server_wait {
 typedef int (*server_wait_why_fn)(void *ctx, uint64_t start_ms);
 
 void server_wait_init(struct server_wait *w);
-/* server_wait_register: 0 or ERR_NOMEM.  The request started at start_ms;
+/* server_wait_register: 0, ERR_FULL (id's shard holds its share of
+ * SERVER_WAIT_MAX) or ERR_NOMEM.  The request started at start_ms;
  * its waiter is failed by server_wait_expire once deadline_ms has passed
  * (both CLOCK_MONOTONIC). */
 int server_wait_register(struct server_wait *w, uint64_t id,

@@ -49,9 +49,9 @@ static struct server *start(void)
 
 static size_t inbox_n(struct server *s)
 {
-    pthread_mutex_lock(&s->ev_mu);
-    size_t n = s->inbox_n;
-    pthread_mutex_unlock(&s->ev_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    size_t n = s->node.inbox_n;
+    pthread_mutex_unlock(&s->node.ev_mu);
     return n;
 }
 
@@ -63,17 +63,17 @@ static void test_inbox_bounded(void **state)
      * ignores it once it gets it. */
     struct raft_msg m = {.type = RAFT_MSG_HEARTBEAT, .from = 99,
                          .to = s->member_id, .term = 0};
-    pthread_mutex_lock(&s->raft_mu);
+    pthread_mutex_lock(&s->node.raft_mu);
     for (size_t i = 0; i < SERVER_INBOX_MAX; i++)
         assert_int_equal(server__raft_receive(s, &m), 0);
     assert_int_equal(inbox_n(s), SERVER_INBOX_MAX);
     assert_int_equal(server__raft_receive(s, &m), ERR_FULL);
     assert_int_equal(server__raft_receive(s, &m), ERR_FULL);
     assert_int_equal(inbox_n(s), SERVER_INBOX_MAX);
-    pthread_mutex_lock(&s->ev_mu);
-    assert_int_equal(s->inbox_dropped, 2);
-    pthread_mutex_unlock(&s->ev_mu);
-    pthread_mutex_unlock(&s->raft_mu);
+    pthread_mutex_lock(&s->node.ev_mu);
+    assert_int_equal(s->node.inbox_dropped, 2);
+    pthread_mutex_unlock(&s->node.ev_mu);
+    pthread_mutex_unlock(&s->node.raft_mu);
     server__kick(s);
     /* The raft thread drains it within a few passes. */
     for (int i = 0; i < 500 && inbox_n(s) != 0; i++) {

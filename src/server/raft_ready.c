@@ -1,0 +1,262 @@
+/*
+ * raft_ready.c - one Ready of raft.h's contract, run by the raft-pass
+ * holder (raft_mu held: the raft thread, or a thread running an inline
+ * pass, see server.h "Execution contexts and lock order"):
+ *   install a snapshot -> (a leader) send -> persist entries + HardState
+ *   to the WAL with ONE fdatasync (group commit) -> (others) send -> hand
+ *   committed entries to the applier -> answer read states -> advance.
+ * A lone voter's new entries may go to the applier while their fsync runs
+ * (the speculative apply, apply.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "raft/raft.h"
+#include "server/boot_guard.h"
+#include "server/server_int.h"
+#include "util/err.h"
+#include "util/mem.h"
+#include "wal/wal.h"
+
+/* --- the loop ---------------------------------------------------------- */
+
+void server__wal_buf_free(struct server_wal_buf *wb)
+{
+    mem_free(wb->v);
+    wb->v = NULL;
+    wb->cap = 0;
+}
+
+/* Writes rd's entries and HardState to the WAL (not yet synced). */
+static int persist_append(struct server *s, const struct raft_ready *rd,
+                          struct server_wal_buf *wb)
+{
+    if (rd->n_entries > wb->cap) {
+        size_t cap = rd->n_entries * 2;
+        void *p = mem_realloc(wb->v, cap * sizeof *wb->v);
+        if (p == NULL)
+            return ERR_NOMEM;
+        wb->v = p;
+        wb->cap = cap;
+    }
+    for (size_t i = 0; i < rd->n_entries; i++) {
+        const struct raft_entry *e = &rd->entries[i];
+        wb->v[i] = (struct wal_entry){.index = e->index, .term = e->term,
+                                      .type = e->type, .data = e->data,
+                                      .len = e->len};
+    }
+    struct wal_hardstate hs = {rd->hard_state.term, rd->hard_state.vote,
+                               rd->hard_state.commit};
+    return wal_append(s->wal, rd->has_hard_state ? &hs : NULL, wb->v,
+                      rd->n_entries);
+}
+
+static int persist_sync(struct server *s, const struct raft_ready *rd)
+{
+    if (!rd->must_sync)
+        return 0;
+    atomic_fetch_add(&s->stat_wal_syncs, 1);
+    return wal_sync(s->wal);
+}
+
+/* A server entry (for the applier) holding len bytes of src. */
+static struct server_entry *entry_new(uint64_t index, const uint8_t *src,
+                                      size_t len)
+{
+    struct server_entry *x = mem_malloc(sizeof *x + len);
+    if (x == NULL)
+        return NULL;
+    x->next = NULL;
+    x->index = index;
+    x->id = 0;
+    x->len = len;
+    x->tentative = false;
+    if (len)
+        memcpy(x->data, src, len);
+    return x;
+}
+
+/* s->lone_voter := raft's configuration has this member as its only voter
+ * (not joint).  Called whenever the configuration may have changed: at
+ * start, after a conf change is applied, after a snapshot is installed. */
+void server__lone_voter_update(struct server *s)
+{
+    struct raft_status st;
+    raft_status(s->node.raft, &st);
+    atomic_store(&s->lone_voter, st.conf.n_voters == 1 &&
+                                     st.conf.voters[0] == s->member_id &&
+                                     st.conf.n_voters_outgoing == 0);
+}
+
+/* May rd's new entries be applied while their fsync runs (apply.c,
+ * "Speculative apply")?  Only when this member is the only voter (its own
+ * fsync commits them and no other leader can replace them), no conf change
+ * is among them or committed with them (the voters could change before
+ * they commit), and no tentative batch is out. */
+static bool may_speculate(struct server *s, const struct raft_ready *rd)
+{
+    if (!s->spec_ok || !s->node.is_leader || rd->n_entries == 0 ||
+        rd->n_committed != 0 || rd->snapshot != NULL || !rd->must_sync)
+        return false;
+    for (size_t i = 0; i < rd->n_entries; i++)
+        if (rd->entries[i].type != RAFT_ENTRY_NORMAL)
+            return false;
+    return atomic_load(&s->lone_voter) && server__spec_last(s) == 0;
+}
+
+/* Hands rd's (unsynced) entries to the applier as a tentative batch;
+ * false if it did not take them. */
+static bool speculate(struct server *s, const struct raft_ready *rd)
+{
+    struct server_entry *head = NULL, *tail = NULL;
+    for (size_t i = 0; i < rd->n_entries; i++) {
+        const struct raft_entry *e = &rd->entries[i];
+        struct server_entry *x = entry_new(e->index, e->data, e->len);
+        if (x == NULL)
+            goto err_free;
+        if (tail)
+            tail->next = x;
+        else
+            head = x;
+        tail = x;
+    }
+    if (server__spec_begin(s, head, tail, rd->n_entries))
+        return true;
+err_free:
+    while (head != NULL) {
+        struct server_entry *n = head->next;
+        mem_free(head);
+        head = n;
+    }
+    return false;
+}
+
+/* Committed entries become server entries for the applier.  Conf changes
+ * take effect in raft here (the applier only records the index). */
+static int hand_committed(struct server *s, const struct raft_ready *rd)
+{
+    struct server_entry *head = NULL, *tail = NULL;
+    size_t n = 0;
+    uint64_t spec_last = server__spec_last(s);
+    for (size_t i = 0; i < rd->n_committed; i++) {
+        const struct raft_entry *e = &rd->committed[i];
+        if (e->index <= spec_last) {
+            /* Applied already as a tentative batch. */
+            if (e->index == spec_last)
+                server__spec_durable(s);
+            s->node.applied_raft = e->index;
+            atomic_store(&s->committed_index, e->index);
+            continue;
+        }
+        bool normal = e->type == RAFT_ENTRY_NORMAL;
+        const uint8_t *src = e->data;
+        size_t len = e->len;
+        /* A conf change takes effect in raft here; the applier gets its
+         * context (the members store change), see members.c. */
+        if (!normal) {
+            server__conf_change_committed(s, e, &src, &len);
+            server__lone_voter_update(s);
+        }
+        struct server_entry *x = entry_new(e->index, src, len);
+        if (x == NULL)
+            return ERR_NOMEM;
+        n++;
+        if (tail)
+            tail->next = x;
+        else
+            head = x;
+        tail = x;
+    }
+    if (head != NULL) {
+        s->node.applied_raft = tail->index;
+        atomic_store(&s->committed_index, tail->index);
+        server__apply_handoff(s, head, tail, n);
+    }
+    return 0;
+}
+
+/* Messages to peers, through the transport.  A snapshot goes out later,
+ * with a copy of the store, through snapshot.c. */
+static void send_msgs(struct server *s, const struct raft_ready *rd)
+{
+    for (size_t i = 0; i < rd->n_msgs; i++) {
+        const struct raft_msg *m = &rd->msgs[i];
+        if (m->type == RAFT_MSG_SNAP) {
+            server__snap_want_send(s, m); /* a store copy: snapshot.c */
+        } else if (s->node.send_fn != NULL) {
+            s->node.send_fn(s->node.send_arg, m);
+        }
+    }
+}
+
+/* This member saw a new leader (after this Ready's read states were
+ * answered): the ReadIndex rounds still pending were asked of a leader
+ * that is gone, and fail with etcd's retryable "leader changed" (reads
+ * not yet asked join the next round).  When the new leader is this
+ * member, the time is kept for server__timeout_err. */
+static void leader_changed(struct server *s)
+{
+    if (s->node.is_leader)
+        atomic_store(&s->lead_elected_ms, server__clock_ms(s));
+    server__reads_fail_inflight(s, ERR_LEADER_CHANGED);
+}
+
+int server__raft_ready(struct server *s, struct server_wal_buf *wb)
+{
+    while (raft_has_ready(s->node.raft)) {
+        struct raft_ready rd;
+        int rc = raft_ready(s->node.raft, &rd);
+        if (rc == 0)
+            rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
+        if (rc == 0 && rd.snapshot)
+            server__lone_voter_update(s);
+        /* A new leader (not "none"), as etcd's newLeader. */
+        bool new_lead = rd.has_soft_state && rd.soft_state.lead != 0 &&
+                        rd.soft_state.lead != atomic_load(&s->lead);
+        if (rd.has_soft_state) {
+            atomic_store(&s->lead, rd.soft_state.lead);
+            s->node.is_leader = rd.soft_state.role == RAFT_LEADER;
+        }
+        /* A leader replicates while it writes its own disk (Raft thesis
+         * 10.2.1, as etcd does): its entries count toward commit only after
+         * raft_advance.  Other members' messages (votes, append acks)
+         * promise persisted state, so they leave after the fsync. */
+        bool early = s->node.is_leader;
+        if (rc == 0 && early)
+            send_msgs(s, &rd);
+        /* Committed entries are durable already; when all this Ready has
+         * to write is an unsynced HardState (a commit index), answer them
+         * first: the write does not delay their replies. */
+        bool apply_first = rc == 0 && rd.n_entries == 0 && !rd.must_sync;
+        if (apply_first)
+            rc = hand_committed(s, &rd);
+        if (rc == 0)
+            rc = persist_append(s, &rd, wb);
+        bool spec = rc == 0 && may_speculate(s, &rd) && speculate(s, &rd);
+        if (rc == 0)
+            rc = persist_sync(s, &rd);
+        if (rc != 0) {
+            /* A tentative batch may be in the store but not in the WAL. */
+            if (spec) {
+                char dir[4200];
+                snprintf(dir, sizeof dir, "%s/db", s->member_dir);
+                (void)boot_guard_distrust(dir);
+            }
+            return rc;
+        }
+        if (!early)
+            send_msgs(s, &rd);
+        rc = apply_first ? 0 : hand_committed(s, &rd);
+        if (rc != 0)
+            return rc;
+        server__reads_answer(s, &rd);
+        if (new_lead)
+            leader_changed(s);
+        if (rd.has_hard_state)
+            atomic_store(&s->term, rd.hard_state.term);
+        rc = raft_advance(s->node.raft, &rd);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,179 @@
+/*
+ * store.c - the member's store (LMDB + mvcc in <member>/db): opening it
+ * the way the member keeps it, at start-up behind the boot guard, closing
+ * it, the store gate that readers outside the apply path enter, and the
+ * swap that replaces the whole store (a snapshot installed or restored)
+ * once the gate is closed and nobody applies.  Lock order: server.h.
+ */
+#include "util/check.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/thread.h"
+#include "backend/backend.h"
+#include "mvcc/mvcc.h"
+#include "peer/peer.h"
+#include "raft/raft.h"
+#include "server/boot_guard.h"
+#include "server/server_int.h"
+#include "server/snap_int.h"
+#include "util/err.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "wal/wal.h"
+
+/* A store the boot guard cannot vouch for is moved aside (kept for
+ * inspection) and rebuilt from the WAL. */
+static int set_aside(const char *dir)
+{
+    char aside[4300];
+    snprintf(aside, sizeof aside, "%s.untrusted.%ld", dir, (long)time(NULL));
+    log_warn("etcdserver", "the store in %s was not shut down cleanly before "
+             "a reboot; moving it to %s and rebuilding it from the WAL",
+             dir, aside);
+    char state[4300];
+    snprintf(state, sizeof state, "%s.state", dir);
+    if (rename(dir, aside) != 0 && errno != ENOENT)
+        return err_from_errno(errno);
+    unlink(state);
+    return 0;
+}
+
+/* The store is durable through the WAL (a crash replays it above the
+ * store's index; the boot guard rebuilds a store torn by a power loss),
+ * so LMDB neither fsyncs nor copies pages for pwrite: write_map measured
+ * 7-16% less CPU per put (docs/BENCHMARKS.md, session 8; the map budget
+ * below is part of that). */
+int server__store_open(struct server *s, const char *dir)
+{
+    struct backend_options bo = {.no_fsync = true, .write_map = true};
+    int rc = backend_open(dir, &bo, &s->be);
+    if (rc == 0)
+        rc = mvcc_store_open(s->be, NULL, &s->mvcc);
+    if (rc == 0)
+        rc = server__alarms_load(s);
+    if (rc == 0)
+        server__quota_update(s);
+    return rc;
+}
+
+/* Start-up: the store in <member>/db, set aside and rebuilt when the boot
+ * guard distrusts it, marked dirty, opened. */
+int server__store_boot(struct server *s)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/db", s->member_dir);
+    bool trusted;
+    int rc = boot_guard_check(dir, &trusted);
+    if (rc == 0 && !trusted)
+        rc = set_aside(dir);
+    if (rc == 0 && !trusted)
+        rc = server__snap_rebuild(s, dir); /* newest snap file, if any */
+    if (rc == 0)
+        rc = boot_guard_mark(dir, false);
+    server__quota_log(s);
+    return rc == 0 ? server__store_open(s, dir) : rc;
+}
+
+/* A clean stop: the store is synced, so the next boot may trust it. */
+void server__store_close(struct server *s)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/db", s->member_dir);
+    bool clean = s->be != NULL && s->fatal == 0 && backend_sync(s->be) == 0;
+    mvcc_store_close(s->mvcc);
+    backend_close(s->be);
+    if (clean)
+        boot_guard_mark(dir, true);
+}
+
+/* --- the store gate ------------------------------------------------------ */
+
+void server__store_enter(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    while (s->snap.gate_closed)
+        pthread_cond_wait(&s->snap.gate_cv, &s->snap.gate_mu);
+    s->snap.gate_users++;
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+void server__store_leave(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    CHECK(s->snap.gate_users > 0);
+    if (--s->snap.gate_users == 0)
+        pthread_cond_broadcast(&s->snap.gate_cv);
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+void server__store_gate_close(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    CHECK(!s->snap.gate_closed);
+    s->snap.gate_closed = true;
+    while (s->snap.gate_users > 0)
+        pthread_cond_wait(&s->snap.gate_cv, &s->snap.gate_mu);
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+void server__store_gate_open(struct server *s)
+{
+    pthread_mutex_lock(&s->snap.gate_mu);
+    s->snap.gate_closed = false;
+    pthread_cond_broadcast(&s->snap.gate_cv);
+    pthread_mutex_unlock(&s->snap.gate_mu);
+}
+
+/* Replaces the store by the LMDB file src (moved, or copied when !move)
+ * and reopens it.  Nobody may use the store meanwhile: before the threads
+ * run, or with apply_mu held and the gate closed. */
+int server__store_replace(struct server *s, const char *src, bool move)
+{
+    char dir[SNAP_PATH_MAX], dst[SNAP_PATH_MAX + 16], tmp[SNAP_PATH_MAX + 16];
+    server__db_dir(s, dir, sizeof dir);
+    server__pathf(dst, sizeof dst, "%s/data.mdb", dir);
+    server__pathf(tmp, sizeof tmp, "%s/data.mdb.tmp", dir);
+    /* The old store's pin would restore pages of another file. */
+    int frc = server__pin_forget(s);
+    if (frc != 0) {
+        log_error("etcdserver", "cannot remove the store's pin: %s",
+                  err_str(frc));
+        return frc;
+    }
+    mvcc_store_close(s->mvcc);
+    backend_close(s->be);
+    s->mvcc = NULL;
+    s->be = NULL;
+    int rc = 0;
+    if (move) {
+        rc = rename(src, dst) == 0 ? 0 : err_from_errno(errno);
+    } else {
+        rc = server__copy_file(src, tmp);
+        if (rc == 0 && rename(tmp, dst) != 0)
+            rc = err_from_errno(errno);
+    }
+    if (rc == 0)
+        rc = fs_fsync_dir(dir);
+    if (rc == 0)
+        rc = boot_guard_mark(dir, false);
+    if (rc == 0)
+        rc = server__store_open(s, dir);
+    if (rc == 0 && s->ms != NULL) /* its buckets, on the new env */
+        rc = server__members_reload(s, !s->threads_started);
+    if (rc == 0)
+        rc = server__pin_locked(s);
+    if (rc != 0)
+        log_error("etcdserver", "cannot replace the store in %s by %s: %s",
+                  dir, src, err_str(rc));
+    return rc;
+}
