@@ -222,7 +222,7 @@ bool watch__send_created(struct watch_hub *h, struct watch_watcher *w)
 {
     CHECK(w->created_pending);
     struct watch_response r = {
-        .watch_id = w->id, .header_rev = h->rev, .created = true};
+        .watch_id = w->id, .header_rev = w->created_rev, .created = true};
     if (w->st->sink.send(w->st->sink.ctx, &r) != 0)
         return false;
     w->created_pending = false;
@@ -342,6 +342,7 @@ static int attach(struct watch_hub *h, struct watch_stream *st,
     if (rc != 0)
         return rc;
     w->next_rev = start_rev > 0 ? start_rev : h->rev + 1;
+    w->created_rev = h->rev; /* even if `created` goes out later */
     w->created_pending = true;
     h->n_watchers++;
     st->n_watchers++;

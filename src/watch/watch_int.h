@@ -35,6 +35,7 @@ struct watch_watcher {
     bool busy;                 /* the sync step reads for it unlocked */
     bool dead;                 /* removed while busy; the step frees it */
     mvcc_rev compact_rev;      /* for the pending compaction cancel */
+    mvcc_rev created_rev;      /* hub revision at creation (its header) */
     uint64_t mark;             /* fan-out: batch sequence it was touched in */
     size_t touch;              /* fan-out: its slot among touched watchers */
     struct watch_watcher *hnext; /* key hash chain (synced single keys) */

@@ -10,6 +10,7 @@
  * multi-revision batches over many watchers with random full sinks and
  * bounded sync steps, checked against an in-test model of the event log.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +59,8 @@ struct sink {
     mvcc_rev stream_progress_rev; /* the last one's revision */
     size_t n_fragments;         /* responses with fragment set */
     bool closed;                /* close was called */
+    unsigned flaky;             /* > 0: full for bursts of calls */
+    unsigned calls;             /* send calls (for flaky) */
 };
 
 static void copy_str(char *dst, size_t cap, const uint8_t *p, size_t n)
@@ -96,6 +99,8 @@ static int sink_send(void *ctx, const struct watch_response *resp)
 {
     struct sink *k = ctx;
     if (k->full || k->room == 0)
+        return WATCH_SINK_FULL;
+    if (k->flaky > 0 && (k->calls++ / k->flaky) % 3 == 0)
         return WATCH_SINK_FULL;
     if (k->room > 0)
         k->room--;
@@ -520,6 +525,29 @@ static void test_compaction_cancel(void **state)
     assert_int_equal(rec_of(f, slow)->compact_rev, 9);
 }
 
+/* etcd #18089: a watch opened at the compaction revision, when that
+ * revision is a delete, must get the delete.  Not yet: mvcc's compaction
+ * drops a tombstone at the compact revision with its history entry, so
+ * the replay from C starts at the next revision.  Skipped until mvcc keeps
+ * that entry (next session's work in src/mvcc). */
+static void test_compaction_on_delete(void **state)
+{
+    struct fixture *f = *state;
+    skip();
+    put(f, "k", "2");
+    put(f, "k", "3");
+    put(f, "k", "4");
+    mvcc_rev d = del(f, "k", NULL); /* 5 */
+    put(f, "k", "6");
+    compact(f, d);
+    int64_t id = watch_key(f, "k", d);
+    sync_all(f);
+    struct rec *r = rec_of(f, id);
+    assert_int_equal(r->n, 2);
+    assert_int_equal(r->evs[0].type, MVCC_EVENT_DELETE);
+    assert_int_equal(r->evs[0].mod_rev, d);
+}
+
 static void test_progress(void **state)
 {
     struct fixture *f = *state;
@@ -731,12 +759,18 @@ static void rand_txn(struct mvcc_batch *b, struct model *m, unsigned *seed)
 
 static size_t n_checked; /* events compared by check_watcher */
 
+/* check_watcher compares what w received with the model's log; a
+ * canceled watcher (w->canceled) may have stopped anywhere. */
 static void check_watcher(const struct model *m, const struct mw *w,
                           const struct rec *r)
 {
     size_t j = 0;
+    if (w->canceled && !r->created)
+        return; /* canceled before its created response went out */
     assert_true(r->created);
     assert_false(r->canceled);
+    if (w->start == 0) /* "now": the created revision tells */
+        ((struct mw *)w)->start = r->created_rev + 1;
     for (size_t i = 0; i < m->n; i++) {
         const struct mev *e = &m->log[i];
         if (e->rev < w->start || e->key < w->lo || e->key >= w->hi)
@@ -746,6 +780,10 @@ static void check_watcher(const struct model *m, const struct mw *w,
         if (e->type == MVCC_EVENT_DELETE &&
             (w->filters & WATCH_FILTER_NODELETE))
             continue;
+        if (w->canceled && j == r->n) {
+            n_checked += j;
+            return;
+        }
         assert_true(j < r->n);
         const struct rev_ev *x = &r->evs[j++];
         char k[8];
@@ -852,6 +890,125 @@ static void test_random_model(void **state)
     free(m.log);
 }
 
+/* --- threads: observer, sync step and create/cancel concurrently ------ */
+
+struct tctx {
+    struct watch_hub *h;
+    struct watch_stream **sts;
+    struct mw ws[NW];      /* created by the churn thread */
+    int nw;
+    volatile int stop;     /* set by the main thread (read after join) */
+    unsigned seed;
+    int steps;             /* sync steps run */
+};
+
+static void *sync_thread(void *arg)
+{
+    struct tctx *t = arg;
+    bool more;
+    while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
+        if (watch_hub_sync_step(t->h, &more) != 0)
+            abort();
+        t->steps++;
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void *churn_thread(void *arg)
+{
+    struct tctx *t = arg;
+    char k[8], e[8];
+    while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
+        unsigned r = rand_r(&t->seed) % 8;
+        if (r < 3 && t->nw < NW) {
+            struct mw *w = &t->ws[t->nw];
+            memset(w, 0, sizeof *w);
+            w->stream = rand_r(&t->seed) % NSTREAMS;
+            w->lo = rand_r(&t->seed) % NKEYS;
+            w->hi = w->lo + 1 + rand_r(&t->seed) % (NKEYS - w->lo);
+            mvcc_rev now = watch_hub_rev(t->h);
+            w->start = r == 0 ? 0 : 1 + rand_r(&t->seed) % now;
+            w->prev = r == 2;
+            key_name(w->lo, k);
+            key_name(w->hi, e);
+            struct watch_create c = {.key = k, .key_len = 3, .end = e,
+                                     .end_len = 3, .start_rev = w->start,
+                                     .prev_kv = w->prev};
+            if (watch_create(t->sts[w->stream], &c, &w->id) != 0)
+                abort();
+            t->nw++;
+        } else if (r == 3 && t->nw > 0 && rand_r(&t->seed) % 4 == 0) {
+            struct mw *w = &t->ws[rand_r(&t->seed) % t->nw];
+            if (!w->canceled && watch_cancel(t->sts[w->stream], w->id) != 0)
+                abort();
+            w->canceled = true;
+        } else if (r == 4) {
+            watch_stream_progress(t->sts[rand_r(&t->seed) % NSTREAMS]);
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    struct fixture *f = *state;
+    unsigned seed = (unsigned)time(NULL);
+    const char *env = getenv("CETCD_TEST_SEED");
+    if (env != NULL)
+        seed = (unsigned)strtoul(env, NULL, 10);
+    printf("test_threads seed %u (CETCD_TEST_SEED)\n", seed);
+    struct watch_options o = {.sync_events_max = 4};
+    fx_hub(f, &o);
+    struct sink *ks = calloc(NSTREAMS, sizeof *ks);
+    struct watch_stream *sts[NSTREAMS];
+    for (int i = 0; i < NSTREAMS; i++) {
+        ks[i].room = -1;
+        ks[i].flaky = 2 + i;
+        struct watch_sink ws = {sink_send, sink_close, &ks[i]};
+        assert_int_equal(watch_stream_open(f->h, &ws, &sts[i]), 0);
+    }
+    struct tctx *t = calloc(1, sizeof *t);
+    t->h = f->h;
+    t->sts = sts;
+    t->seed = seed * 7 + 1;
+    struct model m = {.rev = mvcc_current_rev(f->s)};
+    pthread_t a, b;
+    assert_int_equal(pthread_create(&a, NULL, sync_thread, t), 0);
+    assert_int_equal(pthread_create(&b, NULL, churn_thread, t), 0);
+    for (int round = 0; round < 1500; round++) {
+        struct mvcc_batch *bt;
+        assert_int_equal(mvcc_batch_begin(f->s, &bt), 0);
+        int n = 1 + rand_r(&seed) % 3;
+        for (int i = 0; i < n; i++)
+            rand_txn(bt, &m, &seed);
+        assert_int_equal(mvcc_batch_commit(bt, next_ci++), 0);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    __atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    for (int i = 0; i < NSTREAMS; i++)
+        ks[i].flaky = 0;
+    sync_all(f);
+    n_checked = 0;
+    for (int i = 0; i < t->nw; i++)
+        check_watcher(&m, &t->ws[i], &ks[t->ws[i].stream].recs[t->ws[i].id]);
+    printf("test_threads: %d watchers, %zu events checked, %d steps\n",
+           t->nw, n_checked, t->steps);
+    for (int i = 0; i < NSTREAMS; i++) {
+        watch_stream_close(sts[i]);
+        sink_reset(&ks[i]);
+    }
+    free(ks);
+    free(t);
+    free(m.log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -868,6 +1025,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_compaction_cancel, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_compaction_on_delete, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_notify_tick, setup,
                                         teardown),
@@ -875,6 +1034,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fragment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
