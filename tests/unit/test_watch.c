@@ -25,6 +25,7 @@
 #include "backend/backend.h"
 #include "mvcc/mvcc.h"
 #include "util/err.h"
+#include "util/mem.h"
 #include "watch/watch.h"
 
 /* --- a recording sink ------------------------------------------------- */
@@ -661,6 +662,62 @@ static void test_fragment(void **state)
     assert_true(rec_of(f, whole)->evs[0].resp == rec_of(f, whole)->evs[2].resp);
 }
 
+static void test_fanout_nomem(void **state)
+{
+    struct fixture *f = *state;
+    int64_t id = watch_key(f, "k", 0);
+    /* The store commits without the hub; the test then hands the hub the
+     * batch with its first allocation failing. */
+    mvcc_store_set_observer(f->s, NULL, NULL);
+    mvcc_rev rev = put(f, "k", "1");
+    struct mvcc_event ev = {
+        .type = MVCC_EVENT_PUT,
+        .kv = {.key = (const uint8_t *)"k", .key_len = 1,
+               .value = (const uint8_t *)"1", .value_len = 1,
+               .create_rev = rev, .mod_rev = rev, .version = 1}};
+    mem_fault_set(1);
+    watch_hub_observe(f->h, &ev, 1, rev);
+    mem_fault_set(0);
+    mvcc_store_set_observer(f->s, watch_hub_observe, f->h);
+    struct rec *r = rec_of(f, id);
+    assert_int_equal(r->n, 0);
+    assert_int_equal(watch_hub_unsynced(f->h), 1); /* moved aside, not lost */
+    sync_all(f);
+    put(f, "k", "2");
+    assert_int_equal(r->n, 2);
+    assert_string_equal(r->evs[0].value, "1");
+    assert_string_equal(r->evs[1].value, "2");
+}
+
+static void test_step_and_create_nomem(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 5; i++)
+        put(f, "k", "v"); /* 2..6 */
+    for (long n = 1; n < 40; n++) {
+        struct watch_create c = {.key = "k", .key_len = 1, .start_rev = 2,
+                                 .prev_kv = n % 2};
+        int64_t id;
+        mem_fault_set(n);
+        int rc = watch_create(f->st, &c, &id);
+        mem_fault_set(0);
+        assert_true(rc == 0 || rc == ERR_NOMEM);
+        if (rc != 0)
+            continue;
+        bool more;
+        mem_fault_set(n);
+        rc = watch_hub_sync_step(f->h, &more);
+        mem_fault_set(0);
+        assert_true(rc == 0 || rc == ERR_NOMEM);
+        sync_all(f);
+        struct rec *r = rec_of(f, id);
+        assert_int_equal(r->n, 5);
+        for (size_t i = 0; i < 5; i++)
+            assert_int_equal(r->evs[i].mod_rev, (mvcc_rev)i + 2);
+        assert_int_equal(watch_cancel(f->st, id), 0);
+    }
+}
+
 /* --- random model check -------------------------------------------------- */
 
 #define NKEYS 10
@@ -1033,6 +1090,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_and_close, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fragment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fanout_nomem, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_step_and_create_nomem, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_random_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
     };
