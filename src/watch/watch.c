@@ -411,6 +411,22 @@ void watch__progress_try(struct watch_stream *st)
     h->n_progress_pending--;
 }
 
+/* progress_synced sends a watcher's own progress response to each synced
+ * watcher of st that has reached its start revision, so one slow watcher
+ * does not starve the others of progress (etcd #20242).  Best effort: a
+ * full sink skips it (the deferred stream response still comes). */
+static void progress_synced(struct watch_stream *st)
+{
+    struct watch_hub *h = st->h;
+    for (struct watch_watcher *w = st->ws; w != NULL; w = w->snext) {
+        if (!w->synced || w->next_rev > h->rev + 1)
+            continue;
+        struct watch_response r = {.watch_id = w->id, .header_rev = h->rev};
+        if (st->sink.send(st->sink.ctx, &r) != 0)
+            return;
+    }
+}
+
 void watch_stream_progress(struct watch_stream *st)
 {
     struct watch_hub *h = st->h;
@@ -420,6 +436,8 @@ void watch_stream_progress(struct watch_stream *st)
         h->n_progress_pending++;
     }
     watch__progress_try(st);
+    if (st->progress_pending && st->n_unsynced > 0)
+        progress_synced(st);
     pthread_mutex_unlock(&h->mu);
 }
 

@@ -38,7 +38,11 @@
  *   progress response (watch_id -1, no events, header = the hub revision)
  *   only when every watcher of the stream is synced; otherwise the request
  *   is deferred and answered by the step that syncs the last one (etcd's
- *   fixed behaviour, 3.4.31/3.5.13, #15220 and #17507).  watch_hub_tick
+ *   fixed behaviour, 3.4.31/3.5.13, #15220 and #17507).  Meanwhile each
+ *   synced watcher of the stream (at or past its start revision) gets a
+ *   progress response of its own (watch_id = its id), so one slow
+ *   watcher does not starve the rest of its stream (etcd #20242's
+ *   proposal).  watch_hub_tick
  *   sends periodic progress (watch_id = the watcher's) to synced watchers
  *   that asked for it and got no events since the last tick.  A progress
  *   revision is therefore never ahead of what the watcher was sent.
@@ -208,7 +212,8 @@ int watch_create(struct watch_stream *st, const struct watch_create *req,
  * ERR_NOTFOUND (no such watcher, e.g. already canceled by compaction). */
 int watch_cancel(struct watch_stream *st, int64_t id);
 /* watch_stream_progress is RequestProgress: answered now if every watcher
- * of st is synced, else once they are (see above).  Never fails. */
+ * of st is synced, else once they are, with per-watcher progress for the
+ * synced ones meanwhile (see above).  Never fails. */
 void watch_stream_progress(struct watch_stream *st);
 
 #endif

@@ -571,19 +571,31 @@ static void test_progress(void **state)
     assert_int_equal(f->k.n_stream_progress, 3);
     assert_int_equal(f->k.stream_progress_rev, 4);
     assert_int_equal(rec_of(f, past)->n, 3);
+    /* etcd #20242: the synced watchers are not starved meanwhile. */
+    int64_t synced = watch_key(f, "k", 0);
+    struct rec *rs = rec_of(f, synced);
+    int64_t slow = watch_key(f, "k", 3);
+    watch_stream_progress(f->st);
+    assert_int_equal(f->k.n_stream_progress, 3);
+    assert_int_equal(rs->n_progress, 1);
+    assert_int_equal(rs->progress_rev, 4);
+    assert_int_equal(rec_of(f, slow)->n_progress, 0);
+    sync_all(f);
+    assert_int_equal(f->k.n_stream_progress, 4);
+    assert_int_equal(watch_cancel(f->st, slow), 0);
     /* etcd #17507: a new watcher that gets no events still answers. */
     watch_key(f, "none", 2);
     watch_stream_progress(f->st);
-    assert_int_equal(f->k.n_stream_progress, 3);
-    sync_all(f);
     assert_int_equal(f->k.n_stream_progress, 4);
+    sync_all(f);
+    assert_int_equal(f->k.n_stream_progress, 5);
     /* A full sink defers it; the step retries. */
     f->k.full = true;
     watch_stream_progress(f->st);
     f->k.full = false;
-    assert_int_equal(f->k.n_stream_progress, 4);
-    sync_all(f);
     assert_int_equal(f->k.n_stream_progress, 5);
+    sync_all(f);
+    assert_int_equal(f->k.n_stream_progress, 6);
 }
 
 static void test_progress_notify_tick(void **state)
