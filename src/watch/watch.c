@@ -178,7 +178,7 @@ void watch__remove(struct watch_hub *h, struct watch_watcher *w)
     watch__progress_try(st);
 }
 
-/* --- sends ------------------------------------------------------------------ */
+/* --- sends ---------------------------------------------------------------- */
 
 static size_t ev_size(const struct watch_hub *h, const struct mvcc_event *ev)
 {
@@ -237,7 +237,7 @@ bool watch__filter_pass(const struct watch_watcher *w,
     return (w->filters & WATCH_FILTER_NODELETE) == 0;
 }
 
-/* --- streams ---------------------------------------------------------------- */
+/* --- streams -------------------------------------------------------------- */
 
 int watch_stream_open(struct watch_hub *h, const struct watch_sink *sink,
                       struct watch_stream **out)
@@ -279,7 +279,7 @@ void watch_stream_close(struct watch_stream *st)
     mem_free(st);
 }
 
-/* --- create / cancel ------------------------------------------------------- */
+/* --- create / cancel ------------------------------------------------------ */
 
 /* check_range validates a create request's range (etcd's rules). */
 static int check_range(const struct watch_create *req, bool *inf_out)
@@ -395,7 +395,7 @@ int watch_cancel(struct watch_stream *st, int64_t id)
     return w != NULL ? 0 : ERR_NOTFOUND;
 }
 
-/* --- progress --------------------------------------------------------------- */
+/* --- progress ------------------------------------------------------------- */
 
 void watch__progress_try(struct watch_stream *st)
 {

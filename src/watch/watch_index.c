@@ -99,7 +99,7 @@ static uint64_t id_hash_of(const struct watch_watcher *w)
     return id_hash(w->st, w->id);
 }
 
-/* --- treap of ranges ---------------------------------------------------- */
+/* --- treap of ranges ------------------------------------------------------ */
 
 /* cmp_end orders range ends; an infinite end is above every key. */
 static int cmp_end(const struct watch_watcher *a, const struct watch_watcher *b)
@@ -215,7 +215,7 @@ static int tstab(struct watch_watcher *t, const uint8_t *k, size_t kl,
     return rc;
 }
 
-/* --- public to the module ----------------------------------------------- */
+/* --- public to the module ------------------------------------------------- */
 
 static bool is_range(const struct watch_watcher *w)
 {

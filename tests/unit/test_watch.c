@@ -28,7 +28,7 @@
 #include "util/mem.h"
 #include "watch/watch.h"
 
-/* --- a recording sink ------------------------------------------------- */
+/* --- a recording sink ----------------------------------------------------- */
 
 struct rev_ev {                 /* one received event, copied */
     int type;                   /* MVCC_EVENT_* */
@@ -54,7 +54,7 @@ struct rec {                    /* what one watcher received */
 struct sink {
     bool full;                  /* answer WATCH_SINK_FULL */
     long room;                  /* >= 0: take this many more, then full */
-    struct rec recs[256];       /* by watch id (ids < 256 in tests) */
+    struct rec recs[1024];      /* by watch id (ids < 1024 in tests) */
     size_t n_resp;              /* responses taken */
     size_t n_stream_progress;   /* watch_id -1 responses */
     mvcc_rev stream_progress_rev; /* the last one's revision */
@@ -115,7 +115,7 @@ static int sink_send(void *ctx, const struct watch_response *resp)
         k->stream_progress_rev = resp->header_rev;
         return 0;
     }
-    assert_true(resp->watch_id >= 0 && resp->watch_id < 256);
+    assert_true(resp->watch_id >= 0 && resp->watch_id < 1024);
     struct rec *r = &k->recs[resp->watch_id];
     assert_false(r->canceled); /* nothing after a cancel */
     r->id = resp->watch_id;
@@ -154,13 +154,13 @@ static void sink_close(void *ctx)
 
 static void sink_reset(struct sink *k)
 {
-    for (size_t i = 0; i < 256; i++)
+    for (size_t i = 0; i < 1024; i++)
         free(k->recs[i].evs);
     memset(k, 0, sizeof *k);
     k->room = -1;
 }
 
-/* --- fixture ------------------------------------------------------------- */
+/* --- fixture -------------------------------------------------------------- */
 
 struct fixture {
     char dir[64];
@@ -215,7 +215,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* --- store helpers ------------------------------------------------------- */
+/* --- store helpers -------------------------------------------------------- */
 
 static mvcc_rev put(struct fixture *f, const char *k, const char *v)
 {
@@ -306,7 +306,7 @@ static struct rec *rec_of(struct fixture *f, int64_t id)
     return &f->k.recs[id];
 }
 
-/* --- targeted cases ---------------------------------------------------- */
+/* --- targeted cases ------------------------------------------------------- */
 
 static void test_single_key(void **state)
 {
@@ -730,7 +730,63 @@ static void test_step_and_create_nomem(void **state)
     }
 }
 
-/* --- random model check -------------------------------------------------- */
+/* in_range is the brute-force range rule the index must agree with. */
+static bool in_range(const char *k, const char *key, const char *end,
+                     bool inf)
+{
+    if (inf)
+        return strcmp(k, key) >= 0;
+    if (end == NULL)
+        return strcmp(k, key) == 0;
+    return strcmp(k, key) >= 0 && strcmp(k, end) < 0;
+}
+
+static void test_index_many(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 1000, KEYS = 200, OPS = 300 };
+    static const char zero[1] = {0};
+    static char keys[N][8], ends[N][8];
+    static bool inf[N], single[N], gone[N];
+    static size_t want[N];
+    unsigned seed = 7;
+    for (int i = 0; i < N; i++) {
+        int a = rand_r(&seed) % KEYS, b = a + 1 + rand_r(&seed) % 40;
+        int kind = rand_r(&seed) % 6;
+        snprintf(keys[i], 8, "k%03d", a);
+        snprintf(ends[i], 8, "k%03d", b);
+        single[i] = kind < 2;
+        inf[i] = kind == 2;
+        if (kind == 3) { /* a prefix: "k1" .. "k2" */
+            snprintf(keys[i], 8, "k%d", a % 3);
+            snprintf(ends[i], 8, "k%d", a % 3 + 1);
+        }
+        int64_t id = watch_on(f->st, 0, keys[i], single[i] ? NULL
+                                                 : inf[i]  ? zero
+                                                           : ends[i],
+                              single[i] ? 0 : inf[i] ? 1 : strlen(ends[i]),
+                              0, 0, false);
+        assert_int_equal(id, i);
+    }
+    char k[8];
+    for (int op = 0; op < OPS; op++) {
+        if (op == OPS / 2)
+            for (int i = 0; i < N; i += 2) {
+                assert_int_equal(watch_cancel(f->st, i), 0);
+                gone[i] = true;
+            }
+        snprintf(k, sizeof k, "k%03d", rand_r(&seed) % KEYS);
+        put(f, k, "v");
+        for (int i = 0; i < N; i++)
+            if (!gone[i] && in_range(k, keys[i], single[i] ? NULL : ends[i],
+                                     inf[i]))
+                want[i]++;
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rec_of(f, i)->n, want[i]);
+}
+
+/* --- random model check --------------------------------------------------- */
 
 #define NKEYS 10
 #define NW 40
@@ -959,7 +1015,7 @@ static void test_random_model(void **state)
     free(m.log);
 }
 
-/* --- threads: observer, sync step and create/cancel concurrently ------ */
+/* --- threads: observer, sync step and create/cancel concurrently ---------- */
 
 struct tctx {
     struct watch_hub *h;
@@ -1102,6 +1158,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_and_close, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fragment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fanout_nomem, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_and_create_nomem, setup,
                                         teardown),
