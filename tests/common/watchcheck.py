@@ -256,8 +256,10 @@ def _is_progress(r):
 
 def check_bookmarkable(n, w, log, out):
     start = _start(w)
+    sel = [] if start is None else [
+        x for x in log if x["rev"] >= start and selects(w["request"], x)]
     delivered = set()
-    mark = None
+    mark, ptr = None, 0
     for r in w["responses"]:
         for e in r.get("events") or ():
             delivered.add((e["mod_revision"], e["key"]))
@@ -268,11 +270,12 @@ def check_bookmarkable(n, w, log, out):
         if not _is_progress(r):
             continue
         mark = r["header_rev"]
-        if start is None:
-            continue
-        for x in log:
-            if (start <= x["rev"] <= mark and selects(w["request"], x) and
-                    (x["rev"], x["key"]) not in delivered):
+        # Every selected event <= mark must be delivered by now; the
+        # delivered set only grows, so each is checked once.
+        while ptr < len(sel) and sel[ptr]["rev"] <= mark:
+            x = sel[ptr]
+            ptr += 1
+            if (x["rev"], x["key"]) not in delivered:
                 out.append(Violation(
                     "Bookmarkable", n, "progress at revision %d before %s "
                     "was delivered" % (mark, _desc(x))))

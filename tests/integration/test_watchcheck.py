@@ -1,4 +1,5 @@
-"""The watch-guarantees checker (tests/common/watchcheck.py) itself.
+"""The watch-guarantees checker (tests/common/watchcheck.py) itself, and the
+watch hub's own output through it.
 
 Goal: the checker accepts correct histories and rejects each kind of broken
 one with the property it breaks, and only that one, so that a failure it
@@ -7,9 +8,17 @@ Method: hand-made histories, no server: a small run of writes (puts, a txn
 over two keys, a range delete, a re-creation) and the responses a correct
 server gives four watchers (a key, a prefix with prev_kv, a watch from a
 past revision with NODELETE, all keys with progress); then one copy per
-property with a single fault spliced in.
+property with a single fault spliced in.  Last, the unit test program
+tests/test_watch (from $CETCD_BUILD_DIR or build/, skipped when absent)
+dumps the history of its random model run (CETCD_WATCH_HISTORY): the
+hub's responses to 40 watchers over thousands of revisions, with full
+sinks and bounded catch-up; the checker must accept it, and reject it once
+one event is dropped.
 """
 import copy
+import json
+import os
+import subprocess
 
 import pytest
 
@@ -229,3 +238,40 @@ def test_bad_writes_refused():
                                                 "value": "1"}]},
                            {"rev": 3, "ops": [{"op": "put", "key": "a",
                                                 "value": "2"}]}])
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def find_test_watch():
+    for d in (os.environ.get("CETCD_BUILD_DIR", ""),
+              os.path.join(ROOT, "build")):
+        path = os.path.join(d, "tests", "test_watch")
+        if d and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_hub_history_checked(tmp_path, seed):
+    prog = find_test_watch()
+    if prog is None:
+        pytest.skip("tests/test_watch not built (set CETCD_BUILD_DIR)")
+    out = tmp_path / "history.json"
+    env = dict(os.environ, CETCD_WATCH_HISTORY=str(out),
+               CETCD_TEST_SEED=str(seed))
+    subprocess.run([prog], env=env, check=True, timeout=300,
+                   stdout=subprocess.DEVNULL)
+    h = json.loads(out.read_text())
+    assert len(h["watches"]) > 10 and len(h["writes"]) > 1000
+    watchcheck.assert_ok(h)
+    # The same history with one event dropped from the busiest watcher.
+    w = max(h["watches"], key=lambda w: sum(len(r.get("events", ()))
+                                            for r in w["responses"]))
+    rs = [r for r in w["responses"] if len(r.get("events", ())) > 0]
+    victim = rs[len(rs) // 2]
+    rev = victim["events"][0]["mod_revision"]
+    victim["events"] = [e for e in victim["events"]
+                        if e["mod_revision"] != rev]
+    broken_props = props(h)
+    assert "Reliable" in broken_props or "Bookmarkable" in broken_props

@@ -36,12 +36,25 @@ struct rev_ev {                 /* one received event, copied */
     mvcc_rev mod_rev, create_rev;
     int64_t version;
     bool has_prev;              /* prev_kv.mod_rev != 0 */
+    mvcc_rev prev_mod_rev;      /* its mod revision */
     char prev_value[64];        /* its value */
     size_t resp;                /* index of the response it came in */
 };
 
+/* One response as the client saw it (for the history dump). */
+struct resp_log {
+    char kind;                  /* 'C'reated, 'X' canceled, 'P'rogress,
+                                   'E'vents */
+    mvcc_rev header_rev;        /* its header revision */
+    mvcc_rev compact_rev;       /* canceled by compaction */
+    size_t from, to;            /* 'E': its events in rec.evs */
+    bool fragment;              /* more fragments follow */
+};
+
 struct rec {                    /* what one watcher received */
     int64_t id;
+    struct resp_log *log;       /* every response, in order */
+    size_t n_log, log_cap;
     bool created, canceled;
     mvcc_rev compact_rev;
     mvcc_rev created_rev;
@@ -87,6 +100,7 @@ static void rec_event(struct sink *k, struct rec *r, const struct mvcc_event *e)
     x->create_rev = e->kv.create_rev;
     x->version = e->kv.version;
     x->has_prev = e->prev_kv.mod_rev != 0;
+    x->prev_mod_rev = e->prev_kv.mod_rev;
     if (x->has_prev)
         copy_str(x->prev_value, sizeof x->prev_value, e->prev_kv.value,
                  e->prev_kv.value_len);
@@ -94,6 +108,18 @@ static void rec_event(struct sink *k, struct rec *r, const struct mvcc_event *e)
     /* Ordered and unique within the watcher. */
     if (r->n > 1)
         assert_true(r->evs[r->n - 2].mod_rev <= x->mod_rev);
+}
+
+static void log_resp(struct rec *r, char kind,
+                     const struct watch_response *resp, size_t from)
+{
+    if (r->n_log == r->log_cap) {
+        r->log_cap = r->log_cap ? r->log_cap * 2 : 16;
+        r->log = realloc(r->log, r->log_cap * sizeof *r->log);
+    }
+    r->log[r->n_log++] = (struct resp_log){kind, resp->header_rev,
+                                           resp->compact_rev, from, r->n,
+                                           resp->fragment};
 }
 
 static int sink_send(void *ctx, const struct watch_response *resp)
@@ -113,6 +139,9 @@ static int sink_send(void *ctx, const struct watch_response *resp)
         assert_true(resp->header_rev >= k->stream_progress_rev);
         k->n_stream_progress++;
         k->stream_progress_rev = resp->header_rev;
+        for (size_t i = 0; i < 1024; i++) /* the client broadcasts it */
+            if (k->recs[i].created && !k->recs[i].canceled)
+                log_resp(&k->recs[i], 'P', resp, 0);
         return 0;
     }
     assert_true(resp->watch_id >= 0 && resp->watch_id < 1024);
@@ -123,12 +152,14 @@ static int sink_send(void *ctx, const struct watch_response *resp)
         assert_false(r->created);
         r->created = true;
         r->created_rev = resp->header_rev;
+        log_resp(r, 'C', resp, 0);
         return 0;
     }
     assert_true(r->created); /* created comes first */
     if (resp->canceled) {
         r->canceled = true;
         r->compact_rev = resp->compact_rev;
+        log_resp(r, 'X', resp, 0);
         return 0;
     }
     if (resp->n_events == 0) {
@@ -137,13 +168,16 @@ static int sink_send(void *ctx, const struct watch_response *resp)
             assert_true(resp->header_rev >= r->evs[r->n - 1].mod_rev);
         r->n_progress++;
         r->progress_rev = resp->header_rev;
+        log_resp(r, 'P', resp, 0);
         return 0;
     }
+    size_t from = r->n;
     for (size_t i = 0; i < resp->n_events; i++) {
         rec_event(k, r, &resp->events[i]);
         assert_true(resp->events[i].kv.mod_rev <= resp->header_rev);
         assert_true(resp->events[i].kv.mod_rev > r->progress_rev);
     }
+    log_resp(r, 'E', resp, from);
     return 0;
 }
 
@@ -154,8 +188,10 @@ static void sink_close(void *ctx)
 
 static void sink_reset(struct sink *k)
 {
-    for (size_t i = 0; i < 1024; i++)
+    for (size_t i = 0; i < 1024; i++) {
         free(k->recs[i].evs);
+        free(k->recs[i].log);
+    }
     memset(k, 0, sizeof *k);
     k->room = -1;
 }
@@ -817,6 +853,8 @@ struct mw {         /* a model watcher */
     unsigned filters;
     bool prev;
     bool canceled;  /* by the test */
+    bool single;    /* a single-key watch (no range end) */
+    bool now;       /* created with start_rev 0 */
 };
 
 static void key_name(int i, char *out)
@@ -948,8 +986,111 @@ static void new_watcher(struct fixture *f, struct watch_stream **sts,
     key_name(w->lo, k);
     key_name(w->hi, e);
     bool single = w->hi == w->lo + 1 && rand_r(seed) % 2;
+    w->single = single;
+    w->now = kind == 0;
     w->id = watch_on(sts[stream], 0, k, single ? NULL : e, single ? 0 : 3,
                      kind == 0 ? 0 : w->start, w->filters, w->prev);
+}
+
+/* --- history dump for tests/common/watchcheck.py ------------------------ */
+
+static void dump_event(FILE *o, const struct rev_ev *x)
+{
+    fprintf(o, "{\"type\": \"%s\", \"key\": \"%s\", \"value\": ",
+            x->type == MVCC_EVENT_PUT ? "PUT" : "DELETE", x->key);
+    if (x->type == MVCC_EVENT_PUT)
+        fprintf(o, "\"%s\"", x->value);
+    else
+        fprintf(o, "null");
+    fprintf(o, ", \"mod_revision\": %ld, \"create_revision\": %ld, "
+               "\"version\": %ld, \"prev_kv\": ",
+            (long)x->mod_rev, (long)x->create_rev, (long)x->version);
+    if (x->has_prev)
+        fprintf(o, "{\"value\": \"%s\", \"mod_revision\": %ld}}",
+                x->prev_value, (long)x->prev_mod_rev);
+    else
+        fprintf(o, "null}");
+}
+
+static void dump_watch(FILE *o, const struct mw *w, const struct rec *r,
+                       bool now)
+{
+    char k[8], e[8];
+    key_name(w->lo, k);
+    key_name(w->hi, e);
+    fprintf(o, "{\"request\": {\"key\": \"%s\", \"range_end\": ", k);
+    if (w->single)
+        fprintf(o, "null");
+    else
+        fprintf(o, "\"%s\"", e);
+    fprintf(o, ", \"start_revision\": %ld, \"prev_kv\": %s, "
+               "\"filters\": [%s]}, \"responses\": [",
+            now ? 0L : (long)w->start, w->prev ? "true" : "false",
+            w->filters & WATCH_FILTER_NOPUT     ? "\"NOPUT\""
+            : w->filters & WATCH_FILTER_NODELETE ? "\"NODELETE\""
+                                                 : "");
+    for (size_t i = 0; i < r->n_log; i++) {
+        const struct resp_log *l = &r->log[i];
+        fprintf(o, "%s{\"header_rev\": %ld", i ? ", " : "",
+                (long)l->header_rev);
+        if (l->kind == 'C')
+            fprintf(o, ", \"created\": true");
+        if (l->kind == 'X')
+            fprintf(o, ", \"canceled\": true, \"compact_revision\": %ld",
+                    (long)l->compact_rev);
+        if (l->kind == 'P')
+            fprintf(o, ", \"progress\": true");
+        if (l->kind == 'E') {
+            fprintf(o, ", \"fragment\": %s, \"events\": [",
+                    l->fragment ? "true" : "false");
+            for (size_t j = l->from; j < l->to; j++) {
+                fprintf(o, "%s", j > l->from ? ", " : "");
+                dump_event(o, &r->evs[j]);
+            }
+            fprintf(o, "]");
+        }
+        fprintf(o, "}");
+    }
+    fprintf(o, "]}");
+}
+
+/* dump_history writes the run as watchcheck.py's history format to the
+ * file named by CETCD_WATCH_HISTORY (if set). */
+static void dump_history(const struct model *m, const struct mw *ws, int nw,
+                         const struct sink *ks)
+{
+    const char *path = getenv("CETCD_WATCH_HISTORY");
+    if (path == NULL)
+        return;
+    FILE *o = fopen(path, "w");
+    assert_non_null(o);
+    fprintf(o, "{\"writes\": [");
+    for (size_t i = 0; i < m->n; i++) {
+        const struct mev *e = &m->log[i];
+        bool first = i == 0 || m->log[i - 1].rev != e->rev;
+        bool last = i + 1 == m->n || m->log[i + 1].rev != e->rev;
+        char k[8];
+        key_name(e->key, k);
+        if (first)
+            fprintf(o, "%s{\"rev\": %ld, \"ops\": [", i ? ", " : "",
+                    (long)e->rev);
+        else
+            fprintf(o, ", ");
+        if (e->type == MVCC_EVENT_PUT)
+            fprintf(o, "{\"op\": \"put\", \"key\": \"%s\", "
+                       "\"value\": \"%s\"}", k, e->value);
+        else
+            fprintf(o, "{\"op\": \"delete\", \"key\": \"%s\"}", k);
+        if (last)
+            fprintf(o, "]}");
+    }
+    fprintf(o, "], \"watches\": [");
+    for (int i = 0; i < nw; i++) {
+        fprintf(o, "%s", i ? ", " : "");
+        dump_watch(o, &ws[i], &ks[ws[i].stream].recs[ws[i].id], ws[i].now);
+    }
+    fprintf(o, "]}\n");
+    assert_int_equal(fclose(o), 0);
 }
 
 static void test_random_model(void **state)
@@ -1005,6 +1146,7 @@ static void test_random_model(void **state)
     assert_int_equal(watch_hub_unsynced(f->h), 0);
     for (int i = 0; i < nw; i++)
         check_watcher(&m, &ws[i], &ks[ws[i].stream].recs[ws[i].id]);
+    dump_history(&m, ws, nw, ks);
     printf("test_random_model: %d watchers, %zu events checked, rev %ld\n",
            nw, n_checked, (long)m.rev);
     for (int i = 0; i < NSTREAMS; i++) {
