@@ -52,7 +52,9 @@
  *   hub calls mvcc (a read snapshot) without holding it, and the store
  *   calls watch_hub_observe (on the apply thread) which takes it.  The
  *   sink callbacks run under it: they must not block and must not call
- *   back into the hub.
+ *   back into the hub, and a lock a sink takes (its queue's) must never
+ *   be held by a caller of a hub function (the hub lock comes first).
+ *   Order: sync step lock -> (mvcc read) -> hub lock -> sink locks.
  * - watch_hub_observe: the apply thread only (it is the mvcc observer).
  * - Everything else: any thread.  watch_hub_sync_step and watch_hub_tick
  *   are driven by the owner (a thread or timer of its choice; the hub
