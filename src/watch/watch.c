@@ -44,9 +44,7 @@ int watch_hub_open(struct mvcc_store *s, const struct watch_options *opts,
 
 void watch__free(struct watch_watcher *w)
 {
-    mem_free(w->key);
-    mem_free(w->end);
-    mem_free(w);
+    mem_free(w); /* key and end live inside it */
 }
 
 void watch_hub_close(struct watch_hub *h)
@@ -136,10 +134,12 @@ int watch__to_synced(struct watch_hub *h, struct watch_watcher *w)
 {
     CHECK(!w->synced && !w->created_pending && !w->cancel_pending);
     CHECK(w->next_rev > h->rev);
+    unsynced_unlink(h, w); /* first: the index links share its union */
     int rc = watch__index_add(h, w);
-    if (rc != 0)
-        return rc; /* stays unsynced; a later step retries */
-    unsynced_unlink(h, w);
+    if (rc != 0) {
+        unsynced_link(h, w); /* stays unsynced; a later step retries */
+        return rc;
+    }
     w->synced = true;
     watch__progress_try(w->st);
     return 0;
@@ -296,18 +296,18 @@ static int check_range(const struct watch_create *req, bool *inf_out)
 static struct watch_watcher *watcher_new(const struct watch_create *req,
                                          bool inf)
 {
-    struct watch_watcher *w = mem_calloc(1, sizeof *w);
+    size_t end_len = req->end_len > 0 && !inf ? req->end_len : 0;
+    struct watch_watcher *w =
+        mem_calloc(1, sizeof *w + req->key_len + end_len);
     if (w == NULL)
         return NULL;
-    w->key = mem_dup(req->key, req->key_len);
+    w->key = w->bytes;
     w->key_len = req->key_len;
-    if (req->end_len > 0 && !inf) {
-        w->end = mem_dup(req->end, req->end_len);
-        w->end_len = req->end_len;
-    }
-    if (w->key == NULL || (w->end_len > 0 && w->end == NULL)) {
-        watch__free(w);
-        return NULL;
+    memcpy(w->key, req->key, req->key_len);
+    if (end_len > 0) {
+        w->end = w->bytes + req->key_len;
+        w->end_len = end_len;
+        memcpy(w->end, req->end, end_len);
     }
     w->end_inf = inf;
     w->filters = req->filters;

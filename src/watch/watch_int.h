@@ -11,15 +11,17 @@
 
 #include "watch/watch.h"
 
-/* One watcher.  Owned by the hub; every field is guarded by the hub mutex
- * except key/end, which never change after creation (the sync step reads
- * them unlocked while `busy`). */
+/* One watcher, one allocation with its key and end bytes after it.  Owned
+ * by the hub; every field is guarded by the hub mutex except key/end,
+ * which never change after creation (the sync step reads them unlocked
+ * while `busy`).  A watcher is in exactly one of the key hash, the range
+ * treap and the unsynced list, so their links share a union. */
 struct watch_watcher {
     struct watch_stream *st;   /* its stream (invalid once dead) */
     int64_t id;                /* watch id, unique on st */
-    uint8_t *key;              /* range start, key_len bytes (owned) */
+    uint8_t *key;              /* range start, key_len bytes (in bytes) */
     size_t key_len;            /* >= 1 */
-    uint8_t *end;              /* range end (owned) or NULL */
+    uint8_t *end;              /* range end (in bytes) or NULL */
     size_t end_len;            /* 0: single key (end NULL) */
     bool end_inf;              /* end was "\0": every key >= key */
     mvcc_rev next_rev;         /* first revision not yet sent; a synced
@@ -38,13 +40,20 @@ struct watch_watcher {
     mvcc_rev created_rev;      /* hub revision at creation (its header) */
     uint64_t mark;             /* fan-out: batch sequence it was touched in */
     size_t touch;              /* fan-out: its slot among touched watchers */
-    struct watch_watcher *hnext; /* key hash chain (synced single keys) */
-    struct watch_watcher *left, *right; /* treap children (synced ranges) */
-    struct watch_watcher *maxw; /* treap: node with the largest end below */
+    union {
+        struct watch_watcher *hnext; /* key hash chain (synced single) */
+        struct {
+            struct watch_watcher *left, *right; /* treap children */
+            struct watch_watcher *maxw; /* node with the largest end below */
+        };                              /* (synced ranges) */
+        struct {
+            struct watch_watcher *unext, *uprev; /* the unsynced list */
+        };
+    };
     uint32_t prio;             /* treap heap priority */
     struct watch_watcher *inext; /* id table chain */
     struct watch_watcher *snext, *sprev; /* the stream's watcher list */
-    struct watch_watcher *unext, *uprev; /* the hub's unsynced list */
+    uint8_t bytes[];           /* key_len + end_len bytes: key, then end */
 };
 
 /* A stream.  Guarded by the hub mutex. */
