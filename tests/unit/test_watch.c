@@ -530,6 +530,31 @@ static void test_full_sink_catch_up(void **state)
     assert_int_equal(watch_hub_unsynced(f->h), 0);
 }
 
+/* A snapshot behind the hub (tentative batches, mvcc_visible_hold): the
+ * catch-up stops at what the snapshot has and finishes after release. */
+static void test_snapshot_behind_hub(void **state)
+{
+    struct fixture *f = *state;
+    put(f, "k", "1"); /* 2 */
+    int64_t id = watch_key(f, "k", 2);
+    mvcc_visible_hold(f->s);
+    put(f, "k", "2"); /* 3: observed, not yet visible to reads */
+    assert_int_equal(watch_hub_rev(f->h), 3);
+    bool more;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(watch_hub_sync_step(f->h, &more), 0);
+    assert_true(more);
+    struct rec *r = rec_of(f, id);
+    assert_int_equal(r->n, 1); /* rev 2 only */
+    assert_int_equal(watch_hub_unsynced(f->h), 1);
+    mvcc_visible_release(f->s);
+    sync_all(f);
+    put(f, "k", "3"); /* 4 */
+    assert_int_equal(r->n, 3);
+    assert_int_equal(r->evs[1].mod_rev, 3);
+    assert_int_equal(r->evs[2].mod_rev, 4);
+}
+
 static void test_compaction_cancel(void **state)
 {
     struct fixture *f = *state;
@@ -1289,6 +1314,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_txn_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_sink_catch_up, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_behind_hub, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_compaction_cancel, setup,
                                         teardown),
