@@ -1,0 +1,318 @@
+/*
+ * watch_index.c - the synced group's index and the id table.
+ *
+ * Single-key watchers sit in a chained hash table keyed by their key, so
+ * a put costs one bucket walk.  Range watchers sit in a treap ordered by
+ * (start key, address), each node also holding the node of largest end in
+ * its subtree: a stab query for key k skips every subtree whose largest
+ * end is <= k and every right subtree of a node starting after k, so it
+ * costs O(log n + matches) expected (the interval tree of etcd's
+ * pkg/adt, as a treap because it needs no colour cases).  The id table
+ * maps (stream, watch id) to the watcher for create and cancel.
+ */
+#include <string.h>
+
+#include "util/check.h"
+#include "util/err.h"
+#include "util/mem.h"
+#include "watch/watch_int.h"
+
+int watch__cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    size_t n = al < bl ? al : bl;
+    int c = n > 0 ? memcmp(a, b, n) : 0;
+    if (c != 0)
+        return c < 0 ? -1 : 1;
+    return al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+bool watch__contains(const struct watch_watcher *w, const uint8_t *k,
+                     size_t kl)
+{
+    int c = watch__cmp(k, kl, w->key, w->key_len);
+    if (w->end_len == 0 && !w->end_inf)
+        return c == 0;
+    if (c < 0)
+        return false;
+    return w->end_inf || watch__cmp(k, kl, w->end, w->end_len) < 0;
+}
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n)
+{
+    uint64_t x = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        x = (x ^ p[i]) * 1099511628211ull;
+    return x ^ (x >> 29);
+}
+
+/* grow_table doubles a chained table of *nb buckets once it holds more
+ * entries than buckets; chains are relinked through next_of. */
+static int grow_table(struct watch_watcher ***tab, size_t *nb, size_t count,
+                      struct watch_watcher **(*next_of)(struct watch_watcher *),
+                      uint64_t (*hash_of)(const struct watch_watcher *))
+{
+    if (count < *nb && *tab != NULL)
+        return 0;
+    size_t nnb = *nb ? *nb * 2 : 64;
+    struct watch_watcher **nt = mem_calloc(nnb, sizeof *nt);
+    if (nt == NULL)
+        return *tab != NULL ? 0 : ERR_NOMEM; /* a full table still works */
+    for (size_t i = 0; i < *nb; i++) {
+        struct watch_watcher *w = (*tab)[i], *nx;
+        for (; w != NULL; w = nx) {
+            nx = *next_of(w);
+            size_t b = hash_of(w) & (nnb - 1);
+            *next_of(w) = nt[b];
+            nt[b] = w;
+        }
+    }
+    mem_free(*tab);
+    *tab = nt;
+    *nb = nnb;
+    return 0;
+}
+
+static struct watch_watcher **hnext_of(struct watch_watcher *w)
+{
+    return &w->hnext;
+}
+
+static uint64_t key_hash_of(const struct watch_watcher *w)
+{
+    return hash_bytes(w->key, w->key_len);
+}
+
+static struct watch_watcher **inext_of(struct watch_watcher *w)
+{
+    return &w->inext;
+}
+
+static uint64_t id_hash(const struct watch_stream *st, int64_t id)
+{
+    uint64_t x = (uint64_t)(uintptr_t)st * 0x9e3779b97f4a7c15ull;
+    x ^= (uint64_t)id * 0xc2b2ae3d27d4eb4full;
+    return x ^ (x >> 31);
+}
+
+static uint64_t id_hash_of(const struct watch_watcher *w)
+{
+    return id_hash(w->st, w->id);
+}
+
+/* --- treap of ranges ------------------------------------------------------ */
+
+/* cmp_end orders range ends; an infinite end is above every key. */
+static int cmp_end(const struct watch_watcher *a, const struct watch_watcher *b)
+{
+    if (a->end_inf || b->end_inf)
+        return a->end_inf == b->end_inf ? 0 : a->end_inf ? 1 : -1;
+    return watch__cmp(a->end, a->end_len, b->end, b->end_len);
+}
+
+static bool node_less(const struct watch_watcher *a,
+                      const struct watch_watcher *b)
+{
+    int c = watch__cmp(a->key, a->key_len, b->key, b->key_len);
+    return c < 0 || (c == 0 && (uintptr_t)a < (uintptr_t)b);
+}
+
+static void fix(struct watch_watcher *t)
+{
+    t->maxw = t;
+    if (t->left != NULL && cmp_end(t->left->maxw, t->maxw) > 0)
+        t->maxw = t->left->maxw;
+    if (t->right != NULL && cmp_end(t->right->maxw, t->maxw) > 0)
+        t->maxw = t->right->maxw;
+}
+
+/* split t into the nodes less than n (*l) and the others (*r). */
+static void split(struct watch_watcher *t, const struct watch_watcher *n,
+                  struct watch_watcher **l, struct watch_watcher **r)
+{
+    if (t == NULL) {
+        *l = *r = NULL;
+    } else if (node_less(t, n)) {
+        split(t->right, n, &t->right, r);
+        fix(t);
+        *l = t;
+    } else {
+        split(t->left, n, l, &t->left);
+        fix(t);
+        *r = t;
+    }
+}
+
+static struct watch_watcher *merge(struct watch_watcher *l,
+                                   struct watch_watcher *r)
+{
+    if (l == NULL || r == NULL)
+        return l != NULL ? l : r;
+    if (l->prio > r->prio) {
+        l->right = merge(l->right, r);
+        fix(l);
+        return l;
+    }
+    r->left = merge(l, r->left);
+    fix(r);
+    return r;
+}
+
+static struct watch_watcher *tinsert(struct watch_watcher *t,
+                                     struct watch_watcher *n)
+{
+    if (t == NULL)
+        return n;
+    if (n->prio > t->prio) {
+        split(t, n, &n->left, &n->right);
+        fix(n);
+        return n;
+    }
+    if (node_less(n, t))
+        t->left = tinsert(t->left, n);
+    else
+        t->right = tinsert(t->right, n);
+    fix(t);
+    return t;
+}
+
+static struct watch_watcher *tdelete(struct watch_watcher *t,
+                                     struct watch_watcher *n)
+{
+    CHECK(t != NULL); /* n is in the tree */
+    if (t == n) {
+        struct watch_watcher *m = merge(t->left, t->right);
+        n->left = n->right = NULL;
+        return m;
+    }
+    if (node_less(n, t))
+        t->left = tdelete(t->left, n);
+    else
+        t->right = tdelete(t->right, n);
+    fix(t);
+    return t;
+}
+
+/* end_above: whether w's end is above key k (k is before the end). */
+static bool end_above(const struct watch_watcher *w, const uint8_t *k,
+                      size_t kl)
+{
+    return w->end_inf || watch__cmp(k, kl, w->end, w->end_len) < 0;
+}
+
+static int tstab(struct watch_watcher *t, const uint8_t *k, size_t kl,
+                 watch__visit_fn fn, void *arg)
+{
+    int rc = 0;
+    while (rc == 0 && t != NULL && end_above(t->maxw, k, kl)) {
+        if ((rc = tstab(t->left, k, kl, fn, arg)) != 0)
+            break;
+        if (watch__cmp(t->key, t->key_len, k, kl) > 0)
+            break; /* t and everything right of it start after k */
+        if (end_above(t, k, kl))
+            rc = fn(arg, t);
+        t = t->right;
+    }
+    return rc;
+}
+
+/* --- public to the module ------------------------------------------------- */
+
+static bool is_range(const struct watch_watcher *w)
+{
+    return w->end_len > 0 || w->end_inf;
+}
+
+int watch__index_add(struct watch_hub *h, struct watch_watcher *w)
+{
+    CHECK(!w->synced && !w->dead);
+    if (is_range(w)) {
+        h->rng ^= h->rng << 13;
+        h->rng ^= h->rng >> 17;
+        h->rng ^= h->rng << 5;
+        w->prio = h->rng;
+        w->left = w->right = NULL;
+        w->maxw = w;
+        h->ranges = tinsert(h->ranges, w);
+        return 0;
+    }
+    int rc = grow_table(&h->keys, &h->n_keys_buckets, h->n_keys, hnext_of,
+                        key_hash_of);
+    if (rc != 0)
+        return rc;
+    size_t b = key_hash_of(w) & (h->n_keys_buckets - 1);
+    w->hnext = h->keys[b];
+    h->keys[b] = w;
+    h->n_keys++;
+    return 0;
+}
+
+void watch__index_del(struct watch_hub *h, struct watch_watcher *w)
+{
+    CHECK(w->synced);
+    if (is_range(w)) {
+        h->ranges = tdelete(h->ranges, w);
+        return;
+    }
+    size_t b = key_hash_of(w) & (h->n_keys_buckets - 1);
+    struct watch_watcher **p = &h->keys[b];
+    while (*p != w) {
+        CHECK(*p != NULL);
+        p = &(*p)->hnext;
+    }
+    *p = w->hnext;
+    w->hnext = NULL;
+    h->n_keys--;
+}
+
+int watch__index_stab(struct watch_hub *h, const uint8_t *k, size_t kl,
+                      watch__visit_fn fn, void *arg)
+{
+    int rc = 0;
+    if (h->n_keys > 0) {
+        size_t b = hash_bytes(k, kl) & (h->n_keys_buckets - 1);
+        for (struct watch_watcher *w = h->keys[b]; w != NULL && rc == 0;
+             w = w->hnext)
+            if (watch__cmp(w->key, w->key_len, k, kl) == 0)
+                rc = fn(arg, w);
+    }
+    if (rc == 0)
+        rc = tstab(h->ranges, k, kl, fn, arg);
+    return rc;
+}
+
+int watch__ids_add(struct watch_hub *h, struct watch_watcher *w)
+{
+    int rc = grow_table(&h->ids, &h->n_ids_buckets, h->n_watchers, inext_of,
+                        id_hash_of);
+    if (rc != 0)
+        return rc;
+    size_t b = id_hash_of(w) & (h->n_ids_buckets - 1);
+    w->inext = h->ids[b];
+    h->ids[b] = w;
+    return 0;
+}
+
+void watch__ids_del(struct watch_hub *h, struct watch_watcher *w)
+{
+    size_t b = id_hash_of(w) & (h->n_ids_buckets - 1);
+    struct watch_watcher **p = &h->ids[b];
+    while (*p != w) {
+        CHECK(*p != NULL);
+        p = &(*p)->inext;
+    }
+    *p = w->inext;
+    w->inext = NULL;
+}
+
+struct watch_watcher *watch__ids_find(struct watch_hub *h,
+                                      const struct watch_stream *st,
+                                      int64_t id)
+{
+    if (h->ids == NULL)
+        return NULL;
+    size_t b = id_hash(st, id) & (h->n_ids_buckets - 1);
+    for (struct watch_watcher *w = h->ids[b]; w != NULL; w = w->inext)
+        if (w->st == st && w->id == id)
+            return w;
+    return NULL;
+}
