@@ -195,8 +195,8 @@ static void member_build(void)
     srv->next_id = 1;
     srv->transport = (struct peer_transport *)&dummy_transport;
     server_wait_init(&srv->wait);
-    pthread_mutex_init(&srv->ev_mu, NULL);
-    pthread_cond_init(&srv->ev_cv, NULL);
+    pthread_mutex_init(&srv->node.ev_mu, NULL);
+    pthread_cond_init(&srv->node.ev_cv, NULL);
     struct server_ms *ms = calloc(1, sizeof *ms);
     check(ms != NULL);
     pthread_mutex_init(&ms->mu, NULL);
