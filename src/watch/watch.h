@@ -180,6 +180,14 @@ void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
  */
 int watch_hub_sync_step(struct watch_hub *h, bool *more_out);
 
+/* watch_hub_restore points the hub at s, a store that replaced the one it
+ * watched (a snapshot installed): its revision becomes s's, and every
+ * synced watcher becomes unsynced, to be caught up from s from its next
+ * revision (canceled with compact_rev if s compacted it), as etcd's
+ * watchableStore.Restore.  No sync step, observer call or other use of
+ * the old store may run meanwhile (the owner excludes them). */
+void watch_hub_restore(struct watch_hub *h, struct mvcc_store *s);
+
 /* watch_hub_tick sends periodic progress at now_ms (the owner's monotonic
  * clock): to each synced progress_notify watcher that got no events in the
  * last progress_interval_ms.  Any thread. */
