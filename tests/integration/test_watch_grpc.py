@@ -15,90 +15,16 @@ and collects responses on a thread.  Every expectation here was checked
 against /usr/bin/etcd (CETCD_TEST_AGAINST_ETCD=1).
 """
 
-import queue
 import threading
 import time
 
 from etcd3.etcdrpc import rpc_pb2 as pb
 
 from common import watchcheck
+from common.watchstream import WatchStream, record
 
 NOPUT = pb.WatchCreateRequest.NOPUT
 NODELETE = pb.WatchCreateRequest.NODELETE
-
-
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def field(num, payload):
-    """A length-delimited protobuf field."""
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
-
-
-class WatchStream:
-    """One Watch call: send() requests, next() responses.
-
-    python-etcd3's rpc_pb2 predates WatchCreateRequest.watch_id (7) and
-    fragment (8) and WatchRequest.progress_request (3): requests are built
-    as bytes, those fields appended by hand."""
-
-    def __init__(self, server, read=True):
-        self.reqs = queue.Queue()
-        self.resps = queue.Queue()
-        method = server.channel().stream_stream(
-            "/etcdserverpb.Watch/Watch",
-            request_serializer=lambda b: b,
-            response_deserializer=pb.WatchResponse.FromString)
-        self.call = method(iter(self.reqs.get, None))
-        self.reader = None
-        if read:
-            self.start_reading()
-
-    def start_reading(self):
-        def run():
-            try:
-                for r in self.call:
-                    self.resps.put(r)
-            except Exception as e:  # cancelled at the end of the test
-                self.resps.put(e)
-        self.reader = threading.Thread(target=run, daemon=True)
-        self.reader.start()
-
-    def send(self, **kw):
-        self.reqs.put(pb.WatchRequest(**kw).SerializeToString())
-
-    def create(self, key, watch_id=None, **kw):
-        c = pb.WatchCreateRequest(key=key, **kw).SerializeToString()
-        if watch_id is not None:
-            c += varint(7 << 3) + varint(watch_id)
-        self.reqs.put(field(1, c))
-
-    def progress(self):
-        self.reqs.put(field(3, b""))
-
-    def next(self, timeout=10):
-        r = self.resps.get(timeout=timeout)
-        assert not isinstance(r, Exception), r
-        return r
-
-    def none_within(self, secs):
-        try:
-            r = self.resps.get(timeout=secs)
-        except queue.Empty:
-            return True
-        raise AssertionError("unexpected response %r" % r)
-
-    def close(self):
-        self.reqs.put(None)
-        self.call.cancel()
 
 
 def put(server, k, v):
@@ -107,7 +33,7 @@ def put(server, k, v):
 
 
 def test_watch_ids_and_duplicates(server):
-    w = WatchStream(server)
+    w = WatchStream(server.channel())
     rev = server.rev()
     w.create(b"a")
     r = w.next()
@@ -132,7 +58,7 @@ def test_watch_ids_and_duplicates(server):
 
 
 def test_watch_cancel(server):
-    w = WatchStream(server)
+    w = WatchStream(server.channel())
     w.create(b"k")
     assert w.next().created
     w.send(cancel_request=pb.WatchCancelRequest(watch_id=0))
@@ -145,7 +71,7 @@ def test_watch_cancel(server):
 
 
 def test_watch_progress_request(server):
-    w = WatchStream(server)
+    w = WatchStream(server.channel())
     w.create(b"p")
     assert w.next().created
     put(server, b"other", b"v")
@@ -159,7 +85,7 @@ def test_watch_progress_request(server):
 
 
 def test_watch_filters(server):
-    w = WatchStream(server)
+    w = WatchStream(server.channel())
     w.create(b"f", filters=[NOPUT])
     assert w.next().created
     w.create(b"f", filters=[NODELETE], prev_kv=True)
@@ -174,29 +100,9 @@ def test_watch_filters(server):
     w.close()
 
 
-def record(r):
-    out = {"header_rev": r.header.revision, "created": r.created,
-           "canceled": r.canceled, "compact_revision": r.compact_revision,
-           "fragment": False,  # not asked for (and not in this rpc_pb2)
-           "progress": (not r.created and not r.canceled and
-                        len(r.events) == 0),
-           "events": []}
-    for e in r.events:
-        out["events"].append({
-            "type": "PUT" if e.type == 0 else "DELETE",
-            "key": e.kv.key, "value": e.kv.value if e.type == 0 else None,
-            "mod_revision": e.kv.mod_revision,
-            "create_revision": e.kv.create_revision,
-            "version": e.kv.version,
-            "prev_kv": ({"value": e.prev_kv.value,
-                         "mod_revision": e.prev_kv.mod_revision}
-                        if e.HasField("prev_kv") else None)})
-    return out
-
-
 def test_watch_slow_reader_loses_nothing(server):
     n = 3000
-    w = WatchStream(server, read=False)
+    w = WatchStream(server.channel(), read=False)
     req = {"key": b"s/", "range_end": b"s0", "start_revision": 0,
            "filters": [], "prev_kv": True}
     w.create(b"s/", range_end=b"s0", prev_kv=True)
