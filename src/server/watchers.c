@@ -156,7 +156,9 @@ static void *watch_main(void *arg)
         bool more = false;
         if (watch_hub_unsynced(w->hub) > 0) {
             server__store_enter(s);
-            int rc = watch_hub_sync_step(w->hub, &more);
+            /* NULL: a failed swap left no store (the member is stopping) */
+            int rc = s->mvcc != NULL ? watch_hub_sync_step(w->hub, &more)
+                                     : ERR_BUSY;
             server__store_leave(s);
             if (rc != 0 && rc != ERR_BUSY && rc != ERR_NOMEM && rc != ERR_IO)
                 log_warn("etcdserver", "watch catch-up failed: %s",
