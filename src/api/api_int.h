@@ -6,15 +6,12 @@
 #include "rpc/rpc.h"
 #include "svc/svc.h"
 
-struct api {
-    struct server *server;  /* the member served (borrowed) */
-    struct rpc_server *rpc; /* the gRPC runtime (owned) */
-};
 
 /* Service registration, one per service file. */
 int api__kv_register(struct api *api);
 int api__maintenance_register(struct api *api);
 int api__cluster_register(struct api *api);
+int api__watch_register(struct api *api);
 
 /* The adapters' shared pieces (done.c). */
 
@@ -38,6 +35,12 @@ struct api_stream_method {
     /* the runtime's send queue per stream (rpc_server_config's
      * stream_queue; RPC_DEFAULT_STREAM_QUEUE unless set) */
     size_t queue_max;
+};
+
+struct api {
+    struct server *server;  /* the member served (borrowed) */
+    struct rpc_server *rpc; /* the gRPC runtime (owned) */
+    struct api_stream_method watch; /* the Watch stream (watch.c) */
 };
 
 /* api__stream_register routes path to m: each stream opened on it is

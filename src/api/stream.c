@@ -1,7 +1,7 @@
 /*
  * stream.c - struct svc_stream (svc.h) on a gRPC server stream (rpc.h,
  * rpc/stream.c): the adapter a streaming service (Watch, LeaseKeepAlive,
- * Snapshot, Observe) is registered through.  No service uses it yet.
+ * Snapshot, Observe) is registered through; Watch uses it (watch.c).
  *
  * Per stream one struct adapter, shared by two holders: the service (from
  * a successful open until its release) and the runtime (until on_close,

@@ -165,6 +165,10 @@ static void fill_config(struct server_config *c, const char *dir)
      * default of 100 ms). */
     int64_t warn = flags_get_dur_ns("experimental-warning-apply-duration");
     c->warn_apply_ns = warn > 0 ? (uint64_t)warn : 1;
+    int64_t pn = flags_get_dur_ns("experimental-watch-progress-notify-interval");
+    c->watch_progress_ms = pn > 0 ? (uint64_t)pn / 1000000u : 0;
+    if (pn > 0 && c->watch_progress_ms == 0)
+        c->watch_progress_ms = 1;
     c->no_tick_advance = !flags_get_bool("initial-election-tick-advance");
     const char *nospec = getenv("CETCD_NO_SPECULATIVE_APPLY");
     c->no_speculation = nospec != NULL && strcmp(nospec, "1") == 0;

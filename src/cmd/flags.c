@@ -112,7 +112,7 @@ static struct flag table[] = {
     {"experimental-enable-lease-checkpoint", F_BOOL, "false", NOT_YET, "Experimental feature", "Enables primary lessor to persist lease remainingTTL."},
     {"experimental-compaction-batch-limit", F_UINT, "1000", BUILT, "Experimental feature", "Sets the maximum revisions deleted in each compaction batch."},
     {"experimental-peer-skip-client-san-verification", F_BOOL, "false", NOT_YET, "Experimental feature", "Skip verification of SAN field in client certificate for peer connections."},
-    {"experimental-watch-progress-notify-interval", F_DUR, "10m", NOT_YET, "Experimental feature", "Duration of periodical watch progress notification."},
+    {"experimental-watch-progress-notify-interval", F_DUR, "10m", BUILT, "Experimental feature", "Duration of periodical watch progress notification."},
     {"experimental-warning-apply-duration", F_DUR, "100ms", BUILT, "Experimental feature", "Warning is generated if requests take more than this duration."},
     {"unsafe-no-fsync", F_BOOL, "false", BUILT, "Unsafe feature", "Disables fsync, unsafe, will cause data loss."},
     {"force-new-cluster", F_BOOL, "false", NOT_YET, "Unsafe feature", "Force to create a new one-member cluster."},

@@ -169,7 +169,9 @@ static int apply_batch(struct server *s, struct server_entry *head, size_t n,
     }
     if (tentative)
         mvcc_visible_hold(s->mvcc);
+    s->watch.tentative = tentative; /* its events wait (watchers.c) */
     rc = mvcc_batch_commit(b, last);
+    s->watch.tentative = false;
     if (rc != 0) {
         log_error("etcdserver", "committing entries up to %llu failed: %s",
                   (unsigned long long)last, err_str(rc));
@@ -226,6 +228,7 @@ static void spec_finish(struct server *s)
     /* spec.mu not held: only the caller that saw both halves gets here. */
     struct applied a = {s->spec.done.ps, s->spec.done.n, s->spec.done.last};
     mvcc_visible_release(s->mvcc);
+    server__watch_release(s); /* durable: watchers may see it */
     publish(s, &a, true);
     arena_reset(&s->spec_arena);
 }

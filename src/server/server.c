@@ -231,6 +231,8 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         rc = server__read_workers_start(s);
     if (rc == 0)
         rc = server__snap_start(s);
+    if (rc == 0)
+        rc = server__watch_start(s);
     if (rc == 0 && pthread_create(&s->apply_thread, NULL,
                                   server__apply_main, s) != 0)
         rc = ERR_NOMEM;
@@ -302,6 +304,7 @@ void server_stop(struct server *s)
     server__snap_close(s);
     server__raft_close(s);
     wal_close(s->wal);
+    server__watch_close(s);
     server__store_close(s);
     server_queue_destroy(&s->proposals);
     server_queue_destroy(&s->committed);

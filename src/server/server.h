@@ -140,6 +140,7 @@ struct dial_tls;
 
 #include "cetcdpb/internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
+#include "watch/watch.h"
 
 /* server_clock: where the server reads the time (milliseconds that only
  * go forward, as CLOCK_MONOTONIC).  now_ms NULL: the real CLOCK_MONOTONIC
@@ -196,6 +197,9 @@ struct server_config {
     /* --experimental-warning-apply-duration: an apply that takes longer
      * logs etcd's "took too long" warning; 0 = 100 ms (etcd's default). */
     uint64_t warn_apply_ns;
+    /* --experimental-watch-progress-notify-interval: periodic progress of
+     * watchers that asked for it; 0 = 10 minutes (etcd's default). */
+    uint64_t watch_progress_ms;
     /* --initial-election-tick-advance=false: a member of a cluster does not
      * fast-forward its election ticks once its peers are connected. */
     bool no_tick_advance;
@@ -435,5 +439,32 @@ int server_join_info(struct server *s, const char *cluster_token,
                      uint64_t *cluster_id_out, struct server_member_info *out,
                      size_t cap, size_t *n_out);
 uint64_t server_cluster_id(const struct server *s);
+
+/* --- Watch (watchers.c) ---------------------------------------------------
+ *
+ * The member's store has one watch hub (watch/watch.h) from start to stop.
+ * It sees a batch's events only once the batch is durable (a lone voter's
+ * tentative batch: once its fsync returned, apply.c), and a snapshot that
+ * replaces the store re-syncs every watcher from the new store
+ * (watch_hub_restore).  The cetcd-watch thread runs the catch-up steps and
+ * periodic progress (on the server clock).  The wrappers below keep the
+ * hub alive during the call; a stream pointer is passed by reference and
+ * read under that guard, because stopping the server closes the hub, which
+ * calls the sink's close: the owner sets its pointer to NULL there.  With
+ * *st NULL (or the server stopping) they return ERR_STOPPED / do nothing.
+ * Errors: those of the watch_* function wrapped, ERR_STOPPED. */
+int server_watch_open(struct server *s, const struct watch_sink *sink,
+                      struct watch_stream **st_out);
+int server_watch_create(struct server *s, struct watch_stream **st,
+                        const struct watch_create *req, int64_t *id_out);
+int server_watch_cancel(struct server *s, struct watch_stream **st,
+                        int64_t id);
+void server_watch_progress(struct server *s, struct watch_stream **st);
+/* server_watch_close closes *st (if not NULL) and sets it to NULL. */
+void server_watch_close(struct server *s, struct watch_stream **st);
+/* server_watch_header fills h for a watch response speaking for rev: the
+ * ids and raft term, revision = rev.  No lock: sinks call it. */
+void server_watch_header(struct server *s, Etcdserverpb__ResponseHeader *h,
+                         mvcc_rev rev);
 
 #endif

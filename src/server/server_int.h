@@ -224,6 +224,24 @@ struct server_reads {
     _Atomic size_t pending;
 };
 
+/* The store's watch hub and its driver (watchers.c). */
+struct server_watch {
+    struct watch_hub *hub;      /* lives from boot to stop, across swaps */
+    pthread_rwlock_t rw;        /* read: a hub call; write: closing it */
+    pthread_mutex_t mu;         /* orders deliveries; guards held */
+    bool tentative;             /* apply thread: the batch committing now
+                                 * is tentative (apply.c) */
+    struct mvcc_event *held;    /* a tentative batch's events, until it */
+    size_t n_held, held_cap;    /* is durable (server__watch_release) */
+    mvcc_rev held_rev;
+    bool held_lost;             /* copying them failed: re-sync instead */
+    struct arena held_arena;    /* their bytes */
+    pthread_t thread;           /* cetcd-watch: sync steps and ticks */
+    pthread_mutex_t kmu;        /* with kcv: wakes it */
+    pthread_cond_t kcv;
+    bool kicked, stop, started; /* under kmu */
+};
+
 struct server {
     struct server_config cfg;   /* copy of the config (strings borrowed) */
     char member_dir[4096];      /* <data-dir>/member */
@@ -300,6 +318,7 @@ struct server {
                                 * applier (apply.c: stall) */
     struct server_alarms alarms; /* alarm.c */
     struct server_appliers appliers; /* the apply chain (applier.h) */
+    struct server_watch watch;   /* the watch hub (watchers.c) */
 };
 
 /* The real clock: CLOCK_MONOTONIC in milliseconds.  Server code reads the
@@ -329,6 +348,17 @@ static inline uint64_t server__request_timeout_ms(const struct server *s)
 {
     return 5000 + 2 * s->cfg.election_ms;
 }
+
+/* watchers.c: the watch hub.  server__watch_store_opened (after each
+ * mvcc_store_open of the member's store: opens the hub, or points it at
+ * the new store) installs the observer; server__watch_release delivers a
+ * tentative batch's events once it is durable (apply.c); start/stop the
+ * driver thread; server__watch_close at stop. */
+int server__watch_store_opened(struct server *s);
+void server__watch_release(struct server *s);
+int server__watch_start(struct server *s);
+void server__watch_stop(struct server *s);
+void server__watch_close(struct server *s);
 
 /* house.c: the housekeeping thread (server_start starts it). */
 void *server__house_main(void *arg);

@@ -60,6 +60,8 @@ int server__store_open(struct server *s, const char *dir)
     if (rc == 0)
         rc = mvcc_store_open(s->be, NULL, &s->mvcc);
     if (rc == 0)
+        rc = server__watch_store_opened(s); /* the hub, the observer */
+    if (rc == 0)
         rc = server__alarms_load(s);
     if (rc == 0)
         server__quota_update(s);

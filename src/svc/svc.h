@@ -41,7 +41,7 @@
  * write that would pass the backend quota gets ERR_NO_SPACE and raises the
  * NOSPACE alarm), then the request's own shape (kv_check.h).
  *
- * Streams (Watch, LeaseKeepAlive, Snapshot, Observe: none is built yet).
+ * Streams (Watch: watch.c; LeaseKeepAlive, Snapshot, Observe: not yet).
  * A streaming service works on a struct svc_stream, the transport's end of
  * one open stream, below (gRPC's: api/stream.c; in-process: stream.c).
  */
@@ -270,6 +270,12 @@ struct svc_stream_handler {
      * service's close (client cancel, deadline, shutdown). */
     void (*end)(void *state, bool cancelled);
 };
+
+/* --- Watch (watch.c) ------------------------------------------------------
+ * svc_watch_handler is etcd's Watch service: inbound Etcdserverpb__
+ * WatchRequest, outbound Etcdserverpb__WatchResponse, on the member's watch
+ * hub (server.h "Watch"); etcd 3.4's answers, see watch.c. */
+extern const struct svc_stream_handler svc_watch_handler;
 
 /* struct svc_mem_stream: an in-process svc_stream (stream.c) for tests and
  * in-process callers: every send is packed and kept, in order, until

@@ -55,7 +55,10 @@
  *   back into the hub, and a lock a sink takes (its queue's) must never
  *   be held by a caller of a hub function (the hub lock comes first).
  *   Order: sync step lock -> (mvcc read) -> hub lock -> sink locks.
- * - watch_hub_observe: the apply thread only (it is the mvcc observer).
+ * - watch_hub_observe: one caller at a time, batches in revision order
+ *   (the mvcc observer on the apply thread, or an owner that defers a
+ *   batch until it is durable and calls it from another thread, serialized
+ *   with the observer: server/watchers.c).
  * - Everything else: any thread.  watch_hub_sync_step and watch_hub_tick
  *   are driven by the owner (a thread or timer of its choice; the hub
  *   starts no thread, reads no clock and never sleeps).
@@ -164,7 +167,7 @@ int watch_hub_open(struct mvcc_store *s, const struct watch_options *opts,
 void watch_hub_close(struct watch_hub *h);
 
 /* watch_hub_observe is an mvcc_observer_fn (arg = the hub): it delivers a
- * committed batch to the synced watchers.  Apply thread only. */
+ * committed batch to the synced watchers.  One caller at a time (above). */
 void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
                        mvcc_rev rev);
 
@@ -179,6 +182,14 @@ void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
  * ERR_CORRUPT.
  */
 int watch_hub_sync_step(struct watch_hub *h, bool *more_out);
+
+/* watch_hub_restore points the hub at s, a store that replaced the one it
+ * watched (a snapshot installed): its revision becomes s's, and every
+ * synced watcher becomes unsynced, to be caught up from s from its next
+ * revision (canceled with compact_rev if s compacted it), as etcd's
+ * watchableStore.Restore.  No sync step, observer call or other use of
+ * the old store may run meanwhile (the owner excludes them). */
+void watch_hub_restore(struct watch_hub *h, struct mvcc_store *s);
 
 /* watch_hub_tick sends periodic progress at now_ms (the owner's monotonic
  * clock): to each synced progress_notify watcher that got no events in the

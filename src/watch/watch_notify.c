@@ -181,3 +181,25 @@ void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
     h->rev = rev;
     pthread_mutex_unlock(&h->mu);
 }
+
+void watch_hub_restore(struct watch_hub *h, struct mvcc_store *s)
+{
+    CHECK(h != NULL && s != NULL);
+    pthread_mutex_lock(&h->sync_mu);
+    pthread_mutex_lock(&h->mu);
+    mvcc_rev first_rev = h->rev + 1;
+    h->store = s;
+    h->rev = mvcc_current_rev(s);
+    /* etcd's watchableStore.Restore: every synced watcher goes back to the
+     * unsynced group and is caught up from the new store (or canceled
+     * with compact_revision when what it needs was compacted there). */
+    for (struct watch_stream *st = h->streams; st != NULL; st = st->next)
+        for (struct watch_watcher *w = st->ws; w != NULL; w = w->snext)
+            if (w->synced) {
+                if (w->next_rev < first_rev)
+                    w->next_rev = first_rev;
+                watch__to_unsynced(h, w);
+            }
+    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->sync_mu);
+}

@@ -2,7 +2,8 @@
  * test_watch.c - goal: the watch hub delivers to every watcher exactly the
  * events etcd would (range rules, start revisions past and future,
  * filters, prev_kv), each once, in order, every revision whole, through
- * full sinks, catch-up, compaction and cancel, and answers progress only
+ * full sinks, catch-up, compaction, cancel and a store swap (restore),
+ * and answers progress only
  * when it is true.  Method: a real backend + mvcc store in a temporary
  * directory with the hub as its observer; recording sinks that can be made
  * full; targeted cases per behaviour, then a seeded random run
@@ -585,6 +586,49 @@ static void test_compaction_cancel(void **state)
     sync_all(f);
     assert_true(rec_of(f, slow)->canceled);
     assert_int_equal(rec_of(f, slow)->compact_rev, 9);
+}
+
+/* watch_hub_restore (a snapshot replaced the store): the hub takes the
+ * store's revision and every synced watcher is caught up from the store
+ * from its next revision, once each; one whose next revision the store has
+ * compacted is canceled with compact_rev.  The store advancing with no
+ * observer stands for the installed store. */
+static void test_restore(void **state)
+{
+    struct fixture *f = *state;
+    put(f, "k", "1"); /* 2 */
+    int64_t a = watch_key(f, "k", 0);
+    int64_t b = watch_key(f, "j", 0);
+    mvcc_store_set_observer(f->s, NULL, NULL);
+    put(f, "k", "2"); /* 3 */
+    put(f, "j", "x"); /* 4 */
+    put(f, "k", "3"); /* 5 */
+    watch_hub_restore(f->h, f->s);
+    mvcc_store_set_observer(f->s, watch_hub_observe, f->h);
+    assert_int_equal(watch_hub_rev(f->h), 5);
+    assert_int_equal(watch_hub_unsynced(f->h), 2);
+    sync_all(f);
+    assert_int_equal(watch_hub_unsynced(f->h), 0);
+    struct rec *r = rec_of(f, a);
+    assert_int_equal(r->n, 2);
+    assert_int_equal(r->evs[0].mod_rev, 3);
+    assert_int_equal(r->evs[1].mod_rev, 5);
+    assert_int_equal(rec_of(f, b)->n, 1);
+    assert_int_equal(rec_of(f, b)->evs[0].mod_rev, 4);
+    put(f, "k", "4"); /* 6: synced again, straight from the observer */
+    assert_int_equal(r->n, 3);
+    assert_int_equal(r->evs[2].mod_rev, 6);
+    int64_t c = watch_key(f, "j", 0);
+    mvcc_store_set_observer(f->s, NULL, NULL);
+    put(f, "j", "y"); /* 7 */
+    put(f, "j", "z"); /* 8 */
+    compact(f, 8);
+    watch_hub_restore(f->h, f->s);
+    mvcc_store_set_observer(f->s, watch_hub_observe, f->h);
+    sync_all(f);
+    assert_true(rec_of(f, c)->canceled);
+    assert_int_equal(rec_of(f, c)->compact_rev, 8);
+    assert_int_equal(rec_of(f, c)->n, 0);
 }
 
 /* etcd #18089: a watch opened at the compaction revision, when that
@@ -1319,6 +1363,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_compaction_cancel, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_on_delete, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),

@@ -1,0 +1,240 @@
+/*
+ * watch.c - the Watch service (etcd's v3rpc/watch.go) on a struct
+ * svc_stream: each WatchRequest maps to the member's watch hub (server.h
+ * "Watch"), each hub response becomes an Etcdserverpb__WatchResponse.
+ *
+ * etcd 3.4's answers, kept:
+ * - create: an empty key means "\0"; the hub checks the range.  A create
+ *   it refuses is answered {watch_id -1, created, canceled, cancel_reason}
+ *   ("mvcc: watcher range is empty", "mvcc: duplicate watch ID provided
+ *   on the WatchStream"), header revision = the current one.
+ * - cancel: {watch_id, canceled} when the watcher existed, else nothing.
+ * - progress_request: the hub's RequestProgress (watch.h).
+ * - a request with no member set is ignored; half-close keeps the stream.
+ *
+ * Flow control.  The hub's sink is the transport's send: a full transport
+ * queue (ERR_FULL) is WATCH_SINK_FULL, the hub then catches the watcher up
+ * from the store later, nothing blocks.  A fragment run must be taken
+ * whole (watch.h); should the transport refuse a fragment inside a run the
+ * stream is ended with ERR_TOO_MANY_REQUESTS rather than lose events (the
+ * client reconnects and resumes).  The control answers above are sent
+ * directly; a full queue drops them (docs/ARCHITECTURE.md "Watch").
+ *
+ * Threads.  recv and end run on the transport's thread for the stream, one
+ * at a time; the sink runs on whichever thread drives the hub (apply,
+ * cetcd-watch, raft when a tentative batch is published, recv's own)
+ * under the hub lock: it only encodes and queues.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+#include "svc/svc.h"
+#include "util/check.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+/* One open Watch stream. */
+struct wstream {
+    struct server *s;        /* the member */
+    struct svc_stream *st;   /* the transport's end (until release) */
+    struct watch_stream *ws; /* the hub's stream; NULL once the hub closed
+                                it (server.h) */
+    bool in_run;             /* sink: inside a fragment run */
+};
+
+static void kv_to_pb(const struct mvcc_kv *kv, Mvccpb__KeyValue *pb)
+{
+    mvccpb__key_value__init(pb);
+    pb->key.data = (uint8_t *)kv->key;
+    pb->key.len = kv->key_len;
+    pb->value.data = (uint8_t *)kv->value;
+    pb->value.len = kv->value != NULL ? kv->value_len : 0;
+    pb->create_revision = kv->create_rev;
+    pb->mod_revision = kv->mod_rev;
+    pb->version = kv->version;
+    pb->lease = kv->lease;
+}
+
+/* One event's messages, allocated together. */
+struct ev_pb {
+    Mvccpb__Event ev;
+    Mvccpb__KeyValue kv, prev;
+};
+
+static int sink_send(void *ctx, const struct watch_response *r)
+{
+    struct wstream *w = ctx;
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_watch_header(w->s, &h, r->header_rev);
+    Etcdserverpb__WatchResponse m = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    m.header = &h;
+    m.watch_id = r->watch_id;
+    m.created = r->created;
+    m.canceled = r->canceled;
+    m.compact_revision = r->compact_rev;
+    m.fragment = r->fragment;
+    struct ev_pb *evs = NULL;
+    Mvccpb__Event **ptrs = NULL;
+    if (r->n_events > 0) {
+        evs = mem_malloc(r->n_events * sizeof *evs);
+        ptrs = mem_malloc(r->n_events * sizeof *ptrs);
+        if (evs == NULL || ptrs == NULL) {
+            mem_free(evs);
+            mem_free(ptrs);
+            if (!w->in_run)
+                return WATCH_SINK_FULL; /* retried from the store */
+            w->st->close(w->st->ctx, ERR_NOMEM);
+            w->in_run = r->fragment;
+            return 0;
+        }
+        for (size_t i = 0; i < r->n_events; i++) {
+            const struct mvcc_event *e = &r->events[i];
+            struct ev_pb *p = &evs[i];
+            mvccpb__event__init(&p->ev);
+            p->ev.type = e->type == MVCC_EVENT_DELETE
+                          ? MVCCPB__EVENT__EVENT_TYPE__DELETE
+                          : MVCCPB__EVENT__EVENT_TYPE__PUT;
+            kv_to_pb(&e->kv, &p->kv);
+            p->ev.kv = &p->kv;
+            if (e->prev_kv.mod_rev != 0) {
+                kv_to_pb(&e->prev_kv, &p->prev);
+                p->ev.prev_kv = &p->prev;
+            }
+            ptrs[i] = &p->ev;
+        }
+        m.n_events = r->n_events;
+        m.events = ptrs;
+    }
+    int rc = w->st->send(w->st->ctx, &m.base);
+    mem_free(evs);
+    mem_free(ptrs);
+    if (rc == ERR_FULL || rc == ERR_NOMEM) {
+        if (!w->in_run)
+            return WATCH_SINK_FULL; /* nothing taken: retried later */
+        /* Inside a fragment run the rest must be taken: end the stream
+         * instead of losing part of a revision. */
+        w->st->close(w->st->ctx, ERR_TOO_MANY_REQUESTS);
+    }
+    w->in_run = r->fragment;
+    return 0; /* taken (or the stream is over: nothing more to do) */
+}
+
+static void sink_close(void *ctx)
+{
+    struct wstream *w = ctx;
+    w->ws = NULL; /* the hub is gone (server stopping) */
+    w->st->close(w->st->ctx, ERR_STOPPED);
+}
+
+static int w_open(struct server *s, struct svc_stream *st, void **state_out)
+{
+    struct wstream *w = mem_calloc(1, sizeof *w);
+    if (w == NULL)
+        return ERR_NOMEM;
+    w->s = s;
+    w->st = st;
+    struct watch_sink sink = {sink_send, sink_close, w};
+    int rc = server_watch_open(s, &sink, &w->ws);
+    if (rc != 0) {
+        mem_free(w);
+        return rc;
+    }
+    *state_out = w;
+    return 0;
+}
+
+/* A control answer sent past the hub (header = the current revision). */
+static void send_ctrl(struct wstream *w, int64_t id, bool created,
+                      const char *reason)
+{
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_header_fill(w->s, &h);
+    Etcdserverpb__WatchResponse m = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    m.header = &h;
+    m.watch_id = id;
+    m.created = created;
+    m.canceled = true;
+    m.cancel_reason = (char *)(reason != NULL ? reason : "");
+    (void)w->st->send(w->st->ctx, &m.base); /* full: dropped (see top) */
+}
+
+static const char *create_reason(int err)
+{
+    switch (err) {
+    case ERR_EXIST:
+        return "mvcc: duplicate watch ID provided on the WatchStream";
+    case ERR_INVAL:
+        return "mvcc: watcher range is empty";
+    default:
+        return err_str(err);
+    }
+}
+
+static void do_create(struct wstream *w,
+                      const Etcdserverpb__WatchCreateRequest *c)
+{
+    static const uint8_t zero = 0;
+    struct watch_create req = {
+        .watch_id = c->watch_id,
+        .key = c->key.len > 0 ? c->key.data : &zero,
+        .key_len = c->key.len > 0 ? c->key.len : 1,
+        .end = c->range_end.data,
+        .end_len = c->range_end.len,
+        .start_rev = c->start_revision > 0 ? c->start_revision : 0,
+        .prev_kv = c->prev_kv,
+        .progress_notify = c->progress_notify,
+        .fragment = c->fragment,
+    };
+    for (size_t i = 0; i < c->n_filters; i++) {
+        if (c->filters[i] == ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT)
+            req.filters |= WATCH_FILTER_NOPUT;
+        else if (c->filters[i] ==
+                 ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NODELETE)
+            req.filters |= WATCH_FILTER_NODELETE;
+    }
+    int64_t id;
+    int rc = server_watch_create(w->s, &w->ws, &req, &id);
+    if (rc == ERR_STOPPED)
+        return; /* the stream is ending */
+    if (rc != 0)
+        send_ctrl(w, WATCH_ID_NONE, true, create_reason(rc));
+}
+
+static void w_recv(void *state, const ProtobufCMessage *msg)
+{
+    struct wstream *w = state;
+    if (msg == NULL)
+        return; /* half-closed: etcd keeps sending */
+    const Etcdserverpb__WatchRequest *m =
+        (const Etcdserverpb__WatchRequest *)msg;
+    switch (m->request_union_case) {
+    case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST:
+        if (m->create_request != NULL)
+            do_create(w, m->create_request);
+        break;
+    case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST:
+        if (m->cancel_request != NULL &&
+            server_watch_cancel(w->s, &w->ws, m->cancel_request->watch_id) == 0)
+            send_ctrl(w, m->cancel_request->watch_id, false, NULL);
+        break;
+    case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST:
+        server_watch_progress(w->s, &w->ws);
+        break;
+    default:
+        break; /* etcd ignores an unknown request */
+    }
+}
+
+static void w_end(void *state, bool cancelled)
+{
+    (void)cancelled;
+    struct wstream *w = state;
+    server_watch_close(w->s, &w->ws); /* the sink is not called again */
+    w->st->release(w->st->ctx);
+    mem_free(w);
+}
+
+const struct svc_stream_handler svc_watch_handler = {
+    &etcdserverpb__watch_request__descriptor, w_open, w_recv, w_end,
+};

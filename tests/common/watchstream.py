@@ -1,0 +1,108 @@
+"""A raw gRPC Watch stream for tests: requests from a queue, responses
+collected on a thread, and record() turning a response into the history
+format of tests/common/watchcheck.py.
+
+python-etcd3's rpc_pb2 (the stubs the tests use) predates
+WatchCreateRequest.watch_id (7) and fragment (8) and
+WatchRequest.progress_request (3): requests are built as bytes, those fields
+appended by hand.
+"""
+
+import queue
+import threading
+
+from etcd3.etcdrpc import rpc_pb2 as pb
+
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def field(num, payload):
+    """A length-delimited protobuf field."""
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+class WatchStream:
+    """One Watch call: send() requests, next() responses.
+
+    python-etcd3's rpc_pb2 predates WatchCreateRequest.watch_id (7) and
+    fragment (8) and WatchRequest.progress_request (3): requests are built
+    as bytes, those fields appended by hand."""
+
+    def __init__(self, channel, read=True):
+        self.reqs = queue.Queue()
+        self.resps = queue.Queue()
+        method = channel.stream_stream(
+            "/etcdserverpb.Watch/Watch",
+            request_serializer=lambda b: b,
+            response_deserializer=pb.WatchResponse.FromString)
+        self.call = method(iter(self.reqs.get, None))
+        self.reader = None
+        if read:
+            self.start_reading()
+
+    def start_reading(self):
+        def run():
+            try:
+                for r in self.call:
+                    self.resps.put(r)
+            except Exception as e:  # cancelled at the end of the test
+                self.resps.put(e)
+        self.reader = threading.Thread(target=run, daemon=True)
+        self.reader.start()
+
+    def send(self, **kw):
+        self.reqs.put(pb.WatchRequest(**kw).SerializeToString())
+
+    def create(self, key, watch_id=None, **kw):
+        c = pb.WatchCreateRequest(key=key, **kw).SerializeToString()
+        if watch_id is not None:
+            c += varint(7 << 3) + varint(watch_id)
+        self.reqs.put(field(1, c))
+
+    def progress(self):
+        self.reqs.put(field(3, b""))
+
+    def next(self, timeout=10):
+        r = self.resps.get(timeout=timeout)
+        assert not isinstance(r, Exception), r
+        return r
+
+    def none_within(self, secs):
+        try:
+            r = self.resps.get(timeout=secs)
+        except queue.Empty:
+            return True
+        raise AssertionError("unexpected response %r" % r)
+
+    def close(self):
+        self.reqs.put(None)
+        self.call.cancel()
+
+
+def record(r):
+    out = {"header_rev": r.header.revision, "created": r.created,
+           "canceled": r.canceled, "compact_revision": r.compact_revision,
+           "fragment": False,  # not asked for (and not in this rpc_pb2)
+           "progress": (not r.created and not r.canceled and
+                        len(r.events) == 0),
+           "events": []}
+    for e in r.events:
+        out["events"].append({
+            "type": "PUT" if e.type == 0 else "DELETE",
+            "key": e.kv.key, "value": e.kv.value if e.type == 0 else None,
+            "mod_revision": e.kv.mod_revision,
+            "create_revision": e.kv.create_revision,
+            "version": e.kv.version,
+            "prev_kv": ({"value": e.prev_kv.value,
+                         "mod_revision": e.prev_kv.mod_revision}
+                        if e.HasField("prev_kv") else None)})
+    return out
