@@ -25,13 +25,6 @@ struct pending {
     ProtobufCMessage *msg;       /* response (arena) */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static int apply_one(struct server *s, struct mvcc_batch *b,
                      struct arena *arena, const struct server_entry *e,
                      struct pending *p)
@@ -57,9 +50,9 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
         return 0;
     }
     p->id = req->id;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = server__now_ns();
     p->err = server__apply_request(s, b, req, arena, &p->msg);
-    server__warn_slow_apply(s, req, p->err, p->msg, now_ns() - t0);
+    server__warn_slow_apply(s, req, p->err, p->msg, server__now_ns() - t0);
     cetcdpb__internal_request__free_unpacked(req, NULL);
     switch (p->err) {
     case 0:

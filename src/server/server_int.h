@@ -324,11 +324,16 @@ struct server {
 /* The real clock: CLOCK_MONOTONIC in milliseconds.  Server code reads the
  * time through server__clock_ms (the seam tests drive); this one is for
  * the default clock and for code with no struct server at hand. */
-static inline uint64_t server__now_ms(void)
+static inline uint64_t server__now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline uint64_t server__now_ms(void)
+{
+    return server__now_ns() / 1000000u;
 }
 
 /* The server's clock (server.h, struct server_clock): cfg.clock when the
