@@ -147,20 +147,67 @@ static void sync_done(void *arg, int err, const Etcdserverpb__RangeResponse *r)
     pthread_mutex_unlock(&x->mu);
 }
 
+/* A Range that reads nothing worth having (a count of the single key
+ * "\0"): the ReadIndex round it joins only tells that the store has
+ * caught up.  NULL when out of memory. */
+static Etcdserverpb__RangeRequest *probe_new(void)
+{
+    Etcdserverpb__RangeRequest *probe = mem_calloc(1, sizeof *probe);
+    if (probe == NULL)
+        return NULL;
+    etcdserverpb__range_request__init(probe);
+    probe->key.data = mem_dup("\0", 1);
+    if (probe->key.data == NULL) {
+        mem_free(probe);
+        return NULL;
+    }
+    probe->key.len = 1;
+    probe->count_only = 1;
+    return probe;
+}
+
+struct barrier {
+    server_barrier_fn fn;
+    void *arg;
+};
+
+static void barrier_done(void *arg, int err,
+                         const Etcdserverpb__RangeResponse *r)
+{
+    (void)r;
+    struct barrier b = *(struct barrier *)arg;
+    mem_free(arg);
+    b.fn(b.arg, err);
+}
+
+void server_barrier_async(struct server *s, server_barrier_fn fn, void *arg)
+{
+    CHECK(s != NULL && fn != NULL);
+    struct barrier *b = mem_malloc(sizeof *b);
+    Etcdserverpb__RangeRequest *probe = b != NULL ? probe_new() : NULL;
+    if (probe == NULL) {
+        mem_free(b);
+        fn(arg, ERR_NOMEM);
+        return;
+    }
+    *b = (struct barrier){fn, arg};
+    server_range_async(s, probe, barrier_done, b);
+}
+
+bool server_has_leader(struct server *s)
+{
+    return atomic_load(&s->lead) != 0;
+}
+
 int server_range(struct server *s, const Etcdserverpb__RangeRequest *req,
                  Etcdserverpb__RangeResponse **resp_out,
                  struct server_read **read_out)
 {
     if (!req->serializable && !lone_leader(s)) {
-        /* A ReadIndex round with an empty read: it only tells that the
-         * store has caught up; then read locally. */
-        Etcdserverpb__RangeRequest *probe = mem_calloc(1, sizeof *probe);
+        /* A ReadIndex round with an empty read, then read locally. */
+        Etcdserverpb__RangeRequest *probe = probe_new();
         if (probe == NULL)
             return ERR_NOMEM;
-        etcdserverpb__range_request__init(probe);
-        probe->key.data = mem_dup("\0", 1);
-        probe->key.len = 1;
-        probe->count_only = 1;
         struct sync_read x = {PTHREAD_MUTEX_INITIALIZER,
                               PTHREAD_COND_INITIALIZER, false, 0, 0};
         server_range_async(s, probe, sync_done, &x);

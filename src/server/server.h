@@ -296,6 +296,19 @@ typedef void (*server_read_fn)(void *arg, int err,
 void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
                         server_read_fn fn, void *arg);
 
+/* server_barrier_async calls fn(arg, err) once this member's applied
+ * index has reached the cluster's commit index as of the call: a
+ * linearizable barrier for answers built from applied state other than
+ * the key space (MemberList).  It joins the ReadIndex round of the
+ * linearizable Ranges (served at once on a lone leading voter).  fn runs
+ * on the caller's thread or a read worker, exactly once; errors as
+ * server_range_async's (ERR_TIMEOUT with no leader answering). */
+typedef void (*server_barrier_fn)(void *arg, int err);
+void server_barrier_async(struct server *s, server_barrier_fn fn, void *arg);
+
+/* server_has_leader: this member knows a leader now (raft's view). */
+bool server_has_leader(struct server *s);
+
 /* server_header fills a response header with the ids, the current revision
  * and the raft term. */
 void server_header_fill(struct server *s, Etcdserverpb__ResponseHeader *h);

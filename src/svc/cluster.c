@@ -5,8 +5,14 @@
  * and members) and Promote (a promotion a follower forwards to the
  * leader).
  *
- * MemberList is served from the local members store (etcd 3.4 does the
- * same).  Changes go to server_member_change, which proposes a raft conf
+ * MemberList is linearizable (etcd 3.5's MemberListRequest.linearizable,
+ * and cetcd's choice for a 3.4 client that sends nothing while the member
+ * knows a leader): a ReadIndex barrier, then the local members store.
+ * etcd 3.4 serves the local store at once, so a list asked of one member
+ * right after another published itself could lack that member's client
+ * URLs (etcd #6192, #11198).  A 3.4 client's list falls back to the local
+ * store when there is no leader or the barrier fails (3.4's availability);
+ * an explicit linearizable one fails instead (etcd 3.5).  Changes go to server_member_change, which proposes a raft conf
  * change; the reply is built on the apply thread once the change is
  * applied here, from the members store as it then is.  A promotion asked
  * of a follower is answered with the leader's list of the members (the
@@ -72,11 +78,8 @@ static Etcdserverpb__Member *members_find(struct members_pb *p, uint64_t id)
     return NULL;
 }
 
-void svc_cluster_member_list(struct server *s,
-                             const Etcdserverpb__MemberListRequest *req,
-                             struct svc_done done)
+static void member_list_answer(struct server *s, struct svc_done done)
 {
-    CHECK(s != NULL && req != NULL && done.fn != NULL);
     struct members_pb *p = mem_malloc(sizeof *p);
     if (p == NULL) {
         done.fn(done.ctx, ERR_NOMEM, NULL);
@@ -92,6 +95,43 @@ void svc_cluster_member_list(struct server *s,
     resp.members = p->ptrs;
     done.fn(done.ctx, 0, &resp.base);
     mem_free(p);
+}
+
+/* A list waiting for its barrier. */
+struct list_wait {
+    struct server *s;
+    struct svc_done done;
+    bool strict; /* the client asked linearizable: a failed barrier fails */
+};
+
+static void list_barrier_done(void *arg, int err)
+{
+    struct list_wait w = *(struct list_wait *)arg;
+    mem_free(arg);
+    if (err != 0 && w.strict) {
+        w.done.fn(w.done.ctx, err, NULL);
+        return;
+    }
+    member_list_answer(w.s, w.done); /* else local, as etcd 3.4 */
+}
+
+void svc_cluster_member_list(struct server *s,
+                             const Etcdserverpb__MemberListRequest *req,
+                             struct svc_done done)
+{
+    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    bool strict = req->linearizable;
+    if (!strict && !server_has_leader(s)) {
+        member_list_answer(s, done); /* no leader: etcd 3.4's local list */
+        return;
+    }
+    struct list_wait *w = mem_malloc(sizeof *w);
+    if (w == NULL) {
+        done.fn(done.ctx, ERR_NOMEM, NULL);
+        return;
+    }
+    *w = (struct list_wait){s, done, strict};
+    server_barrier_async(s, list_barrier_done, w);
 }
 
 /* A change waiting for its outcome. */

@@ -119,9 +119,13 @@ void svc_kv_compact(struct server *s,
 
 /* --- Cluster (cluster.c) ------------------------------------------------- */
 
-/* svc_cluster_member_list answers at once from the local members store
- * (as etcd 3.4 does).  Reply: Etcdserverpb__MemberListResponse.  Errors:
- * ERR_NOMEM. */
+/* svc_cluster_member_list answers from the local members store once a
+ * linearizable barrier (server_barrier_async) has passed: always when
+ * req->linearizable (errors as the barrier's: ERR_TIMEOUT, ...), and for
+ * a request without it while the member knows a leader (a failed barrier
+ * then serves the local store, as etcd 3.4 would at once).  Reply:
+ * Etcdserverpb__MemberListResponse, possibly on a read worker thread.
+ * Errors: ERR_NOMEM. */
 void svc_cluster_member_list(struct server *s,
                              const Etcdserverpb__MemberListRequest *req,
                              struct svc_done done);
