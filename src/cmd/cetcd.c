@@ -557,9 +557,6 @@ static int run(void)
         server_stop(s);
         return 1;
     }
-    log_info("etcdserver", "published {Name:%s ClientURLs:[%s]} to cluster "
-             "%016llx", cfg.name, cfg.client_urls,
-             (unsigned long long)server_cluster_id(s));
     log_info("etcdserver/api", "enabled capabilities for version 3.4");
     log_info("embed", "ready to serve client requests");
     print_serving(flags_get("listen-client-urls"));

@@ -158,6 +158,7 @@ static int apply_batch(struct server *s, struct server_entry *head, size_t n,
         log_error("etcdserver", "applying entry %llu failed: %s",
                   (unsigned long long)last, err_str(rc));
         mvcc_batch_abort(b);
+        server__members_batch_end(s, false);
         return rc;
     }
     if (tentative)
@@ -165,6 +166,7 @@ static int apply_batch(struct server *s, struct server_entry *head, size_t n,
     s->watch.tentative = tentative; /* its events wait (watchers.c) */
     rc = mvcc_batch_commit(b, last);
     s->watch.tentative = false;
+    server__members_batch_end(s, rc == 0); /* member changes take effect */
     if (rc != 0) {
         log_error("etcdserver", "committing entries up to %llu failed: %s",
                   (unsigned long long)last, err_str(rc));

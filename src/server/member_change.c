@@ -674,6 +674,7 @@ void server__members_close(struct server *s)
             server__ms_job_free(s, j);
         }
     }
+    mem_free(s->ms->staged);
     pthread_mutex_destroy(&s->ms->mu);
     mem_free(s->ms);
     s->ms = NULL;

@@ -40,7 +40,13 @@
 #include "wal/wal.h"
 
 #define META_KEY "meta"
-#define PUBLISH_RETRY_MS 1000 /* between publish attempts */
+/* A publish proposal forwarded while the stream to the leader is still
+ * coming up is lost without an answer until the request timeout (7 s by
+ * default; etcd retries only then).  cetcd proposes again every second
+ * while the member is not published, a few in flight at most: applying
+ * the same attributes twice changes nothing. */
+#define PUBLISH_RETRY_MS 1000
+#define PUBLISH_IN_FLIGHT_MAX 8
 
 void server__be64_put(uint8_t *d, uint64_t v)
 {
@@ -597,6 +603,34 @@ static void transport_follow(struct server *s, int kind, uint64_t id,
                  (unsigned long long)id, peer_urls, err_str(rc));
 }
 
+/* What an applied member request does outside the store, run once its
+ * batch is committed: a MemberChange kind (CETCDPB__MEMBER_CHANGE__KIND_*)
+ * or EFFECT_PUBLISHED (this member's attributes are applied). */
+#define EFFECT_PUBLISHED (-1)
+struct server_ms_effect {
+    int kind;
+    uint64_t id;
+    char urls[1024]; /* peer URLs, comma-separated */
+};
+
+/* Apply thread.  Grows with the batch's member requests: raft has one
+ * conf change pending at a time, so a batch holds few (a WAL replay, at
+ * most its batch). */
+static int stage(struct server_ms *ms, const struct server_ms_effect *e)
+{
+    if (ms->n_staged == ms->staged_cap) {
+        size_t cap = ms->staged_cap ? ms->staged_cap * 2 : 4;
+        struct server_ms_effect *n =
+            mem_realloc(ms->staged, cap * sizeof *n);
+        if (n == NULL)
+            return ERR_NOMEM;
+        ms->staged = n;
+        ms->staged_cap = cap;
+    }
+    ms->staged[ms->n_staged++] = *e;
+    return 0;
+}
+
 static void log_change(struct server *s, int kind, uint64_t id,
                        const char *urls)
 {
@@ -649,16 +683,9 @@ static int apply_change(struct server *s, struct backend_txn *txn,
     pthread_mutex_unlock(&ms->mu);
     if (rc != 0)
         return rc;
-    log_change(s, c->kind, id, urls);
-    if (c->kind != CETCDPB__MEMBER_CHANGE__KIND__PROMOTE)
-        transport_follow(s, c->kind, id, urls);
-    if (c->kind == CETCDPB__MEMBER_CHANGE__KIND__REMOVE && id == s->member_id) {
-        log_warn("etcdserver", "the member has been permanently removed from "
-                 "the cluster; the data-dir used by this member must be "
-                 "removed");
-        atomic_store(&ms->removed_self, true);
-    }
-    return 0;
+    struct server_ms_effect e = {.kind = c->kind, .id = id};
+    snprintf(e.urls, sizeof e.urls, "%s", urls);
+    return stage(ms, &e);
 }
 
 static int apply_attr(struct server *s, struct backend_txn *txn,
@@ -676,8 +703,56 @@ static int apply_attr(struct server *s, struct backend_txn *txn,
     }
     pthread_mutex_unlock(&ms->mu);
     if (rc == 0 && a->member_id == s->member_id)
-        atomic_store(&ms->published, true);
+        rc = stage(ms, &(struct server_ms_effect){.kind = EFFECT_PUBLISHED});
     return rc;
+}
+
+static void effect_run(struct server *s, const struct server_ms_effect *e)
+{
+    struct server_ms *ms = s->ms;
+    if (e->kind == EFFECT_PUBLISHED) {
+        if (!atomic_exchange(&ms->published, true))
+            log_info("etcdserver", "published {Name:%s ClientURLs:[%s]} to "
+                     "cluster %016llx", s->cfg.name,
+                     s->cfg.client_urls ? s->cfg.client_urls : "",
+                     (unsigned long long)s->cluster_id);
+        return;
+    }
+    log_change(s, e->kind, e->id, e->urls);
+    if (e->kind != CETCDPB__MEMBER_CHANGE__KIND__PROMOTE)
+        transport_follow(s, e->kind, e->id, e->urls);
+    if (e->kind == CETCDPB__MEMBER_CHANGE__KIND__REMOVE &&
+        e->id == s->member_id) {
+        log_warn("etcdserver", "the member has been permanently removed from "
+                 "the cluster; the data-dir used by this member must be "
+                 "removed");
+        atomic_store(&ms->removed_self, true);
+    }
+}
+
+/* Aborted: the table as the store has it.  The transport saw none of the
+ * staged changes, so it is left alone (no transport_sync). */
+static void table_reload(struct server *s)
+{
+    uint8_t meta[16];
+    bool has_meta;
+    pthread_mutex_lock(&s->ms->mu);
+    int rc = load(s, meta, &has_meta);
+    pthread_mutex_unlock(&s->ms->mu);
+    CHECK(rc == 0); /* the store read it at start: a failure is a bug */
+}
+
+void server__members_batch_end(struct server *s, bool committed)
+{
+    struct server_ms *ms = s->ms;
+    if (ms == NULL || ms->n_staged == 0)
+        return;
+    if (committed)
+        for (size_t i = 0; i < ms->n_staged; i++)
+            effect_run(s, &ms->staged[i]);
+    else
+        table_reload(s);
+    ms->n_staged = 0;
 }
 
 int server__members_apply(struct server *s, struct mvcc_batch *b,
@@ -697,10 +772,10 @@ int server__members_apply(struct server *s, struct mvcc_batch *b,
 static void published(void *arg, const struct server_response *r)
 {
     struct server *s = arg;
-    if (r->err != 0)
+    if (r->err != 0 && !atomic_load(&s->ms->published))
         log_warn("etcdserver", "failed to publish local member to cluster "
                  "through raft: %s", err_str(r->err));
-    atomic_store(&s->ms->publishing, false);
+    atomic_fetch_sub(&s->ms->publishing, 1);
 }
 
 /* --- removal ------------------------------------------------------------ */
@@ -731,7 +806,8 @@ void server__members_house(struct server *s)
 {
     struct server_ms *ms = s->ms;
     uint64_t now = server__clock_ms(s);
-    if (atomic_load(&ms->published) || atomic_load(&ms->publishing) ||
+    if (atomic_load(&ms->published) ||
+        atomic_load(&ms->publishing) >= PUBLISH_IN_FLIGHT_MAX ||
         atomic_load(&s->lead) == 0 || now < atomic_load(&ms->publish_at))
         return;
     atomic_store(&ms->publish_at, now + PUBLISH_RETRY_MS);
@@ -747,6 +823,6 @@ void server__members_house(struct server *s)
     Cetcdpb__InternalRequest req = CETCDPB__INTERNAL_REQUEST__INIT;
     req.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR;
     req.member_attr = &a;
-    atomic_store(&ms->publishing, true);
+    atomic_fetch_add(&ms->publishing, 1);
     server_propose(s, &req, published, s);
 }

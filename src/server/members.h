@@ -62,9 +62,13 @@ struct server_ms {
                                   * <= SERVER_MS_JOBS_MAX */
     uint64_t active_id[SERVER_MEMBERS_MAX];    /* raft thread: peers seen */
     uint64_t active_since[SERVER_MEMBERS_MAX]; /* connected since (ms) */
+    struct server_ms_effect *staged; /* apply thread: effects of the
+                                  * member requests of the batch being
+                                  * applied (server__members_batch_end) */
+    size_t n_staged, staged_cap;
     _Atomic bool removed_self;   /* this member was removed */
     _Atomic bool published;      /* our attributes are applied */
-    _Atomic bool publishing;     /* a publish proposal is in flight */
+    _Atomic unsigned publishing; /* publish proposals in flight */
     _Atomic uint64_t publish_at; /* next publish attempt (ms) */
 };
 

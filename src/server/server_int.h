@@ -621,10 +621,20 @@ void server__conf_change_committed(struct server *s,
                                    const struct raft_entry *e,
                                    const uint8_t **data, size_t *len);
 /* apply thread: a MemberAttr or MemberChange request inside batch b.
- * Returns 0 or a storage error. */
+ * The table changes at once (later entries of the batch see it) and the
+ * record is written in b; what the change does outside the store (its
+ * log line, the peer transport, the published and removed flags) waits
+ * for the batch's fate: server__members_batch_end.  Returns 0 or a
+ * storage error. */
 struct mvcc_batch;
 int server__members_apply(struct server *s, struct mvcc_batch *b,
                           const Cetcdpb__InternalRequest *req);
+/* apply thread, after each apply batch: committed, the staged effects of
+ * its member changes run in order; aborted (a full disk: the batch is
+ * retried), they are dropped and the table is reloaded from the store,
+ * so a change takes effect once, when it is durable.  Cheap when the
+ * batch had no member request. */
+void server__members_batch_end(struct server *s, bool committed);
 /* house thread: publish this member's name and client URLs until done. */
 void server__members_house(struct server *s);
 /* Any thread: id was removed from the cluster (the members store says). */
