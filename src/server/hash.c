@@ -20,7 +20,10 @@ static int with_read(struct server *s, int64_t rev, bool etcd,
                   : mvcc_hash_kv(r, 0, &out->hash, &compact);
         out->rev = mvcc_read_rev(r);
         compact = mvcc_read_compact_rev(r);
-        out->compact_rev = compact > 0 ? compact : -1; /* etcd's "none" */
+        /* etcd's -1 when never compacted, 0 after a Compact at 0. */
+        out->compact_rev = compact > 0                        ? compact
+                           : atomic_load(&s->compacted_at_zero) ? 0
+                                                                : -1;
         mvcc_read_end(r);
     }
     server__store_leave(s);

@@ -285,7 +285,7 @@ struct server {
     _Atomic bool stopping;            /* server_stop has begun */
     int fatal;                        /* log/apply thread hit an I/O error */
 
-    bool compacted_at_zero;     /* apply thread: see do_compact */
+    _Atomic bool compacted_at_zero; /* apply thread writes: see do_compact */
     struct arena apply_arena;   /* apply thread: responses of one batch */
     struct arena spec_arena;    /* responses of the tentative batch */
     struct {                    /* speculative apply, see apply.c */

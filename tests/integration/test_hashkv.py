@@ -61,10 +61,6 @@ def test_hashkv_matches_etcd(pair, seed):  # noqa: F811
         method, req = gen.next()
         if method == "Compact":
             req.physical = True
-            # etcd records a compaction at revision 0 (a no-op) and then
-            # answers compact_revision 0; cetcd's store keeps 0 for "never
-            # compacted" and answers -1 (docs/ARCHITECTURE.md differences).
-            req.revision = req.revision or 1
         step(gen, method, req, r_kv, u_kv,
              "seed %d op #%d %s" % (seed, i, method))
         if method == "Compact" or i % 20 == 19:
