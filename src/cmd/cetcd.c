@@ -4,6 +4,7 @@
  * SIGTERM.  Prints etcd's start-up lines that tools wait for ("ready to
  * serve client requests", "published ...", "enabled capabilities ...").
  */
+#include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -108,6 +109,92 @@ static int setup_logging(void)
     return 0;
 }
 
+/* The error Go's time.ParseDuration gives for s (which it refused). */
+static void duration_error(const char *s, char *buf, size_t cap)
+{
+    static const char *units[] = {"ns", "us", "\xc2\xb5s", "\xce\xbcs",
+                                  "ms", "s", "m", "h"};
+    const char *p = s + (*s == '-' || *s == '+');
+    while (*p != '\0') {
+        const char *num = p;
+        while (isdigit((unsigned char)*p) || *p == '.')
+            p++;
+        if (p == num)
+            break; /* no number: invalid */
+        const char *u = p;
+        while (*p != '\0' && *p != '.' && !isdigit((unsigned char)*p))
+            p++;
+        if (p == u) {
+            snprintf(buf, cap, "time: missing unit in duration \"%s\"", s);
+            return;
+        }
+        bool known = false;
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            known |= strlen(units[i]) == (size_t)(p - u) &&
+                     strncmp(units[i], u, (size_t)(p - u)) == 0;
+        if (!known) {
+            snprintf(buf, cap, "time: unknown unit \"%.*s\" in duration "
+                     "\"%s\"", (int)(p - u), u, s);
+            return;
+        }
+    }
+    snprintf(buf, cap, "time: invalid duration \"%s\"", s);
+}
+
+/* --auto-compaction-mode and --auto-compaction-retention as etcd reads
+ * them: a plain number is revisions (revision mode) or hours (periodic),
+ * anything else a Go duration.  Returns 0, or 1 after etcd's message. */
+static int compaction_flags(int *mode, uint64_t *retention)
+{
+    const char *m = flags_get("auto-compaction-mode");
+    const char *r = flags_get("auto-compaction-retention");
+    if (strcmp(m, "periodic") == 0 || *m == '\0') {
+        *mode = SERVER_COMPACT_PERIODIC;
+    } else if (strcmp(m, "revision") == 0) {
+        *mode = SERVER_COMPACT_REVISION;
+    } else {
+        log_error("etcdmain", "error verifying flags, unknown "
+                  "auto-compaction-mode \"%s\". See 'etcd --help'.", m);
+        return 1;
+    }
+    char *end;
+    errno = 0;
+    long long n = strtoll(r, &end, 10);
+    bool integer = *r != '\0' && *end == '\0' && errno == 0 &&
+                   !isspace((unsigned char)*r) && *r != '+';
+    if (integer && n >= 0) {
+        *retention = *mode == SERVER_COMPACT_REVISION
+                         ? (uint64_t)n
+                         : (uint64_t)n * 3600u * 1000u; /* hours */
+        return 0;
+    }
+    int64_t ns;
+    if (!flags_parse_duration(r, &ns)) {
+        char why[256];
+        duration_error(r, why, sizeof why);
+        log_msg(LOG_FATAL, "etcdmain", "error parsing CompactionRetention: %s",
+                why);
+        return 1;
+    }
+    if (ns < 0) { /* etcd would run a compactor with a negative period */
+        log_msg(LOG_FATAL, "etcdmain", "error parsing CompactionRetention: "
+                "--auto-compaction-retention %s is negative", r);
+        return 1;
+    }
+    /* revision mode with a duration: its nanoseconds, as etcd takes them */
+    *retention = *mode == SERVER_COMPACT_REVISION
+                     ? (uint64_t)ns
+                     : (ns > 0 && ns < 1000000 ? 1 : (uint64_t)ns / 1000000u);
+    return 0;
+}
+
+static int check_compaction(void)
+{
+    int mode;
+    uint64_t retention;
+    return compaction_flags(&mode, &retention);
+}
+
 static int check_timing(void)
 {
     uint64_t hb = flags_get_u64("heartbeat-interval");
@@ -170,6 +257,11 @@ static void fill_config(struct server_config *c, const char *dir)
     if (pn > 0 && c->watch_progress_ms == 0)
         c->watch_progress_ms = 1;
     c->no_tick_advance = !flags_get_bool("initial-election-tick-advance");
+    (void)compaction_flags(&c->auto_compact_mode, &c->auto_compact_retention);
+    /* Tests only: the revision mode looks every 5 minutes otherwise. */
+    const char *every = getenv("CETCD_TEST_COMPACTOR_INTERVAL_MS");
+    c->auto_compact_rev_interval_ms =
+        every != NULL ? strtoull(every, NULL, 10) : 0;
     const char *nospec = getenv("CETCD_NO_SPECULATIVE_APPLY");
     c->no_speculation = nospec != NULL && strcmp(nospec, "1") == 0;
     const char *noinline = getenv("CETCD_NO_INLINE_RAFT");
@@ -615,7 +707,8 @@ int main(int argc, char **argv)
     setenv("GRPC_POLL_STRATEGY", "poll", 0);
     setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "10", 0);
     tune_malloc();
-    if (setup_logging() != 0 || check_timing() != 0 || check_cluster() != 0)
+    if (setup_logging() != 0 || check_timing() != 0 ||
+        check_compaction() != 0 || check_cluster() != 0)
         return 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -72,7 +72,7 @@ static struct flag table[] = {
     {"discovery-srv-name", F_STR, "", NOT_YET, "Clustering", "Suffix to the dns srv name queried when bootstrapping."},
     {"strict-reconfig-check", F_BOOL, "true", BUILT, "Clustering", "Reject reconfiguration requests that would cause quorum loss."},
     {"pre-vote", F_BOOL, "false", BUILT, "Clustering", "Enable to run an additional Raft election phase."},
-    {"auto-compaction-retention", F_STR, "0", NOT_YET, "Clustering", "Auto compaction retention length. 0 means disable auto compaction."},
+    {"auto-compaction-retention", F_STR, "0", BUILT, "Clustering", "Auto compaction retention length. 0 means disable auto compaction."},
     {"auto-compaction-mode", F_STR, "periodic", BUILT, "Clustering", "Interpret 'auto-compaction-retention' one of: periodic|revision."},
     {"enable-v2", F_BOOL, "false", NOT_YET, "Clustering", "Accept etcd V2 client requests."},
     {"cert-file", F_STR, "", BUILT, "Security", "Path to the client server TLS cert file."},
@@ -200,6 +200,13 @@ static size_t unit_ns(const char *s, uint64_t *ns_out)
 /* Go's time.ParseDuration: [-+] then one or more <digits[.digits]><unit>
  * ("1h30m", "1.5s", "100ms"; "0" alone needs no unit), at most int64
  * nanoseconds.  Fraction digits past the 18th are dropped, as Go's are. */
+static bool parse_dur(const char *s, int64_t *ns_out);
+
+bool flags_parse_duration(const char *s, int64_t *ns_out)
+{
+    return parse_dur(s, ns_out);
+}
+
 static bool parse_dur(const char *s, int64_t *ns_out)
 {
     bool neg = *s == '-';

@@ -38,6 +38,8 @@ int64_t flags_get_i64(const char *name);
 /* flags_get_dur_ns parses a duration flag (Go's time.ParseDuration syntax,
  * validated by flags_parse) to nanoseconds; negative ones are kept. */
 int64_t flags_get_dur_ns(const char *name);
+/* flags_parse_duration: Go's time.ParseDuration of s (false: invalid). */
+bool flags_parse_duration(const char *s, int64_t *ns_out);
 /* flags_was_set: given on the command line or in the environment. */
 bool flags_was_set(const char *name);
 

@@ -1,9 +1,10 @@
 /*
  * house.c - the housekeeping thread (cetcd-house): trims the store map's
  * pages from the process's RSS on a budget, publishes this member until
- * it is published (members.c), and fails requests past their deadline
- * (timeout.c).  It holds house_mu for its whole loop (server.h, "Execution
- * contexts and lock order"); a publish proposal may run an inline raft
+ * it is published (members.c), runs the auto-compaction clock
+ * (compactor.c), and fails requests past their deadline (timeout.c).  It
+ * holds house_mu for its whole loop (server.h, "Execution contexts and
+ * lock order"); a publish or compaction proposal may run an inline raft
  * pass on it.
  */
 #include <pthread.h>
@@ -93,6 +94,7 @@ void *server__house_main(void *arg)
         else if (calm < HOUSE_IDLE_LOOKS)
             calm++;
         uint64_t now = server__clock_ms(s);
+        server__compactor_house(s, now); /* --auto-compaction-* */
         if (!published || now >= slow_next) {
             server__members_house(s);
             server__timeouts_expire(s, now);

@@ -280,6 +280,7 @@ void server_stop(struct server *s)
         pthread_mutex_unlock(&s->house_mu);
         pthread_join(s->house_thread, NULL);
     }
+    server__compactor_free(s);
     server_queue_close(&s->proposals);
     if (s->threads_started) {
         server__kick(s);

@@ -161,6 +161,12 @@ struct server_clock {
 
 /* server_config: everything the daemon's flags decide.  Strings are
  * borrowed for the life of the server. */
+enum {
+    SERVER_COMPACT_OFF = 0,
+    SERVER_COMPACT_PERIODIC = 1,
+    SERVER_COMPACT_REVISION = 2,
+};
+
 struct server_config {
     const char *name;             /* --name */
     const char *data_dir;         /* --data-dir */
@@ -200,6 +206,14 @@ struct server_config {
     /* --experimental-watch-progress-notify-interval: periodic progress of
      * watchers that asked for it; 0 = 10 minutes (etcd's default). */
     uint64_t watch_progress_ms;
+    /* --auto-compaction-mode / --auto-compaction-retention (compactor.c,
+     * etcd 3.4's v3compactor): SERVER_COMPACT_OFF (retention 0), _PERIODIC
+     * (auto_compact_retention in ms: keep that much history), _REVISION
+     * (in revisions).  auto_compact_rev_interval_ms: how often the
+     * revision mode looks (0: etcd's fixed 5 minutes; tests shorten it). */
+    int auto_compact_mode;
+    uint64_t auto_compact_retention;
+    uint64_t auto_compact_rev_interval_ms;
     /* --initial-election-tick-advance=false: a member of a cluster does not
      * fast-forward its election ticks once its peers are connected. */
     bool no_tick_advance;

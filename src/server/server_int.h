@@ -328,6 +328,18 @@ struct server {
     bool apply_full;           /* under apply_mu: a full disk stopped the
                                 * applier (apply.c: stall) */
     struct server_alarms alarms; /* alarm.c */
+    /* --auto-compaction-*: the house thread's compactor (compactor.c). */
+    struct server_compactor {
+        uint64_t next_ms;          /* its next look (0: not started) */
+        int64_t *revs;             /* periodic: revisions seen every
+                                    * retry interval, oldest first */
+        size_t n_revs;             /* (at most period / retry + 1) */
+        uint64_t last_ok_ms;       /* periodic: last compaction done */
+        uint64_t base_ms;          /* periodic: wait since last_ok_ms */
+        int64_t prev;              /* revision: last revision compacted */
+        int64_t target;            /* the compaction in flight, or 0 */
+        _Atomic int result;        /* its answer: 1 = pending, else ERR_* */
+    } compactor;
     struct server_appliers appliers; /* the apply chain (applier.h) */
     struct server_watch watch;   /* the watch hub (watchers.c) */
 };
@@ -416,6 +428,10 @@ int server__raft_ready(struct server *s, struct server_wal_buf *wb);
 /* raft_ready.c, raft_mu held: a Ready waits for room in the WAL (raft
  * takes no tick, step or proposal meanwhile). */
 bool server__raft_held(const struct server *s);
+/* compactor.c, house thread: the auto-compaction clock (every pass);
+ * server__compactor_free at stop. */
+void server__compactor_house(struct server *s, uint64_t now_ms);
+void server__compactor_free(struct server *s);
 void server__wal_buf_free(struct server_wal_buf *wb);
 /* raft_ready.c, raft_mu held: s->lone_voter := raft's configuration has
  * this member as its only voter (after start, a conf change, a snapshot

@@ -36,7 +36,7 @@ int log_level_parse(const char *s)
 
 void log_msg(enum log_level level, const char *module, const char *fmt, ...)
 {
-    static const char tag[] = "DINWEF";
+    static const char tag[] = "DINWEC"; /* capnslog: C = critical */
     if (level < min_level)
         return;
     struct timeval tv;
