@@ -792,6 +792,24 @@ static void test_progress_notify_tick(void **state)
     assert_int_equal(rec_of(f, id)->n_progress, 2);
     assert_int_equal(rec_of(f, id)->progress_rev, 2);
     assert_int_equal(rec_of(f, quiet)->n_progress, 0);
+    /* etcd #20221: a watcher from a future revision S gets no periodic
+     * progress while the hub is below S - 1 (it would vouch for a
+     * revision before the watch's start), then gets it at S - 1. */
+    struct watch_create fc = {.key = "f", .key_len = 1, .start_rev = 5,
+                              .progress_notify = true};
+    int64_t fut;
+    assert_int_equal(watch_create(f->st, &fc, &fut), 0);
+    sync_all(f);
+    watch_hub_tick(f->h, 1400);
+    watch_hub_tick(f->h, 1500);
+    assert_int_equal(rec_of(f, fut)->n_progress, 0);
+    put(f, "x", "3"); /* 3 */
+    watch_hub_tick(f->h, 1600);
+    assert_int_equal(rec_of(f, fut)->n_progress, 0);
+    put(f, "x", "4"); /* 4 = S - 1 */
+    watch_hub_tick(f->h, 1700);
+    assert_int_equal(rec_of(f, fut)->n_progress, 1);
+    assert_int_equal(rec_of(f, fut)->progress_rev, 4);
 }
 
 static void test_cancel_and_close(void **state)
