@@ -308,6 +308,9 @@ int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev);
  * revisions; *more_out tells whether work remains.  When it finishes, the
  * finished compact rev is stored (in b).  Errors: the poisoning ones. */
 int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out);
+/* mvcc_batch_compact_rev is the compact revision scheduled as of batch b
+ * (mvcc_compact_rev plus what b scheduled). */
+mvcc_rev mvcc_batch_compact_rev(const struct mvcc_batch *b);
 /* mvcc_compact_pending tells whether a compaction is unfinished. */
 bool mvcc_compact_pending(const struct mvcc_store *s);
 /* The last fully finished compaction revision. */

@@ -54,6 +54,12 @@ int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev)
     return 0;
 }
 
+mvcc_rev mvcc_batch_compact_rev(const struct mvcc_batch *b)
+{
+    CHECK(b != NULL && b->open);
+    return b->st.compact;
+}
+
 bool mvcc_compact_pending(const struct mvcc_store *s)
 {
     return pending(&s->st);
