@@ -438,8 +438,10 @@ static int read_state(struct mvcc_read *r)
     r->rev = st.rev;
     r->compact = st.compact;
     /* A tentative batch (mvcc_visible_hold) may be in this snapshot: read
-     * as of the pinned, durable state instead.  Older revisions are all
-     * there: physical compaction never runs in a tentative batch. */
+     * as of the pinned, durable state instead.  What reads at or above the
+     * pinned compact revision need is all there: a tentative batch only
+     * takes steps of a compaction scheduled before it (server/apply.c),
+     * at a revision these reads already see as compacted. */
     mvcc_rev lim = atomic_load(&r->s->lim_rev);
     if (lim != 0) {
         mvcc_rev lc = atomic_load(&r->s->lim_compact);

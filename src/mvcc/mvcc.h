@@ -23,8 +23,11 @@
  *   key >= key; key == "\0" && end == "\0" -> every key; otherwise
  *   [key, end) in bytewise order (Go bytes.Compare);
  * - compaction at rev C drops, per key, every version <= C except the
- *   newest one <= C, and that one too when it is a deletion.  Reads at a
- *   revision < C fail with ERR_COMPACTED, at C they succeed.
+ *   newest one <= C, and that one too when it is a deletion older than C.
+ *   A deletion at C itself stays (until the next compaction) so that a
+ *   watch from C gets it (etcd #18089); reads, counts and the hash skip it
+ *   as they skip any deletion.  Reads at a revision < C fail with
+ *   ERR_COMPACTED, at C they succeed.
  *
  * Threads:
  * - Readers: any thread, any number, concurrently with the writer.  A read
@@ -305,6 +308,9 @@ int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev);
  * revisions; *more_out tells whether work remains.  When it finishes, the
  * finished compact rev is stored (in b).  Errors: the poisoning ones. */
 int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out);
+/* mvcc_batch_compact_rev is the compact revision scheduled as of batch b
+ * (mvcc_compact_rev plus what b scheduled). */
+mvcc_rev mvcc_batch_compact_rev(const struct mvcc_batch *b);
 /* mvcc_compact_pending tells whether a compaction is unfinished. */
 bool mvcc_compact_pending(const struct mvcc_store *s);
 /* The last fully finished compaction revision. */
@@ -314,8 +320,8 @@ mvcc_rev mvcc_compact_finished_rev(const struct mvcc_store *s);
 
 /*
  * mvcc_hash_kv computes CRC32C over every stored version with main rev <=
- * rev (<= 0: current) - key, revision and value record, in the kv bucket's
- * order - for HashKV and corruption checks.  Members agree once their
+ * rev (<= 0: current), but the deletions kept at the compact rev - key,
+ * revision and value record, in the kv bucket's order - for HashKV and corruption checks.  Members agree once their
  * compactions have finished.  *compact_rev_out = the snapshot's compact rev.
  * Errors: ERR_COMPACTED, ERR_FUTURE_REV, ERR_CORRUPT.
  */

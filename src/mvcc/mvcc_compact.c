@@ -3,14 +3,22 @@
  * bounded steps that survive restarts.
  *
  * Compacting at C must drop, for every key, each version <= C except the
- * newest one <= C (and that one too if it is a tombstone).  A version that
- * survived the previous compaction at C' can only become dead because of a
- * newer version at a revision in (C', C].  So the step walks the `rev` log
- * over (C', C] only - work proportional to the writes since the last
+ * newest one <= C, and that one too if it is a tombstone - unless the
+ * tombstone is at C itself: a watcher may start at C (the oldest revision
+ * still readable), and it must get that delete (etcd #18089, #19179).  So
+ * a tombstone at exactly C is kept, with its `rev` entry, until the next
+ * compaction.  Range and count skip it like any tombstone, and the hash
+ * skips it (mvcc_read.c), so reads are as if it were gone.
+ *
+ * A version that survived the previous compaction at C' can only become
+ * dead because of a newer version at a revision in (C', C], or, for a
+ * tombstone kept at C', because C > C'.  So the step walks the `rev` log
+ * over [C', C] only - work proportional to the writes since the last
  * compaction, not to the number of keys - and for each key it meets, drops
- * all of its versions older than its newest version <= C.  The position in
- * the log is persisted (mvcc_state.compact_next_*) with every step, in the
- * same txn as the deletions, so a crash resumes exactly where it stopped.
+ * all of its versions older than its newest version <= C (and that one if
+ * it is a tombstone older than C).  The position in the log is persisted
+ * (mvcc_state.compact_next_*) with every step, in the same txn as the
+ * deletions, so a crash resumes exactly where it stopped.
  */
 #include "mvcc/mvcc_int.h"
 
@@ -32,12 +40,24 @@ int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev)
     if (rev > b->st.rev)
         return ERR_FUTURE_REV;
     if (!pending(&b->st)) {
-        b->st.next_main = b->st.compact_fin + 1;
+        /* From C' itself: the tombstones kept there die now. */
+        b->st.next_main = b->st.compact_fin;
+        b->st.next_sub = 0;
+    } else if (b->st.next_main >= b->st.compact) {
+        /* The running walk has reached its old target, whose tombstones
+         * it kept: walk that revision again for the new target. */
+        b->st.next_main = b->st.compact;
         b->st.next_sub = 0;
     }
     b->st.compact = rev;
     CHECK(pending(&b->st));
     return 0;
+}
+
+mvcc_rev mvcc_batch_compact_rev(const struct mvcc_batch *b)
+{
+    CHECK(b != NULL && b->open);
+    return b->st.compact;
 }
 
 bool mvcc_compact_pending(const struct mvcc_store *s)
@@ -48,8 +68,8 @@ bool mvcc_compact_pending(const struct mvcc_store *s)
 /* del_current deletes the entry under cursor c (of `kv` or `kvl`) and its
  * `rev` entry;
  * k receives the entry that followed (ERR_NOTFOUND at the end, also when
- * this deletion emptied the `kv` bucket: a compaction at a revision where
- * every key is deleted drops every entry). */
+ * this deletion emptied the `kv` bucket: a compaction past a revision
+ * where every key was deleted drops every entry). */
 static int del_current(struct mvcc_batch *b, struct backend_cursor *c,
                        struct backend_val *k)
 {
@@ -71,7 +91,9 @@ static int del_current(struct mvcc_batch *b, struct backend_cursor *c,
     return backend_cursor_current(c, k, NULL);
 }
 
-/* compact_key drops the versions of user key u that are dead at c. */
+/* compact_key drops the versions of user key u that are dead at c: all
+ * those older than its newest one <= c, and that one if it is a tombstone
+ * older than c (see the top of the file). */
 static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
                        mvcc_rev c)
 {
@@ -86,8 +108,8 @@ static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     CHECK(kv.mod_rev <= c);
     rc = backend_cursor_current(b->kv, &k, NULL);
     if (rc == 0)
-        rc = tomb ? del_current(b, b->kv, &k)
-                  : backend_cursor_next(b->kv, &k, NULL);
+        rc = tomb && kv.mod_rev < c ? del_current(b, b->kv, &k)
+                                    : backend_cursor_next(b->kv, &k, NULL);
     while (rc == 0 && mvcc__same_ukey(&k, u, ul))
         rc = del_current(b, b->kv, &k);
     return rc == ERR_NOTFOUND ? 0 : rc;
@@ -115,8 +137,8 @@ static int compact_long(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     mvcc__lindex(l, idx, u, ul);
     rc = backend_cursor_current(b->kvl, &k, NULL);
     if (rc == 0)
-        rc = tomb ? del_current(b, b->kvl, &k)
-                  : backend_cursor_next(b->kvl, &k, NULL);
+        rc = tomb && kv.mod_rev < c ? del_current(b, b->kvl, &k)
+                                    : backend_cursor_next(b->kvl, &k, NULL);
     while (rc == 0 && mvcc__same_ukey(&k, idx, l)) {
         rc = backend_cursor_current(b->kvl, &k, &v);
         if (rc == 0)
@@ -183,7 +205,7 @@ int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
     }
     if (done && pending(&b->st)) {
         b->st.compact_fin = b->st.compact;
-        b->st.next_main = b->st.compact + 1;
+        b->st.next_main = b->st.compact; /* where the next walk starts */
         b->st.next_sub = 0;
     }
     *more_out = pending(&b->st);

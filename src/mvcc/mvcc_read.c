@@ -497,8 +497,11 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
 /* --- hash, lease keys ------------------------------------------------ */
 
 /* hash_bucket extends *crc with every entry of c's bucket at or below
- * rev. */
-static int hash_bucket(struct backend_cursor *c, mvcc_rev rev, uint32_t *crc)
+ * rev but the tombstones at the compact rev: compaction keeps those for a
+ * watcher starting there (mvcc_compact.c), and they are not part of the
+ * state a hash compares. */
+static int hash_bucket(struct backend_cursor *c, mvcc_rev rev,
+                       mvcc_rev compact, uint32_t *crc)
 {
     struct backend_val k, v;
     int rc;
@@ -510,7 +513,7 @@ static int hash_bucket(struct backend_cursor *c, mvcc_rev rev, uint32_t *crc)
         int kind;
         if ((rc = mvcc__ckey_parse(&k, &ul, &main, &sub, &kind)) != 0)
             return rc;
-        if (main > rev)
+        if (main > rev || (main == compact && kind == MVCC_KIND_TOMB))
             continue;
         *crc = crc32c_extend(*crc, k.data, k.len);
         *crc = crc32c_extend(*crc, v.data, v.len);
@@ -527,9 +530,9 @@ int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
     if (rc == 0)
         rc = lazy_cursor(r, r->s->kvl, &r->kvl);
     if (rc == 0)
-        rc = hash_bucket(r->kv, rev, &crc);
+        rc = hash_bucket(r->kv, rev, r->compact, &crc);
     if (rc == 0) /* long keys after short ones, in `kvl` order */
-        rc = hash_bucket(r->kvl, rev, &crc);
+        rc = hash_bucket(r->kvl, rev, r->compact, &crc);
     if (rc != 0)
         return rc;
     *hash_out = crc;

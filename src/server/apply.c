@@ -113,10 +113,21 @@ static void wake(struct server *s, struct pending *ps, size_t n)
     }
 }
 
-static void compact_more(struct server *s, struct mvcc_batch *b)
+/* compact_more takes a step of the pending compaction in b.  In a
+ * tentative batch only when the compaction was scheduled before b
+ * (durable_compact: the compact revision of the durable state b started
+ * from): reads are pinned to that state (mvcc_visible_hold), so they all
+ * read at or above that revision and never need what the step deletes.
+ * Skipping every tentative batch instead stalled compaction for as long as
+ * a lone voter's batches kept being tentative (one client writing in
+ * sequence makes nearly all of them so). */
+static void compact_more(struct server *s, struct mvcc_batch *b,
+                         bool tentative, mvcc_rev durable_compact)
 {
     if (!mvcc_compact_pending(s->mvcc))
         return;
+    if (tentative && mvcc_batch_compact_rev(b) != durable_compact)
+        return; /* scheduled in b itself: the next batch steps it */
     bool more;
     uint32_t step = s->cfg.compaction_batch_limit;
     if (step == 0)
@@ -134,26 +145,31 @@ struct applied {
 };
 
 /* Applies the chain of n entries in one batch (one LMDB txn) with the
- * responses in arena.  A tentative batch pins what reads see first and
- * leaves physical compaction for later (see mvcc_visible_hold).  Returns 0
- * or a fatal storage error. */
+ * responses in arena.  A tentative batch pins what reads see first (see
+ * mvcc_visible_hold) and steps only a compaction scheduled before it
+ * (compact_more).  Returns 0 or a fatal storage error. */
 static int apply_batch(struct server *s, struct server_entry *head, size_t n,
                        struct arena *arena, bool tentative,
                        struct applied *out)
 {
     struct pending *ps = arena_alloc(arena, n * sizeof *ps);
     struct mvcc_batch *b;
+    /* Everything committed is durable here: a tentative batch starts only
+     * with none other out, and committed entries were synced. */
+    mvcc_rev durable_compact = mvcc_compact_rev(s->mvcc);
     int rc = ps ? mvcc_batch_begin(s->mvcc, &b) : ERR_NOMEM;
     if (rc != 0)
         return rc;
+    s->apply_tentative = tentative;
     size_t i = 0;
     uint64_t last = 0;
     for (struct server_entry *e = head; e != NULL && rc == 0; e = e->next) {
         rc = apply_one(s, b, arena, e, &ps[i++]);
         last = e->index;
     }
-    if (rc == 0 && !tentative)
-        compact_more(s, b);
+    s->apply_tentative = false;
+    if (rc == 0)
+        compact_more(s, b, tentative, durable_compact);
     if (rc != 0) {
         log_error("etcdserver", "applying entry %llu failed: %s",
                   (unsigned long long)last, err_str(rc));

@@ -527,7 +527,10 @@ static int do_compact(struct server *s, struct mvcc_batch *b,
     }
     if (rc != 0)
         return rc;
-    if (c->physical) {
+    /* physical: done in this batch, but not in a tentative one, whose
+     * readers are pinned below this compaction (mvcc_visible_hold); the
+     * next batch does it then (apply.c compact_more). */
+    if (c->physical && !s->apply_tentative) {
         bool more = true;
         while (more && rc == 0)
             rc = mvcc_compact_step(b, 10000, &more);

@@ -327,6 +327,9 @@ struct server {
                                 * (quota.c) */
     bool apply_full;           /* under apply_mu: a full disk stopped the
                                 * applier (apply.c: stall) */
+    bool apply_tentative;      /* apply thread: the batch being applied is
+                                * tentative (apply.c; apply_kv.c leaves a
+                                * physical compaction to the next batch) */
     struct server_alarms alarms; /* alarm.c */
     /* --auto-compaction-*: the house thread's compactor (compactor.c). */
     struct server_compactor {

@@ -457,7 +457,11 @@ void watch_hub_tick(struct watch_hub *h, uint64_t now_ms)
         for (struct watch_watcher *w = st->ws; w != NULL; w = w->snext) {
             bool sent = w->sent;
             w->sent = false;
-            if (!w->progress_notify || !w->synced || sent)
+            /* A watcher from a future revision S is complete up to no
+             * revision before S - 1: progress below it would vouch for a
+             * revision the watch does not cover (etcd #20221). */
+            if (!w->progress_notify || !w->synced || sent ||
+                w->next_rev > h->rev + 1)
                 continue;
             struct watch_response r = {.watch_id = w->id,
                                        .header_rev = h->rev};

@@ -44,7 +44,8 @@
  *   watcher does not starve the rest of its stream (etcd #20242's
  *   proposal).  watch_hub_tick
  *   sends periodic progress (watch_id = the watcher's) to synced watchers
- *   that asked for it and got no events since the last tick.  A progress
+ *   that asked for it, got no events since the last tick and have reached
+ *   their start revision - 1 (etcd #20221).  A progress
  *   revision is therefore never ahead of what the watcher was sent.
  *
  * Threads and locks:
@@ -193,7 +194,8 @@ void watch_hub_restore(struct watch_hub *h, struct mvcc_store *s);
 
 /* watch_hub_tick sends periodic progress at now_ms (the owner's monotonic
  * clock): to each synced progress_notify watcher that got no events in the
- * last progress_interval_ms.  Any thread. */
+ * last progress_interval_ms, unless its start revision is still more than
+ * one ahead of the hub's.  Any thread. */
 void watch_hub_tick(struct watch_hub *h, uint64_t now_ms);
 
 /* The hub's revision (the last batch it observed). */

@@ -313,7 +313,8 @@ static void test_compaction_semantics(void **state)
     assert_string_equal(v, "3");
     assert_int_equal(get(f->s, "b", 5, &kv, v, sizeof v), 0);
     assert_int_equal(kv.mod_rev, 0);
-    /* physically: a@3, a@6 remain; b's tombstone and a@2 are gone. */
+    /* physically: a@3, a@6 and b's tombstone at 5 (kept for a watch from
+     * 5, etcd #18089) remain; a@2 and b@4 are gone. */
     struct mvcc_read *r;
     uint32_t h;
     mvcc_rev cr;
@@ -913,6 +914,195 @@ static void noop_observer(void *arg, const struct mvcc_event *e, size_t n,
     (void)arg, (void)e, (void)n, (void)rev;
 }
 
+/* stored_entries counts the entries of `kv` and `kvl` (*tombs_out: the
+ * tombstones among them) and of `rev` (*revs_out). */
+static size_t stored_entries(struct fixture *f, size_t *tombs_out,
+                             size_t *revs_out)
+{
+    static const char *names[] = {"kv", "kvl", "rev"};
+    struct backend_txn *t;
+    struct backend_cursor *c;
+    struct backend_val k, v;
+    size_t n[3] = {0, 0, 0};
+    int rc;
+    *tombs_out = 0;
+    assert_int_equal(backend_read_begin(f->be, &t), 0);
+    for (int i = 0; i < 3; i++) {
+        backend_bucket b;
+        assert_int_equal(backend_bucket_open(f->be, names[i],
+                                             i < 2 ? BACKEND_BUCKET_REVKEY
+                                                   : 0,
+                                             &b),
+                         0);
+        assert_int_equal(backend_cursor_open(t, b, &c), 0);
+        for (rc = backend_cursor_first(c, &k, &v); rc == 0;
+             rc = backend_cursor_next(c, &k, &v), n[i]++) {
+            struct mvcc_kv kv;
+            bool tomb = false;
+            if (i < 2)
+                assert_int_equal(mvcc_kv_decode(k.data, k.len, v.data, v.len,
+                                                &kv, &tomb),
+                                 0);
+            *tombs_out += tomb;
+        }
+        assert_int_equal(rc, ERR_NOTFOUND);
+        backend_cursor_close(c);
+    }
+    backend_read_end(t);
+    *revs_out = n[2];
+    return n[0] + n[1];
+}
+
+/* An event log of a replay (keys by length: 1 = "k"/"x"/"y", else lk2). */
+struct evlog {
+    int n;              /* events */
+    int types[16];      /* MVCC_EVENT_* */
+    mvcc_rev mods[16];  /* kv.mod_rev */
+    size_t lens[16];    /* kv.key_len */
+};
+
+static int log_event(void *arg, const struct mvcc_event *ev)
+{
+    struct evlog *l = arg;
+    assert_true(l->n < 16);
+    l->types[l->n] = ev->type;
+    l->mods[l->n] = ev->kv.mod_rev;
+    l->lens[l->n++] = ev->kv.key_len;
+    return 0;
+}
+
+static struct evlog replay_from(struct fixture *f, mvcc_rev start)
+{
+    struct evlog l = {0};
+    struct mvcc_read *r;
+    mvcc_rev next;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_events_read(r, start, "\0", 1, "\0", 1, 0, false,
+                                      log_event, &l, &next),
+                     0);
+    assert_int_equal(next, mvcc_read_rev(r) + 1);
+    mvcc_read_end(r);
+    return l;
+}
+
+static uint32_t hash_now(struct fixture *f)
+{
+    struct mvcc_read *r;
+    uint32_t h;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_hash_kv(r, 0, &h, NULL), 0);
+    mvcc_read_end(r);
+    return h;
+}
+
+/* drop_tomb deletes, behind the store's back, the short key k's tombstone
+ * at main rev (sub 0) and its `rev` entry: the store as an etcd 3.4 which
+ * drops it at compaction would hold it. */
+static void drop_tomb(struct fixture *f, const char *k, mvcc_rev rev)
+{
+    backend_bucket kvb, revb;
+    struct backend_txn *t;
+    uint8_t ck[64], rk[16];
+    size_t kl = strlen(k);
+    assert_true(kl + 17 <= sizeof ck);
+    memcpy(ck, k, kl);
+    for (int i = 0; i < 8; i++) { /* the `kv` key: ~main, ~sub, kind */
+        ck[kl + i] = (uint8_t)(~(uint64_t)rev >> (56 - 8 * i));
+        ck[kl + 8 + i] = 0xff;
+        rk[i] = (uint8_t)((uint64_t)rev >> (56 - 8 * i));
+        rk[8 + i] = 0;
+    }
+    ck[kl + 16] = 1; /* a tombstone */
+    assert_int_equal(backend_bucket_open(f->be, "kv", BACKEND_BUCKET_REVKEY,
+                                         &kvb),
+                     0);
+    assert_int_equal(backend_bucket_open(f->be, "rev", 0, &revb), 0);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    assert_int_equal(backend_del(t, kvb, ck, kl + 17), 0);
+    assert_int_equal(backend_del(t, revb, rk, sizeof rk), 0);
+    assert_int_equal(backend_write_commit(t), 0);
+}
+
+/* etcd #18089, #19179: a compaction at a revision that deleted keys keeps
+ * those tombstones (short and long keys), so that a replay from the
+ * compact rev - the oldest a watcher may start at - has the deletes, also
+ * after a reopen; reads, counts and the hash are as if they were gone; the
+ * next compaction drops them, also when it extends a running compaction
+ * that had already walked past them. */
+static void test_compaction_keeps_delete_at_rev(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    struct mvcc_kv kv;
+    char v[16];
+    size_t tombs, revs;
+    bool more;
+    lk_make(f);
+    put(f->s, "k", "2", 0);                        /* 2 */
+    put(f->s, "k", "3", 0);                        /* 3 */
+    put(f->s, "k", "4", 0);                        /* 4 */
+    put(f->s, lk2, "5", 0);                        /* 5 */
+    assert_int_equal(del(f->s, "k", "l", 1), 2);   /* 6: k and lk2 */
+    put(f->s, "k", "7", 0);                        /* 7 */
+    compact_all(f->s, 6, 1, false);
+    struct evlog l = replay_from(f, 6);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.types[0], MVCC_EVENT_DELETE);
+    assert_int_equal(l.mods[0], 6);
+    assert_int_equal(l.lens[0], 1);
+    assert_int_equal(l.types[1], MVCC_EVENT_DELETE);
+    assert_int_equal(l.mods[1], 6);
+    assert_int_equal(l.lens[1], strlen(lk2));
+    assert_int_equal(l.types[2], MVCC_EVENT_PUT);
+    assert_int_equal(l.mods[2], 7);
+    /* Not live: ranges and counts at 6 and after do not see them. */
+    assert_int_equal(get(f->s, "k", 6, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 0);
+    assert_int_equal(get(f->s, lk2, 6, &kv, v, sizeof v), 0);
+    assert_int_equal(kv.mod_rev, 0);
+    assert_int_equal(get(f->s, "k", 7, &kv, v, sizeof v), 0);
+    assert_string_equal(v, "7");
+    assert_int_equal(kv.version, 1);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 1);
+    assert_int_equal(stored_entries(f, &tombs, &revs), 3);
+    assert_int_equal(tombs, 2);
+    assert_int_equal(revs, 3);
+    /* A restart keeps them (etcd #19179: lost on restore). */
+    fx_close(f);
+    fx_open(f);
+    l = replay_from(f, 6);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.types[1], MVCC_EVENT_DELETE);
+    /* The next compaction drops them. */
+    put(f->s, "x", "8", 0); /* 8 */
+    compact_all(f->s, 8, 1, true);
+    assert_int_equal(stored_entries(f, &tombs, &revs), 2); /* k@7, x@8 */
+    assert_int_equal(tombs, 0);
+    assert_int_equal(revs, 2);
+    /* Extending a compaction whose walk has passed its tombstones. */
+    assert_int_equal(del(f->s, "x", NULL, 0), 1); /* 9 */
+    put(f->s, "y", "10", 0);                       /* 10 */
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, 9), 0);
+    assert_int_equal(mvcc_compact_step(b, 1, &more), 0); /* x@8 */
+    assert_int_equal(mvcc_compact_step(b, 1, &more), 0); /* x@9, kept */
+    assert_true(more);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    compact_all(f->s, 10, 1, false);
+    assert_int_equal(stored_entries(f, &tombs, &revs), 2); /* k@7, y@10 */
+    assert_int_equal(tombs, 0);
+    /* The hash skips a kept tombstone. */
+    assert_int_equal(del(f->s, "y", NULL, 0), 1); /* 11 */
+    compact_all(f->s, 11, 1, true);
+    assert_int_equal(stored_entries(f, &tombs, &revs), 2); /* k@7, y@11 */
+    assert_int_equal(tombs, 1);
+    uint32_t kept = hash_now(f);
+    drop_tomb(f, "y", 11);
+    assert_int_equal(stored_entries(f, &tombs, &revs), 1);
+    assert_int_equal(tombs, 0);
+    assert_int_equal(hash_now(f), kept);
+}
+
 static void test_nomem(void **state)
 {
     struct fixture *f = *state;
@@ -1096,8 +1286,8 @@ static int model_key(const uint8_t *u, size_t ul)
 }
 
 /* check_physical checks the buckets after a finished compaction at c:
- * each key keeps exactly its version visible at c when that one is live
- * (and nothing <= c otherwise), and the `rev` log lists exactly the
+ * each key keeps exactly its version visible at c when that one is live,
+ * its tombstone when it was deleted at c, nothing <= c otherwise, and the `rev` log lists exactly the
  * versions `kv` holds. */
 static void check_physical(struct fixture *f, mvcc_rev c)
 {
@@ -1105,7 +1295,7 @@ static void check_physical(struct fixture *f, mvcc_rev c)
     struct backend_txn *t;
     struct backend_cursor *cur;
     struct backend_val k, v;
-    int old[NKEYS] = {0};
+    int old[NKEYS] = {0}, tombs[NKEYS] = {0};
     size_t n_kv = 0, n_rev = 0;
     int rc;
     assert_int_equal(backend_bucket_open(f->be, "kv", BACKEND_BUCKET_REVKEY,
@@ -1128,7 +1318,12 @@ static void check_physical(struct fixture *f, mvcc_rev c)
         if (kv.mod_rev > c)
             continue;
         int i = model_key(kv.key, kv.key_len);
-        assert_false(tomb);
+        if (tomb) { /* kept only when deleted at c itself (#18089) */
+            assert_int_equal(kv.mod_rev, c);
+            assert_false(model[c][i].live);
+            assert_int_equal(tombs[i]++, 0);
+            continue;
+        }
         assert_int_equal(kv.mod_rev, model[c][i].mod);
         old[i]++;
         assert_int_equal(b, mklen[i] > backend_key_max(f->be) - 17);
@@ -1136,8 +1331,13 @@ static void check_physical(struct fixture *f, mvcc_rev c)
     assert_int_equal(rc, ERR_NOTFOUND);
     backend_cursor_close(cur);
     }
-    for (int i = 0; i < NKEYS; i++)
+    for (int i = 0; i < NKEYS; i++) {
         assert_int_equal(old[i], model[c][i].live);
+        /* live before c, deleted at c: its tombstone is there (a key put
+         * and deleted inside c's txn has one too) */
+        if (c > 1 && model[c - 1][i].live && !model[c][i].live)
+            assert_int_equal(tombs[i], 1);
+    }
     assert_int_equal(backend_cursor_open(t, revb, &cur), 0);
     for (rc = backend_cursor_first(cur, &k, &v); rc == 0;
          rc = backend_cursor_next(cur, &k, &v))
@@ -1347,6 +1547,7 @@ int main(void)
         T(test_lease_keys),
         T(test_long_keys_ranges),
         T(test_long_keys_history),
+        T(test_compaction_keeps_delete_at_rev),
         T(test_nomem),
         T(test_random_model),
     };

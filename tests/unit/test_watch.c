@@ -632,14 +632,11 @@ static void test_restore(void **state)
 }
 
 /* etcd #18089: a watch opened at the compaction revision, when that
- * revision is a delete, must get the delete.  Not yet: mvcc's compaction
- * drops a tombstone at the compact revision with its history entry, so
- * the replay from C starts at the next revision.  Skipped until mvcc keeps
- * that entry (next session's work in src/mvcc). */
+ * revision is a delete, gets the delete (mvcc keeps the tombstone at the
+ * compact revision until the next compaction). */
 static void test_compaction_on_delete(void **state)
 {
     struct fixture *f = *state;
-    skip();
     put(f, "k", "2");
     put(f, "k", "3");
     put(f, "k", "4");
@@ -649,9 +646,79 @@ static void test_compaction_on_delete(void **state)
     int64_t id = watch_key(f, "k", d);
     sync_all(f);
     struct rec *r = rec_of(f, id);
+    assert_false(r->canceled);
     assert_int_equal(r->n, 2);
     assert_int_equal(r->evs[0].type, MVCC_EVENT_DELETE);
     assert_int_equal(r->evs[0].mod_rev, d);
+    assert_string_equal(r->evs[0].key, "k");
+    assert_int_equal(r->evs[1].type, MVCC_EVENT_PUT);
+    assert_int_equal(r->evs[1].mod_rev, d + 1);
+}
+
+/* compact_steps schedules compaction at c and runs n steps of one
+ * revision each in their own batch (the server's pace); returns whether
+ * work remains. */
+static bool compact_steps(struct fixture *f, mvcc_rev c, int n)
+{
+    struct mvcc_batch *b;
+    bool more = true;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, c), 0);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    for (int i = 0; i < n && more; i++) {
+        assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+        assert_int_equal(mvcc_compact_step(b, 1, &more), 0);
+        assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    }
+    return more;
+}
+
+/* finish_compaction runs the pending compaction to its end. */
+static void finish_compaction(struct fixture *f)
+{
+    struct mvcc_batch *b;
+    bool more = true;
+    while (more) {
+        assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+        assert_int_equal(mvcc_compact_step(b, 1, &more), 0);
+        assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    }
+    assert_false(mvcc_compact_pending(f->s));
+}
+
+/* etcd #19179: a watch opened at the revision of a compaction request,
+ * that revision deleting several keys: whether it was opened before the
+ * request (its catch-up not begun when it lands), while the physical
+ * compaction runs, or after it finished, it gets every delete of that
+ * revision, then what followed. */
+static void test_watch_at_compaction_request(void **state)
+{
+    struct fixture *f = *state;
+    txn3(f, "a", "b", "c", "1");   /* 2 */
+    txn3(f, "a", "b", "c", "2");   /* 3 */
+    mvcc_rev d = del(f, "a", "c"); /* 4: a and b */
+    put(f, "c", "5");              /* 5 */
+    int64_t ids[3];
+    ids[0] = watch_on(f->st, 0, "a", "d", 1, d, 0, false);
+    assert_true(compact_steps(f, d, 2)); /* requested, running */
+    ids[1] = watch_on(f->st, 0, "a", "d", 1, d, 0, false);
+    sync_all(f);
+    finish_compaction(f);
+    ids[2] = watch_on(f->st, 0, "a", "d", 1, d, 0, false);
+    sync_all(f);
+    for (int i = 0; i < 3; i++) {
+        struct rec *r = rec_of(f, ids[i]);
+        assert_false(r->canceled);
+        assert_int_equal(r->n, 3);
+        assert_int_equal(r->evs[0].type, MVCC_EVENT_DELETE);
+        assert_string_equal(r->evs[0].key, "a");
+        assert_int_equal(r->evs[0].mod_rev, d);
+        assert_int_equal(r->evs[1].type, MVCC_EVENT_DELETE);
+        assert_string_equal(r->evs[1].key, "b");
+        assert_int_equal(r->evs[1].mod_rev, d);
+        assert_int_equal(r->evs[2].type, MVCC_EVENT_PUT);
+        assert_int_equal(r->evs[2].mod_rev, d + 1);
+    }
 }
 
 static void test_progress(void **state)
@@ -725,6 +792,24 @@ static void test_progress_notify_tick(void **state)
     assert_int_equal(rec_of(f, id)->n_progress, 2);
     assert_int_equal(rec_of(f, id)->progress_rev, 2);
     assert_int_equal(rec_of(f, quiet)->n_progress, 0);
+    /* etcd #20221: a watcher from a future revision S gets no periodic
+     * progress while the hub is below S - 1 (it would vouch for a
+     * revision before the watch's start), then gets it at S - 1. */
+    struct watch_create fc = {.key = "f", .key_len = 1, .start_rev = 5,
+                              .progress_notify = true};
+    int64_t fut;
+    assert_int_equal(watch_create(f->st, &fc, &fut), 0);
+    sync_all(f);
+    watch_hub_tick(f->h, 1400);
+    watch_hub_tick(f->h, 1500);
+    assert_int_equal(rec_of(f, fut)->n_progress, 0);
+    put(f, "x", "3"); /* 3 */
+    watch_hub_tick(f->h, 1600);
+    assert_int_equal(rec_of(f, fut)->n_progress, 0);
+    put(f, "x", "4"); /* 4 = S - 1 */
+    watch_hub_tick(f->h, 1700);
+    assert_int_equal(rec_of(f, fut)->n_progress, 1);
+    assert_int_equal(rec_of(f, fut)->progress_rev, 4);
 }
 
 static void test_cancel_and_close(void **state)
@@ -1366,6 +1451,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_on_delete, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_watch_at_compaction_request,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_notify_tick, setup,
                                         teardown),
