@@ -37,9 +37,19 @@ struct api_stream_method {
     size_t queue_max;
 };
 
+/* The HTTP endpoints' context (http.c): one per listener that serves
+ * them. */
+struct api_http {
+    struct server *server;  /* the member served (borrowed) */
+    bool metrics_only;      /* --listen-metrics-urls: /metrics, /health */
+};
+
 struct api {
     struct server *server;  /* the member served (borrowed) */
     struct rpc_server *rpc; /* the gRPC runtime (owned) */
+    struct api_http http;   /* the client listener's endpoints */
+    struct api_http metrics_http; /* the metrics listener's */
+    struct rpc_server *metrics; /* --listen-metrics-urls, or NULL */
     struct api_stream_method watch; /* the Watch stream (watch.c) */
 };
 
@@ -53,5 +63,14 @@ struct api {
  * rpc_server_register_stream. */
 int api__stream_register(struct rpc_server *rpc, const char *path,
                          const struct api_stream_method *m);
+
+/* http.c: the HTTP handler (rpc_http_fn) of a listener; ctx is its
+ * struct api_http. */
+void api__http_serve(struct rpc_call *call, const uint8_t *body,
+                     size_t body_len, void *ctx);
+/* metrics.c: /metrics.  api__metrics_text writes the exposition into
+ * buf (truncated to cap) and returns its length. */
+size_t api__metrics_text(struct server *s, char *buf, size_t cap);
+void api__metrics_serve(struct server *s, struct rpc_call *call);
 
 #endif

@@ -165,6 +165,15 @@ static int method_add(struct rpc_server *srv, const char *path,
     return 0;
 }
 
+void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
+                         bool cors)
+{
+    assert(srv != NULL && !srv->started);
+    srv->http = fn;
+    srv->http_ctx = ctx;
+    srv->http_cors = cors;
+}
+
 void rpc_server_set_gate(struct rpc_server *srv, rpc_unary_gate_fn gate,
                          void *ctx)
 {
