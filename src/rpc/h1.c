@@ -28,7 +28,9 @@
  * descriptor and a bounded buffer for 10 s, never a thread.  A malformed
  * request gets Go's "400 Bad Request" (or 413, 431, 501, 505) and the
  * connection closes after it, as one with "Connection: close" or an
- * HTTP/1.0 request without keep-alive does.
+ * HTTP/1.0 request without keep-alive does: our side is shut once the
+ * last answer is written, and the client's further bytes are read and
+ * dropped until it closes too (or the request timeout cuts it off).
  *
  * Everything here runs on the connection's loop.
  */
@@ -36,6 +38,10 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <sys/socket.h>
+
+#include <openssl/ssl.h>
 
 #include "http/http.h"
 #include "rpc/rpc_int.h"
@@ -70,7 +76,7 @@ static void busy(struct rpc__conn *c, bool partial)
 /* pause_update turns reading off while the connection holds its fill. */
 static void pause_update(struct rpc__conn *c)
 {
-    bool p = c->h1_close || c->h1_pending >= H1_PIPELINE_MAX ||
+    bool p = c->h1_eof || c->h1_pending >= H1_PIPELINE_MAX ||
              c->out_n - c->out_off > H1_OUT_MAX || c->h1_in_n >= in_max(c);
     if (p == c->rd_paused || c->dead)
         return;
@@ -240,6 +246,7 @@ bool rpc__h1_eof(struct rpc__conn *c)
     if (c->h1_head == NULL && c->out_off == c->out_n)
         return false;
     c->h1_close = true; /* answer what was asked, then close */
+    c->h1_eof = true;   /* and read no more (EPOLLIN would spin) */
     c->h1_in_n = 0;
     busy(c, false);
     pause_update(c);
@@ -298,8 +305,21 @@ void rpc__h1_answered(struct rpc_call *call)
 
 void rpc__h1_written(struct rpc__conn *c)
 {
-    if (c->h1_close && c->h1_head == NULL) {
-        rpc__conn_kill(c); /* the last answer is out */
+    if (c->h1_eof && c->h1_head == NULL) {
+        rpc__conn_kill(c); /* the client left: the last answer is out */
+        return;
+    }
+    if (c->h1_close && c->h1_head == NULL && !c->h1_shut) {
+        /* The last answer is out.  Close our side only and drop what the
+         * client still sends until it closes (or the request timeout
+         * passes): closing with its bytes unread would send a reset,
+         * which can destroy the answer before the client reads it (Go's
+         * closeWriteAndWait). */
+        c->h1_shut = true;
+        if (c->ssl != NULL)
+            SSL_shutdown(c->ssl);
+        shutdown(c->fd, SHUT_WR);
+        busy(c, true);
         return;
     }
     if (c->rd_paused && !process(c))

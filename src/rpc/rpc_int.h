@@ -122,6 +122,8 @@ struct rpc__conn {
     int h1_pending;                    /* H1: calls in that queue */
     bool h1_close;                     /* H1: take no more requests; close
                                           once the queue is answered */
+    bool h1_shut;                      /* H1: our side shut (SHUT_WR) */
+    bool h1_eof;                       /* H1: the client shut its side */
 };
 
 enum rpc__call_state {
