@@ -46,16 +46,29 @@ static void go_float(char *buf, size_t cap, double v)
         snprintf(buf, cap, "%.*f", p - x - 1 > 0 ? p - x - 1 : 0, v);
 }
 
-static size_t series(char *buf, size_t cap, size_t o, const char *name,
-                     const char *type, const char *help, double v)
+/* series_labeled writes one series (with one label when label is not
+ * NULL) after o; returns the new end. */
+static size_t series_labeled(char *buf, size_t cap, size_t o,
+                             const char *name, const char *type,
+                             const char *help, const char *label,
+                             const char *label_value, double v)
 {
-    char num[40];
+    char num[40], lab[128] = "";
     go_float(num, sizeof num, v);
     if (o >= cap)
         return o;
-    int n = snprintf(buf + o, cap - o, "# HELP %s %s\n# TYPE %s %s\n%s %s\n",
-                     name, help, name, type, name, num);
+    if (label != NULL)
+        snprintf(lab, sizeof lab, "{%s=\"%s\"}", label, label_value);
+    int n = snprintf(buf + o, cap - o,
+                     "# HELP %s %s\n# TYPE %s %s\n%s%s %s\n", name, help,
+                     name, type, name, lab, num);
     return n > 0 ? o + (size_t)n : o;
+}
+
+static size_t series(char *buf, size_t cap, size_t o, const char *name,
+                     const char *type, const char *help, double v)
+{
+    return series_labeled(buf, cap, o, name, type, help, NULL, NULL, v);
 }
 
 /* proc_stat reads the CPU seconds and resident bytes of this process. */
@@ -119,9 +132,27 @@ size_t api__metrics_text(struct server *s, char *buf, size_t cap)
                "Total size of the underlying database logically in use in "
                "bytes.",
                (double)m.db_in_use);
+    o = series_labeled(buf, cap, o, "etcd_cluster_version", "gauge",
+                       "Which version is running. 1 for 'cluster_version' "
+                       "label with current cluster version",
+                       "cluster_version", "3.4", 1);
     o = series(buf, cap, o, "etcd_server_has_leader", "gauge",
                "Whether or not a leader exists. 1 is existence, 0 is not.",
                m.has_leader ? 1 : 0);
+    char id[20];
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)m.member_id);
+    o = series_labeled(buf, cap, o, "etcd_server_id", "gauge",
+                       "Server or member ID in hexadecimal format. 1 for "
+                       "'server_id' label with current ID.",
+                       "server_id", id, 1);
+    o = series(buf, cap, o, "etcd_server_is_leader", "gauge",
+               "Whether or not this member is a leader. 1 if is, 0 "
+               "otherwise.",
+               m.is_leader ? 1 : 0);
+    o = series(buf, cap, o, "etcd_server_is_learner", "gauge",
+               "Whether or not this member is a learner. 1 if is, 0 "
+               "otherwise.",
+               m.is_learner ? 1 : 0);
     o = series(buf, cap, o, "etcd_server_leader_changes_seen_total",
                "counter", "The number of leader changes seen.",
                (double)m.leader_changes);
@@ -140,6 +171,10 @@ size_t api__metrics_text(struct server *s, char *buf, size_t cap)
     o = series(buf, cap, o, "etcd_server_quota_backend_bytes", "gauge",
                "Current backend storage quota size in bytes.",
                (double)m.quota_bytes);
+    o = series_labeled(buf, cap, o, "etcd_server_version", "gauge",
+                       "Which version is running. 1 for 'server_version' "
+                       "label with current version.",
+                       "server_version", "3.4.23", 1);
     o = series(buf, cap, o, "process_cpu_seconds_total", "counter",
                "Total user and system CPU time spent in seconds.", cpu);
     o = series(buf, cap, o, "process_open_fds", "gauge",

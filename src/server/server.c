@@ -427,7 +427,11 @@ bool server_is_learner(struct server *s)
 void server_metrics_get(struct server *s, struct server_metrics *out)
 {
     memset(out, 0, sizeof *out);
-    out->has_leader = atomic_load(&s->lead) != 0;
+    uint64_t lead = atomic_load(&s->lead);
+    out->has_leader = lead != 0;
+    out->is_leader = lead != 0 && lead == s->member_id;
+    out->is_learner = server__member_is_learner(s, s->member_id);
+    out->member_id = s->member_id;
     out->leader_changes = atomic_load(&s->stat_leader_changes);
     out->committed_index = atomic_load(&s->committed_index);
     out->applied_index = atomic_load(&s->applied_index);

@@ -342,6 +342,9 @@ void server_stats_get(struct server *s, struct server_stats *out);
  * thread. */
 struct server_metrics {
     bool has_leader;            /* etcd_server_has_leader */
+    bool is_leader;             /* this member leads */
+    bool is_learner;            /* this member is a learner */
+    uint64_t member_id;         /* this member's id */
     uint64_t leader_changes;    /* new leaders seen (etcd's count) */
     uint64_t committed_index;   /* proposals_committed_total (an index) */
     uint64_t applied_index;     /* proposals_applied_total (an index) */

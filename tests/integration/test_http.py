@@ -250,7 +250,15 @@ def test_metrics_parse_and_types(server):
     }
     for name, typ in want.items():
         assert fams[name].type == typ, name
+    for name, label, v in (("etcd_server_version", "server_version",
+                             "3.4.23"),
+                            ("etcd_cluster_version", "cluster_version", "3.4")):
+        assert fams[name].type == "gauge"
+        assert [(s.labels, s.value) for s in fams[name].samples] == \
+            [({label: v}, 1)]
     value = {s.name: s.value for f in fams.values() for s in f.samples}
+    assert value["etcd_server_is_leader"] == 1
+    assert value["etcd_server_is_learner"] == 0
     assert value["etcd_server_has_leader"] == 1
     assert value["etcd_server_leader_changes_seen_total"] >= 1
     assert value["etcd_server_proposals_applied_total"] >= 1
