@@ -200,6 +200,11 @@ def test_garbage_and_slow_clients(server):
     slow = socket.create_connection(("127.0.0.1", port))
     slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never ends
     silent = socket.create_connection(("127.0.0.1", port))
+    # One that was served once, then stalls in its second request.
+    later = socket.create_connection(("127.0.0.1", port))
+    later.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert read_answers(later, 1)[0][0][0] == 200
+    later.sendall(b"GET /version HTTP/1.1\r\n")
     t0 = time.monotonic()
     # Others keep working meanwhile, over HTTP and gRPC.
     st, _, body = curl(server.client_url + "/health")
@@ -207,10 +212,10 @@ def test_garbage_and_slow_clients(server):
     server.kv().Put(pb.PutRequest(key=b"slow", value=b"v"))
     assert time.monotonic() - t0 < 5
     if against_etcd():
-        slow.close()  # etcd 3.4 sets no read timeout: it would wait
-        silent.close()
+        for c in (slow, silent, later):
+            c.close()  # etcd 3.4 sets no read timeout: they would wait
         return
-    for c in (slow, silent):
+    for c in (slow, silent, later):
         c.settimeout(15)
         assert c.recv(100) == b""  # cut off after the 10 s limit
         c.close()
