@@ -273,7 +273,8 @@ static bool put(struct rpc__conn *c, struct rpc_call *call)
     if (h == 0)
         return false;
     c->out_n += h;
-    memcpy(c->out + c->out_n, call->out, body);
+    if (body > 0) /* call->out may be NULL for an empty answer */
+        memcpy(c->out + c->out_n, call->out, body);
     c->out_n += body;
     return true;
 }
