@@ -38,6 +38,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <sys/socket.h>
 
@@ -162,6 +163,31 @@ static bool take(struct rpc__conn *c, struct http_request *req)
     return true;
 }
 
+/* continue_once answers "Expect: 100-continue" (curl sends it before a
+ * large body) with an interim 100 Continue, once per request and only
+ * when no earlier answer is due, as Go does when the handler reads the
+ * body; otherwise the client waits a second before sending it. */
+static void continue_once(struct rpc__conn *c, const struct http_request *r)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    size_t n = 0;
+    const char *e = http_request_header(r, "expect", &n);
+    if (c->h1_continued || e == NULL || n != 12 ||
+        strncasecmp(e, "100-continue", 12) != 0 || c->h1_head != NULL)
+        return;
+    if (c->out_off == c->out_n)
+        c->out_off = c->out_n = 0;
+    uint8_t *b = rpc__buf_grow(c->out, &c->out_cap,
+                               c->out_n + sizeof cont - 1, 16384);
+    if (b == NULL)
+        return; /* the client sends its body after its own wait */
+    c->out = b;
+    memcpy(c->out + c->out_n, cont, sizeof cont - 1);
+    c->out_n += sizeof cont - 1;
+    c->h1_continued = true;
+    rpc__conn_mark_dirty(c);
+}
+
 /* process takes every complete request buffered, within the bounds. */
 static bool process(struct rpc__conn *c)
 {
@@ -182,9 +208,11 @@ static bool process(struct rpc__conn *c)
             return refuse(c, st);
         size_t total = head + req.content_length;
         if (c->h1_in_n < total) {
+            continue_once(c, &req);
             busy(c, true);
             break;
         }
+        c->h1_continued = false;
         if (!take(c, &req))
             return false;
         memmove(c->h1_in, c->h1_in + total, c->h1_in_n - total);

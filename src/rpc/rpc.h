@@ -3,7 +3,8 @@
  * and the peer transport (peer/) sit on.  The rpc module is a layer below
  * both (docs/ARCHITECTURE.md): it includes only util/ and the generated
  * protos.  Files: server.c (listeners, loops, shutdown), conn.c (one
- * connection and its nghttp2 session), call.c (unary calls), stream.c
+ * connection and its nghttp2 session), h1.c (HTTP/1.x connections and
+ * protocol sniffing), call.c (unary calls and HTTP answers), stream.c
  * (streams), guard.c (limits), handshake.c (TLS handshakes), tls.c/tls.h
  * (the listeners' TLS material).
  *

@@ -124,6 +124,8 @@ struct rpc__conn {
                                           once the queue is answered */
     bool h1_shut;                      /* H1: our side shut (SHUT_WR) */
     bool h1_eof;                       /* H1: the client shut its side */
+    bool h1_continued;                 /* H1: 100 Continue sent for the
+                                          request being read */
 };
 
 enum rpc__call_state {
