@@ -85,6 +85,7 @@ int api_start(struct server *s, const char *listen_urls,
     }
     rpc_server_set_gate(api->rpc, learner_gate, api);
     api->http.server = s;
+    api->http.health = &api->health;
     rpc_server_set_http(api->rpc, api__http_serve, &api->http, true);
     rc = api__kv_register(api);
     if (rc == 0)
@@ -140,6 +141,7 @@ int api_metrics_start(struct api *api, const char *listen_urls,
         return rc;
     api->metrics_http.server = api->server;
     api->metrics_http.metrics_only = true;
+    api->metrics_http.health = &api->health;
     rpc_server_set_http(api->metrics, api__http_serve, &api->metrics_http,
                         false);
     rc = rpc_server_start(api->metrics);

@@ -10,6 +10,7 @@
  * (/health's read, /readyz's linearizable_read) pass a ReadIndex barrier
  * (server_barrier_async) and answer from its callback.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -77,34 +78,44 @@ static void not_allowed(struct rpc_call *call)
 
 /* --- /health --- */
 
-static void health_false(struct rpc_call *call)
+/* A /health request while its read runs. */
+struct health_check {
+    struct rpc_call *call;          /* answered once */
+    struct api_health_stats *stats; /* the member's counts */
+};
+
+static void health_false(struct api_health_stats *st, struct rpc_call *call)
 {
+    atomic_fetch_add(&st->failed, 1);
     reply_text(call, 503, RPC_HTTP_NOSNIFF, "{\"health\":\"false\"}\n");
 }
 
-static void health_true(struct rpc_call *call)
+static void health_true(struct api_health_stats *st, struct rpc_call *call)
 {
+    atomic_fetch_add(&st->ok, 1);
     reply_text(call, 200, 0, "{\"health\":\"true\"}");
 }
 
 static void health_read_done(void *arg, int err)
 {
-    struct rpc_call *call = arg;
+    struct health_check hc = *(struct health_check *)arg;
+    mem_free(arg);
     if (err != 0) {
         log_warn(LOGPKG, "/health error; QGET failed %s (status code 503)",
                  err_str(err));
-        health_false(call);
+        health_false(hc.stats, hc.call);
         return;
     }
-    health_true(call);
+    health_true(hc.stats, hc.call);
 }
 
 /* health: etcd 3.4's checkHealth: no alarm (but the excluded ones), a
  * leader, and a linearizable read (3.4's QGET; a ReadIndex barrier here),
  * unless 3.5's ?serializable=true asks for none. */
-static void health(struct server *s, struct rpc_call *call, const char *m,
-                   const struct query *q)
+static void health(const struct api_http *h, struct rpc_call *call,
+                   const char *m, const struct query *q)
 {
+    struct server *s = h->server;
     if (strcmp(m, "GET") != 0) {
         log_warn(LOGPKG, "/health error (status code 405)");
         not_allowed(call);
@@ -117,19 +128,26 @@ static void health(struct server *s, struct rpc_call *call, const char *m,
                                                              : NULL;
     if (alarm != NULL) {
         log_warn(LOGPKG, "/health error due to alarm:%s", alarm);
-        health_false(call);
+        health_false(h->health, call);
         return;
     }
     if (!server_has_leader(s)) {
         log_warn(LOGPKG, "/health error; no leader (status code 503)");
-        health_false(call);
+        health_false(h->health, call);
         return;
     }
     if (q->serializable) {
-        health_true(call);
+        health_true(h->health, call); /* the local store: no read needed */
         return;
     }
-    server_barrier_async(s, health_read_done, call);
+    struct health_check *hc = mem_calloc(1, sizeof *hc);
+    if (hc == NULL) {
+        health_false(h->health, call);
+        return;
+    }
+    hc->call = call;
+    hc->stats = h->health;
+    server_barrier_async(s, health_read_done, hc);
 }
 
 /* --- /livez, /readyz (etcd 3.6) --- */
@@ -265,9 +283,9 @@ void api__http_serve(struct rpc_call *call, const uint8_t *body,
     struct query q;
     query_read(t, tn, &q);
     if (path_is(t, pn, "/health"))
-        health(h->server, call, m, &q);
+        health(h, call, m, &q);
     else if (path_is(t, pn, "/metrics"))
-        api__metrics_serve(h->server, call);
+        api__metrics_serve(h, call);
     else if (h->metrics_only)
         not_found(call);
     else if (path_is(t, pn, "/version"))

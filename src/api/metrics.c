@@ -116,10 +116,10 @@ static double open_fds(void)
     return n - 1; /* the walk's own descriptor */
 }
 
-size_t api__metrics_text(struct server *s, char *buf, size_t cap)
+size_t api__metrics_text(const struct api_http *h, char *buf, size_t cap)
 {
     struct server_metrics m;
-    server_metrics_get(s, &m);
+    server_metrics_get(h->server, &m);
     double cpu, rss;
     proc_stat(&cpu, &rss);
     size_t o = 0;
@@ -145,6 +145,12 @@ size_t api__metrics_text(struct server *s, char *buf, size_t cap)
                        "Server or member ID in hexadecimal format. 1 for "
                        "'server_id' label with current ID.",
                        "server_id", id, 1);
+    o = series(buf, cap, o, "etcd_server_health_failures", "counter",
+               "The total number of failed health checks",
+               (double)atomic_load(&h->health->failed));
+    o = series(buf, cap, o, "etcd_server_health_success", "counter",
+               "The total number of successful health checks",
+               (double)atomic_load(&h->health->ok));
     o = series(buf, cap, o, "etcd_server_is_leader", "gauge",
                "Whether or not this member is a leader. 1 if is, 0 "
                "otherwise.",
@@ -184,10 +190,10 @@ size_t api__metrics_text(struct server *s, char *buf, size_t cap)
     return o < cap ? o : cap;
 }
 
-void api__metrics_serve(struct server *s, struct rpc_call *call)
+void api__metrics_serve(const struct api_http *h, struct rpc_call *call)
 {
     static _Thread_local char buf[METRICS_BUF];
-    size_t n = api__metrics_text(s, buf, sizeof buf);
+    size_t n = api__metrics_text(h, buf, sizeof buf);
     rpc_call_reply_http(call, 200, "text/plain; version=0.0.4; charset=utf-8",
                         0, buf, n);
 }

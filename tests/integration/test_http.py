@@ -263,6 +263,16 @@ def test_metrics_parse_and_types(server):
             [({label: v}, 1)]
     value = {s.name: s.value for f in fams.values() for s in f.samples}
     assert value["etcd_server_is_leader"] == 1
+    # A healthy check is counted (the parser names a counter's sample
+    # with _total).
+    assert fams["etcd_server_health_success"].type == "counter"
+    assert fams["etcd_server_health_failures"].type == "counter"
+    ok0 = value["etcd_server_health_success_total"]
+    assert curl(server.client_url + "/health")[0] == 200
+    fams = {f.name: f for f in text_string_to_metric_families(
+        curl(server.client_url + "/metrics")[2])}
+    assert fams["etcd_server_health_success"].samples[0].value == ok0 + 1
+    assert fams["etcd_server_health_failures"].samples[0].value == 0
     assert value["etcd_server_is_learner"] == 0
     assert value["etcd_server_has_leader"] == 1
     assert value["etcd_server_leader_changes_seen_total"] >= 1
