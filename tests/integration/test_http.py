@@ -28,7 +28,6 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Server
 from common.servers import against_etcd, free_port
 from etcd3.etcdrpc import rpc_pb2 as pb
 from etcd3.etcdrpc import rpc_pb2_grpc
