@@ -18,7 +18,12 @@
  * the request, KV/Put answers an error whose message needs escaping after
  * looking at metadata and the deadline, Watch/Watch answers each message
  * and finishes when the client half-closes; its owner releases the stream
- * in on_close.  Seeds: fuzz/corpus/rpc (fuzz/rpc_seeds.py).
+ * in on_close.  An input whose first byte is 0xff is written raw, without
+ * the preface: sniffing and HTTP/1.x (h1.c), served by an HTTP handler that
+ * echoes bodies and holds "/late" requests to answer them after the turn,
+ * newest first (pipelined answers out of order); non-gRPC HTTP/2 requests
+ * reach it too.  Seeds: fuzz/corpus/rpc (fuzz/rpc_seeds.py; the h1_* ones
+ * by hand).
  */
 #include <assert.h>
 #include <fcntl.h>
@@ -98,6 +103,36 @@ static void w_close(struct rpc_stream *s, bool cancelled, void *ctx)
     rpc_stream_release(s);
 }
 
+/* HTTP requests: "/late..." ones are held and answered after the loop's
+ * turn, newest first, so that pipelined HTTP/1.x answers come back out of
+ * order; the others are echoed at once. */
+#define LATE_MAX 32
+static struct rpc_call *late[LATE_MAX];
+static int late_n;
+
+static void http_fn(struct rpc_call *call, const uint8_t *body, size_t n,
+                    void *ctx)
+{
+    size_t pn = 0;
+    (void)ctx;
+    if (n > srv->max_recv_bytes)
+        abort();
+    const char *p = rpc_call_metadata(call, ":path", &pn);
+    if (p != NULL && pn >= 5 && memcmp(p, "/late", 5) == 0 &&
+        late_n < LATE_MAX) {
+        late[late_n++] = call;
+        return;
+    }
+    rpc_call_reply_http(call, 200, "text/plain", 0, body, n);
+}
+
+static void answer_late(void)
+{
+    while (late_n > 0)
+        rpc_call_reply_http(late[--late_n], 404, NULL, RPC_HTTP_NOSNIFF,
+                            "x", 1);
+}
+
 static const struct rpc_stream_ops watch_ops = {
     .on_open = w_open, .on_message = w_message, .on_close = w_close};
 
@@ -116,6 +151,7 @@ static void setup(void)
         rpc_server_register_stream(srv, "/etcdserverpb.Watch/Watch",
                                    &watch_ops, NULL) != 0)
         abort();
+    rpc_server_set_http(srv, http_fn, NULL, true);
     loop = &srv->loops[0];
     if (rpc__loop_init(srv, loop) != 0)
         abort();
@@ -143,6 +179,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     rpc__conn_attach(c);
     size_t off = 0, pre = sizeof(preface) - 1;
+    if (size > 0 && data[0] == 0xff) {
+        /* Raw bytes, no preface: sniffing, then HTTP/1.x (h1.c). */
+        data++;
+        size--;
+        pre = 0;
+    }
     while (loop->conns != NULL && off < pre + size) {
         const uint8_t *p = off < pre ? (const uint8_t *)preface + off
                                      : data + (off - pre);
@@ -152,6 +194,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             off += (size_t)w;
         rpc__conn_io(loop->conns, EPOLLIN);
         rpc__loop_turn(loop);
+        answer_late();
+        rpc__loop_turn(loop);
         drain(fds[1]);
     }
     /* The client goes away: every call and stream must be let go. */
@@ -160,6 +204,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rpc__conn_io(loop->conns, EPOLLIN);
     while (loop->conns != NULL)
         rpc__conn_kill(loop->conns);
+    rpc__loop_turn(loop);
+    answer_late();
     rpc__loop_turn(loop);
     if (streams_open != 0 || atomic_load(&srv->streams_n) != 0 ||
         atomic_load(&srv->active_n) != 0)

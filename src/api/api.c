@@ -84,6 +84,9 @@ int api_start(struct server *s, const char *listen_urls,
         return rc;
     }
     rpc_server_set_gate(api->rpc, learner_gate, api);
+    api->http.server = s;
+    api->http.health = &api->health;
+    rpc_server_set_http(api->rpc, api__http_serve, &api->http, true);
     rc = api__kv_register(api);
     if (rc == 0)
         rc = api__maintenance_register(api);
@@ -125,10 +128,36 @@ void api_peer_stop(struct rpc_server *peer)
         rpc_server_close(peer);
 }
 
+int api_metrics_start(struct api *api, const char *listen_urls,
+                      const struct rpc_tls *tls)
+{
+    char buf[4096];
+    struct rpc_server_config cfg;
+    config_init(&cfg, buf, sizeof buf, listen_urls, tls);
+    cfg.threads = 1;
+    cfg.max_request_bytes = server_max_request_bytes(api->server);
+    int rc = rpc_server_create(&cfg, &api->metrics);
+    if (rc != 0)
+        return rc;
+    api->metrics_http.server = api->server;
+    api->metrics_http.metrics_only = true;
+    api->metrics_http.health = &api->health;
+    rpc_server_set_http(api->metrics, api__http_serve, &api->metrics_http,
+                        false);
+    rc = rpc_server_start(api->metrics);
+    if (rc != 0) {
+        rpc_server_close(api->metrics);
+        api->metrics = NULL;
+    }
+    return rc;
+}
+
 void api_stop(struct api *api)
 {
     if (api == NULL)
         return;
+    if (api->metrics != NULL)
+        rpc_server_close(api->metrics);
     rpc_server_close(api->rpc);
     mem_free(api);
 }

@@ -53,6 +53,13 @@ int api_peer_register(struct rpc_server *peer, struct server *s);
 /* api_peer_stop closes the peer listener (NULL is fine). */
 void api_peer_stop(struct rpc_server *peer);
 
+/* api_metrics_start serves /metrics and /health (HTTP only, as etcd's
+ * --listen-metrics-urls) on the comma-separated listen_urls; https://
+ * ones with tls (the client TLS, as etcd).  api_stop closes it.  Errors:
+ * as api_start. */
+int api_metrics_start(struct api *api, const char *listen_urls,
+                      const struct rpc_tls *tls);
+
 /* api_stop stops serving, waits for every call to be answered, frees api.
  * The server must still be running (it answers pending proposals). */
 void api_stop(struct api *api);

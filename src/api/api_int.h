@@ -2,6 +2,8 @@
 #ifndef CETCD_API_API_INT_H
 #define CETCD_API_API_INT_H
 
+#include <stdatomic.h>
+
 #include "api/api.h"
 #include "rpc/rpc.h"
 #include "svc/svc.h"
@@ -37,9 +39,28 @@ struct api_stream_method {
     size_t queue_max;
 };
 
+/* The HTTP endpoints' context (http.c): one per listener that serves
+ * them. */
+/* /health's results (etcd_server_health_success / _failures), one pair
+ * per member, shared by its listeners; any loop or read worker adds. */
+struct api_health_stats {
+    _Atomic uint64_t ok;     /* checks answered healthy */
+    _Atomic uint64_t failed; /* checks answered unhealthy */
+};
+
+struct api_http {
+    struct server *server;  /* the member served (borrowed) */
+    bool metrics_only;      /* --listen-metrics-urls: /metrics, /health */
+    struct api_health_stats *health; /* the member's (struct api's) */
+};
+
 struct api {
     struct server *server;  /* the member served (borrowed) */
     struct rpc_server *rpc; /* the gRPC runtime (owned) */
+    struct api_http http;   /* the client listener's endpoints */
+    struct api_http metrics_http; /* the metrics listener's */
+    struct rpc_server *metrics; /* --listen-metrics-urls, or NULL */
+    struct api_health_stats health; /* both listeners' /health counts */
     struct api_stream_method watch; /* the Watch stream (watch.c) */
 };
 
@@ -53,5 +74,14 @@ struct api {
  * rpc_server_register_stream. */
 int api__stream_register(struct rpc_server *rpc, const char *path,
                          const struct api_stream_method *m);
+
+/* http.c: the HTTP handler (rpc_http_fn) of a listener; ctx is its
+ * struct api_http. */
+void api__http_serve(struct rpc_call *call, const uint8_t *body,
+                     size_t body_len, void *ctx);
+/* metrics.c: /metrics.  api__metrics_text writes the exposition into
+ * buf (truncated to cap) and returns its length. */
+size_t api__metrics_text(const struct api_http *h, char *buf, size_t cap);
+void api__metrics_serve(const struct api_http *h, struct rpc_call *call);
 
 #endif

@@ -649,6 +649,21 @@ static int run(void)
         server_stop(s);
         return 1;
     }
+    const char *murls = flags_get("listen-metrics-urls");
+    if (murls[0] != '\0' && (rc = api_metrics_start(api, murls,
+                                                    l.client_tls)) != 0) {
+        log_error("etcdmain", "failed to listen on metrics urls %s: %s",
+                  murls, err_str(rc));
+        api_stop(api);
+        listeners_close(&l);
+        server_stop(s);
+        return 1;
+    }
+    for (const char *u = murls; *u != '\0'; u += *u == ',') {
+        size_t n = strcspn(u, ",");
+        log_info("embed", "listening for metrics on %.*s", (int)n, u);
+        u += n;
+    }
     log_info("etcdserver/api", "enabled capabilities for version 3.4");
     log_info("embed", "ready to serve client requests");
     print_serving(flags_get("listen-client-urls"));

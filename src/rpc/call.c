@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "rpc/rpc_int.h"
+#include "http/http.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -49,6 +50,11 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->body_n = call->out_n = call->out_off = 0;
     call->code = GRPC_STATUS_OK;
     call->msg = NULL;
+    call->grpc_ct = call->http = call->h1 = call->h1_close = false;
+    call->http_status = 0;
+    call->http_ctype = NULL;
+    call->http_flags = 0;
+    call->h1_next = NULL;
     call->prev = NULL;
     call->next = c->calls;
     if (c->calls != NULL)
@@ -91,7 +97,8 @@ void rpc__call_free(struct rpc_call *call)
         call->next->prev = call->prev;
     rpc__guard_in_sub(c, call->body_n);
     call->body_n = 0;
-    if (call->state == RPC__CALL_SUBMITTED && call->code == GRPC_STATUS_OK)
+    if (call->state == RPC__CALL_SUBMITTED && call->code == GRPC_STATUS_OK &&
+        !call->h1)
         c->out_bytes -= call->out_n - call->out_off; /* reset unsent */
     mem_free(call->msg);
     call->msg = NULL;
@@ -142,6 +149,13 @@ void rpc__call_data(struct rpc_call *call, const uint8_t *p, size_t n)
         return; /* answered early (too large, unknown method) */
     size_t max = call->conn->loop->srv->max_recv_bytes;
     size_t need = call->body_n + n;
+    if (call->http && need > max) {
+        call->http_status = 413; /* an HTTP body: no gRPC framing */
+        rpc__call_ready(call);
+        return;
+    }
+    if (call->http)
+        goto keep;
     if (call->body_n < RPC__PREFIX && need >= RPC__PREFIX) {
         uint8_t pre[RPC__PREFIX];
         size_t have = call->body_n;
@@ -163,6 +177,7 @@ void rpc__call_data(struct rpc_call *call, const uint8_t *p, size_t n)
         rpc__call_ready(call);
         return;
     }
+keep:
     if (!rpc__guard_in_add(call->conn, n)) {
         call->over_budget = true; /* refused; its bytes are not kept */
         rpc__call_ready(call);
@@ -257,12 +272,39 @@ static void unimplemented_msg(const struct rpc_server *srv, const char *path,
     }
 }
 
+/* http_refuse answers a request the runtime refused itself, with Go's
+ * plain-text body ("400 Bad Request"). */
+static void http_refuse(struct rpc_call *call, int status)
+{
+    char body[64];
+    int n = snprintf(body, sizeof body, "%d %s", status, http_reason(status));
+    rpc_call_reply_http(call, status, "text/plain; charset=utf-8", 0, body,
+                        (size_t)n);
+}
+
+static void dispatch_http(struct rpc_server *srv, struct rpc_call *call)
+{
+    if (call->http_status != 0) {
+        http_refuse(call, call->http_status);
+        return;
+    }
+    if (call->over_budget || call->too_large) {
+        http_refuse(call, 413);
+        return;
+    }
+    srv->http(call, call->body, call->body_n, srv->http_ctx);
+}
+
 /* dispatch_one checks a complete request and hands it to its handler. */
 static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
 {
     char msg[400];
     call->state = RPC__CALL_HANDLER;
     atomic_fetch_add(&srv->active_n, 1);
+    if (call->http) {
+        dispatch_http(srv, call);
+        return;
+    }
     if (call->method == NULL) {
         unimplemented_msg(srv, rpc__hdrs_find(&call->hdrs, ":path", NULL),
                           msg, sizeof(msg));
@@ -377,6 +419,14 @@ void rpc__call_inbox(struct rpc_call *call)
     /* The request bytes are no longer needed once answered. */
     rpc__guard_in_sub(c, call->body_n);
     call->body_n = 0;
+    if (call->h1) {
+        rpc__h1_answered(call);
+        return;
+    }
+    if (call->http) {
+        rpc__http_submit(call);
+        return;
+    }
     if (call->code == GRPC_STATUS_OK && rpc__guard_out_full(c)) {
         /* The client reads nothing: this reply would pile up too. */
         char msg[160];
@@ -493,6 +543,96 @@ int64_t rpc_call_deadline_ns(const struct rpc_call *call)
 {
     assert(call != NULL && call->state == RPC__CALL_HANDLER);
     return call->deadline_ns;
+}
+
+void rpc_call_reply_http(struct rpc_call *call, int status,
+                         const char *ctype, unsigned flags, const void *body,
+                         size_t len)
+{
+    assert(call != NULL && call->http);
+    assert(status >= 100 && status <= 999 && (body != NULL || len == 0));
+    call->out_n = call->out_off = 0;
+    if (len > 0 && !out_reserve(call, len)) {
+        status = 500;
+        len = 0;
+    }
+    if (len > 0)
+        memcpy(call->out, body, len);
+    call->out_n = len;
+    call->http_status = status;
+    call->http_ctype = ctype;
+    call->http_flags = flags;
+    call->code = GRPC_STATUS_OK;
+    answer(call);
+}
+
+static ssize_t http_read(nghttp2_session *ng, int32_t stream_id,
+                         uint8_t *buf, size_t length, uint32_t *flags,
+                         nghttp2_data_source *src, void *ud)
+{
+    struct rpc_call *call = src->ptr;
+    (void)ng;
+    (void)stream_id;
+    (void)ud;
+    size_t n = call->out_n - call->out_off;
+    if (n > length)
+        n = length;
+    memcpy(buf, call->out + call->out_off, n);
+    call->out_off += n;
+    call->conn->out_bytes -= n;
+    if (call->out_off == call->out_n)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+#define HNV(n, v)                                                           \
+    ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v),    \
+                  NGHTTP2_NV_FLAG_NONE})
+
+/* rpc__http_submit answers an HTTP request of an HTTP/2 stream: HEADERS
+ * (status, type, length, date, the extra headers) and the body as DATA.
+ * nghttp2 copies the header values at submit. */
+void rpc__http_submit(struct rpc_call *call)
+{
+    struct rpc__conn *c = call->conn;
+    const char *m = rpc__hdrs_find(&call->hdrs, ":method", NULL);
+    if (m != NULL && strcmp(m, "HEAD") == 0)
+        call->out_n = 0;
+    char st[8], len[24], date[40];
+    snprintf(st, sizeof st, "%d", call->http_status);
+    snprintf(len, sizeof len, "%zu", call->out_n);
+    http_date(date, sizeof date);
+    nghttp2_nv nv[10];
+    size_t k = 0;
+    nv[k++] = HNV(":status", st);
+    if (call->http_ctype != NULL)
+        nv[k++] = HNV("content-type", call->http_ctype);
+    nv[k++] = HNV("content-length", len);
+    nv[k++] = HNV("date", date);
+    if (c->loop->srv->http_cors) {
+        nv[k++] = HNV("access-control-allow-headers",
+                      "accept, content-type, authorization");
+        nv[k++] = HNV("access-control-allow-methods",
+                      "POST, GET, OPTIONS, PUT, DELETE");
+        nv[k++] = HNV("access-control-allow-origin", "*");
+    }
+    if (call->http_flags & RPC_HTTP_NOSNIFF)
+        nv[k++] = HNV("x-content-type-options", "nosniff");
+    if (call->http_flags & RPC_HTTP_ALLOW_GET)
+        nv[k++] = HNV("allow", "GET");
+    assert(k <= sizeof nv / sizeof *nv);
+    call->state = RPC__CALL_SUBMITTED;
+    c->out_bytes += call->out_n;
+    nghttp2_data_provider prd = {.source.ptr = call,
+                                 .read_callback = http_read};
+    int rv = nghttp2_submit_response(c->ng, call->stream_id, nv, k,
+                                     call->out_n > 0 ? &prd : NULL);
+    if (rv != 0) {
+        log_warn("rpc", "submit_response: %s", nghttp2_strerror(rv));
+        nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->stream_id,
+                                  NGHTTP2_INTERNAL_ERROR);
+    }
+    rpc__conn_mark_dirty(c);
 }
 
 /* grpc.health.v1.HealthCheckResponse{status: SERVING}: field 1, varint 1.

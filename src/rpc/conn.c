@@ -199,6 +199,9 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
     else if (name_n == 13 && memcmp(name, "grpc-encoding", 13) == 0)
         call->bad_encoding =
             !(value_n == 8 && memcmp(value, "identity", 8) == 0);
+    else if (name_n == 12 && memcmp(name, "content-type", 12) == 0)
+        call->grpc_ct = value_n >= 16 &&
+                        memcmp(value, "application/grpc", 16) == 0;
     if (rpc__hdrs_add(&call->hdrs, name, name_n, value, value_n) != 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     return 0;
@@ -232,6 +235,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     bool req_headers = f->hd.type == NGHTTP2_HEADERS &&
                        f->headers.cat == NGHTTP2_HCAT_REQUEST;
+    if (req_headers && !call->grpc_ct && c->loop->srv->http != NULL) {
+        /* Not gRPC (curl --http2): an HTTP request, as etcd routes by
+         * content-type; it is dispatched once its body is in. */
+        call->http = true;
+        if (end)
+            rpc__call_ready(call);
+        return 0;
+    }
     if (req_headers && call->method != NULL &&
         call->method->kind == RPC__METHOD_STREAM) {
         struct rpc_stream *s = rpc__stream_open(call); /* frees call */
@@ -341,6 +352,7 @@ struct rpc__conn *rpc__conn_new(struct rpc__loop *l, int fd, bool tls)
     c->fd = fd;
     c->refs = 1;
     c->born_ms = rpc__now_ms();
+    c->proto = l->srv->http != NULL ? RPC__PROTO_SNIFF : RPC__PROTO_H2;
     if (tls) {
         c->ssl = SSL_new(l->srv->tls);
         if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1)
@@ -449,6 +461,9 @@ void rpc__conn_kill(struct rpc__conn *c)
     }
     nghttp2_session_del(c->ng);
     c->ng = NULL;
+    mem_free(c->h1_in);
+    c->h1_in = NULL;
+    c->h1_in_n = c->h1_in_cap = 0;
     if (c->ssl != NULL) {
         SSL_free(c->ssl);
         c->ssl = NULL;
@@ -459,14 +474,23 @@ void rpc__conn_kill(struct rpc__conn *c)
     rpc__conn_unref(c); /* the loop's */
 }
 
+void rpc__conn_rearm(struct rpc__conn *c)
+{
+    if (c->dead)
+        return;
+    struct epoll_event ev = {
+        .events = (c->rd_paused ? 0u : EPOLLIN | EPOLLRDHUP) |
+                  (c->want_out ? EPOLLOUT : 0u),
+        .data.ptr = c};
+    epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
 static void want_out(struct rpc__conn *c, bool on)
 {
     if (c->want_out == on)
         return;
     c->want_out = on;
-    struct epoll_event ev = {
-        .events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u), .data.ptr = c};
-    epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    rpc__conn_rearm(c);
 }
 
 /* sock_write writes what it can; false when the connection failed. */
@@ -514,6 +538,8 @@ static bool sock_write(struct rpc__conn *c)
 
 static bool gather(struct rpc__conn *c)
 {
+    if (c->proto != RPC__PROTO_H2)
+        return true; /* H1 answers are put in c->out by h1.c */
     while (c->out_n < OUT_GATHER) {
         const uint8_t *d;
         ssize_t n = nghttp2_session_mem_send(c->ng, &d);
@@ -536,7 +562,12 @@ void rpc__conn_flush(struct rpc__conn *c)
 {
     if (c->dead || c->handshaking)
         return;
-    while (c->out_off == c->out_n) {
+    if (c->proto == RPC__PROTO_H1 && c->out_off < c->out_n && !c->want_out &&
+        !sock_write(c)) {
+        rpc__conn_kill(c); /* H1 answers are in c->out already (h1.c) */
+        return;
+    }
+    while (c->proto != RPC__PROTO_H1 && c->out_off == c->out_n) {
         if (!gather(c)) {
             rpc__conn_kill(c);
             return;
@@ -548,8 +579,12 @@ void rpc__conn_flush(struct rpc__conn *c)
             return;
         }
     }
-    if (c->out_off == c->out_n && !nghttp2_session_want_read(c->ng) &&
-        !nghttp2_session_want_write(c->ng))
+    if (c->out_off != c->out_n)
+        return;
+    if (c->proto == RPC__PROTO_H1)
+        rpc__h1_written(c);
+    else if (c->proto == RPC__PROTO_H2 && !nghttp2_session_want_read(c->ng) &&
+             !nghttp2_session_want_write(c->ng))
         rpc__conn_kill(c); /* GOAWAY exchanged, or a protocol error */
 }
 
@@ -584,6 +619,51 @@ static ssize_t sock_read(struct rpc__conn *c)
     }
 }
 
+bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n)
+{
+    ssize_t used = nghttp2_session_mem_recv(c->ng, p, n);
+    if (used < 0) {
+        /* A fatal error (bad preface, a flood, a broken frame): the rest
+         * of the bytes are out of frame alignment.  Send what nghttp2
+         * queued (a GOAWAY, if any) and close. */
+        log_debug("rpc", "closing a connection: %s",
+                  nghttp2_strerror((int)used));
+        c->refs++;
+        rpc__conn_flush(c);
+        rpc__conn_kill(c);
+        rpc__conn_unref(c);
+        return false;
+    }
+    rpc__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, PINGs */
+    return true;
+}
+
+/* feed gives bytes read to the connection's protocol; false when the
+ * connection died. */
+static bool feed(struct rpc__conn *c, const uint8_t *p, size_t n)
+{
+    switch (c->proto) {
+    case RPC__PROTO_H2: return rpc__h2_feed(c, p, n);
+    case RPC__PROTO_H1: return rpc__h1_feed(c, p, n);
+    default: return rpc__sniff(c, p, n);
+    }
+}
+
+/* alpn_pick: after a handshake, ALPN decides the protocol ("h2" or
+ * "http/1.1"); without ALPN the first bytes will (sniffing). */
+static void alpn_pick(struct rpc__conn *c)
+{
+    const unsigned char *a = NULL;
+    unsigned int an = 0;
+    if (c->proto != RPC__PROTO_SNIFF)
+        return;
+    SSL_get0_alpn_selected(c->ssl, &a, &an);
+    if (an == 2 && memcmp(a, "h2", 2) == 0)
+        c->proto = RPC__PROTO_H2;
+    else if (an == 8 && memcmp(a, "http/1.1", 8) == 0)
+        c->proto = RPC__PROTO_H1;
+}
+
 void rpc__conn_io(struct rpc__conn *c, uint32_t events)
 {
     if (c->dead)
@@ -598,7 +678,9 @@ void rpc__conn_io(struct rpc__conn *c, uint32_t events)
         if (rv != 1)
             return; /* more to come */
         c->handshaking = false;
-        rpc__conn_mark_dirty(c); /* the server's SETTINGS */
+        alpn_pick(c);
+        if (c->proto == RPC__PROTO_H2)
+            rpc__conn_mark_dirty(c); /* the server's SETTINGS */
         events |= EPOLLIN; /* OpenSSL may hold the client's first bytes */
     }
     if ((events & EPOLLOUT) != 0 && c->out_off < c->out_n) {
@@ -613,31 +695,23 @@ void rpc__conn_io(struct rpc__conn *c, uint32_t events)
         want_out(c, false);
         events |= EPOLLIN;
     }
+    if ((events & (EPOLLHUP | EPOLLERR)) != 0 && c->rd_paused) {
+        rpc__conn_kill(c); /* gone both ways: nothing left to answer */
+        return;
+    }
     if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0)
         return;
-    for (int i = 0; i < READS_PER_EVENT; i++) {
+    for (int i = 0; i < READS_PER_EVENT && !c->rd_paused; i++) {
         ssize_t n = sock_read(c);
         if (n < 0) {
-            rpc__conn_kill(c);
+            if (c->proto != RPC__PROTO_H1 || !rpc__h1_eof(c))
+                rpc__conn_kill(c);
             return;
         }
         if (n == 0)
             break;
-        ssize_t used = nghttp2_session_mem_recv(c->ng, c->loop->rbuf,
-                                                (size_t)n);
-        if (used < 0) {
-            /* A fatal error (bad preface, a flood, a broken frame): the
-             * rest of the bytes are out of frame alignment.  Send what
-             * nghttp2 queued (a GOAWAY, if any) and close. */
-            log_debug("rpc", "closing a connection: %s",
-                      nghttp2_strerror((int)used));
-            c->refs++;
-            rpc__conn_flush(c);
-            rpc__conn_kill(c);
-            rpc__conn_unref(c);
+        if (!feed(c, c->loop->rbuf, (size_t)n))
             return;
-        }
-        rpc__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, PINGs */
         if (c->ssl == NULL && n < RPC__READ_BUF)
             break;
     }

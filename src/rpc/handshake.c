@@ -91,12 +91,24 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
 {
     (void)ssl;
     (void)arg;
+    /* "h2" first, as Go's server prefers it; "http/1.1" for HTTP/1.x
+     * clients (curl --http1.1).  A server without an HTTP handler still
+     * speaks HTTP/2 on such a connection (conn.c alpn_pick). */
+    const unsigned char *h1 = NULL;
     for (unsigned i = 0; i < in_n; i += 1u + in[i]) {
         if (in[i] == 2 && i + 2 < in_n && memcmp(in + i + 1, "h2", 2) == 0) {
             *out = in + i + 1;
             *out_n = 2;
             return SSL_TLSEXT_ERR_OK;
         }
+        if (in[i] == 8 && i + 8 < in_n &&
+            memcmp(in + i + 1, "http/1.1", 8) == 0)
+            h1 = in + i + 1;
+    }
+    if (h1 != NULL) {
+        *out = h1;
+        *out_n = 8;
+        return SSL_TLSEXT_ERR_OK;
     }
     return SSL_TLSEXT_ERR_NOACK;
 }

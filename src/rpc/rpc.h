@@ -3,7 +3,8 @@
  * and the peer transport (peer/) sit on.  The rpc module is a layer below
  * both (docs/ARCHITECTURE.md): it includes only util/ and the generated
  * protos.  Files: server.c (listeners, loops, shutdown), conn.c (one
- * connection and its nghttp2 session), call.c (unary calls), stream.c
+ * connection and its nghttp2 session), h1.c (HTTP/1.x connections and
+ * protocol sniffing), call.c (unary calls and HTTP answers), stream.c
  * (streams), guard.c (limits), handshake.c (TLS handshakes), tls.c/tls.h
  * (the listeners' TLS material).
  *
@@ -199,6 +200,38 @@ void rpc_server_stop(struct rpc_server *srv);
 /* rpc_server_close stops the server if needed, waits for every call and
  * stream to be answered/released, joins the threads and frees srv. */
 void rpc_server_close(struct rpc_server *srv);
+
+/* --- HTTP requests ---
+ *
+ * A server with an HTTP handler serves HTTP beside gRPC on the same
+ * listeners, as etcd does: a connection whose first bytes are not the
+ * HTTP/2 preface (or whose TLS ALPN is "http/1.1") speaks HTTP/1.x (h1.c:
+ * keep-alive, pipelined requests answered in order, a head within 64 KiB
+ * and 10 s, bodies up to the receive limit), and an HTTP/2 request whose
+ * content-type is not application/grpc is an HTTP request too (curl
+ * --http2).  The handler gets it as a call (request bytes: its body;
+ * rpc_call_metadata gives ":method", ":path" and the headers, names in
+ * lower case) and answers it once with rpc_call_reply_http, now or later
+ * from any thread, as a unary call. */
+typedef void (*rpc_http_fn)(struct rpc_call *call, const uint8_t *body,
+                            size_t body_len, void *ctx);
+
+/* rpc_server_set_http installs fn (NULL: HTTP/2 gRPC only).  cors adds
+ * etcd's Access-Control-Allow-* headers (--cors "*") to every answer.
+ * Before start only. */
+void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
+                         bool cors);
+
+/* Extra headers of an HTTP answer. */
+#define RPC_HTTP_NOSNIFF 1u   /* X-Content-Type-Options: nosniff */
+#define RPC_HTTP_ALLOW_GET 2u /* Allow: GET (a 405) */
+
+/* rpc_call_reply_http answers an HTTP request with status, the content
+ * type ctype (a static string, or NULL), flags (RPC_HTTP_*) and len body
+ * bytes (copied).  A HEAD request gets the head only. */
+void rpc_call_reply_http(struct rpc_call *call, int status,
+                         const char *ctype, unsigned flags, const void *body,
+                         size_t len);
 
 /* --- unary calls (any thread that owns the call) --- */
 

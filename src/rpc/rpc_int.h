@@ -83,6 +83,11 @@ struct rpc__hdrs {
 
 struct rpc__loop;
 
+/* What a connection speaks: decided by its first bytes (the HTTP/2
+ * preface or not) or by TLS ALPN ("h2", "http/1.1"); h1.c.  A server
+ * without an HTTP handler speaks HTTP/2 only, from the first byte. */
+enum rpc__proto { RPC__PROTO_SNIFF, RPC__PROTO_H2, RPC__PROTO_H1 };
+
 /* One client connection. */
 struct rpc__conn {
     struct rpc__item item;             /* CONN: handed to its loop */
@@ -105,6 +110,22 @@ struct rpc__conn {
     bool preface_ok;                   /* a valid HTTP/2 frame arrived */
     size_t in_bytes;                   /* request bytes held (guard.c) */
     size_t out_bytes;                  /* reply bytes queued, not sent */
+    enum rpc__proto proto;             /* see enum rpc__proto */
+    uint8_t sniff[24];                 /* SNIFF: first bytes, preface so far */
+    size_t sniff_n;                    /* SNIFF: bytes in sniff */
+    bool rd_paused;                    /* EPOLLIN off (h1.c back-pressure) */
+    uint8_t *h1_in;                    /* H1: request bytes not yet taken */
+    size_t h1_in_n, h1_in_cap;         /* H1: used, allocated */
+    size_t h1_scan;                    /* H1: head end searched up to */
+    struct rpc_call *h1_head, *h1_tail; /* H1: requests in order, answered
+                                          in that order (pipelining) */
+    int h1_pending;                    /* H1: calls in that queue */
+    bool h1_close;                     /* H1: take no more requests; close
+                                          once the queue is answered */
+    bool h1_shut;                      /* H1: our side shut (SHUT_WR) */
+    bool h1_eof;                       /* H1: the client shut its side */
+    bool h1_continued;                 /* H1: 100 Continue sent for the
+                                          request being read */
 };
 
 enum rpc__call_state {
@@ -135,6 +156,15 @@ struct rpc_call {
     grpc_status_code code;             /* answer's status */
     char *msg;                         /* its message or NULL; owned */
     struct rpc_call *ready_next;       /* dispatch list link */
+    bool grpc_ct;                      /* content-type application/grpc* */
+    bool http;                         /* an HTTP request, not a gRPC call */
+    bool h1;                           /* ... on an HTTP/1.x connection */
+    bool h1_close;                     /* H1: close after this answer */
+    int http_status;                   /* answer's status; before dispatch
+                                          nonzero: refused with it (h1.c) */
+    const char *http_ctype;            /* answer's content type (static) */
+    unsigned http_flags;               /* RPC_HTTP_* of the answer */
+    struct rpc_call *h1_next;          /* H1: the connection's queue */
     struct rpc_call *prev, *next;      /* the connection's calls */
 };
 
@@ -226,6 +256,9 @@ struct rpc_server {
     int fd_ceiling;                    /* accepted fds stay below this */
     atomic_llong refused_n;            /* connections refused at limits */
     atomic_llong refuse_logged_ms;     /* last log line about them */
+    rpc_http_fn http;                  /* HTTP requests' handler, or NULL */
+    void *http_ctx;                    /* its argument */
+    bool http_cors;                    /* etcd's CORS headers on answers */
     rpc_unary_gate_fn gate;            /* checks every unary call, or NULL */
     void *gate_ctx;                    /* its argument */
     struct rpc__method *methods;       /* registered methods */
@@ -295,7 +328,33 @@ size_t rpc__status_nv(nghttp2_nv *nv, grpc_status_code code,
                       const char *msg, char *code_buf, char *msg_buf,
                       size_t msg_cap);
 
+/* h1.c: HTTP/1.x connections and protocol sniffing. */
+/* rpc__sniff takes a SNIFF connection's first bytes: the HTTP/2 preface
+ * makes it H2, anything else H1; the bytes go on to that protocol.  False
+ * when the connection died. */
+bool rpc__sniff(struct rpc__conn *c, const uint8_t *p, size_t n);
+/* rpc__h1_feed takes bytes read from an H1 connection; false when the
+ * connection died. */
+bool rpc__h1_feed(struct rpc__conn *c, const uint8_t *p, size_t n);
+/* rpc__h1_eof: the client closed its side; true when the connection stays
+ * to write the answers still due (it closes after them). */
+bool rpc__h1_eof(struct rpc__conn *c);
+/* rpc__h1_answered: an H1 call's answer came back from its handler. */
+void rpc__h1_answered(struct rpc_call *call);
+/* rpc__h1_written: c's output buffer was written out. */
+void rpc__h1_written(struct rpc__conn *c);
+/* rpc__h2_feed gives bytes to c's nghttp2 session (conn.c). */
+bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n);
+/* rpc__conn_rearm sets c's epoll events from want_out and rd_paused. */
+void rpc__conn_rearm(struct rpc__conn *c);
+/* rpc__http_extra writes the extra header lines of an HTTP answer
+ * (CORS, RPC_HTTP_* flags) into buf; returns its length. */
+size_t rpc__http_extra(const struct rpc_server *srv, unsigned flags,
+                       char *buf, size_t cap);
+
 /* call.c */
+/* rpc__http_submit answers an HTTP request that came over HTTP/2. */
+void rpc__http_submit(struct rpc_call *call);
 extern const nghttp2_nv rpc__resp_headers[2]; /* :status, content-type */
 struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id);
 void rpc__call_free(struct rpc_call *call);

@@ -165,6 +165,15 @@ static int method_add(struct rpc_server *srv, const char *path,
     return 0;
 }
 
+void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
+                         bool cors)
+{
+    assert(srv != NULL && !srv->started);
+    srv->http = fn;
+    srv->http_ctx = ctx;
+    srv->http_cors = cors;
+}
+
 void rpc_server_set_gate(struct rpc_server *srv, rpc_unary_gate_fn gate,
                          void *ctx)
 {
@@ -486,8 +495,10 @@ static void *loop_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &pipe, NULL);
     while (!atomic_load(&srv->exiting)) {
         /* Entries pushed by this thread woke nobody: do not sleep on
-         * them.  Other threads' pushes onto an empty inbox wake it. */
-        bool more = atomic_load(&l->inbox) != NULL;
+         * them.  Other threads' pushes onto an empty inbox wake it.  Nor
+         * on requests made ready by the last turn (h1.c takes pipelined
+         * HTTP/1.x requests as earlier ones are answered). */
+        bool more = atomic_load(&l->inbox) != NULL || l->ready != NULL;
         int n = epoll_wait(l->ep, evs, EVENTS_MAX,
                            more ? 0 : rpc__guard_timeout_ms(l));
         for (int i = 0; i < n; i++) {

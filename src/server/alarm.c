@@ -78,6 +78,7 @@ static void list_changed(struct server *s)
     bool nospace = count_type(al, ETCDSERVERPB__ALARM_TYPE__NOSPACE) > 0;
     bool corrupt = count_type(al, ETCDSERVERPB__ALARM_TYPE__CORRUPT) > 0;
     atomic_store(&al->nospace, nospace);
+    atomic_store(&al->corrupt, corrupt);
     server__appliers_link(s, nospace, corrupt);
 }
 
@@ -135,6 +136,13 @@ void server__alarms_reload(struct server *s)
         log_error("etcdserver", "cannot read the alarm list again");
     else
         list_changed(s);
+}
+
+void server_alarms_active(struct server *s, bool *nospace_out,
+                          bool *corrupt_out)
+{
+    *nospace_out = atomic_load(&s->alarms.nospace);
+    *corrupt_out = atomic_load(&s->alarms.corrupt);
 }
 
 bool server__alarm_nospace(struct server *s)

@@ -53,6 +53,7 @@ struct server_alarms {
     struct server_alarm v[SERVER_ALARMS_MAX]; /* the active alarms */
     size_t n;                              /* entries in v */
     _Atomic bool nospace;                  /* a NOSPACE alarm is in v */
+    _Atomic bool corrupt;                  /* a CORRUPT alarm is in v */
     _Atomic uint64_t raised_ms;            /* last ACTIVATE this member
                                               proposed (rate limit) */
 };

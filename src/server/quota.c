@@ -54,6 +54,12 @@ uint64_t server_txn_cost(const Etcdserverpb__TxnRequest *t)
     return ok > fail ? ok : fail;
 }
 
+int64_t server__quota_bytes(const struct server *s)
+{
+    int64_t q = s->cfg.quota_backend_bytes;
+    return q == 0 ? QUOTA_DEFAULT_BYTES : q;
+}
+
 bool server__quota_room(struct server *s, uint64_t cost)
 {
     int64_t q = s->cfg.quota_backend_bytes;

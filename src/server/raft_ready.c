@@ -197,6 +197,7 @@ static void send_msgs(struct server *s, const struct raft_ready *rd)
  * member, the time is kept for server__timeout_err. */
 static void leader_changed(struct server *s)
 {
+    atomic_fetch_add(&s->stat_leader_changes, 1);
     if (s->node.is_leader)
         atomic_store(&s->lead_elected_ms, server__clock_ms(s));
     server__reads_fail_inflight(s, ERR_LEADER_CHANGED);

@@ -425,6 +425,26 @@ bool server_is_learner(struct server *s)
     return server__member_is_learner(s, s->member_id);
 }
 
+void server_metrics_get(struct server *s, struct server_metrics *out)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t lead = atomic_load(&s->lead);
+    out->has_leader = lead != 0;
+    out->is_leader = lead != 0 && lead == s->member_id;
+    out->is_learner = server__member_is_learner(s, s->member_id);
+    out->member_id = s->member_id;
+    out->leader_changes = atomic_load(&s->stat_leader_changes);
+    out->committed_index = atomic_load(&s->committed_index);
+    out->applied_index = atomic_load(&s->applied_index);
+    out->proposals_pending = server_wait_count(&s->wait);
+    out->proposals_failed = atomic_load(&s->stat_proposals_failed);
+    server__store_enter(s);
+    if (backend_size(s->be, &out->db_size, &out->db_in_use) != 0)
+        out->db_size = out->db_in_use = 0;
+    server__store_leave(s);
+    out->quota_bytes = server__quota_bytes(s);
+}
+
 int server_status_get(struct server *s, struct server_status *out)
 {
     memset(out, 0, sizeof *out);

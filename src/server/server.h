@@ -350,6 +350,31 @@ struct server_stats {
 };
 void server_stats_get(struct server *s, struct server_stats *out);
 
+/* server_metrics: the member's series of /metrics (api/metrics.c), read
+ * from atomics the member keeps anyway (plus the waiter count, one lock
+ * per wait shard, and the store's size, server_status_get's).  Any
+ * thread. */
+struct server_metrics {
+    bool has_leader;            /* etcd_server_has_leader */
+    bool is_leader;             /* this member leads */
+    bool is_learner;            /* this member is a learner */
+    uint64_t member_id;         /* this member's id */
+    uint64_t leader_changes;    /* new leaders seen (etcd's count) */
+    uint64_t committed_index;   /* proposals_committed_total (an index) */
+    uint64_t applied_index;     /* proposals_applied_total (an index) */
+    uint64_t proposals_pending; /* proposals waiting for their apply */
+    uint64_t proposals_failed;  /* proposals that timed out */
+    uint64_t db_size;           /* backend file size */
+    uint64_t db_in_use;         /* backend bytes in use */
+    int64_t quota_bytes;        /* the backend quota (default filled in) */
+};
+void server_metrics_get(struct server *s, struct server_metrics *out);
+
+/* server_alarms_active: which alarms are active now (any member's), as
+ * the apply thread last set them.  Any thread. */
+void server_alarms_active(struct server *s, bool *nospace_out,
+                          bool *corrupt_out);
+
 /* server_status: what Maintenance.Status reports. */
 struct server_status {
     uint64_t leader;        /* member id of the leader (0 = none) */

@@ -320,6 +320,8 @@ struct server {
     struct server_ms *ms;       /* membership (members.c) */
 
     _Atomic uint64_t stat_proposals;     /* see server_stats */
+    _Atomic uint64_t stat_leader_changes; /* new leaders (server_metrics) */
+    _Atomic uint64_t stat_proposals_failed; /* timed out (server_metrics) */
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
     _Atomic uint64_t db_bytes; /* the store's extent (quota.c) */
@@ -681,6 +683,8 @@ void server__member_removed_by(struct server *s, uint64_t by);
  * open, and on the apply thread after each commit). */
 void server__quota_log(const struct server *s);
 void server__quota_update(struct server *s);
+/* quota.c: the quota in bytes, the default filled in (negative: none). */
+int64_t server__quota_bytes(const struct server *s);
 /* quota.c: the quota alone, no alarm (the applier's check: it must not
  * propose). */
 bool server__quota_room(struct server *s, uint64_t cost);

@@ -100,6 +100,7 @@ struct why_ctx {
 static int why(void *arg, uint64_t start_ms)
 {
     struct why_ctx *c = arg;
+    atomic_fetch_add(&c->s->stat_proposals_failed, 1);
     if (!c->taken) {
         view_take(c->s, &c->v);
         c->taken = true;

@@ -135,6 +135,17 @@ static size_t take_expired(struct server_waiter **b, uint64_t now_ms,
     return n;
 }
 
+size_t server_wait_count(struct server_wait *w)
+{
+    size_t n = 0;
+    for (int i = 0; i < SERVER_WAIT_SHARDS; i++) {
+        pthread_mutex_lock(&w->shards[i].mu);
+        n += w->shards[i].n;
+        pthread_mutex_unlock(&w->shards[i].mu);
+    }
+    return n;
+}
+
 void server_wait_expire(struct server_wait *w, uint64_t now_ms,
                         server_wait_why_fn why, void *ctx)
 {

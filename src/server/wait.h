@@ -57,6 +57,9 @@ bool server_wait_take(struct server_wait *w, uint64_t id,
                       server_done_fn *done_out, void **arg_out);
 /* server_wait_fail_all calls every waiter with err and empties the registry
  * (shutdown). */
+/* server_wait_count: waiters registered now (each shard's lock taken in
+ * turn, so a moving count). */
+size_t server_wait_count(struct server_wait *w);
 void server_wait_fail_all(struct server_wait *w, int err);
 void server_wait_destroy(struct server_wait *w);
 

@@ -1,0 +1,302 @@
+/*
+ * http.c - etcd's HTTP endpoints on the client listener (beside gRPC, as
+ * etcd serves them: rpc.h "HTTP requests") and on the --listen-metrics-urls
+ * listener: /health (etcd 3.4, with 3.5's ?exclude= and
+ * ?serializable=true), /version (3.4), /livez and /readyz (etcd 3.6's
+ * checks, ?verbose and ?exclude=), /metrics (metrics.c), and Go's 404 and
+ * 405 answers for the rest.
+ *
+ * Every handler runs on a loop of the runtime; the linearizable checks
+ * (/health's read, /readyz's linearizable_read) pass a ReadIndex barrier
+ * (server_barrier_async) and answer from its callback.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "http/http.h"
+#include "rpc/rpc.h"
+#include "server/server.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define TEXT "text/plain; charset=utf-8"
+#define EXCLUDES_MAX 8 /* ?exclude= values kept */
+#define LOGPKG "etcdserver/api/etcdhttp"
+
+/* The query of a request, as the endpoints read it. */
+struct query {
+    bool verbose;                    /* ?verbose */
+    bool serializable;               /* ?serializable=true */
+    char exclude[EXCLUDES_MAX][32];  /* ?exclude= values */
+    size_t exclude_n;                /* used */
+};
+
+static void query_read(const char *t, size_t tn, struct query *q)
+{
+    memset(q, 0, sizeof *q);
+    char k[32], v[32];
+    size_t pos = 0;
+    while (http_query_next(t, tn, &pos, k, sizeof k, v, sizeof v)) {
+        if (strcmp(k, "verbose") == 0)
+            q->verbose = true;
+        else if (strcmp(k, "serializable") == 0)
+            q->serializable = strcmp(v, "true") == 0;
+        else if (strcmp(k, "exclude") == 0 && q->exclude_n < EXCLUDES_MAX)
+            snprintf(q->exclude[q->exclude_n++], sizeof q->exclude[0], "%s",
+                     v);
+    }
+}
+
+static bool excluded(const struct query *q, const char *name)
+{
+    for (size_t i = 0; i < q->exclude_n; i++)
+        if (strcmp(q->exclude[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void reply_text(struct rpc_call *call, int status, unsigned flags,
+                       const char *body)
+{
+    rpc_call_reply_http(call, status, TEXT, flags, body, strlen(body));
+}
+
+/* Go's http.NotFound and http.Error(..., 405). */
+static void not_found(struct rpc_call *call)
+{
+    reply_text(call, 404, RPC_HTTP_NOSNIFF, "404 page not found\n");
+}
+
+static void not_allowed(struct rpc_call *call)
+{
+    reply_text(call, 405, RPC_HTTP_NOSNIFF | RPC_HTTP_ALLOW_GET,
+               "Method Not Allowed\n");
+}
+
+/* --- /health --- */
+
+/* A /health request while its read runs. */
+struct health_check {
+    struct rpc_call *call;          /* answered once */
+    struct api_health_stats *stats; /* the member's counts */
+};
+
+static void health_false(struct api_health_stats *st, struct rpc_call *call)
+{
+    atomic_fetch_add(&st->failed, 1);
+    reply_text(call, 503, RPC_HTTP_NOSNIFF, "{\"health\":\"false\"}\n");
+}
+
+static void health_true(struct api_health_stats *st, struct rpc_call *call)
+{
+    atomic_fetch_add(&st->ok, 1);
+    reply_text(call, 200, 0, "{\"health\":\"true\"}");
+}
+
+static void health_read_done(void *arg, int err)
+{
+    struct health_check hc = *(struct health_check *)arg;
+    mem_free(arg);
+    if (err != 0) {
+        log_warn(LOGPKG, "/health error; QGET failed %s (status code 503)",
+                 err_str(err));
+        health_false(hc.stats, hc.call);
+        return;
+    }
+    health_true(hc.stats, hc.call);
+}
+
+/* health: etcd 3.4's checkHealth: no alarm (but the excluded ones), a
+ * leader, and a linearizable read (3.4's QGET; a ReadIndex barrier here),
+ * unless 3.5's ?serializable=true asks for none. */
+static void health(const struct api_http *h, struct rpc_call *call,
+                   const char *m, const struct query *q)
+{
+    struct server *s = h->server;
+    if (strcmp(m, "GET") != 0) {
+        log_warn(LOGPKG, "/health error (status code 405)");
+        not_allowed(call);
+        return;
+    }
+    bool nospace, corrupt;
+    server_alarms_active(s, &nospace, &corrupt);
+    const char *alarm = nospace && !excluded(q, "NOSPACE")   ? "NOSPACE"
+                        : corrupt && !excluded(q, "CORRUPT") ? "CORRUPT"
+                                                             : NULL;
+    if (alarm != NULL) {
+        log_warn(LOGPKG, "/health error due to alarm:%s", alarm);
+        health_false(h->health, call);
+        return;
+    }
+    if (!server_has_leader(s)) {
+        log_warn(LOGPKG, "/health error; no leader (status code 503)");
+        health_false(h->health, call);
+        return;
+    }
+    if (q->serializable) {
+        health_true(h->health, call); /* the local store: no read needed */
+        return;
+    }
+    struct health_check *hc = mem_calloc(1, sizeof *hc);
+    if (hc == NULL) {
+        health_false(h->health, call);
+        return;
+    }
+    hc->call = call;
+    hc->stats = h->health;
+    server_barrier_async(s, health_read_done, hc);
+}
+
+/* --- /livez, /readyz (etcd 3.6) --- */
+
+enum check { CHECK_CORRUPTION, CHECK_SERIALIZABLE, CHECK_LINEARIZABLE };
+
+static const char *const check_names[] = {
+    "data_corruption", "serializable_read", "linearizable_read"};
+
+/* A /livez or /readyz request while its linearizable check runs. */
+struct probe {
+    struct rpc_call *call;  /* answered once */
+    const char *name;       /* "livez" or "readyz" */
+    struct query q;         /* its query */
+    unsigned checks;        /* 1 << enum check, the checks it runs */
+    unsigned failed;        /* those that failed */
+    char reason[3][64];     /* why, per failed check */
+};
+
+static void probe_answer(struct probe *p)
+{
+    char body[1024];
+    size_t o = 0;
+    for (size_t i = 0; i < p->q.exclude_n; i++) {
+        bool known = false;
+        for (int c = 0; c < 3; c++)
+            known |= (p->checks & (1u << c)) &&
+                     strcmp(p->q.exclude[i], check_names[c]) == 0;
+        if (!known)
+            log_warn(LOGPKG, "/%s: cannot exclude health check %s: no "
+                     "such check", p->name, p->q.exclude[i]);
+    }
+    for (int c = 0; c < 3; c++) {
+        if (!(p->checks & (1u << c)))
+            continue;
+        if (excluded(&p->q, check_names[c]))
+            o += (size_t)snprintf(body + o, sizeof body - o,
+                                  "[+]%s excluded: ok\n", check_names[c]);
+        else if (p->failed & (1u << c))
+            o += (size_t)snprintf(body + o, sizeof body - o,
+                                  "[-]%s failed: %s\n", check_names[c],
+                                  p->reason[c]);
+        else
+            o += (size_t)snprintf(body + o, sizeof body - o, "[+]%s ok\n",
+                                  check_names[c]);
+    }
+    if (p->failed != 0) {
+        snprintf(body + o, sizeof body - o, "%s check failed\n", p->name);
+        log_warn(LOGPKG, "/%s error (status code 503)", p->name);
+        reply_text(p->call, 503, RPC_HTTP_NOSNIFF, body);
+    } else if (p->q.verbose) {
+        snprintf(body + o, sizeof body - o, "%s check passed\n", p->name);
+        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, body);
+    } else {
+        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, "ok");
+    }
+    mem_free(p);
+}
+
+static void probe_read_done(void *arg, int err)
+{
+    struct probe *p = arg;
+    if (err != 0) {
+        p->failed |= 1u << CHECK_LINEARIZABLE;
+        snprintf(p->reason[CHECK_LINEARIZABLE], sizeof p->reason[0], "%s",
+                 err_str(err));
+    }
+    probe_answer(p);
+}
+
+static void probe(struct server *s, struct rpc_call *call, const char *name,
+                  unsigned checks, const struct query *q)
+{
+    struct probe *p = mem_calloc(1, sizeof *p);
+    if (p == NULL) {
+        reply_text(call, 500, RPC_HTTP_NOSNIFF, "out of memory\n");
+        return;
+    }
+    p->call = call;
+    p->name = name;
+    p->q = *q;
+    p->checks = checks;
+    bool nospace, corrupt;
+    server_alarms_active(s, &nospace, &corrupt);
+    if ((checks & (1u << CHECK_CORRUPTION)) && corrupt &&
+        !excluded(q, check_names[CHECK_CORRUPTION])) {
+        p->failed |= 1u << CHECK_CORRUPTION;
+        snprintf(p->reason[CHECK_CORRUPTION], sizeof p->reason[0],
+                 "alarm activated: CORRUPT");
+    }
+    /* A serializable read is the local store's: it cannot fail while the
+     * member runs (its loop answers this very request). */
+    if ((checks & (1u << CHECK_LINEARIZABLE)) &&
+        !excluded(q, check_names[CHECK_LINEARIZABLE])) {
+        server_barrier_async(s, probe_read_done, p);
+        return;
+    }
+    probe_answer(p);
+}
+
+/* --- routing --- */
+
+static bool path_is(const char *t, size_t pn, const char *path)
+{
+    return strlen(path) == pn && memcmp(t, path, pn) == 0;
+}
+
+static void version(struct rpc_call *call, const char *m)
+{
+    if (strcmp(m, "GET") != 0) {
+        not_allowed(call);
+        return;
+    }
+    static const char v[] = "{\"etcdserver\":\"3.4.23\",\"etcdcluster\":"
+                            "\"3.4.0\"}";
+    rpc_call_reply_http(call, 200, "application/json", 0, v, sizeof v - 1);
+}
+
+void api__http_serve(struct rpc_call *call, const uint8_t *body,
+                     size_t body_len, void *ctx)
+{
+    const struct api_http *h = ctx;
+    (void)body;
+    (void)body_len;
+    size_t tn = 0;
+    const char *t = rpc_call_metadata(call, ":path", &tn);
+    const char *m = rpc_call_metadata(call, ":method", NULL);
+    if (t == NULL || m == NULL) {
+        reply_text(call, 400, 0, "400 Bad Request");
+        return;
+    }
+    size_t pn = http_path_len(t, tn);
+    struct query q;
+    query_read(t, tn, &q);
+    if (path_is(t, pn, "/health"))
+        health(h, call, m, &q);
+    else if (path_is(t, pn, "/metrics"))
+        api__metrics_serve(h, call);
+    else if (h->metrics_only)
+        not_found(call);
+    else if (path_is(t, pn, "/version"))
+        version(call, m);
+    else if (path_is(t, pn, "/livez"))
+        probe(h->server, call, "livez", 1u << CHECK_SERIALIZABLE, &q);
+    else if (path_is(t, pn, "/readyz"))
+        probe(h->server, call, "readyz",
+              1u << CHECK_CORRUPTION | 1u << CHECK_SERIALIZABLE |
+                  1u << CHECK_LINEARIZABLE,
+              &q);
+    else
+        not_found(call);
+}
