@@ -5,7 +5,8 @@ against the real etcd 3.4.23 (and, later, cetcd: the server binary comes
 from $CETCD_TEST_SERVER, default `etcd`, and takes etcd's flags).
 Method: start one member on free ports with a fresh data dir, run the C
 program tests/client/client_smoke.c (put/get/range/delete/txn/compact/status,
-failover past a dead endpoint, async puts) and cetcd-bench put / range l /
+failover past a dead endpoint, async puts), tests/client/client_watch.c
+(Watch streams) and cetcd-bench put / range l /
 range s / txn-put with --total 200, checking the RESULT line of each.
 Binaries are looked up in $CETCD_BUILD_DIR (default build/, then
 build-client/).
@@ -36,6 +37,7 @@ def find_binary(rel):
 
 
 SMOKE = find_binary("tests/client_smoke")
+WATCH = find_binary("tests/client_watch")
 BENCH = find_binary("src/bench/cetcd-bench")
 
 
@@ -91,6 +93,15 @@ def result_line(out):
 @pytest.mark.skipif(SMOKE is None, reason="client_smoke not built")
 def test_client_smoke(server):
     p = run([SMOKE, server])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip().endswith("OK")
+
+
+@pytest.mark.skipif(WATCH is None, reason="client_watch not built")
+def test_client_watch(server):
+    # tests/client/client_watch.c: events, filters, history, cancel,
+    # progress, compaction, bounds, callback mode, unreachable endpoint.
+    p = run([WATCH, server])
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().endswith("OK")
 
