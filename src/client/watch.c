@@ -428,7 +428,7 @@ static bool drain_one(struct cetcd_watch_stream *s, gpr_timespec deadline)
 
 void cetcd_watch_stream_close(struct cetcd_watch_stream *s)
 {
-    bool now;
+    bool now, poll_mode;
 
     if (s == NULL)
         return;
@@ -438,8 +438,11 @@ void cetcd_watch_stream_close(struct cetcd_watch_stream *s)
     if (s->call != NULL && s->outstanding > 0)
         grpc_call_cancel(s->call, NULL);
     now = s->outstanding == 0 && !s->dispatching;
+    /* Read before unlocking: in callback mode the queue's thread may free
+     * the stream as soon as the lock is released. */
+    poll_mode = s->own_cq != NULL;
     pthread_mutex_unlock(&s->mu);
-    if (s->own_cq == NULL) {
+    if (!poll_mode) {
         if (now)
             stream_free(s); /* else the last completion frees it */
         return;
