@@ -47,6 +47,7 @@ struct bench_cfg {
     long put_total;            /* watch --put-total puts */
     int put_rate;              /* --put-rate puts/s; 0 = unpaced */
     int watch_wait_s;          /* --watch-wait: wait for missing events */
+    int watch_hold_s;          /* --watch-hold: idle after creation */
     bool key_size_set;         /* --key-size was given */
     bool val_size_set;         /* --val-size was given */
     bool total_set;            /* --total was given */

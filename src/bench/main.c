@@ -48,12 +48,16 @@ static const char usage[] =
     "  --val-size N         value size, >= 8: it carries the send time\n"
     "                       (default 32)\n"
     "  --watch-wait SECS    wait for missing events after the last put, then\n"
-    "                       count them as errors (default 10)\n";
+    "                       count them as errors (default 10)\n"
+    "  --watch-hold SECS    after every watcher is created, print\n"
+    "                       \"WATCHERS CREATED\" and wait SECS before the\n"
+    "                       puts (for memory probes; default 0)\n";
 
 enum { O_ENDPOINTS = 256, O_CONNS, O_CLIENTS, O_THREADS, O_TOTAL, O_DIAL,
        O_PRECISE, O_TOKEN, O_KEY_SIZE, O_VAL_SIZE, O_KEY_SPACE, O_SEQ,
        O_TXN_OPS, O_CONSISTENCY, O_LIMIT, O_COUNT_ONLY, O_HELP, O_STREAMS,
-       O_WPS, O_PREFIX, O_PUT_TOTAL, O_PUT_RATE, O_WATCH_WAIT };
+       O_WPS, O_PREFIX, O_PUT_TOTAL, O_PUT_RATE, O_WATCH_WAIT,
+       O_WATCH_HOLD };
 
 static const struct option longopts[] = {
     {"endpoints", required_argument, NULL, O_ENDPOINTS},
@@ -80,6 +84,7 @@ static const struct option longopts[] = {
     {"put-total", required_argument, NULL, O_PUT_TOTAL},
     {"put-rate", required_argument, NULL, O_PUT_RATE},
     {"watch-wait", required_argument, NULL, O_WATCH_WAIT},
+    {"watch-hold", required_argument, NULL, O_WATCH_HOLD},
     {NULL, 0, NULL, 0},
 };
 
@@ -110,6 +115,7 @@ static int set_num(int c, long v, struct bench_cfg *cfg)
     case O_PUT_TOTAL: cfg->put_total = v; break;
     case O_PUT_RATE: cfg->put_rate = (int)v; break;
     case O_WATCH_WAIT: cfg->watch_wait_s = (int)v; break;
+    case O_WATCH_HOLD: cfg->watch_hold_s = (int)v; break;
     case O_KEY_SPACE: cfg->key_space_size = v; break;
     case O_TXN_OPS: cfg->txn_ops = (int)v; break;
     case O_LIMIT: cfg->limit = v; break;
@@ -135,7 +141,8 @@ static int flag(int c, const char *arg, struct bench_cfg *cfg)
         cfg->serializable = arg[0] == 's';
         return 0;
     default:
-        if (num(arg, c == O_LIMIT || c == O_PUT_RATE ? 0 : 1, &v) != 0)
+        if (num(arg, c == O_LIMIT || c == O_PUT_RATE || c == O_WATCH_HOLD
+                         ? 0 : 1, &v) != 0)
             return -1;
         return set_num(c, v, cfg);
     }

@@ -17,6 +17,9 @@
  * than WATCH_SAMPLES_MAX events are expected, only every n-th event's
  * latency is kept (the counts stay exact), which bounds the memory.
  *
+ * --watch-hold (ours) idles between creation and puts, so a script can read
+ * the server's memory with every watcher in place.
+ *
  * Reports (etcd benchmark's layout, one RESULT line each): watch prints
  * the creation (op=watch-create), the puts (op=watch-put) and the events
  * (op=watch-events, errors = events still missing --watch-wait seconds
@@ -482,6 +485,11 @@ static int measure(struct wrun *r, const struct bench_cfg *cfg)
     t_created = now_s();
     if (rc != 0)
         return rc;
+    if (cfg->watch_hold_s > 0) {
+        printf("WATCHERS CREATED %ld\n", sh->n_watchers);
+        fflush(stdout);
+        sleep_s(cfg->watch_hold_s);
+    }
     expected = puts_run(sh, cfg->total, &put_start);
     put_end = now_s();
     wait_for(&sh->events, expected, cfg->watch_wait_s);
