@@ -169,13 +169,7 @@ static void *watch_main(void *arg)
             watch_hub_tick(w->hub, now);
             next_tick = now + WATCH_TICK_MS;
         }
-        /* A step that only ran out of budget is followed at once: waiting
-         * would cap catch-up at sync_events_max per WATCH_RETRY_MS.  (Asked
-         * before kmu: the hub lock is never taken under it.) */
-        bool again = more && watch_hub_sync_spent(w->hub);
         pthread_mutex_lock(&w->kmu);
-        if (again)
-            w->kicked = true;
         if (!w->kicked && !w->stop) {
             uint64_t ms = more || watch_hub_unsynced(w->hub) > 0
                               ? WATCH_RETRY_MS : WATCH_TICK_MS;

@@ -183,12 +183,6 @@ void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
  */
 int watch_hub_sync_step(struct watch_hub *h, bool *more_out);
 
-/* watch_hub_sync_spent says whether the last sync step stopped because it
- * spent its event or byte budget with watchers still to read: the next
- * step can make progress at once (no sink is known to be full), so the
- * driver need not wait before it. */
-bool watch_hub_sync_spent(struct watch_hub *h);
-
 /* watch_hub_restore points the hub at s, a store that replaced the one it
  * watched (a snapshot installed): its revision becomes s's, and every
  * synced watcher becomes unsynced, to be caught up from s from its next

@@ -97,7 +97,6 @@ struct watch_hub {
     uint32_t rng;                  /* treap priorities (xorshift) */
     uint64_t batch_seq;            /* fan-out sequence for marks */
     uint64_t step_seq;             /* sync step sequence */
-    bool step_spent;               /* the last step stopped on its budget */
     uint64_t last_tick_ms;         /* last periodic progress round */
     bool ticked;                   /* last_tick_ms is set */
     struct watch_watcher **touched; /* fan-out scratch */

@@ -212,7 +212,6 @@ int watch_hub_sync_step(struct watch_hub *h, bool *more_out)
     h->step_seq++;
     retry_progress(h);
     size_t todo = h->n_unsynced;
-    h->step_spent = false;
     for (; rc == 0 && todo > 0 && h->unsynced != NULL; todo--) {
         struct watch_watcher *w = h->unsynced;
         h->unsynced = w->unext; /* w is now the tail: round robin */
@@ -223,10 +222,8 @@ int watch_hub_sync_step(struct watch_hub *h, bool *more_out)
                 (void)watch__to_synced(h, w);
             continue;
         }
-        if (b.ev_max == 0 || b.bytes_max == 0) {
-            h->step_spent = true;
+        if (b.ev_max == 0 || b.bytes_max == 0)
             break; /* budget spent */
-        }
         b.w = w;
         rc = catch_up(h, r, w, &b);
         b.ev_max -= b.n < b.ev_max ? b.n : b.ev_max;
@@ -239,13 +236,4 @@ int watch_hub_sync_step(struct watch_hub *h, bool *more_out)
     mvcc_read_end(r);
     pthread_mutex_unlock(&h->sync_mu);
     return rc;
-}
-
-bool watch_hub_sync_spent(struct watch_hub *h)
-{
-    CHECK(h != NULL);
-    pthread_mutex_lock(&h->mu);
-    bool spent = h->step_spent;
-    pthread_mutex_unlock(&h->mu);
-    return spent;
 }
