@@ -22,7 +22,7 @@ probe() {
         --streams "$STREAMS" --watch-per-stream "$2" --put-total 1 \
         --watch-hold 8 > "$out" 2>&1 &
     bp=$!
-    for _ in $(seq 1200); do grep -q "WATCHERS CREATED" "$out" && break; sleep 0.1; done
+    for _ in $(seq 1200); do grep -qs "WATCHERS CREATED" "$out" && break; sleep 0.1; done
     sleep 3; rss1=$(rss_kb "$SPID")
     wait "$bp"
     server_stop
