@@ -18,6 +18,9 @@
  *   - an asynchronous interface (cetcd_async_*) for load generators: many
  *     calls in flight on one completion queue per thread, a callback per
  *     completed call.
+ *   - Watch streams (cetcd_watch_*): watchers created and cancelled on a
+ *     bidirectional stream, responses taken by poll or by callback on an
+ *     async queue, with bounded buffers.
  *   Plus a small latency-statistics helper (cetcd_latency_*) that the
  *   benchmark and callers timing their own calls share.
  *
@@ -476,6 +479,173 @@ int cetcd_async_queue_run(struct cetcd_async_queue *queue, int timeout_ms);
 /* cetcd_async_queue_pending returns the number of calls started on the
  * queue whose callbacks have not run yet. */
 size_t cetcd_async_queue_pending(const struct cetcd_async_queue *queue);
+
+/* ------------------------------------------------------------------------
+ * Watch
+ *
+ * A watch stream is one bidirectional Watch call on the client's current
+ * endpoint (no failover: a broken connection ends the stream, and the
+ * caller opens a new one, from the last revision it saw + 1).  On a
+ * stream, cetcd_watch_create() starts watchers, cetcd_watch_cancel() stops
+ * one, cetcd_watch_progress() asks for a progress notification; the
+ * server's WatchResponses (created / canceled confirmations, batches of
+ * events, progress notifications) come back as struct
+ * cetcd_watch_response, in the order the server sent them.  Fragments
+ * (a create with fragment set) are delivered as they arrive: every part
+ * but the last has fragment set.
+ *
+ * Two ways to receive:
+ *   - poll: open with opts->queue NULL and no on_response.  The stream
+ *     has its own completion queue and makes progress (sends, receives)
+ *     only inside cetcd_watch_poll(), which returns the next response.
+ *     At most opts->buffer_max responses wait in the stream: when it is
+ *     full the stream stops reading, and HTTP/2 flow control holds the
+ *     server back, until poll takes one.
+ *   - callback: open with opts->queue (an async queue) and on_response.
+ *     The queue's thread runs the callbacks inside
+ *     cetcd_async_queue_run(); each started stream counts as pending on
+ *     the queue until it has ended (so a run loop "while pending > 0"
+ *     ends once every stream is closed).
+ *
+ * Requests waiting to be sent are bounded too: at most opts->send_max
+ * behind the one being written (CETCD_RESOURCE_EXHAUSTED beyond).
+ *
+ * THREADS: create, cancel and progress may be called from any thread.
+ * poll belongs to one thread.  Callbacks run on the queue's thread.
+ *
+ * LIFETIME: cetcd_watch_stream_open() ... cetcd_watch_stream_close().  In
+ * poll mode close cancels the call, waits until gRPC gave every operation
+ * back and frees the stream.  In callback mode close cancels the call and
+ * returns at once; the queue's thread frees the stream once its last
+ * operation completed, after on_close ran.  Either way, the handle must
+ * not be used after close.  Close the stream before its client.
+ * ---------------------------------------------------------------------- */
+
+enum cetcd_event_type { CETCD_EVENT_PUT = 0, CETCD_EVENT_DELETE = 1 };
+
+/* One event (mvccpb.Event).  kv and prev_kv point into the response that
+ * holds the event. */
+struct cetcd_watch_event {
+    int type;                 /* enum cetcd_event_type (as sent) */
+    struct cetcd_kv kv;       /* the pair after the change; for a delete,
+                                 its key and mod_revision only */
+    bool has_prev_kv;         /* prev_kv is set (asked for and existing) */
+    struct cetcd_kv prev_kv;  /* the pair before the change */
+};
+
+/* One WatchResponse.  A progress notification is a response with no
+ * events that is neither created nor canceled (watch_id -1 when asked for
+ * with cetcd_watch_progress on etcd 3.4). */
+struct cetcd_watch_response {
+    struct cetcd_header header;       /* header.revision: store revision */
+    int64_t watch_id;                 /* the watcher it is about */
+    bool created;                     /* confirms a create */
+    bool canceled;                    /* the watcher is gone */
+    bool fragment;                    /* more parts of this batch follow */
+    int64_t compact_revision;         /* canceled: the start revision was
+                                         compacted; watch from this one */
+    const char *cancel_reason;        /* NUL-terminated, "" if none */
+    struct cetcd_watch_event *events; /* events_len events (NULL if none) */
+    size_t events_len;                /* their number */
+    void *internal_;                  /* library-owned; do not touch */
+};
+
+/* cetcd_watch_response_free frees a response (NULL is fine). */
+void cetcd_watch_response_free(struct cetcd_watch_response *r);
+
+/* cetcd_watch_response_is_progress says whether r is a progress
+ * notification (see struct cetcd_watch_response). */
+bool cetcd_watch_response_is_progress(const struct cetcd_watch_response *r);
+
+struct cetcd_watch_stream; /* opaque */
+
+#define CETCD_WATCH_BUFFER_DEFAULT 1024 /* poll mode responses held */
+#define CETCD_WATCH_SEND_DEFAULT 1024   /* requests waiting to be sent */
+
+/* Options of a stream; zero-initialise, then set what you need. */
+struct cetcd_watch_stream_opts {
+    struct cetcd_async_queue *queue; /* callback mode: the queue whose
+                                        thread runs the callbacks; NULL =
+                                        poll mode */
+    /* on_response (callback mode, required) receives each response; it
+     * owns r (free with cetcd_watch_response_free). */
+    void (*on_response)(void *arg, struct cetcd_watch_response *r);
+    /* on_close (callback mode, optional) runs once when the stream ended:
+     * st is the call's final status (CETCD_CANCELLED after a close),
+     * borrowed for the callback.  No on_response follows it. */
+    void (*on_close)(void *arg, const struct cetcd_status *st);
+    void *arg;         /* passed to both */
+    size_t buffer_max; /* poll mode: responses held; 0 = default */
+    size_t send_max;   /* requests waiting to be sent; 0 = default */
+};
+
+/* cetcd_watch_stream_open starts a Watch call on the client's current
+ * endpoint.  It does not wait for the connection: a server that cannot be
+ * reached ends the stream (UNAVAILABLE from poll, or on_close).
+ * Errors: CETCD_INVALID_ARGUMENT (no client or stream_out; a queue
+ * without on_response or on_response without a queue),
+ * CETCD_RESOURCE_EXHAUSTED, CETCD_INTERNAL (gRPC refused the call). */
+int cetcd_watch_stream_open(struct cetcd_client *client,
+                            const struct cetcd_watch_stream_opts *opts,
+                            struct cetcd_watch_stream **stream_out,
+                            struct cetcd_status *st);
+
+/* cetcd_watch_stream_close ends the stream (see LIFETIME).  NULL is
+ * fine. */
+void cetcd_watch_stream_close(struct cetcd_watch_stream *stream);
+
+/* Options of one watcher (WatchCreateRequest).  range_end as in
+ * cetcd_range_opts ("\0", length 1: every key >= key). */
+struct cetcd_watch_opts {
+    const void *range_end;  /* end of the watched range, exclusive */
+    size_t range_end_len;   /* its length; 0 = the single key */
+    int64_t start_revision; /* first revision to report; 0 = the next */
+    bool prev_kv;           /* events carry the previous pair */
+    bool no_put;            /* filter out puts */
+    bool no_delete;         /* filter out deletes */
+    bool progress_notify;   /* periodic progress notifications */
+    bool fragment;          /* the server may split large batches */
+    int64_t watch_id;       /* ask for this id; 0 = the server picks */
+};
+
+/* cetcd_watch_create queues a create request for key (opts may be NULL).
+ * The server answers with a created response (its watch_id names the
+ * watcher) or, for an invalid request, a canceled one with its
+ * cancel_reason (etcd's text, e.g. "mvcc: required revision has been
+ * compacted" comes as canceled + compact_revision).
+ * Errors: CETCD_INVALID_ARGUMENT (no stream), CETCD_FAILED_PRECONDITION
+ * (the stream has ended), CETCD_RESOURCE_EXHAUSTED (send_max requests
+ * waiting, or no memory). */
+int cetcd_watch_create(struct cetcd_watch_stream *stream, const void *key,
+                       size_t key_len, const struct cetcd_watch_opts *opts,
+                       struct cetcd_status *st);
+
+/* cetcd_watch_cancel queues a cancel of watch_id; the server answers with
+ * a canceled response.  Errors: as cetcd_watch_create. */
+int cetcd_watch_cancel(struct cetcd_watch_stream *stream, int64_t watch_id,
+                       struct cetcd_status *st);
+
+/* cetcd_watch_progress queues a progress request: the server answers with
+ * a progress notification once every watcher of the stream is synced.
+ * Errors: as cetcd_watch_create. */
+int cetcd_watch_progress(struct cetcd_watch_stream *stream,
+                         struct cetcd_status *st);
+
+/* cetcd_watch_poll (poll mode) waits up to timeout_ms (<0: forever, 0: only
+ * what is ready) for the next response and sets *resp_out to it (owned by
+ * the caller: cetcd_watch_response_free).  Responses buffered before the
+ * stream ended are returned first.
+ * Errors: CETCD_DEADLINE_EXCEEDED (none within timeout_ms; the stream goes
+ * on), the stream's final status once it has ended (e.g. UNAVAILABLE, or
+ * a server error), CETCD_INTERNAL (a response that could not be decoded:
+ * the stream is ended), CETCD_INVALID_ARGUMENT (callback mode). */
+int cetcd_watch_poll(struct cetcd_watch_stream *stream, int timeout_ms,
+                     struct cetcd_watch_response **resp_out,
+                     struct cetcd_status *st);
+
+/* cetcd_watch_stream_buffered returns the number of responses held by a
+ * poll-mode stream (at most its buffer_max). */
+size_t cetcd_watch_stream_buffered(const struct cetcd_watch_stream *stream);
 
 /* ------------------------------------------------------------------------
  * Latency statistics (pure computation, no I/O)

@@ -16,7 +16,8 @@
 
 #include "cetcd/cetcd.h"
 
-enum bench_op { BENCH_PUT, BENCH_RANGE, BENCH_TXN_PUT };
+enum bench_op { BENCH_PUT, BENCH_RANGE, BENCH_TXN_PUT, BENCH_WATCH,
+                BENCH_WATCH_LATENCY };
 
 /* The command line, as etcd's benchmark takes it. */
 struct bench_cfg {
@@ -39,6 +40,17 @@ struct bench_cfg {
     int dial_timeout_ms;       /* --dial-timeout */
     bool precise;              /* --precise: full-precision numbers */
     const char *token;         /* --token: auth token metadata */
+    /* watch / watch-latency (etcd benchmark's flags, see watch.c) */
+    int streams;               /* --streams: watch streams */
+    int watch_per_stream;      /* --watch-per-stream watchers each */
+    bool watch_prefix;         /* --prefix: every watcher sees every put */
+    long put_total;            /* watch --put-total puts */
+    int put_rate;              /* --put-rate puts/s; 0 = unpaced */
+    int watch_wait_s;          /* --watch-wait: wait for missing events */
+    int watch_hold_s;          /* --watch-hold: idle after creation */
+    bool key_size_set;         /* --key-size was given */
+    bool val_size_set;         /* --val-size was given */
+    bool total_set;            /* --total was given */
 };
 
 /* What a run measured. */
@@ -56,6 +68,17 @@ int bench_cfg_parse(struct bench_cfg *cfg, int argc, char **argv);
  * initialised here; close it with cetcd_latency_close).  Returns 0, or a
  * cetcd_code when it could not connect or start. */
 int bench_run(const struct bench_cfg *cfg, struct bench_result *res);
+
+/* bench_watch runs the watch or watch-latency subcommand (watch.c) and
+ * prints its reports.  Returns 0, or a cetcd_code when it could not
+ * connect or start (the message on stderr). */
+int bench_watch(const struct bench_cfg *cfg);
+
+/* bench_report_named prints one report of lat (as bench_report, under
+ * title when not NULL) with "RESULT op=<op>". */
+void bench_report_named(const struct bench_cfg *cfg, const char *op,
+                        const char *title, struct cetcd_latency *lat,
+                        double total_s, const char *first_error);
 
 /* bench_report prints etcd benchmark's summary, histogram, percentiles and
  * error count, then the RESULT line for scripts. */

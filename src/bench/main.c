@@ -1,7 +1,8 @@
 /*
  * main.c - cetcd-bench's command line: etcd benchmark's global flags
  * (--endpoints --conns --clients --total --dial-timeout --precise) and the
- * subcommands put, range <key> [end], txn-put with their flags.  Flags may
+ * subcommands put, range <key> [end], txn-put, watch, watch-latency with
+ * their flags.  Flags may
  * come before or after the subcommand, as "--flag value" or "--flag=value".
  */
 #include <getopt.h>
@@ -12,8 +13,8 @@
 #include "bench/bench.h"
 
 static const char usage[] =
-    "usage: cetcd-bench [global flags] <put|range <key> [end]|txn-put> "
-    "[flags]\n"
+    "usage: cetcd-bench [global flags] <put|range <key> [end]|txn-put|watch|"
+    "watch-latency> [flags]\n"
     "global flags:\n"
     "  --endpoints LIST     gRPC endpoints (default 127.0.0.1:2379)\n"
     "  --conns N            number of gRPC connections (default 1)\n"
@@ -32,11 +33,31 @@ static const char usage[] =
     "range flags:\n"
     "  --consistency l|s    linearizable or serializable (default l)\n"
     "  --limit N            maximum keys per range (default 0: all)\n"
-    "  --count-only         return only the count\n";
+    "  --count-only         return only the count\n"
+    "watch flags (watchers created, then puts, events timed put->event):\n"
+    "  --streams N          watch streams (default 10)\n"
+    "  --watch-per-stream N watchers per stream (default 100; watch-latency:\n"
+    "                       10, also --watchers-per-stream)\n"
+    "  --prefix             watch the whole key prefix (every watcher sees\n"
+    "                       every put) instead of one key each\n"
+    "  --put-total N        puts (watch, default 1000; watch-latency: --total)\n"
+    "  --put-rate N         puts per second (watch default 0 = unpaced,\n"
+    "                       watch-latency default 100)\n"
+    "  --key-size N         key size (default 32), --key-space-size N keys\n"
+    "                       watched (default 1), --sequential-keys\n"
+    "  --val-size N         value size, >= 8: it carries the send time\n"
+    "                       (default 32)\n"
+    "  --watch-wait SECS    wait for missing events after the last put, then\n"
+    "                       count them as errors (default 10)\n"
+    "  --watch-hold SECS    after every watcher is created, print\n"
+    "                       \"WATCHERS CREATED\" and wait SECS before the\n"
+    "                       puts (for memory probes; default 0)\n";
 
 enum { O_ENDPOINTS = 256, O_CONNS, O_CLIENTS, O_THREADS, O_TOTAL, O_DIAL,
        O_PRECISE, O_TOKEN, O_KEY_SIZE, O_VAL_SIZE, O_KEY_SPACE, O_SEQ,
-       O_TXN_OPS, O_CONSISTENCY, O_LIMIT, O_COUNT_ONLY, O_HELP };
+       O_TXN_OPS, O_CONSISTENCY, O_LIMIT, O_COUNT_ONLY, O_HELP, O_STREAMS,
+       O_WPS, O_PREFIX, O_PUT_TOTAL, O_PUT_RATE, O_WATCH_WAIT,
+       O_WATCH_HOLD };
 
 static const struct option longopts[] = {
     {"endpoints", required_argument, NULL, O_ENDPOINTS},
@@ -56,6 +77,14 @@ static const struct option longopts[] = {
     {"limit", required_argument, NULL, O_LIMIT},
     {"count-only", no_argument, NULL, O_COUNT_ONLY},
     {"help", no_argument, NULL, O_HELP},
+    {"streams", required_argument, NULL, O_STREAMS},
+    {"watch-per-stream", required_argument, NULL, O_WPS},
+    {"watchers-per-stream", required_argument, NULL, O_WPS},
+    {"prefix", no_argument, NULL, O_PREFIX},
+    {"put-total", required_argument, NULL, O_PUT_TOTAL},
+    {"put-rate", required_argument, NULL, O_PUT_RATE},
+    {"watch-wait", required_argument, NULL, O_WATCH_WAIT},
+    {"watch-hold", required_argument, NULL, O_WATCH_HOLD},
     {NULL, 0, NULL, 0},
 };
 
@@ -77,10 +106,16 @@ static int set_num(int c, long v, struct bench_cfg *cfg)
     case O_CONNS: cfg->conns = (int)v; break;
     case O_CLIENTS: cfg->clients = (int)v; break;
     case O_THREADS: cfg->threads = (int)v; break;
-    case O_TOTAL: cfg->total = v; break;
+    case O_TOTAL: cfg->total = v; cfg->total_set = true; break;
     case O_DIAL: cfg->dial_timeout_ms = (int)(v * 1000); break;
-    case O_KEY_SIZE: cfg->key_size = (int)v; break;
-    case O_VAL_SIZE: cfg->val_size = (int)v; break;
+    case O_KEY_SIZE: cfg->key_size = (int)v; cfg->key_size_set = true; break;
+    case O_VAL_SIZE: cfg->val_size = (int)v; cfg->val_size_set = true; break;
+    case O_STREAMS: cfg->streams = (int)v; break;
+    case O_WPS: cfg->watch_per_stream = (int)v; break;
+    case O_PUT_TOTAL: cfg->put_total = v; break;
+    case O_PUT_RATE: cfg->put_rate = (int)v; break;
+    case O_WATCH_WAIT: cfg->watch_wait_s = (int)v; break;
+    case O_WATCH_HOLD: cfg->watch_hold_s = (int)v; break;
     case O_KEY_SPACE: cfg->key_space_size = v; break;
     case O_TXN_OPS: cfg->txn_ops = (int)v; break;
     case O_LIMIT: cfg->limit = v; break;
@@ -99,13 +134,15 @@ static int flag(int c, const char *arg, struct bench_cfg *cfg)
     case O_TOKEN: cfg->token = arg; return 0;
     case O_SEQ: cfg->sequential_keys = true; return 0;
     case O_COUNT_ONLY: cfg->count_only = true; return 0;
+    case O_PREFIX: cfg->watch_prefix = true; return 0;
     case O_CONSISTENCY:
         if (strcmp(arg, "l") != 0 && strcmp(arg, "s") != 0)
             return -1;
         cfg->serializable = arg[0] == 's';
         return 0;
     default:
-        if (num(arg, c == O_LIMIT ? 0 : 1, &v) != 0)
+        if (num(arg, c == O_LIMIT || c == O_PUT_RATE || c == O_WATCH_HOLD
+                         ? 0 : 1, &v) != 0)
             return -1;
         return set_num(c, v, cfg);
     }
@@ -119,6 +156,10 @@ static int subcommand(struct bench_cfg *cfg, int argc, char **argv)
         cfg->op = BENCH_PUT;
     else if (strcmp(argv[0], "txn-put") == 0 && argc == 1)
         cfg->op = BENCH_TXN_PUT;
+    else if (strcmp(argv[0], "watch") == 0 && argc == 1)
+        cfg->op = BENCH_WATCH;
+    else if (strcmp(argv[0], "watch-latency") == 0 && argc == 1)
+        cfg->op = BENCH_WATCH_LATENCY;
     else if (strcmp(argv[0], "range") == 0 && (argc == 2 || argc == 3)) {
         cfg->op = BENCH_RANGE;
         cfg->range_key = argv[1];
@@ -126,6 +167,29 @@ static int subcommand(struct bench_cfg *cfg, int argc, char **argv)
     } else
         return -1;
     return 0;
+}
+
+/* watch_defaults applies the watch subcommands' own defaults (etcd's
+ * benchmark: 32-byte keys and values, 100 watchers per stream for watch,
+ * 10 and 100 puts/s for watch-latency) to the flags not given. */
+static void watch_defaults(struct bench_cfg *cfg)
+{
+    bool lat = cfg->op == BENCH_WATCH_LATENCY;
+
+    if (cfg->op != BENCH_WATCH && !lat)
+        return;
+    if (!cfg->key_size_set)
+        cfg->key_size = 32;
+    if (!cfg->val_size_set)
+        cfg->val_size = 32;
+    if (cfg->val_size < 8)
+        cfg->val_size = 8; /* the send time */
+    if (cfg->watch_per_stream < 0)
+        cfg->watch_per_stream = lat ? 10 : 100;
+    if (cfg->put_rate < 0)
+        cfg->put_rate = lat ? 100 : 0;
+    if (!lat)
+        cfg->total = cfg->put_total;
 }
 
 int bench_cfg_parse(struct bench_cfg *cfg, int argc, char **argv)
@@ -136,7 +200,9 @@ int bench_cfg_parse(struct bench_cfg *cfg, int argc, char **argv)
                               .clients = 1, .threads = 2, .total = 10000,
                               .key_size = 8, .val_size = 8,
                               .key_space_size = 1, .txn_ops = 1,
-                              .dial_timeout_ms = 5000};
+                              .dial_timeout_ms = 5000, .streams = 10,
+                              .watch_per_stream = -1, .put_total = 1000,
+                              .put_rate = -1, .watch_wait_s = 10};
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == 'h' || c == O_HELP) {
             fputs(usage, stdout);
@@ -153,6 +219,7 @@ int bench_cfg_parse(struct bench_cfg *cfg, int argc, char **argv)
         fputs(usage, stderr);
         return -1;
     }
+    watch_defaults(cfg);
     if (cfg->threads > cfg->clients)
         cfg->threads = cfg->clients;
     if (cfg->conns > cfg->clients)
@@ -169,6 +236,8 @@ int main(int argc, char **argv)
     rc = bench_cfg_parse(&cfg, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    if (cfg.op == BENCH_WATCH || cfg.op == BENCH_WATCH_LATENCY)
+        return bench_watch(&cfg) == 0 ? 0 : 1;
     rc = bench_run(&cfg, &res);
     if (rc != 0) {
         fprintf(stderr, "cetcd-bench: %s: %s\n", cetcd_code_name(rc),

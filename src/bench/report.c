@@ -15,7 +15,9 @@ static const char *op_name(enum bench_op op)
     switch (op) {
     case BENCH_PUT: return "put";
     case BENCH_RANGE: return "range";
-    default: return "txn-put";
+    case BENCH_TXN_PUT: return "txn-put";
+    case BENCH_WATCH: return "watch";
+    default: return "watch-latency";
     }
 }
 
@@ -75,23 +77,33 @@ static void latencies(bool p, const struct cetcd_latency_summary *s)
 
 void bench_report(const struct bench_cfg *cfg, struct bench_result *res)
 {
+    bench_report_named(cfg, op_name(cfg->op), NULL, &res->lat, res->total_s,
+                       res->first_error);
+}
+
+void bench_report_named(const struct bench_cfg *cfg, const char *op,
+                        const char *title, struct cetcd_latency *lat,
+                        double total_s, const char *first_error)
+{
     struct cetcd_latency_summary s;
 
-    cetcd_latency_summarise(&res->lat, res->total_s, &s);
+    cetcd_latency_summarise(lat, total_s, &s);
+    if (title != NULL)
+        printf("\n%s", title);
     if (s.count > 0) {
         summary(cfg->precise, &s);
         histogram(cfg->precise, &s);
         latencies(cfg->precise, &s);
     }
-    if (res->lat.errors > 0)
+    if (lat->errors > 0)
         printf("\nError distribution:\n  [%llu]\t%s (first error shown)\n",
-               (unsigned long long)res->lat.errors, res->first_error);
+               (unsigned long long)lat->errors, first_error);
     /* Percentile slots: 10 25 50 75 90 95 99 99.9. */
     printf("\nRESULT op=%s clients=%d conns=%d total=%ld ok=%zu errors=%llu "
            "secs=%.4f qps=%.1f avg_ms=%.3f p50_ms=%.3f p90_ms=%.3f "
            "p99_ms=%.3f p999_ms=%.3f max_ms=%.3f\n",
-           op_name(cfg->op), cfg->clients, cfg->conns, cfg->total, s.count,
-           (unsigned long long)res->lat.errors, s.total_s, s.rps,
+           op, cfg->clients, cfg->conns, cfg->total, s.count,
+           (unsigned long long)lat->errors, s.total_s, s.rps,
            s.average_s * 1e3, s.pctl_s[2] * 1e3, s.pctl_s[4] * 1e3,
            s.pctl_s[6] * 1e3, s.pctl_s[7] * 1e3, s.slowest_s * 1e3);
     fflush(stdout);

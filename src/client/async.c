@@ -2,10 +2,12 @@
  * async.c - many unary calls in flight on one completion queue.
  *
  * Each started call is one heap object holding its batch; the object's
- * address is the completion tag.  The queue's owner thread drains
- * completions in cetcd_async_queue_run() and runs the callbacks, which may
- * start further calls on the same queue (that is how cetcd-bench keeps its
- * clients busy).
+ * address is the completion tag.  Every tag on a queue starts with a
+ * struct client__tag, whose handler the run loop calls, so watch streams
+ * (watch.c) complete their operations on the same queues.  The queue's
+ * owner thread drains completions in cetcd_async_queue_run() and runs the
+ * callbacks, which may start further calls on the same queue (that is how
+ * cetcd-bench keeps its clients busy).
  */
 #include <assert.h>
 #include <stdatomic.h>
@@ -22,6 +24,8 @@ struct cetcd_async_queue {
 
 /* One call in flight; freed after its callback. */
 struct async_call {
+    struct client__tag tag;                  /* first: the completion tag */
+    struct cetcd_async_queue *q;             /* the queue it runs on */
     struct client__call call;                /* the batch */
     const ProtobufCMessageDescriptor *desc;  /* reply type, NULL = skip */
     struct cetcd_async_done done;            /* the callback */
@@ -66,6 +70,8 @@ void cetcd_async_queue_close(struct cetcd_async_queue *q)
     grpc_shutdown();
 }
 
+static void complete(struct client__tag *tag, int ok);
+
 int cetcd_async_call(struct cetcd_client *c, struct cetcd_async_queue *q,
                      const char *method_path, const ProtobufCMessage *req,
                      const ProtobufCMessageDescriptor *resp_desc,
@@ -81,6 +87,8 @@ int cetcd_async_call(struct cetcd_client *c, struct cetcd_async_queue *q,
     ac = mem_malloc(sizeof(*ac));
     if (ac == NULL)
         return CETCD_RESOURCE_EXHAUSTED;
+    ac->tag.complete = complete;
+    ac->q = q;
     ac->desc = resp_desc;
     ac->done = *done;
     ep = atomic_load(&c->cur);
@@ -94,9 +102,10 @@ int cetcd_async_call(struct cetcd_client *c, struct cetcd_async_queue *q,
     return rc;
 }
 
-static void complete(struct cetcd_async_queue *q, struct async_call *ac,
-                     int ok)
+static void complete(struct client__tag *tag, int ok)
 {
+    struct async_call *ac = (struct async_call *)tag;
+    struct cetcd_async_queue *q = ac->q;
     struct cetcd_status st;
     ProtobufCMessage *resp = NULL;
 
@@ -124,7 +133,7 @@ int cetcd_async_queue_run(struct cetcd_async_queue *q, int timeout_ms)
         ev = grpc_completion_queue_next(q->cq, deadline, NULL);
         if (ev.type != GRPC_OP_COMPLETE)
             break;
-        complete(q, ev.tag, ev.success);
+        ((struct client__tag *)ev.tag)->complete(ev.tag, ev.success);
         n++;
         if (atomic_load(&q->pending) == 0)
             return n;
@@ -137,4 +146,22 @@ size_t cetcd_async_queue_pending(const struct cetcd_async_queue *q)
 {
     assert(q != NULL);
     return atomic_load(&((struct cetcd_async_queue *)q)->pending);
+}
+
+grpc_completion_queue *client__queue_cq(struct cetcd_async_queue *q)
+{
+    assert(q != NULL && q->cq != NULL);
+    return q->cq;
+}
+
+void client__queue_hold(struct cetcd_async_queue *q)
+{
+    assert(q != NULL);
+    atomic_fetch_add(&q->pending, 1);
+}
+
+void client__queue_release(struct cetcd_async_queue *q)
+{
+    assert(q != NULL && atomic_load(&q->pending) > 0);
+    atomic_fetch_sub(&q->pending, 1);
 }

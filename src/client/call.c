@@ -12,8 +12,7 @@
 
 #include "client/client_int.h"
 
-/* pack_buffer encodes req into a fresh byte buffer (NULL: no memory). */
-static grpc_byte_buffer *pack_buffer(const ProtobufCMessage *req)
+grpc_byte_buffer *client__pack(const ProtobufCMessage *req)
 {
     size_t len = protobuf_c_message_get_packed_size(req);
     grpc_slice s = grpc_slice_malloc(len);
@@ -40,7 +39,7 @@ int client__call_start(struct cetcd_client *c, size_t ep,
     assert(c != NULL && ep < c->n_eps);
     assert(req != NULL && method_path != NULL);
     memset(call, 0, sizeof(*call));
-    call->send_buf = pack_buffer(req);
+    call->send_buf = client__pack(req);
     if (call->send_buf == NULL)
         return CETCD_RESOURCE_EXHAUSTED;
     if (c->token != NULL) {

@@ -88,6 +88,37 @@ int client__call_finish(struct client__call *call, int ok,
                         const ProtobufCMessageDescriptor *resp_desc,
                         ProtobufCMessage **resp_out, struct cetcd_status *st);
 
+/* client__pack encodes req into a fresh byte buffer (NULL: no memory),
+ * which the caller destroys (or a send op takes). */
+grpc_byte_buffer *client__pack(const ProtobufCMessage *req);
+
+/* What every completion tag on an async queue starts with: the queue's run
+ * loop calls complete(tag, ok) for each event (async.c's calls, watch.c's
+ * stream operations).  complete may free the object holding the tag. */
+struct client__tag {
+    void (*complete)(struct client__tag *tag, int ok); /* the handler */
+};
+
+/* client__queue_cq returns the queue's completion queue, for calls whose
+ * operations complete on it (their tags are struct client__tag). */
+grpc_completion_queue *client__queue_cq(struct cetcd_async_queue *q);
+
+/* client__queue_hold and client__queue_release count one more or one less
+ * pending user of the queue (cetcd_async_queue_pending): a watch stream
+ * holds the queue from its open until it is freed. */
+void client__queue_hold(struct cetcd_async_queue *q);
+void client__queue_release(struct cetcd_async_queue *q);
+
+/* client__watch_response_decode unpacks len bytes of a WatchResponse into
+ * a new public response (*resp_out, freed with
+ * cetcd_watch_response_free).  Returns 0, CETCD_INTERNAL (not a
+ * WatchResponse; *resp_out NULL) or CETCD_RESOURCE_EXHAUSTED. */
+int client__watch_response_decode(const uint8_t *data, size_t len,
+                                  struct cetcd_watch_response **resp_out);
+
+/* client__kv_copy points kv at m's bytes (m must outlive kv). */
+void client__kv_copy(struct cetcd_kv *kv, const Mvccpb__KeyValue *m);
+
 /* client__deadline returns now + ms (ms <= 0: infinite). */
 gpr_timespec client__deadline(int ms);
 

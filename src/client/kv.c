@@ -37,7 +37,7 @@ void client__header_copy(struct cetcd_header *h,
     h->raft_term = m->raft_term;
 }
 
-static void kv_copy(struct cetcd_kv *kv, const Mvccpb__KeyValue *m)
+void client__kv_copy(struct cetcd_kv *kv, const Mvccpb__KeyValue *m)
 {
     kv->key = m->key.data;
     kv->key_len = m->key.len;
@@ -60,7 +60,7 @@ static int kvs_make(struct cetcd_kv **out, Mvccpb__KeyValue *const *ms,
     if (*out == NULL)
         return CETCD_RESOURCE_EXHAUSTED;
     for (size_t i = 0; i < n; i++)
-        kv_copy(&(*out)[i], ms[i]);
+        client__kv_copy(&(*out)[i], ms[i]);
     return 0;
 }
 

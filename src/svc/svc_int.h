@@ -2,6 +2,7 @@
 #ifndef CETCD_SVC_SVC_INT_H
 #define CETCD_SVC_SVC_INT_H
 
+#include "mvcc/mvcc.h"
 #include "svc/svc.h"
 
 /* svc__done_dup copies done to the heap for a request answered later
@@ -13,5 +14,27 @@ struct svc_done *svc__done_dup(struct svc_done done);
  * it: the end of an answer that came through svc__done_dup. */
 void svc__done_take(struct svc_done *held, int err,
                     const ProtobufCMessage *reply);
+
+/* --- Watch response encoding (watch_encode.c) --------------------------- */
+
+/* One event's protobuf-c messages, filled together. */
+struct svc__ev_pb {
+    Mvccpb__Event ev;          /* the event */
+    Mvccpb__KeyValue kv, prev; /* its kv and prev_kv */
+};
+
+/* svc__watch_event_pb points pb at kv's bytes (kv must outlive pb). */
+void svc__watch_event_pb(const struct mvcc_kv *kv, Mvccpb__KeyValue *pb);
+
+/* svc__watch_ev_fill builds p from e (prev_kv only when e has one). */
+void svc__watch_ev_fill(const struct mvcc_event *e, struct svc__ev_pb *p);
+
+/* svc__watch_events_shared returns in *uf_out n protobuf-c unknown fields
+ * that are evs encoded as WatchResponse.events (field 11), from the
+ * calling thread's cache when the previous call had the same events.  The
+ * fields stay valid until the thread's next call.  Errors: ERR_FULL (more
+ * than the cache holds: pack the events the normal way), ERR_NOMEM. */
+int svc__watch_events_shared(const struct mvcc_event *evs, size_t n,
+                             ProtobufCMessageUnknownField **uf_out);
 
 #endif

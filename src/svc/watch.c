@@ -30,6 +30,7 @@
 
 #include "server/server.h"
 #include "svc/svc.h"
+#include "svc/svc_int.h"
 #include "util/check.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -41,25 +42,6 @@ struct wstream {
     struct watch_stream *ws; /* the hub's stream; NULL once the hub closed
                                 it (server.h) */
     bool in_run;             /* sink: inside a fragment run */
-};
-
-static void kv_to_pb(const struct mvcc_kv *kv, Mvccpb__KeyValue *pb)
-{
-    mvccpb__key_value__init(pb);
-    pb->key.data = (uint8_t *)kv->key;
-    pb->key.len = kv->key_len;
-    pb->value.data = (uint8_t *)kv->value;
-    pb->value.len = kv->value != NULL ? kv->value_len : 0;
-    pb->create_revision = kv->create_rev;
-    pb->mod_revision = kv->mod_rev;
-    pb->version = kv->version;
-    pb->lease = kv->lease;
-}
-
-/* One event's messages, allocated together. */
-struct ev_pb {
-    Mvccpb__Event ev;
-    Mvccpb__KeyValue kv, prev;
 };
 
 static int sink_send(void *ctx, const struct watch_response *r)
@@ -74,9 +56,15 @@ static int sink_send(void *ctx, const struct watch_response *r)
     m.canceled = r->canceled;
     m.compact_revision = r->compact_rev;
     m.fragment = r->fragment;
-    struct ev_pb *evs = NULL;
+    struct svc__ev_pb *evs = NULL;
     Mvccpb__Event **ptrs = NULL;
-    if (r->n_events > 0) {
+    ProtobufCMessageUnknownField *uf = NULL;
+    if (r->n_events > 0 &&
+        svc__watch_events_shared(r->events, r->n_events, &uf) == 0) {
+        /* The events, encoded once for every watcher that gets them. */
+        m.base.n_unknown_fields = (unsigned)r->n_events;
+        m.base.unknown_fields = uf;
+    } else if (r->n_events > 0) {
         evs = mem_malloc(r->n_events * sizeof *evs);
         ptrs = mem_malloc(r->n_events * sizeof *ptrs);
         if (evs == NULL || ptrs == NULL) {
@@ -89,19 +77,8 @@ static int sink_send(void *ctx, const struct watch_response *r)
             return 0;
         }
         for (size_t i = 0; i < r->n_events; i++) {
-            const struct mvcc_event *e = &r->events[i];
-            struct ev_pb *p = &evs[i];
-            mvccpb__event__init(&p->ev);
-            p->ev.type = e->type == MVCC_EVENT_DELETE
-                          ? MVCCPB__EVENT__EVENT_TYPE__DELETE
-                          : MVCCPB__EVENT__EVENT_TYPE__PUT;
-            kv_to_pb(&e->kv, &p->kv);
-            p->ev.kv = &p->kv;
-            if (e->prev_kv.mod_rev != 0) {
-                kv_to_pb(&e->prev_kv, &p->prev);
-                p->ev.prev_kv = &p->prev;
-            }
-            ptrs[i] = &p->ev;
+            svc__watch_ev_fill(&r->events[i], &evs[i]);
+            ptrs[i] = &evs[i].ev;
         }
         m.n_events = r->n_events;
         m.events = ptrs;

@@ -82,6 +82,18 @@ static uint64_t key_hash_of(const struct watch_watcher *w)
     return hash_bytes(w->key, w->key_len);
 }
 
+/* hprev_fix sets every key chain's back links after a rehash. */
+static void hprev_fix(struct watch_hub *h)
+{
+    for (size_t b = 0; b < h->n_keys_buckets; b++) {
+        struct watch_watcher *prev = NULL;
+        for (struct watch_watcher *w = h->keys[b]; w != NULL; w = w->hnext) {
+            w->hprev = prev;
+            prev = w;
+        }
+    }
+}
+
 static struct watch_watcher **inext_of(struct watch_watcher *w)
 {
     return &w->inext;
@@ -235,12 +247,18 @@ int watch__index_add(struct watch_hub *h, struct watch_watcher *w)
         h->ranges = tinsert(h->ranges, w);
         return 0;
     }
+    size_t nb = h->n_keys_buckets;
     int rc = grow_table(&h->keys, &h->n_keys_buckets, h->n_keys, hnext_of,
                         key_hash_of);
     if (rc != 0)
         return rc;
+    if (h->n_keys_buckets != nb)
+        hprev_fix(h); /* grow_table relinked the chains one way */
     size_t b = key_hash_of(w) & (h->n_keys_buckets - 1);
+    w->hprev = NULL;
     w->hnext = h->keys[b];
+    if (w->hnext != NULL)
+        w->hnext->hprev = w;
     h->keys[b] = w;
     h->n_keys++;
     return 0;
@@ -253,14 +271,17 @@ void watch__index_del(struct watch_hub *h, struct watch_watcher *w)
         h->ranges = tdelete(h->ranges, w);
         return;
     }
-    size_t b = key_hash_of(w) & (h->n_keys_buckets - 1);
-    struct watch_watcher **p = &h->keys[b];
-    while (*p != w) {
-        CHECK(*p != NULL);
-        p = &(*p)->hnext;
+    if (w->hprev != NULL) {
+        CHECK(w->hprev->hnext == w);
+        w->hprev->hnext = w->hnext;
+    } else {
+        size_t b = key_hash_of(w) & (h->n_keys_buckets - 1);
+        CHECK(h->keys[b] == w);
+        h->keys[b] = w->hnext;
     }
-    *p = w->hnext;
-    w->hnext = NULL;
+    if (w->hnext != NULL)
+        w->hnext->hprev = w->hprev;
+    w->hnext = w->hprev = NULL;
     h->n_keys--;
 }
 

@@ -41,7 +41,12 @@ struct watch_watcher {
     uint64_t mark;             /* fan-out: batch sequence it was touched in */
     size_t touch;              /* fan-out: its slot among touched watchers */
     union {
-        struct watch_watcher *hnext; /* key hash chain (synced single) */
+        struct {
+            struct watch_watcher *hnext, *hprev; /* key hash chain, both
+                                                    ways: a delete is O(1)
+                                                    however many watch the
+                                                    same key (synced single) */
+        };
         struct {
             struct watch_watcher *left, *right; /* treap children */
             struct watch_watcher *maxw; /* node with the largest end below */

@@ -5,8 +5,11 @@ against the real etcd 3.4.23 (and, later, cetcd: the server binary comes
 from $CETCD_TEST_SERVER, default `etcd`, and takes etcd's flags).
 Method: start one member on free ports with a fresh data dir, run the C
 program tests/client/client_smoke.c (put/get/range/delete/txn/compact/status,
-failover past a dead endpoint, async puts) and cetcd-bench put / range l /
-range s / txn-put with --total 200, checking the RESULT line of each.
+failover past a dead endpoint, async puts), tests/client/client_watch.c
+(Watch streams) and cetcd-bench put / range l /
+range s / txn-put with --total 200, checking the RESULT line of each, and
+cetcd-bench watch / watch-latency, checking the number of events each
+watcher setup must receive, the pacing of --put-rate and sane latencies.
 Binaries are looked up in $CETCD_BUILD_DIR (default build/, then
 build-client/).
 """
@@ -36,6 +39,7 @@ def find_binary(rel):
 
 
 SMOKE = find_binary("tests/client_smoke")
+WATCH = find_binary("tests/client_watch")
 BENCH = find_binary("src/bench/cetcd-bench")
 
 
@@ -95,6 +99,15 @@ def test_client_smoke(server):
     assert p.stdout.strip().endswith("OK")
 
 
+@pytest.mark.skipif(WATCH is None, reason="client_watch not built")
+def test_client_watch(server):
+    # tests/client/client_watch.c: events, filters, history, cancel,
+    # progress, compaction, bounds, callback mode, unreachable endpoint.
+    p = run([WATCH, server])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip().endswith("OK")
+
+
 BENCH_CASES = [
     ("put", ["put", "--key-size", "8", "--val-size", "16",
              "--key-space-size", "50"]),
@@ -122,6 +135,57 @@ def test_bench(server, op, args):
         assert s in p.stdout
 
 
+def result_lines(out):
+    return {r["op"]: r for r in (
+        dict(kv.split("=", 1) for kv in m.group(1).split())
+        for m in re.finditer(r"^RESULT (.*)$", out, re.M))}
+
+
+# 12 watchers over 3 streams; sequential puts over 3 keys reach 4 watchers
+# each; with --prefix every put reaches all 12.
+WATCH_CASES = [
+    (["--key-space-size", "3", "--sequential-keys"], 400),
+    (["--prefix"], 1200),
+]
+
+
+@pytest.mark.skipif(BENCH is None, reason="cetcd-bench not built")
+@pytest.mark.parametrize("args,events", WATCH_CASES)
+def test_bench_watch(server, args, events):
+    p = run([BENCH, "--endpoints", server, "--conns", "2", "--clients", "5",
+             "watch", "--streams", "3", "--watch-per-stream", "4",
+             "--put-total", "100"] + args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = result_lines(p.stdout)
+    assert r["watch-create"]["ok"] == "12", p.stdout
+    assert r["watch-create"]["errors"] == "0"
+    assert r["watch-put"]["ok"] == "100" and r["watch-put"]["errors"] == "0"
+    ev = r["watch-events"]
+    assert ev["ok"] == str(events) and ev["errors"] == "0", p.stdout
+    assert 0 < float(ev["p50_ms"]) <= float(ev["p99_ms"]) <= float(
+        ev["max_ms"]) < 10000
+    for s in ("Watch creation summary:", "Put summary:",
+              "Watch events summary:", "Latency distribution:"):
+        assert s in p.stdout
+
+
+@pytest.mark.skipif(BENCH is None, reason="cetcd-bench not built")
+def test_bench_watch_latency(server):
+    # 100 puts at 200/s take about 0.5 s; 2 x 3 watchers see each.
+    p = run([BENCH, "--endpoints", server, "--clients", "2",
+             "watch-latency", "--streams", "2", "--watchers-per-stream", "3",
+             "--total", "100", "--put-rate", "200"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = result_lines(p.stdout)
+    put, lat = r["watch-put"], r["watch-latency"]
+    assert put["ok"] == "100" and put["errors"] == "0"
+    assert 0.45 <= float(put["secs"]) < 5, p.stdout
+    assert lat["ok"] == "600" and lat["errors"] == "0", p.stdout
+    # (p99.9 needs more than 1000 samples: etcd's rule leaves it 0 here.)
+    assert 0 < float(lat["p50_ms"]) <= float(lat["p99_ms"]) <= float(
+        lat["max_ms"]) < 10000
+
+
 @pytest.mark.skipif(BENCH is None, reason="cetcd-bench not built")
 def test_bench_single_client(server):
     p = run([BENCH, "--endpoints", "http://" + server, "put", "--total",
@@ -140,6 +204,8 @@ def test_bench_errors():
     p = run([BENCH, "frobnicate"])
     assert p.returncode == 2
     p = run([BENCH, "range", "k", "--consistency", "x"])
+    assert p.returncode == 2
+    p = run([BENCH, "watch", "--put-rate", "x"])
     assert p.returncode == 2
     p = run([BENCH, "--help"])
     assert p.returncode == 0 and "--key-space-size" in p.stdout

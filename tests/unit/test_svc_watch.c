@@ -6,7 +6,9 @@
  * -1, etcd's reason), a cancel is answered canceled, a progress request
  * gets watch id -1 at the current revision; a stream whose queue is tiny
  * and not read while many puts happen still gets every event once, in
- * order, once it is read; end releases the stream.
+ * order, once it is read; end releases the stream; watchers that get the
+ * same events share one encoding of them (svc/watch_encode.c), and those
+ * whose events differ (prev_kv asked or not) each get their own, right.
  * Method: a real server on a temporary data dir, svc_watch_handler on an
  * in-process stream (svc_mem_stream), puts through svc_kv_put.
  */
@@ -246,11 +248,72 @@ static void test_watch_slow_reader(void **state)
     svc_mem_stream_destroy(ms);
 }
 
+static void create_prev(const struct svc_stream_handler *h, void *st,
+                        int64_t id, bool prev_kv)
+{
+    Etcdserverpb__WatchCreateRequest c = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    c.key = bin("e/");
+    c.range_end = bin("e0");
+    c.watch_id = id;
+    c.prev_kv = prev_kv;
+    Etcdserverpb__WatchRequest r = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    r.request_union_case =
+        ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    r.create_request = &c;
+    h->recv(st, &r.base);
+}
+
+/* Watchers 1 and 3 ask for prev_kv, 2 does not: the fan-out reaches them
+ * in that order, so a shared encoding that ignored prev_kv would hand 2
+ * the pair of 1 (or 3 none). */
+static void test_watch_shared_encoding(void **state)
+{
+    (void)state;
+    const struct svc_stream_handler *h = &svc_watch_handler;
+    struct svc_mem_stream *ms;
+    assert_int_equal(svc_mem_stream_create(64, &ms), 0);
+    void *st;
+    assert_int_equal(h->open(srv, svc_mem_stream_get(ms), &st), 0);
+    for (int64_t id = 1; id <= 3; id++) {
+        create_prev(h, st, id, id != 2);
+        Etcdserverpb__WatchResponse *r = take(ms);
+        assert_true(r->created && r->watch_id == id);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    const char *keys[3] = {"e/a", "e/a", "e/b"}, *vals[3] = {"1", "2", "3"};
+    for (int p = 0; p < 3; p++) {
+        int64_t rev = put(keys[p], vals[p]);
+        bool seen[4] = {false};
+        for (int i = 0; i < 3; i++) {
+            Etcdserverpb__WatchResponse *r = take(ms);
+            assert_true(r->watch_id >= 1 && r->watch_id <= 3);
+            assert_false(seen[r->watch_id]);
+            seen[r->watch_id] = true;
+            assert_int_equal(r->header->revision, rev);
+            assert_int_equal(r->n_events, 1);
+            Mvccpb__Event *e = r->events[0];
+            assert_int_equal(e->kv->key.len, 3);
+            assert_memory_equal(e->kv->key.data, keys[p], 3);
+            assert_memory_equal(e->kv->value.data, vals[p], 1);
+            assert_int_equal(e->kv->mod_revision, rev);
+            bool want_prev = p == 1 && r->watch_id != 2;
+            assert_int_equal(e->prev_kv != NULL, want_prev);
+            if (want_prev)
+                assert_memory_equal(e->prev_kv->value.data, "1", 1);
+            protobuf_c_message_free_unpacked(&r->base, NULL);
+        }
+    }
+    h->end(st, true);
+    svc_mem_stream_destroy(ms);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_watch_basics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_slow_reader, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_watch_shared_encoding, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

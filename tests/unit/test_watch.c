@@ -931,6 +931,29 @@ static bool in_range(const char *k, const char *key, const char *end,
     return strcmp(k, key) >= 0 && strcmp(k, end) < 0;
 }
 
+/* 300 watchers of one key share one hash chain (rehashed at 64, 128 and
+ * 256 entries); cancelling them from the middle, every other one, keeps
+ * the chain whole: the next put reaches exactly the others. */
+static void test_same_key_cancel(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 300 };
+    int64_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = watch_key(f, "same", 0);
+    for (int i = 1; i < N; i += 2)
+        assert_int_equal(watch_cancel(f->st, ids[i]), 0);
+    put(f, "same", "v");
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rec_of(f, ids[i])->n, i % 2 == 0 ? 1 : 0);
+    for (int i = N - 2; i >= 0; i -= 2)
+        assert_int_equal(watch_cancel(f->st, ids[i]), 0);
+    put(f, "same", "w");
+    for (int i = 0; i < N; i += 2)
+        assert_int_equal(rec_of(f, ids[i])->n, 1);
+    assert_int_equal(watch_hub_watchers(f->h), 0);
+}
+
 static void test_index_many(void **state)
 {
     struct fixture *f = *state;
@@ -1434,6 +1457,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_single_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_key_cancel, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_range_prefix_all, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
