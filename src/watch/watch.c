@@ -284,7 +284,7 @@ void watch_stream_close(struct watch_stream *st)
 /* check_range validates a create request's range (etcd's rules). */
 static int check_range(const struct watch_create *req, bool *inf_out)
 {
-    if (req->key == NULL || req->key_len == 0 || req->watch_id < 0)
+    if (req->key == NULL || req->key_len == 0)
         return ERR_INVAL;
     *inf_out = req->end_len == 1 && ((const uint8_t *)req->end)[0] == 0;
     if (req->end_len > 0 && !*inf_out &&

@@ -128,7 +128,9 @@ enum {
 
 /* A watcher to create.  The key bytes are copied. */
 struct watch_create {
-    int64_t watch_id;      /* 0 = the stream picks the next free id */
+    int64_t watch_id;      /* 0 = the stream picks the next free id; any
+                              other value, negative ones included, is
+                              the id (etcd 3.4: only 0 is AutoWatchID) */
     const void *key;       /* key_len >= 1 bytes */
     size_t key_len;        /* >= 1 */
     const void *end;       /* range end (see range rules); may be NULL */
@@ -215,7 +217,7 @@ void watch_stream_close(struct watch_stream *st);
  * `created` response goes through the sink before any event (queued if
  * the sink is full).  Errors: ERR_EXIST (watch_id in use on st: etcd's
  * "mvcc: duplicate watch ID provided on the WatchStream"), ERR_INVAL
- * (key_len 0, empty range, watch_id < 0), ERR_TOO_MANY_REQUESTS (a
+ * (key_len 0, empty range), ERR_TOO_MANY_REQUESTS (a
  * watcher limit), ERR_NOMEM.
  */
 int watch_create(struct watch_stream *st, const struct watch_create *req,

@@ -15,6 +15,9 @@ from etcd3.etcdrpc import rpc_pb2 as pb
 
 
 def varint(n):
+    """A protobuf varint; a negative n is its 64-bit two's complement (as
+    int64 fields are encoded: 10 bytes)."""
+    n &= (1 << 64) - 1
     out = b""
     while True:
         b = n & 0x7F

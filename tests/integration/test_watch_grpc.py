@@ -57,6 +57,35 @@ def test_watch_ids_and_duplicates(server):
     w.close()
 
 
+def test_watch_negative_ids(server):
+    # etcd 3.4 takes any client-chosen id but 0 (AutoWatchID): a negative
+    # one, -1 (clientv3.InvalidWatchID) included, is the watcher's id.
+    w = WatchStream(server.channel())
+    w.create(b"n", watch_id=-5)
+    r = w.next()
+    assert (r.created, r.canceled, r.watch_id) == (True, False, -5)
+    w.create(b"n", watch_id=-1)
+    r = w.next()
+    assert (r.created, r.canceled, r.watch_id) == (True, False, -1)
+    w.create(b"n", watch_id=-5)
+    r = w.next()
+    assert (r.created, r.canceled, r.watch_id) == (True, True, -1)
+    assert r.cancel_reason == \
+        "mvcc: duplicate watch ID provided on the WatchStream"
+    w.create(b"n")  # the automatic ids start at 0 still
+    assert (w.next().watch_id) == 0
+    rev = put(server, b"n", b"v")
+    got = {}
+    for _ in range(3):
+        r = w.next()
+        got[r.watch_id] = [(e.kv.key, e.kv.mod_revision) for e in r.events]
+    assert got == {-5: [(b"n", rev)], -1: [(b"n", rev)], 0: [(b"n", rev)]}
+    w.send(cancel_request=pb.WatchCancelRequest(watch_id=-5))
+    r = w.next()
+    assert (r.watch_id, r.canceled, r.created) == (-5, True, False)
+    w.close()
+
+
 def test_watch_cancel(server):
     w = WatchStream(server.channel())
     w.create(b"k")
