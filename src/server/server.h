@@ -465,9 +465,17 @@ uint64_t server_cluster_id(const struct server *s);
  * read under that guard, because stopping the server closes the hub, which
  * calls the sink's close: the owner sets its pointer to NULL there.  With
  * *st NULL (or the server stopping) they return ERR_STOPPED / do nothing.
- * Errors: those of the watch_* function wrapped, ERR_STOPPED. */
+ * Errors: those of the watch_* function wrapped, ERR_STOPPED.
+ *
+ * require_leader (etcd's WithRequireLeader, metadata "hasleader: true"):
+ * the open is refused with ERR_NO_LEADER while the member knows no leader,
+ * and the cetcd-watch thread, which looks once per election timeout, calls
+ * the stream's sink.end(ctx, ERR_NO_LEADER) once the member has seen no
+ * leader at SERVER_WATCH_NO_LEADER_LOOKS looks in a row (etcd's
+ * monitorLeader and maxNoLeaderCnt); sink.end must then be set. */
+#define SERVER_WATCH_NO_LEADER_LOOKS 3
 int server_watch_open(struct server *s, const struct watch_sink *sink,
-                      struct watch_stream **st_out);
+                      bool require_leader, struct watch_stream **st_out);
 int server_watch_create(struct server *s, struct watch_stream **st,
                         const struct watch_create *req, int64_t *id_out);
 int server_watch_cancel(struct server *s, struct watch_stream **st,

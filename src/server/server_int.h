@@ -240,7 +240,12 @@ struct server_watch {
     pthread_mutex_t kmu;        /* with kcv: wakes it */
     pthread_cond_t kcv;
     bool kicked, stop, started; /* under kmu */
+    uint64_t leader_look_ms;    /* cetcd-watch: the next leader look */
+    unsigned no_leader_looks;   /* cetcd-watch: looks in a row without */
 };
+
+/* The hub mark of streams that require a leader (server_watch_open). */
+#define SERVER__WATCH_MARK_LEADER 1u
 
 struct server {
     struct server_config cfg;   /* copy of the config (strings borrowed) */

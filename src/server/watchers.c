@@ -144,6 +144,24 @@ int server__watch_store_opened(struct server *s)
     return 0;
 }
 
+/* leader_look: once per election timeout, etcd's monitorLeader: after
+ * SERVER_WATCH_NO_LEADER_LOOKS looks in a row without a leader, the
+ * streams that require one end with ERR_NO_LEADER (cetcd-watch). */
+static void leader_look(struct server *s, uint64_t now)
+{
+    struct server_watch *w = &s->watch;
+    if (now < w->leader_look_ms)
+        return;
+    w->leader_look_ms = now + s->cfg.election_ms;
+    if (server_has_leader(s)) {
+        w->no_leader_looks = 0;
+        return;
+    }
+    if (++w->no_leader_looks >= SERVER_WATCH_NO_LEADER_LOOKS)
+        watch_hub_end_marked(w->hub, SERVER__WATCH_MARK_LEADER,
+                             ERR_NO_LEADER);
+}
+
 /* The driver: sync steps while watchers are unsynced, ticks. */
 static void *watch_main(void *arg)
 {
@@ -167,6 +185,7 @@ static void *watch_main(void *arg)
         uint64_t now = server__clock_ms(s);
         if (now >= next_tick) {
             watch_hub_tick(w->hub, now);
+            leader_look(s, now);
             next_tick = now + WATCH_TICK_MS;
         }
         pthread_mutex_lock(&w->kmu);
@@ -237,13 +256,18 @@ static void kick(struct server *s)
 }
 
 int server_watch_open(struct server *s, const struct watch_sink *sink,
-                      struct watch_stream **st_out)
+                      bool require_leader, struct watch_stream **st_out)
 {
     CHECK(s != NULL && sink != NULL && st_out != NULL);
+    CHECK(!require_leader || sink->end != NULL);
+    if (require_leader && !server_has_leader(s))
+        return ERR_NO_LEADER;
     pthread_rwlock_rdlock(&s->watch.rw);
     int rc = s->watch.hub == NULL || atomic_load(&s->stopping)
                  ? ERR_STOPPED
                  : watch_stream_open(s->watch.hub, sink, st_out);
+    if (rc == 0 && require_leader)
+        watch_stream_mark(*st_out, SERVER__WATCH_MARK_LEADER);
     pthread_rwlock_unlock(&s->watch.rw);
     return rc;
 }

@@ -11,6 +11,9 @@
  * - cancel: {watch_id, canceled} when the watcher existed, else nothing.
  * - progress_request: the hub's RequestProgress (watch.h).
  * - a request with no member set is ignored; half-close keeps the stream.
+ * - metadata "hasleader: true" (WithRequireLeader): no leader at open, or
+ *   for three election timeouts later, ends the stream with ERR_NO_LEADER
+ *   (etcd's interceptor, v3rpc/interceptor.go).
  *
  * Flow control.  The hub's sink is the transport's send: a full transport
  * queue (ERR_FULL) is WATCH_SINK_FULL, the hub then catches the watcher up
@@ -139,6 +142,23 @@ static void sink_close(void *ctx)
     w->st->close(w->st->ctx, ERR_STOPPED);
 }
 
+/* sink_end: the member asks the stream to end (no leader, see w_open). */
+static void sink_end(void *ctx, int err)
+{
+    struct wstream *w = ctx;
+    (void)w->st->close(w->st->ctx, err); /* ERR_CLOSED: ending already */
+}
+
+/* require_leader: the client asked for etcd's WithRequireLeader (metadata
+ * "hasleader: true"): its stream is refused, or ended, with "etcdserver:
+ * no leader" while the member has none (server.h "Watch"). */
+static bool require_leader(struct svc_stream *st)
+{
+    size_t n = 0;
+    const char *v = st->metadata(st->ctx, "hasleader", &n);
+    return v != NULL && n == 4 && memcmp(v, "true", 4) == 0;
+}
+
 static int w_open(struct server *s, struct svc_stream *st, void **state_out)
 {
     struct wstream *w = mem_calloc(1, sizeof *w);
@@ -146,8 +166,8 @@ static int w_open(struct server *s, struct svc_stream *st, void **state_out)
         return ERR_NOMEM;
     w->s = s;
     w->st = st;
-    struct watch_sink sink = {sink_send, sink_close, w};
-    int rc = server_watch_open(s, &sink, &w->ws);
+    struct watch_sink sink = {sink_send, sink_close, w, sink_end};
+    int rc = server_watch_open(s, &sink, require_leader(st), &w->ws);
     if (rc != 0) {
         mem_free(w);
         return rc;

@@ -258,6 +258,27 @@ int watch_stream_open(struct watch_hub *h, const struct watch_sink *sink,
     return 0;
 }
 
+void watch_stream_mark(struct watch_stream *st, unsigned marks)
+{
+    CHECK(st != NULL);
+    pthread_mutex_lock(&st->h->mu);
+    st->marks = marks;
+    pthread_mutex_unlock(&st->h->mu);
+}
+
+void watch_hub_end_marked(struct watch_hub *h, unsigned marks, int err)
+{
+    CHECK(h != NULL && marks != 0);
+    pthread_mutex_lock(&h->mu);
+    for (struct watch_stream *st = h->streams; st != NULL; st = st->next) {
+        if ((st->marks & marks) == 0)
+            continue;
+        CHECK(st->sink.end != NULL); /* a marked stream can be ended */
+        st->sink.end(st->sink.ctx, err);
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
 void watch_stream_close(struct watch_stream *st)
 {
     struct watch_hub *h = st->h;

@@ -113,11 +113,15 @@ struct watch_response {
  * the same run (they come in the same call sequence): a sink reserves room
  * for one whole response beyond its bound.  close is called once, when the
  * hub ends the stream itself (watch_hub_close with the stream still open);
- * never after watch_stream_close. */
+ * never after watch_stream_close.  end (may be NULL for a stream never
+ * marked) is the owner's request, through watch_hub_end_marked, that the
+ * stream end with err: the sink ends its transport; the stream stays the
+ * owner's to watch_stream_close.  Both run under the hub lock (as send). */
 struct watch_sink {
     int (*send)(void *ctx, const struct watch_response *resp);
     void (*close)(void *ctx);
-    void *ctx; /* passed to both */
+    void *ctx; /* passed to all three */
+    void (*end)(void *ctx, int err);
 };
 
 /* Filters of watch_create (etcd's WatchCreateRequest.filters). */
@@ -208,6 +212,13 @@ size_t watch_hub_unsynced(struct watch_hub *h);
  * Errors: ERR_NOMEM. */
 int watch_stream_open(struct watch_hub *h, const struct watch_sink *sink,
                       struct watch_stream **out);
+/* watch_stream_mark sets the owner's marks of st (bits of its choosing, 0
+ * at open), for watch_hub_end_marked.  Any thread. */
+void watch_stream_mark(struct watch_stream *st, unsigned marks);
+/* watch_hub_end_marked calls sink.end(ctx, err) of every open stream with
+ * any of marks set (the member: streams that require a leader, when it has
+ * none).  The streams stay open in the hub.  Any thread. */
+void watch_hub_end_marked(struct watch_hub *h, unsigned marks, int err);
 /* watch_stream_close cancels the stream's watchers (no responses) and
  * frees it; once it returns the sink is never called again. */
 void watch_stream_close(struct watch_stream *st);

@@ -66,6 +66,7 @@ struct watch_stream {
     int64_t next_id;            /* next automatic id candidate */
     bool progress_pending;      /* a RequestProgress waits */
     uint64_t full_step;         /* sync step in which the sink was full */
+    unsigned marks;             /* the owner's (watch_stream_mark) */
     struct watch_stream *next, *prev; /* the hub's stream list */
 };
 

@@ -40,14 +40,14 @@ class WatchStream:
     fragment (8) and WatchRequest.progress_request (3): requests are built
     as bytes, those fields appended by hand."""
 
-    def __init__(self, channel, read=True):
+    def __init__(self, channel, read=True, metadata=None):
         self.reqs = queue.Queue()
         self.resps = queue.Queue()
         method = channel.stream_stream(
             "/etcdserverpb.Watch/Watch",
             request_serializer=lambda b: b,
             response_deserializer=pb.WatchResponse.FromString)
-        self.call = method(iter(self.reqs.get, None))
+        self.call = method(iter(self.reqs.get, None), metadata=metadata)
         self.reader = None
         if read:
             self.start_reading()
@@ -73,6 +73,12 @@ class WatchStream:
 
     def progress(self):
         self.reqs.put(field(3, b""))
+
+    def ended(self, timeout=10):
+        """The error the stream ended with (waits up to timeout)."""
+        r = self.resps.get(timeout=timeout)
+        assert isinstance(r, Exception), "a response, not the end: %r" % r
+        return r
 
     def next(self, timeout=10):
         r = self.resps.get(timeout=timeout)
