@@ -244,6 +244,11 @@ struct server_watch {
     unsigned no_leader_looks;   /* cetcd-watch: looks in a row without */
 };
 
+/* watch_size.c: the hub's fragmentation sizes (watch_options), arg = the
+ * server. */
+size_t server__watch_event_size(const struct mvcc_event *ev, void *arg);
+size_t server__watch_base_size(const struct watch_response *r, void *arg);
+
 /* The hub mark of streams that require a leader (server_watch_open). */
 #define SERVER__WATCH_MARK_LEADER 1u
 

@@ -35,6 +35,7 @@
 
 #define WATCH_TICK_MS 100   /* periodic progress looks (etcd: 100 ms) */
 #define WATCH_RETRY_MS 10   /* between sync steps while unsynced remain */
+#define WATCH_GRPC_OVERHEAD (512 * 1024) /* etcd's grpcOverheadBytes */
 
 static const uint8_t *dup_bytes(struct arena *a, const uint8_t *p, size_t n,
                                 bool *ok)
@@ -132,7 +133,12 @@ int server__watch_store_opened(struct server *s)
         arena_init(&w->held_arena);
         struct watch_options o = {
             .progress_interval_ms = s->cfg.watch_progress_ms,
-            .fragment_bytes = s->cfg.max_request_bytes,
+            /* etcd's watch server: --max-request-bytes + its gRPC
+             * overhead allowance (grpcOverheadBytes, 512 KiB). */
+            .fragment_bytes = s->cfg.max_request_bytes + WATCH_GRPC_OVERHEAD,
+            .event_size = server__watch_event_size,
+            .base_size = server__watch_base_size,
+            .size_arg = s,
         };
         int rc = watch_hub_open(s->mvcc, &o, &w->hub);
         if (rc != 0)

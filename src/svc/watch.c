@@ -18,7 +18,8 @@
  * Flow control.  The hub's sink is the transport's send: a full transport
  * queue (ERR_FULL) is WATCH_SINK_FULL, the hub then catches the watcher up
  * from the store later, nothing blocks.  A fragment run must be taken
- * whole (watch.h); should the transport refuse a fragment inside a run the
+ * whole (watch.h): the fragments after the first may use the control
+ * reserve (below); should the transport refuse a fragment inside a run the
  * stream is ended with ERR_TOO_MANY_REQUESTS rather than lose events (the
  * client reconnects and resumes).
  *
@@ -116,9 +117,11 @@ static int sink_send(void *ctx, const struct watch_response *r)
         m.n_events = r->n_events;
         m.events = ptrs;
     }
+    /* The rest of a fragment run may use the control reserve too: a run
+     * whose first fragment took the queue's last slot goes on. */
     bool ctrl = r->created || r->canceled;
-    int rc = ctrl ? w->st->send_ctrl(w->st->ctx, &m.base)
-                  : w->st->send(w->st->ctx, &m.base);
+    int rc = ctrl || w->in_run ? w->st->send_ctrl(w->st->ctx, &m.base)
+                               : w->st->send(w->st->ctx, &m.base);
     mem_free(evs);
     mem_free(ptrs);
     if (ctrl && rc == ERR_FULL) {

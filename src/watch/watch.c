@@ -183,9 +183,43 @@ void watch__remove(struct watch_hub *h, struct watch_watcher *w)
 static size_t ev_size(const struct watch_hub *h, const struct mvcc_event *ev)
 {
     if (h->o.event_size != NULL)
-        return h->o.event_size(ev);
+        return h->o.event_size(ev, h->o.size_arg);
     return ev->kv.key_len + ev->kv.value_len + ev->prev_kv.key_len +
            ev->prev_kv.value_len + 64;
+}
+
+static size_t base_size(const struct watch_hub *h,
+                        const struct watch_response *r)
+{
+    if (h->o.base_size != NULL)
+        return h->o.base_size(r, h->o.size_arg);
+    return 64 + (r->fragment ? 2 : 0);
+}
+
+/* split_at: the end of the fragment that starts at evs[i] of n (etcd's
+ * sendFragments): n when the whole response goes as one. */
+static size_t split_at(const struct watch_hub *h,
+                       const struct watch_watcher *w,
+                       struct watch_response *r, const struct mvcc_event *evs,
+                       size_t i, size_t n)
+{
+    size_t max = h->o.fragment_bytes;
+    if (!w->fragment || n < 2)
+        return n;
+    if (i == 0) {
+        r->fragment = false;
+        size_t whole = base_size(h, r);
+        for (size_t k = 0; k < n && whole < max; k++)
+            whole += ev_size(h, &evs[k]);
+        if (whole < max)
+            return n;
+    }
+    r->fragment = true;
+    size_t bytes = base_size(h, r) + ev_size(h, &evs[i]);
+    size_t j = i + 1;
+    while (j < n && bytes + ev_size(h, &evs[j]) < max)
+        bytes += ev_size(h, &evs[j++]);
+    return j;
 }
 
 int watch__send_events(struct watch_hub *h, struct watch_watcher *w,
@@ -197,12 +231,8 @@ int watch__send_events(struct watch_hub *h, struct watch_watcher *w,
     size_t i = 0;
     bool first = true;
     while (i < n) {
-        size_t j = i + 1, bytes = ev_size(h, &evs[i]);
-        if (w->fragment)
-            while (j < n && bytes + ev_size(h, &evs[j]) <= h->o.fragment_bytes)
-                bytes += ev_size(h, &evs[j++]);
-        else
-            j = n;
+        size_t j = split_at(h, w, &r, evs, i, n);
+        CHECK(j > i && j <= n);
         r.events = evs + i;
         r.n_events = j - i;
         r.fragment = j < n;

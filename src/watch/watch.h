@@ -155,9 +155,18 @@ struct watch_options {
     size_t sync_events_max;       /* events per sync step; 0 = 1000 */
     size_t sync_bytes_max;        /* event bytes per sync step; 0 = 4 MiB */
     uint64_t progress_interval_ms; /* periodic progress; 0 = 10 minutes */
-    /* The size of one encoded event, for fragmentation; NULL = an
-     * estimate (key + value + prev kv bytes + 64). */
-    size_t (*event_size)(const struct mvcc_event *ev);
+    /* Fragmentation follows etcd's sendFragments (v3rpc/watch.go): a
+     * response of a fragment watcher whose encoded size is >=
+     * fragment_bytes and that has 2 events or more is split; each
+     * fragment takes events while it stays below fragment_bytes (at
+     * least one).  The sizes come from these, called under the hub lock
+     * with size_arg: event_size is one event's encoded size inside a
+     * response (its field tag and length included), base_size a
+     * response's without its events (with its fragment flag).  NULL =
+     * estimates (key + value + prev kv bytes + 64; 64 + the flag). */
+    size_t (*event_size)(const struct mvcc_event *ev, void *size_arg);
+    size_t (*base_size)(const struct watch_response *r, void *size_arg);
+    void *size_arg;
 };
 
 /*
