@@ -432,6 +432,8 @@ int server_status_get(struct server *s, struct server_status *out)
     out->raft_term = atomic_load(&s->term);
     out->applied_index = atomic_load(&s->applied_index);
     out->is_learner = server__member_is_learner(s, s->member_id);
+    out->version = s->cfg.version != NULL ? s->cfg.version
+                                          : SERVER_REPORTED_VERSION_DEFAULT;
     server__store_enter(s);
     int rc = backend_size(s->be, &out->db_size, &out->db_in_use);
     server__store_leave(s);

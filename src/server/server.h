@@ -161,7 +161,16 @@ struct server_clock {
 
 /* server_config: everything the daemon's flags decide.  Strings are
  * borrowed for the life of the server. */
+/* The etcd version a member reports by default (Status.version, the
+ * startup log, --version): 3.4.31, the 3.4 release with the watch
+ * progress fixes cetcd has (#15220, #17507), which Kubernetes requires
+ * before it sends RequestProgress (docs/ARCHITECTURE.md "Reported
+ * version"). */
+#define SERVER_REPORTED_VERSION_DEFAULT "3.4.31"
+
 struct server_config {
+    const char *version;          /* --experimental-reported-version;
+                                     NULL = SERVER_REPORTED_VERSION_DEFAULT */
     const char *name;             /* --name */
     const char *data_dir;         /* --data-dir */
     const char *wal_dir;          /* --wal-dir; NULL = <data-dir>/member/wal */
@@ -345,6 +354,8 @@ struct server_status {
     uint64_t db_size;       /* backend file size */
     uint64_t db_in_use;     /* backend bytes in use */
     bool is_learner;        /* this member is a learner */
+    const char *version;    /* the reported etcd version (static or the
+                               config's: valid while the server runs) */
 };
 /* server_status_get: 0, or ERR_BUSY/ERR_IO from the backend. */
 int server_status_get(struct server *s, struct server_status *out);

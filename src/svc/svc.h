@@ -187,15 +187,12 @@ void svc_peer_promote(struct server *s, const Cetcdpb__PromoteRequest *req,
 
 /* --- Maintenance (maintenance.c) ----------------------------------------- */
 
-/* SVC_ETCD_VERSION: the etcd version a member reports (the API it
- * matches), in Status. */
-#define SVC_ETCD_VERSION "3.4.23"
-
 /* SVC_MOVE_LEADER_TIMEOUT_MS: a leader transfer gives up after this when
  * the caller's deadline is later or absent. */
 #define SVC_MOVE_LEADER_TIMEOUT_MS 10000
 
-/* svc_maint_status answers at once.  Reply: Etcdserverpb__StatusResponse.
+/* svc_maint_status answers at once; version is the member's reported one
+ * (server_status).  Reply: Etcdserverpb__StatusResponse.
  * Errors: ERR_BUSY, ERR_IO (the backend's size). */
 void svc_maint_status(struct server *s, const Etcdserverpb__StatusRequest *req,
                       struct svc_done done);
