@@ -153,13 +153,23 @@ void watch__to_unsynced(struct watch_hub *h, struct watch_watcher *w)
     unsynced_link(h, w);
 }
 
+void watch__retire(struct watch_hub *h, struct watch_watcher *w)
+{
+    CHECK(!w->synced && !w->retired);
+    unsynced_unlink(h, w);
+    w->retired = true;
+    w->cancel_pending = false;
+    CHECK(w->st->n_unsynced <= w->st->n_watchers);
+    watch__progress_try(w->st);
+}
+
 void watch__remove(struct watch_hub *h, struct watch_watcher *w)
 {
     struct watch_stream *st = w->st;
     if (w->synced) {
         watch__index_del(h, w);
         w->synced = false;
-    } else {
+    } else if (!w->retired) {
         unsynced_unlink(h, w);
     }
     watch__ids_del(h, w);

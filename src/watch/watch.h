@@ -25,7 +25,9 @@
  *   may carry several whole revisions.
  * - A watcher whose next revision has been compacted gets one response
  *   with canceled = true and compact_rev = the store's compact revision,
- *   and is then gone (etcd: created, then canceled with compact_revision).
+ *   and gets nothing more (etcd: created, then canceled with
+ *   compact_revision); as in etcd 3.4 its id stays taken until the client
+ *   cancels it (watch_cancel then succeeds) or the stream closes.
  *   One still at or above the compact revision keeps every event.
  * - Groups: a *synced* watcher is at the hub's revision and receives
  *   events from the store's observer (watch_hub_observe) on the apply
