@@ -13,7 +13,11 @@ order, min/max mod/create filters, count_only, keys_only, serializable),
 DeleteRange (prev_kv), Txn (random compares on every target and result,
 nested txns, and deliberate duplicate-key / too-many-ops / empty-op
 errors), Compact (random past, compacted or future revisions, physical),
-and plain error cases (empty key).  Keys come from a small alphabet so ops
+and plain error cases (empty key); and, from a random stream of their own
+(the KV sequence of a seed is unchanged), Watch requests on one stream per
+server (WatchGen: creates with every option, cancels, progress), each
+watcher's history (control answers, then its events one by one) compared
+at the end.  Keys come from a small alphabet so ops
 collide; some are longer than LMDB's key limit (494 bytes) and share a
 long prefix.  Responses are compared after normalising:
 
