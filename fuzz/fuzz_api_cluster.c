@@ -2,7 +2,7 @@
  * fuzz_api_cluster.c - goal: the requests of the cluster work never crash,
  * leak or leave a call unanswered, whatever their bytes: the Cluster
  * service (MemberList/Add/Remove/Update/Promote) and Maintenance
- * (Status, MoveLeader) of src/api, the peer listener's Join and Promote
+ * (Status, MoveLeader, HashKV, Hash) of src/api, the peer listener's Join and Promote
  * services, and, for a MemberPromote asked of a follower, the leader's
  * answer to the forwarded call as the follower reads it.
  *
@@ -14,7 +14,8 @@
  *   rpc_call_reply(_error)      check the answer (exactly once; a reply
  *                               packs and unpacks; an error has a status
  *                               and a message); rpc_call_deadline_ns;
- *   server_header_fill, server_status_get  (they read raft and LMDB);
+ *   server_header_fill, server_status_get, server_hash_kv, server_hash,
+ *   server_barrier_async        (they read raft and LMDB);
  *   peer_call                   records the forwarded call, whose reply
  *                               (status, details, bytes) comes from the
  *                               input.
@@ -32,7 +33,8 @@
  * for a forwarded promotion u8 gRPC status, u8 details length, the
  * details and the reply bytes.  Flags: bits 0-1 the conf change outcome,
  * 2-3 the leader (none, us, member 2, member 3), 4-5 the transfer
- * outcome, 6 peer_call refused (busy), 7 the server is stopping.
+ * outcome, 6 peer_call refused (busy) and MemberList's barrier timed out,
+ * 7 the server is stopping.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -65,6 +67,8 @@ static const char *const paths[] = {
     "/etcdserverpb.Maintenance/MoveLeader",
     "/cetcdpb.Join/Members",
     "/cetcdpb.Cluster/Promote",
+    "/etcdserverpb.Maintenance/HashKV",
+    "/etcdserverpb.Maintenance/Hash",
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
@@ -139,6 +143,38 @@ int __wrap_server_status_get(struct server *s, struct server_status *out)
     memset(out, 0, sizeof *out);
     out->leader = atomic_load(&s->lead);
     out->raft_index = out->raft_term = out->applied_index = 1;
+    return 0;
+}
+
+/* MemberList's ReadIndex barrier: answered at once, failed (timeout) when
+ * the input refuses peer calls (flag 6), as a leaderless round would. */
+static int barrier_err;
+
+void __wrap_server_barrier_async(struct server *s, server_barrier_fn fn,
+                                 void *arg)
+{
+    (void)s;
+    fn(arg, barrier_err);
+}
+
+/* The store's hashes: a store at revision 10 compacted at 5. */
+int __wrap_server_hash_kv(struct server *s, int64_t rev,
+                          struct server_hash *out)
+{
+    (void)s;
+    if (rev > 10)
+        return ERR_FUTURE_REV;
+    if (rev > 0 && rev <= 5)
+        return ERR_COMPACTED;
+    *out = (struct server_hash){.hash = (uint32_t)rev, .rev = 10,
+                                .compact_rev = 5};
+    return 0;
+}
+
+int __wrap_server_hash(struct server *s, struct server_hash *out)
+{
+    (void)s;
+    *out = (struct server_hash){.hash = 7, .rev = 10, .compact_rev = 5};
     return 0;
 }
 
@@ -352,6 +388,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     atomic_store(&srv->lead, leads[(in.flags >> 2) & 3]);
     atomic_store(&srv->stopping, (in.flags & 0x80) != 0);
     fwd.refuse = (in.flags & 0x40) ? ERR_BUSY : 0;
+    barrier_err = (in.flags & 0x40) ? ERR_TIMEOUT : 0;
     struct fake_call fc = {0, in.flags & 1 ? 1 : INT64_MAX};
     /* The runtime hands over a copy that lives until the answer. */
     uint8_t *req = malloc(in.req_len + 1);

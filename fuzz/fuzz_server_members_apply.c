@@ -12,7 +12,8 @@
  * member 1 of the initial cluster 1, 2, 3 (members_env.h, shared with
  * fuzz_server_members.c); each input record is decoded with the same
  * protobuf-c decoder the applier uses, and a MemberChange or MemberAttr
- * is applied in a write txn of its own.  server__members_apply only takes
+ * is applied in a write txn of its own, ended by
+ * server__members_batch_end as the applier ends a batch.  server__members_apply only takes
  * the batch's backend txn from its mvcc_batch, so that call is wrapped
  * (--wrap=mvcc_batch_backend_txn): the "batch" here is the txn itself.
  *
@@ -61,6 +62,9 @@ static bool apply_one(struct server *s, const uint8_t *p, size_t n)
             check(backend_write_commit(txn) == 0);
         else
             backend_write_abort(txn);
+        /* The batch's fate: its staged effects run, or the table is
+         * reloaded from the store. */
+        server__members_batch_end(s, rc == 0);
     }
     cetcdpb__internal_request__free_unpacked(req, NULL);
     if (rc != 0)

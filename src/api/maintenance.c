@@ -1,7 +1,7 @@
 /*
  * maintenance.c - the etcdserverpb.Maintenance service on gRPC: Status,
- * MoveLeader and Alarm, served by svc/maintenance.c; Defragment,
- * Hash/HashKV and Snapshot come with their issues and answer
+ * MoveLeader, Alarm, Hash and HashKV, served by svc/maintenance.c;
+ * Defragment and Snapshot come with their issues and answer
  * UNIMPLEMENTED until then.
  */
 #include "api/api_int.h"
@@ -44,6 +44,29 @@ static void alarm(struct rpc_call *call, const uint8_t *req, size_t len,
     etcdserverpb__alarm_request__free_unpacked(r, NULL);
 }
 
+static void hash_kv(struct rpc_call *call, const uint8_t *req, size_t len,
+                    void *ctx)
+{
+    struct api *api = ctx;
+    Etcdserverpb__HashKVRequest *r =
+        etcdserverpb__hash_kvrequest__unpack(NULL, len, req);
+    if (r == NULL)
+        return api__bad_request(call);
+    svc_maint_hash_kv(api->server, r, api__done(call));
+    etcdserverpb__hash_kvrequest__free_unpacked(r, NULL);
+}
+
+static void hash(struct rpc_call *call, const uint8_t *req, size_t len,
+                 void *ctx)
+{
+    struct api *api = ctx;
+    (void)req;
+    (void)len;
+    /* HashRequest has no fields: nothing to decode. */
+    Etcdserverpb__HashRequest r = ETCDSERVERPB__HASH_REQUEST__INIT;
+    svc_maint_hash(api->server, &r, api__done(call));
+}
+
 int api__maintenance_register(struct api *api)
 {
     int rc = rpc_server_register_unary(
@@ -55,5 +78,11 @@ int api__maintenance_register(struct api *api)
     if (rc == 0)
         rc = rpc_server_register_unary(
             api->rpc, "/etcdserverpb.Maintenance/Alarm", alarm, api);
+    if (rc == 0)
+        rc = rpc_server_register_unary(
+            api->rpc, "/etcdserverpb.Maintenance/HashKV", hash_kv, api);
+    if (rc == 0)
+        rc = rpc_server_register_unary(
+            api->rpc, "/etcdserverpb.Maintenance/Hash", hash, api);
     return rc;
 }

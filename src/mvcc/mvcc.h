@@ -322,6 +322,19 @@ mvcc_rev mvcc_compact_finished_rev(const struct mvcc_store *s);
 int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
                  mvcc_rev *compact_rev_out);
 
+/*
+ * mvcc_hash_kv_etcd is HashKV as etcd 3.4 computes it over its bbolt key
+ * bucket (mvcc_hash.c says how), at rev (0: current; < 0: no entry, as
+ * etcd's): a member of
+ * either that applied the same history answers the same hash.  The
+ * compact revision to answer with is mvcc_read_compact_rev (etcd says -1
+ * where it is 0).  *hash_rev_out = the revision hashed.  Errors:
+ * ERR_COMPACTED (0 < rev <= compact rev), ERR_FUTURE_REV, ERR_CORRUPT,
+ * ERR_NOMEM.
+ */
+int mvcc_hash_kv_etcd(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
+                      mvcc_rev *hash_rev_out);
+
 /* --- record codec (exposed for the fuzzer and tests) ------------------ */
 
 /* mvcc_kv_decode parses one `kv` or `kvl` bucket entry (composite key +

@@ -374,4 +374,10 @@ int mvcc__batch_kvl(struct mvcc_batch *b);
 /* mvcc__batch_fail records the first poisoning error and returns it. */
 int mvcc__batch_fail(struct mvcc_batch *b, int err);
 
+/* mvcc_read.c: mvcc__rev_walk calls fn for every version still stored
+ * (below the compact revision too) with main rev <= to, in revision order
+ * (no prev_kv); for mvcc_hash.c. */
+int mvcc__rev_walk(struct mvcc_read *r, mvcc_rev to, mvcc_event_fn fn,
+                   void *arg);
+
 #endif

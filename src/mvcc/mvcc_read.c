@@ -581,3 +581,36 @@ int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
     }
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
+
+/* --- the whole revision log (mvcc_hash.c) ------------------------------ */
+
+int mvcc__rev_walk(struct mvcc_read *r, mvcc_rev to, mvcc_event_fn fn,
+                   void *arg)
+{
+    int rc = lazy_cursor(r, r->s->rev, &r->revc);
+    if (rc == 0)
+        rc = lazy_cursor(r, r->s->kvl, &r->kvl);
+    if (rc != 0)
+        return rc;
+    size_t l = r->s->short_max;
+    struct backend_val k, v;
+    for (rc = backend_cursor_first(r->revc, &k, &v); rc == 0;
+         rc = backend_cursor_next(r->revc, &k, &v)) {
+        mvcc_rev main;
+        int64_t sub;
+        int kind;
+        if ((rc = rev_entry_parse(&k, &v, &main, &sub, &kind)) != 0)
+            return rc;
+        if (main > to)
+            return 0;
+        const uint8_t *u = (const uint8_t *)v.data + 1;
+        struct mvcc_event ev;
+        rc = event_fill(v.len - 1 > l ? r->kvl : r->kv, l, u, v.len - 1,
+                        main, sub, kind, false, &ev);
+        if (rc == 0)
+            rc = fn(arg, &ev);
+        if (rc != 0)
+            return rc;
+    }
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}

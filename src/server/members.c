@@ -772,7 +772,9 @@ int server__members_apply(struct server *s, struct mvcc_batch *b,
 static void published(void *arg, const struct server_response *r)
 {
     struct server *s = arg;
-    if (r->err != 0 && !atomic_load(&s->ms->published))
+    /* Quiet when stopping (as etcd) or when another attempt succeeded. */
+    if (r->err != 0 && r->err != ERR_STOPPED &&
+        !atomic_load(&s->ms->published))
         log_warn("etcdserver", "failed to publish local member to cluster "
                  "through raft: %s", err_str(r->err));
     atomic_fetch_sub(&s->ms->publishing, 1);

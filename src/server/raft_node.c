@@ -93,7 +93,10 @@ static void take_proposals(struct server *s)
     struct server_entry *e = server_queue_try_pop_all(&s->proposals, &n);
     while (e != NULL) {
         struct server_entry *next = e->next;
-        int rc = raft_propose(s->node.raft, e->data, e->len);
+        /* Held for room in the WAL: refused as on a full store. */
+        int rc = server__raft_held(s)
+                     ? ERR_NO_SPACE
+                     : raft_propose(s->node.raft, e->data, e->len);
         if (rc != 0)
             fail_waiter(s, e->id, rc == ERR_PROPOSAL_DROPPED ? ERR_NO_LEADER
                                                              : rc);
@@ -171,12 +174,14 @@ static void raft_pass(struct server *s)
     s->node.inbox_head = s->node.inbox_tail = NULL;
     s->node.inbox_n = 0;
     pthread_mutex_unlock(&s->node.ev_mu);
-    step_inbox(s, in);
+    step_inbox(s, in); /* dropped by raft while a Ready is held */
     take_reports(s);
     take_proposals(s);
-    server__members_raft_pass(s);
-    server__reads_take(s);
-    server__snap_tick(s); /* copies, sends, received snapshots */
+    if (!server__raft_held(s)) { /* else they wait (or time out) */
+        server__members_raft_pass(s);
+        server__reads_take(s);
+        server__snap_tick(s); /* copies, sends, received snapshots */
+    }
     int rc = server__raft_ready(s, &s->node.raft_wb);
     if (rc != 0) {
         log_error("etcdserver", "raft loop failed: %s; stopping",
@@ -229,14 +234,16 @@ void *server__raft_main(void *arg)
     while (!atomic_load(&s->stopping)) {
         wait_event(s, next_tick);
         pthread_mutex_lock(&s->node.raft_mu);
+        bool held = server__raft_held(s); /* raft takes no tick */
         for (int n = 0; server__clock_ms(s) >= next_tick && n < 10; n++) {
-            raft_tick(s->node.raft);
+            if (!held)
+                raft_tick(s->node.raft);
             s->node.ticks++;
             next_tick += hb;
         }
         if (server__clock_ms(s) >= next_tick) /* stalled: no burst of ticks */
             next_tick = server__clock_ms(s) + hb;
-        if (advance != 0)
+        if (advance != 0 && !held)
             advance = server__tick_advance(s, advance);
         take_event(s);
         raft_pass(s);

@@ -15,6 +15,7 @@
 #include "server/boot_guard.h"
 #include "server/server_int.h"
 #include "util/err.h"
+#include "util/log.h"
 #include "util/mem.h"
 #include "wal/wal.h"
 
@@ -201,61 +202,118 @@ static void leader_changed(struct server *s)
     server__reads_fail_inflight(s, ERR_LEADER_CHANGED);
 }
 
+/*
+ * Held.  On a full disk the WAL refuses a write past a put-off segment
+ * cut with nothing written (wal.h, ERR_NOSPC and not broken).  Such a
+ * Ready is kept and written again every HELD_RETRY_MS; until then this
+ * member takes no part in raft: raft refuses every other call between a
+ * Ready and its advance, so it neither ticks (no campaign), nor steps
+ * (no vote, no acknowledgement it could not keep), nor proposes
+ * (proposals are refused as on a full store).  The others go on without
+ * it and it catches up once space is freed.  etcd stops the member on any
+ * WAL write error; a write that fails midway still does here.
+ */
+#define HELD_RETRY_MS 100
+
+/* Writes and syncs h's Ready, then sends, applies and advances it.  A
+ * Ready the WAL has no room for stays held (0 returned). */
+static int ready_finish(struct server *s, struct server_held_ready *h,
+                        struct server_wal_buf *wb)
+{
+    struct raft_ready *rd = &h->rd;
+    int rc = persist_append(s, rd, wb);
+    if (rc == ERR_NOSPC && !wal_broken(s->wal)) {
+        if (!h->held)
+            log_error("etcdserver", "no space left to write the raft log "
+                      "(WAL); this member takes no part in raft until space "
+                      "is freed (writing again every %d ms)", HELD_RETRY_MS);
+        h->held = true;
+        h->retry_ms = server__clock_ms(s) + HELD_RETRY_MS;
+        return 0;
+    }
+    if (h->held && rc == 0)
+        log_info("etcdserver", "the raft log has room again; this member "
+                 "takes part in raft again");
+    h->held = false;
+    bool spec = rc == 0 && may_speculate(s, rd) && speculate(s, rd);
+    if (rc == 0)
+        rc = persist_sync(s, rd);
+    if (rc != 0) {
+        /* A tentative batch may be in the store but not in the WAL. */
+        if (spec) {
+            char dir[4200];
+            snprintf(dir, sizeof dir, "%s/db", s->member_dir);
+            (void)boot_guard_distrust(dir);
+        }
+        return rc;
+    }
+    if (!h->early)
+        send_msgs(s, rd);
+    rc = h->apply_first ? 0 : hand_committed(s, rd);
+    if (rc != 0)
+        return rc;
+    server__reads_answer(s, rd);
+    if (h->new_lead)
+        leader_changed(s);
+    if (rd->has_hard_state)
+        atomic_store(&s->term, rd->hard_state.term);
+    return raft_advance(s->node.raft, rd);
+}
+
+/* Takes the next Ready: installs its snapshot, records the leader, and
+ * (a leader) sends its messages and (nothing to sync) hands its committed
+ * entries before the write. */
+static int ready_begin(struct server *s, struct server_held_ready *h)
+{
+    struct raft_ready *rd = &h->rd;
+    int rc = raft_ready(s->node.raft, rd);
+    if (rc == 0)
+        rc = rd->snapshot ? server__snap_install(s, rd->snapshot) : 0;
+    if (rc == 0 && rd->snapshot)
+        server__lone_voter_update(s);
+    /* A new leader (not "none"), as etcd's newLeader. */
+    h->new_lead = rd->has_soft_state && rd->soft_state.lead != 0 &&
+                  rd->soft_state.lead != atomic_load(&s->lead);
+    if (rd->has_soft_state) {
+        atomic_store(&s->lead, rd->soft_state.lead);
+        s->node.is_leader = rd->soft_state.role == RAFT_LEADER;
+    }
+    /* A leader replicates while it writes its own disk (Raft thesis
+     * 10.2.1, as etcd does): its entries count toward commit only after
+     * raft_advance.  Other members' messages (votes, append acks)
+     * promise persisted state, so they leave after the fsync. */
+    h->early = s->node.is_leader;
+    if (rc == 0 && h->early)
+        send_msgs(s, rd);
+    /* Committed entries are durable already; when all this Ready has
+     * to write is an unsynced HardState (a commit index), answer them
+     * first: the write does not delay their replies. */
+    h->apply_first = rc == 0 && rd->n_entries == 0 && !rd->must_sync;
+    if (h->apply_first)
+        rc = hand_committed(s, rd);
+    return rc;
+}
+
+bool server__raft_held(const struct server *s)
+{
+    return s->node.held.held;
+}
+
 int server__raft_ready(struct server *s, struct server_wal_buf *wb)
 {
+    struct server_held_ready *h = &s->node.held;
+    if (h->held) {
+        if (server__clock_ms(s) < h->retry_ms)
+            return 0;
+        int rc = ready_finish(s, h, wb);
+        if (rc != 0 || h->held)
+            return rc;
+    }
     while (raft_has_ready(s->node.raft)) {
-        struct raft_ready rd;
-        int rc = raft_ready(s->node.raft, &rd);
+        int rc = ready_begin(s, h);
         if (rc == 0)
-            rc = rd.snapshot ? server__snap_install(s, rd.snapshot) : 0;
-        if (rc == 0 && rd.snapshot)
-            server__lone_voter_update(s);
-        /* A new leader (not "none"), as etcd's newLeader. */
-        bool new_lead = rd.has_soft_state && rd.soft_state.lead != 0 &&
-                        rd.soft_state.lead != atomic_load(&s->lead);
-        if (rd.has_soft_state) {
-            atomic_store(&s->lead, rd.soft_state.lead);
-            s->node.is_leader = rd.soft_state.role == RAFT_LEADER;
-        }
-        /* A leader replicates while it writes its own disk (Raft thesis
-         * 10.2.1, as etcd does): its entries count toward commit only after
-         * raft_advance.  Other members' messages (votes, append acks)
-         * promise persisted state, so they leave after the fsync. */
-        bool early = s->node.is_leader;
-        if (rc == 0 && early)
-            send_msgs(s, &rd);
-        /* Committed entries are durable already; when all this Ready has
-         * to write is an unsynced HardState (a commit index), answer them
-         * first: the write does not delay their replies. */
-        bool apply_first = rc == 0 && rd.n_entries == 0 && !rd.must_sync;
-        if (apply_first)
-            rc = hand_committed(s, &rd);
-        if (rc == 0)
-            rc = persist_append(s, &rd, wb);
-        bool spec = rc == 0 && may_speculate(s, &rd) && speculate(s, &rd);
-        if (rc == 0)
-            rc = persist_sync(s, &rd);
-        if (rc != 0) {
-            /* A tentative batch may be in the store but not in the WAL. */
-            if (spec) {
-                char dir[4200];
-                snprintf(dir, sizeof dir, "%s/db", s->member_dir);
-                (void)boot_guard_distrust(dir);
-            }
-            return rc;
-        }
-        if (!early)
-            send_msgs(s, &rd);
-        rc = apply_first ? 0 : hand_committed(s, &rd);
-        if (rc != 0)
-            return rc;
-        server__reads_answer(s, &rd);
-        if (new_lead)
-            leader_changed(s);
-        if (rd.has_hard_state)
-            atomic_store(&s->term, rd.hard_state.term);
-        rc = raft_advance(s->node.raft, &rd);
-        if (rc != 0)
+            rc = ready_finish(s, h, wb);
+        if (rc != 0 || h->held)
             return rc;
     }
     return 0;

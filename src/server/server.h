@@ -360,6 +360,22 @@ struct server_status {
 /* server_status_get: 0, or ERR_BUSY/ERR_IO from the backend. */
 int server_status_get(struct server *s, struct server_status *out);
 
+/* The store's hashes (hash.c), of this member's store as it is now (no
+ * barrier, as etcd).  rev: the store's current revision; compact_rev: its
+ * compact revision, -1 if none (etcd's value). */
+struct server_hash {
+    uint32_t hash;
+    int64_t rev;
+    int64_t compact_rev;
+};
+/* server_hash_kv: HashKV as etcd 3.4 computes it at revision rev (0:
+ * current; mvcc.h mvcc_hash_kv_etcd).  Errors: ERR_COMPACTED,
+ * ERR_FUTURE_REV, ERR_BUSY, ERR_NOMEM, ERR_CORRUPT. */
+int server_hash_kv(struct server *s, int64_t rev, struct server_hash *out);
+/* server_hash: Maintenance.Hash: CRC32C over every version the store
+ * holds (etcd hashes its bbolt file, which no other store can equal). */
+int server_hash(struct server *s, struct server_hash *out);
+
 /* server_is_learner: this member is a (non-voting) learner right now. */
 bool server_is_learner(struct server *s);
 

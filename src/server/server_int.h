@@ -204,6 +204,17 @@ struct server_raft_node {
     void *send_arg;
     struct server_report reports[SERVER_MEMBERS_MAX * 3]; /* under ev_mu */
     size_t n_reports;
+    /* A Ready whose WAL write found no room on a full disk (raft_ready.c
+     * "Held"): kept and written again on later passes; until then raft
+     * takes nothing else (no tick, step or proposal). */
+    struct server_held_ready {
+        bool held;
+        struct raft_ready rd;   /* raft's, valid until raft_advance */
+        bool early;             /* its messages went out already */
+        bool apply_first;       /* its committed entries too */
+        bool new_lead;
+        uint64_t retry_ms;      /* the next try */
+    } held;
 };
 
 /* Linearizable reads: the ReadIndex batches (read_index.c) and the read
@@ -284,7 +295,7 @@ struct server {
     _Atomic bool stopping;            /* server_stop has begun */
     int fatal;                        /* log/apply thread hit an I/O error */
 
-    bool compacted_at_zero;     /* apply thread: see do_compact */
+    _Atomic bool compacted_at_zero; /* apply thread writes: see do_compact */
     struct arena apply_arena;   /* apply thread: responses of one batch */
     struct arena spec_arena;    /* responses of the tentative batch */
     struct {                    /* speculative apply, see apply.c */
@@ -412,6 +423,9 @@ void server__raft_close(struct server *s);
  * header); an ERR_* is fatal (WAL, store).  wb is the reused WAL buffer,
  * freed by server__wal_buf_free. */
 int server__raft_ready(struct server *s, struct server_wal_buf *wb);
+/* raft_ready.c, raft_mu held: a Ready waits for room in the WAL (raft
+ * takes no tick, step or proposal meanwhile). */
+bool server__raft_held(const struct server *s);
 void server__wal_buf_free(struct server_wal_buf *wb);
 /* raft_ready.c, raft_mu held: s->lone_voter := raft's configuration has
  * this member as its only voter (after start, a conf change, a snapshot

@@ -26,6 +26,7 @@
 #include "util/check.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/str.h"
 
 /* etcd's DefaultWarningApplyDuration. */
 #define WARN_APPLY_NS_DEFAULT 100000000ull
@@ -263,48 +264,6 @@ static void quoted(struct text *t, const char *s)
     put(t, "\"");
 }
 
-/* frac writes v / unit with its fraction, trailing zeros dropped (Go's
- * Duration.String). */
-static void frac(struct text *t, uint64_t v, uint64_t unit)
-{
-    put(t, "%" PRIu64, v / unit);
-    uint64_t f = v % unit;
-    if (f == 0)
-        return;
-    int digits = 0;
-    for (uint64_t u = unit; u > 1; u /= 10)
-        digits++;
-    while (f % 10 == 0) {
-        f /= 10;
-        digits--;
-    }
-    put(t, ".%0*" PRIu64, digits, f);
-}
-
-/* go_duration writes ns as Go's time.Duration.String does. */
-static void go_duration(struct text *t, uint64_t ns)
-{
-    if (ns == 0) {
-        put(t, "0s");
-    } else if (ns < 1000) {
-        put(t, "%" PRIu64 "ns", ns);
-    } else if (ns < 1000000) {
-        frac(t, ns, 1000);
-        put(t, "\xc2\xb5s");
-    } else if (ns < 1000000000) {
-        frac(t, ns, 1000000);
-        put(t, "ms");
-    } else {
-        uint64_t h = ns / 3600000000000ull, m = ns / 60000000000ull % 60;
-        if (h > 0)
-            put(t, "%" PRIu64 "h", h);
-        if (h > 0 || m > 0)
-            put(t, "%" PRIu64 "m", m);
-        frac(t, ns % 60000000000ull, 1000000000);
-        put(t, "s");
-    }
-}
-
 void server__warn_slow_apply(const struct server *s,
                              const Cetcdpb__InternalRequest *req, int err,
                              const ProtobufCMessage *resp, uint64_t took_ns)
@@ -324,7 +283,8 @@ void server__warn_slow_apply(const struct server *s,
     put(&line, " with result ");
     quoted(&line, result.s);
     put(&line, " took too long (");
-    go_duration(&line, took_ns);
+    char took[40];
+    put(&line, "%s", str_go_duration(took, sizeof took, took_ns));
     put(&line, ") to execute");
     CHECK(line.n < sizeof line.s);
     log_warn("etcdserver", "request %s", line.s);

@@ -107,3 +107,42 @@ void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
     ir.alarm = (Etcdserverpb__AlarmRequest *)req;
     server_propose(s, &ir, on_alarm, held);
 }
+
+void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
+                       struct svc_done done)
+{
+    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    struct server_hash hv;
+    int rc = server_hash_kv(s, req->revision, &hv);
+    if (rc != 0) {
+        done.fn(done.ctx, rc, NULL);
+        return;
+    }
+    Etcdserverpb__HashKVResponse r = ETCDSERVERPB__HASH_KVRESPONSE__INIT;
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_header_fill(s, &h);
+    h.revision = hv.rev;
+    r.header = &h;
+    r.hash = hv.hash;
+    r.compact_revision = hv.compact_rev;
+    done.fn(done.ctx, 0, &r.base);
+}
+
+void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
+                    struct svc_done done)
+{
+    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    struct server_hash hv;
+    int rc = server_hash(s, &hv);
+    if (rc != 0) {
+        done.fn(done.ctx, rc, NULL);
+        return;
+    }
+    Etcdserverpb__HashResponse r = ETCDSERVERPB__HASH_RESPONSE__INIT;
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    server_header_fill(s, &h);
+    h.revision = hv.rev;
+    r.header = &h;
+    r.hash = hv.hash;
+    done.fn(done.ctx, 0, &r.base);
+}

@@ -22,18 +22,21 @@ void log_set_level(enum log_level level)
 
 int log_level_parse(const char *s)
 {
-    static const char *names[] = {"debug", "info", "warn", "error", "fatal"};
-    for (int i = 0; i < 5; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    if (strcmp(s, "panic") == 0)
-        return LOG_FATAL;
+    static const struct {
+        const char *name;
+        enum log_level level;
+    } names[] = {{"debug", LOG_DEBUG}, {"info", LOG_INFO},
+                 {"warn", LOG_WARN},   {"error", LOG_ERROR},
+                 {"panic", LOG_FATAL}, {"fatal", LOG_FATAL}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0)
+            return (int)names[i].level;
     return -1;
 }
 
 void log_msg(enum log_level level, const char *module, const char *fmt, ...)
 {
-    static const char tag[] = "DIWEF";
+    static const char tag[] = "DINWEF";
     if (level < min_level)
         return;
     struct timeval tv;

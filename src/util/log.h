@@ -9,7 +9,16 @@
 
 #include <stdbool.h>
 
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_FATAL };
+/* LOG_NOTICE is capnslog's "N" level (etcd 3.4 logs a few events so,
+ * e.g. auto-compaction); it passes an "info" filter. */
+enum log_level {
+    LOG_DEBUG,
+    LOG_INFO,
+    LOG_NOTICE,
+    LOG_WARN,
+    LOG_ERROR,
+    LOG_FATAL
+};
 
 void log_set_level(enum log_level level);
 /* log_set_stdout: lines go to stdout (true) or stderr (false, the
@@ -23,6 +32,7 @@ void log_msg(enum log_level level, const char *module, const char *fmt, ...)
 
 #define log_debug(m, ...) log_msg(LOG_DEBUG, m, __VA_ARGS__)
 #define log_info(m, ...) log_msg(LOG_INFO, m, __VA_ARGS__)
+#define log_notice(m, ...) log_msg(LOG_NOTICE, m, __VA_ARGS__)
 #define log_warn(m, ...) log_msg(LOG_WARN, m, __VA_ARGS__)
 #define log_error(m, ...) log_msg(LOG_ERROR, m, __VA_ARGS__)
 

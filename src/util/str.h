@@ -15,4 +15,9 @@ void str_trim(const char **b, const char **e);
  * s, moving what is left to its start. */
 void str_trim_inplace(char *s);
 
+/* str_go_duration writes ns as Go's time.Duration.String does ("0s",
+ * "350ns", "1.5\u00b5s", "12.345ms", "2s", "1m30s", "1h0m0s") into buf
+ * (cap bytes, NUL-terminated, cut if short); returns buf. */
+char *str_go_duration(char *buf, size_t cap, unsigned long long ns);
+
 #endif

@@ -166,6 +166,25 @@ err_close_fd:
     return rv;
 }
 
+int wal__room(int fd, uint64_t offset, uint64_t len, uint64_t *end_out)
+{
+    uint64_t step = len > WAL__ROOM_STEP ? len : WAL__ROOM_STEP;
+    if (fallocate(fd, 0, (off_t)offset, (off_t)step) == 0) {
+        *end_out = offset + step;
+        return 0;
+    }
+    if (errno == EOPNOTSUPP) {
+        *end_out = UINT64_MAX; /* the write itself will tell */
+        return 0;
+    }
+    if (errno == ENOSPC && step > len &&
+        fallocate(fd, 0, (off_t)offset, (off_t)len) == 0) {
+        *end_out = offset + len; /* room for this write only */
+        return 0;
+    }
+    return err_from_errno(errno);
+}
+
 int wal__tmp_create(int dir_fd, uint64_t bytes, int *fd_out)
 {
     WAL_ASSERT(bytes >= WAL_SEGMENT_BYTES_MIN);

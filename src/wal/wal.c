@@ -166,6 +166,7 @@ static int seg_start(struct wal *w, uint64_t seq, uint64_t first_index)
         w->segs[w->nsegs - 1].end = w->offset;
     w->fd = w->tmp_fd;
     w->tmp_fd = -1;
+    w->room_end = 0; /* preallocated up to the segment size */
     w->offset = w->head_end = len;
     w->crc = crc;
     w->segs[w->nsegs++] = (struct wal__seg){seq, first_index, 0, 0};
@@ -246,8 +247,9 @@ static uint64_t now_ms(void)
 /* next_ready makes sure the next segment is pre-created (fallocated in
  * full), trying again at most every NEXT_RETRY_MS on a full disk.  While it
  * cannot be, the wal says it is low (wal_space_low) and a cut is put off:
- * records go on into the current segment past its size (a disk with no
- * room at all then fails the pwrite: ERR_NOSPC, the wal broken).  The
+ * records go on into the current segment past its size, their blocks
+ * allocated before each write (wal__room: a disk with no room at all
+ * refuses the batch with nothing written, the wal usable).  The
  * caller refuses new writes meanwhile, so half a segment is left for what
  * was already accepted. */
 static bool next_ready(struct wal *w)
@@ -276,6 +278,12 @@ bool wal_space_low(const struct wal *wal)
 {
     WAL_ASSERT(wal != NULL);
     return atomic_load(&((struct wal *)wal)->low);
+}
+
+bool wal_broken(const struct wal *wal)
+{
+    WAL_ASSERT(wal != NULL);
+    return wal->failed != 0;
 }
 
 /* batch_check validates ents and returns the bytes of their records. */
@@ -364,6 +372,15 @@ static int append_batch(struct wal *w, const struct wal_hardstate *hs,
         rv = seg_cut(w, n > 0 ? ents[0].index : w->last_index + 1);
         if (rv != 0)
             goto err_broken;
+    }
+    /* Past a put-off cut the blocks are not preallocated: allocate them
+     * first, so that a full disk refuses the batch with nothing written
+     * and the wal stays usable (the caller retries it). */
+    if (w->offset + bytes > w->opts.segment_bytes &&
+        w->offset + bytes > w->room_end) {
+        rv = wal__room(w->fd, w->offset, bytes, &w->room_end);
+        if (rv != 0)
+            return rv;
     }
     uint32_t crc = w->crc;
     size_t len = batch_put(w, hs, ents, n, snap, &crc);

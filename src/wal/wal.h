@@ -191,8 +191,10 @@ int wal_replay(struct wal *wal, const struct wal_snapshot *from_snap,
  * after wal_sync.  n == 0 with hs_or_null == NULL is a no-op.
  * Errors: ERR_INVAL (bad indexes), ERR_TOO_LARGE (an entry over
  * WAL_ENTRY_BYTES_MAX or n over WAL_APPEND_ENTRIES_MAX), ERR_NOMEM (nothing
- * written, the wal stays usable), ERR_IO/ERR_NOSPC/... (the wal is broken),
- * or the earlier error of a broken wal.
+ * written, the wal stays usable), ERR_NOSPC with nothing written and the
+ * wal usable (a write past a put-off cut found no blocks: try again once
+ * space is freed), ERR_IO/ERR_NOSPC/... from the write itself (the wal is
+ * broken), or the earlier error of a broken wal.
  */
 int wal_append(struct wal *wal, const struct wal_hardstate *hs_or_null,
                const struct wal_entry *ents, size_t n);
@@ -237,6 +239,12 @@ void wal_stats(const struct wal *wal, struct wal_stats *stats_out);
  * pre-creation is tried again at most once a second, on appends; it turns
  * false once it succeeds.  Each change is logged once. */
 bool wal_space_low(const struct wal *wal);
+
+/* wal_broken: a write or sync failed and the wal takes nothing more (its
+ * error is returned by every later call).  After an ERR_NOSPC from
+ * wal_append it tells a write that found no blocks (false: nothing was
+ * written, try again later) from one that failed midway (true). */
+bool wal_broken(const struct wal *wal);
 
 /* wal_last_index returns the index of the last entry in the log (0: none). */
 uint64_t wal_last_index(const struct wal *wal);

@@ -127,6 +127,13 @@ int wal__seg_read(int dir_fd, const char *name, uint64_t limit,
 /* wal__tmp_create creates (truncating) the pre-created segment, preallocated
  * to bytes; returns its fd in *fd_out. */
 int wal__tmp_create(int dir_fd, uint64_t bytes, int *fd_out);
+/* wal__room allocates the blocks of [offset, offset + len) of fd (and up
+ * to WAL__ROOM_STEP more when there is room) before a write past the
+ * preallocated size, so that a full disk fails here with nothing written
+ * instead of in the middle of a record.  *end_out: the end of what is now
+ * allocated (UINT64_MAX when the fs cannot preallocate).  ERR_NOSPC etc. */
+#define WAL__ROOM_STEP (1u << 20)
+int wal__room(int fd, uint64_t offset, uint64_t len, uint64_t *end_out);
 /* wal__dir_sync fsyncs the dir (unless no_fsync). */
 int wal__dir_sync(int dir_fd, bool no_fsync);
 
@@ -159,6 +166,9 @@ struct wal {
     _Atomic bool low;          /* the next segment cannot be pre-created
                                   (wal_space_low; any thread reads) */
     uint64_t next_failed_ms;   /* when it last failed (0: it did not) */
+    uint64_t room_end;         /* past the segment size (a put-off cut):
+                                  blocks are allocated up to here (0: none
+                                  yet, UINT64_MAX: the fs cannot tell) */
     struct wal_stats stats;    /* counters */
 };
 

@@ -27,6 +27,7 @@
 
 #include "server/members.h"
 #include "server/server.h"
+#include "server_harness.h"
 #include "server/server_int.h"
 #include "server/wait.h"
 #include "util/err.h"
@@ -42,24 +43,9 @@ static void sleep_ms(long ms)
 
 static struct server *start(void)
 {
-    struct server_config c = {
-        .name = "default",
-        .data_dir = dir,
-        .peer_urls = "http://localhost:2380",
-        .client_urls = "http://localhost:2379",
-        .cluster_token = "etcd-cluster",
-        .initial_cluster = "default=http://localhost:2380",
-        .heartbeat_ms = 100,
-        .election_ms = 1000,
-        .snapshot_count = 100000,
-        .max_request_bytes = 1572864,
-        .max_txn_ops = 128,
-    };
-    struct server *s;
-    assert_int_equal(server_start(&c, &s), 0);
-    for (int i = 0; i < 500 && !server_published(s); i++)
-        sleep_ms(10);
-    assert_true(server_published(s));
+    struct server_config c = harness_config(dir);
+    struct server *s = harness_start(&c);
+    harness_wait_published(s);
     return s;
 }
 
@@ -316,17 +302,13 @@ static void test_member_jobs_bounded(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/cetcd-test-bounds-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
+    return harness_dir_make(dir, sizeof dir, "test-bounds");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return harness_dir_remove(dir);
 }
 
 int main(void)

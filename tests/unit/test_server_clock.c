@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "server/server.h"
+#include "server_harness.h"
 #include "server/server_int.h"
 #include "util/err.h"
 
@@ -53,22 +54,10 @@ static void sleep_ms(long ms)
 
 static struct server *start(void)
 {
-    struct server_config c = {
-        .name = "default",
-        .data_dir = dir,
-        .peer_urls = "http://localhost:2380",
-        .client_urls = "http://localhost:2379",
-        .cluster_token = "etcd-cluster",
-        .initial_cluster = "default=http://localhost:2380",
-        .heartbeat_ms = 100,
-        .election_ms = ELECTION_MS,
-        .snapshot_count = 100000,
-        .max_request_bytes = 1572864,
-        .max_txn_ops = 128,
-        .clock = {.now_ms = fake_now, .ctx = &fake_ms},
-    };
-    struct server *s;
-    assert_int_equal(server_start(&c, &s), 0);
+    struct server_config c = harness_config(dir);
+    c.election_ms = ELECTION_MS;
+    c.clock = (struct server_clock){.now_ms = fake_now, .ctx = &fake_ms};
+    struct server *s = harness_start(&c);
     return s;
 }
 
@@ -164,17 +153,13 @@ static void test_pending_request_times_out_on_the_fake_clock(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/cetcd-test-clock-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
+    return harness_dir_make(dir, sizeof dir, "test-clock");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return harness_dir_remove(dir);
 }
 
 int main(void)

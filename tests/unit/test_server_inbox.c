@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "server/server.h"
+#include "server_harness.h"
 #include "server/server_int.h"
 #include "util/err.h"
 
@@ -29,21 +30,8 @@ static char dir[256];
 
 static struct server *start(void)
 {
-    struct server_config c = {
-        .name = "default",
-        .data_dir = dir,
-        .peer_urls = "http://localhost:2380",
-        .client_urls = "http://localhost:2379",
-        .cluster_token = "etcd-cluster",
-        .initial_cluster = "default=http://localhost:2380",
-        .heartbeat_ms = 100,
-        .election_ms = 1000,
-        .snapshot_count = 100000,
-        .max_request_bytes = 1572864,
-        .max_txn_ops = 128,
-    };
-    struct server *s;
-    assert_int_equal(server_start(&c, &s), 0);
+    struct server_config c = harness_config(dir);
+    struct server *s = harness_start(&c);
     return s;
 }
 
@@ -88,17 +76,13 @@ static void test_inbox_bounded(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/cetcd-test-inbox-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
+    return harness_dir_make(dir, sizeof dir, "test-inbox");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return harness_dir_remove(dir);
 }
 
 int main(void)

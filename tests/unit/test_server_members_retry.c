@@ -16,17 +16,16 @@
 
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mvcc/mvcc.h"
 #include "server/server.h"
+#include "server_harness.h"
 #include "util/err.h"
 
 static char dir[256];
@@ -57,16 +56,6 @@ struct answer {
     uint64_t id;
 };
 
-static void on_done(void *arg, const struct server_response *r)
-{
-    struct answer *a = arg;
-    pthread_mutex_lock(&a->mu);
-    a->err = r->err;
-    a->done = 1;
-    pthread_cond_signal(&a->cv);
-    pthread_mutex_unlock(&a->mu);
-}
-
 static void on_change(void *arg, const struct server_member_result *r)
 {
     struct answer *a = arg;
@@ -94,61 +83,6 @@ static void wait_answer(struct answer *a)
     pthread_mutex_unlock(&a->mu);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int put(struct server *s, const char *key)
-{
-    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
-    p.key = (ProtobufCBinaryData){strlen(key), (uint8_t *)key};
-    p.value = (ProtobufCBinaryData){1, (uint8_t *)"v"};
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_PUT;
-    ir.put = &p;
-    struct answer a = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                       0, 0, 0};
-    server_propose(s, &ir, on_done, &a);
-    wait_answer(&a);
-    return a.err;
-}
-
-static struct server *start(void)
-{
-    struct server_config c = {
-        .name = "default",
-        .data_dir = dir,
-        .peer_urls = "http://localhost:2380",
-        .client_urls = "http://localhost:2379",
-        .cluster_token = "etcd-cluster",
-        .initial_cluster = "default=http://localhost:2380",
-        .heartbeat_ms = 100,
-        .election_ms = 1000,
-        .snapshot_count = 100000,
-        .max_request_bytes = 1572864,
-        .max_txn_ops = 128,
-    };
-    struct server *s;
-    assert_int_equal(server_start(&c, &s), 0);
-    return s;
-}
-
-static size_t count_in(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    size_t k = 0;
-    for (const char *p = buf; (p = strstr(p, needle)) != NULL; p++)
-        k++;
-    return k;
-}
-
 /* --- the test ---------------------------------------------------------- */
 
 static void test_change_takes_effect_once(void **state)
@@ -156,15 +90,10 @@ static void test_change_takes_effect_once(void **state)
     (void)state;
     char log_path[300];
     snprintf(log_path, sizeof log_path, "%s.log", dir);
-    fflush(stderr);
-    int saved = dup(2);
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(saved >= 0 && fd >= 0);
-    dup2(fd, 2);
-    close(fd);
-
-    struct server *s = start();
-    assert_int_equal(put(s, "a"), 0); /* it leads and applies */
+    harness_log_begin(log_path);
+    struct server_config cfg = harness_config(dir);
+    struct server *s = harness_start(&cfg);
+    assert_int_equal(harness_put(s, "a", "v"), 0); /* it leads, applies */
     struct server_member_info ms[4];
     assert_int_equal(server_members_list(s, ms, 4), 1);
 
@@ -178,7 +107,7 @@ static void test_change_takes_effect_once(void **state)
                        0, 0, 0};
     server_member_change(s, &c, on_change, &a);
     for (int i = 0; i < 200 && atomic_load(&refused) < 3; i++)
-        sleep_ms(10);
+        harness_sleep_ms(10);
     assert_true(atomic_load(&refused) >= 3); /* tried and refused, 3 times */
     assert_false(answered(&a));
     /* Not committed: not listed (the table is the store's). */
@@ -196,27 +125,23 @@ static void test_change_takes_effect_once(void **state)
     assert_int_equal(learners, 1);
     server_stop(s);
 
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    assert_int_equal(count_in(log_path, "the store's disk is full"), 1);
-    assert_int_equal(count_in(log_path, "added member"), 1);
+    harness_log_end();
+    assert_int_equal(harness_log_count(log_path, "the store's disk is full"),
+                     1);
+    assert_int_equal(harness_log_count(log_path, "added member"), 1);
     unlink(log_path);
 }
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/cetcd-members-retry-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return harness_dir_make(dir, sizeof dir, "members-retry");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return harness_dir_remove(dir);
 }
 
 int main(void)

@@ -166,6 +166,28 @@ static void test_fs_all(void **state)
     close(p[1]);
 }
 
+static void test_str_go_duration(void **state)
+{
+    (void)state;
+    char b[40];
+    /* Go's time.Duration.String for the same values. */
+    assert_string_equal(str_go_duration(b, sizeof b, 0), "0s");
+    assert_string_equal(str_go_duration(b, sizeof b, 350), "350ns");
+    assert_string_equal(str_go_duration(b, sizeof b, 1500), "1.5\xc2\xb5s");
+    assert_string_equal(str_go_duration(b, sizeof b, 12345000), "12.345ms");
+    assert_string_equal(str_go_duration(b, sizeof b, 2000000000ull), "2s");
+    assert_string_equal(str_go_duration(b, sizeof b, 90000000000ull),
+                        "1m30s");
+    assert_string_equal(str_go_duration(b, sizeof b, 3600000000000ull),
+                        "1h0m0s");
+    assert_string_equal(str_go_duration(b, sizeof b, 3723500000000ull),
+                        "1h2m3.5s");
+    /* A short buffer is cut, NUL-terminated. */
+    char s[4];
+    assert_string_equal(str_go_duration(s, sizeof s, 3723500000000ull),
+                        "1h2");
+}
+
 static void test_str_trim(void **state)
 {
     (void)state;
@@ -197,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_mem_fault),
         cmocka_unit_test(test_mem_rss_shared),
         cmocka_unit_test(test_str_trim),
+        cmocka_unit_test(test_str_go_duration),
         cmocka_unit_test(test_fs_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
