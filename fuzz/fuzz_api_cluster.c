@@ -143,6 +143,7 @@ int __wrap_server_status_get(struct server *s, struct server_status *out)
     memset(out, 0, sizeof *out);
     out->leader = atomic_load(&s->lead);
     out->raft_index = out->raft_term = out->applied_index = 1;
+    out->version = SERVER_REPORTED_VERSION_DEFAULT; /* the real one's */
     return 0;
 }
 

@@ -34,6 +34,13 @@ grpc_status_code api_error(int err, const char **msg_out)
           "etcdserver: request is too large")
         E(ERR_TOO_MANY_REQUESTS, GRPC_STATUS_RESOURCE_EXHAUSTED,
           "etcdserver: too many requests")
+        /* Not an etcd error: cetcd ends a Watch stream whose client left
+         * more than SVC_STREAM_CTRL_RESERVE control responses unread
+         * (etcd stops reading its requests instead); Unavailable, so a
+         * client reconnects. */
+        E(ERR_WATCH_CTRL_UNREAD, GRPC_STATUS_UNAVAILABLE,
+          "etcdserver: watch stream closed: the client does not read its "
+          "control responses")
         E(ERR_STOPPED, GRPC_STATUS_UNAVAILABLE, "etcdserver: server stopped")
         E(ERR_TIMEOUT, GRPC_STATUS_UNAVAILABLE,
           "etcdserver: request timed out")

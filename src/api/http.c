@@ -255,15 +255,18 @@ static bool path_is(const char *t, size_t pn, const char *path)
     return strlen(path) == pn && memcmp(t, path, pn) == 0;
 }
 
-static void version(struct rpc_call *call, const char *m)
+static void version(struct rpc_call *call, const char *m,
+                    const struct api_http *h)
 {
     if (strcmp(m, "GET") != 0) {
         not_allowed(call);
         return;
     }
-    static const char v[] = "{\"etcdserver\":\"3.4.23\",\"etcdcluster\":"
-                            "\"3.4.0\"}";
-    rpc_call_reply_http(call, 200, "application/json", 0, v, sizeof v - 1);
+    char v[128];
+    int n = snprintf(v, sizeof v, "{\"etcdserver\":\"%s\",\"etcdcluster\":"
+                     "\"3.4.0\"}", server_reported_version(h->server));
+    rpc_call_reply_http(call, 200, "application/json", 0, v,
+                        n > 0 && (size_t)n < sizeof v ? (size_t)n : 0);
 }
 
 void api__http_serve(struct rpc_call *call, const uint8_t *body,
@@ -289,7 +292,7 @@ void api__http_serve(struct rpc_call *call, const uint8_t *body,
     else if (h->metrics_only)
         not_found(call);
     else if (path_is(t, pn, "/version"))
-        version(call, m);
+        version(call, m, h);
     else if (path_is(t, pn, "/livez"))
         probe(h->server, call, "livez", 1u << CHECK_SERIALIZABLE, &q);
     else if (path_is(t, pn, "/readyz"))

@@ -180,7 +180,7 @@ size_t api__metrics_text(const struct api_http *h, char *buf, size_t cap)
     o = series_labeled(buf, cap, o, "etcd_server_version", "gauge",
                        "Which version is running. 1 for 'server_version' "
                        "label with current version.",
-                       "server_version", "3.4.23", 1);
+                       "server_version", server_reported_version(h->server), 1);
     o = series(buf, cap, o, "process_cpu_seconds_total", "counter",
                "Total user and system CPU time spent in seconds.", cpu);
     o = series(buf, cap, o, "process_open_fds", "gauge",

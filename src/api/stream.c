@@ -43,6 +43,18 @@ static int st_send(void *ctx, const ProtobufCMessage *m)
     return rpc_stream_send(a->rs, m);
 }
 
+static int st_send_ctrl(void *ctx, const ProtobufCMessage *m)
+{
+    struct adapter *a = ctx;
+    return rpc_stream_send_ctrl(a->rs, m);
+}
+
+static const char *st_metadata(void *ctx, const char *key, size_t *len_out)
+{
+    struct adapter *a = ctx;
+    return rpc_stream_metadata(a->rs, key, len_out);
+}
+
 static int st_close(void *ctx, int err)
 {
     struct adapter *a = ctx;
@@ -70,8 +82,15 @@ static void on_open(struct rpc_stream *rs, void *ctx)
         rpc_stream_release(rs);
         return;
     }
-    a->st = (struct svc_stream){st_send, st_close, st_release, a,
-                                m->queue_max};
+    a->st = (struct svc_stream){
+        .send = st_send,
+        .send_ctrl = st_send_ctrl,
+        .close = st_close,
+        .release = st_release,
+        .metadata = st_metadata,
+        .ctx = a,
+        .queue_max = m->queue_max,
+    };
     a->rs = rs;
     a->m = m;
     atomic_init(&a->refs, 1); /* the runtime's, until on_close */

@@ -235,6 +235,7 @@ static void fill_config(struct server_config *c, const char *dir)
     c->wal_dir = *flags_get("wal-dir") ? flags_get("wal-dir") : NULL;
     c->peer_urls = flags_get("initial-advertise-peer-urls");
     c->client_urls = flags_get("advertise-client-urls");
+    c->version = flags_get("experimental-reported-version");
     c->cluster_token = flags_get("initial-cluster-token");
     c->snapshot_count = flags_get_u64("snapshot-count");
     c->max_snapshots = (uint32_t)flags_get_u64("max-snapshots");
@@ -399,7 +400,8 @@ static void print_serving(const char *urls)
 
 static void print_startup(const struct server_config *c)
 {
-    log_info("etcdmain", "etcd Version: 3.4.23 (cetcd %s)", CETCD_GIT_SHA);
+    log_info("etcdmain", "etcd Version: %s (cetcd %s)", c->version,
+             CETCD_GIT_SHA);
     log_info("embed", "name = %s", c->name);
     log_info("embed", "data dir = %s", c->data_dir);
     log_info("embed", "member dir = %s/member", c->data_dir);

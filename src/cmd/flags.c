@@ -11,11 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/server.h"
 #include "util/log.h"
 
-#define CETCD_ETCD_VERSION "3.4.23"
+#define CETCD_ETCD_VERSION SERVER_REPORTED_VERSION_DEFAULT
 
-enum ftype { F_STR, F_BOOL, F_UINT, F_U32, F_INT, F_DUR };
+enum ftype { F_STR, F_BOOL, F_UINT, F_U32, F_INT, F_DUR, F_SEMVER };
 
 /* Whether cetcd has built what the flag controls. */
 enum fstate {
@@ -114,6 +115,7 @@ static struct flag table[] = {
     {"experimental-peer-skip-client-san-verification", F_BOOL, "false", NOT_YET, "Experimental feature", "Skip verification of SAN field in client certificate for peer connections."},
     {"experimental-watch-progress-notify-interval", F_DUR, "10m", BUILT, "Experimental feature", "Duration of periodical watch progress notification."},
     {"experimental-warning-apply-duration", F_DUR, "100ms", BUILT, "Experimental feature", "Warning is generated if requests take more than this duration."},
+    {"experimental-reported-version", F_SEMVER, SERVER_REPORTED_VERSION_DEFAULT, BUILT, "Experimental feature", "The etcd version this member reports (Status, the startup log; cetcd only): major.minor.patch."},
     {"unsafe-no-fsync", F_BOOL, "false", BUILT, "Unsafe feature", "Disables fsync, unsafe, will cause data loss."},
     {"force-new-cluster", F_BOOL, "false", NOT_YET, "Unsafe feature", "Force to create a new one-member cluster."},
     /* The /v3 JSON gateway is not built yet (a later issue).  etcd's e2e
@@ -238,6 +240,21 @@ static bool parse_dur(const char *s, int64_t *ns_out)
     return true;
 }
 
+/* parse_semver: "major.minor.patch", each 1 to 9 digits (a version
+ * clients compare, as Kubernetes does with Status.version). */
+static bool parse_semver(const char *v)
+{
+    for (int part = 0; part < 3; part++) {
+        size_t n = strspn(v, "0123456789");
+        if (n == 0 || n > 9)
+            return false;
+        v += n;
+        if (part < 2 && *v++ != '.')
+            return false;
+    }
+    return *v == '\0';
+}
+
 static bool value_ok(const struct flag *f, const char *v)
 {
     bool b;
@@ -256,6 +273,8 @@ static bool value_ok(const struct flag *f, const char *v)
         return parse_dur(v, &i);
     case F_STR:
         return true;
+    case F_SEMVER:
+        return parse_semver(v);
     }
     return false;
 }

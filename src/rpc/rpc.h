@@ -79,6 +79,9 @@
 #define RPC_DEFAULT_MAX_REQUEST_BYTES (1536 * 1024) /* --max-request-bytes */
 #define RPC_DEFAULT_THREADS 2
 #define RPC_DEFAULT_STREAM_QUEUE 128 /* queued sends per stream */
+/* Slots per stream beyond the send queue, for rpc_stream_send_ctrl only
+ * (etcd's watch keeps 16 control responses: ctrlStreamBufLen). */
+#define RPC_STREAM_CTRL_RESERVE 16
 #define RPC_THREADS_MAX 64
 /* Concurrent HTTP/2 streams per connection (--max-concurrent-streams).
  * etcd's default is unlimited, which lets one connection hold as many
@@ -269,6 +272,14 @@ int64_t rpc_call_deadline_ns(const struct rpc_call *call);
  * queued - the caller decides, e.g. etcd cancels a slow watcher),
  * ERR_CLOSED (stream ended or finishing), ERR_NOMEM. */
 int rpc_stream_send(struct rpc_stream *stream, const ProtobufCMessage *msg);
+
+/* rpc_stream_send_ctrl queues msg as rpc_stream_send does, in the same
+ * order, but may also take one of RPC_STREAM_CTRL_RESERVE slots past the
+ * send queue's limit: for the few answers a service must never drop
+ * (etcd's watch created/canceled).  Errors: ERR_FULL (the reserve is used
+ * up too), ERR_CLOSED, ERR_NOMEM, ERR_INVAL. */
+int rpc_stream_send_ctrl(struct rpc_stream *stream,
+                         const ProtobufCMessage *msg);
 
 /* rpc_stream_finish ends the stream with code/msg once the queued messages
  * are sent.  Any thread.  Errors: ERR_CLOSED (already ended/finishing). */

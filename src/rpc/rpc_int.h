@@ -197,6 +197,8 @@ struct rpc_stream {
     bool finishing;                    /* mu: rpc_stream_finish called */
     struct rpc__msg *queue;            /* mu: ring of queued messages */
     size_t q_head, q_n, q_cap;         /* mu: ring position, count, size */
+    size_t q_limit;                    /* rpc_stream_send's bound (q_cap
+                                          less the control reserve) */
     size_t head_off;                   /* mu: bytes of queue[q_head] sent */
     grpc_status_code fin_code;         /* mu: status to finish with */
     char *fin_msg;                     /* mu: its message; owned */

@@ -55,7 +55,8 @@ struct rpc_stream *rpc__stream_open(struct rpc_call *call)
     struct rpc_stream *s = mem_calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
-    s->q_cap = (size_t)srv->stream_queue;
+    s->q_limit = (size_t)srv->stream_queue;
+    s->q_cap = s->q_limit + RPC_STREAM_CTRL_RESERVE;
     s->queue = mem_calloc(s->q_cap, sizeof(*s->queue));
     if (s->queue == NULL) {
         mem_free(s);
@@ -257,9 +258,12 @@ static bool schedule_locked(struct rpc_stream *s)
     return true;
 }
 
-int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg)
+/* queue_msg packs msg and queues it if fewer than limit are queued. */
+static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
+                     size_t limit)
 {
     assert(s != NULL && msg != NULL);
+    assert(limit <= s->q_cap);
     size_t n = protobuf_c_message_get_packed_size(msg);
     if (n > UINT32_MAX)
         return ERR_INVAL;
@@ -273,7 +277,7 @@ int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg)
     pthread_mutex_lock(&s->mu);
     if (s->closed || s->finishing) {
         rv = ERR_CLOSED;
-    } else if (s->q_n == s->q_cap) {
+    } else if (s->q_n >= limit) {
         rv = ERR_FULL;
     } else {
         s->queue[(s->q_head + s->q_n) % s->q_cap] =
@@ -287,6 +291,16 @@ int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg)
     if (push)
         rpc__loop_push(s->conn->loop, &s->item);
     return rv;
+}
+
+int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg)
+{
+    return queue_msg(s, msg, s->q_limit);
+}
+
+int rpc_stream_send_ctrl(struct rpc_stream *s, const ProtobufCMessage *msg)
+{
+    return queue_msg(s, msg, s->q_cap);
 }
 
 int rpc_stream_finish(struct rpc_stream *s, grpc_status_code code,

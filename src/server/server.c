@@ -445,6 +445,12 @@ void server_metrics_get(struct server *s, struct server_metrics *out)
     out->quota_bytes = server__quota_bytes(s);
 }
 
+const char *server_reported_version(const struct server *s)
+{
+    return s->cfg.version != NULL ? s->cfg.version
+                                  : SERVER_REPORTED_VERSION_DEFAULT;
+}
+
 int server_status_get(struct server *s, struct server_status *out)
 {
     memset(out, 0, sizeof *out);
@@ -453,6 +459,8 @@ int server_status_get(struct server *s, struct server_status *out)
     out->raft_term = atomic_load(&s->term);
     out->applied_index = atomic_load(&s->applied_index);
     out->is_learner = server__member_is_learner(s, s->member_id);
+    out->version = s->cfg.version != NULL ? s->cfg.version
+                                          : SERVER_REPORTED_VERSION_DEFAULT;
     server__store_enter(s);
     int rc = backend_size(s->be, &out->db_size, &out->db_in_use);
     server__store_leave(s);

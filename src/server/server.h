@@ -166,8 +166,16 @@ enum {
     SERVER_COMPACT_PERIODIC = 1,
     SERVER_COMPACT_REVISION = 2,
 };
+/* The etcd version a member reports by default (Status.version, the
+ * startup log, --version): 3.4.31, the 3.4 release with the watch
+ * progress fixes cetcd has (#15220, #17507), which Kubernetes requires
+ * before it sends RequestProgress (docs/ARCHITECTURE.md "Reported
+ * version"). */
+#define SERVER_REPORTED_VERSION_DEFAULT "3.4.31"
 
 struct server_config {
+    const char *version;          /* --experimental-reported-version;
+                                     NULL = SERVER_REPORTED_VERSION_DEFAULT */
     const char *name;             /* --name */
     const char *data_dir;         /* --data-dir */
     const char *wal_dir;          /* --wal-dir; NULL = <data-dir>/member/wal */
@@ -384,7 +392,12 @@ struct server_status {
     uint64_t db_size;       /* backend file size */
     uint64_t db_in_use;     /* backend bytes in use */
     bool is_learner;        /* this member is a learner */
+    const char *version;    /* the reported etcd version (static or the
+                               config's: valid while the server runs) */
 };
+/* server_reported_version: the etcd version this member reports (the
+ * config's, or SERVER_REPORTED_VERSION_DEFAULT); static storage. */
+const char *server_reported_version(const struct server *s);
 /* server_status_get: 0, or ERR_BUSY/ERR_IO from the backend. */
 int server_status_get(struct server *s, struct server_status *out);
 
@@ -520,9 +533,17 @@ uint64_t server_cluster_id(const struct server *s);
  * read under that guard, because stopping the server closes the hub, which
  * calls the sink's close: the owner sets its pointer to NULL there.  With
  * *st NULL (or the server stopping) they return ERR_STOPPED / do nothing.
- * Errors: those of the watch_* function wrapped, ERR_STOPPED. */
+ * Errors: those of the watch_* function wrapped, ERR_STOPPED.
+ *
+ * require_leader (etcd's WithRequireLeader, metadata "hasleader: true"):
+ * the open is refused with ERR_NO_LEADER while the member knows no leader,
+ * and the cetcd-watch thread, which looks once per election timeout, calls
+ * the stream's sink.end(ctx, ERR_NO_LEADER) once the member has seen no
+ * leader at SERVER_WATCH_NO_LEADER_LOOKS looks in a row (etcd's
+ * monitorLeader and maxNoLeaderCnt); sink.end must then be set. */
+#define SERVER_WATCH_NO_LEADER_LOOKS 3
 int server_watch_open(struct server *s, const struct watch_sink *sink,
-                      struct watch_stream **st_out);
+                      bool require_leader, struct watch_stream **st_out);
 int server_watch_create(struct server *s, struct watch_stream **st,
                         const struct watch_create *req, int64_t *id_out);
 int server_watch_cancel(struct server *s, struct watch_stream **st,

@@ -251,7 +251,17 @@ struct server_watch {
     pthread_mutex_t kmu;        /* with kcv: wakes it */
     pthread_cond_t kcv;
     bool kicked, stop, started; /* under kmu */
+    uint64_t leader_look_ms;    /* cetcd-watch: the next leader look */
+    unsigned no_leader_looks;   /* cetcd-watch: looks in a row without */
 };
+
+/* watch_size.c: the hub's fragmentation sizes (watch_options), arg = the
+ * server. */
+size_t server__watch_event_size(const struct mvcc_event *ev, void *arg);
+size_t server__watch_base_size(const struct watch_response *r, void *arg);
+
+/* The hub mark of streams that require a leader (server_watch_open). */
+#define SERVER__WATCH_MARK_LEADER 1u
 
 struct server {
     struct server_config cfg;   /* copy of the config (strings borrowed) */

@@ -35,6 +35,7 @@
 
 #define WATCH_TICK_MS 100   /* periodic progress looks (etcd: 100 ms) */
 #define WATCH_RETRY_MS 10   /* between sync steps while unsynced remain */
+#define WATCH_GRPC_OVERHEAD (512 * 1024) /* etcd's grpcOverheadBytes */
 
 static const uint8_t *dup_bytes(struct arena *a, const uint8_t *p, size_t n,
                                 bool *ok)
@@ -132,7 +133,12 @@ int server__watch_store_opened(struct server *s)
         arena_init(&w->held_arena);
         struct watch_options o = {
             .progress_interval_ms = s->cfg.watch_progress_ms,
-            .fragment_bytes = s->cfg.max_request_bytes,
+            /* etcd's watch server: --max-request-bytes + its gRPC
+             * overhead allowance (grpcOverheadBytes, 512 KiB). */
+            .fragment_bytes = s->cfg.max_request_bytes + WATCH_GRPC_OVERHEAD,
+            .event_size = server__watch_event_size,
+            .base_size = server__watch_base_size,
+            .size_arg = s,
         };
         int rc = watch_hub_open(s->mvcc, &o, &w->hub);
         if (rc != 0)
@@ -142,6 +148,24 @@ int server__watch_store_opened(struct server *s)
     }
     mvcc_store_set_observer(s->mvcc, observe, s);
     return 0;
+}
+
+/* leader_look: once per election timeout, etcd's monitorLeader: after
+ * SERVER_WATCH_NO_LEADER_LOOKS looks in a row without a leader, the
+ * streams that require one end with ERR_NO_LEADER (cetcd-watch). */
+static void leader_look(struct server *s, uint64_t now)
+{
+    struct server_watch *w = &s->watch;
+    if (now < w->leader_look_ms)
+        return;
+    w->leader_look_ms = now + s->cfg.election_ms;
+    if (server_has_leader(s)) {
+        w->no_leader_looks = 0;
+        return;
+    }
+    if (++w->no_leader_looks >= SERVER_WATCH_NO_LEADER_LOOKS)
+        watch_hub_end_marked(w->hub, SERVER__WATCH_MARK_LEADER,
+                             ERR_NO_LEADER);
 }
 
 /* The driver: sync steps while watchers are unsynced, ticks. */
@@ -167,6 +191,7 @@ static void *watch_main(void *arg)
         uint64_t now = server__clock_ms(s);
         if (now >= next_tick) {
             watch_hub_tick(w->hub, now);
+            leader_look(s, now);
             next_tick = now + WATCH_TICK_MS;
         }
         pthread_mutex_lock(&w->kmu);
@@ -237,13 +262,18 @@ static void kick(struct server *s)
 }
 
 int server_watch_open(struct server *s, const struct watch_sink *sink,
-                      struct watch_stream **st_out)
+                      bool require_leader, struct watch_stream **st_out)
 {
     CHECK(s != NULL && sink != NULL && st_out != NULL);
+    CHECK(!require_leader || sink->end != NULL);
+    if (require_leader && !server_has_leader(s))
+        return ERR_NO_LEADER;
     pthread_rwlock_rdlock(&s->watch.rw);
     int rc = s->watch.hub == NULL || atomic_load(&s->stopping)
                  ? ERR_STOPPED
                  : watch_stream_open(s->watch.hub, sink, st_out);
+    if (rc == 0 && require_leader)
+        watch_stream_mark(*st_out, SERVER__WATCH_MARK_LEADER);
     pthread_rwlock_unlock(&s->watch.rw);
     return rc;
 }

@@ -28,7 +28,7 @@ void svc_maint_status(struct server *s, const Etcdserverpb__StatusRequest *req,
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     server_header_fill(s, &h);
     r.header = &h;
-    r.version = SVC_ETCD_VERSION;
+    r.version = (char *)st.version;
     r.dbsize = (int64_t)st.db_size;
     r.dbsizeinuse = (int64_t)st.db_in_use;
     r.leader = st.leader;

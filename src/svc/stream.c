@@ -7,6 +7,7 @@
 #include "svc/svc.h"
 
 #include <errno.h>
+#include <string.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -25,17 +26,22 @@ struct svc_mem_stream {
     struct svc_stream st;   /* what the service is given */
     pthread_mutex_t mu;     /* guards everything below */
     pthread_cond_t cv;      /* signalled on each send */
-    struct packed *q;       /* ring of st.queue_max messages */
+    struct packed *q;       /* ring of st.queue_max + the control
+                               reserve messages */
+    size_t cap;             /* of q */
     size_t head;            /* oldest message in q */
     size_t n;               /* messages in q */
     bool closed;            /* the service called close */
     int close_err;          /* its err */
     bool released;          /* the service called release */
+    const char *md_key;     /* the one metadata pair (borrowed), or NULL */
+    const char *md_value;   /* its value */
 };
 
-static int mem_send(void *ctx, const ProtobufCMessage *m)
+/* put keeps m if fewer than limit messages are kept. */
+static int put(struct svc_mem_stream *ms, const ProtobufCMessage *m,
+               size_t limit)
 {
-    struct svc_mem_stream *ms = ctx;
     CHECK(ms != NULL && m != NULL);
     size_t n = protobuf_c_message_get_packed_size(m);
     uint8_t *p = mem_malloc(n > 0 ? n : 1);
@@ -46,10 +52,10 @@ static int mem_send(void *ctx, const ProtobufCMessage *m)
     pthread_mutex_lock(&ms->mu);
     if (ms->closed || ms->released) {
         rc = ERR_CLOSED;
-    } else if (ms->n == ms->st.queue_max) {
+    } else if (ms->n >= limit) {
         rc = ERR_FULL;
     } else {
-        ms->q[(ms->head + ms->n) % ms->st.queue_max] = (struct packed){p, n};
+        ms->q[(ms->head + ms->n) % ms->cap] = (struct packed){p, n};
         ms->n++;
         p = NULL;
         pthread_cond_broadcast(&ms->cv);
@@ -57,6 +63,36 @@ static int mem_send(void *ctx, const ProtobufCMessage *m)
     pthread_mutex_unlock(&ms->mu);
     mem_free(p);
     return rc;
+}
+
+static int mem_send(void *ctx, const ProtobufCMessage *m)
+{
+    struct svc_mem_stream *ms = ctx;
+    return put(ms, m, ms->st.queue_max);
+}
+
+static int mem_send_ctrl(void *ctx, const ProtobufCMessage *m)
+{
+    struct svc_mem_stream *ms = ctx;
+    return put(ms, m, ms->cap);
+}
+
+static const char *mem_metadata(void *ctx, const char *key, size_t *len_out)
+{
+    struct svc_mem_stream *ms = ctx;
+    CHECK(ms != NULL && key != NULL && len_out != NULL);
+    if (ms->md_key == NULL || strcmp(ms->md_key, key) != 0)
+        return NULL;
+    *len_out = strlen(ms->md_value);
+    return ms->md_value;
+}
+
+void svc_mem_stream_metadata_set(struct svc_mem_stream *ms, const char *key,
+                                 const char *value)
+{
+    CHECK(ms != NULL && key != NULL && value != NULL);
+    ms->md_key = key;
+    ms->md_value = value;
 }
 
 static int mem_close(void *ctx, int err)
@@ -95,13 +131,21 @@ int svc_mem_stream_create(size_t queue_max, struct svc_mem_stream **out)
     struct svc_mem_stream *ms = mem_calloc(1, sizeof *ms);
     if (ms == NULL)
         return ERR_NOMEM;
-    ms->q = mem_calloc(queue_max, sizeof *ms->q);
+    ms->cap = queue_max + SVC_STREAM_CTRL_RESERVE;
+    ms->q = mem_calloc(ms->cap, sizeof *ms->q);
     if (ms->q == NULL) {
         mem_free(ms);
         return ERR_NOMEM;
     }
-    ms->st = (struct svc_stream){mem_send, mem_close, mem_release, ms,
-                                 queue_max};
+    ms->st = (struct svc_stream){
+        .send = mem_send,
+        .send_ctrl = mem_send_ctrl,
+        .close = mem_close,
+        .release = mem_release,
+        .metadata = mem_metadata,
+        .ctx = ms,
+        .queue_max = queue_max,
+    };
     pthread_mutex_init(&ms->mu, NULL);
     pthread_cond_init(&ms->cv, NULL);
     *out = ms;
@@ -142,7 +186,7 @@ int svc_mem_stream_take(struct svc_mem_stream *ms,
     if (ms->n > 0) {
         pk = ms->q[ms->head];
         ms->q[ms->head] = (struct packed){NULL, 0};
-        ms->head = (ms->head + 1) % ms->st.queue_max;
+        ms->head = (ms->head + 1) % ms->cap;
         ms->n--;
     }
     pthread_mutex_unlock(&ms->mu);
@@ -179,7 +223,7 @@ void svc_mem_stream_destroy(struct svc_mem_stream *ms)
         return;
     while (ms->n > 0) {
         mem_free(ms->q[ms->head].p);
-        ms->head = (ms->head + 1) % ms->st.queue_max;
+        ms->head = (ms->head + 1) % ms->cap;
         ms->n--;
     }
     mem_free(ms->q);

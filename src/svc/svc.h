@@ -187,15 +187,12 @@ void svc_peer_promote(struct server *s, const Cetcdpb__PromoteRequest *req,
 
 /* --- Maintenance (maintenance.c) ----------------------------------------- */
 
-/* SVC_ETCD_VERSION: the etcd version a member reports (the API it
- * matches), in Status. */
-#define SVC_ETCD_VERSION "3.4.23"
-
 /* SVC_MOVE_LEADER_TIMEOUT_MS: a leader transfer gives up after this when
  * the caller's deadline is later or absent. */
 #define SVC_MOVE_LEADER_TIMEOUT_MS 10000
 
-/* svc_maint_status answers at once.  Reply: Etcdserverpb__StatusResponse.
+/* svc_maint_status answers at once; version is the member's reported one
+ * (server_status).  Reply: Etcdserverpb__StatusResponse.
  * Errors: ERR_BUSY, ERR_IO (the backend's size). */
 void svc_maint_status(struct server *s, const Etcdserverpb__StatusRequest *req,
                       struct svc_done done);
@@ -243,6 +240,17 @@ void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
  * a watcher that cannot keep up).  Errors: ERR_FULL, ERR_CLOSED (the
  * stream ended or is finishing), ERR_NOMEM.
  *
+ * send_ctrl is send for the answers a service must never drop (the
+ * watch's created/canceled): it may also use SVC_STREAM_CTRL_RESERVE
+ * slots past queue_max, shared by every send_ctrl of the stream, and is
+ * ordered with send.  Errors: as send's; ERR_FULL only once the reserve
+ * is used up too (a client that does not read: the service ends the
+ * stream rather than hold more).
+ *
+ * metadata returns the value of the client's request metadata key (lower
+ * case, e.g. "hasleader") and its length in *len_out, or NULL when the
+ * client sent none; not NUL-terminated, valid until release.  Any thread.
+ *
  * close ends the stream once the queued messages are written: err 0 ends
  * it OK, an ERR_* code ends it with that error (the transport maps it as
  * for unary calls).  Any thread.  Errors: ERR_CLOSED (already ending).
@@ -264,11 +272,18 @@ void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
  */
 struct svc_stream {
     int (*send)(void *ctx, const ProtobufCMessage *m); /* any thread */
+    int (*send_ctrl)(void *ctx, const ProtobufCMessage *m); /* any thread */
     int (*close)(void *ctx, int err);                  /* any thread */
     void (*release)(void *ctx);                        /* once */
-    void *ctx;        /* the transport's, passed to the three above */
+    const char *(*metadata)(void *ctx, const char *key,
+                            size_t *len_out);          /* any thread */
+    void *ctx;        /* the transport's, passed to the functions above */
     size_t queue_max; /* sends queued at most before ERR_FULL */
 };
+
+/* The slots send_ctrl may use past queue_max (etcd's watch: 16 control
+ * responses, ctrlStreamBufLen). */
+#define SVC_STREAM_CTRL_RESERVE 16
 
 /* The service's side of a stream, called by the transport. */
 struct svc_stream_handler {
@@ -294,13 +309,21 @@ extern const struct svc_stream_handler svc_watch_handler;
 
 /* struct svc_mem_stream: an in-process svc_stream (stream.c) for tests and
  * in-process callers: every send is packed and kept, in order, until
- * taken; at most queue_max are kept (then ERR_FULL).  close records the
+ * taken; at most queue_max are kept (then ERR_FULL; send_ctrl: the
+ * reserve more).  close records the
  * code; end is the caller's to drive.  Thread-safe: send and close from
  * any thread, the rest from the owner. */
 struct svc_mem_stream;
 
-/* svc_mem_stream_create: queue_max > 0.  Errors: ERR_INVAL, ERR_NOMEM. */
+/* svc_mem_stream_create: queue_max > 0 (send_ctrl may keep
+ * SVC_STREAM_CTRL_RESERVE more).  Errors: ERR_INVAL, ERR_NOMEM. */
 int svc_mem_stream_create(size_t queue_max, struct svc_mem_stream **out);
+
+/* svc_mem_stream_metadata_set makes metadata(key) answer value (both
+ * borrowed: they must outlive ms); one pair, set before the service opens
+ * the stream. */
+void svc_mem_stream_metadata_set(struct svc_mem_stream *ms, const char *key,
+                                 const char *value);
 
 /* svc_mem_stream_get: its struct svc_stream, valid until destroy. */
 struct svc_stream *svc_mem_stream_get(struct svc_mem_stream *ms);

@@ -11,14 +11,25 @@
  * - cancel: {watch_id, canceled} when the watcher existed, else nothing.
  * - progress_request: the hub's RequestProgress (watch.h).
  * - a request with no member set is ignored; half-close keeps the stream.
+ * - metadata "hasleader: true" (WithRequireLeader): no leader at open, or
+ *   for three election timeouts later, ends the stream with ERR_NO_LEADER
+ *   (etcd's interceptor, v3rpc/interceptor.go).
  *
  * Flow control.  The hub's sink is the transport's send: a full transport
  * queue (ERR_FULL) is WATCH_SINK_FULL, the hub then catches the watcher up
  * from the store later, nothing blocks.  A fragment run must be taken
- * whole (watch.h); should the transport refuse a fragment inside a run the
+ * whole (watch.h): the fragments after the first may use the control
+ * reserve (below); should the transport refuse a fragment inside a run the
  * stream is ended with ERR_TOO_MANY_REQUESTS rather than lose events (the
- * client reconnects and resumes).  The control answers above are sent
- * directly; a full queue drops them (docs/ARCHITECTURE.md "Watch").
+ * client reconnects and resumes).
+ *
+ * Control answers (created, canceled: the hub's, and the refusals and
+ * cancel answers sent here) are never dropped: they go through the
+ * stream's send_ctrl, which may use a small reserve past the send queue
+ * (SVC_STREAM_CTRL_RESERVE, etcd's ctrlStreamBufLen 16), in order with the
+ * events.  A client that does not read and leaves more unread gets its
+ * stream ended with ERR_WATCH_CTRL_UNREAD (Unavailable) instead: memory
+ * stays bounded (etcd stops reading the client's requests instead).
  *
  * Threads.  recv and end run on the transport's thread for the stream, one
  * at a time; the sink runs on whichever thread drives the hub (apply,
@@ -83,10 +94,17 @@ static int sink_send(void *ctx, const struct watch_response *r)
         m.n_events = r->n_events;
         m.events = ptrs;
     }
-    int rc = w->st->send(w->st->ctx, &m.base);
+    /* The rest of a fragment run may use the control reserve too: a run
+     * whose first fragment took the queue's last slot goes on. */
+    bool ctrl = r->created || r->canceled;
+    int rc = ctrl || w->in_run ? w->st->send_ctrl(w->st->ctx, &m.base)
+                               : w->st->send(w->st->ctx, &m.base);
     mem_free(evs);
     mem_free(ptrs);
-    if (rc == ERR_FULL || rc == ERR_NOMEM) {
+    if (ctrl && rc == ERR_FULL) {
+        /* The reserve is used up: the client does not read. */
+        w->st->close(w->st->ctx, ERR_WATCH_CTRL_UNREAD);
+    } else if (rc == ERR_FULL || rc == ERR_NOMEM) {
         if (!w->in_run)
             return WATCH_SINK_FULL; /* nothing taken: retried later */
         /* Inside a fragment run the rest must be taken: end the stream
@@ -104,6 +122,23 @@ static void sink_close(void *ctx)
     w->st->close(w->st->ctx, ERR_STOPPED);
 }
 
+/* sink_end: the member asks the stream to end (no leader, see w_open). */
+static void sink_end(void *ctx, int err)
+{
+    struct wstream *w = ctx;
+    (void)w->st->close(w->st->ctx, err); /* ERR_CLOSED: ending already */
+}
+
+/* require_leader: the client asked for etcd's WithRequireLeader (metadata
+ * "hasleader: true"): its stream is refused, or ended, with "etcdserver:
+ * no leader" while the member has none (server.h "Watch"). */
+static bool require_leader(struct svc_stream *st)
+{
+    size_t n = 0;
+    const char *v = st->metadata(st->ctx, "hasleader", &n);
+    return v != NULL && n == 4 && memcmp(v, "true", 4) == 0;
+}
+
 static int w_open(struct server *s, struct svc_stream *st, void **state_out)
 {
     struct wstream *w = mem_calloc(1, sizeof *w);
@@ -111,8 +146,8 @@ static int w_open(struct server *s, struct svc_stream *st, void **state_out)
         return ERR_NOMEM;
     w->s = s;
     w->st = st;
-    struct watch_sink sink = {sink_send, sink_close, w};
-    int rc = server_watch_open(s, &sink, &w->ws);
+    struct watch_sink sink = {sink_send, sink_close, w, sink_end};
+    int rc = server_watch_open(s, &sink, require_leader(st), &w->ws);
     if (rc != 0) {
         mem_free(w);
         return rc;
@@ -121,7 +156,8 @@ static int w_open(struct server *s, struct svc_stream *st, void **state_out)
     return 0;
 }
 
-/* A control answer sent past the hub (header = the current revision). */
+/* A control answer sent past the hub (header = the current revision),
+ * never dropped: when it cannot be queued the stream ends (see top). */
 static void send_ctrl(struct wstream *w, int64_t id, bool created,
                       const char *reason)
 {
@@ -133,7 +169,10 @@ static void send_ctrl(struct wstream *w, int64_t id, bool created,
     m.created = created;
     m.canceled = true;
     m.cancel_reason = (char *)(reason != NULL ? reason : "");
-    (void)w->st->send(w->st->ctx, &m.base); /* full: dropped (see top) */
+    int rc = w->st->send_ctrl(w->st->ctx, &m.base);
+    if (rc == ERR_FULL || rc == ERR_NOMEM)
+        w->st->close(w->st->ctx,
+                     rc == ERR_FULL ? ERR_WATCH_CTRL_UNREAD : ERR_NOMEM);
 }
 
 static const char *create_reason(int err)

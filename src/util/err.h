@@ -42,6 +42,7 @@
     X(REQUEST_TOO_LARGE, -209, "request is too large")                       \
     X(NO_SPACE, -210, "mvcc: database space exceeded")                       \
     X(TOO_MANY_REQUESTS, -211, "too many requests")                          \
+    X(WATCH_CTRL_UNREAD, -212, "watch control responses not read")           \
     /* server / raft */                                                      \
     X(LEADER_CHANGED, -300, "leader changed")                                \
     X(NO_LEADER, -301, "no leader")                                          \

@@ -153,13 +153,23 @@ void watch__to_unsynced(struct watch_hub *h, struct watch_watcher *w)
     unsynced_link(h, w);
 }
 
+void watch__retire(struct watch_hub *h, struct watch_watcher *w)
+{
+    CHECK(!w->synced && !w->retired);
+    unsynced_unlink(h, w);
+    w->retired = true;
+    w->cancel_pending = false;
+    CHECK(w->st->n_unsynced <= w->st->n_watchers);
+    watch__progress_try(w->st);
+}
+
 void watch__remove(struct watch_hub *h, struct watch_watcher *w)
 {
     struct watch_stream *st = w->st;
     if (w->synced) {
         watch__index_del(h, w);
         w->synced = false;
-    } else {
+    } else if (!w->retired) {
         unsynced_unlink(h, w);
     }
     watch__ids_del(h, w);
@@ -183,9 +193,43 @@ void watch__remove(struct watch_hub *h, struct watch_watcher *w)
 static size_t ev_size(const struct watch_hub *h, const struct mvcc_event *ev)
 {
     if (h->o.event_size != NULL)
-        return h->o.event_size(ev);
+        return h->o.event_size(ev, h->o.size_arg);
     return ev->kv.key_len + ev->kv.value_len + ev->prev_kv.key_len +
            ev->prev_kv.value_len + 64;
+}
+
+static size_t base_size(const struct watch_hub *h,
+                        const struct watch_response *r)
+{
+    if (h->o.base_size != NULL)
+        return h->o.base_size(r, h->o.size_arg);
+    return 64 + (r->fragment ? 2 : 0);
+}
+
+/* split_at: the end of the fragment that starts at evs[i] of n (etcd's
+ * sendFragments): n when the whole response goes as one. */
+static size_t split_at(const struct watch_hub *h,
+                       const struct watch_watcher *w,
+                       struct watch_response *r, const struct mvcc_event *evs,
+                       size_t i, size_t n)
+{
+    size_t max = h->o.fragment_bytes;
+    if (!w->fragment || n < 2)
+        return n;
+    if (i == 0) {
+        r->fragment = false;
+        size_t whole = base_size(h, r);
+        for (size_t k = 0; k < n && whole < max; k++)
+            whole += ev_size(h, &evs[k]);
+        if (whole < max)
+            return n;
+    }
+    r->fragment = true;
+    size_t bytes = base_size(h, r) + ev_size(h, &evs[i]);
+    size_t j = i + 1;
+    while (j < n && bytes + ev_size(h, &evs[j]) < max)
+        bytes += ev_size(h, &evs[j++]);
+    return j;
 }
 
 int watch__send_events(struct watch_hub *h, struct watch_watcher *w,
@@ -197,12 +241,8 @@ int watch__send_events(struct watch_hub *h, struct watch_watcher *w,
     size_t i = 0;
     bool first = true;
     while (i < n) {
-        size_t j = i + 1, bytes = ev_size(h, &evs[i]);
-        if (w->fragment)
-            while (j < n && bytes + ev_size(h, &evs[j]) <= h->o.fragment_bytes)
-                bytes += ev_size(h, &evs[j++]);
-        else
-            j = n;
+        size_t j = split_at(h, w, &r, evs, i, n);
+        CHECK(j > i && j <= n);
         r.events = evs + i;
         r.n_events = j - i;
         r.fragment = j < n;
@@ -258,6 +298,27 @@ int watch_stream_open(struct watch_hub *h, const struct watch_sink *sink,
     return 0;
 }
 
+void watch_stream_mark(struct watch_stream *st, unsigned marks)
+{
+    CHECK(st != NULL);
+    pthread_mutex_lock(&st->h->mu);
+    st->marks = marks;
+    pthread_mutex_unlock(&st->h->mu);
+}
+
+void watch_hub_end_marked(struct watch_hub *h, unsigned marks, int err)
+{
+    CHECK(h != NULL && marks != 0);
+    pthread_mutex_lock(&h->mu);
+    for (struct watch_stream *st = h->streams; st != NULL; st = st->next) {
+        if ((st->marks & marks) == 0)
+            continue;
+        CHECK(st->sink.end != NULL); /* a marked stream can be ended */
+        st->sink.end(st->sink.ctx, err);
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
 void watch_stream_close(struct watch_stream *st)
 {
     struct watch_hub *h = st->h;
@@ -284,7 +345,7 @@ void watch_stream_close(struct watch_stream *st)
 /* check_range validates a create request's range (etcd's rules). */
 static int check_range(const struct watch_create *req, bool *inf_out)
 {
-    if (req->key == NULL || req->key_len == 0 || req->watch_id < 0)
+    if (req->key == NULL || req->key_len == 0)
         return ERR_INVAL;
     *inf_out = req->end_len == 1 && ((const uint8_t *)req->end)[0] == 0;
     if (req->end_len > 0 && !*inf_out &&

@@ -25,7 +25,9 @@
  *   may carry several whole revisions.
  * - A watcher whose next revision has been compacted gets one response
  *   with canceled = true and compact_rev = the store's compact revision,
- *   and is then gone (etcd: created, then canceled with compact_revision).
+ *   and gets nothing more (etcd: created, then canceled with
+ *   compact_revision); as in etcd 3.4 its id stays taken until the client
+ *   cancels it (watch_cancel then succeeds) or the stream closes.
  *   One still at or above the compact revision keeps every event.
  * - Groups: a *synced* watcher is at the hub's revision and receives
  *   events from the store's observer (watch_hub_observe) on the apply
@@ -114,11 +116,15 @@ struct watch_response {
  * the same run (they come in the same call sequence): a sink reserves room
  * for one whole response beyond its bound.  close is called once, when the
  * hub ends the stream itself (watch_hub_close with the stream still open);
- * never after watch_stream_close. */
+ * never after watch_stream_close.  end (may be NULL for a stream never
+ * marked) is the owner's request, through watch_hub_end_marked, that the
+ * stream end with err: the sink ends its transport; the stream stays the
+ * owner's to watch_stream_close.  Both run under the hub lock (as send). */
 struct watch_sink {
     int (*send)(void *ctx, const struct watch_response *resp);
     void (*close)(void *ctx);
-    void *ctx; /* passed to both */
+    void *ctx; /* passed to all three */
+    void (*end)(void *ctx, int err);
 };
 
 /* Filters of watch_create (etcd's WatchCreateRequest.filters). */
@@ -129,7 +135,9 @@ enum {
 
 /* A watcher to create.  The key bytes are copied. */
 struct watch_create {
-    int64_t watch_id;      /* 0 = the stream picks the next free id */
+    int64_t watch_id;      /* 0 = the stream picks the next free id; any
+                              other value, negative ones included, is
+                              the id (etcd 3.4: only 0 is AutoWatchID) */
     const void *key;       /* key_len >= 1 bytes */
     size_t key_len;        /* >= 1 */
     const void *end;       /* range end (see range rules); may be NULL */
@@ -150,9 +158,18 @@ struct watch_options {
     size_t sync_events_max;       /* events per sync step; 0 = 1000 */
     size_t sync_bytes_max;        /* event bytes per sync step; 0 = 4 MiB */
     uint64_t progress_interval_ms; /* periodic progress; 0 = 10 minutes */
-    /* The size of one encoded event, for fragmentation; NULL = an
-     * estimate (key + value + prev kv bytes + 64). */
-    size_t (*event_size)(const struct mvcc_event *ev);
+    /* Fragmentation follows etcd's sendFragments (v3rpc/watch.go): a
+     * response of a fragment watcher whose encoded size is >=
+     * fragment_bytes and that has 2 events or more is split; each
+     * fragment takes events while it stays below fragment_bytes (at
+     * least one).  The sizes come from these, called under the hub lock
+     * with size_arg: event_size is one event's encoded size inside a
+     * response (its field tag and length included), base_size a
+     * response's without its events (with its fragment flag).  NULL =
+     * estimates (key + value + prev kv bytes + 64; 64 + the flag). */
+    size_t (*event_size)(const struct mvcc_event *ev, void *size_arg);
+    size_t (*base_size)(const struct watch_response *r, void *size_arg);
+    void *size_arg;
 };
 
 /*
@@ -208,6 +225,13 @@ size_t watch_hub_unsynced(struct watch_hub *h);
  * Errors: ERR_NOMEM. */
 int watch_stream_open(struct watch_hub *h, const struct watch_sink *sink,
                       struct watch_stream **out);
+/* watch_stream_mark sets the owner's marks of st (bits of its choosing, 0
+ * at open), for watch_hub_end_marked.  Any thread. */
+void watch_stream_mark(struct watch_stream *st, unsigned marks);
+/* watch_hub_end_marked calls sink.end(ctx, err) of every open stream with
+ * any of marks set (the member: streams that require a leader, when it has
+ * none).  The streams stay open in the hub.  Any thread. */
+void watch_hub_end_marked(struct watch_hub *h, unsigned marks, int err);
 /* watch_stream_close cancels the stream's watchers (no responses) and
  * frees it; once it returns the sink is never called again. */
 void watch_stream_close(struct watch_stream *st);
@@ -217,7 +241,7 @@ void watch_stream_close(struct watch_stream *st);
  * `created` response goes through the sink before any event (queued if
  * the sink is full).  Errors: ERR_EXIST (watch_id in use on st: etcd's
  * "mvcc: duplicate watch ID provided on the WatchStream"), ERR_INVAL
- * (key_len 0, empty range, watch_id < 0), ERR_TOO_MANY_REQUESTS (a
+ * (key_len 0, empty range), ERR_TOO_MANY_REQUESTS (a
  * watcher limit), ERR_NOMEM.
  */
 int watch_create(struct watch_stream *st, const struct watch_create *req,

@@ -36,6 +36,9 @@ struct watch_watcher {
     bool sent;                 /* got events since the last tick */
     bool busy;                 /* the sync step reads for it unlocked */
     bool dead;                 /* removed while busy; the step frees it */
+    bool retired;              /* canceled by compaction: in no group, its
+                                  id kept until the client cancels it or
+                                  the stream closes (etcd 3.4 keeps it) */
     mvcc_rev compact_rev;      /* for the pending compaction cancel */
     mvcc_rev created_rev;      /* hub revision at creation (its header) */
     uint64_t mark;             /* fan-out: batch sequence it was touched in */
@@ -71,6 +74,7 @@ struct watch_stream {
     int64_t next_id;            /* next automatic id candidate */
     bool progress_pending;      /* a RequestProgress waits */
     uint64_t full_step;         /* sync step in which the sink was full */
+    unsigned marks;             /* the owner's (watch_stream_mark) */
     struct watch_stream *next, *prev; /* the hub's stream list */
 };
 
@@ -142,6 +146,10 @@ struct watch_watcher *watch__ids_find(struct watch_hub *h,
 /* Move w between the groups (index + lists + counters). */
 int watch__to_synced(struct watch_hub *h, struct watch_watcher *w);
 void watch__to_unsynced(struct watch_hub *h, struct watch_watcher *w);
+/* watch__retire takes an unsynced w out of its group after its compaction
+ * cancel was sent; it keeps its id (watch_cancel finds it, a create with
+ * it is a duplicate) and its place in the limits. */
+void watch__retire(struct watch_hub *h, struct watch_watcher *w);
 /* Remove w from everything and free it (or mark it dead if busy). */
 void watch__remove(struct watch_hub *h, struct watch_watcher *w);
 void watch__free(struct watch_watcher *w);

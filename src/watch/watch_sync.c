@@ -120,14 +120,16 @@ static bool send_pending(struct watch_hub *h, struct watch_watcher *w,
         w->cancel_pending = true;
         w->compact_rev = compact;
     }
+    /* etcd's compaction cancel carries no revision (syncWatchers sends
+     * a WatchResponse with CompactRevision only): header revision 0. */
     struct watch_response r = {.watch_id = w->id,
-                               .header_rev = h->rev,
+                               .header_rev = 0,
                                .canceled = true,
                                .compact_rev = w->compact_rev};
     if (w->st->sink.send(w->st->sink.ctx, &r) != 0)
         w->st->full_step = h->step_seq;
     else
-        watch__remove(h, w);
+        watch__retire(h, w); /* etcd keeps the id until a cancel */
     return false;
 }
 

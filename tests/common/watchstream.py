@@ -15,6 +15,9 @@ from etcd3.etcdrpc import rpc_pb2 as pb
 
 
 def varint(n):
+    """A protobuf varint; a negative n is its 64-bit two's complement (as
+    int64 fields are encoded: 10 bytes)."""
+    n &= (1 << 64) - 1
     out = b""
     while True:
         b = n & 0x7F
@@ -30,6 +33,40 @@ def field(num, payload):
     return varint(num << 3 | 2) + varint(len(payload)) + payload
 
 
+def top_fields(raw):
+    """The top-level fields of a protobuf message: {number: [value, ...]}
+    (varints as ints, length-delimited as bytes), for fields the stubs
+    lack (WatchResponse.fragment = 7)."""
+    out, i = {}, 0
+    while i < len(raw):
+        key, i = _read_varint(raw, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _read_varint(raw, i)
+        elif wt == 2:
+            n, i = _read_varint(raw, i)
+            v, i = raw[i:i + n], i + n
+        elif wt == 1:
+            v, i = raw[i:i + 8], i + 8
+        elif wt == 5:
+            v, i = raw[i:i + 4], i + 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        out.setdefault(num, []).append(v)
+    return out
+
+
+def _read_varint(raw, i):
+    v = shift = 0
+    while True:
+        b = raw[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
 class WatchStream:
     """One Watch call: send() requests, next() responses.
 
@@ -37,14 +74,19 @@ class WatchStream:
     fragment (8) and WatchRequest.progress_request (3): requests are built
     as bytes, those fields appended by hand."""
 
-    def __init__(self, channel, read=True):
+    def __init__(self, channel, read=True, metadata=None, raw=False):
+        """raw: responses are (WatchResponse, its bytes) pairs."""
         self.reqs = queue.Queue()
         self.resps = queue.Queue()
+
+        def parse(b):
+            r = pb.WatchResponse.FromString(b)
+            return (r, b) if raw else r
         method = channel.stream_stream(
             "/etcdserverpb.Watch/Watch",
             request_serializer=lambda b: b,
-            response_deserializer=pb.WatchResponse.FromString)
-        self.call = method(iter(self.reqs.get, None))
+            response_deserializer=parse)
+        self.call = method(iter(self.reqs.get, None), metadata=metadata)
         self.reader = None
         if read:
             self.start_reading()
@@ -62,14 +104,22 @@ class WatchStream:
     def send(self, **kw):
         self.reqs.put(pb.WatchRequest(**kw).SerializeToString())
 
-    def create(self, key, watch_id=None, **kw):
+    def create(self, key, watch_id=None, fragment=False, **kw):
         c = pb.WatchCreateRequest(key=key, **kw).SerializeToString()
         if watch_id is not None:
             c += varint(7 << 3) + varint(watch_id)
+        if fragment:
+            c += varint(8 << 3) + varint(1)
         self.reqs.put(field(1, c))
 
     def progress(self):
         self.reqs.put(field(3, b""))
+
+    def ended(self, timeout=10):
+        """The error the stream ended with (waits up to timeout)."""
+        r = self.resps.get(timeout=timeout)
+        assert isinstance(r, Exception), "a response, not the end: %r" % r
+        return r
 
     def next(self, timeout=10):
         r = self.resps.get(timeout=timeout)

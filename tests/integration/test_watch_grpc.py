@@ -7,7 +7,9 @@ with etcd's cancel_reason, watch_id -1), cancel answered with canceled (an
 unknown id: nothing), progress_request answered with watch_id -1 at the
 current revision, NOPUT/NODELETE filters; a client that stops reading while
 many writes happen gets every event afterwards, once and in order
-(tests/common/watchcheck.py checks the recorded history); and
+(tests/common/watchcheck.py checks the recorded history), and every
+control answer sent meanwhile (cancels, a create then a cancel: created
+first); and
 python-etcd3's watch, watch_prefix and add_watch_callback work.
 
 Method: a fresh server per test; a WatchStream feeds requests from a queue
@@ -54,6 +56,35 @@ def test_watch_ids_and_duplicates(server):
     r = w.next()
     assert (r.created, r.canceled, r.watch_id) == (True, True, -1)
     assert r.cancel_reason == "mvcc: watcher range is empty"
+    w.close()
+
+
+def test_watch_negative_ids(server):
+    # etcd 3.4 takes any client-chosen id but 0 (AutoWatchID): a negative
+    # one, -1 (clientv3.InvalidWatchID) included, is the watcher's id.
+    w = WatchStream(server.channel())
+    w.create(b"n", watch_id=-5)
+    r = w.next()
+    assert (r.created, r.canceled, r.watch_id) == (True, False, -5)
+    w.create(b"n", watch_id=-1)
+    r = w.next()
+    assert (r.created, r.canceled, r.watch_id) == (True, False, -1)
+    w.create(b"n", watch_id=-5)
+    r = w.next()
+    assert (r.created, r.canceled, r.watch_id) == (True, True, -1)
+    assert r.cancel_reason == \
+        "mvcc: duplicate watch ID provided on the WatchStream"
+    w.create(b"n")  # the automatic ids start at 0 still
+    assert (w.next().watch_id) == 0
+    rev = put(server, b"n", b"v")
+    got = {}
+    for _ in range(3):
+        r = w.next()
+        got[r.watch_id] = [(e.kv.key, e.kv.mod_revision) for e in r.events]
+    assert got == {-5: [(b"n", rev)], -1: [(b"n", rev)], 0: [(b"n", rev)]}
+    w.send(cancel_request=pb.WatchCancelRequest(watch_id=-5))
+    r = w.next()
+    assert (r.watch_id, r.canceled, r.created) == (-5, True, False)
     w.close()
 
 
@@ -129,6 +160,45 @@ def test_watch_slow_reader_loses_nothing(server):
     assert total == n
     watchcheck.assert_ok({"writes": writes,
                           "watches": [{"request": req, "responses": resps}]})
+
+
+def test_watch_control_answers_on_a_stalled_stream(server):
+    # A client that stops reading while a watcher floods its stream still
+    # gets every control answer, in order: cancels of existing watchers,
+    # and a create then an immediate cancel (created before canceled).
+    w = WatchStream(server.channel(), read=False)
+    w.create(b"s/", range_end=b"s0")
+    for i in range(1, 11):
+        w.create(b"b", watch_id=i)
+    time.sleep(0.3)
+    value = b"x" * 100000  # 40 MB: past the client's windows and buffers
+    last = 0
+    for i in range(400):
+        last = put(server, b"s/%d" % (i % 50), value)
+    for i in range(1, 11):
+        w.send(cancel_request=pb.WatchCancelRequest(watch_id=i))
+    w.create(b"c", watch_id=100)
+    w.send(cancel_request=pb.WatchCancelRequest(watch_id=100))
+    time.sleep(0.3)
+    w.start_reading()
+    seen, ctrl = 0, []
+    while seen < last or len(ctrl) < 22:
+        try:
+            r = w.next(timeout=30)
+        except Exception:
+            raise AssertionError((seen, last, ctrl))
+        if r.events:
+            assert r.watch_id == 0
+            seen = r.events[-1].kv.mod_revision
+        elif r.watch_id != 0:
+            ctrl.append((r.watch_id, r.created, r.canceled))
+    w.close()
+    created = [(i, True, False) for i in range(1, 11)]
+    assert ctrl[:10] == created
+    assert sorted(ctrl[10:]) == sorted(
+        [(i, False, True) for i in range(1, 11)] +
+        [(100, True, False), (100, False, True)])
+    assert ctrl.index((100, True, False)) < ctrl.index((100, False, True))
 
 
 def test_python_etcd3_watch(server):

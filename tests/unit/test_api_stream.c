@@ -3,7 +3,8 @@
  * gRPC server stream faithfully: inbound bytes reach the service decoded,
  * one by one, and a message that does not decode ends the stream with
  * grpc-go's INTERNAL "grpc: error unmarshalling request" (the service
- * hears no more); the service's sends go to rpc_stream_send; its close
+ * hears no more); the service's sends go to rpc_stream_send (send_ctrl to
+ * rpc_stream_send_ctrl), its metadata lookups to rpc_stream_metadata; its close
  * ends the stream with api_error's status; a refused open ends it with the
  * refusal; the service hears end exactly once, also after an early
  * release; the runtime's stream is released exactly once.
@@ -33,6 +34,7 @@
 struct fake {
     void *data;            /* rpc_stream_data_set */
     int sends;             /* rpc_stream_send calls that queued */
+    int ctrl_sends;        /* rpc_stream_send_ctrl calls that queued */
     int64_t last_rev;      /* header.revision of the last PutResponse sent */
     int finishes;          /* rpc_stream_finish calls that took */
     grpc_status_code code; /* the first finish's */
@@ -63,6 +65,26 @@ int __wrap_rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *m)
     f->last_rev = ((const Etcdserverpb__PutResponse *)m)->header->revision;
     f->sends++;
     return 0;
+}
+
+int __wrap_rpc_stream_send_ctrl(struct rpc_stream *s,
+                                const ProtobufCMessage *m)
+{
+    struct fake *f = (struct fake *)s;
+    assert_ptr_equal(m->descriptor, &etcdserverpb__put_response__descriptor);
+    f->ctrl_sends++;
+    return 0;
+}
+
+/* The client sent one metadata pair: hasleader: true. */
+const char *__wrap_rpc_stream_metadata(const struct rpc_stream *s,
+                                       const char *key, size_t *len_out)
+{
+    (void)s;
+    if (strcmp(key, "hasleader") != 0)
+        return NULL;
+    *len_out = 4;
+    return "true";
 }
 
 int __wrap_rpc_stream_finish(struct rpc_stream *s, grpc_status_code code,
@@ -103,6 +125,7 @@ static struct {
     int ends;               /* end calls */
     bool cancelled;         /* the last end's */
     bool released;          /* the service released st */
+    bool md_seen;           /* "md" found the client's metadata */
 } echo;
 
 static int echo_open(struct server *s, struct svc_stream *st, void **out)
@@ -128,6 +151,21 @@ static void echo_recv(void *state, const ProtobufCMessage *m)
     const Etcdserverpb__PutRequest *p = (const Etcdserverpb__PutRequest *)m;
     if (p->value.len == 5 && memcmp(p->value.data, "close", 5) == 0) {
         assert_int_equal(echo.st->close(echo.st->ctx, ERR_NO_SPACE), 0);
+        return;
+    }
+    if (p->value.len == 4 && memcmp(p->value.data, "ctrl", 4) == 0) {
+        Etcdserverpb__PutResponse r = ETCDSERVERPB__PUT_RESPONSE__INIT;
+        assert_int_equal(echo.st->send_ctrl(echo.st->ctx, &r.base), 0);
+        return;
+    }
+    if (p->value.len == 2 && memcmp(p->value.data, "md", 2) == 0) {
+        size_t n = 0;
+        const char *v = echo.st->metadata(echo.st->ctx, "hasleader", &n);
+        assert_non_null(v);
+        assert_int_equal(n, 4);
+        assert_memory_equal(v, "true", 4);
+        assert_null(echo.st->metadata(echo.st->ctx, "token", &n));
+        echo.md_seen = true;
         return;
     }
     if (p->value.len == 7 && memcmp(p->value.data, "release", 7) == 0) {
@@ -252,6 +290,21 @@ static void test_early_release(void **state)
     assert_int_equal(f.releases, 1);
 }
 
+/* send_ctrl and metadata reach the runtime's stream. */
+static void test_ctrl_and_metadata(void **state)
+{
+    (void)state;
+    struct fake f = {0};
+    ops->on_open((struct rpc_stream *)&f, ops_ctx);
+    deliver(&f, "ctrl");
+    assert_int_equal(f.ctrl_sends, 1);
+    assert_int_equal(f.sends, 0);
+    deliver(&f, "md");
+    assert_true(echo.md_seen);
+    ops->on_close((struct rpc_stream *)&f, true, ops_ctx);
+    assert_int_equal(f.releases, 1);
+}
+
 static void test_open_refused(void **state)
 {
     (void)state;
@@ -275,6 +328,7 @@ int main(void)
         cmocka_unit_test_setup(test_bad_bytes, setup),
         cmocka_unit_test_setup(test_close_error_and_cancel, setup),
         cmocka_unit_test_setup(test_early_release, setup),
+        cmocka_unit_test_setup(test_ctrl_and_metadata, setup),
         cmocka_unit_test_setup(test_open_refused, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,9 +6,12 @@
  * -1, etcd's reason), a cancel is answered canceled, a progress request
  * gets watch id -1 at the current revision; a stream whose queue is tiny
  * and not read while many puts happen still gets every event once, in
- * order, once it is read; end releases the stream; watchers that get the
- * same events share one encoding of them (svc/watch_encode.c), and those
- * whose events differ (prev_kv asked or not) each get their own, right.
+ * order, once it is read; control answers on a full stream are kept (in
+ * order, created before canceled) up to a reserve, past which the stream
+ * ends with ERR_WATCH_CTRL_UNREAD; end releases the stream; watchers that
+ * get the same events share one encoding of them (svc/watch_encode.c),
+ * and those whose events differ (prev_kv asked or not) each get their
+ * own, right.
  * Method: a real server on a temporary data dir, svc_watch_handler on an
  * in-process stream (svc_mem_stream), puts through svc_kv_put.
  */
@@ -307,11 +310,87 @@ static void test_watch_shared_encoding(void **state)
     svc_mem_stream_destroy(ms);
 }
 
+static void cancel(const struct svc_stream_handler *h, void *st, int64_t id)
+{
+    Etcdserverpb__WatchCancelRequest c = ETCDSERVERPB__WATCH_CANCEL_REQUEST__INIT;
+    c.watch_id = id;
+    Etcdserverpb__WatchRequest q = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    q.request_union_case =
+        ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
+    q.cancel_request = &c;
+    h->recv(st, &q.base);
+}
+
+/* Control answers on a full stream: kept (in order, created before
+ * canceled) up to the reserve; past it the stream ends with
+ * ERR_WATCH_CTRL_UNREAD, and no more than queue_max + the reserve
+ * messages were ever kept. */
+static void test_watch_ctrl_reserve(void **state)
+{
+    (void)state;
+    const struct svc_stream_handler *h = &svc_watch_handler;
+    struct svc_mem_stream *ms;
+    assert_int_equal(svc_mem_stream_create(2, &ms), 0);
+    void *st;
+    assert_int_equal(h->open(srv, svc_mem_stream_get(ms), &st), 0);
+    create(h, st, "s/", "s0", 0);
+    Etcdserverpb__WatchResponse *r = take(ms);
+    assert_true(r->created);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    for (int i = 0; i < 10; i++)
+        put("s/x", "v"); /* the queue (2) is full of watcher 0's events */
+    create(h, st, "c", NULL, 100);
+    cancel(h, st, 100);
+    for (int id = 101; id <= 110; id++)
+        create(h, st, "c", NULL, id);
+    assert_false(svc_mem_stream_closed(ms, NULL));
+    /* Read: the 12 control answers, in order, between watcher 0's. */
+    int64_t want = 100;
+    bool canceled_100 = false;
+    while (want <= 110) {
+        r = take(ms);
+        if (r->watch_id != 0) {
+            assert_int_equal(r->watch_id, want);
+            if (want == 100 && !canceled_100) {
+                assert_true(r->created && !r->canceled);
+                canceled_100 = true; /* the cancel answer comes next */
+            } else if (want == 100) {
+                assert_true(r->canceled && !r->created);
+                want++;
+            } else {
+                assert_true(r->created && !r->canceled);
+                want++;
+            }
+        }
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    /* Unread past the reserve: the stream ends, bounded. */
+    for (int i = 0; i < 10; i++)
+        put("s/x", "v");
+    for (int id = 200; id < 240; id++)
+        create(h, st, "c", NULL, id);
+    int err = 0;
+    assert_true(svc_mem_stream_closed(ms, &err));
+    assert_int_equal(err, ERR_WATCH_CTRL_UNREAD);
+    int kept = 0;
+    ProtobufCMessage *m;
+    while (svc_mem_stream_take(ms, &etcdserverpb__watch_response__descriptor,
+                               100, &m) == 0) {
+        kept++;
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    assert_true(kept <= 2 + SVC_STREAM_CTRL_RESERVE);
+    h->end(st, false);
+    svc_mem_stream_destroy(ms);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_watch_basics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_slow_reader, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_watch_ctrl_reserve, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_watch_shared_encoding, setup,
                                         teardown),

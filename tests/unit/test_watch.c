@@ -73,6 +73,8 @@ struct sink {
     size_t n_stream_progress;   /* watch_id -1 responses */
     mvcc_rev stream_progress_rev; /* the last one's revision */
     size_t n_fragments;         /* responses with fragment set */
+    int64_t neg_created[4];     /* ids of created answers with an id < 0 */
+    size_t n_neg_created;       /* of neg_created */
     bool closed;                /* close was called */
     unsigned flaky;             /* > 0: full for bursts of calls */
     unsigned calls;             /* send calls (for flaky) */
@@ -135,6 +137,12 @@ static int sink_send(void *ctx, const struct watch_response *resp)
     k->n_resp++;
     if (resp->fragment)
         k->n_fragments++;
+    if (resp->watch_id < 0 && resp->created) {
+        /* A negative id of the client's (test_create_errors). */
+        assert_true(k->n_neg_created < 4);
+        k->neg_created[k->n_neg_created++] = resp->watch_id;
+        return 0;
+    }
     if (resp->watch_id == WATCH_ID_NONE) {
         assert_int_equal(resp->n_events, 0);
         assert_true(resp->header_rev >= k->stream_progress_rev);
@@ -419,6 +427,20 @@ static void test_create_errors(void **state)
     assert_int_equal(watch_hub_watchers(f->h), 10);
     assert_int_equal(watch_cancel(f->st, 7), 0);
     assert_int_equal(watch_cancel(f->st, 7), ERR_NOTFOUND);
+    /* A negative id is an id (etcd 3.4), -1 too. */
+    c.watch_id = -3;
+    assert_int_equal(watch_create(f->st, &c, &out), 0);
+    assert_int_equal(out, -3);
+    assert_int_equal(watch_create(f->st, &c, &out), ERR_EXIST);
+    c.watch_id = WATCH_ID_NONE;
+    assert_int_equal(watch_create(f->st, &c, &out), 0);
+    assert_int_equal(out, WATCH_ID_NONE);
+    assert_int_equal(f->k.n_neg_created, 2);
+    assert_int_equal(f->k.neg_created[0], -3);
+    assert_int_equal(f->k.neg_created[1], WATCH_ID_NONE);
+    assert_int_equal(watch_cancel(f->st, -3), 0);
+    assert_int_equal(watch_cancel(f->st, WATCH_ID_NONE), 0);
+    c.watch_id = 0;
     struct watch_options o = {.stream_watchers_max = 2};
     fx_hub(f, &o);
     assert_int_equal(watch_create(f->st, &c, &out), 0);
@@ -561,7 +583,7 @@ static void test_compaction_cancel(void **state)
     struct fixture *f = *state;
     for (int i = 0; i < 6; i++)
         put(f, "k", "v"); /* 2..7 */
-    int64_t old = watch_key(f, "k", 2);
+    int64_t old = watch_on(f->st, 7, "k", NULL, 0, 2, 0, false);
     int64_t at = watch_key(f, "k", 5);
     compact(f, 5);
     sync_all(f);
@@ -572,20 +594,29 @@ static void test_compaction_cancel(void **state)
     r = rec_of(f, at);
     assert_false(r->canceled);
     assert_int_equal(r->n, 3); /* 5, 6, 7 */
+    /* etcd 3.4 keeps a compaction-canceled id until the client cancels
+     * it: a create with it is a duplicate, the cancel succeeds once. */
+    assert_int_equal(watch_hub_watchers(f->h), 2);
+    struct watch_create dup = {.watch_id = old, .key = "k", .key_len = 1};
+    int64_t out;
+    assert_int_equal(watch_create(f->st, &dup, &out), ERR_EXIST);
+    put(f, "k", "w"); /* 8: nothing more for the canceled one */
+    assert_int_equal(rec_of(f, old)->n, 0);
+    assert_int_equal(watch_cancel(f->st, old), 0);
     assert_int_equal(watch_cancel(f->st, old), ERR_NOTFOUND);
     assert_int_equal(watch_hub_watchers(f->h), 1);
     /* A full sink when compaction lands: canceled once the sink frees. */
     int64_t slow = watch_key(f, "k", 0);
     f->k.full = true;
-    put(f, "k", "a"); /* 8 */
-    put(f, "k", "b"); /* 9 */
-    compact(f, 9);
+    put(f, "k", "a"); /* 9 */
+    put(f, "k", "b"); /* 10 */
+    compact(f, 10);
     bool more;
     assert_int_equal(watch_hub_sync_step(f->h, &more), 0);
     f->k.full = false;
     sync_all(f);
     assert_true(rec_of(f, slow)->canceled);
-    assert_int_equal(rec_of(f, slow)->compact_rev, 9);
+    assert_int_equal(rec_of(f, slow)->compact_rev, 10);
 }
 
 /* watch_hub_restore (a snapshot replaced the store): the hub takes the
