@@ -12,6 +12,10 @@ int api__kv_register(struct api *api);
 int api__maintenance_register(struct api *api);
 int api__cluster_register(struct api *api);
 int api__watch_register(struct api *api);
+int api__lease_register(struct api *api);
+/* lease.c: the peer listener's Lease/Renew and Lease/TimeToLive. */
+struct server;
+int api__lease_peer_register(struct rpc_server *peer, struct server *s);
 
 /* The adapters' shared pieces (done.c). */
 
@@ -41,6 +45,7 @@ struct api {
     struct server *server;  /* the member served (borrowed) */
     struct rpc_server *rpc; /* the gRPC runtime (owned) */
     struct api_stream_method watch; /* the Watch stream (watch.c) */
+    struct api_stream_method keepalive; /* LeaseKeepAlive (lease.c) */
 };
 
 /* api__stream_register routes path to m: each stream opened on it is

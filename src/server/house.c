@@ -1,8 +1,8 @@
 /*
  * house.c - the housekeeping thread (cetcd-house): trims the store map's
  * pages from the process's RSS on a budget, publishes this member until
- * it is published (members.c), and fails requests past their deadline
- * (timeout.c).  It holds house_mu for its whole loop (server.h, "Execution
+ * it is published (members.c), fails requests past their deadline
+ * (timeout.c), and runs the lessor's tick (lease_primary.c).  It holds house_mu for its whole loop (server.h, "Execution
  * contexts and lock order"); a publish proposal may run an inline raft
  * pass on it.
  */
@@ -95,6 +95,7 @@ void *server__house_main(void *arg)
         uint64_t now = server__clock_ms(s);
         if (!published || now >= slow_next) {
             server__members_house(s);
+            server__leases_tick(s, now); /* lease.h: the lessor */
             server__timeouts_expire(s, now);
             slow_next = now + HOUSE_SLOW_MS;
         }

@@ -15,6 +15,7 @@
 #include "server/alarm.h"
 #include "server/applier.h"
 #include "server/arena.h"
+#include "server/lease.h"
 #include "server/queue.h"
 #include "server/server.h"
 #include "server/wait.h"
@@ -317,6 +318,11 @@ struct server {
     bool apply_full;           /* under apply_mu: a full disk stopped the
                                 * applier (apply.c: stall) */
     struct server_alarms alarms; /* alarm.c */
+    struct server_leases leases; /* lease.c, lease_primary.c */
+    /* Bumped by the raft thread each time this member becomes leader:
+     * the lessor is primary for one epoch at a time (lease.h). */
+    _Atomic uint64_t lead_epoch;
+    _Atomic uint64_t lease_id_next; /* server_lease_id_next's counter */
     struct server_appliers appliers; /* the apply chain (applier.h) */
     struct server_watch watch;   /* the watch hub (watchers.c) */
 };

@@ -42,6 +42,8 @@
     X(REQUEST_TOO_LARGE, -209, "request is too large")                       \
     X(NO_SPACE, -210, "mvcc: database space exceeded")                       \
     X(TOO_MANY_REQUESTS, -211, "too many requests")                          \
+    X(LEASE_EXIST, -212, "lease already exists")                             \
+    X(LEASE_TTL_TOO_LARGE, -213, "too large lease TTL")                      \
     /* server / raft */                                                      \
     X(LEADER_CHANGED, -300, "leader changed")                                \
     X(NO_LEADER, -301, "no leader")                                          \
