@@ -99,7 +99,8 @@
  *   5. leaves: node.ev_mu (inbox, open read batch, reports), reads.ready_mu
  *      (read workers' queue), applied_mu (with applied_cv), spec.mu,
  *      snap.mu, ms->mu (members table and job queue; it
- *      also writes the members buckets in the apply txn), the two
+ *      also writes the members buckets in the apply txn), leases.mu (the
+ *      lease table, lease.h; nobody proposes while holding it), the two
  *      server_queue.mu (proposals, committed), the server_wait shard
  *      mutexes, server__copy_file's buffer mutex (snap_files.c), a
  *      server_range's on-stack sync_read.mu.
