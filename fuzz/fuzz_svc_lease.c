@@ -132,7 +132,7 @@ static void decode(const uint8_t *p, size_t n)
 {
     struct server_lease l;
     if (server__lease_decode(p, n / 2, p + n / 2, n - n / 2, &l) == 0 &&
-        (l.id <= 0 || l.ttl < 1))
+        (l.id == 0 || l.ttl < 1))
         abort(); /* decode promised a storable lease */
     Etcdserverpb__LeaseLeasesRequest r = ETCDSERVERPB__LEASE_LEASES_REQUEST__INIT;
     call(do_leases, &r.base, &etcdserverpb__lease_leases_response__descriptor);

@@ -49,7 +49,7 @@ void server__lease_encode(const struct server_lease *l,
                           uint8_t key[SERVER_LEASE_KEY_BYTES],
                           uint8_t val[SERVER_LEASE_VAL_BYTES])
 {
-    CHECK(l->id > 0 && l->ttl >= 1 && l->remaining >= 0);
+    CHECK(l->id != 0 && l->ttl >= 1 && l->remaining >= 0);
     put_be64(key, (uint64_t)l->id);
     put_le64(val, (uint64_t)l->ttl);
     put_le64(val + 8, (uint64_t)l->remaining);
@@ -64,7 +64,7 @@ int server__lease_decode(const void *key, size_t key_len, const void *val,
     out->id = (int64_t)get_be64(key);
     out->ttl = (int64_t)get_le64(val);
     out->remaining = (int64_t)get_le64((const uint8_t *)val + 8);
-    if (out->id <= 0 || out->ttl < 1 || out->ttl > SERVER_LEASE_TTL_MAX ||
+    if (out->id == 0 || out->ttl < 1 || out->ttl > SERVER_LEASE_TTL_MAX ||
         out->remaining < 0 || out->remaining > SERVER_LEASE_TTL_MAX)
         return ERR_CORRUPT;
     return 0;
@@ -279,8 +279,6 @@ int server__lease_grant_apply(struct server *s, struct mvcc_batch *b,
         return ERR_NOMEM;
     pthread_mutex_lock(&ls->mu);
     int rc = find(ls, l.id) != NULL ? ERR_LEASE_EXIST : 0;
-    if (rc == 0 && l.id < 0)
-        rc = ERR_LEASE_NOT_FOUND; /* not storable; etcd's ids are > 0 */
     if (rc == 0 && ls->n >= SERVER_LEASES_MAX)
         rc = ERR_TOO_MANY_REQUESTS;
     if (rc == 0)

@@ -42,8 +42,9 @@
  *
  * On disk: bucket "lease", one entry per lease.  Key: the id, 8 bytes,
  * big-endian.  Value: 16 bytes, the granted TTL then the remaining TTL
- * (0: none), each i64 little-endian, in seconds.  Any other length, an
- * id <= 0 or a TTL < 1 is ERR_CORRUPT (server__lease_decode).
+ * (0: none), each i64 little-endian, in seconds.  Any other length, id 0,
+ * a TTL < 1 or a TTL or remaining TTL above SERVER_LEASE_TTL_MAX is
+ * ERR_CORRUPT (server__lease_decode).
  */
 #ifndef CETCD_SERVER_LEASE_H
 #define CETCD_SERVER_LEASE_H
@@ -72,7 +73,7 @@
 
 /* One lease (under leases.mu). */
 struct server_lease {
-    int64_t id;                /* > 0 */
+    int64_t id;                /* not 0 (a client may choose < 0) */
     int64_t ttl;               /* granted TTL, s (>= the minimum TTL) */
     int64_t remaining;         /* checkpointed remaining TTL, s (0: none) */
     uint64_t expiry_ms;        /* primary: expires then; 0: never */

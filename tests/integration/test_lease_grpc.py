@@ -45,6 +45,7 @@ def test_grant_ids_and_errors(server, lease):
     assert grant(lease, 9000000000, id=8).TTL == 9000000000
     assert grant(lease, 0, id=9).TTL == 2  # the minimum TTL
     assert grant(lease, -5, id=10).TTL == 2
+    assert grant(lease, 5, id=-3).ID == -3  # a client may choose it
 
 
 def test_revoke_put_txn_unknown(server, lease):
