@@ -347,6 +347,12 @@ static int add_key(void *arg, const uint8_t *key, size_t key_len)
     return 0;
 }
 
+/* Enters the store gate.  After a barrier (ttl_barrier) the caller is
+ * already inside it (read.c serves the barrier's probe there), so this is
+ * a nested enter: safe while no snapshot install closes the gate, which
+ * only a follower does; ttl_now reads keys only as the primary.  A member
+ * that steps down and installs a snapshot in between could wait here
+ * (known limit, docs/ARCHITECTURE.md "Leases"). */
 static int read_keys(struct server *s, int64_t id, struct key_list *kl)
 {
     server__store_enter(s);

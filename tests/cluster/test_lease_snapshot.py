@@ -17,6 +17,7 @@ real etcd 3.4.23 with CETCD_TEST_AGAINST_ETCD=1.
 
 import time
 
+import grpc
 import pytest
 
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
@@ -29,6 +30,20 @@ pytestmark = pytest.mark.cluster
 
 def lease_stub(m):
     return rpc_pb2_grpc.LeaseStub(m.channel())
+
+
+def settled(fn, timeout=30.0):
+    """fn(), again while the member still applies what it installed
+    (etcd answers "too many requests" while its apply lags)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return fn()
+        except grpc.RpcError as e:
+            if "too many requests" not in (e.details() or "") or \
+                    time.time() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_follower_installing_snapshot_has_the_leases(make_cluster):
@@ -54,11 +69,11 @@ def test_follower_installing_snapshot_has_the_leases(make_cluster):
         time.sleep(0.5)
     assert INSTALLED.search(log_text(f)[mark:]), "no snapshot install"
     c.wait_converged(timeout=60.0)
-    ids = [x.ID for x in lease_stub(f).LeaseLeases(
-        rpc_pb2.LeaseLeasesRequest(), timeout=10).leases]
+    ids = [x.ID for x in settled(lambda: lease_stub(f).LeaseLeases(
+        rpc_pb2.LeaseLeasesRequest(), timeout=10)).leases]
     assert ids == [0x51], ids
-    f.kv().Put(rpc_pb2.PutRequest(key=b"lk2", value=b"v", lease=0x51),
-               timeout=10)
-    t = lease_stub(f).LeaseTimeToLive(
-        rpc_pb2.LeaseTimeToLiveRequest(ID=0x51, keys=True), timeout=10)
+    settled(lambda: f.kv().Put(rpc_pb2.PutRequest(key=b"lk2", value=b"v",
+                                                  lease=0x51), timeout=10))
+    t = settled(lambda: lease_stub(f).LeaseTimeToLive(
+        rpc_pb2.LeaseTimeToLiveRequest(ID=0x51, keys=True), timeout=10))
     assert sorted(t.keys) == [b"lk", b"lk2"], t
