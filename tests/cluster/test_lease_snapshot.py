@@ -32,7 +32,7 @@ def lease_stub(m):
     return rpc_pb2_grpc.LeaseStub(m.channel())
 
 
-def settled(fn, timeout=30.0):
+def settled(fn, timeout=60.0):
     """fn(), again while the member still applies what it installed
     (etcd answers "too many requests" while its apply lags)."""
     deadline = time.time() + timeout
