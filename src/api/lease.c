@@ -27,6 +27,12 @@ UNARY(revoke, LeaseRevokeRequest, lease_revoke_request)
 UNARY(time_to_live, LeaseTimeToLiveRequest, lease_time_to_live_request)
 UNARY(leases, LeaseLeasesRequest, lease_leases_request)
 
+/* A keep-alive stream's send queue, and so its queue of requests waiting
+ * for their renewal (svc/lease_keepalive.c): clientv3 sends the renewals
+ * of all its leases due together in one burst, so this is larger than
+ * Watch's 128; an answer is about 40 bytes. */
+#define KEEPALIVE_QUEUE 1024
+
 int api__lease_register(struct api *api)
 {
     static const struct {
@@ -45,7 +51,7 @@ int api__lease_register(struct api *api)
     api->keepalive = (struct api_stream_method){
         .handler = &svc_lease_keepalive_handler,
         .server = api->server,
-        .queue_max = RPC_DEFAULT_STREAM_QUEUE,
+        .queue_max = KEEPALIVE_QUEUE,
     };
     if (rc == 0)
         rc = api__stream_register(api->rpc,

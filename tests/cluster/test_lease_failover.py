@@ -7,7 +7,9 @@ no longer kept alive expires within the documented bound across a leader
 failure: no earlier than its TTL after the last acknowledged keep-alive and
 no later than TTL + checkpoint interval + election timeout (+ the lessor
 tick and the polling, 1.5 s here), so not a full TTL after the new leader
-took over: the new leader continues the lease from the last checkpoint.
+took over: the new leader continues the lease from the last checkpoint;
+(c) a burst of renewals on one stream to a follower is answered in full
+and in order.
 
 Method: 3-member clusters (cluster.py, election timeout 1 s).  (a) one
 keep-alive a second on a raw LeaseKeepAlive stream to a follower, each
@@ -110,3 +112,20 @@ def test_expiry_bound_across_leader_kill(make_cluster):
         time.sleep(0.1)
     assert gone is not None, "the lease never expired"
     assert ttl <= gone <= ttl + interval + election + 1.5, gone
+
+
+def test_burst_of_renewals_through_follower(make_cluster):
+    """clientv3 sends the renewals of all its due leases at once: a burst
+    of 200 on one stream to a follower is answered, every one, in order
+    (the follower forwards them one at a time)."""
+    c = make_cluster(3)
+    lead, _ = c.wait_leader()
+    f = followers(c, lead)[0]
+    for lid in (1, 2):
+        lease_stub(lead).LeaseGrant(
+            rpc_pb2.LeaseGrantRequest(TTL=60, ID=lid), timeout=10)
+    ids = [1 + i % 2 for i in range(200)]
+    got = list(lease_stub(f).LeaseKeepAlive(
+        iter([rpc_pb2.LeaseKeepAliveRequest(ID=i) for i in ids]),
+        timeout=60))
+    assert [(r.ID, r.TTL) for r in got] == [(i, 60) for i in ids]
