@@ -22,7 +22,8 @@
  * SERVER_LEASE_RETRY_MS), and every checkpoint interval
  * (--experimental-lease-checkpoint-interval, default 5 min) it proposes
  * checkpoints of the leases whose remaining TTL is longer than the
- * interval, SERVER_LEASE_CHECKPOINT_BATCH per entry.
+ * interval or that have a record already, SERVER_LEASE_CHECKPOINT_BATCH
+ * per entry.
  *
  * The bound (docs/ARCHITECTURE.md "Leases"): a lease not kept alive
  * expires no earlier than its TTL after its last acknowledged keep-alive

@@ -114,7 +114,11 @@ static size_t take_expired(struct server_leases *ls, uint64_t now,
 }
 
 /* mu held: the sweep's next leases whose time left is longer than the
- * interval (etcd checkpoints only those), with that time rounded up. */
+ * interval (etcd checkpoints only those) or that have a record already
+ * (else a record taken with more than an interval left would stand for up
+ * to two intervals and break the bound, lease.h), with that time rounded
+ * up (so never 0: a 0 would renew).  An expired lease is left to its
+ * revoke. */
 static size_t take_checkpoints(struct server *s, uint64_t now,
                                Etcdserverpb__LeaseCheckpoint *cps, size_t max)
 {
@@ -132,7 +136,8 @@ static size_t take_checkpoints(struct server *s, uint64_t now,
             break;
         }
         for (struct server_lease *l = ls->tab[ls->cp_slot]; l; l = l->next)
-            if (n < max && l->expiry_ms > now + iv) {
+            if (n < max && l->expiry_ms > now &&
+                (l->expiry_ms > now + iv || l->remaining > 0)) {
                 etcdserverpb__lease_checkpoint__init(&cps[n]);
                 cps[n].id = l->id;
                 cps[n].remaining_ttl =
