@@ -39,6 +39,7 @@ echo "== integration KV suites (asan+ubsan cetcd)"
 CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
     $PY -m pytest -q -p no:cacheprovider tests/integration/test_kv_etcdctl.py \
     tests/integration/test_kv_python.py tests/integration/test_crash.py \
+    tests/integration/test_lease_etcdctl.py tests/integration/test_lease_grpc.py \
     tests/integration/test_rpc_runtime.py tests/integration/test_quota.py \
     tests/integration/test_conn_limits.py tests/integration/test_full_disk.py \
     tests/integration/test_http.py

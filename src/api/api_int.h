@@ -14,6 +14,10 @@ int api__kv_register(struct api *api);
 int api__maintenance_register(struct api *api);
 int api__cluster_register(struct api *api);
 int api__watch_register(struct api *api);
+int api__lease_register(struct api *api);
+/* lease.c: the peer listener's Lease/Renew and Lease/TimeToLive. */
+struct server;
+int api__lease_peer_register(struct rpc_server *peer, struct server *s);
 
 /* The adapters' shared pieces (done.c). */
 
@@ -62,6 +66,7 @@ struct api {
     struct rpc_server *metrics; /* --listen-metrics-urls, or NULL */
     struct api_health_stats health; /* both listeners' /health counts */
     struct api_stream_method watch; /* the Watch stream (watch.c) */
+    struct api_stream_method keepalive; /* LeaseKeepAlive (lease.c) */
 };
 
 /* api__stream_register routes path to m: each stream opened on it is

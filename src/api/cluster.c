@@ -207,5 +207,7 @@ int api_peer_register(struct rpc_server *peer, struct server *s)
     if (rc == 0)
         rc = rpc_server_register_unary(peer, "/cetcdpb.Cluster/Promote",
                                        peer_promote, s);
+    if (rc == 0)
+        rc = api__lease_peer_register(peer, s); /* lease.c */
     return rc;
 }

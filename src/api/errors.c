@@ -30,6 +30,10 @@ grpc_status_code api_error(int err, const char **msg_out)
           "etcdserver: mvcc: database space exceeded")
         E(ERR_LEASE_NOT_FOUND, GRPC_STATUS_NOT_FOUND,
           "etcdserver: requested lease not found")
+        E(ERR_LEASE_EXIST, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: lease already exists")
+        E(ERR_LEASE_TTL_TOO_LARGE, GRPC_STATUS_OUT_OF_RANGE,
+          "etcdserver: too large lease TTL")
         E(ERR_REQUEST_TOO_LARGE, GRPC_STATUS_INVALID_ARGUMENT,
           "etcdserver: request is too large")
         E(ERR_TOO_MANY_REQUESTS, GRPC_STATUS_RESOURCE_EXHAUSTED,

@@ -257,6 +257,10 @@ static void fill_config(struct server_config *c, const char *dir)
     c->watch_progress_ms = pn > 0 ? (uint64_t)pn / 1000000u : 0;
     if (pn > 0 && c->watch_progress_ms == 0)
         c->watch_progress_ms = 1;
+    int64_t cp = flags_get_dur_ns("experimental-lease-checkpoint-interval");
+    c->lease_checkpoint_ms = cp > 0 ? (uint64_t)cp / 1000000u : 0;
+    if (cp > 0 && c->lease_checkpoint_ms == 0)
+        c->lease_checkpoint_ms = 1;
     c->no_tick_advance = !flags_get_bool("initial-election-tick-advance");
     (void)compaction_flags(&c->auto_compact_mode, &c->auto_compact_retention);
     /* Tests only: the revision mode looks every 5 minutes otherwise. */

@@ -110,7 +110,11 @@ static struct flag table[] = {
     {"experimental-corrupt-check-time", F_DUR, "0s", NOT_YET, "Experimental feature", "Duration of time between cluster corruption check passes."},
     {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
     {"experimental-backend-bbolt-freelist-type", F_STR, "array", BUILT, "Experimental feature", "Accepted for compatibility; cetcd's backend is LMDB."},
-    {"experimental-enable-lease-checkpoint", F_BOOL, "false", NOT_YET, "Experimental feature", "Enables primary lessor to persist lease remainingTTL."},
+    /* cetcd always checkpoints (and persists) remaining TTLs: the bound of
+     * docs/ARCHITECTURE.md "Leases" needs it; either value is accepted. */
+    {"experimental-enable-lease-checkpoint", F_BOOL, "false", BUILT, "Experimental feature", "ExperimentalEnableLeaseCheckpoint enables primary lessor to persist lease remainingTTL to prevent indefinite auto-renewal of long lived leases."},
+    /* Not an etcd 3.4 flag (3.5 has it): how often the leader checkpoints. */
+    {"experimental-lease-checkpoint-interval", F_DUR, "5m", BUILT, "Experimental feature", "Duration of periodic lease checkpoints (cetcd: always on)."},
     {"experimental-compaction-batch-limit", F_UINT, "1000", BUILT, "Experimental feature", "Sets the maximum revisions deleted in each compaction batch."},
     {"experimental-peer-skip-client-san-verification", F_BOOL, "false", NOT_YET, "Experimental feature", "Skip verification of SAN field in client certificate for peer connections."},
     {"experimental-watch-progress-notify-interval", F_DUR, "10m", BUILT, "Experimental feature", "Duration of periodical watch progress notification."},

@@ -48,6 +48,8 @@ enum applier_slot server__applier_slot(const Cetcdpb__InternalRequest *req)
         return APPLIER_LEASE_GRANT;
     case CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_REVOKE:
         return APPLIER_LEASE_REVOKE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_CHECKPOINT:
+        return APPLIER_LEASE_CHECKPOINT;
     case CETCDPB__INTERNAL_REQUEST__REQUEST_ALARM:
         return APPLIER_ALARM;
     case CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR:

@@ -26,9 +26,9 @@
  *              puts the permission checks and the auth_* requests here.
  *   quota      (quota.c) a Put or Txn that finds the store at its quota is
  *              applied all the same and answered ERR_NO_SPACE.
- *   store      (apply_kv.c) the mvcc one: answers every slot.  Requests
- *              this build does not serve (leases, auth, an unknown kind)
- *              get ERR_UNSUPPORTED.
+ *   store      (apply_kv.c) the mvcc one: answers every slot (leases
+ *              through lease.c).  Requests this build does not serve
+ *              (auth, an unknown kind) get ERR_UNSUPPORTED.
  *
  * The bracketed ones are in front only while their alarm is: the chain is
  * relinked from the alarm list by alarm.c, at each store open (start-up,
@@ -72,8 +72,9 @@ enum applier_slot {
     APPLIER_DELETE_RANGE,
     APPLIER_TXN,
     APPLIER_COMPACTION,
-    APPLIER_LEASE_GRANT,  /* leases: not built, the store says unsupported */
+    APPLIER_LEASE_GRANT,  /* leases (lease.c) */
     APPLIER_LEASE_REVOKE,
+    APPLIER_LEASE_CHECKPOINT, /* the leader's remaining TTLs (lease.h) */
     APPLIER_ALARM,        /* AlarmRequest (alarm.c) */
     APPLIER_MEMBERS,      /* MemberAttr, MemberChange (members.c) */
     /* etcd's auth requests (issue 19); none is proposed yet. */

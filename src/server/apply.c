@@ -58,6 +58,8 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
     case 0:
     case ERR_KEY_NOT_FOUND:
     case ERR_LEASE_NOT_FOUND:
+    case ERR_LEASE_EXIST:
+    case ERR_LEASE_TTL_TOO_LARGE:
     case ERR_COMPACTED:
     case ERR_FUTURE_REV:
     case ERR_INVAL:
@@ -87,6 +89,12 @@ static Etcdserverpb__ResponseHeader *header_of(ProtobufCMessage *m)
         return ((Etcdserverpb__RangeResponse *)m)->header;
     if (d == &etcdserverpb__alarm_response__descriptor)
         return ((Etcdserverpb__AlarmResponse *)m)->header;
+    if (d == &etcdserverpb__lease_grant_response__descriptor)
+        return ((Etcdserverpb__LeaseGrantResponse *)m)->header;
+    if (d == &etcdserverpb__lease_revoke_response__descriptor)
+        return ((Etcdserverpb__LeaseRevokeResponse *)m)->header;
+    if (d == &etcdserverpb__lease_checkpoint_response__descriptor)
+        return ((Etcdserverpb__LeaseCheckpointResponse *)m)->header;
     return NULL;
 }
 
@@ -328,6 +336,7 @@ static void stall(struct server *s, struct server_entry *head, size_t n)
     }
     server_queue_push_front(&s->committed, head, tail, n);
     server__alarms_reload(s); /* the aborted batch may have changed it */
+    server__leases_reload(s); /* and the leases */
 }
 
 /* Applies the chain (apply_mu held).  Returns false, with the chain back

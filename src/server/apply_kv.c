@@ -1,7 +1,8 @@
 /*
  * apply_kv.c - the store applier, the last link of the apply chain
  * (applier.h): runs one committed request (Put, DeleteRange, Txn,
- * Compaction, Range) against the open mvcc batch, with etcd 3.4's
+ * Compaction, Range) against the open mvcc batch, hands lease requests
+ * to lease.c, with etcd 3.4's
  * semantics (etcdserver/apply.go's applierV3backend is the reference for
  * what happens; this is our own code), and hands Alarm and membership
  * requests to alarm.c and members.c.  Responses are built in the batch
@@ -36,10 +37,13 @@ static Etcdserverpb__ResponseHeader *new_header(struct arena *a, int64_t rev)
     return h;
 }
 
-/* Leases are not built yet: every lease id is unknown (etcd's error). */
-static int lease_check(int64_t lease)
+/* A put's lease must be held (etcd's applier checks it before the write;
+ * a put that ignores the lease keeps the key's own). */
+static int lease_check(struct server *s, const Etcdserverpb__PutRequest *p)
 {
-    return lease != 0 ? ERR_LEASE_NOT_FOUND : 0;
+    if (p->lease == 0 || p->ignore_lease)
+        return 0;
+    return server__lease_exists(s, p->lease) ? 0 : ERR_LEASE_NOT_FOUND;
 }
 
 static Mvccpb__KeyValue *kv_copy_pb(struct arena *a, const struct mvcc_kv *kv)
@@ -58,6 +62,7 @@ struct kv_txn {
     struct arena *a;    /* where responses go */
     struct mvcc_store *store; /* for the compact revision */
     bool compacted_at_zero;   /* server's: see do_compact */
+    struct server *s;         /* the member (its leases) */
 };
 
 /* The revision etcd's write txn reports for reads and no-op deletes: the
@@ -70,7 +75,7 @@ static mvcc_rev view_rev(const struct kv_txn *k)
 static int do_put(struct kv_txn *k, const Etcdserverpb__PutRequest *p,
                   Etcdserverpb__PutResponse **out)
 {
-    int rc = lease_check(p->lease);
+    int rc = lease_check(k->s, p);
     if (rc != 0)
         return rc;
     unsigned flags = (p->ignore_value ? MVCC_PUT_IGNORE_VALUE : 0) |
@@ -386,7 +391,7 @@ static int check_put(struct kv_txn *k, const Etcdserverpb__PutRequest *q,
         mvcc_range_result_close(&res);
     }
     if (rc == 0)
-        rc = lease_check(q->lease);
+        rc = lease_check(k->s, q);
     if (rc == 0)
         rc = sim_add(k, sim, false, q->key, (ProtobufCBinaryData){0, NULL});
     return rc;
@@ -552,7 +557,8 @@ static struct kv_txn kv_begin(struct applier_call *c)
 {
     return (struct kv_txn){.t = mvcc_txn_begin(c->b), .changed = false,
                            .a = c->a, .store = c->s->mvcc,
-                           .compacted_at_zero = c->s->compacted_at_zero};
+                           .compacted_at_zero = c->s->compacted_at_zero,
+                           .s = c->s};
 }
 
 static int store_put(const struct applier *self, struct applier_call *c)
@@ -624,7 +630,35 @@ static int store_members(const struct applier *self, struct applier_call *c)
     return server__members_apply(c->s, c->b, c->req); /* members.c */
 }
 
-/* Leases, auth and unknown kinds: not built; the answer is all. */
+static int store_lease_grant(const struct applier *self,
+                             struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_LEASE_GRANT);
+    return server__lease_grant_apply(c->s, c->b, c->req->lease_grant, c->a,
+                                     c->msg_out);
+}
+
+static int store_lease_revoke(const struct applier *self,
+                              struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_LEASE_REVOKE);
+    return server__lease_revoke_apply(c->s, c->b, c->req->lease_revoke, c->a,
+                                      c->msg_out);
+}
+
+static int store_lease_checkpoint(const struct applier *self,
+                                  struct applier_call *c)
+{
+    (void)self;
+    CHECK(c->slot == APPLIER_LEASE_CHECKPOINT);
+    return server__lease_checkpoint_apply(c->s, c->b,
+                                          c->req->lease_checkpoint, c->a,
+                                          c->msg_out);
+}
+
+/* Auth and unknown kinds: not built; the answer is all. */
 static int unsupported(const struct applier *self, struct applier_call *c)
 {
     (void)self;
@@ -641,8 +675,9 @@ const struct applier_ops server__applier_store_ops = {
         [APPLIER_DELETE_RANGE] = store_delete,
         [APPLIER_TXN] = store_txn,
         [APPLIER_COMPACTION] = store_compact,
-        [APPLIER_LEASE_GRANT] = unsupported,
-        [APPLIER_LEASE_REVOKE] = unsupported,
+        [APPLIER_LEASE_GRANT] = store_lease_grant,
+        [APPLIER_LEASE_REVOKE] = store_lease_revoke,
+        [APPLIER_LEASE_CHECKPOINT] = store_lease_checkpoint,
         [APPLIER_ALARM] = store_alarm,
         [APPLIER_MEMBERS] = store_members,
         /* auth (issue 19) */

@@ -2,10 +2,10 @@
  * house.c - the housekeeping thread (cetcd-house): trims the store map's
  * pages from the process's RSS on a budget, publishes this member until
  * it is published (members.c), runs the auto-compaction clock
- * (compactor.c), and fails requests past their deadline (timeout.c).  It
- * holds house_mu for its whole loop (server.h, "Execution contexts and
- * lock order"); a publish or compaction proposal may run an inline raft
- * pass on it.
+ * (compactor.c) and the lessor's tick (lease_primary.c), and fails
+ * requests past their deadline (timeout.c).  It holds house_mu for its
+ * whole loop (server.h, "Execution contexts and lock order"); a publish
+ * or compaction proposal may run an inline raft pass on it.
  */
 #include <pthread.h>
 #include <time.h>
@@ -97,6 +97,7 @@ void *server__house_main(void *arg)
         server__compactor_house(s, now); /* --auto-compaction-* */
         if (!published || now >= slow_next) {
             server__members_house(s);
+            server__leases_tick(s, now); /* lease.h: the lessor */
             server__timeouts_expire(s, now);
             slow_next = now + HOUSE_SLOW_MS;
         }

@@ -276,8 +276,11 @@ static int ready_begin(struct server *s, struct server_held_ready *h)
     h->new_lead = rd->has_soft_state && rd->soft_state.lead != 0 &&
                   rd->soft_state.lead != atomic_load(&s->lead);
     if (rd->has_soft_state) {
-        atomic_store(&s->lead, rd->soft_state.lead);
+        bool was = s->node.is_leader;
         s->node.is_leader = rd->soft_state.role == RAFT_LEADER;
+        if (s->node.is_leader && !was) /* a new lessor epoch */
+            atomic_fetch_add(&s->lead_epoch, 1);
+        atomic_store(&s->lead, rd->soft_state.lead);
     }
     /* A leader replicates while it writes its own disk (Raft thesis
      * 10.2.1, as etcd does): its entries count toward commit only after

@@ -307,6 +307,7 @@ void server_stop(struct server *s)
     wal_close(s->wal);
     server__watch_close(s);
     server__store_close(s);
+    server__leases_close(s);
     server_queue_destroy(&s->proposals);
     server_queue_destroy(&s->committed);
     server_wait_destroy(&s->wait);

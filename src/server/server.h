@@ -99,7 +99,8 @@
  *   5. leaves: node.ev_mu (inbox, open read batch, reports), reads.ready_mu
  *      (read workers' queue), applied_mu (with applied_cv), spec.mu,
  *      snap.mu, ms->mu (members table and job queue; it
- *      also writes the members buckets in the apply txn), the two
+ *      also writes the members buckets in the apply txn), leases.mu (the
+ *      lease table, lease.h; nobody proposes while holding it), the two
  *      server_queue.mu (proposals, committed), the server_wait shard
  *      mutexes, server__copy_file's buffer mutex (snap_files.c), a
  *      server_range's on-stack sync_read.mu.
@@ -222,6 +223,9 @@ struct server_config {
     int auto_compact_mode;
     uint64_t auto_compact_retention;
     uint64_t auto_compact_rev_interval_ms;
+    /* --experimental-lease-checkpoint-interval: how often the leader
+     * checkpoints its leases' remaining TTLs (lease.h); 0 = 5 minutes. */
+    uint64_t lease_checkpoint_ms;
     /* --initial-election-tick-advance=false: a member of a cluster does not
      * fast-forward its election ticks once its peers are connected. */
     bool no_tick_advance;
@@ -555,5 +559,57 @@ void server_watch_close(struct server *s, struct watch_stream **st);
  * ids and raft term, revision = rev.  No lock: sinks call it. */
 void server_watch_header(struct server *s, Etcdserverpb__ResponseHeader *h,
                          mvcc_rev rev);
+
+/* --- Leases (lease.c, lease_primary.c, lease_forward.c) -------------------
+ *
+ * Grants and revokes are raft proposals (server_propose with a
+ * LeaseGrantRequest or LeaseRevokeRequest: replies LeaseGrantResponse,
+ * LeaseRevokeResponse); expiry, renewals and remaining TTLs are the
+ * leader's (lease.h has the design and the bound). */
+
+/* server_lease_id_next: a fresh lease id for a grant without one (etcd's
+ * idutil: this member's low 16 bits, then a time-seeded counter; > 0). */
+int64_t server_lease_id_next(struct server *s);
+
+/* server_lease_min_ttl: the shortest TTL a grant gets, in seconds. */
+int64_t server_lease_min_ttl(const struct server *s);
+
+/* A renewal's outcome: err 0 and the lease's granted TTL, or an ERR_*. */
+typedef void (*server_renew_fn)(void *arg, int err, int64_t ttl);
+
+/* server_lease_renew renews lease id on the leader (etcd's LeaseRenew):
+ * on the leader once it has applied what is committed; a follower
+ * forwards it to the leader (peer listener, /cetcdpb.Lease/Renew), asking
+ * again until the request timeout.  fn is called exactly once, inline, on
+ * a read worker, the apply thread or a peer-call thread.  Errors:
+ * ERR_LEASE_NOT_FOUND (unknown or expired), ERR_NOT_LEADER (local_only
+ * on a follower), ERR_TIMEOUT, ERR_NO_LEADER, ERR_STOPPED, ERR_NOMEM, and
+ * the proposal errors of a checkpoint (server_propose). */
+void server_lease_renew(struct server *s, int64_t id, bool local_only,
+                        server_renew_fn fn, void *arg);
+
+/* A lease's time to live (LeaseTimeToLive). */
+struct server_lease_ttl {
+    int64_t id;                /* the lease */
+    int64_t ttl;               /* remaining, whole seconds */
+    int64_t granted_ttl;       /* granted */
+    ProtobufCBinaryData *keys; /* want_keys: its keys (owned by the
+                                * server, valid during the callback) */
+    size_t n_keys;
+};
+typedef void (*server_ttl_fn)(void *arg, int err,
+                              const struct server_lease_ttl *t);
+
+/* server_lease_time_to_live answers from the leader, as renew (a follower
+ * forwards, /cetcdpb.Lease/TimeToLive).  Errors: ERR_LEASE_NOT_FOUND,
+ * ERR_NOT_LEADER (local_only on a follower), ERR_TIMEOUT, ERR_NO_LEADER,
+ * ERR_STOPPED, ERR_BUSY (the store), ERR_NOMEM. */
+void server_lease_time_to_live(struct server *s, int64_t id, bool want_keys,
+                               bool local_only, server_ttl_fn fn, void *arg);
+
+/* server_lease_list: the ids of the leases this member holds (applied
+ * state), by expiry on the leader, by id elsewhere, into *ids_out
+ * (mem_free it).  Errors: ERR_NOMEM. */
+int server_lease_list(struct server *s, int64_t **ids_out, size_t *n_out);
 
 #endif

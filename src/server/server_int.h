@@ -15,6 +15,7 @@
 #include "server/alarm.h"
 #include "server/applier.h"
 #include "server/arena.h"
+#include "server/lease.h"
 #include "server/queue.h"
 #include "server/server.h"
 #include "server/wait.h"
@@ -355,6 +356,11 @@ struct server {
         int64_t target;            /* the compaction in flight, or 0 */
         _Atomic int result;        /* its answer: 1 = pending, else ERR_* */
     } compactor;
+    struct server_leases leases; /* lease.c, lease_primary.c */
+    /* Bumped by the raft thread each time this member becomes leader:
+     * the lessor is primary for one epoch at a time (lease.h). */
+    _Atomic uint64_t lead_epoch;
+    _Atomic uint64_t lease_id_next; /* server_lease_id_next's counter */
     struct server_appliers appliers; /* the apply chain (applier.h) */
     struct server_watch watch;   /* the watch hub (watchers.c) */
 };

@@ -10,7 +10,7 @@
  * <request> is the request in protobuf's compact text form with values
  * given by their sizes, as etcd's InternalRaftStringer prints it:
  * header:<ID:7 > put:<key:"foo" value_size:3 >.  Puts, delete-ranges,
- * ranges, txns, compactions and lease grants and revokes are printed as
+ * ranges, txns, compactions and lease grants, revokes and checkpoints are printed as
  * etcd prints them (ranges with their common fields only); alarms and
  * cetcd's member records by their name.  <result> is "size:<response
  * bytes>", or "error:<message>" for a request-level error (cetcd's
@@ -244,6 +244,14 @@ static void request_text(struct text *t, const Cetcdpb__InternalRequest *r)
     case CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_REVOKE:
         put(t, "lease_revoke:<id:%016" PRIx64 ">",
             (uint64_t)r->lease_revoke->id);
+        break;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_CHECKPOINT:
+        put(t, "lease_checkpoint:<");
+        for (size_t i = 0; i < r->lease_checkpoint->n_checkpoints; i++)
+            put(t, "checkpoints:<ID:%" PRId64 " remaining_TTL:%" PRId64 " > ",
+                r->lease_checkpoint->checkpoints[i]->id,
+                r->lease_checkpoint->checkpoints[i]->remaining_ttl);
+        put(t, "> ");
         break;
     default: /* alarms, and cetcd's own member records */
         put(t, "%s:<> ", r->request_case ==

@@ -8,7 +8,8 @@
  * HTTP gateway to come: its own) are the transport's.  The layer sits
  * between api/ (the gRPC adapters) and server/ (docs/ARCHITECTURE.md).
  * Files: kv.c, kv_check.c (etcd's request checks, kv_check.h), cluster.c,
- * maintenance.c, stream.c (the in-process stream).
+ * maintenance.c, lease.c, lease_keepalive.c, watch.c, stream.c (the
+ * in-process stream).
  *
  * State.  svc keeps none of its own: every function takes the member it
  * serves (struct server, borrowed; it must be running, see server.h) and
@@ -41,7 +42,8 @@
  * write that would pass the backend quota gets ERR_NO_SPACE and raises the
  * NOSPACE alarm), then the request's own shape (kv_check.h).
  *
- * Streams (Watch: watch.c; LeaseKeepAlive, Snapshot, Observe: not yet).
+ * Streams (Watch: watch.c; LeaseKeepAlive: lease_keepalive.c; Snapshot,
+ * Observe: not yet).
  * A streaming service works on a struct svc_stream, the transport's end of
  * one open stream, below (gRPC's: api/stream.c; in-process: stream.c).
  */
@@ -225,6 +227,58 @@ void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
 /* svc_maint_hash: Reply Etcdserverpb__HashResponse (server_hash). */
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
                     struct svc_done done);
+
+/* --- Lease (lease.c, lease_keepalive.c) ---------------------------------- */
+
+/* svc_lease_grant: a grant without an id gets one (server_lease_id_next),
+ * then the quota check and a raft proposal.  Reply:
+ * Etcdserverpb__LeaseGrantResponse (ID, TTL: at least the minimum TTL).
+ * Errors: those of every write (above), ERR_LEASE_EXIST,
+ * ERR_LEASE_TTL_TOO_LARGE (TTL above 9000000000 s), ERR_TOO_MANY_REQUESTS
+ * (SERVER_LEASES_MAX leases are held). */
+void svc_lease_grant(struct server *s, const Etcdserverpb__LeaseGrantRequest *req,
+                     struct svc_done done);
+
+/* svc_lease_revoke: a raft proposal; every key attached is deleted in one
+ * revision.  Reply: Etcdserverpb__LeaseRevokeResponse.  Errors: those of
+ * every write but ERR_NO_SPACE, ERR_LEASE_NOT_FOUND. */
+void svc_lease_revoke(struct server *s,
+                      const Etcdserverpb__LeaseRevokeRequest *req,
+                      struct svc_done done);
+
+/* svc_lease_time_to_live asks the leader (server_lease_time_to_live).
+ * Reply: Etcdserverpb__LeaseTimeToLiveResponse; an unknown or expired
+ * lease is answered TTL -1 (etcd 3.4's LeaseServer does so rather than
+ * fail).  Errors: ERR_TIMEOUT, ERR_NO_LEADER, ERR_STOPPED, ERR_BUSY,
+ * ERR_NOMEM. */
+void svc_lease_time_to_live(struct server *s,
+                            const Etcdserverpb__LeaseTimeToLiveRequest *req,
+                            struct svc_done done);
+
+/* svc_lease_leases lists this member's leases, at once.  Reply:
+ * Etcdserverpb__LeaseLeasesResponse.  Errors: ERR_NOMEM. */
+void svc_lease_leases(struct server *s,
+                      const Etcdserverpb__LeaseLeasesRequest *req,
+                      struct svc_done done);
+
+/* svc_lease_keepalive_handler is etcd's LeaseKeepAlive: inbound
+ * Etcdserverpb__LeaseKeepAliveRequest, outbound
+ * Etcdserverpb__LeaseKeepAliveResponse (TTL 0 for an unknown or expired
+ * lease), one answer per request (lease_keepalive.c). */
+extern const struct svc_stream_handler svc_lease_keepalive_handler;
+
+/* The peer listener's lease services (a follower forwards to the leader,
+ * server/lease_forward.c).  svc_peer_lease_renew: reply
+ * Etcdserverpb__LeaseKeepAliveResponse (TTL 0: unknown lease).
+ * svc_peer_lease_ttl: reply Etcdserverpb__LeaseTimeToLiveResponse (TTL
+ * -1: unknown lease).  Errors: ERR_NOT_LEADER (this member does not lead),
+ * and those of server_lease_renew / server_lease_time_to_live. */
+void svc_peer_lease_renew(struct server *s,
+                          const Etcdserverpb__LeaseKeepAliveRequest *req,
+                          struct svc_done done);
+void svc_peer_lease_ttl(struct server *s,
+                        const Etcdserverpb__LeaseTimeToLiveRequest *req,
+                        struct svc_done done);
 
 /* --- Streams ------------------------------------------------------------- */
 

@@ -43,6 +43,8 @@
     X(NO_SPACE, -210, "mvcc: database space exceeded")                       \
     X(TOO_MANY_REQUESTS, -211, "too many requests")                          \
     X(WATCH_CTRL_UNREAD, -212, "watch control responses not read")           \
+    X(LEASE_EXIST, -214, "lease already exists")                             \
+    X(LEASE_TTL_TOO_LARGE, -215, "too large lease TTL")                      \
     /* server / raft */                                                      \
     X(LEADER_CHANGED, -300, "leader changed")                                \
     X(NO_LEADER, -301, "no leader")                                          \

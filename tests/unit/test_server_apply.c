@@ -139,6 +139,7 @@ static int lease_grant(struct server *s)
 {
     Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
     g.ttl = 10;
+    g.id = 5;
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
     ir.lease_grant = &g;
@@ -247,8 +248,10 @@ static void test_normal_chain(void **state)
     assert_int_equal(put(s, "a"), 0);
     assert_int_equal(txn(s, "a", true).err, 0);
     assert_int_equal(del(s, "a").deleted, 1);
-    /* What is not built is answered unsupported by the store. */
-    assert_int_equal(lease_grant(s), ERR_UNSUPPORTED);
+    /* The store grants leases (lease.c); a second grant of the id is
+     * refused as etcd's lessor does. */
+    assert_int_equal(lease_grant(s), 0);
+    assert_int_equal(lease_grant(s), ERR_LEASE_EXIST);
     struct answer a = alarm(s, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET,
                             ETCDSERVERPB__ALARM_TYPE__NONE);
     assert_int_equal(a.err, 0);

@@ -1,0 +1,150 @@
+/*
+ * lease.h - the member's leases (etcd 3.4's lessor, lease/lessor.go, is
+ * the reference for what happens; this is our own code).
+ *
+ * A lease is (id, granted TTL, checkpointed remaining TTL).  Every member
+ * holds the same table: LeaseGrant, LeaseRevoke and LeaseCheckpoint are
+ * raft entries applied by every member into the store's "lease" bucket and
+ * the in-memory table, in the apply batch's LMDB txn (so the leases are in
+ * every store snapshot and survive a restart; each store open reads them
+ * again).  Keys attach to a lease through mvcc (the `lkey` bucket); a
+ * revoke deletes them in one revision (mvcc_txn_delete_lease).
+ *
+ * Time is the leader's alone (the "primary" lessor).  Only the leader
+ * gives leases an expiry (server clock, server__clock_ms); on a follower
+ * a lease never expires.  When this member becomes leader (each new
+ * leadership epoch, s->lead_epoch) it is promoted at the first lessor
+ * tick or keep-alive: each lease expires its remaining TTL (the last
+ * checkpoint, else the granted TTL) from then.  Renewals (LeaseKeepAlive)
+ * are local to the leader and not logged, like etcd; the leader then
+ * proposes LeaseRevoke for expired leases, at most SERVER_LEASE_REVOKE_RATE
+ * a second (a proposal that fails is retried after
+ * SERVER_LEASE_RETRY_MS), and every checkpoint interval
+ * (--experimental-lease-checkpoint-interval, default 5 min) it proposes
+ * checkpoints of the leases whose remaining TTL is longer than the
+ * interval or that have a record already, SERVER_LEASE_CHECKPOINT_BATCH
+ * per entry.
+ *
+ * The bound (docs/ARCHITECTURE.md "Leases"): a lease not kept alive
+ * expires no earlier than its TTL after its last acknowledged keep-alive
+ * and no later than TTL + checkpoint interval + election timeout (plus the
+ * lessor tick, 500 ms) after it.  For the lower bound, a renewal of a
+ * lease with a checkpoint on record (or one on its way) is acknowledged
+ * only once a checkpoint clearing that record is applied (etcd proposes
+ * the same one without waiting); so is one that comes while checkpoints
+ * of a sweep are on their way, which may carry a remaining TTL older than
+ * the renewal.
+ *
+ * Threads and locks.  leases.mu is a leaf (server.h "Lock order"): the
+ * apply side (apply_mu holder) changes the table under it; API threads
+ * (renew, time-to-live, list) and the house thread (the lessor tick) read
+ * and set expiries under it.  Nobody proposes while holding it: the tick
+ * copies what to propose, unlocks, then proposes.
+ *
+ * On disk: bucket "lease", one entry per lease.  Key: the id, 8 bytes,
+ * big-endian.  Value: 16 bytes, the granted TTL then the remaining TTL
+ * (0: none), each i64 little-endian, in seconds.  Any other length, id 0,
+ * a TTL < 1 or a TTL or remaining TTL above SERVER_LEASE_TTL_MAX is
+ * ERR_CORRUPT (server__lease_decode).
+ */
+#ifndef CETCD_SERVER_LEASE_H
+#define CETCD_SERVER_LEASE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "etcdserverpb/rpc.pb-c.h"
+
+/* Most leases held (a grant past it is ERR_TOO_MANY_REQUESTS, decided at
+ * apply time, so every member agrees).  etcd has no bound. */
+#define SERVER_LEASES_MAX (1u << 20)
+#define SERVER_LEASE_TTL_MAX 9000000000LL    /* etcd's MaxLeaseTTL, s */
+#define SERVER_LEASE_REVOKE_RATE 1000        /* revokes proposed a second */
+#define SERVER_LEASE_RETRY_MS 3000           /* a revoke not applied: again */
+#define SERVER_LEASE_CHECKPOINT_BATCH 1000   /* checkpoints per entry */
+#define SERVER_LEASE_CHECKPOINT_RATE 1000    /* checkpoints a second */
+#define SERVER_LEASE_TICK_MS 500             /* the lessor tick */
+#define SERVER_LEASE_CHECKPOINT_MS (5u * 60u * 1000u) /* default interval */
+#define SERVER_LEASE_KEY_BYTES 8
+#define SERVER_LEASE_VAL_BYTES 16
+
+/* One lease (under leases.mu). */
+struct server_lease {
+    int64_t id;                /* not 0 (a client may choose < 0) */
+    int64_t ttl;               /* granted TTL, s (>= the minimum TTL) */
+    int64_t remaining;         /* checkpointed remaining TTL, s (0: none) */
+    uint64_t expiry_ms;        /* primary: expires then; 0: never */
+    uint64_t retry_ms;         /* primary: revoke proposed, not again
+                                * before this */
+    struct server_lease *next; /* hash chain */
+};
+
+/* Part of struct server (server_int.h). */
+struct server_leases {
+    backend_bucket bucket;       /* the "lease" bucket */
+    pthread_mutex_t mu;          /* leaf lock: everything below */
+    bool inited;                 /* mu initialised */
+    struct server_lease **tab;   /* hash table (power of two) */
+    size_t cap;                  /* slots in tab */
+    size_t n;                    /* leases held */
+    uint64_t epoch;              /* primary for this lead epoch (0: not) */
+    uint64_t cp_next_ms;         /* primary: next checkpoint sweep */
+    uint64_t tick_next_ms;       /* the next lessor tick */
+    size_t cp_slot;              /* primary: the sweep's next slot */
+    bool cp_running;             /* primary: a sweep is under way */
+    _Atomic uint32_t cp_inflight; /* sweep entries proposed, not answered
+                                  * (any thread; see lease_primary.c) */
+};
+
+/* The bucket codec (exposed for the fuzzer).  decode: 0 or ERR_CORRUPT,
+ * never asserts on its input. */
+void server__lease_encode(const struct server_lease *l,
+                          uint8_t key[SERVER_LEASE_KEY_BYTES],
+                          uint8_t val[SERVER_LEASE_VAL_BYTES]);
+int server__lease_decode(const void *key, size_t key_len, const void *val,
+                         size_t val_len, struct server_lease *out);
+
+struct server;
+struct mvcc_batch;
+struct arena;
+
+/* server__leases_load opens the bucket on s->be and reads the table (each
+ * store open: start, snapshot install; the lessor is then not primary
+ * until promoted again).  Errors: the backend's, ERR_CORRUPT, ERR_NOMEM. */
+int server__leases_load(struct server *s);
+/* server__leases_reload reads the table again (an aborted batch). */
+void server__leases_reload(struct server *s);
+/* server__leases_close frees the table (server_stop). */
+void server__leases_close(struct server *s);
+
+/* The appliers (apply side, inside batch b): *msg_out a response in a.
+ * Grant errors: ERR_LEASE_NOT_FOUND (id 0), ERR_LEASE_TTL_TOO_LARGE,
+ * ERR_LEASE_EXIST, ERR_TOO_MANY_REQUESTS (SERVER_LEASES_MAX).  Revoke:
+ * ERR_LEASE_NOT_FOUND.  Checkpoint: none of its own (unknown ids are
+ * skipped).  All: ERR_NOMEM and the storage errors (which poison b). */
+int server__lease_grant_apply(struct server *s, struct mvcc_batch *b,
+                              const Etcdserverpb__LeaseGrantRequest *r,
+                              struct arena *a, ProtobufCMessage **msg_out);
+int server__lease_revoke_apply(struct server *s, struct mvcc_batch *b,
+                               const Etcdserverpb__LeaseRevokeRequest *r,
+                               struct arena *a, ProtobufCMessage **msg_out);
+int server__lease_checkpoint_apply(
+    struct server *s, struct mvcc_batch *b,
+    const Etcdserverpb__LeaseCheckpointRequest *r, struct arena *a,
+    ProtobufCMessage **msg_out);
+/* Is lease id held?  (apply side: a Put's lease check) */
+bool server__lease_exists(struct server *s, int64_t id);
+/* The lease of id, or NULL (leases.mu held). */
+struct server_lease *server__lease_find(struct server_leases *ls, int64_t id);
+/* etcd's minimum TTL in seconds: 1.5 election timeouts, rounded up. */
+int64_t server__lease_min_ttl(const struct server *s);
+
+/* server__leases_tick: the lessor tick (house thread, no server lock but
+ * house_mu): promotion, revokes of expired leases, checkpoints. */
+void server__leases_tick(struct server *s, uint64_t now_ms);
+
+#endif

@@ -1,0 +1,480 @@
+/*
+ * lease_primary.c - the leader's lessor (lease.h): promotion at each new
+ * leadership, the tick that revokes expired leases and checkpoints
+ * remaining TTLs, and the answers only the leader gives (renewals, time to
+ * live); the lease list.  A follower forwards renewals and time-to-live
+ * questions (lease_forward.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mvcc/mvcc.h"
+#include "server/lease.h"
+#include "server/server_int.h"
+#include "util/check.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+/* lease_forward.c */
+void server__lease_renew_forward(struct server *s, int64_t id,
+                                 server_renew_fn fn, void *arg);
+void server__lease_ttl_forward(struct server *s, int64_t id, bool want_keys,
+                               server_ttl_fn fn, void *arg);
+
+static uint64_t checkpoint_ms(const struct server *s)
+{
+    return s->cfg.lease_checkpoint_ms ? s->cfg.lease_checkpoint_ms
+                                      : SERVER_LEASE_CHECKPOINT_MS;
+}
+
+static bool leading(struct server *s)
+{
+    return atomic_load(&s->lead) == s->member_id;
+}
+
+/* mu held: true when this member is the primary lessor now, promoting it
+ * first at a new leadership: each lease then expires its remaining TTL
+ * (the last checkpoint, else its TTL) from now. */
+static bool primary(struct server *s, uint64_t now)
+{
+    struct server_leases *ls = &s->leases;
+    if (!leading(s)) {
+        ls->epoch = 0;
+        return false;
+    }
+    uint64_t ep = atomic_load(&s->lead_epoch);
+    if (ls->epoch == ep)
+        return true;
+    for (size_t i = 0; i < ls->cap; i++)
+        for (struct server_lease *l = ls->tab[i]; l != NULL; l = l->next) {
+            int64_t rem = l->remaining > 0 ? l->remaining : l->ttl;
+            l->expiry_ms = now + (uint64_t)rem * 1000u;
+            l->retry_ms = 0;
+        }
+    ls->epoch = ep;
+    ls->cp_running = false;
+    ls->cp_next_ms = now + checkpoint_ms(s);
+    CHECK(ep != 0);
+    return true;
+}
+
+int64_t server_lease_min_ttl(const struct server *s)
+{
+    return server__lease_min_ttl(s);
+}
+
+int64_t server_lease_id_next(struct server *s)
+{
+    uint64_t v = atomic_load(&s->lease_id_next);
+    if (v == 0) { /* etcd's idutil: the suffix starts at the time */
+        uint64_t seed = (server__now_ms() & ((1ull << 40) - 1)) << 8;
+        atomic_compare_exchange_strong(&s->lease_id_next, &v, seed);
+    }
+    uint64_t suffix = atomic_fetch_add(&s->lease_id_next, 1) + 1;
+    uint64_t id = ((s->member_id & 0xffffu) << 48) |
+                  (suffix & ((1ull << 48) - 1));
+    id &= (1ull << 63) - 1;
+    return id != 0 ? (int64_t)id : 1;
+}
+
+/* --- the tick ------------------------------------------------------------ */
+
+static void revoked(void *arg, const struct server_response *r)
+{
+    (void)arg;
+    if (r->err != 0 && r->err != ERR_LEASE_NOT_FOUND)
+        log_warn("lessor", "failed to revoke an expired lease: %s",
+                 err_str(r->err));
+}
+
+static void checkpointed(void *arg, const struct server_response *r)
+{
+    struct server *s = arg;
+    atomic_fetch_sub(&s->leases.cp_inflight, 1);
+    if (r->err != 0)
+        log_warn("lessor", "failed to checkpoint leases: %s",
+                 err_str(r->err));
+}
+
+/* mu held: up to max expired leases into ids (not proposed again for
+ * SERVER_LEASE_RETRY_MS). */
+static size_t take_expired(struct server_leases *ls, uint64_t now,
+                           int64_t *ids, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ls->cap && n < max; i++)
+        for (struct server_lease *l = ls->tab[i]; l && n < max; l = l->next)
+            if (l->expiry_ms != 0 && l->expiry_ms <= now &&
+                l->retry_ms <= now) {
+                l->retry_ms = now + SERVER_LEASE_RETRY_MS;
+                ids[n++] = l->id;
+            }
+    return n;
+}
+
+/* mu held: the sweep's next leases whose time left is longer than the
+ * interval (etcd checkpoints only those) or that have a record already
+ * (else a record taken with more than an interval left would stand for up
+ * to two intervals and break the bound, lease.h), with that time rounded
+ * up (so never 0: a 0 would renew).  An expired lease is left to its
+ * revoke. */
+static size_t take_checkpoints(struct server *s, uint64_t now,
+                               Etcdserverpb__LeaseCheckpoint *cps, size_t max)
+{
+    struct server_leases *ls = &s->leases;
+    uint64_t iv = checkpoint_ms(s);
+    if (!ls->cp_running && now >= ls->cp_next_ms) {
+        ls->cp_running = true;
+        ls->cp_slot = 0;
+    }
+    size_t n = 0;
+    while (ls->cp_running && n < max) {
+        if (ls->cp_slot >= ls->cap) {
+            ls->cp_running = false;
+            ls->cp_next_ms = now + iv;
+            break;
+        }
+        for (struct server_lease *l = ls->tab[ls->cp_slot]; l; l = l->next)
+            if (n < max && l->expiry_ms > now &&
+                (l->expiry_ms > now + iv || l->remaining > 0)) {
+                etcdserverpb__lease_checkpoint__init(&cps[n]);
+                cps[n].id = l->id;
+                cps[n].remaining_ttl =
+                    (int64_t)((l->expiry_ms - now + 999) / 1000);
+                n++;
+            }
+        ls->cp_slot++;
+    }
+    return n;
+}
+
+static void propose_revokes(struct server *s, const int64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        Etcdserverpb__LeaseRevokeRequest rr =
+            ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        rr.id = ids[i];
+        Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+        ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_REVOKE;
+        ir.lease_revoke = &rr;
+        server_propose(s, &ir, revoked, NULL);
+    }
+}
+
+static void propose_checkpoints(struct server *s,
+                                Etcdserverpb__LeaseCheckpoint *cps, size_t n)
+{
+    Etcdserverpb__LeaseCheckpoint *ptrs[SERVER_LEASE_CHECKPOINT_BATCH];
+    for (size_t off = 0; off < n; off += SERVER_LEASE_CHECKPOINT_BATCH) {
+        size_t k = n - off < SERVER_LEASE_CHECKPOINT_BATCH
+                       ? n - off : SERVER_LEASE_CHECKPOINT_BATCH;
+        for (size_t i = 0; i < k; i++)
+            ptrs[i] = &cps[off + i];
+        Etcdserverpb__LeaseCheckpointRequest cr =
+            ETCDSERVERPB__LEASE_CHECKPOINT_REQUEST__INIT;
+        cr.checkpoints = ptrs;
+        cr.n_checkpoints = k;
+        Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+        ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_CHECKPOINT;
+        ir.lease_checkpoint = &cr;
+        atomic_fetch_add(&s->leases.cp_inflight, 1);
+        server_propose(s, &ir, checkpointed, s); /* done: even refused */
+    }
+}
+
+/* Per tick (every SERVER_LEASE_TICK_MS): half a second of each rate. */
+#define REVOKES_PER_TICK (SERVER_LEASE_REVOKE_RATE / 2)
+#define CHECKPOINTS_PER_TICK (SERVER_LEASE_CHECKPOINT_RATE / 2)
+
+void server__leases_tick(struct server *s, uint64_t now_ms)
+{
+    static _Thread_local int64_t ids[REVOKES_PER_TICK];
+    static _Thread_local Etcdserverpb__LeaseCheckpoint
+        cps[CHECKPOINTS_PER_TICK];
+    struct server_leases *ls = &s->leases;
+    if (!ls->inited)
+        return;
+    size_t n_ids = 0, n_cps = 0;
+    pthread_mutex_lock(&ls->mu);
+    if (now_ms >= ls->tick_next_ms && primary(s, now_ms)) {
+        ls->tick_next_ms = now_ms + SERVER_LEASE_TICK_MS;
+        n_ids = take_expired(ls, now_ms, ids, REVOKES_PER_TICK);
+        n_cps = take_checkpoints(s, now_ms, cps, CHECKPOINTS_PER_TICK);
+    }
+    pthread_mutex_unlock(&ls->mu);
+    CHECK(n_ids <= REVOKES_PER_TICK && n_cps <= CHECKPOINTS_PER_TICK);
+    propose_revokes(s, ids, n_ids);
+    propose_checkpoints(s, cps, n_cps);
+}
+
+/* --- renewals -------------------------------------------------------- */
+
+/* A renewal waiting for the applier to catch up or for its checkpoint. */
+struct renew {
+    struct server *s;
+    int64_t id;
+    server_renew_fn fn;
+    void *arg;
+};
+
+/* The cleared checkpoint is applied: on the leader that renewed it. */
+static void renew_cleared(void *arg, const struct server_response *r)
+{
+    struct renew *w = arg;
+    int err = r->err;
+    int64_t ttl = 0;
+    if (err == 0) {
+        pthread_mutex_lock(&w->s->leases.mu);
+        struct server_lease *l = server__lease_find(&w->s->leases, w->id);
+        if (l == NULL)
+            err = ERR_LEASE_NOT_FOUND;
+        else
+            ttl = l->ttl;
+        pthread_mutex_unlock(&w->s->leases.mu);
+    }
+    w->fn(w->arg, err, ttl);
+    mem_free(w);
+}
+
+/* Renew on the primary.  w is freed here (or by renew_cleared). */
+static void renew_now(struct renew *w)
+{
+    struct server *s = w->s;
+    struct server_leases *ls = &s->leases;
+    uint64_t now = server__clock_ms(s);
+    int err = 0;
+    int64_t ttl = 0;
+    bool clear_cp = false;
+    pthread_mutex_lock(&ls->mu);
+    struct server_lease *l = NULL;
+    if (!primary(s, now))
+        err = ERR_NOT_LEADER;
+    else if ((l = server__lease_find(ls, w->id)) == NULL ||
+             (l->expiry_ms != 0 && l->expiry_ms <= now))
+        err = ERR_LEASE_NOT_FOUND; /* expired: its revoke is on its way */
+    else if (l->remaining > 0 ||
+             (atomic_load(&ls->cp_inflight) > 0 &&
+              (uint64_t)l->ttl * 1000u > checkpoint_ms(s)))
+        clear_cp = true;
+    else {
+        l->expiry_ms = now + (uint64_t)l->ttl * 1000u;
+        ttl = l->ttl;
+    }
+    pthread_mutex_unlock(&ls->mu);
+    if (!clear_cp) {
+        w->fn(w->arg, err, ttl);
+        mem_free(w);
+        return;
+    }
+    Etcdserverpb__LeaseCheckpoint cp = ETCDSERVERPB__LEASE_CHECKPOINT__INIT;
+    cp.id = w->id;
+    cp.remaining_ttl = 0; /* applied on the leader: renews (lease.c) */
+    Etcdserverpb__LeaseCheckpoint *ptr = &cp;
+    Etcdserverpb__LeaseCheckpointRequest cr =
+        ETCDSERVERPB__LEASE_CHECKPOINT_REQUEST__INIT;
+    cr.checkpoints = &ptr;
+    cr.n_checkpoints = 1;
+    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_CHECKPOINT;
+    ir.lease_checkpoint = &cr;
+    server_propose(s, &ir, renew_cleared, w);
+}
+
+static void renew_barrier(void *arg, int err)
+{
+    struct renew *w = arg;
+    if (err != 0) {
+        w->fn(w->arg, err, 0);
+        mem_free(w);
+        return;
+    }
+    renew_now(w);
+}
+
+void server_lease_renew(struct server *s, int64_t id, bool local_only,
+                        server_renew_fn fn, void *arg)
+{
+    CHECK(s != NULL && fn != NULL);
+    if (!leading(s)) {
+        if (local_only)
+            fn(arg, ERR_NOT_LEADER, 0);
+        else
+            server__lease_renew_forward(s, id, fn, arg);
+        return;
+    }
+    struct renew *w = mem_malloc(sizeof *w);
+    if (w == NULL) {
+        fn(arg, ERR_NOMEM, 0);
+        return;
+    }
+    *w = (struct renew){s, id, fn, arg};
+    /* etcd's waitAppliedIndex: a new leader may not have applied the
+     * grant yet. */
+    if (atomic_load(&s->applied_index) < atomic_load(&s->committed_index))
+        server_barrier_async(s, renew_barrier, w);
+    else
+        renew_now(w);
+}
+
+/* --- time to live -------------------------------------------------------- */
+
+struct ttl_req {
+    struct server *s;
+    int64_t id;
+    bool want_keys;
+    server_ttl_fn fn;
+    void *arg;
+};
+
+/* The keys of a lease (mvcc_lease_keys' callback). */
+struct key_list {
+    ProtobufCBinaryData *v;
+    size_t n, cap;
+};
+
+static int add_key(void *arg, const uint8_t *key, size_t key_len)
+{
+    struct key_list *kl = arg;
+    if (kl->n == kl->cap) {
+        size_t cap = kl->cap ? kl->cap * 2 : 16;
+        ProtobufCBinaryData *v = mem_realloc(kl->v, cap * sizeof *v);
+        if (v == NULL)
+            return ERR_NOMEM;
+        kl->v = v;
+        kl->cap = cap;
+    }
+    uint8_t *copy = mem_malloc(key_len ? key_len : 1);
+    if (copy == NULL)
+        return ERR_NOMEM;
+    memcpy(copy, key, key_len);
+    kl->v[kl->n++] = (ProtobufCBinaryData){key_len, copy};
+    return 0;
+}
+
+/* Enters the store gate.  After a barrier (ttl_barrier) the caller is
+ * already inside it (read.c serves the barrier's probe there), so this is
+ * a nested enter: safe while no snapshot install closes the gate, which
+ * only a follower does; ttl_now reads keys only as the primary.  A member
+ * that steps down and installs a snapshot in between could wait here
+ * (known limit, docs/ARCHITECTURE.md "Leases"). */
+static int read_keys(struct server *s, int64_t id, struct key_list *kl)
+{
+    server__store_enter(s);
+    struct mvcc_read *r;
+    int rc = mvcc_read_begin(s->mvcc, &r);
+    if (rc == 0) {
+        rc = mvcc_lease_keys(r, id, add_key, kl);
+        mvcc_read_end(r);
+    }
+    server__store_leave(s);
+    return rc;
+}
+
+static void ttl_now(struct ttl_req *q)
+{
+    struct server *s = q->s;
+    uint64_t now = server__clock_ms(s);
+    struct server_lease_ttl t = {.id = q->id};
+    int err = 0;
+    pthread_mutex_lock(&s->leases.mu);
+    struct server_lease *l = NULL;
+    if (!primary(s, now))
+        err = ERR_NOT_LEADER;
+    else if ((l = server__lease_find(&s->leases, q->id)) == NULL ||
+             (l->expiry_ms != 0 && l->expiry_ms <= now))
+        err = ERR_LEASE_NOT_FOUND;
+    else {
+        t.granted_ttl = l->ttl;
+        t.ttl = (int64_t)((l->expiry_ms - now) / 1000u);
+    }
+    pthread_mutex_unlock(&s->leases.mu);
+    struct key_list kl = {0};
+    if (err == 0 && q->want_keys)
+        err = read_keys(s, q->id, &kl);
+    t.keys = kl.v;
+    t.n_keys = kl.n;
+    q->fn(q->arg, err, err == 0 ? &t : NULL);
+    for (size_t i = 0; i < kl.n; i++)
+        mem_free(kl.v[i].data);
+    mem_free(kl.v);
+    mem_free(q);
+}
+
+static void ttl_barrier(void *arg, int err)
+{
+    struct ttl_req *q = arg;
+    if (err != 0) {
+        q->fn(q->arg, err, NULL);
+        mem_free(q);
+        return;
+    }
+    ttl_now(q);
+}
+
+void server_lease_time_to_live(struct server *s, int64_t id, bool want_keys,
+                               bool local_only, server_ttl_fn fn, void *arg)
+{
+    CHECK(s != NULL && fn != NULL);
+    if (!leading(s)) {
+        if (local_only)
+            fn(arg, ERR_NOT_LEADER, NULL);
+        else
+            server__lease_ttl_forward(s, id, want_keys, fn, arg);
+        return;
+    }
+    struct ttl_req *q = mem_malloc(sizeof *q);
+    if (q == NULL) {
+        fn(arg, ERR_NOMEM, NULL);
+        return;
+    }
+    *q = (struct ttl_req){s, id, want_keys, fn, arg};
+    if (atomic_load(&s->applied_index) < atomic_load(&s->committed_index))
+        server_barrier_async(s, ttl_barrier, q);
+    else
+        ttl_now(q);
+}
+
+/* --- the list ------------------------------------------------------------ */
+
+struct by {
+    int64_t id;
+    uint64_t key;
+};
+
+static int by_cmp(const void *a, const void *b)
+{
+    const struct by *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int server_lease_list(struct server *s, int64_t **ids_out, size_t *n_out)
+{
+    CHECK(s != NULL && ids_out != NULL && n_out != NULL);
+    struct server_leases *ls = &s->leases;
+    pthread_mutex_lock(&ls->mu);
+    size_t n = ls->n;
+    struct by *v = mem_malloc((n ? n : 1) * sizeof *v);
+    int64_t *ids = mem_malloc((n ? n : 1) * sizeof *ids);
+    size_t k = 0;
+    bool prim = ls->epoch != 0;
+    for (size_t i = 0; v && ids && i < ls->cap; i++)
+        for (struct server_lease *l = ls->tab[i]; l != NULL; l = l->next)
+            v[k++] = (struct by){l->id, prim ? l->expiry_ms : 0};
+    pthread_mutex_unlock(&ls->mu);
+    if (v == NULL || ids == NULL) {
+        mem_free(v);
+        mem_free(ids);
+        return ERR_NOMEM;
+    }
+    CHECK(k == n);
+    qsort(v, n, sizeof *v, by_cmp);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = v[i].id;
+    mem_free(v);
+    *ids_out = ids;
+    *n_out = n;
+    return 0;
+}

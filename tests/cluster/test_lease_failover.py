@@ -1,0 +1,131 @@
+"""Leases across a leader failure (lease.h, docs/ARCHITECTURE.md "Leases").
+
+Goal: (a) a lease that a client keeps alive through a follower (which
+forwards each renewal to the leader) survives kill -9 of the leader: the
+lease and its key are still there after several TTLs; (b) a lease that is
+no longer kept alive expires within the documented bound across a leader
+failure: no earlier than its TTL after the last acknowledged keep-alive and
+no later than TTL + checkpoint interval + election timeout (+ the lessor
+tick and the polling, 1.5 s here), so not a full TTL after the new leader
+took over: the new leader continues the lease from the last checkpoint;
+(c) a burst of renewals on one stream to a follower is answered in full
+and in order.
+
+Method: 3-member clusters (cluster.py, election timeout 1 s).  (a) one
+keep-alive a second on a raw LeaseKeepAlive stream to a follower, each
+failure retried at once (the election may fail a few), for 3 TTLs after
+the kill.  (b) --experimental-lease-checkpoint-interval=2s, a TTL of 12 s,
+one keep-alive on the leader, the leader killed 6 s later, the key polled
+on a survivor every 100 ms.  Without checkpoints the key would go 6 s +
+the election + 12 s after the keep-alive (about 19 s), past the bound
+(16.5 s).  Bounds: (a) ~25 s, (b) ~20 s.
+"""
+
+import time
+
+import grpc
+import pytest
+
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+
+import cluster as clusterlib
+
+pytestmark = pytest.mark.cluster
+
+
+def lease_stub(m):
+    return rpc_pb2_grpc.LeaseStub(m.channel())
+
+
+def keep_alive_once(m, lid):
+    """One renewal on a fresh stream; its TTL (0: unknown lease)."""
+    it = lease_stub(m).LeaseKeepAlive(
+        iter([rpc_pb2.LeaseKeepAliveRequest(ID=lid)]), timeout=10)
+    return next(it).TTL
+
+
+def get(m, key):
+    return m.kv().Range(rpc_pb2.RangeRequest(key=key), timeout=5)
+
+
+def followers(c, lead):
+    return [m for m in c.members if m is not lead and m.running]
+
+
+def test_kept_alive_through_follower_survives_leader_kill(make_cluster):
+    c = make_cluster(3)
+    lead, _ = c.wait_leader()
+    f = followers(c, lead)[0]
+    ttl = 5
+    lid = lease_stub(f).LeaseGrant(
+        rpc_pb2.LeaseGrantRequest(TTL=ttl, ID=0x77), timeout=10).ID
+    f.kv().Put(rpc_pb2.PutRequest(key=b"held", value=b"v", lease=lid),
+               timeout=10)
+    assert keep_alive_once(f, lid) == ttl  # forwarded to the leader
+    c.kill(lead)
+    end = time.monotonic() + 3 * ttl
+    renewed, failures = 0, 0
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        try:
+            assert keep_alive_once(f, lid) == ttl
+            renewed += 1
+        except grpc.RpcError:
+            failures += 1
+            f.reset_channel()
+            continue
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
+    assert renewed >= 2 * ttl, (renewed, failures)
+    c.wait_leader(exclude=(lead,))
+    for m in followers(c, lead):
+        t = lease_stub(m).LeaseTimeToLive(
+            rpc_pb2.LeaseTimeToLiveRequest(ID=lid, keys=True), timeout=10)
+        assert t.TTL > 0 and list(t.keys) == [b"held"], t
+        assert get(m, b"held").count == 1
+
+
+def test_expiry_bound_across_leader_kill(make_cluster):
+    if clusterlib.against_etcd():
+        pytest.skip("etcd 3.4.23 has no --experimental-lease-checkpoint-"
+                    "interval (and checkpoints only when asked to)")
+    interval, ttl, election = 2.0, 12, 1.0
+    c = make_cluster(3, extra_args=(
+        "--experimental-lease-checkpoint-interval", "2s"))
+    lead, _ = c.wait_leader()
+    lid = lease_stub(lead).LeaseGrant(
+        rpc_pb2.LeaseGrantRequest(TTL=ttl, ID=0x99), timeout=10).ID
+    lead.kv().Put(rpc_pb2.PutRequest(key=b"gone", value=b"v", lease=lid),
+                  timeout=10)
+    assert keep_alive_once(lead, lid) == ttl
+    acked = time.monotonic()
+    time.sleep(6.0)
+    c.kill(lead)
+    survivor = followers(c, lead)[0]
+    gone = None
+    while time.monotonic() - acked < ttl + 15:
+        try:
+            if get(survivor, b"gone").count == 0:
+                gone = time.monotonic() - acked
+                break
+        except grpc.RpcError:
+            survivor.reset_channel()
+        time.sleep(0.1)
+    assert gone is not None, "the lease never expired"
+    assert ttl <= gone <= ttl + interval + election + 1.5, gone
+
+
+def test_burst_of_renewals_through_follower(make_cluster):
+    """clientv3 sends the renewals of all its due leases at once: a burst
+    of 200 on one stream to a follower is answered, every one, in order
+    (the follower forwards them one at a time)."""
+    c = make_cluster(3)
+    lead, _ = c.wait_leader()
+    f = followers(c, lead)[0]
+    for lid in (1, 2):
+        lease_stub(lead).LeaseGrant(
+            rpc_pb2.LeaseGrantRequest(TTL=60, ID=lid), timeout=10)
+    ids = [1 + i % 2 for i in range(200)]
+    got = list(lease_stub(f).LeaseKeepAlive(
+        iter([rpc_pb2.LeaseKeepAliveRequest(ID=i) for i in ids]),
+        timeout=60))
+    assert [(r.ID, r.TTL) for r in got] == [(i, 60) for i in ids]
