@@ -13,6 +13,7 @@ int api__maintenance_register(struct api *api);
 int api__cluster_register(struct api *api);
 int api__watch_register(struct api *api);
 int api__lease_register(struct api *api);
+int api__lock_register(struct api *api); /* Lock and Election (lock.c) */
 /* lease.c: the peer listener's Lease/Renew and Lease/TimeToLive. */
 struct server;
 int api__lease_peer_register(struct rpc_server *peer, struct server *s);
@@ -46,6 +47,9 @@ struct api {
     struct rpc_server *rpc; /* the gRPC runtime (owned) */
     struct api_stream_method watch; /* the Watch stream (watch.c) */
     struct api_stream_method keepalive; /* LeaseKeepAlive (lease.c) */
+    struct api_stream_method lock;      /* Lock (lock.c) */
+    struct api_stream_method campaign;  /* Campaign (lock.c) */
+    struct api_stream_method observe;   /* Observe (lock.c) */
 };
 
 /* api__stream_register routes path to m: each stream opened on it is

@@ -535,4 +535,31 @@ void server_lease_time_to_live(struct server *s, int64_t id, bool want_keys,
  * (mem_free it).  Errors: ERR_NOMEM. */
 int server_lease_list(struct server *s, int64_t **ids_out, size_t *n_out);
 
+/* --- Tasks (task.c) ------------------------------------------------------
+ *
+ * A service whose request waits on several steps (svc/lock.c: a txn, a
+ * read, a watch, another read...) cannot take the next step from a
+ * completion: those run under the server's locks (above).  It posts a
+ * task instead, and cetcd-task runs it holding no server lock, so the
+ * task may call any server_* function (and so run an inline raft pass).
+ *
+ * struct server_task is the caller's (inside its request state): fn and
+ * arg set once, the rest the runner's.  server_task_post queues t unless
+ * it is already queued (then nothing: a task posted twice runs once), so
+ * the queue never holds more tasks than the callers own, and posting
+ * never fails or allocates.  Any thread, also from a completion or a
+ * watch sink (the task mutex is a leaf).  Tasks run in post order, one at
+ * a time; fn may post again (t included).  stopping is true for the tasks
+ * still queued when the server stops (server_stop, after the waiters and
+ * the watch hub are gone): fn must then only release what it holds and
+ * call no server_* function.  The caller keeps t valid until its fn ran
+ * with t no longer queued. */
+struct server_task {
+    void (*fn)(struct server_task *t, bool stopping); /* the step to run */
+    void *arg;                /* the caller's */
+    struct server_task *next; /* the runner's queue link */
+    bool queued;              /* the runner's: posted, not yet run */
+};
+void server_task_post(struct server *s, struct server_task *t);
+
 #endif
