@@ -133,7 +133,7 @@ def raw_call(server, path, body=b""):
 
 @pytest.mark.parametrize("path,msg", [
     ("/etcdserverpb.KV/Put", "method Put not implemented"),
-    ("/etcdserverpb.Auth/AuthEnable", "method AuthEnable not implemented"),
+    ("/v3electionpb.Election/Campaign", "method Campaign not implemented"),
     ("/etcdserverpb.KV/Nope", "unknown method Nope for service "
                               "etcdserverpb.KV"),
     ("/no.Such/Thing", "unknown service no.Such"),
