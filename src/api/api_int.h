@@ -32,6 +32,10 @@ void api__reply_err(struct rpc_call *call, int err);
  * the service completes on. */
 struct svc_done api__done(struct rpc_call *call);
 
+/* api__done_unknown: as api__done, but an error is answered with code
+ * UNKNOWN and api_error's message (api_stream_method.errors_unknown). */
+struct svc_done api__done_unknown(struct rpc_call *call);
+
 /* A streaming service on gRPC (stream.c): the service's handler and the
  * member it serves.  Caller-owned; it must outlive the rpc server. */
 struct api_stream_method {
@@ -40,6 +44,10 @@ struct api_stream_method {
     /* the runtime's send queue per stream (rpc_server_config's
      * stream_queue; RPC_DEFAULT_STREAM_QUEUE unless set) */
     size_t queue_max;
+    /* errors end the stream with code UNKNOWN and api_error's message:
+     * etcd's Lock and Election servers call the KV through clientv3,
+     * which turns each status into a plain error (rpctypes.EtcdError) */
+    bool errors_unknown;
 };
 
 struct api {

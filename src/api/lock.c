@@ -4,6 +4,9 @@
  * Lock and Campaign wait, and are served as streams (unary on the wire)
  * so that a client that goes away ends the wait (svc.h "Lock and
  * Election"); Observe is a server stream.  All through api/stream.c.
+ * Every error is answered with code UNKNOWN and etcd's message: etcd's
+ * servers for these call the KV through clientv3, which hands them plain
+ * errors.
  */
 #include "api/api_int.h"
 
@@ -15,7 +18,7 @@
         type *r = (type *)protobuf_c_message_unpack(&desc, NULL, len, req);  \
         if (r == NULL)                                                       \
             return api__bad_request(c);                                      \
-        call(api->server, r, api__done(c));                                  \
+        call(api->server, r, api__done_unknown(c));                                  \
         protobuf_c_message_free_unpacked(&r->base, NULL);                    \
     }
 
@@ -60,6 +63,7 @@ int api__lock_register(struct api *api)
             .handler = streams[i].h,
             .server = api->server,
             .queue_max = RPC_DEFAULT_STREAM_QUEUE,
+            .errors_unknown = true,
         };
         rc = api__stream_register(api->rpc, streams[i].path, streams[i].m);
     }

@@ -112,7 +112,9 @@ static void on_range(void *ctx, int err, const ProtobufCMessage *reply)
         o->leader = NULL;
         if (g->n_kvs > 0) {
             err = set_leader(o, g->kvs[0]->key.data, g->kvs[0]->key.len);
-            if (err == 0 && g->kvs[0]->mod_revision > o->sent_rev) {
+            /* A new leader epoch: sent whatever its revision (sent_rev
+             * only filters a watcher's redeliveries). */
+            if (err == 0) {
                 err = send_kv(o, g->header, g->kvs[0]);
                 o->sent_rev = g->kvs[0]->mod_revision;
             }
