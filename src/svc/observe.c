@@ -170,6 +170,8 @@ static bool sink_event(struct ob *o, const struct mvcc_event *e,
     if (o->mode == O_FIRST) {
         o->mode = set_leader(o, e->kv.key, e->kv.key_len) == 0 ? O_SWITCH
                                                                : O_DONE;
+        if (o->mode == O_DONE)
+            o->st->close(o->st->ctx, ERR_NOMEM); /* any thread (svc.h) */
         o->from_first = true;
         o->rev = e->kv.mod_rev;
         return false;
