@@ -52,6 +52,9 @@
  *   (timeout.c: their callbacks run under house_mu).
  * - cetcd-snap (snap_worker.c): pins (apply_mu held a few microseconds,
  *   then the store gate), exports and staging inside the gate; snap.mu.
+ * - cetcd-task (task.c): posted tasks (server_task_post, "Tasks" below),
+ *   holding no server lock: like an API thread it may propose, read and
+ *   watch, and so run an inline raft pass.
  * - cetcd-peer-call (peer/call.c): a forwarded promotion's answer
  *   (member_forward.c: re-queues its job, answers its waiter).
  * - main: server_start before any server thread, server_stop after
