@@ -5,7 +5,9 @@
  * answer), and when its stream is cancelled it releases the stream and
  * deletes the key it waited with; Leader of an empty election is
  * ERR_ELECTION_NO_LEADER, Proclaim without a leader ERR_LEADER_KEY_MISSING;
- * Observe sends the current leader, then its proclaimed value.
+ * Observe sends the current leader, then its proclaimed value; at most
+ * SVC_LOCK_WAITERS_MAX Lock/Observe streams are open (the next one is
+ * refused ERR_TOO_MANY_REQUESTS), and ended ones give their slots back.
  * Method: a real server on a temporary data dir, the handlers on
  * in-process streams (svc_mem_stream), the unary calls with a completion
  * box.
@@ -268,6 +270,38 @@ static void test_campaign_then_observe(void **state)
     svc_mem_stream_destroy(c);
 }
 
+/* SVC_LOCK_WAITERS_MAX streams are open: the next is refused; ended,
+ * they give their slots back. */
+static void test_waiter_bound(void **state)
+{
+    (void)state;
+    size_t n = SVC_LOCK_WAITERS_MAX;
+    struct svc_mem_stream **ms = calloc(n + 1, sizeof *ms);
+    void **st = calloc(n + 1, sizeof *st);
+    assert_non_null(ms);
+    assert_non_null(st);
+    for (size_t i = 0; i <= n; i++) {
+        assert_int_equal(svc_mem_stream_create(1, &ms[i]), 0);
+        const struct svc_stream_handler *h =
+            i % 2 ? &svc_lock_handler : &svc_observe_handler;
+        int rc = h->open(srv, svc_mem_stream_get(ms[i]), &st[i]);
+        assert_int_equal(rc, i < n ? 0 : ERR_TOO_MANY_REQUESTS);
+    }
+    for (size_t i = 0; i < n; i++)
+        (i % 2 ? &svc_lock_handler : &svc_observe_handler)->end(st[i], true);
+    for (size_t i = 0; i < n; i++)
+        assert_true(wait_released(ms[i]));
+    /* the slots are back: one more opens */
+    assert_int_equal(svc_lock_handler.open(srv, svc_mem_stream_get(ms[n]),
+                                           &st[n]), 0);
+    svc_lock_handler.end(st[n], true);
+    assert_true(wait_released(ms[n]));
+    for (size_t i = 0; i <= n; i++)
+        svc_mem_stream_destroy(ms[i]);
+    free(ms);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +310,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_election_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_campaign_then_observe, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_waiter_bound, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
