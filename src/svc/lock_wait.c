@@ -13,9 +13,10 @@
  *      Then put), "election: not leader" if that fails.
  *   3. wait for deletes: Range the prefix with max_create_revision = mine,
  *      newest first, limit 2.  My key first and nothing older: done (the
- *      answer).  Otherwise watch the prefix from the Range's revision + 1
- *      (the member's watch hub) and, at the first DELETE there, range
- *      again.  etcd 3.4.23 watches only the predecessor and would answer
+ *      answer).  Otherwise watch my key and my predecessor (the second
+ *      key) from the Range's revision + 1 (the member's watch hub) and, at
+ *      the first DELETE of either, range again.  etcd 3.4.23 watches only
+ *      the predecessor and would answer
  *      "locked" even when the waiter's own key expired meanwhile (two
  *      holders: fixed in etcd 3.5 with ErrSessionExpired); here a waiter
  *      whose key is gone is answered ERR_SESSION_EXPIRED ("mutex: session
@@ -94,6 +95,8 @@ struct lwait {
     struct lock_hdr hdr;    /* the last range's header */
     int found;              /* keys the last range found (0..2) */
     int64_t first_rev;      /* its first key's create revision */
+    uint8_t *pred;          /* its second key: the one I wait for */
+    size_t pred_len;        /* (mem_malloc'd; NULL: none or no memory) */
 };
 
 static void step(struct server_task *t, bool stopping);
@@ -183,6 +186,19 @@ static void on_range(void *ctx, int err, const ProtobufCMessage *reply)
         lock__hdr_copy(&w->hdr, r->header);
         w->found = r->n_kvs > 2 ? 2 : (int)r->n_kvs;
         w->first_rev = r->n_kvs > 0 ? r->kvs[0]->create_revision : 0;
+        mem_free(w->pred);
+        w->pred = NULL;
+        w->pred_len = 0;
+        if (r->n_kvs > 1) {
+            const ProtobufCBinaryData *k = &r->kvs[1]->key;
+            w->pred = mem_malloc(k->len > 0 ? k->len : 1);
+            if (w->pred == NULL)
+                err = ERR_NOMEM;
+            else if (k->len > 0)
+                memcpy(w->pred, k->data, k->len);
+            w->pred_len = k->len;
+            w->err = err;
+        }
     }
     w->ready = true;
     w->refs--;
@@ -309,8 +325,11 @@ static void do_range(struct lwait *w)
                 (struct svc_done){on_range, w});
 }
 
-/* do_watch watches the prefix from after the last range for a DELETE.
- * Errors: those of server_watch_open / server_watch_create. */
+/* do_watch watches, from after the last range, for the DELETE of my key
+ * (its lease expired, an Unlock) or of my predecessor's (the newest older
+ * key): one hub stream, two single-key watchers, so a release wakes the
+ * next waiter only, not every waiter of the prefix.  Errors: those of
+ * server_watch_open / server_watch_create. */
 static int do_watch(struct lwait *w)
 {
     struct watch_sink sink = {sink_send, sink_close, w};
@@ -323,13 +342,15 @@ static int do_watch(struct lwait *w)
     int rc = server_watch_open(w->s, &sink, &w->ws);
     struct watch_create c = {
         .key = w->key,
-        .key_len = w->name_len + 1,
-        .end = w->pfx_end,
-        .end_len = w->name_len + 1,
+        .key_len = w->key_len,
         .start_rev = w->hdr.revision + 1,
         .filters = WATCH_FILTER_NOPUT,
     };
     int64_t id;
+    if (rc == 0)
+        rc = server_watch_create(w->s, &w->ws, &c, &id);
+    c.key = w->pred;
+    c.key_len = w->pred_len;
     if (rc == 0)
         rc = server_watch_create(w->s, &w->ws, &c, &id);
     return rc;
@@ -431,6 +452,7 @@ static void w_free(struct lwait *w)
     mem_free(w->value);
     mem_free(w->key);
     mem_free(w->pfx_end);
+    mem_free(w->pred);
     mem_free(w);
     lock__waiters_put();
 }

@@ -205,3 +205,20 @@ def test_observe_in_order(server):
     o2 = E.Observe(lockpb.LeaderRequest(name=b"o"), timeout=10)
     assert next(o2).kv.value == b"y"
     o2.cancel()
+
+
+def test_middle_waiter_goes_away(server):
+    # c waits behind b, b behind a; b goes away: c now waits for a, and
+    # gets the lock when a unlocks
+    L = lock_stub(server)
+    la, lb, lc = lease(server), lease(server), lease(server)
+    ra = L.Lock(lockpb.LockRequest(name=b"w", lease=la), timeout=10)
+    fb = L.Lock.future(lockpb.LockRequest(name=b"w", lease=lb), timeout=20)
+    time.sleep(0.3)
+    fc = L.Lock.future(lockpb.LockRequest(name=b"w", lease=lc), timeout=20)
+    time.sleep(0.3)
+    fb.cancel()
+    time.sleep(0.5)
+    assert not fc.done()  # a still holds it
+    L.Unlock(lockpb.UnlockRequest(key=ra.key), timeout=10)
+    assert fc.result().key == b"w/%x" % lc
