@@ -15,6 +15,7 @@ int api__maintenance_register(struct api *api);
 int api__cluster_register(struct api *api);
 int api__watch_register(struct api *api);
 int api__lease_register(struct api *api);
+int api__lock_register(struct api *api); /* Lock and Election (lock.c) */
 /* lease.c: the peer listener's Lease/Renew and Lease/TimeToLive. */
 struct server;
 int api__lease_peer_register(struct rpc_server *peer, struct server *s);
@@ -33,6 +34,10 @@ void api__reply_err(struct rpc_call *call, int err);
  * the service completes on. */
 struct svc_done api__done(struct rpc_call *call);
 
+/* api__done_unknown: as api__done, but an error is answered with code
+ * UNKNOWN and api_error's message (api_stream_method.errors_unknown). */
+struct svc_done api__done_unknown(struct rpc_call *call);
+
 /* A streaming service on gRPC (stream.c): the service's handler and the
  * member it serves.  Caller-owned; it must outlive the rpc server. */
 struct api_stream_method {
@@ -41,6 +46,10 @@ struct api_stream_method {
     /* the runtime's send queue per stream (rpc_server_config's
      * stream_queue; RPC_DEFAULT_STREAM_QUEUE unless set) */
     size_t queue_max;
+    /* errors end the stream with code UNKNOWN and api_error's message:
+     * etcd's Lock and Election servers call the KV through clientv3,
+     * which turns each status into a plain error (rpctypes.EtcdError) */
+    bool errors_unknown;
 };
 
 /* The HTTP endpoints' context (http.c): one per listener that serves
@@ -67,6 +76,9 @@ struct api {
     struct api_health_stats health; /* both listeners' /health counts */
     struct api_stream_method watch; /* the Watch stream (watch.c) */
     struct api_stream_method keepalive; /* LeaseKeepAlive (lease.c) */
+    struct api_stream_method lock;      /* Lock (lock.c) */
+    struct api_stream_method campaign;  /* Campaign (lock.c) */
+    struct api_stream_method observe;   /* Observe (lock.c) */
 };
 
 /* api__stream_register routes path to m: each stream opened on it is

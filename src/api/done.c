@@ -31,3 +31,18 @@ struct svc_done api__done(struct rpc_call *call)
 {
     return (struct svc_done){on_done, call};
 }
+
+static void on_done_unknown(void *ctx, int err, const ProtobufCMessage *reply)
+{
+    struct rpc_call *call = ctx;
+    if (err == 0)
+        return rpc_call_reply(call, reply);
+    const char *msg;
+    (void)api_error(err, &msg);
+    rpc_call_reply_error(call, GRPC_STATUS_UNKNOWN, msg);
+}
+
+struct svc_done api__done_unknown(struct rpc_call *call)
+{
+    return (struct svc_done){on_done_unknown, call};
+}

@@ -60,6 +60,8 @@ static int st_close(void *ctx, int err)
     struct adapter *a = ctx;
     const char *msg = "";
     grpc_status_code code = err == 0 ? GRPC_STATUS_OK : api_error(err, &msg);
+    if (err != 0 && a->m->errors_unknown)
+        code = GRPC_STATUS_UNKNOWN; /* see api_stream_method */
     return rpc_stream_finish(a->rs, code, msg);
 }
 

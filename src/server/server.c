@@ -233,6 +233,8 @@ int server_start(const struct server_config *cfg, struct server **server_out)
         rc = server__snap_start(s);
     if (rc == 0)
         rc = server__watch_start(s);
+    if (rc == 0)
+        rc = server__tasks_start(s);
     if (rc == 0 && pthread_create(&s->apply_thread, NULL,
                                   server__apply_main, s) != 0)
         rc = ERR_NOMEM;
@@ -274,6 +276,7 @@ void server_stop(struct server *s)
     if (s == NULL)
         return;
     atomic_store(&s->stopping, true);
+    server__tasks_stop(s);
     if (s->house_started) {
         pthread_mutex_lock(&s->house_mu);
         pthread_cond_broadcast(&s->house_cv);
@@ -306,6 +309,7 @@ void server_stop(struct server *s)
     server__raft_close(s);
     wal_close(s->wal);
     server__watch_close(s);
+    server__tasks_drain(s);
     server__store_close(s);
     server__leases_close(s);
     server_queue_destroy(&s->proposals);

@@ -52,6 +52,9 @@
  *   (timeout.c: their callbacks run under house_mu).
  * - cetcd-snap (snap_worker.c): pins (apply_mu held a few microseconds,
  *   then the store gate), exports and staging inside the gate; snap.mu.
+ * - cetcd-task (task.c): posted tasks (server_task_post, "Tasks" below),
+ *   holding no server lock: like an API thread it may propose, read and
+ *   watch, and so run an inline raft pass.
  * - cetcd-peer-call (peer/call.c): a forwarded promotion's answer
  *   (member_forward.c: re-queues its job, answers its waiter).
  * - main: server_start before any server thread, server_stop after
@@ -611,5 +614,32 @@ void server_lease_time_to_live(struct server *s, int64_t id, bool want_keys,
  * state), by expiry on the leader, by id elsewhere, into *ids_out
  * (mem_free it).  Errors: ERR_NOMEM. */
 int server_lease_list(struct server *s, int64_t **ids_out, size_t *n_out);
+
+/* --- Tasks (task.c) ------------------------------------------------------
+ *
+ * A service whose request waits on several steps (svc/lock.c: a txn, a
+ * read, a watch, another read...) cannot take the next step from a
+ * completion: those run under the server's locks (above).  It posts a
+ * task instead, and cetcd-task runs it holding no server lock, so the
+ * task may call any server_* function (and so run an inline raft pass).
+ *
+ * struct server_task is the caller's (inside its request state): fn and
+ * arg set once, the rest the runner's.  server_task_post queues t unless
+ * it is already queued (then nothing: a task posted twice runs once), so
+ * the queue never holds more tasks than the callers own, and posting
+ * never fails or allocates.  Any thread, also from a completion or a
+ * watch sink (the task mutex is a leaf).  Tasks run in post order, one at
+ * a time; fn may post again (t included).  stopping is true for the tasks
+ * still queued when the server stops (server_stop, after the waiters and
+ * the watch hub are gone): fn must then only release what it holds and
+ * call no server_* function.  The caller keeps t valid until its fn ran
+ * with t no longer queued. */
+struct server_task {
+    void (*fn)(struct server_task *t, bool stopping); /* the step to run */
+    void *arg;                /* the caller's */
+    struct server_task *next; /* the runner's queue link */
+    bool queued;              /* the runner's: posted, not yet run */
+};
+void server_task_post(struct server *s, struct server_task *t);
 
 #endif

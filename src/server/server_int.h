@@ -236,6 +236,27 @@ struct server_reads {
     _Atomic size_t pending;
 };
 
+/* The task runner (task.c): an intrusive FIFO of posted tasks, run one at
+ * a time on cetcd-task holding no server lock. */
+struct server_tasks {
+    pthread_mutex_t mu;        /* a leaf: guards the fields below */
+    pthread_cond_t cv;         /* signalled on post and stop */
+    struct server_task *head;  /* oldest posted, run next */
+    struct server_task *tail;  /* newest posted */
+    bool stop;                 /* server_stop: the thread exits */
+    bool started;              /* the thread runs (joined at stop) */
+    bool inited;               /* mu and cv exist (destroyed by drain) */
+    pthread_t thread;          /* cetcd-task */
+};
+
+/* task.c: started in server_start.  server_stop stops the thread first
+ * (no task runs on a member being taken apart) and drains last, after the
+ * waiters and the watch hub, whose callbacks may still post: what is left
+ * then runs with stopping = true. */
+int server__tasks_start(struct server *s);
+void server__tasks_stop(struct server *s);
+void server__tasks_drain(struct server *s);
+
 /* The store's watch hub and its driver (watchers.c). */
 struct server_watch {
     struct watch_hub *hub;      /* lives from boot to stop, across swaps */
@@ -363,6 +384,7 @@ struct server {
     _Atomic uint64_t lease_id_next; /* server_lease_id_next's counter */
     struct server_appliers appliers; /* the apply chain (applier.h) */
     struct server_watch watch;   /* the watch hub (watchers.c) */
+    struct server_tasks tasks;   /* cetcd-task and its queue (task.c) */
 };
 
 /* The real clock: CLOCK_MONOTONIC in milliseconds.  Server code reads the

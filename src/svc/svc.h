@@ -9,7 +9,8 @@
  * between api/ (the gRPC adapters) and server/ (docs/ARCHITECTURE.md).
  * Files: kv.c, kv_check.c (etcd's request checks, kv_check.h), cluster.c,
  * maintenance.c, lease.c, lease_keepalive.c, watch.c, stream.c (the
- * in-process stream).
+ * in-process stream), lock.c, lock_wait.c, lock_ops.c, election.c,
+ * observe.c (v3lock and v3election, lock_int.h).
  *
  * State.  svc keeps none of its own: every function takes the member it
  * serves (struct server, borrowed; it must be running, see server.h) and
@@ -42,8 +43,8 @@
  * write that would pass the backend quota gets ERR_NO_SPACE and raises the
  * NOSPACE alarm), then the request's own shape (kv_check.h).
  *
- * Streams (Watch: watch.c; LeaseKeepAlive: lease_keepalive.c; Snapshot,
- * Observe: not yet).
+ * Streams (Watch: watch.c; LeaseKeepAlive: lease_keepalive.c; Lock and
+ * Campaign: lock_wait.c; Observe: observe.c; Snapshot: not yet).
  * A streaming service works on a struct svc_stream, the transport's end of
  * one open stream, below (gRPC's: api/stream.c; in-process: stream.c).
  */
@@ -58,6 +59,8 @@
 
 #include "cetcdpb/internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
+#include "v3electionpb/v3election.pb-c.h"
+#include "v3lockpb/v3lock.pb-c.h"
 
 struct server;
 
@@ -279,6 +282,63 @@ void svc_peer_lease_renew(struct server *s,
 void svc_peer_lease_ttl(struct server *s,
                         const Etcdserverpb__LeaseTimeToLiveRequest *req,
                         struct svc_done done);
+
+/* --- Lock and Election (lock.c, lock_wait.c, election.c, observe.c) -------
+ *
+ * etcd 3.4's v3lock and v3election services (its servers run
+ * clientv3/concurrency against the member; here the same KV steps run in
+ * the member, lock_wait.c has them).  A key is name/<lease in hex>; the
+ * oldest key of the prefix name/ (by create revision) holds the lock or
+ * leads.  Lock and Campaign wait: they are served as streams (unary on the
+ * wire: one request, one answer) so that a client that goes away ends
+ * the wait and its key is deleted.  Their steps run on cetcd-task
+ * (server.h "Tasks"); nothing blocks a server thread.  At most
+ * SVC_LOCK_WAITERS_MAX Lock, Campaign and Observe streams are open per
+ * process (more: ERR_TOO_MANY_REQUESTS at open).  A lease 0 gets a lease
+ * of SVC_LOCK_SESSION_TTL_S granted (concurrency.NewSession's default). */
+#define SVC_LOCK_WAITERS_MAX 10000
+#define SVC_LOCK_SESSION_TTL_S 60
+
+/* svc_lock_handler is Lock: inbound V3lockpb__LockRequest, outbound one
+ * V3lockpb__LockResponse {header, key} once the lock is held, then OK.
+ * Errors (the stream's): those of svc_kv_txn and svc_kv_range,
+ * ERR_LEASE_NOT_FOUND, ERR_SESSION_EXPIRED (the waiter's key was deleted
+ * while it waited: its lease expired, or an Unlock), ERR_STOPPED. */
+extern const struct svc_stream_handler svc_lock_handler;
+
+/* svc_lock_unlock deletes req->key.  Reply: V3lockpb__UnlockResponse.
+ * Errors: those of svc_kv_delete_range. */
+void svc_lock_unlock(struct server *s, const V3lockpb__UnlockRequest *req,
+                     struct svc_done done);
+
+/* svc_campaign_handler is Campaign: inbound V3electionpb__CampaignRequest,
+ * outbound one V3electionpb__CampaignResponse {header, leader {name, key,
+ * rev, lease}} once leader.  Errors: as Lock's, ERR_ELECTION_NOT_LEADER
+ * (the key held another value and proclaiming the new one failed). */
+extern const struct svc_stream_handler svc_campaign_handler;
+
+/* svc_election_proclaim: reply V3electionpb__ProclaimResponse.  Errors:
+ * ERR_LEADER_KEY_MISSING, ERR_ELECTION_NOT_LEADER, those of svc_kv_txn. */
+void svc_election_proclaim(struct server *s,
+                           const V3electionpb__ProclaimRequest *req,
+                           struct svc_done done);
+
+/* svc_election_leader: reply V3electionpb__LeaderResponse.  Errors:
+ * ERR_ELECTION_NO_LEADER, those of svc_kv_range. */
+void svc_election_leader(struct server *s,
+                         const V3electionpb__LeaderRequest *req,
+                         struct svc_done done);
+
+/* svc_election_resign: reply V3electionpb__ResignResponse.  Errors:
+ * ERR_LEADER_KEY_MISSING, those of svc_kv_txn. */
+void svc_election_resign(struct server *s,
+                         const V3electionpb__ResignRequest *req,
+                         struct svc_done done);
+
+/* svc_observe_handler is Observe: inbound V3electionpb__LeaderRequest,
+ * outbound V3electionpb__LeaderResponse for the leader now and at every
+ * change, in order, until the client ends it (observe.c). */
+extern const struct svc_stream_handler svc_observe_handler;
 
 /* --- Streams ------------------------------------------------------------- */
 

@@ -75,7 +75,12 @@
       "request timed out, leader transfer took too long")                   \
     X(MEMBER_REMOVED, -410,                                                  \
       "the member has been permanently removed from the cluster")           \
-    X(UNHEALTHY, -411, "unhealthy cluster")
+    X(UNHEALTHY, -411, "unhealthy cluster")                                  \
+    /* v3election / v3lock (concurrency's errors, plain in etcd: Unknown) */ \
+    X(ELECTION_NOT_LEADER, -500, "election: not leader")                     \
+    X(ELECTION_NO_LEADER, -501, "election: no leader")                       \
+    X(LEADER_KEY_MISSING, -502, "\"leader\" field must be provided")         \
+    X(SESSION_EXPIRED, -503, "mutex: session is expired")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),
