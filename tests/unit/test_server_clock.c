@@ -133,14 +133,16 @@ static void test_pending_request_times_out_on_the_fake_clock(void **state)
     assert_int_equal(atomic_load(&got), ERR_TIMEOUT);
     /* Well before the real request timeout. */
     assert_true(real_ms() - t0 < timeout_ms);
+    /* The applied index before raft runs again (read while raft_mu is
+     * held: once it is released the pass may apply the entry at once). */
+    struct server_stats st;
+    server_stats_get(s, &st);
+    uint64_t before = st.applied_index;
     pthread_mutex_unlock(&s->node.raft_mu);
 
     /* The entry is still proposed and applied once raft runs again; its
      * waiter is gone, so the callback is not called a second time. */
     server__kick(s);
-    struct server_stats st;
-    server_stats_get(s, &st);
-    uint64_t before = st.applied_index;
     for (int i = 0; i < 300 && st.applied_index == before; i++) {
         sleep_ms(10);
         server_stats_get(s, &st);
