@@ -2,7 +2,8 @@
  * maintenance.c - the Maintenance service: Status (etcdctl endpoint
  * status, client version checks), MoveLeader (leader transfer) and Alarm
  * (etcdctl alarm list/disarm: every action goes through raft, as in etcd
- * 3.4).  Defragment, Hash/HashKV and Snapshot come with their issues.
+ * 3.4), Hash and HashKV (server_hash, server_hash_kv).  Defragment and
+ * Snapshot come with their issues.
  */
 #include "svc/svc.h"
 
