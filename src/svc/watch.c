@@ -23,8 +23,9 @@
  * stream is ended with ERR_TOO_MANY_REQUESTS rather than lose events (the
  * client reconnects and resumes).
  *
- * Control answers (created, canceled: the hub's, and the refusals and
- * cancel answers sent here) are never dropped: they go through the
+ * Control answers (created and the hub's other cancels, the refusals and
+ * the cancel answers sent here; not a compaction cancel, which waits for
+ * room like the events) are never dropped: they go through the
  * stream's send_ctrl, which may use a small reserve past the send queue
  * (SVC_STREAM_CTRL_RESERVE, etcd's ctrlStreamBufLen 16), in order with the
  * events.  A client that does not read and leaves more unread gets its
@@ -96,7 +97,11 @@ static int sink_send(void *ctx, const struct watch_response *r)
     }
     /* The rest of a fragment run may use the control reserve too: a run
      * whose first fragment took the queue's last slot goes on. */
-    bool ctrl = r->created || r->canceled;
+    /* A compaction cancel is not a control answer: as in etcd (it goes on
+     * the watcher's event channel there) it waits for room like events,
+     * and the hub sends it again later (watch_sync.c send_pending). */
+    bool compaction = r->canceled && r->compact_rev != 0;
+    bool ctrl = (r->created || r->canceled) && !compaction;
     int rc = ctrl || w->in_run ? w->st->send_ctrl(w->st->ctx, &m.base)
                                : w->st->send(w->st->ctx, &m.base);
     mem_free(evs);
