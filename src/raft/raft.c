@@ -290,11 +290,16 @@ void raft__campaign(struct raft *r, bool pre, bool transfer)
 static int validate(const struct raft *r, const struct raft_msg *m)
 {
     if (m->type < 1 || m->type > RAFT_MSG_TYPE_MAX || m->from == 0 ||
-        m->from == r->id || m->term > RAFT_TERM_MAX)
+        m->from == r->id || m->term > RAFT_TERM_MAX ||
+        m->index > RAFT_INDEX_MAX || m->commit > RAFT_INDEX_MAX ||
+        m->reject_hint > RAFT_INDEX_MAX ||
+        m->n_entries > RAFT_INDEX_MAX - m->index ||
+        (m->snapshot != NULL && m->snapshot->meta.index > RAFT_INDEX_MAX))
         return ERR_INVAL;
     for (size_t k = 0; k < m->n_entries; k++) {
         const struct raft_entry *e = &m->entries[k];
-        if (e->type > RAFT_ENTRY_CONF_CHANGE_V2 || (e->len && !e->data))
+        if (e->type > RAFT_ENTRY_CONF_CHANGE_V2 || (e->len && !e->data) ||
+            e->index > RAFT_INDEX_MAX || e->term > RAFT_TERM_MAX)
             return ERR_INVAL;
         if (m->type != RAFT_MSG_APP)
             continue;

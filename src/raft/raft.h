@@ -77,6 +77,12 @@ typedef uint64_t raft_index; /* log position, first entry is 1 */
  * member campaigns (found by fuzz_raft with a term of 2^64-1). */
 #define RAFT_TERM_MAX (UINT64_MAX / 2)
 
+/* Upper bound on log indexes, for the same reason: raft_step refuses a
+ * message whose index, commit, reject hint, entries or snapshot go past
+ * it (found by fuzz_raft: a snapshot at index 2^64-1 made index + 1 wrap
+ * to 0 and the Ready loop never end). */
+#define RAFT_INDEX_MAX (UINT64_MAX / 2)
+
 /* Upper bound on read-index requests waiting for a heartbeat round. */
 #define RAFT_MAX_PENDING_READS 4096
 
