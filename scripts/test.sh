@@ -59,7 +59,7 @@ for name in $fuzzers; do
     [ -d "$corpus" ] && cp -r "$corpus/." "$work/corpus/"
     args=("$work/corpus")
     echo "-- $name"
-    "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 \
+    "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=60 \
         -artifact_prefix="$work/" "${args[@]}" >"$work/log" 2>&1 ||
         { tail -40 "$work/log"; exit 1; }
     grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs" "$work/log" | tail -1 || true
