@@ -109,38 +109,6 @@ static int setup_logging(void)
     return 0;
 }
 
-/* The error Go's time.ParseDuration gives for s (which it refused). */
-static void duration_error(const char *s, char *buf, size_t cap)
-{
-    static const char *units[] = {"ns", "us", "\xc2\xb5s", "\xce\xbcs",
-                                  "ms", "s", "m", "h"};
-    const char *p = s + (*s == '-' || *s == '+');
-    while (*p != '\0') {
-        const char *num = p;
-        while (isdigit((unsigned char)*p) || *p == '.')
-            p++;
-        if (p == num)
-            break; /* no number: invalid */
-        const char *u = p;
-        while (*p != '\0' && *p != '.' && !isdigit((unsigned char)*p))
-            p++;
-        if (p == u) {
-            snprintf(buf, cap, "time: missing unit in duration \"%s\"", s);
-            return;
-        }
-        bool known = false;
-        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-            known |= strlen(units[i]) == (size_t)(p - u) &&
-                     strncmp(units[i], u, (size_t)(p - u)) == 0;
-        if (!known) {
-            snprintf(buf, cap, "time: unknown unit \"%.*s\" in duration "
-                     "\"%s\"", (int)(p - u), u, s);
-            return;
-        }
-    }
-    snprintf(buf, cap, "time: invalid duration \"%s\"", s);
-}
-
 /* --auto-compaction-mode and --auto-compaction-retention as etcd reads
  * them: a plain number is revisions (revision mode) or hours (periodic),
  * anything else a Go duration.  Returns 0, or 1 after etcd's message. */
@@ -171,7 +139,7 @@ static int compaction_flags(int *mode, uint64_t *retention)
     int64_t ns;
     if (!flags_parse_duration(r, &ns)) {
         char why[256];
-        duration_error(r, why, sizeof why);
+        flags_duration_error(r, why, sizeof why);
         log_msg(LOG_FATAL, "etcdmain", "error parsing CompactionRetention: %s",
                 why);
         return 1;

@@ -203,6 +203,33 @@ static size_t unit_ns(const char *s, uint64_t *ns_out)
     return 0;
 }
 
+/* The error Go's time.ParseDuration gives for s (which it refused). */
+void flags_duration_error(const char *s, char *buf, size_t cap)
+{
+    const char *p = s + (*s == '-' || *s == '+');
+    while (*p != '\0') {
+        const char *num = p;
+        while (isdigit((unsigned char)*p) || *p == '.')
+            p++;
+        if (p == num)
+            break; /* no number: invalid */
+        const char *u = p;
+        while (*p != '\0' && *p != '.' && !isdigit((unsigned char)*p))
+            p++;
+        uint64_t ns;
+        if (p == u) {
+            snprintf(buf, cap, "time: missing unit in duration \"%s\"", s);
+            return;
+        }
+        if (unit_ns(u, &ns) != (size_t)(p - u)) {
+            snprintf(buf, cap, "time: unknown unit \"%.*s\" in duration "
+                     "\"%s\"", (int)(p - u), u, s);
+            return;
+        }
+    }
+    snprintf(buf, cap, "time: invalid duration \"%s\"", s);
+}
+
 /* Go's time.ParseDuration: [-+] then one or more <digits[.digits]><unit>
  * ("1h30m", "1.5s", "100ms"; "0" alone needs no unit), at most int64
  * nanoseconds.  Fraction digits past the 18th are dropped, as Go's are. */

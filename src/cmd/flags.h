@@ -13,6 +13,7 @@
 #define CETCD_CMD_FLAGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* flags_result: what flags_parse decided. */
@@ -40,6 +41,9 @@ int64_t flags_get_i64(const char *name);
 int64_t flags_get_dur_ns(const char *name);
 /* flags_parse_duration: Go's time.ParseDuration of s (false: invalid). */
 bool flags_parse_duration(const char *s, int64_t *ns_out);
+/* flags_duration_error writes the error Go's time.ParseDuration gives
+ * for s, which flags_parse_duration refused (etcd's messages quote it). */
+void flags_duration_error(const char *s, char *buf, size_t cap);
 /* flags_was_set: given on the command line or in the environment. */
 bool flags_was_set(const char *name);
 
