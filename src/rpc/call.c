@@ -147,6 +147,8 @@ void rpc__call_data(struct rpc_call *call, const uint8_t *p, size_t n)
 {
     if (call->state != RPC__CALL_READING)
         return; /* answered early (too large, unknown method) */
+    if (!call->http)
+        metrics_add(&call->conn->loop->srv->rx_bytes, n);
     size_t max = call->conn->loop->srv->max_recv_bytes;
     size_t need = call->body_n + n;
     if (call->http && need > max) {
@@ -304,6 +306,13 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
     if (call->http) {
         dispatch_http(srv, call);
         return;
+    }
+    if (call->method != NULL) {
+        call->start_ns = metrics_now_ns();
+        atomic_fetch_add_explicit(&call->method->stats->started, 1,
+                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&call->method->stats->msg_received, 1,
+                                  memory_order_relaxed);
     }
     if (call->method == NULL) {
         unimplemented_msg(srv, rpc__hdrs_find(&call->hdrs, ":path", NULL),
@@ -465,6 +474,14 @@ static void answer(struct rpc_call *call)
 {
     assert(call->state == RPC__CALL_HANDLER); /* exactly one answer */
     call->state = RPC__CALL_ANSWERED;
+    if (call->method != NULL && !call->http) {
+        if (call->code == GRPC_STATUS_OK) {
+            atomic_fetch_add_explicit(&call->method->stats->msg_sent, 1,
+                                      memory_order_relaxed);
+            metrics_add(&call->conn->loop->srv->tx_bytes, call->out_n);
+        }
+        rpc__method_handled(call->method, call->code, call->start_ns);
+    }
     rpc__loop_push(call->conn->loop, &call->item);
 }
 

@@ -448,6 +448,12 @@ void server_metrics_get(struct server *s, struct server_metrics *out)
         out->db_size = out->db_in_use = 0;
     server__store_leave(s);
     out->quota_bytes = server__quota_bytes(s);
+    /* The hub is made at the first store open, before any listener, and
+     * kept across store swaps. */
+    if (s->watch.hub != NULL) {
+        out->watchers = watch_hub_watchers(s->watch.hub);
+        out->slow_watchers = watch_hub_unsynced(s->watch.hub);
+    }
 }
 
 const char *server_reported_version(const struct server *s)

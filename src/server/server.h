@@ -382,6 +382,8 @@ struct server_metrics {
     uint64_t db_size;           /* backend file size */
     uint64_t db_in_use;         /* backend bytes in use */
     int64_t quota_bytes;        /* the backend quota (default filled in) */
+    uint64_t watchers;          /* watchers on the member's hub */
+    uint64_t slow_watchers;     /* of those, the unsynced (catching up) */
 };
 void server_metrics_get(struct server *s, struct server_metrics *out);
 
