@@ -20,6 +20,7 @@
 #include "api/api_int.h"
 #include "backend/backend.h"
 #include "mvcc/mvcc.h"
+#include "peer/peer.h"
 #include "rpc/rpc.h"
 #include "server/server.h"
 #include "util/check.h"
@@ -373,6 +374,72 @@ static void disk_series(struct expo *e, const struct api *api)
            "The total number of bytes sent to grpc clients.", (double)tx);
 }
 
+enum peer_family { P_ACTIVE, P_FAILURES, P_RTT };
+
+struct peer_pass {
+    struct expo *e;
+    enum peer_family family;
+    uint64_t self; /* this member's id */
+};
+
+static void peer_one(const struct server_peer_metrics *p, void *ctx)
+{
+    struct peer_pass *g = ctx;
+    char lab[96];
+    switch (g->family) {
+    case P_ACTIVE:
+        snprintf(lab, sizeof lab, "{Local=\"%llx\",Remote=\"%llx\"}",
+                 (unsigned long long)g->self, (unsigned long long)p->id);
+        value(g->e, "etcd_network_active_peers", lab, p->active ? 1 : 0);
+        break;
+    case P_FAILURES:
+        snprintf(lab, sizeof lab, "{To=\"%llx\"}", (unsigned long long)p->id);
+        value(g->e, "etcd_network_peer_sent_failures_total", lab,
+              (double)p->sent_failures);
+        break;
+    case P_RTT: {
+        static const struct metrics_hist shape =
+            METRICS_HIST_INIT(peer_rtt_bounds);
+        snprintf(lab, sizeof lab, "To=\"%llx\"", (unsigned long long)p->id);
+        hist_body(g->e, "etcd_network_peer_round_trip_time_seconds", lab,
+                  &shape, &p->rtt);
+        break;
+    }
+    }
+}
+
+static void peer_count(const struct server_peer_metrics *p, void *ctx)
+{
+    (void)p;
+    (*(size_t *)ctx)++;
+}
+
+/* peer_series: etcd's rafthttp series, one per other member (none, not
+ * even the family's head, for a lone member: Go's client writes no empty
+ * family). */
+static void peer_series(struct expo *e, const struct api_http *h,
+                        const struct server_metrics *m)
+{
+    static const struct {
+        enum peer_family family;
+        const char *name, *type, *help;
+    } fams[] = {
+        {P_ACTIVE, "etcd_network_active_peers", "gauge",
+         "The current number of active peer connections."},
+        {P_FAILURES, "etcd_network_peer_sent_failures_total", "counter",
+         "The total number of send failures from peers."},
+        {P_RTT, "etcd_network_peer_round_trip_time_seconds", "histogram",
+         "Round-Trip-Time histogram between peers"},
+    };
+    size_t peers = 0;
+    server_peer_metrics(h->server, peer_count, &peers);
+    for (size_t i = 0; peers > 0 && i < sizeof fams / sizeof fams[0]; i++) {
+        head(e, fams[i].name, fams[i].type, fams[i].help);
+        struct peer_pass g = {e, fams[i].family, m->member_id};
+        server_peer_metrics(h->server, peer_one, &g);
+    }
+}
+
 static void server_series(struct expo *e, const struct api_http *h,
                           const struct server_metrics *m)
 {
@@ -384,7 +451,8 @@ static void server_series(struct expo *e, const struct api_http *h,
            "Whether or not a leader exists. 1 is existence, 0 is not.",
            m->has_leader ? 1 : 0);
     char id[20];
-    snprintf(id, sizeof id, "%016llx", (unsigned long long)m->member_id);
+    /* etcd writes ids as types.ID does: hex without leading zeros. */
+    snprintf(id, sizeof id, "%llx", (unsigned long long)m->member_id);
     series_labeled(e, "etcd_server_id", "gauge",
                    "Server or member ID in hexadecimal format. 1 for "
                    "'server_id' label with current ID.",
@@ -446,6 +514,7 @@ char *api__metrics_text(const struct api_http *h, size_t *len_out)
     e.failed = e.p == NULL;
     server_series(&e, h, &m);
     disk_series(&e, h->api);
+    peer_series(&e, h, &m);
     mvcc_series(&e, &m);
     grpc_series(&e, h->api);
     process_series(&e);
