@@ -147,8 +147,6 @@ void rpc__call_data(struct rpc_call *call, const uint8_t *p, size_t n)
 {
     if (call->state != RPC__CALL_READING)
         return; /* answered early (too large, unknown method) */
-    if (!call->http)
-        metrics_add(&call->conn->loop->srv->rx_bytes, n);
     size_t max = call->conn->loop->srv->max_recv_bytes;
     size_t need = call->body_n + n;
     if (call->http && need > max) {
@@ -356,6 +354,7 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
     }
     const uint8_t *req = call->body + RPC__PREFIX;
     size_t len = call->body_n - RPC__PREFIX;
+    metrics_add(&srv->rx_bytes, len);
     grpc_status_code code;
     const char *why;
     if (srv->gate != NULL &&
@@ -478,7 +477,8 @@ static void answer(struct rpc_call *call)
         if (call->code == GRPC_STATUS_OK) {
             atomic_fetch_add_explicit(&call->method->stats->msg_sent, 1,
                                       memory_order_relaxed);
-            metrics_add(&call->conn->loop->srv->tx_bytes, call->out_n);
+            metrics_add(&call->conn->loop->srv->tx_bytes,
+                        call->out_n - RPC__PREFIX);
         }
         rpc__method_handled(call->method, call->code, call->start_ns);
     }

@@ -200,8 +200,9 @@ void rpc_server_metrics(const struct rpc_server *srv,
                                    void *ctx),
                         void *ctx);
 
-/* rpc_server_bytes: the gRPC message bytes (with their 5-byte prefixes)
- * srv received and queued for sending since start (etcd's
+/* rpc_server_bytes: the gRPC message bytes (without their 5-byte
+ * prefixes, as etcd's codec counts them) srv received and queued for
+ * sending since start (etcd's
  * etcd_network_client_grpc_{received,sent}_bytes_total).  Any thread. */
 void rpc_server_bytes(const struct rpc_server *srv, uint64_t *received_out,
                       uint64_t *sent_out);

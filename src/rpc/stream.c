@@ -109,7 +109,6 @@ void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
         rpc_stream_finish(s, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return;
     }
-    metrics_add(&s->conn->loop->srv->rx_bytes, n);
     uint8_t *b = rpc__buf_grow(s->rbuf, &s->rbuf_cap, s->rbuf_n + n, 1024);
     if (b == NULL) {
         rpc__guard_in_sub(s->conn, n);
@@ -140,6 +139,7 @@ void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
             break;
         atomic_fetch_add_explicit(&s->method->stats->msg_received, 1,
                                   memory_order_relaxed);
+        metrics_add(&s->conn->loop->srv->rx_bytes, len);
         s->method->ops->on_message(s, s->rbuf + off + RPC__PREFIX, len,
                                    s->method->ctx);
         off += RPC__PREFIX + len;
@@ -294,7 +294,7 @@ static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
         p = NULL;
         atomic_fetch_add_explicit(&s->method->stats->msg_sent, 1,
                                   memory_order_relaxed);
-        metrics_add(&s->conn->loop->srv->tx_bytes, n + RPC__PREFIX);
+        metrics_add(&s->conn->loop->srv->tx_bytes, n);
         push = schedule_locked(s);
     }
     pthread_mutex_unlock(&s->mu);

@@ -186,16 +186,22 @@ def test_disk_histograms_count(server):
     fsync0 = check_hist(hist(fams, "etcd_disk_wal_fsync_duration_seconds"))
     commit0 = check_hist(hist(fams,
                               "etcd_disk_backend_commit_duration_seconds"))
+    rx0 = samples(fams)[("etcd_network_client_grpc_received_bytes_total",
+                         frozenset())]
+    sent = 0
     for i in range(20):
-        kv.Put(pb.PutRequest(key=b"h/%d" % i, value=b"v"))
+        req = pb.PutRequest(key=b"h/%d" % i, value=b"v" * i)
+        sent += req.ByteSize()
+        kv.Put(req)
     text, fams = scrape(server)
     assert check_hist(hist(fams, "etcd_disk_wal_fsync_duration_seconds")) \
         >= fsync0 + 1
     assert check_hist(hist(
         fams, "etcd_disk_backend_commit_duration_seconds")) >= commit0 + 1
     smp = samples(fams)
+    # etcd counts the marshalled messages (its codec), no gRPC framing.
     assert smp[("etcd_network_client_grpc_received_bytes_total",
-                frozenset())] > 20 * 10
+                frozenset())] - rx0 == sent
     assert smp[("etcd_network_client_grpc_sent_bytes_total",
                 frozenset())] > 0
     # Basic level: no gRPC latency histogram, as etcd without
@@ -230,3 +236,12 @@ def test_watchers_gauge(server):
     assert smp[("etcd_debugging_mvcc_watcher_total", frozenset())] == 5
     call.cancel()
     ch.close()
+
+
+def test_server_id_as_etcd_writes_it(server):
+    """types.ID's hex: no leading zeros (a %016x id would differ from
+    etcd's whenever the top nibble is 0)."""
+    member_id = server.kv().Range(pb.RangeRequest(key=b"x")).header.member_id
+    smp = samples(scrape(server)[1])
+    ids = [dict(k[1])["server_id"] for k in smp if k[0] == "etcd_server_id"]
+    assert ids == [format(member_id, "x")]
