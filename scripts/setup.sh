@@ -9,14 +9,27 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       python3-prometheus-client
       etcd-server etcd-client golang-go golang-etcd-server-dev
       iproute2 procps)
+# Installed without their recommended packages (Prometheus would bring its
+# exporters and their services): the Prometheus server that
+# tests/cluster/test_prometheus.py starts itself.
+bare=(prometheus)
 missing=()
+missing_bare=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
         missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
+for p in "${bare[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+        missing_bare+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] || [ ${#missing_bare[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+    [ ${#missing[@]} -eq 0 ] ||
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+    [ ${#missing_bare[@]} -eq 0 ] ||
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+            --no-install-recommends "${missing_bare[@]}"
 fi

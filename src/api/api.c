@@ -8,6 +8,7 @@
 #include "api/api_int.h"
 #include "rpc/tls.h"
 #include "server/server.h"
+#include "util/check.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -85,6 +86,7 @@ int api_start(struct server *s, const char *listen_urls,
     }
     rpc_server_set_gate(api->rpc, learner_gate, api);
     api->http.server = s;
+    api->http.api = api;
     api->http.health = &api->health;
     rpc_server_set_http(api->rpc, api__http_serve, &api->http, true);
     rc = api__kv_register(api);
@@ -144,6 +146,7 @@ int api_metrics_start(struct api *api, const char *listen_urls,
     if (rc != 0)
         return rc;
     api->metrics_http.server = api->server;
+    api->metrics_http.api = api;
     api->metrics_http.metrics_only = true;
     api->metrics_http.health = &api->health;
     rpc_server_set_http(api->metrics, api__http_serve, &api->metrics_http,
@@ -154,6 +157,12 @@ int api_metrics_start(struct api *api, const char *listen_urls,
         api->metrics = NULL;
     }
     return rc;
+}
+
+void api_metrics_extensive(struct api *api, bool on)
+{
+    CHECK(api != NULL);
+    api->metrics_extensive = on;
 }
 
 void api_stop(struct api *api)

@@ -16,6 +16,8 @@
 #ifndef CETCD_API_API_H
 #define CETCD_API_API_H
 
+#include <stdbool.h>
+
 #include <grpc/status.h>
 
 struct server;
@@ -59,6 +61,11 @@ void api_peer_stop(struct rpc_server *peer);
  * as api_start. */
 int api_metrics_start(struct api *api, const char *listen_urls,
                       const struct rpc_tls *tls);
+
+/* api_metrics_extensive turns the histograms of --metrics extensive on
+ * (grpc_server_handling_seconds; etcd 3.4 registers them only then).
+ * Before serving /metrics, from the thread that started api. */
+void api_metrics_extensive(struct api *api, bool on);
 
 /* api_stop stops serving, waits for every call to be answered, frees api.
  * The server must still be running (it answers pending proposals). */

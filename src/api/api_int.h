@@ -50,6 +50,8 @@ struct api_stream_method {
      * etcd's Lock and Election servers call the KV through clientv3,
      * which turns each status into a plain error (rpctypes.EtcdError) */
     bool errors_unknown;
+    /* the method's kind on the wire, for its metrics (zero: bidi) */
+    enum rpc_method_type wire_type;
 };
 
 /* The HTTP endpoints' context (http.c): one per listener that serves
@@ -63,6 +65,8 @@ struct api_health_stats {
 
 struct api_http {
     struct server *server;  /* the member served (borrowed) */
+    const struct api *api;  /* the member's gRPC side (its rpc server and
+                               the --metrics level), borrowed */
     bool metrics_only;      /* --listen-metrics-urls: /metrics, /health */
     struct api_health_stats *health; /* the member's (struct api's) */
 };
@@ -74,6 +78,7 @@ struct api {
     struct api_http metrics_http; /* the metrics listener's */
     struct rpc_server *metrics; /* --listen-metrics-urls, or NULL */
     struct api_health_stats health; /* both listeners' /health counts */
+    bool metrics_extensive; /* --metrics extensive: the gRPC histograms */
     struct api_stream_method watch; /* the Watch stream (watch.c) */
     struct api_stream_method keepalive; /* LeaseKeepAlive (lease.c) */
     struct api_stream_method lock;      /* Lock (lock.c) */
@@ -96,9 +101,10 @@ int api__stream_register(struct rpc_server *rpc, const char *path,
  * struct api_http. */
 void api__http_serve(struct rpc_call *call, const uint8_t *body,
                      size_t body_len, void *ctx);
-/* metrics.c: /metrics.  api__metrics_text writes the exposition into
- * buf (truncated to cap) and returns its length. */
-size_t api__metrics_text(const struct api_http *h, char *buf, size_t cap);
+/* metrics.c: /metrics.  api__metrics_text returns the exposition
+ * (mem_free frees it) and its length in *len_out, or NULL when out of
+ * memory. */
+char *api__metrics_text(const struct api_http *h, size_t *len_out);
 void api__metrics_serve(const struct api_http *h, struct rpc_call *call);
 
 #endif

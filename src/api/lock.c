@@ -50,12 +50,14 @@ int api__lock_register(struct api *api)
         const char *path;
         struct api_stream_method *m;
         const struct svc_stream_handler *h;
+        enum rpc_method_type wire_type; /* Lock and Campaign are unary */
     } streams[] = {
-        {"/v3lockpb.Lock/Lock", &api->lock, &svc_lock_handler},
+        {"/v3lockpb.Lock/Lock", &api->lock, &svc_lock_handler,
+         RPC_TYPE_UNARY},
         {"/v3electionpb.Election/Campaign", &api->campaign,
-         &svc_campaign_handler},
+         &svc_campaign_handler, RPC_TYPE_UNARY},
         {"/v3electionpb.Election/Observe", &api->observe,
-         &svc_observe_handler},
+         &svc_observe_handler, RPC_TYPE_SERVER_STREAM},
     };
     for (size_t i = 0; rc == 0 && i < sizeof streams / sizeof streams[0];
          i++) {
@@ -64,6 +66,7 @@ int api__lock_register(struct api *api)
             .server = api->server,
             .queue_max = RPC_DEFAULT_STREAM_QUEUE,
             .errors_unknown = true,
+            .wire_type = streams[i].wire_type,
         };
         rc = api__stream_register(api->rpc, streams[i].path, streams[i].m);
     }

@@ -141,7 +141,16 @@ static void on_close(struct rpc_stream *rs, bool cancelled, void *ctx)
     unref(a);
 }
 
-static const struct rpc_stream_ops ops = {on_open, on_message, on_close};
+/* One callback table per wire kind, only for the metrics' label. */
+static const struct rpc_stream_ops ops_by_type[] = {
+    [RPC_TYPE_BIDI_STREAM] = {on_open, on_message, on_close,
+                              RPC_TYPE_BIDI_STREAM},
+    [RPC_TYPE_UNARY] = {on_open, on_message, on_close, RPC_TYPE_UNARY},
+    [RPC_TYPE_CLIENT_STREAM] = {on_open, on_message, on_close,
+                                RPC_TYPE_CLIENT_STREAM},
+    [RPC_TYPE_SERVER_STREAM] = {on_open, on_message, on_close,
+                                RPC_TYPE_SERVER_STREAM},
+};
 
 int api__stream_register(struct rpc_server *rpc, const char *path,
                          const struct api_stream_method *m)
@@ -149,5 +158,8 @@ int api__stream_register(struct rpc_server *rpc, const char *path,
     CHECK(rpc != NULL && path != NULL && m != NULL);
     CHECK(m->handler != NULL && m->handler->request != NULL &&
           m->queue_max > 0);
-    return rpc_server_register_stream(rpc, path, &ops, (void *)m);
+    CHECK((size_t)m->wire_type <
+          sizeof ops_by_type / sizeof ops_by_type[0]);
+    return rpc_server_register_stream(rpc, path, &ops_by_type[m->wire_type],
+                                      (void *)m);
 }

@@ -336,6 +336,13 @@ int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
     return 0;
 }
 
+/* etcd's backend commit buckets: prometheus.ExponentialBuckets(0.001, 2,
+ * 14). */
+static const double commit_bounds[] = {0.001, 0.002, 0.004, 0.008, 0.016,
+                                       0.032, 0.064, 0.128, 0.256, 0.512,
+                                       1.024, 2.048, 4.096, 8.192};
+struct metrics_hist backend_metrics_commit = METRICS_HIST_INIT(commit_bounds);
+
 int backend_write_begin(struct backend *be, struct backend_txn **out)
 {
     CHECK(be != NULL && out != NULL);
@@ -472,7 +479,9 @@ int backend_write_commit(struct backend_txn *txn)
         mdb_txn_abort(mtxn(txn));
         return ERR_NOSPC;
     }
+    int64_t t0 = metrics_now_ns();
     int rc = map(mdb_txn_commit(mtxn(txn)));
+    metrics_since(&backend_metrics_commit, t0);
     if (rc == 0)
         extent_update(be);
     if (rc == 0 && be->write_map)

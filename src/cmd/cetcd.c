@@ -623,6 +623,9 @@ static int run(void)
         server_stop(s);
         return 1;
     }
+    /* etcd takes any value and turns the histograms on for "extensive"
+     * only; so does cetcd. */
+    api_metrics_extensive(api, strcmp(flags_get("metrics"), "extensive") == 0);
     const char *murls = flags_get("listen-metrics-urls");
     if (murls[0] != '\0' && (rc = api_metrics_start(api, murls,
                                                     l.client_tls)) != 0) {

@@ -98,7 +98,7 @@ static struct flag table[] = {
     {"bcrypt-cost", F_UINT, "10", NOT_YET, "Auth", "Specify the cost / strength of the bcrypt algorithm for hashing auth passwords. Valid values are between 4 and 31."},
     {"auth-token-ttl", F_UINT, "300", NOT_YET, "Auth", "Time (in seconds) of the auth-token-ttl."},
     {"enable-pprof", F_BOOL, "false", NOT_YET, "Profiling and Monitoring", "Enable runtime profiling data via HTTP server."},
-    {"metrics", F_STR, "basic", NOT_YET, "Profiling and Monitoring", "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics."},
+    {"metrics", F_STR, "basic", BUILT, "Profiling and Monitoring", "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics."},
     {"listen-metrics-urls", F_STR, "", BUILT, "Profiling and Monitoring", "List of URLs to listen on for the metrics and health endpoints."},
     {"logger", F_STR, "capnslog", BUILT, "Logging", "Specify 'zap' for structured logging or 'capnslog'."},
     {"log-outputs", F_STR, "default", BUILT, "Logging", "Specify 'stdout' or 'stderr' to skip journald logging even when running under systemd."},

@@ -55,6 +55,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/metrics.h"
+
 struct backend;
 struct backend_txn;
 
@@ -350,5 +352,25 @@ int mvcc_hash_kv_etcd(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
  * ERR_CORRUPT; never asserts on its input. */
 int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
                    size_t val_len, struct mvcc_kv *kv, bool *tombstone_out);
+
+/* Process-wide counts of what the stores were asked, as etcd's mvcc
+ * metrics (etcd_mvcc_{range,put,delete,txn}_total): every Range (the
+ * read path's mvcc_range and a write txn's mvcc_txn_range, which counts
+ * the ranges a Txn's compares and prev_kv lookups make, as etcd's do),
+ * every Put and DeleteRange call (not the keys it deletes), and every
+ * write txn with more than one of those. */
+struct mvcc_metrics {
+    struct metrics_counter range;  /* ranges seen */
+    struct metrics_counter put;    /* puts seen */
+    struct metrics_counter del;    /* delete ranges seen */
+    struct metrics_counter txn;    /* txns of more than one operation */
+};
+extern struct mvcc_metrics mvcc_metrics;
+
+/* mvcc_txn_note_range counts one range in t's metrics without reading:
+ * the lookup etcd makes with a Range where cetcd's own write needs none
+ * (a Put with prev_kv, ignore_value or ignore_lease reads the previous
+ * version inside mvcc_txn_put). */
+void mvcc_txn_note_range(struct mvcc_txn *t);
 
 #endif

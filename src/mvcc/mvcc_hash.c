@@ -97,7 +97,7 @@ static int kept(struct hash_walk *w, const struct mvcc_event *ev, bool *out)
     *out = false;
     if (ev->type == MVCC_EVENT_DELETE)
         return 0;
-    int rc = mvcc_range(w->r, ev->kv.key, ev->kv.key_len, NULL, 0, w->at, 1,
+    int rc = mvcc__range(w->r, ev->kv.key, ev->kv.key_len, NULL, 0, w->at, 1,
                         MVCC_RANGE_KEYS_ONLY, &w->res);
     if (rc == 0)
         *out = w->res.n_kvs == 1 && w->res.kvs[0].mod_rev == ev->kv.mod_rev;
@@ -132,7 +132,7 @@ int mvcc_hash_kv_etcd(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
     static const uint8_t all = 0;
     int rc = 0;
     if (w.compact > 0 && rev > 0) { /* keep(R) empty: what C kept */
-        rc = mvcc_range(r, &all, 1, &all, 1, rev, 0, MVCC_RANGE_COUNT_ONLY,
+        rc = mvcc__range(r, &all, 1, &all, 1, rev, 0, MVCC_RANGE_COUNT_ONLY,
                         &w.res);
         if (rc == 0 && w.res.count == 0)
             w.at = w.compact;

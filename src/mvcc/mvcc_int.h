@@ -137,6 +137,9 @@ struct mvcc_txn {
     mvcc_rev rev;         /* main revision of this txn's writes */
     int64_t sub;          /* next sub revision */
     bool open;            /* between txn_begin and txn_end */
+    uint32_t ranges;      /* ranges, puts and deletes asked of this txn: */
+    uint32_t puts;        /* added to mvcc_metrics at txn_end, as etcd */
+    uint32_t deletes;     /* counts a write txn's operations */
 };
 
 /* The apply batch.  One per store, reused; owned by the apply thread. */
@@ -297,6 +300,12 @@ int mvcc__entry_decode(const struct backend_val *k,
  * a store, and for that store's life) to make index collisions common. */
 extern uint64_t mvcc__hash_mask;
 uint64_t mvcc__key_hash(const uint8_t *key, size_t key_len);
+/* mvcc__range is mvcc_range without counting it in mvcc_metrics (the
+ * hashes' own lookups are not client ranges). */
+int mvcc__range(struct mvcc_read *r, const void *key, size_t key_len,
+                const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
+                unsigned flags, struct mvcc_range_result *res);
+
 /* mvcc__span_init normalises a range; ERR_INVAL / ERR_TOO_LARGE. */
 int mvcc__span_init(struct mvcc_span *sp, const struct mvcc_store *s,
                     const void *key, size_t key_len, const void *end,

@@ -320,9 +320,9 @@ static int rev_resolve(const struct mvcc_read *r, mvcc_rev *rev)
     return 0;
 }
 
-int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
-               const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
-               unsigned flags, struct mvcc_range_result *res)
+int mvcc__range(struct mvcc_read *r, const void *key, size_t key_len,
+                const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
+                unsigned flags, struct mvcc_range_result *res)
 {
     CHECK(r != NULL && res != NULL);
     struct mvcc_span sp;
@@ -336,6 +336,14 @@ int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
     if (rc != 0)
         return rc;
     return mvcc__scan(r->kv, r->kvl, &sp, rev, limit, flags, res);
+}
+
+int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
+               const void *end, size_t end_len, mvcc_rev rev, int64_t limit,
+               unsigned flags, struct mvcc_range_result *res)
+{
+    metrics_inc(&mvcc_metrics.range);
+    return mvcc__range(r, key, key_len, end, end_len, rev, limit, flags, res);
 }
 
 void mvcc_range_result_close(struct mvcc_range_result *res)

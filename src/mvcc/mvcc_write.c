@@ -191,6 +191,14 @@ int mvcc__batch_kvl(struct mvcc_batch *b)
 
 /* --- request txns ---------------------------------------------------- */
 
+struct mvcc_metrics mvcc_metrics;
+
+void mvcc_txn_note_range(struct mvcc_txn *t)
+{
+    CHECK(t != NULL && t->open);
+    t->ranges++;
+}
+
 struct mvcc_txn *mvcc_txn_begin(struct mvcc_batch *b)
 {
     CHECK(b != NULL && b->open && !b->t.open);
@@ -199,6 +207,7 @@ struct mvcc_txn *mvcc_txn_begin(struct mvcc_batch *b)
     t->rev = b->st.rev + 1;
     t->sub = 0;
     t->open = true;
+    t->ranges = t->puts = t->deletes = 0;
     return t;
 }
 
@@ -210,6 +219,11 @@ mvcc_rev mvcc_txn_end(struct mvcc_txn *t)
     if (t->sub > 0 && b->err == 0)
         b->st.rev = t->rev;
     t->open = false;
+    metrics_add(&mvcc_metrics.range, t->ranges);
+    metrics_add(&mvcc_metrics.put, t->puts);
+    metrics_add(&mvcc_metrics.del, t->deletes);
+    if ((uint64_t)t->ranges + t->puts + t->deletes > 1)
+        metrics_inc(&mvcc_metrics.txn);
     return b->st.rev;
 }
 
@@ -381,6 +395,7 @@ int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
 {
     CHECK(t != NULL && t->open && (value != NULL || value_len == 0));
     struct mvcc_batch *b = t->b;
+    t->puts++;
     struct mvcc_kv prev, kv;
     bool has_prev, observed = b->s->observer != NULL;
     int rc = b->err ? b->err : check_key(b->s, key, key_len);
@@ -451,6 +466,7 @@ int mvcc_txn_delete_range(struct mvcc_txn *t, const void *key,
 {
     CHECK(t != NULL && t->open && deleted_out != NULL);
     struct mvcc_batch *b = t->b;
+    t->deletes++;
     struct mvcc_span sp;
     struct mvcc_kv *dead;
     int rc = b->err ? b->err
@@ -481,6 +497,7 @@ int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
 {
     CHECK(t != NULL && t->open && res != NULL);
     struct mvcc_batch *b = t->b;
+    t->ranges++;
     struct mvcc_span sp;
     res->n_kvs = 0;
     int rc = b->err ? b->err

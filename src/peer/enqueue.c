@@ -61,6 +61,8 @@ static int enqueue_one(struct peer__peer *p, const struct raft_msg *m)
     else
         rv = peer__queue_push(&p->q, &b);
     if (rv == 0) {
+        if (m->type == RAFT_MSG_HEARTBEAT && p->hb_sent_ns == 0)
+            p->hb_sent_ns = metrics_now_ns();
         if (!peer__write_lent_locked(p))
             pthread_cond_signal(&p->cond);
     } else {

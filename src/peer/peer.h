@@ -92,6 +92,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/metrics.h"
+
 #include "raft/raft.h"
 
 struct rpc_server;
@@ -217,7 +219,18 @@ struct peer_stats {
     int64_t active_since_ms; /* CLOCK_MONOTONIC ms the stream has been up
                                 since (its PeerAck arrived); 0 when down
                                 (etcd's Transport.ActiveSince) */
+    struct metrics_hist_snap rtt; /* round trips to the peer, with the
+                                     bounds of peer_rtt_bounds */
 };
+
+/* Round trips to a peer, as etcd_network_peer_round_trip_time_seconds
+ * (etcd's buckets, 100 us to 0.8 s): from a heartbeat queued for the peer
+ * to the next heartbeat response received from it.  etcd's prober times
+ * a probe request on its own connection; cetcd times the raft traffic it
+ * already has, so the figure includes the peer's queueing and the raft
+ * pass that answers (a leader only: followers send no heartbeats). */
+#define PEER_RTT_BUCKETS 14
+extern const double peer_rtt_bounds[PEER_RTT_BUCKETS];
 
 /* peer_transport_create validates cfg and builds a transport with no peers
  * in *t_out.  Errors: ERR_INVAL (self or cluster_id 0, snap_dir too long,

@@ -238,11 +238,19 @@ struct peer__peer {
                                    * idle open stream: peer_send may start
                                    * one write on it (send.c) */
     struct peer_stats stats;      /* mu */
+    int64_t hb_sent_ns;           /* mu: a heartbeat queued then, not yet
+                                     answered (0: none); see peer_rtt_bounds */
+    struct metrics_hist rtt;      /* round trips (atomics: any thread) */
     bool snap_busy;               /* mu: a snapshot thread is running */
     bool snap_joinable;           /* owner: snap_thread must be joined */
     pthread_t snap_thread;        /* owner: the last snapshot thread */
     struct peer__stream st;       /* sender thread only */
 };
+
+/* transport.c: a heartbeat response among msgs from `from` ends the
+ * round trip its peer's hb_sent_ns began (peer_rtt_bounds). */
+void peer__rtt_note(struct peer_transport *t, raft_id from,
+                    const struct raft_msg *msgs, size_t n);
 
 /* send.c: with p->mu held, start a write of the queued messages on the
  * stream the parked sender thread lent (see send.c); false if it was not

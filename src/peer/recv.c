@@ -145,6 +145,8 @@ static void in_message(struct rpc_stream *stream, const uint8_t *msg,
         ack.member_id = t->self;
         in->acked = rpc_stream_send(stream, &ack.base) == 0;
     }
+    if (ok && b.n > 0)
+        peer__rtt_note(t, from, b.msgs, b.n);
     if (ok && b.n > 0 && t->cb.on_messages != NULL)
         t->cb.on_messages(t->cb.arg, from, b.msgs, b.n);
     peer__batch_free(&b);

@@ -219,6 +219,7 @@ static int peer_new(struct peer_transport *t, raft_id id,
         return ERR_NOMEM;
     p->t = t;
     p->id = id;
+    p->rtt = (struct metrics_hist)METRICS_HIST_INIT(peer_rtt_bounds);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cond, NULL);
     int rv = peer__queue_init(&p->q, t->lim.queue_msgs_max,
@@ -353,6 +354,30 @@ void peer_transport_close(struct peer_transport *t)
     grpc_shutdown_blocking();
 }
 
+/* etcd's buckets: prometheus.ExponentialBuckets(0.0001, 2, 14). */
+const double peer_rtt_bounds[PEER_RTT_BUCKETS] = {
+    0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064,
+    0.0128, 0.0256, 0.0512, 0.1024, 0.2048, 0.4096, 0.8192};
+
+void peer__rtt_note(struct peer_transport *t, raft_id from,
+                    const struct raft_msg *msgs, size_t n)
+{
+    assert(t != NULL && msgs != NULL);
+    bool resp = false;
+    for (size_t i = 0; i < n && !resp; i++)
+        resp = msgs[i].type == RAFT_MSG_HEARTBEAT_RESP;
+    if (!resp)
+        return;
+    struct peer__peer *p = peer__hold(t, from);
+    if (p == NULL)
+        return;
+    int64_t sent = p->hb_sent_ns; /* peer__hold locked p->mu */
+    p->hb_sent_ns = 0;
+    if (sent != 0)
+        metrics_since(&p->rtt, sent);
+    peer__unhold(t, p);
+}
+
 int peer_stats(struct peer_transport *t, raft_id id, struct peer_stats *out)
 {
     assert(t != NULL && out != NULL);
@@ -361,6 +386,7 @@ int peer_stats(struct peer_transport *t, raft_id id, struct peer_stats *out)
         return ERR_NOTFOUND;
     *out = p->stats;
     out->queued_msgs = p->q.n;
+    metrics_hist_read(&p->rtt, &out->rtt);
     peer__unhold(t, p);
     return 0;
 }

@@ -305,6 +305,13 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
         dispatch_http(srv, call);
         return;
     }
+    if (call->method != NULL) {
+        call->start_ns = metrics_now_ns();
+        atomic_fetch_add_explicit(&call->method->stats->started, 1,
+                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&call->method->stats->msg_received, 1,
+                                  memory_order_relaxed);
+    }
     if (call->method == NULL) {
         unimplemented_msg(srv, rpc__hdrs_find(&call->hdrs, ":path", NULL),
                           msg, sizeof(msg));
@@ -347,6 +354,7 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
     }
     const uint8_t *req = call->body + RPC__PREFIX;
     size_t len = call->body_n - RPC__PREFIX;
+    metrics_add(&srv->rx_bytes, len);
     grpc_status_code code;
     const char *why;
     if (srv->gate != NULL &&
@@ -465,6 +473,15 @@ static void answer(struct rpc_call *call)
 {
     assert(call->state == RPC__CALL_HANDLER); /* exactly one answer */
     call->state = RPC__CALL_ANSWERED;
+    if (call->method != NULL && !call->http) {
+        if (call->code == GRPC_STATUS_OK) {
+            atomic_fetch_add_explicit(&call->method->stats->msg_sent, 1,
+                                      memory_order_relaxed);
+            metrics_add(&call->conn->loop->srv->tx_bytes,
+                        call->out_n - RPC__PREFIX);
+        }
+        rpc__method_handled(call->method, call->code, call->start_ns);
+    }
     rpc__loop_push(call->conn->loop, &call->item);
 }
 

@@ -75,6 +75,8 @@
 #include <grpc/status.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "util/metrics.h"
+
 /* Defaults, as in etcd 3.4 where etcd has one. */
 #define RPC_DEFAULT_MAX_REQUEST_BYTES (1536 * 1024) /* --max-request-bytes */
 #define RPC_DEFAULT_THREADS 2
@@ -142,6 +144,14 @@ struct rpc_server_config {
 typedef void (*rpc_unary_fn)(struct rpc_call *call, const uint8_t *req,
                              size_t req_len, void *ctx);
 
+/* A method's kind on the wire (grpc-go's grpc_type label). */
+enum rpc_method_type {
+    RPC_TYPE_BIDI_STREAM = 0,
+    RPC_TYPE_UNARY,
+    RPC_TYPE_CLIENT_STREAM,
+    RPC_TYPE_SERVER_STREAM,
+};
+
 /* Streaming handler callbacks, all run on the stream's loop. */
 struct rpc_stream_ops {
     /* A client opened a stream.  The owner now holds a reference that it
@@ -155,7 +165,47 @@ struct rpc_stream_ops {
      * from us (client cancel, deadline, shutdown).  Called exactly once;
      * later rpc_stream_send/finish return ERR_CLOSED. */
     void (*on_close)(struct rpc_stream *stream, bool cancelled, void *ctx);
+    /* What the method is on the wire, for its metrics' grpc_type label
+     * (zero: a bidirectional stream).  A unary wire method served as a
+     * stream (v3lock's Lock) says RPC_TYPE_UNARY. */
+    enum rpc_method_type wire_type;
 };
+
+/* --- metrics --- */
+
+/* gRPC status codes are 0 (OK) .. 16 (UNAUTHENTICATED). */
+#define RPC_STATUS_CODES 17
+
+/* What the runtime counted for one registered method since start, as
+ * grpc-go's Prometheus interceptors count (grpc_server_started_total,
+ * grpc_server_handled_total by code, grpc_server_msg_received_total,
+ * grpc_server_msg_sent_total, grpc_server_handling_seconds).  A stream
+ * the client cancels is handled with CANCELLED.  Calls to unregistered
+ * methods and HTTP requests are not counted. */
+struct rpc_method_metrics {
+    const char *path;           /* "/pkg.Svc/Method" */
+    enum rpc_method_type type;  /* its wire kind */
+    uint64_t started;           /* calls and streams begun */
+    uint64_t handled[RPC_STATUS_CODES]; /* ended, by status code */
+    uint64_t msg_received;      /* request messages */
+    uint64_t msg_sent;          /* response messages */
+    struct metrics_hist_snap handling; /* begin to end, seconds */
+};
+
+/* rpc_server_metrics calls fn once per registered method, in
+ * registration order, with a snapshot valid during the call.  Any thread,
+ * after start. */
+void rpc_server_metrics(const struct rpc_server *srv,
+                        void (*fn)(const struct rpc_method_metrics *m,
+                                   void *ctx),
+                        void *ctx);
+
+/* rpc_server_bytes: the gRPC message bytes (without their 5-byte
+ * prefixes, as etcd's codec counts them) srv received and queued for
+ * sending since start (etcd's
+ * etcd_network_client_grpc_{received,sent}_bytes_total).  Any thread. */
+void rpc_server_bytes(const struct rpc_server *srv, uint64_t *received_out,
+                      uint64_t *sent_out);
 
 /* --- server (owner thread only) --- */
 

@@ -54,9 +54,30 @@
 
 enum rpc__method_kind { RPC__METHOD_UNARY, RPC__METHOD_STREAM };
 
+struct rpc__method;
+
+/* The counters of one method (rpc.h "metrics"); any thread adds. */
+struct rpc__method_stats {
+    _Atomic uint64_t started;       /* begun */
+    _Atomic uint64_t handled[RPC_STATUS_CODES]; /* ended, by code */
+    _Atomic uint64_t msg_received;  /* request messages */
+    _Atomic uint64_t msg_sent;      /* response messages */
+    struct metrics_hist handling;   /* begin to end */
+};
+
+/* rpc__method_stats_new: zeroed counters (mem_free frees), or NULL. */
+struct rpc__method_stats *rpc__method_stats_new(void);
+
+/* rpc__method_handled counts one end of a call or stream of m that began
+ * at start_ns with code. */
+void rpc__method_handled(const struct rpc__method *m, grpc_status_code code,
+                         int64_t start_ns);
+
 /* One registered method.  Written by the owner before start, read-only
  * afterwards by every thread. */
 struct rpc__method {
+    struct rpc__method_stats *stats;   /* owned; counters (mutable) */
+    enum rpc_method_type type;         /* wire kind, for the metrics */
     char *path;                        /* "/pkg.Svc/Method", owned */
     size_t path_n;                     /* strlen(path) */
     enum rpc__method_kind kind;        /* unary or stream */
@@ -148,6 +169,7 @@ struct rpc_call {
     bool bad_encoding;                 /* compressed with what we lack */
     const struct rpc__method *method;  /* NULL: not registered */
     int64_t deadline_ns;               /* CLOCK_MONOTONIC or INT64_MAX */
+    int64_t start_ns;                  /* dispatched (metrics' clock) */
     struct rpc__hdrs hdrs;             /* request headers */
     uint8_t *body;                     /* request bytes, 5-byte prefix on */
     size_t body_n, body_cap;           /* used, allocated */
@@ -180,6 +202,7 @@ struct rpc_stream {
     struct rpc__conn *conn;            /* loop */
     int32_t stream_id;                 /* immutable */
     const struct rpc__method *method;  /* immutable */
+    int64_t start_ns;                  /* opened (metrics' clock) */
     struct rpc__hdrs hdrs;             /* read-only after on_open */
     uint8_t *rbuf;                     /* loop: partial client messages */
     size_t rbuf_n, rbuf_cap;           /* loop */
@@ -270,6 +293,8 @@ struct rpc_server {
     atomic_bool stopping;              /* any thread: close connections */
     atomic_bool exiting;               /* any thread: loops return */
     atomic_long active_n;              /* calls handed out, not answered */
+    struct metrics_counter rx_bytes;   /* gRPC request bytes (DATA) */
+    struct metrics_counter tx_bytes;   /* gRPC response bytes queued */
     atomic_long streams_n;             /* streams not yet freed */
     atomic_uint next_loop;             /* round robin for new connections */
     struct rpc__loop loops[RPC_THREADS_MAX]; /* see rpc__loop */

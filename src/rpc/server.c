@@ -94,8 +94,10 @@ static void server_free(struct rpc_server *srv)
 {
     for (size_t i = 0; i < srv->urls_n; i++)
         mem_free(srv->urls[i]);
-    for (size_t i = 0; i < srv->methods_n; i++)
+    for (size_t i = 0; i < srv->methods_n; i++) {
         mem_free(srv->methods[i].path);
+        mem_free(srv->methods[i].stats);
+    }
     mem_free(srv->methods);
     if (srv->tls != NULL)
         SSL_CTX_free(srv->tls);
@@ -157,9 +159,14 @@ static int method_add(struct rpc_server *srv, const char *path,
     memset(m, 0, sizeof(*m));
     m->path_n = strlen(path);
     m->path = mem_dup(path, m->path_n + 1);
-    if (m->path == NULL)
+    m->stats = rpc__method_stats_new();
+    if (m->path == NULL || m->stats == NULL) {
+        mem_free(m->path);
+        mem_free(m->stats);
         return ERR_NOMEM;
+    }
     m->kind = kind;
+    m->type = RPC_TYPE_UNARY;
     srv->methods_n++;
     *m_out = m;
     return 0;
@@ -206,6 +213,7 @@ int rpc_server_register_stream(struct rpc_server *srv, const char *path,
         return rv;
     m->ops = ops;
     m->ctx = ctx;
+    m->type = ops->wire_type;
     return 0;
 }
 

@@ -66,6 +66,9 @@ struct rpc_stream *rpc__stream_open(struct rpc_call *call)
     s->conn = c;
     s->stream_id = call->stream_id;
     s->method = call->method;
+    s->start_ns = metrics_now_ns();
+    atomic_fetch_add_explicit(&s->method->stats->started, 1,
+                              memory_order_relaxed);
     s->hdrs = call->hdrs; /* the call's buffer moves to the stream */
     call->hdrs = (struct rpc__hdrs){0};
     pthread_mutex_init(&s->mu, NULL);
@@ -88,7 +91,9 @@ static void tell_close(struct rpc_stream *s, bool cancelled)
     s->close_told = true;
     pthread_mutex_lock(&s->mu);
     s->closed = true;
+    grpc_status_code code = cancelled ? GRPC_STATUS_CANCELLED : s->fin_code;
     pthread_mutex_unlock(&s->mu);
+    rpc__method_handled(s->method, code, s->start_ns);
     s->method->ops->on_close(s, cancelled, s->method->ctx);
 }
 
@@ -132,6 +137,9 @@ void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
         }
         if (s->rbuf_n - off - RPC__PREFIX < len)
             break;
+        atomic_fetch_add_explicit(&s->method->stats->msg_received, 1,
+                                  memory_order_relaxed);
+        metrics_add(&s->conn->loop->srv->rx_bytes, len);
         s->method->ops->on_message(s, s->rbuf + off + RPC__PREFIX, len,
                                    s->method->ctx);
         off += RPC__PREFIX + len;
@@ -284,6 +292,9 @@ static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
             (struct rpc__msg){.p = p, .n = n + RPC__PREFIX};
         s->q_n++;
         p = NULL;
+        atomic_fetch_add_explicit(&s->method->stats->msg_sent, 1,
+                                  memory_order_relaxed);
+        metrics_add(&s->conn->loop->srv->tx_bytes, n);
         push = schedule_locked(s);
     }
     pthread_mutex_unlock(&s->mu);

@@ -80,6 +80,8 @@ static int do_put(struct kv_txn *k, const Etcdserverpb__PutRequest *p,
         return rc;
     unsigned flags = (p->ignore_value ? MVCC_PUT_IGNORE_VALUE : 0) |
                      (p->ignore_lease ? MVCC_PUT_IGNORE_LEASE : 0);
+    if (p->prev_kv || p->ignore_value || p->ignore_lease)
+        mvcc_txn_note_range(k->t); /* etcd's applyPut ranges first */
     struct mvcc_kv prev;
     memset(&prev, 0, sizeof prev);
     rc = mvcc_txn_put(k->t, p->key.data, p->key.len, p->value.data,
@@ -532,6 +534,9 @@ static int do_compact(struct server *s, struct mvcc_batch *b,
     }
     if (rc != 0)
         return rc;
+    /* etcd's applyCompaction reads the key "compaction" for the header's
+     * revision: counted as etcd counts that Range (etcd_mvcc_range_total). */
+    metrics_inc(&mvcc_metrics.range);
     /* physical: done in this batch, but not in a tentative one, whose
      * readers are pinned below this compaction (mvcc_visible_hold); the
      * next batch does it then (apply.c compact_more). */

@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "mvcc/mvcc.h"
+#include "peer/peer.h"
 #include "server/boot_guard.h"
 #include "server/members.h"
 #include "server/server_int.h"
@@ -448,6 +449,35 @@ void server_metrics_get(struct server *s, struct server_metrics *out)
         out->db_size = out->db_in_use = 0;
     server__store_leave(s);
     out->quota_bytes = server__quota_bytes(s);
+    /* The hub is made at the first store open, before any listener, and
+     * kept across store swaps. */
+    if (s->watch.hub != NULL) {
+        out->watchers = watch_hub_watchers(s->watch.hub);
+        out->slow_watchers = watch_hub_unsynced(s->watch.hub);
+    }
+}
+
+void server_peer_metrics(struct server *s,
+                         void (*fn)(const struct server_peer_metrics *p,
+                                    void *ctx),
+                         void *ctx)
+{
+    CHECK(s != NULL && fn != NULL);
+    if (s->transport == NULL)
+        return;
+    pthread_mutex_lock(&s->ms->mu);
+    for (size_t i = 0; i < s->ms->n; i++) {
+        struct peer_stats st;
+        uint64_t id = s->ms->m[i].id;
+        if (id == s->member_id || peer_stats(s->transport, id, &st) != 0)
+            continue;
+        struct server_peer_metrics p = {.id = id,
+                                        .active = st.active,
+                                        .sent_failures = st.dropped_msgs,
+                                        .rtt = st.rtt};
+        fn(&p, ctx);
+    }
+    pthread_mutex_unlock(&s->ms->mu);
 }
 
 const char *server_reported_version(const struct server *s)

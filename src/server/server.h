@@ -139,6 +139,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/metrics.h"
+
 struct rpc_server;
 struct dial_tls;
 
@@ -382,8 +384,24 @@ struct server_metrics {
     uint64_t db_size;           /* backend file size */
     uint64_t db_in_use;         /* backend bytes in use */
     int64_t quota_bytes;        /* the backend quota (default filled in) */
+    uint64_t watchers;          /* watchers on the member's hub */
+    uint64_t slow_watchers;     /* of those, the unsynced (catching up) */
 };
 void server_metrics_get(struct server *s, struct server_metrics *out);
+
+/* One peer's network series (etcd_network_*): server_peer_metrics calls
+ * fn for each other member the transport knows, with the ms->mu lock
+ * held (fn must not call back into the server).  Any thread. */
+struct server_peer_metrics {
+    uint64_t id;                  /* the peer's member id */
+    bool active;                  /* its stream is up */
+    uint64_t sent_failures;       /* messages that could not be sent */
+    struct metrics_hist_snap rtt; /* round trips (peer.h peer_rtt_bounds) */
+};
+void server_peer_metrics(struct server *s,
+                         void (*fn)(const struct server_peer_metrics *p,
+                                    void *ctx),
+                         void *ctx);
 
 /* server_alarms_active: which alarms are active now (any member's), as
  * the apply thread last set them.  Any thread. */

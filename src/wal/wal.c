@@ -15,6 +15,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/metrics.h"
 #include "wal/wal_int.h"
 
 /* Upper bound of a segment head: CRC, METADATA, SNAPSHOT, HARDSTATE. */
@@ -217,11 +218,26 @@ bool wal_exists(const char *dir)
 
 static int purge(struct wal *w);
 
+/* etcd's wal fsync buckets: prometheus.ExponentialBuckets(0.001, 2, 14). */
+static const double fsync_bounds[] = {0.001, 0.002, 0.004, 0.008, 0.016,
+                                      0.032, 0.064, 0.128, 0.256, 0.512,
+                                      1.024, 2.048, 4.096, 8.192};
+struct metrics_hist wal_metrics_fsync = METRICS_HIST_INIT(fsync_bounds);
+
+/* data_sync: fdatasync(fd), timed into wal_metrics_fsync. */
+static int data_sync(int fd)
+{
+    int64_t t0 = metrics_now_ns();
+    int rv = fdatasync(fd);
+    metrics_since(&wal_metrics_fsync, t0);
+    return rv;
+}
+
 /* seg_cut makes the old segment durable and starts the next one. */
 static int seg_cut(struct wal *w, uint64_t first_index)
 {
     WAL_ASSERT(w->nsegs >= 1 && w->fd >= 0);
-    if (!w->opts.no_fsync && fdatasync(w->fd) != 0)
+    if (!w->opts.no_fsync && data_sync(w->fd) != 0)
         return err_from_errno(errno);
     uint64_t seq = w->segs[w->nsegs - 1].seq + 1;
     int rv = seg_start(w, seq, first_index);
@@ -422,7 +438,7 @@ int wal_sync(struct wal *wal)
     if (!wal->dirty)
         return 0;
     if (!wal->opts.no_fsync) {
-        if (fdatasync(wal->fd) != 0) {
+        if (data_sync(wal->fd) != 0) {
             wal->failed = err_from_errno(errno);
             return wal->failed;
         }

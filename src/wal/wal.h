@@ -49,6 +49,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/metrics.h"
+
 /* The default segment size, as etcd's: 64,000,000 bytes. */
 #define WAL_SEGMENT_BYTES_DEFAULT 64000000ull
 /* The smallest segment size accepted (tests use small segments). */
@@ -254,5 +256,10 @@ uint64_t wal_last_index(const struct wal *wal);
  * sync: call wal_sync first for anything that must be durable.
  */
 void wal_close(struct wal *wal);
+
+/* Process-wide: every WAL fdatasync of a batch or a segment cut
+ * (etcd_disk_wal_fsync_duration_seconds; etcd's buckets, 1 ms to 8 s).
+ * Not recorded with no_fsync. */
+extern struct metrics_hist wal_metrics_fsync;
 
 #endif
