@@ -19,6 +19,7 @@
 #include <json-c/json.h>
 
 #include "json/json.h"
+#include "json/json_int.h"
 #include "util/err.h"
 
 /* One decode's state. */
@@ -309,11 +310,26 @@ static int one(struct dec *d, const ProtobufCFieldDescriptor *f,
         const char *s = json_object_get_string(o);
         if (memchr(s, '\0', n) != NULL && d->info != NULL)
             d->info->nul_in_string = true;
-        char *c = malloc(n + 1);
+        /* Go's decoder turns each invalid UTF-8 byte into U+FFFD (3 bytes) */
+        char *c = malloc(3 * n + 1);
         if (c == NULL)
             return ERR_NOMEM;
-        memcpy(c, s, n);
-        c[n] = '\0';
+        size_t k = 0;
+        for (size_t i = 0; i < n;) {
+            uint32_t cp;
+            size_t len = json__utf8_len((const unsigned char *)s + i, n - i,
+                                        &cp);
+            if (len == 0) {
+                memcpy(c + k, "\xef\xbf\xbd", 3);
+                k += 3;
+                i++;
+            } else {
+                memcpy(c + k, s + i, len);
+                k += len;
+                i += len;
+            }
+        }
+        c[k] = '\0';
         char **slot = p;
         if (*slot != NULL && *slot != f->default_value)
             free(*slot);

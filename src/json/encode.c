@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "json/json_int.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -38,10 +39,7 @@ void json_buf_str(struct json_buf *b, const char *s)
     json_buf_put(b, s, strlen(s));
 }
 
-/* utf8_len: the length of the valid UTF-8 sequence at s (n bytes left),
- * and its code point in *cp; 0 when it is not valid (Go's rules: no
- * overlong forms, no surrogates, at most U+10FFFF). */
-static size_t utf8_len(const unsigned char *s, size_t n, uint32_t *cp)
+size_t json__utf8_len(const unsigned char *s, size_t n, uint32_t *cp)
 {
     unsigned char c = s[0];
     size_t len;
@@ -80,7 +78,7 @@ void json_pb_string(struct json_buf *b, const char *s, size_t n)
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i];
         uint32_t cp = 0;
-        size_t len = utf8_len(u + i, n - i, &cp);
+        size_t len = json__utf8_len(u + i, n - i, &cp);
         bool plain = len > 1 ? cp != 0x2028 && cp != 0x2029
                              : len == 1 && c >= 0x20 && c != '"' &&
                                    c != '\\' && c != '<' && c != '>' &&

@@ -276,6 +276,15 @@ static void test_decode_member_add(void **state)
     assert_true(r->islearner);
     assert_true(info.nul_in_string);
     protobuf_c_message_free_unpacked(m, NULL);
+    /* invalid UTF-8 in a string: U+FFFD per byte, as Go's decoder */
+    t = "{\"peerURLs\":[\"a\xff\xc3\"]}";
+    assert_int_equal(json_pb_decode(
+                         &etcdserverpb__member_add_request__descriptor, t,
+                         strlen(t), &m, NULL, err, sizeof err),
+                     0);
+    r = (Etcdserverpb__MemberAddRequest *)m;
+    assert_string_equal(r->peerurls[0], "a\xef\xbf\xbd\xef\xbf\xbd");
+    protobuf_c_message_free_unpacked(m, NULL);
     check_refused(&etcdserverpb__member_add_request__descriptor,
                   "{\"peerURLs\":[\"http://a:1\",5]}",
                   "json: cannot unmarshal number into Go value of type "
