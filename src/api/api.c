@@ -66,6 +66,13 @@ static bool learner_gate(void *ctx, const char *method, const uint8_t *req,
     return false;
 }
 
+static bool gateway_on = true; /* api_gateway_enable; main thread */
+
+void api_gateway_enable(bool on)
+{
+    gateway_on = on;
+}
+
 int api_start(struct server *s, const char *listen_urls,
               const struct rpc_tls *tls, uint32_t max_streams,
               struct api **api_out)
@@ -88,6 +95,7 @@ int api_start(struct server *s, const char *listen_urls,
     api->http.server = s;
     api->http.api = api;
     api->http.health = &api->health;
+    api->http.gateway = gateway_on;
     rpc_server_set_http(api->rpc, api__http_serve, &api->http, true);
     rc = api__kv_register(api);
     if (rc == 0)

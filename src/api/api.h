@@ -36,6 +36,11 @@ int api_start(struct server *s, const char *listen_urls,
               const struct rpc_tls *tls, uint32_t max_streams,
               struct api **api_out);
 
+/* api_gateway_enable turns etcd's /v3 JSON gateway (--enable-grpc-gateway,
+ * on by default as in etcd) on or off for the api_start calls after it;
+ * main thread, before api_start. */
+void api_gateway_enable(bool on);
+
 /* api_peer_create builds the member's peer listener on the
  * comma-separated listen_peer_urls (http://, https://, unix://, unixs://),
  * TLS as for api_start, without starting it: the peer transport registers

@@ -69,6 +69,7 @@ struct api_http {
                                the --metrics level), borrowed */
     bool metrics_only;      /* --listen-metrics-urls: /metrics, /health */
     struct api_health_stats *health; /* the member's (struct api's) */
+    bool gateway;           /* serve /v3/... (gateway.c) */
 };
 
 struct api {
@@ -101,6 +102,16 @@ int api__stream_register(struct rpc_server *rpc, const char *path,
  * struct api_http. */
 void api__http_serve(struct rpc_call *call, const uint8_t *body,
                      size_t body_len, void *ctx);
+/* gateway.c: the /v3 JSON gateway.  api__gw_serve answers call when the
+ * path t (its first pn bytes, the query cut off) is under /v3/ or
+ * /v3beta/ and returns true; false: not a gateway path.  m: the method.
+ * api__gw_reply_msg answers 200 with m as JSON; api__gw_reply_error
+ * answers grpc-gateway's error body for code and msg. */
+bool api__gw_serve(struct server *s, struct rpc_call *call, const char *t,
+                   size_t pn, const char *m, const uint8_t *body, size_t n);
+void api__gw_reply_msg(struct rpc_call *call, const ProtobufCMessage *m);
+void api__gw_reply_error(struct rpc_call *call, grpc_status_code code,
+                         const char *msg);
 /* metrics.c: /metrics.  api__metrics_text returns the exposition
  * (mem_free frees it) and its length in *len_out, or NULL when out of
  * memory. */

@@ -273,8 +273,6 @@ void api__http_serve(struct rpc_call *call, const uint8_t *body,
                      size_t body_len, void *ctx)
 {
     const struct api_http *h = ctx;
-    (void)body;
-    (void)body_len;
     size_t tn = 0;
     const char *t = rpc_call_metadata(call, ":path", &tn);
     const char *m = rpc_call_metadata(call, ":method", NULL);
@@ -285,6 +283,9 @@ void api__http_serve(struct rpc_call *call, const uint8_t *body,
     size_t pn = http_path_len(t, tn);
     struct query q;
     query_read(t, tn, &q);
+    if (h->gateway && api__gw_serve(h->server, call, t, pn, m, body,
+                                    body_len))
+        return;
     if (path_is(t, pn, "/health"))
         health(h, call, m, &q);
     else if (path_is(t, pn, "/metrics"))

@@ -614,6 +614,7 @@ static int run(void)
     /* etcd's default (math.MaxUint32: unlimited) reads as 0 here, which
      * is the runtime's bounded default (RPC_DEFAULT_MAX_STREAMS). */
     uint32_t streams = (uint32_t)flags_get_u64("max-concurrent-streams");
+    api_gateway_enable(flags_get_bool("enable-grpc-gateway"));
     rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, streams,
                    &api);
     if (rc != 0) {

@@ -25,7 +25,8 @@ enum fstate {
     OFF_ONLY, /* a boolean whose feature is not built: false (nothing
                * served, which cetcd does) is accepted, true given on the
                * command line or through ETCD_* is refused; the default is
-               * left as it is (see enable-grpc-gateway below) */
+               * left as it is (--enable-grpc-gateway was one until its
+               * gateway was built, api/gateway.c) */
 };
 
 struct flag {
@@ -127,7 +128,7 @@ static struct flag table[] = {
      * cetcd does) is accepted and an explicit =true is refused.  The
      * default stays etcd's "true" in the help, though nothing is served
      * at /v3 until the gateway is built. */
-    {"enable-grpc-gateway", F_BOOL, "true", OFF_ONLY, "Member", "Enable GRPC gateway."},
+    {"enable-grpc-gateway", F_BOOL, "true", BUILT, "Member", "Enable GRPC gateway."},
     {"config-file", F_STR, "", NOT_YET, "Member", "Path to the server configuration file."},
 };
 

@@ -4,8 +4,7 @@
  * The table in flags.c lists every flag etcd 3.4 takes, with its default and
  * help text, and whether cetcd has built the feature behind it.  A flag whose
  * feature is not built is refused when given a value other than its default
- * (never silently ignored); --enable-grpc-gateway, whose gateway is not
- * built, takes false and refuses an explicit true.  A flag given on the command line shadows its
+ * (never silently ignored).  A flag given on the command line shadows its
  * environment variable (logged, as etcd does).  Single-threaded: called once
  * from main().
  */

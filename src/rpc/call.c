@@ -619,7 +619,7 @@ void rpc__http_submit(struct rpc_call *call)
     snprintf(st, sizeof st, "%d", call->http_status);
     snprintf(len, sizeof len, "%zu", call->out_n);
     http_date(date, sizeof date);
-    nghttp2_nv nv[10];
+    nghttp2_nv nv[12];
     size_t k = 0;
     nv[k++] = HNV(":status", st);
     if (call->http_ctype != NULL)
@@ -637,6 +637,8 @@ void rpc__http_submit(struct rpc_call *call)
         nv[k++] = HNV("x-content-type-options", "nosniff");
     if (call->http_flags & RPC_HTTP_ALLOW_GET)
         nv[k++] = HNV("allow", "GET");
+    if (call->http_flags & RPC_HTTP_GRPC_META)
+        nv[k++] = HNV("grpc-metadata-content-type", "application/grpc");
     assert(k <= sizeof nv / sizeof *nv);
     call->state = RPC__CALL_SUBMITTED;
     c->out_bytes += call->out_n;

@@ -370,6 +370,10 @@ size_t rpc__http_extra(const struct rpc_server *srv, unsigned flags,
                               "Access-Control-Allow-Origin: *\r\n");
     if (flags & RPC_HTTP_ALLOW_GET)
         n += (size_t)snprintf(buf + n, cap - n, "Allow: GET\r\n");
+    if (flags & RPC_HTTP_GRPC_META)
+        n += (size_t)snprintf(buf + n, cap - n,
+                              "Grpc-Metadata-Content-Type: "
+                              "application/grpc\r\n");
     if (flags & RPC_HTTP_NOSNIFF)
         n += (size_t)snprintf(buf + n, cap - n,
                               "X-Content-Type-Options: nosniff\r\n");

@@ -278,6 +278,9 @@ void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
 /* Extra headers of an HTTP answer. */
 #define RPC_HTTP_NOSNIFF 1u   /* X-Content-Type-Options: nosniff */
 #define RPC_HTTP_ALLOW_GET 2u /* Allow: GET (a 405) */
+/* Grpc-Metadata-Content-Type: application/grpc (etcd's gateway passes the
+ * gRPC answer's content-type on as this header) */
+#define RPC_HTTP_GRPC_META 4u
 
 /* rpc_call_reply_http answers an HTTP request with status, the content
  * type ctype (a static string, or NULL), flags (RPC_HTTP_*) and len body

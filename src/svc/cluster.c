@@ -90,6 +90,7 @@ static void member_list_answer(struct server *s, struct svc_done done)
         ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     server_header_fill(s, &h);
+    h.revision = 0; /* etcd's cluster server: ids and term only */
     resp.header = &h;
     resp.n_members = p->n;
     resp.members = p->ptrs;
@@ -151,6 +152,7 @@ static void reply_changed(const struct pending *pd,
 {
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     server_header_fill(pd->s, &h);
+    h.revision = 0; /* etcd's cluster server: ids and term only */
     size_t n = p->n;
     Etcdserverpb__Member **members = p->ptrs;
     if (res->members != NULL) { /* the leader's list */

@@ -91,7 +91,17 @@ void svc_maint_move_leader(struct server *s,
 /* Runs on the apply thread, or inline when the proposal was refused. */
 static void on_alarm(void *arg, const struct server_response *r)
 {
-    svc__done_take(arg, r->err, r->err == 0 ? r->msg : NULL);
+    if (r->err != 0) {
+        svc__done_take(arg, r->err, NULL);
+        return;
+    }
+    /* etcd 3.4's applier answers an AlarmResponse without a header (its
+     * apply fills none for alarms): so do we, on a copy (the applied
+     * message keeps its header for the apply path's checks) */
+    Etcdserverpb__AlarmResponse a = *(const Etcdserverpb__AlarmResponse *)
+                                        r->msg;
+    a.header = NULL;
+    svc__done_take(arg, 0, &a.base);
 }
 
 void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,

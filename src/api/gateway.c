@@ -1,0 +1,314 @@
+/*
+ * gateway.c - etcd's /v3 JSON gateway (grpc-gateway in etcd 3.4,
+ * embed/serve.go) on the HTTP side of the client listener: a POST of a
+ * request in proto3 JSON to /v3/<service>/<method> (or /v3beta/..., which
+ * etcd rewrites to /v3/) is decoded with json/ into the request message,
+ * given to the transport-neutral service (svc.h), and its reply written
+ * back as JSON (json/, jsonpb's rules), with etcd's headers.
+ *
+ * Errors are written as grpc-gateway's DefaultHTTPError writes them: the
+ * HTTP status of the gRPC code (HTTPStatusFromCode), body
+ * {"error":msg,"message":msg,"code":N} with msg and N as the gRPC server
+ * answers them (api_error); a body that does not decode gets code 3 (400)
+ * with the decoder's reason.  A path under /v3/ that no route has is
+ * grpc-gateway's "Not Found" (404, text); a route asked with another
+ * method than POST is "Method Not Allowed" (405, text).
+ *
+ * What a second transport must do itself (ARCHITECTURE.md): the learner
+ * gate (a learner serves Status and serializable Ranges only) and the
+ * refusal of a member URL holding a NUL.
+ *
+ * Streams (/v3/watch, /v3/lease/keepalive, /v3/election/observe,
+ * /v3/maintenance/snapshot) and the waits (/v3/lock/lock,
+ * /v3/election/campaign) need an HTTP answer that stays open (chunked);
+ * the runtime has none yet: they answer 501 with code 12 (see
+ * ARCHITECTURE.md "The /v3 gateway").
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "json/json.h"
+#include "server/server.h"
+#include "svc/svc.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define JSON_CT "application/json"
+
+/* A route: its path after the version prefix, the request type, and the
+ * service call (the request is freed after it returns, unless owns). */
+struct route {
+    const char *path;                          /* "/kv/range" */
+    const ProtobufCMessageDescriptor *req;     /* the request's type */
+    void (*call)(struct server *s, ProtobufCMessage *req,
+                 struct svc_done done);        /* the service */
+    bool owns;        /* the service takes the request (svc_kv_range) */
+    bool learner_ok;  /* a learner serves it (Status; Range: see gate) */
+    bool streams;     /* needs a streamed answer: not served yet */
+};
+
+#define WRAP(name, type, fn)                                               \
+    static void name(struct server *s, ProtobufCMessage *r,                \
+                     struct svc_done d)                                    \
+    {                                                                      \
+        fn(s, (type *)r, d);                                               \
+    }
+WRAP(kv_range, Etcdserverpb__RangeRequest, svc_kv_range)
+WRAP(kv_put, Etcdserverpb__PutRequest, svc_kv_put)
+WRAP(kv_delete, Etcdserverpb__DeleteRangeRequest, svc_kv_delete_range)
+WRAP(kv_txn, Etcdserverpb__TxnRequest, svc_kv_txn)
+WRAP(kv_compact, Etcdserverpb__CompactionRequest, svc_kv_compact)
+WRAP(lease_grant, Etcdserverpb__LeaseGrantRequest, svc_lease_grant)
+WRAP(lease_revoke, Etcdserverpb__LeaseRevokeRequest, svc_lease_revoke)
+WRAP(lease_ttl, Etcdserverpb__LeaseTimeToLiveRequest, svc_lease_time_to_live)
+WRAP(lease_leases, Etcdserverpb__LeaseLeasesRequest, svc_lease_leases)
+WRAP(member_list, Etcdserverpb__MemberListRequest, svc_cluster_member_list)
+WRAP(member_add, Etcdserverpb__MemberAddRequest, svc_cluster_member_add)
+WRAP(member_remove, Etcdserverpb__MemberRemoveRequest,
+     svc_cluster_member_remove)
+WRAP(member_update, Etcdserverpb__MemberUpdateRequest,
+     svc_cluster_member_update)
+WRAP(member_promote, Etcdserverpb__MemberPromoteRequest,
+     svc_cluster_member_promote)
+WRAP(m_status, Etcdserverpb__StatusRequest, svc_maint_status)
+WRAP(m_alarm, Etcdserverpb__AlarmRequest, svc_maint_alarm)
+WRAP(m_hash, Etcdserverpb__HashRequest, svc_maint_hash)
+WRAP(lock_unlock, V3lockpb__UnlockRequest, svc_lock_unlock)
+WRAP(el_proclaim, V3electionpb__ProclaimRequest, svc_election_proclaim)
+WRAP(el_leader, V3electionpb__LeaderRequest, svc_election_leader)
+WRAP(el_resign, V3electionpb__ResignRequest, svc_election_resign)
+#undef WRAP
+
+static void move_leader(struct server *s, ProtobufCMessage *r,
+                        struct svc_done d)
+{
+    /* an HTTP request carries no deadline: the service's own bound */
+    svc_maint_move_leader(s, (Etcdserverpb__MoveLeaderRequest *)r, INT64_MAX,
+                          d);
+}
+
+#define D(x) &x##__descriptor
+/* etcd 3.4's patterns (etcdserverpb/gw, v3lockpb/gw, v3electionpb/gw).
+ * /v3/maintenance/hash is registered for both Hash and HashKV there and
+ * serves Hash (the first pattern matched); HashKV has no path of its own.
+ * The Auth service is not built in cetcd yet (issue 19): its paths are
+ * unknown here (404), where etcd answers them. */
+static const struct route routes[] = {
+    {"/kv/range", D(etcdserverpb__range_request), kv_range, true, true,
+     false},
+    {"/kv/put", D(etcdserverpb__put_request), kv_put, false, false, false},
+    {"/kv/deleterange", D(etcdserverpb__delete_range_request), kv_delete,
+     false, false, false},
+    {"/kv/txn", D(etcdserverpb__txn_request), kv_txn, false, false, false},
+    {"/kv/compaction", D(etcdserverpb__compaction_request), kv_compact,
+     false, false, false},
+    {"/watch", D(etcdserverpb__watch_request), NULL, false, false, true},
+    {"/lease/grant", D(etcdserverpb__lease_grant_request), lease_grant,
+     false, false, false},
+    {"/lease/revoke", D(etcdserverpb__lease_revoke_request), lease_revoke,
+     false, false, false},
+    {"/kv/lease/revoke", D(etcdserverpb__lease_revoke_request), lease_revoke,
+     false, false, false},
+    {"/lease/keepalive", D(etcdserverpb__lease_keep_alive_request), NULL,
+     false, false, true},
+    {"/lease/timetolive", D(etcdserverpb__lease_time_to_live_request),
+     lease_ttl, false, false, false},
+    {"/kv/lease/timetolive", D(etcdserverpb__lease_time_to_live_request),
+     lease_ttl, false, false, false},
+    {"/lease/leases", D(etcdserverpb__lease_leases_request), lease_leases,
+     false, false, false},
+    {"/kv/lease/leases", D(etcdserverpb__lease_leases_request), lease_leases,
+     false, false, false},
+    {"/cluster/member/add", D(etcdserverpb__member_add_request), member_add,
+     false, false, false},
+    {"/cluster/member/remove", D(etcdserverpb__member_remove_request),
+     member_remove, false, false, false},
+    {"/cluster/member/update", D(etcdserverpb__member_update_request),
+     member_update, false, false, false},
+    {"/cluster/member/list", D(etcdserverpb__member_list_request),
+     member_list, false, false, false},
+    {"/cluster/member/promote", D(etcdserverpb__member_promote_request),
+     member_promote, false, false, false},
+    {"/maintenance/alarm", D(etcdserverpb__alarm_request), m_alarm, false,
+     false, false},
+    {"/maintenance/status", D(etcdserverpb__status_request), m_status, false,
+     true, false},
+    {"/maintenance/hash", D(etcdserverpb__hash_request), m_hash, false,
+     false, false},
+    {"/maintenance/snapshot", D(etcdserverpb__snapshot_request), NULL, false,
+     false, true},
+    {"/maintenance/transfer-leadership", D(etcdserverpb__move_leader_request),
+     move_leader, false, false, false},
+    {"/lock/lock", D(v3lockpb__lock_request), NULL, false, false, true},
+    {"/lock/unlock", D(v3lockpb__unlock_request), lock_unlock, false, false,
+     false},
+    {"/election/campaign", D(v3electionpb__campaign_request), NULL, false,
+     false, true},
+    {"/election/proclaim", D(v3electionpb__proclaim_request), el_proclaim,
+     false, false, false},
+    {"/election/leader", D(v3electionpb__leader_request), el_leader, false,
+     false, false},
+    {"/election/observe", D(v3electionpb__leader_request), NULL, false,
+     false, true},
+    {"/election/resign", D(v3electionpb__resign_request), el_resign, false,
+     false, false},
+};
+#undef D
+
+/* grpc-gateway's HTTPStatusFromCode. */
+static int http_status(grpc_status_code c)
+{
+    static const int map[] = {
+        [GRPC_STATUS_OK] = 200,
+        [GRPC_STATUS_CANCELLED] = 408,
+        [GRPC_STATUS_UNKNOWN] = 500,
+        [GRPC_STATUS_INVALID_ARGUMENT] = 400,
+        [GRPC_STATUS_DEADLINE_EXCEEDED] = 504,
+        [GRPC_STATUS_NOT_FOUND] = 404,
+        [GRPC_STATUS_ALREADY_EXISTS] = 409,
+        [GRPC_STATUS_PERMISSION_DENIED] = 403,
+        [GRPC_STATUS_RESOURCE_EXHAUSTED] = 429,
+        [GRPC_STATUS_FAILED_PRECONDITION] = 412,
+        [GRPC_STATUS_ABORTED] = 409,
+        [GRPC_STATUS_OUT_OF_RANGE] = 400,
+        [GRPC_STATUS_UNIMPLEMENTED] = 501,
+        [GRPC_STATUS_INTERNAL] = 500,
+        [GRPC_STATUS_UNAVAILABLE] = 503,
+        [GRPC_STATUS_DATA_LOSS] = 500,
+        [GRPC_STATUS_UNAUTHENTICATED] = 401,
+    };
+    if ((unsigned)c < sizeof map / sizeof map[0] && map[c] != 0)
+        return map[c];
+    return 500;
+}
+
+void api__gw_reply_error(struct rpc_call *call, grpc_status_code code,
+                         const char *msg)
+{
+    struct json_buf b = {0};
+    json_buf_str(&b, "{\"error\":");
+    json_pb_string(&b, msg, strlen(msg));
+    json_buf_str(&b, ",\"message\":");
+    json_pb_string(&b, msg, strlen(msg));
+    char c[32];
+    snprintf(c, sizeof c, ",\"code\":%d}", (int)code);
+    json_buf_str(&b, c);
+    if (b.nomem)
+        rpc_call_reply_http(call, 500, JSON_CT, 0, NULL, 0);
+    else
+        rpc_call_reply_http(call, http_status(code), JSON_CT, 0, b.p, b.n);
+    mem_free(b.p);
+}
+
+static void reply_err(struct rpc_call *call, int err)
+{
+    const char *msg;
+    grpc_status_code code = api_error(err, &msg);
+    api__gw_reply_error(call, code, msg);
+}
+
+void api__gw_reply_msg(struct rpc_call *call, const ProtobufCMessage *m)
+{
+    struct json_buf b = {0};
+    int rc = json_pb_encode(m, &b);
+    if (rc != 0)
+        reply_err(call, rc);
+    else
+        rpc_call_reply_http(call, 200, JSON_CT, RPC_HTTP_GRPC_META, b.p,
+                            b.n);
+    mem_free(b.p);
+}
+
+/* The completion of a gateway call: runs on whichever thread the service
+ * completes on (svc.h); the call may be answered from any thread. */
+static void on_done(void *ctx, int err, const ProtobufCMessage *reply)
+{
+    struct rpc_call *call = ctx;
+    if (err != 0)
+        reply_err(call, err);
+    else
+        api__gw_reply_msg(call, reply);
+}
+
+static void text(struct rpc_call *call, int status, const char *body)
+{
+    rpc_call_reply_http(call, status, "text/plain; charset=utf-8",
+                        RPC_HTTP_NOSNIFF, body, strlen(body));
+}
+
+/* gate: etcd's learner interceptor, behind the gateway as in front of
+ * gRPC: a learner serves Status and serializable Ranges only. */
+static bool gate(struct server *s, const struct route *r,
+                 const ProtobufCMessage *req)
+{
+    if (!server_is_learner(s))
+        return true;
+    if (!r->learner_ok)
+        return false;
+    return r->call != kv_range ||
+           ((const Etcdserverpb__RangeRequest *)req)->serializable;
+}
+
+/* serve decodes body as r's request and hands it to the service. */
+static void serve(struct server *s, const struct route *r,
+                  struct rpc_call *call, const uint8_t *body, size_t n)
+{
+    ProtobufCMessage *req = NULL;
+    struct json_pb_info info;
+    char why[JSON_PB_ERR_MAX];
+    int rc = json_pb_decode(r->req, (const char *)body, n, &req, &info, why,
+                            sizeof why);
+    if (rc == ERR_INVAL)
+        return api__gw_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT, why);
+    if (rc != 0)
+        return reply_err(call, rc);
+    if (!gate(s, r, req)) {
+        protobuf_c_message_free_unpacked(req, NULL);
+        return api__gw_reply_error(call, GRPC_STATUS_UNAVAILABLE,
+                                   "etcdserver: rpc not supported for "
+                                   "learner");
+    }
+    if (info.nul_in_string && (r->call == member_add ||
+                               r->call == member_update)) {
+        protobuf_c_message_free_unpacked(req, NULL);
+        return reply_err(call, ERR_MEMBER_BAD_URLS);
+    }
+    r->call(s, req, (struct svc_done){on_done, call});
+    if (!r->owns)
+        protobuf_c_message_free_unpacked(req, NULL);
+}
+
+bool api__gw_serve(struct server *s, struct rpc_call *call, const char *t,
+                   size_t pn, const char *m, const uint8_t *body, size_t n)
+{
+    size_t skip = pn >= 4 && memcmp(t, "/v3/", 4) == 0           ? 3
+                  : pn >= 8 && memcmp(t, "/v3beta/", 8) == 0     ? 7
+                                                                 : 0;
+    if (skip == 0)
+        return false;
+    if (strcmp(m, "OPTIONS") == 0) {
+        /* etcd's access controller answers CORS preflights itself */
+        rpc_call_reply_http(call, 200, NULL, 0, NULL, 0);
+        return true;
+    }
+    const char *p = t + skip;
+    size_t len = pn - skip;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const struct route *r = &routes[i];
+        if (strlen(r->path) != len || memcmp(r->path, p, len) != 0)
+            continue;
+        if (strcmp(m, "POST") != 0)
+            text(call, 405, "Method Not Allowed\n");
+        else if (r->streams)
+            api__gw_reply_error(call, GRPC_STATUS_UNIMPLEMENTED,
+                                "cetcd: this gateway stream is not built "
+                                "yet");
+        else
+            serve(s, r, call, body, n);
+        return true;
+    }
+    text(call, 404, "Not Found\n");
+    return true;
+}
