@@ -119,6 +119,7 @@ struct peer_transport;
 #define PEER_URLS_MAX 8             /* URLs per peer */
 #define PEER_URL_LEN_MAX 256        /* bytes per URL, NUL excluded */
 #define PEER_CALLS_MAX 8            /* peer_call calls in flight */
+#define PEER_ASKS_MAX 16384         /* peer_ask calls in flight */
 
 /* The status message that refuses a removed member (etcd's
  * errMemberRemoved), with GRPC_STATUS_PERMISSION_DENIED. */
@@ -315,5 +316,20 @@ typedef void (*peer_call_fn)(void *arg, int err, const uint8_t *reply,
 int peer_call(struct peer_transport *t, raft_id to, const char *method,
               const uint8_t *req, size_t len, uint32_t timeout_ms,
               peer_call_fn fn, void *arg);
+
+/* peer_ask is peer_call for short calls made often (a renewal a follower
+ * forwards to the leader, etcd's POST to the leader's /leases): the call
+ * runs on a channel the transport keeps per peer (one connection, reused;
+ * the next of the peer's URLs after one is unreachable) and completes on
+ * one shared thread (cetcd-peer-ask), so it costs a round trip, not a
+ * thread and a connection.  One attempt: fn gets 0 and the reply, or
+ * ERR_TIMEOUT, ERR_STOPPED, ERR_UNSUPPORTED, ERR_MEMBER_REMOVED, ERR_IO
+ * (the caller retries).  fn runs on the shared thread and must not block
+ * (it may call peer_ask).  Errors of peer_ask itself (fn is not called):
+ * ERR_INVAL, ERR_NOTFOUND, ERR_BUSY (PEER_ASKS_MAX in flight),
+ * ERR_STOPPED, ERR_NOMEM, ERR_IO (thread, channel).  Any thread. */
+int peer_ask(struct peer_transport *t, raft_id to, const char *method,
+             const uint8_t *req, size_t len, uint32_t timeout_ms,
+             peer_call_fn fn, void *arg);
 
 #endif
