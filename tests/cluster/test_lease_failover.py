@@ -238,3 +238,66 @@ def test_forwarded_renewal_waits_for_a_leader(make_cluster):
     t.join(30)
     assert out.get("ttl") == 60, out
     assert out["took"] >= 0.9, out
+
+
+def test_partitioned_minority_leader_cannot_expire_or_revoke(make_cluster):
+    """A leader cut off from the others keeps lease time only for a
+    cluster that cannot hear it: its revokes (of expired leases or asked
+    by a client) never commit, so nothing is revoked by it; the majority
+    elects a leader that expires the short leases within the documented
+    bound (a lease whose TTL is under the checkpoint interval restarts its
+    full TTL at the new leader's promotion: gone no later than the
+    isolation + an election + TTL + the lessor tick), and keeps the long
+    one the old leader was asked to revoke.  After the heal the old leader
+    holds what the majority decided."""
+    ttl, long_ttl = 3, 120
+    c = make_cluster(3)
+    lead, _ = c.wait_leader()
+    ls = lease_stub(lead)
+    short = [ls.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=ttl, ID=0x700 + i),
+                           timeout=10).ID for i in range(3)]
+    keep = ls.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=long_ttl, ID=0x7ff),
+                         timeout=10).ID
+    for i, lid in enumerate(short + [keep]):
+        lead.kv().Put(rpc_pb2.PutRequest(key=b"k%d" % i, value=b"v",
+                                         lease=lid), timeout=10)
+    c.wait_converged()
+    granted = time.monotonic()
+    c.isolate(lead)
+    isolated = time.monotonic()
+    majority = followers(c, lead)
+    # A client's revoke on the isolated leader cannot commit.
+    with pytest.raises(grpc.RpcError):
+        ls.LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=keep), timeout=3)
+    new, _ = c.wait_leader(among=majority, exclude=(lead,))
+    # The short leases' keys go on the majority, within the bound.
+    gone = None
+    while time.monotonic() - isolated < ttl + 12:
+        try:
+            r = new.kv().Range(rpc_pb2.RangeRequest(
+                key=b"k", range_end=b"l"), timeout=5)
+            if [kv.key for kv in r.kvs] == [b"k3"]:
+                gone = time.monotonic()
+                break
+        except grpc.RpcError:
+            new.reset_channel()
+        time.sleep(0.1)
+    assert gone is not None, "the short leases never expired on the majority"
+    assert gone - granted >= ttl, gone - granted
+    assert gone - isolated <= ttl + c.election_ms / 1000.0 + 5.0, \
+        gone - isolated
+    # The isolated leader, well past the TTLs, revoked nothing: its own
+    # store (a serializable read) still holds every key.
+    time.sleep(max(0.0, granted + ttl + 2.0 - time.monotonic()))
+    _, kvs = c.contents(lead)
+    assert [kv[0] for kv in kvs] == [b"k0", b"k1", b"k2", b"k3"], kvs
+    # The long lease is alive on the majority (the revoke did not commit).
+    t = lease_stub(new).LeaseTimeToLive(
+        rpc_pb2.LeaseTimeToLiveRequest(ID=keep, keys=True), timeout=10)
+    assert t.TTL > 0 and list(t.keys) == [b"k3"], t
+    c.heal()
+    _, content = c.wait_converged(timeout=30)
+    assert [kv[0] for kv in content] == [b"k3"], content
+    lids = [x.ID for x in lease_stub(lead).LeaseLeases(
+        rpc_pb2.LeaseLeasesRequest(), timeout=10).leases]
+    assert lids == [keep], lids
