@@ -68,14 +68,19 @@ class Member:
              "m=" + peer, "--quota-backend-bytes", str(8 << 30)],
             stdout=open(os.path.join(self.dir, "log"), "ab"),
             stderr=subprocess.STDOUT)
-        self.ch = grpc.insecure_channel(self.ep, options=[
-            ("grpc.max_receive_message_length", 256 << 20)])
-        kv = rpc_pb2_grpc.KVStub(self.ch)
+        # A fresh channel per attempt: one that found the port closed
+        # backs off for seconds (gRPC's reconnect back-off), which would
+        # be measured as start-up time.
         while time.monotonic() - t0 < timeout:
+            self.ch = grpc.insecure_channel(self.ep, options=[
+                ("grpc.max_receive_message_length", 256 << 20)])
             try:
-                kv.Range(rpc_pb2.RangeRequest(key=b"x"), timeout=1)
+                rpc_pb2_grpc.KVStub(self.ch).Range(
+                    rpc_pb2.RangeRequest(key=b"x"), timeout=1,
+                    wait_for_ready=False)
                 return time.monotonic() - t0
             except grpc.RpcError:
+                self.ch.close()
                 time.sleep(0.02)
         raise RuntimeError("%s did not start" % self.name)
 
