@@ -162,7 +162,8 @@ static void on_done(void *arg, const struct cetcd_status *st,
 /* lease_grant grants w's lease (etcd benchmark's Grant(ctx, 100)). */
 static int lease_grant(struct worker *w)
 {
-    Etcdserverpb__LeaseGrantRequest q = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    Etcdserverpb__LeaseGrantRequest q =
+        ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
     q.ttl = LEASE_BENCH_TTL;
     ProtobufCMessage *resp = NULL;
     struct cetcd_status st;

@@ -8,12 +8,14 @@
  * peer's kept channel with the shared completion queue and never blocks;
  * the thread cetcd-peer-ask (started by the first ask) takes the
  * completions, calls back and frees.  A call that finds the peer
- * unreachable (ERR_IO) moves the peer's channel to its next URL, so the
- * caller's retry dials that one (etcd tries the leader's URLs in turn).
+ * unreachable (UNAVAILABLE) moves the peer's channel to its next URL, so
+ * the caller's retry dials that one (etcd tries the leader's URLs in
+ * turn).
  *
  * Bounds: PEER_ASKS_MAX calls in flight (ERR_BUSY past it), one channel
- * per peer slot (PEER_PEERS_MAX).  Locks: asks.mu is a leaf; peer__hold
- * is taken and let go before it.  gRPC keeps a channel alive for the calls
+ * per peer slot (PEER_PEERS_MAX).  Locks: asks.mu is taken with no
+ * transport lock held (peer__hold is let go before it); under it only the
+ * transport's read lock (peer__known).  gRPC keeps a channel alive for the calls
  * on it, so a channel is destroyed (URL change, failover, close) while
  * calls may still run on it.
  */
@@ -104,8 +106,8 @@ static void finish(struct peer_transport *t, struct peer__ask *a)
     pthread_mutex_lock(&t->asks.mu);
     unlink_locked(&t->asks, a);
     pthread_mutex_unlock(&t->asks.mu);
-    int err = peer__call_err(a->reply.status,
-                             (const char *)GRPC_SLICE_START_PTR(a->reply.details),
+    const char *why = (const char *)GRPC_SLICE_START_PTR(a->reply.details);
+    int err = peer__call_err(a->reply.status, why,
                              GRPC_SLICE_LENGTH(a->reply.details),
                              atomic_load(&t->closing));
     grpc_slice reply = grpc_empty_slice();
@@ -119,7 +121,9 @@ static void finish(struct peer_transport *t, struct peer__ask *a)
             err = ERR_IO;
         }
     }
-    if (err == ERR_IO)
+    /* Unreachable: try its next URL.  (Not for the peer's own refusals,
+     * which peer__call_err also makes ERR_IO.) */
+    if (a->reply.status == GRPC_STATUS_UNAVAILABLE)
         failover(t, a);
     a->fn(a->arg, err, err == 0 ? GRPC_SLICE_START_PTR(reply) : NULL,
           err == 0 ? GRPC_SLICE_LENGTH(reply) : 0);

@@ -54,7 +54,7 @@ struct server_lease_fwd {
     uint64_t deadline_ms; /* server clock */
     bool saw_leader;      /* some attempt knew a leader */
     uint64_t retry_ms;    /* waiting: not again before (server clock) */
-    struct server_lease_fwd *next;     /* the wait list */
+    struct server_lease_fwd *next; /* the wait list */
 };
 
 static void fail(struct server_lease_fwd *f, int err)
@@ -102,7 +102,8 @@ static void again(struct server_lease_fwd *f)
     wait_retry(f, FORWARD_RETRY_MS);
 }
 
-static void renew_answered(struct server_lease_fwd *f, const uint8_t *reply, size_t len)
+static void renew_answered(struct server_lease_fwd *f, const uint8_t *reply,
+                           size_t len)
 {
     Etcdserverpb__LeaseKeepAliveResponse *r =
         etcdserverpb__lease_keep_alive_response__unpack(NULL, len, reply);
@@ -116,7 +117,8 @@ static void renew_answered(struct server_lease_fwd *f, const uint8_t *reply, siz
     mem_free(f);
 }
 
-static void ttl_answered(struct server_lease_fwd *f, const uint8_t *reply, size_t len)
+static void ttl_answered(struct server_lease_fwd *f, const uint8_t *reply,
+                         size_t len)
 {
     Etcdserverpb__LeaseTimeToLiveResponse *r =
         etcdserverpb__lease_time_to_live_response__unpack(NULL, len, reply);
@@ -221,7 +223,8 @@ static void forward(struct server_lease_fwd *f)
         fail(f, f->saw_leader ? ERR_TIMEOUT : ERR_NO_LEADER);
 }
 
-static struct server_lease_fwd *fwd_new(struct server *s, int64_t id, void *arg)
+static struct server_lease_fwd *fwd_new(struct server *s, int64_t id,
+                                        void *arg)
 {
     struct server_lease_fwd *f = mem_calloc(1, sizeof *f);
     if (f != NULL) {

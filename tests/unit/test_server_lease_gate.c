@@ -97,7 +97,8 @@ static void propose(struct server *s, Cetcdpb__InternalRequest *ir)
 
 static void grant(struct server *s, int64_t id)
 {
-    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    Etcdserverpb__LeaseGrantRequest g =
+        ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
     g.id = id;
     g.ttl = 600;
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
