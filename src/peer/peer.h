@@ -24,7 +24,9 @@
  * etcd's peer auto-TLS, accepts it unverified.
  * peer_call makes one unary call to a peer's listener (a member's own
  * services there, e.g. a promotion forwarded to the leader) with the same
- * credentials, on a thread of its own.
+ * credentials, on a thread of its own; peer_ask makes the short frequent
+ * ones (a renewal forwarded to the leader) on a channel kept per peer,
+ * completed on one shared thread.
  *
  * REMOVED MEMBERS
  * As etcd's peer handler answers 410 Gone to a member it knows was
@@ -48,7 +50,7 @@
  * THREADS
  * - peer_send, peer_send_snapshot: the raft thread (any one thread at a
  *   time per transport is fine; they never block on the network).
- * - peer_add, peer_update, peer_remove, peer_stats, peer_call: any
+ * - peer_add, peer_update, peer_remove, peer_stats, peer_call, peer_ask: any
  *   thread; they are serialised with each other and with peer_send by the
  *   transport's lock.
  *   peer_remove and peer_transport_close wait for the peer's threads to
