@@ -17,7 +17,7 @@
 #include "cetcd/cetcd.h"
 
 enum bench_op { BENCH_PUT, BENCH_RANGE, BENCH_TXN_PUT, BENCH_WATCH,
-                BENCH_WATCH_LATENCY };
+                BENCH_WATCH_LATENCY, BENCH_LEASE_KEEPALIVE };
 
 /* The command line, as etcd's benchmark takes it. */
 struct bench_cfg {

@@ -1,8 +1,8 @@
 /*
  * main.c - cetcd-bench's command line: etcd benchmark's global flags
  * (--endpoints --conns --clients --total --dial-timeout --precise) and the
- * subcommands put, range <key> [end], txn-put, watch, watch-latency with
- * their flags.  Flags may
+ * subcommands put, range <key> [end], txn-put, watch, watch-latency,
+ * lease-keepalive with their flags.  Flags may
  * come before or after the subcommand, as "--flag value" or "--flag=value".
  */
 #include <getopt.h>
@@ -14,7 +14,10 @@
 
 static const char usage[] =
     "usage: cetcd-bench [global flags] <put|range <key> [end]|txn-put|watch|"
-    "watch-latency> [flags]\n"
+    "watch-latency|lease-keepalive> [flags]\n"
+    "lease-keepalive: each client grants a lease (TTL 100) and keeps it\n"
+    "  alive once per request (etcd's KeepAliveOnce: a LeaseKeepAlive\n"
+    "  stream with one renewal); --total renewals in all\n"
     "global flags:\n"
     "  --endpoints LIST     gRPC endpoints (default 127.0.0.1:2379)\n"
     "  --conns N            number of gRPC connections (default 1)\n"
@@ -158,6 +161,8 @@ static int subcommand(struct bench_cfg *cfg, int argc, char **argv)
         cfg->op = BENCH_TXN_PUT;
     else if (strcmp(argv[0], "watch") == 0 && argc == 1)
         cfg->op = BENCH_WATCH;
+    else if (strcmp(argv[0], "lease-keepalive") == 0 && argc == 1)
+        cfg->op = BENCH_LEASE_KEEPALIVE;
     else if (strcmp(argv[0], "watch-latency") == 0 && argc == 1)
         cfg->op = BENCH_WATCH_LATENCY;
     else if (strcmp(argv[0], "range") == 0 && (argc == 2 || argc == 3)) {

@@ -17,6 +17,7 @@ static const char *op_name(enum bench_op op)
     case BENCH_RANGE: return "range";
     case BENCH_TXN_PUT: return "txn-put";
     case BENCH_WATCH: return "watch";
+    case BENCH_LEASE_KEEPALIVE: return "lease-keepalive";
     default: return "watch-latency";
     }
 }

@@ -19,6 +19,9 @@
 #define KV_PUT "/etcdserverpb.KV/Put"
 #define KV_RANGE "/etcdserverpb.KV/Range"
 #define KV_TXN "/etcdserverpb.KV/Txn"
+#define LEASE_GRANT "/etcdserverpb.Lease/LeaseGrant"
+#define LEASE_KEEPALIVE "/etcdserverpb.Lease/LeaseKeepAlive"
+#define LEASE_BENCH_TTL 100 /* etcd benchmark's */
 
 /* State shared by every thread; read-only except remaining. */
 struct shared {
@@ -41,6 +44,7 @@ struct worker {
     Etcdserverpb__RequestOp *ops;      /* txn_ops ops wrapping puts */
     Etcdserverpb__RequestOp **opp;     /* pointers to ops */
     Etcdserverpb__TxnRequest txn;      /* txn-put request */
+    Etcdserverpb__LeaseKeepAliveRequest ka; /* lease-keepalive: its lease */
 };
 
 /* One thread and its queue. */
@@ -108,6 +112,11 @@ static void issue(struct worker *w)
     if (cfg->op == BENCH_RANGE) {
         msg = &t->sh->range.base;
         method = KV_RANGE;
+    } else if (cfg->op == BENCH_LEASE_KEEPALIVE) {
+        /* A bidi stream called as a unary call: one request, the client's
+         * half-close, one answer (clientv3's KeepAliveOnce). */
+        msg = &w->ka.base;
+        method = LEASE_KEEPALIVE;
     } else if (cfg->op == BENCH_PUT) {
         long k = cfg->sequential_keys ? i % ks : (long)(rng_next(&t->rng) % ks);
         key_write(w->keys, cfg->key_size, k);
@@ -150,6 +159,27 @@ static void on_done(void *arg, const struct cetcd_status *st,
     issue(w);
 }
 
+/* lease_grant grants w's lease (etcd benchmark's Grant(ctx, 100)). */
+static int lease_grant(struct worker *w)
+{
+    Etcdserverpb__LeaseGrantRequest q =
+        ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    q.ttl = LEASE_BENCH_TTL;
+    ProtobufCMessage *resp = NULL;
+    struct cetcd_status st;
+    int rc = cetcd_call_unary(w->conn, LEASE_GRANT, &q.base,
+                              &etcdserverpb__lease_grant_response__descriptor,
+                              &resp, &st);
+    if (rc != 0) {
+        fprintf(stderr, "cetcd-bench: lease grant: %s: %s\n",
+                cetcd_code_name(rc), st.message);
+        return rc;
+    }
+    w->ka.id = ((Etcdserverpb__LeaseGrantResponse *)resp)->id;
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return 0;
+}
+
 /* worker_init prepares w's reusable request messages (pointing at its own
  * key buffer and the shared value). */
 static int worker_init(struct worker *w, struct thread *t,
@@ -182,7 +212,8 @@ static int worker_init(struct worker *w, struct thread *t,
     etcdserverpb__txn_request__init(&w->txn);
     w->txn.n_success = (size_t)n;
     w->txn.success = w->opp;
-    return 0;
+    etcdserverpb__lease_keep_alive_request__init(&w->ka);
+    return cfg->op == BENCH_LEASE_KEEPALIVE ? lease_grant(w) : 0;
 }
 
 static void worker_free(struct worker *w)

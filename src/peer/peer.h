@@ -24,7 +24,9 @@
  * etcd's peer auto-TLS, accepts it unverified.
  * peer_call makes one unary call to a peer's listener (a member's own
  * services there, e.g. a promotion forwarded to the leader) with the same
- * credentials, on a thread of its own.
+ * credentials, on a thread of its own; peer_ask makes the short frequent
+ * ones (a renewal forwarded to the leader) on a channel kept per peer,
+ * completed on one shared thread.
  *
  * REMOVED MEMBERS
  * As etcd's peer handler answers 410 Gone to a member it knows was
@@ -48,7 +50,7 @@
  * THREADS
  * - peer_send, peer_send_snapshot: the raft thread (any one thread at a
  *   time per transport is fine; they never block on the network).
- * - peer_add, peer_update, peer_remove, peer_stats, peer_call: any
+ * - peer_add, peer_update, peer_remove, peer_stats, peer_call, peer_ask: any
  *   thread; they are serialised with each other and with peer_send by the
  *   transport's lock.
  *   peer_remove and peer_transport_close wait for the peer's threads to
@@ -121,6 +123,7 @@ struct peer_transport;
 #define PEER_URLS_MAX 8             /* URLs per peer */
 #define PEER_URL_LEN_MAX 256        /* bytes per URL, NUL excluded */
 #define PEER_CALLS_MAX 8            /* peer_call calls in flight */
+#define PEER_ASKS_MAX 16384         /* peer_ask calls in flight */
 
 /* The status message that refuses a removed member (etcd's
  * errMemberRemoved), with GRPC_STATUS_PERMISSION_DENIED. */
@@ -328,5 +331,20 @@ typedef void (*peer_call_fn)(void *arg, int err, const uint8_t *reply,
 int peer_call(struct peer_transport *t, raft_id to, const char *method,
               const uint8_t *req, size_t len, uint32_t timeout_ms,
               peer_call_fn fn, void *arg);
+
+/* peer_ask is peer_call for short calls made often (a renewal a follower
+ * forwards to the leader, etcd's POST to the leader's /leases): the call
+ * runs on a channel the transport keeps per peer (one connection, reused;
+ * the next of the peer's URLs after one is unreachable) and completes on
+ * one shared thread (cetcd-peer-ask), so it costs a round trip, not a
+ * thread and a connection.  One attempt: fn gets 0 and the reply, or
+ * ERR_TIMEOUT, ERR_STOPPED, ERR_UNSUPPORTED, ERR_MEMBER_REMOVED, ERR_IO
+ * (the caller retries).  fn runs on the shared thread and must not block
+ * (it may call peer_ask).  Errors of peer_ask itself (fn is not called):
+ * ERR_INVAL, ERR_NOTFOUND, ERR_BUSY (PEER_ASKS_MAX in flight),
+ * ERR_STOPPED, ERR_NOMEM, ERR_IO (thread, channel).  Any thread. */
+int peer_ask(struct peer_transport *t, raft_id to, const char *method,
+             const uint8_t *req, size_t len, uint32_t timeout_ms,
+             peer_call_fn fn, void *arg);
 
 #endif

@@ -219,6 +219,25 @@ struct peer__call {
     void *arg;                    /* fn's argument */
 };
 
+/* A channel peer_ask keeps for one peer (ask.c). */
+struct peer__ask_ch {
+    raft_id to;                   /* the peer (0: slot unused) */
+    uint64_t urls_gen;            /* its urls_gen the channel was made for */
+    size_t url_i;                 /* the URL it dials */
+    grpc_channel *ch;             /* the channel, or NULL */
+};
+
+/* peer_ask's state (ask.c), in the transport. */
+struct peer__asks {
+    pthread_mutex_t mu;           /* guards everything below */
+    bool started;                 /* thread and cq exist */
+    pthread_t thread;             /* cetcd-peer-ask */
+    grpc_completion_queue *cq;    /* every ask's "next" queue */
+    struct peer__ask_ch chans[PEER_PEERS_MAX];
+    struct peer__ask *live;       /* asks in flight (list) */
+    size_t n;                     /* how many */
+};
+
 /* One remote member.  Created and freed by the owner (peer_add,
  * peer_remove, close); its sender thread owns `st`; the fields marked mu
  * are shared with peer_send, peer_update and the snapshot thread. */
@@ -278,6 +297,7 @@ struct peer_transport {
     struct peer__in *ins;         /* in_mu: incoming Stream calls */
     pthread_mutex_t calls_mu;     /* guards calls[].used, closing */
     struct peer__call calls[PEER_CALLS_MAX]; /* calls_mu: peer_call slots */
+    struct peer__asks asks;       /* peer_ask (ask.c) */
     atomic_bool closing;          /* peer_transport_close has begun */
 };
 
@@ -306,6 +326,12 @@ void peer__in_refuse_from(struct peer_transport *t, raft_id from);
 /* call.c: peer__calls_close cancels every peer_call (their callbacks get
  * ERR_STOPPED) and joins their threads (peer_transport_close). */
 void peer__calls_close(struct peer_transport *t);
+
+/* ask.c: peer__asks_init readies t->asks (transport create);
+ * peer__asks_close cancels every ask (callbacks get ERR_STOPPED), joins
+ * the thread and frees the channels (peer_transport_close, closing set). */
+void peer__asks_init(struct peer_transport *t);
+void peer__asks_close(struct peer_transport *t);
 
 /* send.c: the sender thread of p (argument p). */
 void *peer__sender_main(void *arg);

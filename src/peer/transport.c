@@ -104,6 +104,7 @@ int peer_transport_create(const struct peer_config *cfg,
     pthread_rwlock_init(&t->lock, NULL);
     pthread_mutex_init(&t->in_mu, NULL);
     pthread_mutex_init(&t->calls_mu, NULL);
+    peer__asks_init(t);
     atomic_init(&t->closing, false);
     for (size_t i = 0; i < PEER_CALLS_MAX; i++)
         atomic_init(&t->calls[i].done, false);
@@ -327,6 +328,7 @@ void peer_transport_close(struct peer_transport *t)
         return;
     atomic_store(&t->closing, true);
     peer__calls_close(t);
+    peer__asks_close(t);
     pthread_rwlock_wrlock(&t->lock);
     size_t n = t->peers_n;
     struct peer__peer *peers[PEER_PEERS_MAX];

@@ -103,6 +103,7 @@ void *server__house_main(void *arg)
             calm++;
         uint64_t now = server__clock_ms(s);
         server__compactor_house(s, now); /* --auto-compaction-* */
+        server__lease_forward_house(s, now); /* waiting renewals */
         if (!published || now >= slow_next) {
             server__members_house(s);
             server__leases_tick(s, now); /* lease.h: the lessor */

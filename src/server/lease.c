@@ -208,6 +208,7 @@ int server__leases_load(struct server *s)
     struct server_leases *ls = &s->leases;
     if (!ls->inited) {
         pthread_mutex_init(&ls->mu, NULL);
+        pthread_mutex_init(&ls->fwd_mu, NULL);
         ls->inited = true;
     }
     int rc = backend_bucket_open(s->be, "lease", 0, &ls->bucket);
@@ -229,6 +230,8 @@ void server__leases_close(struct server *s)
     clear(ls);
     pthread_mutex_unlock(&ls->mu);
     pthread_mutex_destroy(&ls->mu);
+    server__lease_forward_stop(s); /* normally done already: empty */
+    pthread_mutex_destroy(&ls->fwd_mu);
     ls->inited = false;
 }
 

@@ -98,6 +98,12 @@ struct server_leases {
     bool cp_running;             /* primary: a sweep is under way */
     _Atomic uint32_t cp_inflight; /* sweep entries proposed, not answered
                                   * (any thread; see lease_primary.c) */
+    /* Forwards to the leader waiting to try again (lease_forward.c). */
+    pthread_mutex_t fwd_mu;      /* leaf lock: the list below */
+    struct server_lease_fwd *fwd_head, *fwd_tail;
+    size_t fwd_n;
+    bool fwd_closed;             /* stopping: no more waiting */
+    _Atomic bool fwd_waiting;    /* fwd_n > 0 (read without fwd_mu) */
 };
 
 /* The bucket codec (exposed for the fuzzer).  decode: 0 or ERR_CORRUPT,
@@ -146,5 +152,12 @@ int64_t server__lease_min_ttl(const struct server *s);
 /* server__leases_tick: the lessor tick (house thread, no server lock but
  * house_mu): promotion, revokes of expired leases, checkpoints. */
 void server__leases_tick(struct server *s, uint64_t now_ms);
+
+/* lease_forward.c: the house thread tries again the forwards whose wait
+ * is over (every pass; cheap when none waits); server__lease_forward_stop
+ * fails those left with ERR_STOPPED and refuses more (server_stop, after
+ * the transport closed). */
+void server__lease_forward_house(struct server *s, uint64_t now_ms);
+void server__lease_forward_stop(struct server *s);
 
 #endif

@@ -3,23 +3,31 @@
  * follower goes to the leader, which alone keeps lease time (lease.h).
  *
  * etcd 3.4 sends them to the leader's peer URL (/leases,
- * /leases/internal); cetcd calls the leader's peer listener
- * (/cetcdpb.Lease/Renew with a LeaseKeepAliveRequest, answered by a
- * LeaseKeepAliveResponse, TTL 0 for an unknown lease;
+ * /leases/internal) over kept HTTP connections; cetcd calls the leader's
+ * peer listener (/cetcdpb.Lease/Renew with a LeaseKeepAliveRequest,
+ * answered by a LeaseKeepAliveResponse, TTL 0 for an unknown lease;
  * /cetcdpb.Lease/TimeToLive with a LeaseTimeToLiveRequest, answered by a
  * LeaseTimeToLiveResponse, TTL -1 for an unknown lease; any other
- * outcome of the leader is a gRPC error: api/lease.c) through peer_call.
- * Until the request timeout, an attempt that fails (the leader changed,
- * is unreachable, or all PEER_CALLS_MAX call slots are busy) is made
- * again, FORWARD_RETRY_MS later, of the leader of the moment; when this
- * member has become the leader meanwhile it answers itself.  The deadline
- * gives ERR_TIMEOUT, or ERR_NO_LEADER when no leader was known.  A first
- * attempt with no leader known fails at once with ERR_NO_LEADER (etcd
- * waits for one; we have no timer on the caller's thread to wait on).
+ * outcome of the leader is a gRPC error: api/lease.c) through peer_ask:
+ * one kept channel to the leader, a round trip per renewal, no thread per
+ * call (about 80 renewals a second per stream with a call thread and a
+ * connection each; peer.h).
  *
- * Threads: the first attempt runs on the caller's thread, the others on
- * the peer-call thread of the failed one (which sleeps FORWARD_RETRY_MS
- * before asking again: it is a thread of its own).
+ * Waiting, as etcd's LeaseRenew/waitLeader: until the request timeout a
+ * forward waits for a leader to be known, and an attempt that fails (the
+ * leader changed, is unreachable, peer_ask is busy) is made again,
+ * FORWARD_RETRY_MS later (etcd throttles by 50 ms), of the leader of the
+ * moment; a member that has become the leader meanwhile answers itself.
+ * The deadline gives ERR_TIMEOUT, or ERR_NO_LEADER when no leader was
+ * known by any attempt (etcd's waitLeader gives ErrNoLeader then).
+ *
+ * Threads.  The first attempt runs on the caller's thread, an answer on
+ * peer_ask's thread.  Nobody sleeps: a forward that must wait goes on the
+ * wait list (leases.fwd_*, bounded by FORWARD_WAIT_MAX, its own leaf
+ * mutex), which the house thread looks at every pass
+ * (server__lease_forward_house: 5 to 100 ms); at stop the list is failed
+ * with ERR_STOPPED (server__lease_forward_stop, after the transport is
+ * closed, so no answer comes any more).
  */
 #include <string.h>
 #include <time.h>
@@ -32,9 +40,10 @@
 
 #define RENEW_PATH "/cetcdpb.Lease/Renew"
 #define TTL_PATH "/cetcdpb.Lease/TimeToLive"
-#define FORWARD_RETRY_MS 100
+#define FORWARD_RETRY_MS 50
+#define FORWARD_WAIT_MAX 65536 /* forwards waiting to try again */
 
-struct fwd {
+struct server_lease_fwd {
     struct server *s;
     int64_t id;
     bool ttl;             /* a time-to-live question (else a renewal) */
@@ -44,9 +53,11 @@ struct fwd {
     void *arg;
     uint64_t deadline_ms; /* server clock */
     bool saw_leader;      /* some attempt knew a leader */
+    uint64_t retry_ms;    /* waiting: not again before (server clock) */
+    struct server_lease_fwd *next; /* the wait list */
 };
 
-static void fail(struct fwd *f, int err)
+static void fail(struct server_lease_fwd *f, int err)
 {
     if (f->ttl)
         f->tfn(f->arg, err, NULL);
@@ -55,23 +66,44 @@ static void fail(struct fwd *f, int err)
     mem_free(f);
 }
 
-static bool attempt(struct fwd *f);
+static bool attempt(struct server_lease_fwd *f);
 
-static void nap_ms(uint64_t ms)
+/* A forward that must wait (no leader, a failed attempt): on the wait
+ * list, tried again by the house thread after ms.  Refused (answered at
+ * once) when the list is full or closed. */
+static void wait_retry(struct server_lease_fwd *f, uint64_t ms)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    struct server_leases *ls = &f->s->leases;
+    int err = 0;
+    f->retry_ms = server__clock_ms(f->s) + ms;
+    f->next = NULL;
+    pthread_mutex_lock(&ls->fwd_mu);
+    if (ls->fwd_closed)
+        err = ERR_STOPPED;
+    else if (ls->fwd_n >= FORWARD_WAIT_MAX)
+        err = ERR_TOO_MANY_REQUESTS;
+    else {
+        if (ls->fwd_tail != NULL)
+            ls->fwd_tail->next = f;
+        else
+            ls->fwd_head = f;
+        ls->fwd_tail = f;
+        ls->fwd_n++;
+        atomic_store(&ls->fwd_waiting, true);
+    }
+    pthread_mutex_unlock(&ls->fwd_mu);
+    if (err != 0)
+        fail(f, err);
 }
 
-/* A failed attempt, on a peer-call thread: again after a nap. */
-static void again(struct fwd *f)
+/* A failed attempt (any thread): again after the throttle. */
+static void again(struct server_lease_fwd *f)
 {
-    nap_ms(FORWARD_RETRY_MS);
-    if (!attempt(f))
-        fail(f, f->saw_leader ? ERR_TIMEOUT : ERR_NO_LEADER);
+    wait_retry(f, FORWARD_RETRY_MS);
 }
 
-static void renew_answered(struct fwd *f, const uint8_t *reply, size_t len)
+static void renew_answered(struct server_lease_fwd *f, const uint8_t *reply,
+                           size_t len)
 {
     Etcdserverpb__LeaseKeepAliveResponse *r =
         etcdserverpb__lease_keep_alive_response__unpack(NULL, len, reply);
@@ -85,7 +117,8 @@ static void renew_answered(struct fwd *f, const uint8_t *reply, size_t len)
     mem_free(f);
 }
 
-static void ttl_answered(struct fwd *f, const uint8_t *reply, size_t len)
+static void ttl_answered(struct server_lease_fwd *f, const uint8_t *reply,
+                         size_t len)
 {
     Etcdserverpb__LeaseTimeToLiveResponse *r =
         etcdserverpb__lease_time_to_live_response__unpack(NULL, len, reply);
@@ -106,7 +139,7 @@ static void ttl_answered(struct fwd *f, const uint8_t *reply, size_t len)
 
 static void answered(void *arg, int err, const uint8_t *reply, size_t len)
 {
-    struct fwd *f = arg;
+    struct server_lease_fwd *f = arg;
     if (err == ERR_STOPPED || err == ERR_MEMBER_REMOVED)
         fail(f, err);
     else if (err != 0)
@@ -120,19 +153,19 @@ static void answered(void *arg, int err, const uint8_t *reply, size_t len)
 /* The local answers of a member that has become the leader. */
 static void local_renewed(void *arg, int err, int64_t ttl)
 {
-    struct fwd *f = arg;
+    struct server_lease_fwd *f = arg;
     f->rfn(f->arg, err, ttl);
     mem_free(f);
 }
 
 static void local_ttl(void *arg, int err, const struct server_lease_ttl *t)
 {
-    struct fwd *f = arg;
+    struct server_lease_fwd *f = arg;
     f->tfn(f->arg, err, t);
     mem_free(f);
 }
 
-static size_t pack(const struct fwd *f, uint8_t *buf, size_t cap)
+static size_t pack(const struct server_lease_fwd *f, uint8_t *buf, size_t cap)
 {
     if (f->ttl) {
         Etcdserverpb__LeaseTimeToLiveRequest q =
@@ -150,8 +183,9 @@ static size_t pack(const struct fwd *f, uint8_t *buf, size_t cap)
     return etcdserverpb__lease_keep_alive_request__pack(&q, buf);
 }
 
-/* One attempt; false when the deadline passed (f is still the caller's). */
-static bool attempt(struct fwd *f)
+/* One attempt; false when the deadline passed (f is still the caller's),
+ * else f went on (to the leader, to the wait list, or answered). */
+static bool attempt(struct server_lease_fwd *f)
 {
     struct server *s = f->s;
     uint64_t now = server__clock_ms(s);
@@ -166,32 +200,33 @@ static bool attempt(struct fwd *f)
             server_lease_renew(s, f->id, true, local_renewed, f);
         return true;
     }
-    if (lead == 0 || s->transport == NULL)
-        return false;
+    if (lead == 0 || s->transport == NULL) {
+        wait_retry(f, FORWARD_RETRY_MS);
+        return true;
+    }
     f->saw_leader = true;
     uint8_t buf[32];
     size_t len = pack(f, buf, sizeof buf);
     uint64_t left = f->deadline_ms - now;
-    return peer_call(s->transport, lead, f->ttl ? TTL_PATH : RENEW_PATH, buf,
-                     len, (uint32_t)left, answered, f) == 0;
+    int rc = peer_ask(s->transport, lead, f->ttl ? TTL_PATH : RENEW_PATH,
+                      buf, len, (uint32_t)left, answered, f);
+    if (rc == ERR_STOPPED || rc == ERR_NOMEM)
+        fail(f, rc);
+    else if (rc != 0)
+        wait_retry(f, FORWARD_RETRY_MS); /* busy, not a peer yet, ... */
+    return true;
 }
 
-static void forward(struct fwd *f)
+static void forward(struct server_lease_fwd *f)
 {
-    if (atomic_load(&f->s->lead) == 0) {
-        fail(f, ERR_NO_LEADER);
-        return;
-    }
-    if (attempt(f))
-        return;
-    /* Busy call slots: the caller's thread must not nap; answer as etcd
-     * does when the leader cannot be reached in time. */
-    fail(f, f->saw_leader ? ERR_TIMEOUT : ERR_NO_LEADER);
+    if (!attempt(f))
+        fail(f, f->saw_leader ? ERR_TIMEOUT : ERR_NO_LEADER);
 }
 
-static struct fwd *fwd_new(struct server *s, int64_t id, void *arg)
+static struct server_lease_fwd *fwd_new(struct server *s, int64_t id,
+                                        void *arg)
 {
-    struct fwd *f = mem_calloc(1, sizeof *f);
+    struct server_lease_fwd *f = mem_calloc(1, sizeof *f);
     if (f != NULL) {
         f->s = s;
         f->id = id;
@@ -204,7 +239,7 @@ static struct fwd *fwd_new(struct server *s, int64_t id, void *arg)
 void server__lease_renew_forward(struct server *s, int64_t id,
                                  server_renew_fn fn, void *arg)
 {
-    struct fwd *f = fwd_new(s, id, arg);
+    struct server_lease_fwd *f = fwd_new(s, id, arg);
     if (f == NULL) {
         fn(arg, ERR_NOMEM, 0);
         return;
@@ -216,7 +251,7 @@ void server__lease_renew_forward(struct server *s, int64_t id,
 void server__lease_ttl_forward(struct server *s, int64_t id, bool want_keys,
                                server_ttl_fn fn, void *arg)
 {
-    struct fwd *f = fwd_new(s, id, arg);
+    struct server_lease_fwd *f = fwd_new(s, id, arg);
     if (f == NULL) {
         fn(arg, ERR_NOMEM, NULL);
         return;
@@ -225,4 +260,57 @@ void server__lease_ttl_forward(struct server *s, int64_t id, bool want_keys,
     f->want_keys = want_keys;
     f->tfn = fn;
     forward(f);
+}
+
+void server__lease_forward_house(struct server *s, uint64_t now_ms)
+{
+    struct server_leases *ls = &s->leases;
+    if (!ls->inited || !atomic_load(&ls->fwd_waiting))
+        return;
+    /* Take the due ones off the list, then try them unlocked (an attempt
+     * may put one back). */
+    struct server_lease_fwd *due = NULL, **tail = &due;
+    pthread_mutex_lock(&ls->fwd_mu);
+    struct server_lease_fwd **pp = &ls->fwd_head, *last = NULL;
+    while (*pp != NULL) {
+        struct server_lease_fwd *f = *pp;
+        if (f->retry_ms <= now_ms) {
+            *pp = f->next;
+            f->next = NULL;
+            *tail = f;
+            tail = &f->next;
+            ls->fwd_n--;
+        } else {
+            last = f;
+            pp = &f->next;
+        }
+    }
+    ls->fwd_tail = last;
+    atomic_store(&ls->fwd_waiting, ls->fwd_n > 0);
+    pthread_mutex_unlock(&ls->fwd_mu);
+    while (due != NULL) {
+        struct server_lease_fwd *f = due;
+        due = f->next;
+        f->next = NULL;
+        forward(f);
+    }
+}
+
+void server__lease_forward_stop(struct server *s)
+{
+    struct server_leases *ls = &s->leases;
+    if (!ls->inited)
+        return;
+    pthread_mutex_lock(&ls->fwd_mu);
+    ls->fwd_closed = true;
+    struct server_lease_fwd *f = ls->fwd_head;
+    ls->fwd_head = ls->fwd_tail = NULL;
+    ls->fwd_n = 0;
+    atomic_store(&ls->fwd_waiting, false);
+    pthread_mutex_unlock(&ls->fwd_mu);
+    while (f != NULL) {
+        struct server_lease_fwd *next = f->next;
+        fail(f, ERR_STOPPED);
+        f = next;
+    }
 }

@@ -352,26 +352,31 @@ static int add_key(void *arg, const uint8_t *key, size_t key_len)
     return 0;
 }
 
-/* Enters the store gate.  After a barrier (ttl_barrier) the caller is
- * already inside it (read.c serves the barrier's probe there), so this is
- * a nested enter: safe while no snapshot install closes the gate, which
- * only a follower does; ttl_now reads keys only as the primary.  A member
- * that steps down and installs a snapshot in between could wait here
- * (known limit, docs/ARCHITECTURE.md "Leases"). */
-static int read_keys(struct server *s, int64_t id, struct key_list *kl)
+/* The keys of lease id.  A caller outside the store gate enters it here;
+ * one answering after a barrier (ttl_barrier) is inside it already: read.c
+ * runs a barrier's callback between its probe's gate enter and
+ * server_read_end, and a nested enter there could wait for ever on a
+ * snapshot install that closed the gate meanwhile (the gate waits for its
+ * users to leave; this one would be waiting for the gate), so it reads
+ * without entering. */
+static int read_keys(struct server *s, int64_t id, bool in_gate,
+                     struct key_list *kl)
 {
-    server__store_enter(s);
+    if (!in_gate)
+        server__store_enter(s);
     struct mvcc_read *r;
     int rc = mvcc_read_begin(s->mvcc, &r);
     if (rc == 0) {
         rc = mvcc_lease_keys(r, id, add_key, kl);
         mvcc_read_end(r);
     }
-    server__store_leave(s);
+    if (!in_gate)
+        server__store_leave(s);
     return rc;
 }
 
-static void ttl_now(struct ttl_req *q)
+/* in_gate: called inside the store gate (read_keys). */
+static void ttl_now(struct ttl_req *q, bool in_gate)
 {
     struct server *s = q->s;
     uint64_t now = server__clock_ms(s);
@@ -391,7 +396,7 @@ static void ttl_now(struct ttl_req *q)
     pthread_mutex_unlock(&s->leases.mu);
     struct key_list kl = {0};
     if (err == 0 && q->want_keys)
-        err = read_keys(s, q->id, &kl);
+        err = read_keys(s, q->id, in_gate, &kl);
     t.keys = kl.v;
     t.n_keys = kl.n;
     q->fn(q->arg, err, err == 0 ? &t : NULL);
@@ -409,7 +414,7 @@ static void ttl_barrier(void *arg, int err)
         mem_free(q);
         return;
     }
-    ttl_now(q);
+    ttl_now(q, true); /* err 0: inside the probe's gate (read_keys) */
 }
 
 void server_lease_time_to_live(struct server *s, int64_t id, bool want_keys,
@@ -432,7 +437,7 @@ void server_lease_time_to_live(struct server *s, int64_t id, bool want_keys,
     if (atomic_load(&s->applied_index) < atomic_load(&s->committed_index))
         server_barrier_async(s, ttl_barrier, q);
     else
-        ttl_now(q);
+        ttl_now(q, false);
 }
 
 /* --- the list ------------------------------------------------------------ */

@@ -304,6 +304,7 @@ void server_stop(struct server *s)
      * pending publish's callback uses the members state (a member stopped
      * before its publish committed). */
     server__peers_close(s);
+    server__lease_forward_stop(s); /* after the transport: no answers */
     server_wait_fail_all(&s->wait, ERR_STOPPED);
     server__members_close(s);
     server__snap_close(s);

@@ -333,7 +333,9 @@ void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
  * the key space (MemberList).  It joins the ReadIndex round of the
  * linearizable Ranges (served at once on a lone leading voter).  fn runs
  * on the caller's thread or a read worker, exactly once; errors as
- * server_range_async's (ERR_TIMEOUT with no leader answering). */
+ * server_range_async's (ERR_TIMEOUT with no leader answering).  With err
+ * 0, fn runs inside the store gate of the barrier's probe: it must not
+ * enter the gate again (a snapshot install closing it would deadlock). */
 typedef void (*server_barrier_fn)(void *arg, int err);
 void server_barrier_async(struct server *s, server_barrier_fn fn, void *arg);
 

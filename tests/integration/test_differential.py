@@ -17,7 +17,10 @@ and plain error cases (empty key); and, from a random stream of their own
 (the KV sequence of a seed is unchanged), Watch requests on one stream per
 server (WatchGen: creates with every option, cancels, progress), each
 watcher's history (control answers, then its events one by one) compared
-at the end.  Keys come from a small alphabet so ops
+at the end; and, from a third random stream, lease ops (LeaseGen: grants
+with client- and server-chosen ids, revokes, TimeToLive with keys, Leases,
+puts and txns with leases, ignore_lease), server-chosen ids mapped to
+names and remaining TTLs compared as "held" (0 < TTL <= granted).  Keys come from a small alphabet so ops
 collide; some are longer than LMDB's key limit (494 bytes) and share a
 long prefix.  Responses are compared after normalising:
 
@@ -49,7 +52,7 @@ import grpc
 import pytest
 from google.protobuf import text_format
 
-from etcd3.etcdrpc import rpc_pb2
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 from conftest import ETCD_BIN, Server
 from common.watchstream import WatchStream
 
@@ -557,6 +560,163 @@ class WatchPair:
             w.close()
 
 
+# -- lease ops ------------------------------------------------------------
+
+# Client-chosen lease ids (negative ones too: etcd 3.4 takes any id but 0).
+LEASE_IDS = [1, 2, 3, 5, 8, 1 << 40, -7]
+
+
+class LeaseGen:
+    """Random lease ops from a random stream of their own (the KV and watch
+    sequences of a seed are unchanged): LeaseGrant with client-chosen ids
+    (taken ones: "lease already exists") and server-chosen ones (0), TTLs
+    of a minute or more (none expires during a seed: expiry timing is not
+    comparable) and too large; LeaseRevoke of held, revoked and unknown
+    ids; LeaseTimeToLive with and without keys; LeaseLeases; Put with a
+    lease (held or not, prev_kv), Put with ignore_lease (with and without
+    a lease on the key), and Txns that compare leases and put with them.
+    Server-chosen ids differ between the servers: each side's id is used
+    in its own requests and mapped to a name in the answers; keys attach
+    to client-chosen leases only (so KV answers need no mapping)."""
+
+    def __init__(self, seed):
+        self.r = random.Random(seed * 104729 + 3)
+        self.chosen = []   # (ref id, under id) of server-chosen grants
+
+    def ttl(self):
+        r = self.r
+        x = r.random()
+        if x < 0.05:
+            return 9000000001  # too large
+        return r.choice([60, 90, 3600, 86400, 9000000000])
+
+    def lid(self):
+        """A lease id for both sides: (ref id, under id)."""
+        r = self.r
+        if self.chosen and r.random() < 0.3:
+            return r.choice(self.chosen)
+        i = r.choice(LEASE_IDS + [0, 424242])
+        return i, i
+
+    def client_lid(self):
+        return self.r.choice(LEASE_IDS)
+
+    def next(self):
+        """(method, ref request, under request)"""
+        r = self.r
+        x = r.random()
+        if x < 0.22:
+            if r.random() < 0.3:
+                q = rpc_pb2.LeaseGrantRequest(TTL=self.ttl())
+                return "LeaseGrant", q, q
+            q = rpc_pb2.LeaseGrantRequest(TTL=self.ttl(),
+                                          ID=self.client_lid())
+            return "LeaseGrant", q, q
+        if x < 0.32:
+            a, b = self.lid()
+            return ("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=a),
+                    rpc_pb2.LeaseRevokeRequest(ID=b))
+        if x < 0.5:
+            a, b = self.lid()
+            keys = r.random() < 0.6
+            return ("LeaseTimeToLive",
+                    rpc_pb2.LeaseTimeToLiveRequest(ID=a, keys=keys),
+                    rpc_pb2.LeaseTimeToLiveRequest(ID=b, keys=keys))
+        if x < 0.56:
+            q = rpc_pb2.LeaseLeasesRequest()
+            return "LeaseLeases", q, q
+        key = r.choice(KEYS[:14])
+        if x < 0.8:
+            q = rpc_pb2.PutRequest(key=key, value=b"l%d" % r.randint(0, 9),
+                                   lease=self.client_lid(),
+                                   prev_kv=r.random() < 0.4)
+            return "Put", q, q
+        if x < 0.88:
+            q = rpc_pb2.PutRequest(key=key, value=b"i%d" % r.randint(0, 9),
+                                   ignore_lease=True,
+                                   prev_kv=r.random() < 0.4)
+            return "Put", q, q
+        lid = self.client_lid()
+        other = self.client_lid()
+        put = lambda k, l: rpc_pb2.RequestOp(  # noqa: E731
+            request_put=rpc_pb2.PutRequest(key=k, value=b"t", lease=l))
+        q = rpc_pb2.TxnRequest(
+            compare=[rpc_pb2.Compare(key=key, target=C.LEASE,
+                                     result=r.choice([C.EQUAL, C.NOT_EQUAL,
+                                                      C.GREATER, C.LESS]),
+                                     lease=lid)],
+            success=[put(key, lid)],
+            failure=[put(r.choice(KEYS[:14]), other), rpc_pb2.RequestOp(
+                request_range=rpc_pb2.RangeRequest(key=key))])
+        return "Txn", q, q
+
+
+def _lease_name(lg, side, lid):
+    """A server-chosen id as the name both sides share ("S<n>")."""
+    for n, pair in enumerate(lg.chosen):
+        if pair[side] == lid:
+            return "S%d" % n
+    return str(lid)
+
+
+def _norm_lease(lg, side, method, req, resp):
+    _clear_header(resp.header)
+    if method == "LeaseGrant":
+        rid = "S?" if req.ID == 0 else str(resp.ID)
+        return "ID: %s TTL: %d error: %r rev: %d\n" % (
+            rid, resp.TTL, resp.error, resp.header.revision)
+    if method == "LeaseTimeToLive":
+        # The remaining TTL is time: in (0, granted] for a held lease,
+        # -1 for an unknown one.  etcd lists the keys from a Go map: sorted.
+        held = resp.TTL > 0 and resp.TTL <= resp.grantedTTL
+        return "ID: %s held: %s unknown: %s granted: %d keys: %r rev: %d\n" % (
+            _lease_name(lg, side, resp.ID), held, resp.TTL == -1,
+            resp.grantedTTL, sorted(resp.keys), resp.header.revision)
+    if method == "LeaseLeases":
+        return "leases: %r rev: %d\n" % (
+            sorted(_lease_name(lg, side, x.ID) for x in resp.leases),
+            resp.header.revision)
+    return text_format.MessageToString(resp)
+
+
+def lease_step(lg, gen, ref, under, what):
+    method, r_req, u_req = lg.next()
+    out = []
+    for side, (srv, q) in enumerate(((ref, r_req), (under, u_req))):
+        stub = (rpc_pb2_grpc.LeaseStub(srv.channel())
+                if method.startswith("Lease") else srv.kv())
+        try:
+            resp = getattr(stub, method)(q, timeout=15)
+        except grpc.RpcError as e:
+            out.append((None, "ERROR code=%s message=%r\n" % (
+                e.code(), e.details())))
+            continue
+        if method.startswith("Lease"):
+            norm = None  # after a grant's id is recorded
+        else:
+            norm = normalise(method, q, resp)
+        out.append((resp, norm))
+    (r_resp, r_norm), (u_resp, u_norm) = out
+    if method == "LeaseGrant" and r_req.ID == 0 and r_resp is not None \
+            and u_resp is not None:
+        lg.chosen.append((r_resp.ID, u_resp.ID))
+    if method.startswith("Lease"):
+        if r_resp is not None:
+            r_norm = _norm_lease(lg, 0, method, r_req, r_resp)
+        if u_resp is not None:
+            u_norm = _norm_lease(lg, 1, method, u_req, u_resp)
+    if r_norm != u_norm:
+        diff = "\n".join(difflib.unified_diff(
+            r_norm.splitlines(), u_norm.splitlines(),
+            "etcd 3.4.23 (reference)", "server under test", lineterm=""))
+        pytest.fail("%s mismatch\nrequest:\n%s\ndiff:\n%s"
+                    % (what, text_format.MessageToString(r_req), diff),
+                    pytrace=False)
+    if r_resp is not None:
+        gen.rev = r_resp.header.revision
+    return method, r_resp
+
+
 # -- the test --------------------------------------------------------------
 
 @pytest.fixture
@@ -583,8 +743,15 @@ def test_differential(pair, seed):
     gen = Gen(seed)
     wg = WatchGen(seed, gen)
     watch = WatchPair(ref, under)
+    lg = LeaseGen(seed)
     counts = {}
     for i in range(OPS):
+        if lg.r.random() < 0.08:
+            method, r_resp = lease_step(lg, gen, ref, under,
+                                        "seed %d op #%d lease" % (seed, i))
+            k = ("lease " + method, "err" if r_resp is None else "ok")
+            counts[k] = counts.get(k, 0) + 1
+            continue
         x = wg.r.random()
         if x < 0.045:
             what = "seed %d op #%d" % (seed, i)
@@ -609,6 +776,10 @@ def test_differential(pair, seed):
     assert counts.get(("Txn", "err"), 0) > 0
     for m in ("WatchCreate", "WatchCancel", "WatchProgress"):
         assert counts.get((m, "ok"), 0) > 0, (m, counts)
+    for m in ("LeaseGrant", "LeaseRevoke", "LeaseTimeToLive", "LeaseLeases",
+              "Put", "Txn"):
+        assert counts.get(("lease " + m, "ok"), 0) > 0, (m, counts)
+    assert counts.get(("lease LeaseGrant", "err"), 0) > 0, counts
     # every watcher's history (created, events, cancels) agrees
     watch.compare("seed %d" % seed)
     watch.close()

@@ -233,6 +233,11 @@ static void answered(void *arg, int err, const uint8_t *reply, size_t len)
 
 /* call_wait makes one call and waits for its outcome: its error, the
  * reply in reply_out (64 bytes), the ms it took in *ms_out. */
+typedef int (*call_fn)(struct peer_transport *t, raft_id to,
+                       const char *method, const uint8_t *req, size_t len,
+                       uint32_t timeout_ms, peer_call_fn fn, void *arg);
+static call_fn caller = peer_call; /* peer_call, or peer_ask (test_ask) */
+
 static int call_wait(struct node *a, raft_id to, const char *method,
                      uint32_t timeout_ms, char *reply_out, int64_t *ms_out)
 {
@@ -240,9 +245,9 @@ static int call_wait(struct node *a, raft_id to, const char *method,
     int before = oc.calls;
     pthread_mutex_unlock(&oc.mu);
     int64_t t0 = now_us();
-    int rv = peer_call(a->t, to, method, (const uint8_t *)"hi", 2,
-                       timeout_ms, answered, &oc);
-    CHECK(rv == 0, "peer_call: %s", err_str(rv));
+    int rv = caller(a->t, to, method, (const uint8_t *)"hi", 2, timeout_ms,
+                    answered, &oc);
+    CHECK(rv == 0, "peer_call/ask: %s", err_str(rv));
     for (;;) {
         pthread_mutex_lock(&oc.mu);
         bool done = oc.calls > before;
@@ -289,8 +294,50 @@ static void test_call(struct node *a, struct node *b, struct node *c)
           "timeout 0");
 }
 
+/* peer_ask: the same outcomes as peer_call on the kept channel (echo,
+ * unknown method, timeout, a down peer, a non-peer, timeout 0), and many
+ * asks one after the other cost a round trip each, not a connection. */
+static void test_ask(struct node *a, struct node *b, struct node *c)
+{
+    char reply[64];
+    int64_t ms;
+    caller = peer_ask;
+    CHECK(call_wait(a, b->id, ECHO_PATH, 5000, reply, &ms) == 0, "ask echo");
+    CHECK(strcmp(reply, "echo:hi") == 0, "reply %s", reply);
+    int64_t t0 = now_us();
+    for (int i = 0; i < 500; i++) {
+        CHECK(call_wait(a, b->id, ECHO_PATH, 5000, reply, &ms) == 0,
+              "ask echo %d", i);
+        CHECK(strcmp(reply, "echo:hi") == 0, "reply %s", reply);
+    }
+    double rate = 500.0 / ((double)(now_us() - t0) / 1e6);
+    CHECK(rate > 200, "asks one after another: %.0f a second", rate);
+    printf("ok ask: 500 echoes one after another at %.0f a second\n", rate);
+    int err = call_wait(a, b->id, "/cetcdpb.Test/Nope", 5000, reply, &ms);
+    CHECK(err == ERR_UNSUPPORTED, "ask unknown method: %s", err_str(err));
+    err = call_wait(a, b->id, SLOW_PATH, 300, reply, &ms);
+    CHECK(err == ERR_TIMEOUT && ms >= 250 && ms < 1200,
+          "ask slow: %s after %lld ms", err_str(err), (long long)ms);
+    link_peer(a, c);
+    err = call_wait(a, c->id, ECHO_PATH, 5000, reply, &ms);
+    CHECK(err == ERR_IO && ms < 4000, "ask down peer: %s after %lld ms",
+          err_str(err), (long long)ms);
+    CHECK(peer_remove(a->t, c->id) == 0, "remove c");
+    CHECK(peer_ask(a->t, c->id, ECHO_PATH, NULL, 0, 1000, answered, &oc) ==
+              ERR_NOTFOUND,
+          "ask a non-peer");
+    CHECK(peer_ask(a->t, b->id, ECHO_PATH, NULL, 0, 0, answered, &oc) ==
+              ERR_INVAL,
+          "ask timeout 0");
+    printf("ok ask: unknown method, timeout, down peer, non-peer, timeout 0\n");
+    caller = peer_call;
+}
+
+static struct outcome oa = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
 /* PEER_CALLS_MAX slow calls in flight: one more is refused; closing the
- * transport ends them all with ERR_STOPPED, at once. */
+ * transport ends them all with ERR_STOPPED, at once, and 3 slow asks
+ * too. */
 static void test_call_close(struct node *a, struct node *b)
 {
     pthread_mutex_lock(&oc.mu);
@@ -303,6 +350,10 @@ static void test_call_close(struct node *a, struct node *b)
     CHECK(peer_call(a->t, b->id, SLOW_PATH, NULL, 0, 10000, answered, &oc) ==
               ERR_BUSY,
           "one call too many");
+    for (int i = 0; i < 3; i++)
+        CHECK(peer_ask(a->t, b->id, SLOW_PATH, NULL, 0, 10000, answered,
+                       &oa) == 0,
+              "ask %d", i);
     usleep(200 * 1000); /* let them reach B */
     int64_t t0 = now_us();
     node_stop(a);
@@ -312,6 +363,10 @@ static void test_call_close(struct node *a, struct node *b)
           "%d outcomes, last %s", oc.calls - before, err_str(oc.err));
     pthread_mutex_unlock(&oc.mu);
     CHECK(ms < SLOW_MS, "close waited %lld ms", (long long)ms);
+    pthread_mutex_lock(&oa.mu);
+    CHECK(oa.calls == 3 && oa.err == ERR_STOPPED, "%d ask outcomes, last %s",
+          oa.calls, err_str(oa.err));
+    pthread_mutex_unlock(&oa.mu);
     printf("ok call: %d calls in flight, one more refused; close ended them "
            "in %lld ms\n", PEER_CALLS_MAX, (long long)ms);
 }
@@ -332,6 +387,7 @@ int main(void)
     wait_active(a, b->id, 5000);
     test_removed(a, &nodes[4], &nodes[5]);
     test_call(a, b, c);
+    test_ask(a, b, c);
     test_call_close(a, b);
     node_stop(b); /* waits for the slow calls' answers */
     CHECK(atomic_load(&slow_pending) == 0, "slow calls unanswered");
