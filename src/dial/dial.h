@@ -93,6 +93,15 @@ struct dial_tls {
  * set or both NULL (asserted). */
 grpc_channel_credentials *dial_creds_create(const struct dial_tls *tls);
 
+/*
+ * dial_log_install routes the gRPC core's log lines (gpr_log) through
+ * util/log, category "grpc"; a line naming a TLS alert that the other end
+ * sent ("sslv3 alert bad certificate") is logged in Go's words instead:
+ * "TLS handshake failed: remote error: tls: bad certificate", as etcd
+ * says it.  Process-wide; call once before grpc_init.
+ */
+void dial_log_install(void);
+
 /* The per-caller channel arguments; every field must be > 0. */
 struct dial_channel_opts {
     int max_recv_bytes; /* largest message received */
