@@ -539,7 +539,14 @@ static int listeners_open(struct listeners *l, const char *dir)
             .cert_pem = l->peer_tls->cert_pem,
             .key_pem = l->peer_tls->key_pem,
             .ca_pem = l->peer_tls->ca_pem,
-            .skip_verify = flags_get_bool("peer-auto-tls") && !*c && !*k};
+            .skip_verify = flags_get_bool("peer-auto-tls") && !*c && !*k,
+            /* The files, re-read when they change (none for auto-TLS:
+             * its certificate never changes while the member runs). */
+            .cert_file = *c && *k ? c : NULL,
+            .key_file = *c && *k ? k : NULL,
+            .ca_file = *flags_get("peer-trusted-ca-file")
+                           ? flags_get("peer-trusted-ca-file")
+                           : NULL};
     }
     int rc = api_peer_create(peer.urls, l->peer_tls, &l->peer);
     if (rc != 0) {

@@ -85,7 +85,18 @@ struct dial_tls {
      * certificate) and etcdctl --insecure-skip-tls-verify.  ca_pem is
      * then ignored. */
     bool skip_verify;
+    /* The files the PEM strings came from, or NULL: when cert_file and
+     * key_file are set, the credentials read the files themselves and
+     * read them again when they change (checked every
+     * DIAL_TLS_REFRESH_S seconds; the CA file too when set and verified),
+     * so new connections present a rotated certificate, as etcd's
+     * transport re-reads its files on every handshake. */
+    const char *cert_file;
+    const char *key_file;
+    const char *ca_file;
 };
+
+#define DIAL_TLS_REFRESH_S 1
 
 /* dial_creds_create returns channel credentials for tls, or insecure
  * (plain text) ones when tls is NULL; the caller releases them.  NULL when
