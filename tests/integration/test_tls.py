@@ -699,7 +699,9 @@ def test_cert_rotation_under_load(make_tls_server, certs, tmp_path):
     no put fails, the old connection goes on, and new connections are
     shown the new certificate.  The key is renamed before the certificate,
     so for a moment the pair does not match: the member keeps serving with
-    the old pair then (etcd would fail those handshakes)."""
+    the old pair then.  etcd 3.4 fails the handshakes of that moment ("tls:
+    private key does not match public key"), so against it only the rest
+    is checked."""
     _make_leaf(certs.dir, "ca", "rotated", "rotated",
                "DNS:localhost,IP:127.0.0.1", "serverAuth,clientAuth")
     cert, key = str(tmp_path / "live.crt"), str(tmp_path / "live.key")
@@ -748,7 +750,10 @@ def test_cert_rotation_under_load(make_tls_server, certs, tmp_path):
         stop.set()
         for t in threads:
             t.join(30)
-    assert errors == []
+    if not against_etcd():
+        assert errors == []
+    else:
+        assert all(e.startswith("1: ") for e in errors), errors
     assert counts[0] > before[0] and counts[1] > before[1], (before, counts)
     # etcdctl verifying the (new) certificate against the CA still works.
     assert ctl(s, *tls_ctl_args(certs, who=None), "put", "k", "v").rc == 0
