@@ -35,21 +35,26 @@
 #include "util/log.h"
 #include "util/tls_alert.h"
 
-/* Why a client certificate was refused, kept on its SSL (ex data) for the
- * log line: OpenSSL's verify error is overwritten to send Go's alert. */
-enum refusal {
-    REFUSED_NONE = 0,
-    REFUSED_CHECK = 1, /* the extra check (CRL, allowed CN/hostname) */
-    REFUSED_CHAIN = 2, /* chain verification; +X509 error below */
-};
-#define REFUSAL_ERR_SHIFT 8 /* X509 verify error << this | REFUSED_CHAIN */
-
+/* Why a client certificate was refused, in Go's words, kept on its SSL
+ * (ex data: an OPENSSL_strdup'ed string freed with the SSL) for the log
+ * line: OpenSSL's verify error is overwritten to send Go's alert. */
 static int ex_index = -1;
 static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
 
+static void ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+                    long argl, void *argp)
+{
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    OPENSSL_free(ptr);
+}
+
 static void ex_index_make(void)
 {
-    ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, ex_free);
 }
 
 static void log_ssl(const char *what)
@@ -146,6 +151,26 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
     return SSL_TLSEXT_ERR_NOACK;
 }
 
+/* chain_why: Go's words for a chain that did not verify. */
+static const char *chain_why(long err)
+{
+    switch (err) {
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+        return "certificate signed by unknown authority";
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+        return "certificate has expired or is not yet valid";
+    case X509_V_ERR_INVALID_PURPOSE:
+        return "certificate specifies an incompatible key usage";
+    default:
+        return X509_verify_cert_error_string(err);
+    }
+}
+
 /* verify_cb: a client certificate that fails verification, or the extra
  * check, ends the handshake with a "bad certificate" alert, as Go's
  * crypto/tls sends (OpenSSL would say "unknown ca" and the like). */
@@ -155,19 +180,24 @@ static int verify_cb(int ok, X509_STORE_CTX *xs)
     SSL *ssl = X509_STORE_CTX_get_ex_data(xs, idx);
     const struct rpc_server *srv =
         ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
-    intptr_t why = REFUSED_NONE;
+    char why[256] = "";
     if (!ok)
-        why = REFUSED_CHAIN |
-              ((intptr_t)X509_STORE_CTX_get_error(xs) << REFUSAL_ERR_SHIFT);
+        snprintf(why, sizeof why, "tls: failed to verify client certificate:"
+                 " x509: %s", chain_why(X509_STORE_CTX_get_error(xs)));
     else if (X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
              srv->tls_check != NULL &&
              !srv->tls_check(X509_STORE_CTX_get_current_cert(xs),
-                             srv->tls_check_ctx))
-        why = REFUSED_CHECK;
-    if (why == REFUSED_NONE)
+                             srv->tls_check_ctx, why, sizeof why) &&
+             why[0] == '\0')
+        snprintf(why, sizeof why, "client certificate refused");
+    if (why[0] == '\0')
         return ok;
-    if (ssl != NULL && ex_index >= 0 && SSL_get_ex_data(ssl, ex_index) == NULL)
-        SSL_set_ex_data(ssl, ex_index, (void *)why);
+    if (ssl != NULL && ex_index >= 0 &&
+        SSL_get_ex_data(ssl, ex_index) == NULL) {
+        char *copy = OPENSSL_strdup(why);
+        if (copy != NULL && SSL_set_ex_data(ssl, ex_index, copy) != 1)
+            OPENSSL_free(copy);
+    }
     X509_STORE_CTX_set_error(xs, X509_V_ERR_CERT_REJECTED);
     return 0;
 }
@@ -217,43 +247,20 @@ SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg)
     return ctx;
 }
 
-/* chain_why: Go's words for a chain that did not verify. */
-static const char *chain_why(long err)
-{
-    switch (err) {
-    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
-    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
-    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
-    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
-    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
-        return "certificate signed by unknown authority";
-    case X509_V_ERR_CERT_HAS_EXPIRED:
-    case X509_V_ERR_CERT_NOT_YET_VALID:
-        return "certificate has expired or is not yet valid";
-    case X509_V_ERR_INVALID_PURPOSE:
-        return "certificate specifies an incompatible key usage";
-    default:
-        return X509_verify_cert_error_string(err);
-    }
-}
-
 /* failure_why puts crypto/tls's words for a failed handshake into buf. */
 static void failure_why(SSL *ssl, int ssl_err, char *buf, size_t cap)
 {
     unsigned long e = ERR_peek_error();
     int reason = ERR_GET_REASON(e);
-    intptr_t refused = ex_index >= 0 ? (intptr_t)SSL_get_ex_data(ssl, ex_index)
-                                     : REFUSED_NONE;
+    const char *refused = ex_index >= 0 ? SSL_get_ex_data(ssl, ex_index)
+                                        : NULL;
     char alert[64];
     if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256)
         snprintf(buf, cap, "remote error: tls: %s",
                  tls_alert_text(reason - SSL_AD_REASON_OFFSET, alert,
                                 sizeof alert));
-    else if (refused == REFUSED_CHECK)
-        snprintf(buf, cap, "client certificate authentication failed");
-    else if ((refused & 0xff) == REFUSED_CHAIN)
-        snprintf(buf, cap, "tls: failed to verify client certificate: "
-                 "x509: %s", chain_why(refused >> REFUSAL_ERR_SHIFT));
+    else if (refused != NULL)
+        snprintf(buf, cap, "%s", refused);
     else if (reason == SSL_R_NO_SHARED_CIPHER)
         snprintf(buf, cap, "tls: no cipher suite supported by both client "
                  "and server");

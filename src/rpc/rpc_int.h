@@ -255,7 +255,8 @@ struct rpc_server {
     char *tls_ciphers;                 /* cfg's, copied (NULL: default) */
     int tls_min_version;               /* cfg's */
     int tls_max_version;               /* cfg's */
-    bool (*tls_check)(struct x509_st *cert, void *ctx); /* or NULL */
+    bool (*tls_check)(struct x509_st *cert, void *ctx, char *why,
+                      size_t cap);     /* or NULL */
     void *tls_check_ctx;               /* its argument */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
     int threads_n;                     /* event loops */

@@ -14,6 +14,7 @@
 #include "rpc/tls.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -646,28 +647,49 @@ static bool cn_is(X509 *x, const char *cn)
     return n >= 0 && (size_t)n == strlen(cn) && strcmp(buf, cn) == 0;
 }
 
-bool rpc_tls_client_check(X509 *x, void *ctx)
+/* serial_hex writes x's serial as Go's %x of its bytes (lower case). */
+static void serial_hex(X509 *x, char *buf, size_t cap)
+{
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+    char *hex = bn != NULL ? BN_bn2hex(bn) : NULL;
+    snprintf(buf, cap, "%s", hex != NULL ? hex : "");
+    for (char *p = buf; *p != '\0'; p++)
+        *p = (char)tolower((unsigned char)*p);
+    OPENSSL_free(hex);
+    BN_free(bn);
+}
+
+bool rpc_tls_client_check(X509 *x, void *ctx, char *why, size_t cap)
 {
     struct rpc_tls *t = ctx;
-    assert(t != NULL);
-    if (x == NULL)
+    assert(t != NULL && why != NULL && cap > 0);
+    if (x == NULL) {
+        snprintf(why, cap, "tls: client didn't provide a certificate");
         return false;
+    }
     X509_REVOKED *rev = NULL;
-    bool ok = true;
     /* etcd compares serials only (its checkCRL), so an expired CRL still
      * revokes; OpenSSL's own CRL check would refuse everything then.  The
      * lock: rpc_tls_reload may swap the CRL meanwhile. */
     pthread_mutex_lock(&t->mu);
-    if (t->crl != NULL &&
-        X509_CRL_get0_by_serial(t->crl, &rev, X509_get_serialNumber(x)) == 1)
-        ok = false;
+    bool revoked = t->crl != NULL &&
+                   X509_CRL_get0_by_serial(t->crl, &rev,
+                                           X509_get_serialNumber(x)) == 1;
     pthread_mutex_unlock(&t->mu);
+    bool ok = !revoked;
     if (ok && t->allowed_cn != NULL)
         ok = cn_is(x, t->allowed_cn);
     if (ok && t->allowed_hostname != NULL)
         ok = X509_check_host(x, t->allowed_hostname, 0, 0, NULL) == 1 ||
              X509_check_ip_asc(x, t->allowed_hostname, 0) == 1;
     ERR_clear_error();
+    if (revoked) {
+        char hex[128];
+        serial_hex(x, hex, sizeof hex);
+        snprintf(why, cap, "transport: certificate serial %s revoked", hex);
+    } else if (!ok) {
+        snprintf(why, cap, "client certificate authentication failed");
+    }
     return ok;
 }
 

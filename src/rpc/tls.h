@@ -177,11 +177,14 @@ bool rpc_tls_has_client_check(const struct rpc_tls *tls);
  * rpc_tls_client_check decides on a client certificate (OpenSSL's X509,
  * borrowed) that passed chain verification, as etcd does: refused when
  * its serial is in the CRL (expiry of the CRL ignored, as in etcd's
- * checkCRL) or when it lacks the allowed CN or hostname.  tls is a struct
+ * checkCRL) or when it lacks the allowed CN or hostname; why (cap bytes)
+ * then gets etcd's words ("transport: certificate serial 0a1b revoked",
+ * "client certificate authentication failed").  tls is a struct
  * rpc_tls.  Thread-safe (read-only); runs on the runtime's event loops,
  * inside the handshake (handshake.c).
  */
-bool rpc_tls_client_check(struct x509_st *cert, void *tls);
+bool rpc_tls_client_check(struct x509_st *cert, void *tls, char *why,
+                          size_t cap);
 
 /* rpc_tls_free frees tls (NULL is fine). */
 void rpc_tls_free(struct rpc_tls *tls);
