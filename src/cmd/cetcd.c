@@ -742,6 +742,11 @@ int main(int argc, char **argv)
         check_compaction() != 0 || check_tls_opts() != 0 ||
         check_cluster() != 0)
         return 1;
+    /* etcd's peer transport dials with --cipher-suites too: the gRPC
+     * core has no per-channel knob, only this process-wide setting, which
+     * it reads at grpc_init (the member's only channels are to peers). */
+    if (tls_opts.ciphers[0] != '\0')
+        setenv("GRPC_SSL_CIPHER_SUITES", tls_opts.ciphers, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

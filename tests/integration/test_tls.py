@@ -806,3 +806,71 @@ def test_rejected_connection_logged(make_tls_server, certs):
             break
         assert time.monotonic() < deadline, s.log_tail()
         time.sleep(0.2)
+
+
+def fake_peer_handshakes(port, cipher, want=2, seconds=15):
+    """A TLS 1.2 listener on port offering only cipher (OpenSSL name), with
+    etcd's fixture certificate, as a member the server under test dials:
+    returns the outcome of each handshake ("ok" or "fail ...")."""
+    f = lambda n: os.path.join(ETCD_FIXTURES, n)  # noqa: E731
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(f("server.crt"), f("server.key.insecure"))
+    ctx.set_ciphers(cipher)
+    ctx.set_alpn_protocols(["h2"])
+    out = []
+    with socket.socket() as ls:
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", port))
+        ls.listen(8)
+        ls.settimeout(1)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and len(out) < want:
+            try:
+                c, _ = ls.accept()
+            except socket.timeout:
+                continue
+            c.settimeout(5)
+            try:
+                with ctx.wrap_socket(c, server_side=True):
+                    out.append("ok")
+            except (ssl.SSLError, OSError) as e:
+                out.append("fail %s" % e)
+    return out
+
+
+@pytest.mark.parametrize("suites,accepted", [
+    (None, True),
+    ("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", False),
+])
+def test_cipher_suites_peer_dialer(suites, accepted, tmp_path):
+    """The member dials its peers offering only --cipher-suites' TLS 1.2
+    suites (etcd's peer transport does): a peer that takes nothing but
+    ECDHE-RSA-AES256-GCM-SHA384 has no suite in common with it."""
+    from common.servers import free_port, server_bin
+    f = lambda n: os.path.join(ETCD_FIXTURES, n)  # noqa: E731
+    me, peer, client = free_port(), free_port(), free_port()
+    args = [server_bin(), "--name", "m1", "--data-dir", str(tmp_path / "d"),
+            "--listen-client-urls", "http://127.0.0.1:%d" % client,
+            "--advertise-client-urls", "http://127.0.0.1:%d" % client,
+            "--listen-peer-urls", "https://127.0.0.1:%d" % me,
+            "--initial-advertise-peer-urls", "https://127.0.0.1:%d" % me,
+            "--initial-cluster", "m1=https://127.0.0.1:%d,m2=https://"
+            "127.0.0.1:%d" % (me, peer),
+            "--peer-cert-file", f("server.crt"),
+            "--peer-key-file", f("server.key.insecure"),
+            "--peer-trusted-ca-file", f("ca.crt"), "--peer-client-cert-auth"]
+    if suites:
+        args += ["--cipher-suites", suites]
+    with open(str(tmp_path / "log"), "wb") as log:
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        out = fake_peer_handshakes(peer, "ECDHE-RSA-AES256-GCM-SHA384")
+    finally:
+        p.kill()
+        p.wait()
+    assert out, "the member never dialled its peer"
+    if accepted:
+        assert out[0] == "ok", out
+    else:
+        assert all("NO_SHARED_CIPHER" in o for o in out), out
