@@ -21,6 +21,13 @@ static void tls_apply(const struct rpc_tls *tls, struct rpc_server_config *cfg)
     cfg->tls_key_pem = tls->key_pem;
     cfg->tls_ca_pem = tls->ca_pem;
     cfg->tls_verify_clients = tls->verify_clients;
+    cfg->tls_ciphers = tls->opts.ciphers;
+    cfg->tls_min_version = tls->opts.min_version;
+    cfg->tls_max_version = tls->opts.max_version;
+    /* The listener re-reads the files when they change (cast: the
+     * server only uses tls through rpc_tls_stale/rpc_tls_reload, which
+     * lock). */
+    cfg->tls_files = (struct rpc_tls *)tls;
     if (rpc_tls_has_client_check(tls)) {
         cfg->tls_check = rpc_tls_client_check;
         cfg->tls_check_ctx = (void *)tls;

@@ -163,6 +163,38 @@ static int check_compaction(void)
     return compaction_flags(&mode, &retention);
 }
 
+/* The listeners' versions and TLS 1.2 suites (both kinds, as etcd). */
+static struct rpc_tls_opts tls_opts;
+
+/* check_tls_opts reads --cipher-suites, --tls-min-version and
+ * --tls-max-version with etcd's messages: a bad version is a flag error
+ * (etcd 3.5's Config.Validate); an unknown suite stops the member as
+ * etcd's configure*Listeners do. */
+static int check_tls_opts(void)
+{
+    char why[300];
+    if (rpc_tls_opts_parse(NULL, flags_get("tls-min-version"),
+                           flags_get("tls-max-version"), &tls_opts, why,
+                           sizeof why) != 0) {
+        log_error("etcdmain", "error verifying flags, %s. See 'etcd --help'.",
+                  why);
+        return 1;
+    }
+    if (rpc_tls_opts_parse(flags_get("cipher-suites"),
+                           flags_get("tls-min-version"),
+                           flags_get("tls-max-version"), &tls_opts, why,
+                           sizeof why) != 0) {
+        bool suite = strncmp(why, "unexpected TLS cipher", 21) == 0;
+        if (suite)
+            log_msg(LOG_FATAL, "etcdmain", "%s", why);
+        else
+            log_error("etcdmain", "error verifying flags, %s. See 'etcd "
+                      "--help'.", why);
+        return 1;
+    }
+    return 0;
+}
+
 static int check_timing(void)
 {
     uint64_t hb = flags_get_u64("heartbeat-interval");
@@ -310,7 +342,8 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
         .allowed_cn = *k->prefix ? flags_get("peer-cert-allowed-cn") : NULL,
         .allowed_hostname = kflag_cert_allowed_hostname(k),
         .client_cert_auth = flags_get_bool(
-            *k->prefix ? "peer-client-cert-auth" : "client-cert-auth")};
+            *k->prefix ? "peer-client-cert-auth" : "client-cert-auth"),
+        .opts = &tls_opts};
     bool empty = !*f.cert_file && !*f.key_file;
     *tls_out = NULL;
     if (flags_get_bool(*k->prefix ? "peer-auto-tls" : "auto-tls")) {
@@ -321,7 +354,8 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
             snprintf(sub, sizeof sub, "%s/fixtures/%s", dir, k->name);
             if (rpc_tls_self_cert(sub, k->urls, cert, key, sizeof cert) != 0)
                 return 1;
-            struct rpc_tls_files self = {.cert_file = cert, .key_file = key};
+            struct rpc_tls_files self = {.cert_file = cert, .key_file = key,
+                                         .opts = &tls_opts};
             f = self;
             empty = false;
         }
@@ -505,7 +539,14 @@ static int listeners_open(struct listeners *l, const char *dir)
             .cert_pem = l->peer_tls->cert_pem,
             .key_pem = l->peer_tls->key_pem,
             .ca_pem = l->peer_tls->ca_pem,
-            .skip_verify = flags_get_bool("peer-auto-tls") && !*c && !*k};
+            .skip_verify = flags_get_bool("peer-auto-tls") && !*c && !*k,
+            /* The files, re-read when they change (none for auto-TLS:
+             * its certificate never changes while the member runs). */
+            .cert_file = *c && *k ? c : NULL,
+            .key_file = *c && *k ? k : NULL,
+            .ca_file = *flags_get("peer-trusted-ca-file")
+                           ? flags_get("peer-trusted-ca-file")
+                           : NULL};
     }
     int rc = api_peer_create(peer.urls, l->peer_tls, &l->peer);
     if (rc != 0) {
@@ -700,9 +741,16 @@ int main(int argc, char **argv)
     setenv("GRPC_POLL_STRATEGY", "poll", 0);
     setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "10", 0);
     tune_malloc();
+    dial_log_install();
     if (setup_logging() != 0 || check_timing() != 0 ||
-        check_compaction() != 0 || check_cluster() != 0)
+        check_compaction() != 0 || check_tls_opts() != 0 ||
+        check_cluster() != 0)
         return 1;
+    /* etcd's peer transport dials with --cipher-suites too: the gRPC
+     * core has no per-channel knob, only this process-wide setting, which
+     * it reads at grpc_init (the member's only channels are to peers). */
+    if (tls_opts.ciphers[0] != '\0')
+        setenv("GRPC_SSL_CIPHER_SUITES", tls_opts.ciphers, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -92,7 +92,10 @@ static struct flag table[] = {
     {"peer-cert-allowed-hostname", F_STR, "", BUILT, "Security", "Allowed TLS hostname for inter peer authentication."},
     {"peer-auto-tls", F_BOOL, "false", BUILT, "Security", "Peer TLS using self-generated certificates if --peer-key-file and --peer-cert-file are not provided."},
     {"peer-crl-file", F_STR, "", BUILT, "Security", "Path to the peer certificate revocation list file."},
-    {"cipher-suites", F_STR, "", NOT_YET, "Security", "Comma-separated list of supported TLS cipher suites between client/server and peers."},
+    {"cipher-suites", F_STR, "", BUILT, "Security", "Comma-separated list of supported TLS cipher suites between client/server and peers (empty will be auto-populated by Go)."},
+    /* etcd 3.5's flags (not in 3.4). */
+    {"tls-min-version", F_STR, "TLS1.2", BUILT, "Security", "Minimum TLS version supported by etcd. Possible values: TLS1.2, TLS1.3."},
+    {"tls-max-version", F_STR, "", BUILT, "Security", "Maximum TLS version supported by etcd. Possible values: TLS1.2, TLS1.3 (empty defers to Go)."},
     {"cors", F_STR, "*", NOT_YET, "Security", "Comma-separated whitelist of origins for CORS (empty or * means allow all)."},
     {"host-whitelist", F_STR, "*", NOT_YET, "Security", "Acceptable hostnames from HTTP client requests, if server is not secure (empty or * means allow all)."},
     {"auth-token", F_STR, "simple", NOT_YET, "Auth", "Specify a v3 authentication token type and its options ('simple' or 'jwt')."},

@@ -39,6 +39,23 @@ provider_create(const struct dial_tls *tls, const char *roots)
     return grpc_tls_certificate_provider_static_data_create(roots, pairs);
 }
 
+/* files_provider watches the files of tls (see dial.h), or NULL when
+ * they are not given. */
+static grpc_tls_certificate_provider *
+files_provider(const struct dial_tls *tls, const char *roots)
+{
+    if (tls->cert_file == NULL || tls->key_file == NULL ||
+        tls->cert_pem == NULL)
+        return NULL;
+    /* Roots from the file only when they are used and come from a file
+     * (NULL: the system's, not watched). */
+    const char *ca = roots != NULL ? tls->ca_file : NULL;
+    if (roots != NULL && ca == NULL)
+        return NULL; /* roots in memory only: the static provider */
+    return grpc_tls_certificate_provider_file_watcher_create(
+        tls->key_file, tls->cert_file, ca, DIAL_TLS_REFRESH_S);
+}
+
 grpc_channel_credentials *dial_creds_create(const struct dial_tls *tls)
 {
     if (tls == NULL)
@@ -47,7 +64,9 @@ grpc_channel_credentials *dial_creds_create(const struct dial_tls *tls)
     /* Verification off: the CAs are not needed.  Verification on without
      * CAs of our own: not watching roots makes gRPC use the system's. */
     const char *roots = tls->skip_verify ? NULL : tls->ca_pem;
-    grpc_tls_certificate_provider *prov = provider_create(tls, roots);
+    grpc_tls_certificate_provider *prov = files_provider(tls, roots);
+    if (prov == NULL)
+        prov = provider_create(tls, roots);
     grpc_tls_credentials_options *opts = grpc_tls_credentials_options_create();
     if (prov != NULL)
         grpc_tls_credentials_options_set_certificate_provider(opts, prov);

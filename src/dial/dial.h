@@ -85,13 +85,33 @@ struct dial_tls {
      * certificate) and etcdctl --insecure-skip-tls-verify.  ca_pem is
      * then ignored. */
     bool skip_verify;
+    /* The files the PEM strings came from, or NULL: when cert_file and
+     * key_file are set, the credentials read the files themselves and
+     * read them again when they change (checked every
+     * DIAL_TLS_REFRESH_S seconds; the CA file too when set and verified),
+     * so new connections present a rotated certificate, as etcd's
+     * transport re-reads its files on every handshake. */
+    const char *cert_file;
+    const char *key_file;
+    const char *ca_file;
 };
+
+#define DIAL_TLS_REFRESH_S 1
 
 /* dial_creds_create returns channel credentials for tls, or insecure
  * (plain text) ones when tls is NULL; the caller releases them.  NULL when
  * gRPC refuses the material.  tls->cert_pem and tls->key_pem must be both
  * set or both NULL (asserted). */
 grpc_channel_credentials *dial_creds_create(const struct dial_tls *tls);
+
+/*
+ * dial_log_install routes the gRPC core's log lines (gpr_log) through
+ * util/log, category "grpc"; a line naming a TLS alert that the other end
+ * sent ("sslv3 alert bad certificate") is logged in Go's words instead:
+ * "TLS handshake failed: remote error: tls: bad certificate", as etcd
+ * says it.  Process-wide; call once before grpc_init.
+ */
+void dial_log_install(void);
 
 /* The per-caller channel arguments; every field must be > 0. */
 struct dial_channel_opts {

@@ -354,7 +354,7 @@ struct rpc__conn *rpc__conn_new(struct rpc__loop *l, int fd, bool tls)
     c->born_ms = rpc__now_ms();
     c->proto = l->srv->http != NULL ? RPC__PROTO_SNIFF : RPC__PROTO_H2;
     if (tls) {
-        c->ssl = SSL_new(l->srv->tls);
+        c->ssl = rpc__tls_ssl_new(l->srv);
         if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1)
             goto fail;
         SSL_set_accept_state(c->ssl);

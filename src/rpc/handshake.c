@@ -5,19 +5,57 @@
  * connection, in which the extra check on the client certificate
  * (tls_check: CRL, allowed CN or hostname) has its say.
  *
- * As etcd (Go's crypto/tls with gRPC): TLS 1.2 or later, ALPN "h2"
- * (gRPC clients insist on it), client certificates asked for only when
- * they are verified.
+ * As etcd (Go's crypto/tls with gRPC): TLS 1.2 or later (or the
+ * versions of --tls-min-version / --tls-max-version), the TLS 1.2 suites
+ * of --cipher-suites, ALPN "h2" (gRPC clients insist on it), client
+ * certificates asked for only when they are verified.  A failed handshake
+ * is logged as etcd logs it: "rejected connection from "ip:port" (error
+ * "...", ServerName "...")", with crypto/tls's words for the reason.
+ *
+ * The context is rebuilt when the files behind it change (tls.h
+ * rpc_tls_stale): every SSL object holds a reference to the context it
+ * was made from, so the old one lives on with the connections that use
+ * it and is freed with the last of them.
  */
+#include <arpa/inet.h>
 #include <assert.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
 #include "rpc/rpc_int.h"
+#include "rpc/tls.h"
 #include "util/log.h"
+#include "util/tls_alert.h"
+
+/* Why a client certificate was refused, in Go's words, kept on its SSL
+ * (ex data: an OPENSSL_strdup'ed string freed with the SSL) for the log
+ * line: OpenSSL's verify error is overwritten to send Go's alert. */
+static int ex_index = -1;
+static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
+
+static void ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+                    long argl, void *argp)
+{
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    OPENSSL_free(ptr);
+}
+
+static void ex_index_make(void)
+{
+    ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, ex_free);
+}
 
 static void log_ssl(const char *what)
 {
@@ -113,6 +151,26 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
     return SSL_TLSEXT_ERR_NOACK;
 }
 
+/* chain_why: Go's words for a chain that did not verify. */
+static const char *chain_why(long err)
+{
+    switch (err) {
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+        return "certificate signed by unknown authority";
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+        return "certificate has expired or is not yet valid";
+    case X509_V_ERR_INVALID_PURPOSE:
+        return "certificate specifies an incompatible key usage";
+    default:
+        return X509_verify_cert_error_string(err);
+    }
+}
+
 /* verify_cb: a client certificate that fails verification, or the extra
  * check, ends the handshake with a "bad certificate" alert, as Go's
  * crypto/tls sends (OpenSSL would say "unknown ca" and the like). */
@@ -122,14 +180,26 @@ static int verify_cb(int ok, X509_STORE_CTX *xs)
     SSL *ssl = X509_STORE_CTX_get_ex_data(xs, idx);
     const struct rpc_server *srv =
         ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
-    if (ok && X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
-        srv->tls_check != NULL &&
-        !srv->tls_check(X509_STORE_CTX_get_current_cert(xs),
-                        srv->tls_check_ctx))
-        ok = 0;
+    char why[256] = "";
     if (!ok)
-        X509_STORE_CTX_set_error(xs, X509_V_ERR_CERT_REJECTED);
-    return ok;
+        snprintf(why, sizeof why, "tls: failed to verify client certificate:"
+                 " x509: %s", chain_why(X509_STORE_CTX_get_error(xs)));
+    else if (X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
+             srv->tls_check != NULL &&
+             !srv->tls_check(X509_STORE_CTX_get_current_cert(xs),
+                             srv->tls_check_ctx, why, sizeof why) &&
+             why[0] == '\0')
+        snprintf(why, sizeof why, "client certificate refused");
+    if (why[0] == '\0')
+        return ok;
+    if (ssl != NULL && ex_index >= 0 &&
+        SSL_get_ex_data(ssl, ex_index) == NULL) {
+        char *copy = OPENSSL_strdup(why);
+        if (copy != NULL && SSL_set_ex_data(ssl, ex_index, copy) != 1)
+            OPENSSL_free(copy);
+    }
+    X509_STORE_CTX_set_error(xs, X509_V_ERR_CERT_REJECTED);
+    return 0;
 }
 
 SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg)
@@ -139,7 +209,18 @@ SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg)
         log_ssl("TLS context");
         return NULL;
     }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    pthread_once(&ex_once, ex_index_make);
+    SSL_CTX_set_min_proto_version(ctx, cfg->tls_min_version
+                                           ? cfg->tls_min_version
+                                           : TLS1_2_VERSION);
+    if (cfg->tls_max_version != 0)
+        SSL_CTX_set_max_proto_version(ctx, cfg->tls_max_version);
+    if (cfg->tls_ciphers != NULL && *cfg->tls_ciphers != '\0' &&
+        SSL_CTX_set_cipher_list(ctx, cfg->tls_ciphers) != 1) {
+        log_ssl("TLS cipher suites");
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
@@ -166,6 +247,65 @@ SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg)
     return ctx;
 }
 
+/* failure_why puts crypto/tls's words for a failed handshake into buf. */
+static void failure_why(SSL *ssl, int ssl_err, char *buf, size_t cap)
+{
+    unsigned long e = ERR_peek_error();
+    int reason = ERR_GET_REASON(e);
+    const char *refused = ex_index >= 0 ? SSL_get_ex_data(ssl, ex_index)
+                                        : NULL;
+    char alert[64];
+    if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256)
+        snprintf(buf, cap, "remote error: tls: %s",
+                 tls_alert_text(reason - SSL_AD_REASON_OFFSET, alert,
+                                sizeof alert));
+    else if (refused != NULL)
+        snprintf(buf, cap, "%s", refused);
+    else if (reason == SSL_R_NO_SHARED_CIPHER)
+        snprintf(buf, cap, "tls: no cipher suite supported by both client "
+                 "and server");
+    else if (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE)
+        snprintf(buf, cap, "tls: client didn't provide a certificate");
+    else if (reason == SSL_R_UNSUPPORTED_PROTOCOL ||
+             reason == SSL_R_VERSION_TOO_LOW ||
+             reason == SSL_R_VERSION_TOO_HIGH)
+        snprintf(buf, cap, "tls: client offered only unsupported versions");
+    else if (reason == SSL_R_HTTP_REQUEST || reason == SSL_R_WRONG_VERSION_NUMBER
+             || reason == SSL_R_HTTPS_PROXY_REQUEST)
+        snprintf(buf, cap, "tls: first record does not look like a TLS "
+                 "handshake");
+    else if (e == 0)
+        snprintf(buf, cap, ssl_err == SSL_ERROR_SYSCALL ||
+                           ssl_err == SSL_ERROR_ZERO_RETURN ? "EOF"
+                                                            : "unknown error");
+    else
+        snprintf(buf, cap, "tls: %s", ERR_reason_error_string(e)
+                                          ? ERR_reason_error_string(e)
+                                          : "handshake failed");
+}
+
+/* peer_addr writes "ip:port" (or the socket path) of fd into buf. */
+static void peer_addr(int fd, char *buf, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t n = sizeof ss;
+    char ip[INET6_ADDRSTRLEN] = "";
+    buf[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&ss, &n) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+        snprintf(buf, cap, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+        snprintf(buf, cap, "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+    } else {
+        snprintf(buf, cap, "@"); /* a unix socket: Go prints "@" too */
+    }
+}
+
 int rpc__tls_handshake(struct rpc__conn *c)
 {
     ERR_clear_error();
@@ -177,6 +317,49 @@ int rpc__tls_handshake(struct rpc__conn *c)
         return 0;
     if (e == SSL_ERROR_WANT_WRITE)
         return 2; /* the socket's buffer is full: wait for EPOLLOUT */
+    char why[256], addr[80];
+    failure_why(c->ssl, e, why, sizeof why);
     ERR_clear_error();
+    peer_addr(c->fd, addr, sizeof addr);
+    const char *sni = SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
+    log_info("embed", "rejected connection from \"%s\" (error \"%s\", "
+             "ServerName \"%s\")", addr, why, sni != NULL ? sni : "");
     return -1;
+}
+
+/* ctx_rebuild makes a context from the reloaded files (tls_mu held). */
+static void ctx_rebuild(struct rpc_server *srv)
+{
+    struct rpc_tls *fresh = NULL;
+    if (rpc_tls_reload(srv->tls_files, &fresh) != 0)
+        return; /* logged; the old context stays */
+    struct rpc_server_config cfg = {
+        .tls_cert_pem = fresh->cert_pem,
+        .tls_key_pem = fresh->key_pem,
+        .tls_ca_pem = fresh->ca_pem,
+        .tls_verify_clients = fresh->verify_clients,
+        .tls_ciphers = srv->tls_ciphers,
+        .tls_min_version = srv->tls_min_version,
+        .tls_max_version = srv->tls_max_version};
+    SSL_CTX *ctx = rpc__tls_ctx(&cfg);
+    rpc_tls_free(fresh);
+    if (ctx == NULL) {
+        log_warn("embed", "cannot use the changed TLS files; still using "
+                 "the previous certificate");
+        return;
+    }
+    SSL_CTX_set_app_data(ctx, srv);
+    SSL_CTX_free(srv->tls); /* connections hold their own references */
+    srv->tls = ctx;
+}
+
+SSL *rpc__tls_ssl_new(struct rpc_server *srv)
+{
+    assert(srv != NULL && srv->tls != NULL);
+    pthread_mutex_lock(&srv->tls_mu);
+    if (srv->tls_files != NULL && rpc_tls_stale(srv->tls_files, srv->tls_stamps))
+        ctx_rebuild(srv);
+    SSL *ssl = SSL_new(srv->tls);
+    pthread_mutex_unlock(&srv->tls_mu);
+    return ssl;
 }

@@ -128,11 +128,23 @@ struct rpc_server_config {
     bool tls_verify_clients;
     /* An extra decision on every verified client certificate (OpenSSL's
      * X509, borrowed for the call), made on a loop during the handshake:
-     * false refuses the connection (CRLs, allowed CN/hostname).  NULL:
-     * none.  Needs tls_verify_clients; tls_check_ctx must outlive the
-     * server. */
-    bool (*tls_check)(struct x509_st *cert, void *ctx);
+     * false refuses the connection (CRLs, allowed CN/hostname), with the
+     * reason for the log in why (cap bytes).  NULL: none.  Needs
+     * tls_verify_clients; tls_check_ctx must outlive the server. */
+    bool (*tls_check)(struct x509_st *cert, void *ctx, char *why,
+                      size_t cap);
     void *tls_check_ctx;
+    /* TLS 1.2 cipher list (OpenSSL syntax; NULL or "" for OpenSSL's
+     * default) and protocol versions (0: TLS 1.2 and up, as etcd). */
+    const char *tls_ciphers;
+    int tls_min_version;
+    int tls_max_version;
+    /* The files behind the PEM strings (tls.h), or NULL: before each new
+     * TLS connection the server asks rpc_tls_stale and, when some file
+     * changed, builds a new context from rpc_tls_reload's material; the
+     * connections already open keep the old one.  Must outlive the
+     * server. */
+    struct rpc_tls *tls_files;
 };
 
 /*

@@ -39,6 +39,7 @@
 #include <openssl/ssl.h>
 
 #include "rpc/rpc.h"
+#include "rpc/tls.h"
 
 #define rpc__container_of(ptr, type, field)                                 \
     ((type *)((char *)(ptr)-offsetof(type, field)))
@@ -267,8 +268,18 @@ struct rpc_server {
     size_t urls_n;                     /* number of URLs */
     struct rpc__listener lis[RPC__LISTENERS_MAX]; /* bound sockets */
     size_t lis_n;                      /* used */
-    SSL_CTX *tls;                      /* for the secure URLs, or NULL */
-    bool (*tls_check)(struct x509_st *cert, void *ctx); /* or NULL */
+    SSL_CTX *tls;                      /* for the secure URLs, or NULL;
+                                        * replaced under tls_mu when the
+                                        * files change (tls_files) */
+    pthread_mutex_t tls_mu;            /* guards tls after start */
+    struct rpc_tls *tls_files;         /* reload source, or NULL */
+    struct rpc_tls_stamp tls_stamps[RPC_TLS_FILES]; /* its files as this
+                                        * server last saw them (tls_mu) */
+    char *tls_ciphers;                 /* cfg's, copied (NULL: default) */
+    int tls_min_version;               /* cfg's */
+    int tls_max_version;               /* cfg's */
+    bool (*tls_check)(struct x509_st *cert, void *ctx, char *why,
+                      size_t cap);     /* or NULL */
     void *tls_check_ctx;               /* its argument */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
     int threads_n;                     /* event loops */
@@ -438,5 +449,10 @@ SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg);
  * certificate accepted), 0 waiting for bytes, 2 waiting to write, -1
  * failed. */
 int rpc__tls_handshake(struct rpc__conn *c);
+/* rpc__tls_ssl_new makes the TLS state of a new connection from the
+ * server's current context, after a reload when its files changed.
+ * NULL when OpenSSL fails.  Any loop. */
+SSL *rpc__tls_ssl_new(struct rpc_server *srv);
+
 
 #endif

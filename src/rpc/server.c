@@ -63,6 +63,17 @@ static int config_apply(struct rpc_server *srv,
     srv->conn_out_max = RPC__CONN_BYTES_MIN;
     srv->tls_check = cfg->tls_check;
     srv->tls_check_ctx = cfg->tls_check_ctx;
+    srv->tls_files = cfg->tls_files;
+    if (srv->tls_files != NULL)
+        rpc_tls_stamps_init(srv->tls_files, srv->tls_stamps);
+    srv->tls_min_version = cfg->tls_min_version;
+    srv->tls_max_version = cfg->tls_max_version;
+    if (cfg->tls_ciphers != NULL && *cfg->tls_ciphers != '\0') {
+        srv->tls_ciphers =
+            mem_dup(cfg->tls_ciphers, strlen(cfg->tls_ciphers) + 1);
+        if (srv->tls_ciphers == NULL)
+            return ERR_NOMEM;
+    }
     for (size_t i = 0; i < cfg->urls_n; i++) {
         const char *u = cfg->urls[i];
         bool tcp = strncmp(u, "http://", 7) == 0;
@@ -101,6 +112,8 @@ static void server_free(struct rpc_server *srv)
     mem_free(srv->methods);
     if (srv->tls != NULL)
         SSL_CTX_free(srv->tls);
+    mem_free(srv->tls_ciphers);
+    pthread_mutex_destroy(&srv->tls_mu);
     mem_free(srv);
 }
 
@@ -111,6 +124,10 @@ int rpc_server_create(const struct rpc_server_config *cfg,
     struct rpc_server *srv = mem_calloc(1, sizeof(*srv));
     if (srv == NULL)
         return ERR_NOMEM;
+    if (pthread_mutex_init(&srv->tls_mu, NULL) != 0) {
+        mem_free(srv);
+        return ERR_NOMEM;
+    }
     atomic_init(&srv->stopping, false);
     atomic_init(&srv->exiting, false);
     atomic_init(&srv->active_n, 0);

@@ -14,6 +14,7 @@
 #include "rpc/tls.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "util/err.h"
@@ -76,6 +78,130 @@ static const char *openssl_why(void)
     ERR_error_string_n(e, buf, sizeof buf);
     ERR_clear_error();
     return e == 0 ? "no PEM data found" : buf;
+}
+
+/* --- cipher suites and versions ----------------------------------------- */
+
+/* Go's crypto/tls suite names (tls.CipherSuites() and
+ * tls.InsecureCipherSuites() of the Go that built etcd, plus etcd's two
+ * aliases) with OpenSSL's names.  NULL: a TLS 1.3 suite, which Go does not
+ * let a configuration choose. */
+static const struct {
+    const char *go;
+    const char *openssl;
+} suites[] = {
+    {"TLS_RSA_WITH_RC4_128_SHA", "RC4-SHA"},
+    {"TLS_RSA_WITH_3DES_EDE_CBC_SHA", "DES-CBC3-SHA"},
+    {"TLS_RSA_WITH_AES_128_CBC_SHA", "AES128-SHA"},
+    {"TLS_RSA_WITH_AES_256_CBC_SHA", "AES256-SHA"},
+    {"TLS_RSA_WITH_AES_128_CBC_SHA256", "AES128-SHA256"},
+    {"TLS_RSA_WITH_AES_128_GCM_SHA256", "AES128-GCM-SHA256"},
+    {"TLS_RSA_WITH_AES_256_GCM_SHA384", "AES256-GCM-SHA384"},
+    {"TLS_ECDHE_ECDSA_WITH_RC4_128_SHA", "ECDHE-ECDSA-RC4-SHA"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "ECDHE-ECDSA-AES128-SHA"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "ECDHE-ECDSA-AES256-SHA"},
+    {"TLS_ECDHE_RSA_WITH_RC4_128_SHA", "ECDHE-RSA-RC4-SHA"},
+    {"TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA", "ECDHE-RSA-DES-CBC3-SHA"},
+    {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "ECDHE-RSA-AES128-SHA"},
+    {"TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "ECDHE-RSA-AES256-SHA"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "ECDHE-ECDSA-AES128-SHA256"},
+    {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "ECDHE-RSA-AES128-SHA256"},
+    {"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+     "ECDHE-ECDSA-AES128-GCM-SHA256"},
+    {"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+     "ECDHE-ECDSA-AES256-GCM-SHA384"},
+    {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+     "ECDHE-RSA-CHACHA20-POLY1305"},
+    {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+     "ECDHE-ECDSA-CHACHA20-POLY1305"},
+    {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"},
+    {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+     "ECDHE-ECDSA-CHACHA20-POLY1305"},
+    {"TLS_AES_128_GCM_SHA256", NULL},
+    {"TLS_AES_256_GCM_SHA384", NULL},
+    {"TLS_CHACHA20_POLY1305_SHA256", NULL},
+};
+
+/* suite_add appends the OpenSSL name of the Go suite name[0..len) to
+ * out->ciphers; false for an unknown name. */
+static bool suite_add(const char *name, size_t len, struct rpc_tls_opts *out,
+                      bool *tls12)
+{
+    for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
+        if (strlen(suites[i].go) != len ||
+            strncmp(suites[i].go, name, len) != 0)
+            continue;
+        if (suites[i].openssl == NULL)
+            return true;
+        size_t n = strlen(out->ciphers);
+        snprintf(out->ciphers + n, sizeof out->ciphers - n, "%s%s",
+                 n ? ":" : "", suites[i].openssl);
+        *tls12 = true;
+        return true;
+    }
+    return false;
+}
+
+/* version_parse: etcd 3.5's tlsutil.GetTLSVersion. */
+static bool version_parse(const char *s, int *out)
+{
+    if (s == NULL || *s == '\0')
+        *out = 0;
+    else if (strcmp(s, "TLS1.2") == 0)
+        *out = TLS1_2_VERSION;
+    else if (strcmp(s, "TLS1.3") == 0)
+        *out = TLS1_3_VERSION;
+    else
+        return false;
+    return true;
+}
+
+int rpc_tls_opts_parse(const char *list, const char *min_version,
+                       const char *max_version, struct rpc_tls_opts *out,
+                       char *why, size_t cap)
+{
+    assert(out != NULL && why != NULL && cap > 0);
+    memset(out, 0, sizeof *out);
+    bool tls12 = false, any = false;
+    for (const char *p = list; p != NULL && *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (!suite_add(p, len, out, &tls12)) {
+            snprintf(why, cap, "unexpected TLS cipher suite \"%.*s\"",
+                     (int)len, p);
+            return ERR_INVAL;
+        }
+        any = true;
+        p += len + (p[len] == ',');
+    }
+    out->tls13_only_suites = any && !tls12;
+    int lo, hi;
+    const char *bad = !version_parse(min_version, &lo)   ? min_version
+                      : !version_parse(max_version, &hi) ? max_version
+                                                         : NULL;
+    if (bad != NULL) {
+        snprintf(why, cap, "unexpected TLS version \"%s\" (must be one of: "
+                 "TLS1.2, TLS1.3)", bad);
+        return ERR_INVAL;
+    }
+    if (hi != 0 && lo > hi) {
+        snprintf(why, cap, "min version (%s) is greater than max version "
+                 "(%s)", min_version, max_version);
+        return ERR_INVAL;
+    }
+    if (lo == TLS1_3_VERSION && any) {
+        snprintf(why, cap, "cipher suites cannot be configured when only "
+                 "TLS1.3 is enabled");
+        return ERR_INVAL;
+    }
+    out->min_version = lo != 0 ? lo : TLS1_2_VERSION; /* etcd's floor */
+    /* Only TLS 1.3 suites named: TLS 1.2 has none left (Go then fails
+     * every TLS 1.2 handshake; OpenSSL refuses an empty list). */
+    if (out->tls13_only_suites)
+        out->min_version = TLS1_3_VERSION;
+    out->max_version = hi;
+    return 0;
 }
 
 /* --- self-signed certificates ------------------------------------------ */
@@ -361,6 +487,57 @@ static int load_client_checks(const struct rpc_tls_files *f,
     return 0;
 }
 
+/* stamp_take looks at path (NULL: no file, the zero stamp). */
+static void stamp_take(const char *path, struct rpc_tls_stamp *st)
+{
+    struct stat sb;
+    memset(st, 0, sizeof *st);
+    if (path == NULL)
+        return;
+    if (stat(path, &sb) != 0) {
+        st->missing = true;
+        return;
+    }
+    st->ino = sb.st_ino;
+    st->size = sb.st_size;
+    st->mtime = (long long)sb.st_mtim.tv_sec * 1000000000LL +
+                sb.st_mtim.tv_nsec;
+    st->ctime = (long long)sb.st_ctim.tv_sec * 1000000000LL +
+                sb.st_ctim.tv_nsec;
+}
+
+static bool stamp_same(const struct rpc_tls_stamp *a,
+                       const struct rpc_tls_stamp *b)
+{
+    return a->ino == b->ino && a->size == b->size && a->mtime == b->mtime &&
+           a->ctime == b->ctime && a->missing == b->missing;
+}
+
+static char *dup_given(const char *s)
+{
+    return given(s) ? mem_dup(s, strlen(s) + 1) : NULL;
+}
+
+/* remember keeps copies of the file names (and the stamps as they were
+ * before reading, so a change made while loading is seen later). */
+static int remember(const struct rpc_tls_files *f, struct rpc_tls *t,
+                    const struct rpc_tls_stamp *before)
+{
+    const char *names[4] = {f->cert_file, f->key_file, f->trusted_ca_file,
+                            f->crl_file};
+    if (pthread_mutex_init(&t->mu, NULL) != 0)
+        return ERR_NOMEM;
+    t->mu_init = true;
+    for (int i = 0; i < 4; i++) {
+        t->files[i] = dup_given(names[i]);
+        if (given(names[i]) && t->files[i] == NULL)
+            return ERR_NOMEM;
+        t->stamps[i] = before[i];
+    }
+    t->client_cert_auth = f->client_cert_auth;
+    return 0;
+}
+
 int rpc_tls_load(const struct rpc_tls_files *f, struct rpc_tls **tls_out)
 {
     assert(f != NULL && tls_out != NULL);
@@ -373,8 +550,21 @@ int rpc_tls_load(const struct rpc_tls_files *f, struct rpc_tls **tls_out)
     struct rpc_tls *t = mem_calloc(1, sizeof *t);
     if (t == NULL)
         return ERR_NOMEM;
+    struct rpc_tls_stamp before[4];
+    const char *names[4] = {f->cert_file, f->key_file,
+                            given(f->trusted_ca_file) ? f->trusted_ca_file
+                                                      : NULL,
+                            given(f->crl_file) ? f->crl_file : NULL};
+    for (int i = 0; i < 4; i++)
+        stamp_take(names[i], &before[i]);
     t->verify_clients = given(f->trusted_ca_file) || f->client_cert_auth;
-    int rc = read_file(f->cert_file, &t->cert_pem);
+    if (f->opts != NULL)
+        t->opts = *f->opts;
+    else
+        t->opts.min_version = TLS1_2_VERSION;
+    int rc = remember(f, t, before);
+    if (rc == 0)
+        rc = read_file(f->cert_file, &t->cert_pem);
     if (rc == 0)
         rc = read_file(f->key_file, &t->key_pem);
     if (rc == 0)
@@ -388,6 +578,57 @@ int rpc_tls_load(const struct rpc_tls_files *f, struct rpc_tls **tls_out)
         return rc;
     }
     *tls_out = t;
+    return 0;
+}
+
+void rpc_tls_stamps_init(const struct rpc_tls *t,
+                         struct rpc_tls_stamp stamps[RPC_TLS_FILES])
+{
+    assert(t != NULL && stamps != NULL);
+    memcpy(stamps, t->stamps, sizeof t->stamps);
+}
+
+bool rpc_tls_stale(const struct rpc_tls *t,
+                   struct rpc_tls_stamp stamps[RPC_TLS_FILES])
+{
+    assert(t != NULL && stamps != NULL);
+    bool stale = false;
+    for (int i = 0; i < RPC_TLS_FILES; i++) {
+        struct rpc_tls_stamp now;
+        stamp_take(t->files[i], &now);
+        if (!stamp_same(&now, &stamps[i]))
+            stale = true;
+        stamps[i] = now;
+    }
+    return stale;
+}
+
+int rpc_tls_reload(struct rpc_tls *t, struct rpc_tls **fresh_out)
+{
+    assert(t != NULL && fresh_out != NULL);
+    struct rpc_tls_files f = {
+        .cert_file = t->files[0], .key_file = t->files[1],
+        .trusted_ca_file = t->files[2], .crl_file = t->files[3],
+        .allowed_cn = t->allowed_cn, .allowed_hostname = t->allowed_hostname,
+        .client_cert_auth = t->client_cert_auth, .opts = &t->opts};
+    struct rpc_tls *fresh = NULL;
+    int rc = rpc_tls_load(&f, &fresh);
+    if (rc != 0) {
+        log_warn("embed", "TLS files changed but do not load (%s); still "
+                 "using the previous certificate", err_str(rc));
+        return rc;
+    }
+    /* The CRL moves to t, which the handshakes' check reads. */
+    pthread_mutex_lock(&t->mu);
+    void *old = t->crl;
+    t->crl = fresh->crl;
+    fresh->crl = old;
+    pthread_mutex_unlock(&t->mu);
+    log_info("embed", "reloaded TLS files (cert = %s, key = %s, trusted-ca "
+             "= %s, crl-file = %s)", f.cert_file, f.key_file,
+             f.trusted_ca_file ? f.trusted_ca_file : "",
+             f.crl_file ? f.crl_file : "");
+    *fresh_out = fresh;
     return 0;
 }
 
@@ -406,25 +647,49 @@ static bool cn_is(X509 *x, const char *cn)
     return n >= 0 && (size_t)n == strlen(cn) && strcmp(buf, cn) == 0;
 }
 
-bool rpc_tls_client_check(X509 *x, void *ctx)
+/* serial_hex writes x's serial as Go's %x of its bytes (lower case). */
+static void serial_hex(X509 *x, char *buf, size_t cap)
 {
-    const struct rpc_tls *t = ctx;
-    assert(t != NULL);
-    if (x == NULL)
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+    char *hex = bn != NULL ? BN_bn2hex(bn) : NULL;
+    snprintf(buf, cap, "%s", hex != NULL ? hex : "");
+    for (char *p = buf; *p != '\0'; p++)
+        *p = (char)tolower((unsigned char)*p);
+    OPENSSL_free(hex);
+    BN_free(bn);
+}
+
+bool rpc_tls_client_check(X509 *x, void *ctx, char *why, size_t cap)
+{
+    struct rpc_tls *t = ctx;
+    assert(t != NULL && why != NULL && cap > 0);
+    if (x == NULL) {
+        snprintf(why, cap, "tls: client didn't provide a certificate");
         return false;
+    }
     X509_REVOKED *rev = NULL;
-    bool ok = true;
     /* etcd compares serials only (its checkCRL), so an expired CRL still
-     * revokes; OpenSSL's own CRL check would refuse everything then. */
-    if (t->crl != NULL &&
-        X509_CRL_get0_by_serial(t->crl, &rev, X509_get_serialNumber(x)) == 1)
-        ok = false;
+     * revokes; OpenSSL's own CRL check would refuse everything then.  The
+     * lock: rpc_tls_reload may swap the CRL meanwhile. */
+    pthread_mutex_lock(&t->mu);
+    bool revoked = t->crl != NULL &&
+                   X509_CRL_get0_by_serial(t->crl, &rev,
+                                           X509_get_serialNumber(x)) == 1;
+    pthread_mutex_unlock(&t->mu);
+    bool ok = !revoked;
     if (ok && t->allowed_cn != NULL)
         ok = cn_is(x, t->allowed_cn);
     if (ok && t->allowed_hostname != NULL)
         ok = X509_check_host(x, t->allowed_hostname, 0, 0, NULL) == 1 ||
              X509_check_ip_asc(x, t->allowed_hostname, 0) == 1;
     ERR_clear_error();
+    if (revoked) {
+        char hex[128];
+        serial_hex(x, hex, sizeof hex);
+        snprintf(why, cap, "transport: certificate serial %s revoked", hex);
+    } else if (!ok) {
+        snprintf(why, cap, "client certificate authentication failed");
+    }
     return ok;
 }
 
@@ -440,5 +705,9 @@ void rpc_tls_free(struct rpc_tls *tls)
     X509_CRL_free(tls->crl);
     mem_free(tls->allowed_cn);
     mem_free(tls->allowed_hostname);
+    for (int i = 0; i < 4; i++)
+        mem_free(tls->files[i]);
+    if (tls->mu_init)
+        pthread_mutex_destroy(&tls->mu);
     mem_free(tls);
 }

@@ -10,8 +10,23 @@
  * certificate), so a bad file stops the member at start-up with a clear
  * message instead of failing every handshake later.
  *
- * Thread rules: main thread only, at start-up.  Errors are negative ERR_*
- * codes; the reason is logged (category "embed") before returning.
+ * --cipher-suites (Go's suite names) and --tls-min-version /
+ * --tls-max-version (etcd 3.5) are parsed by rpc_tls_opts_parse into a
+ * struct rpc_tls_opts that every listener's material carries.
+ *
+ * Certificate files are re-read when they change on disk (etcd 3.4 reads
+ * its cert and key on every handshake; the CA bundle and CRL are re-read
+ * too, as users ask in etcd #11555): rpc_tls_stale tells a listener that
+ * some file changed, rpc_tls_reload reads them all again.  New handshakes
+ * then use the new files; established connections keep theirs.  A set of
+ * files that does not load (a half-written rename, a key that no longer
+ * matches) is logged and the previous material stays in use.
+ *
+ * Thread rules: rpc_tls_opts_parse, rpc_tls_self_cert, rpc_tls_load and
+ * rpc_tls_free on the main thread, at start-up and shut-down;
+ * rpc_tls_stale, rpc_tls_reload and rpc_tls_client_check are thread-safe
+ * (the listeners' loops call them).  Errors are negative ERR_* codes; the
+ * reason is logged (category "embed") before returning.
  */
 #ifndef CETCD_RPC_TLS_H
 #define CETCD_RPC_TLS_H
@@ -19,7 +34,52 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <pthread.h>
+#include <sys/types.h>
+
 struct x509_st; /* OpenSSL's X509 */
+
+/* Protocol versions and TLS 1.2 cipher suites, common to the client and
+ * peer listeners (etcd applies --cipher-suites and --tls-*-version to
+ * both). */
+struct rpc_tls_opts {
+    /* OpenSSL cipher list ("A:B:...") for TLS 1.2, "" for OpenSSL's
+     * default.  TLS 1.3 suites are not configurable (Go ignores them in
+     * tls.Config.CipherSuites), so TLS 1.3 names are accepted and left
+     * out here. */
+    char ciphers[1024];
+    /* Only TLS 1.3 names were given: TLS 1.2 has no suite left, so only
+     * TLS 1.3 can be negotiated (Go fails every TLS 1.2 handshake then). */
+    bool tls13_only_suites;
+    int min_version; /* TLS1_2_VERSION or TLS1_3_VERSION */
+    int max_version; /* 0 (the highest OpenSSL has), TLS1_2/TLS1_3_VERSION */
+};
+
+/*
+ * rpc_tls_opts_parse reads --cipher-suites (comma-separated Go names, as
+ * crypto/tls names them, plus etcd's two CHACHA20_POLY1305 aliases),
+ * --tls-min-version and --tls-max-version ("", "TLS1.2" or "TLS1.3").
+ * On error, why (cap bytes) gets etcd's message: "unexpected TLS cipher
+ * suite \"X\"", "unexpected TLS version \"X\" (must be one of: TLS1.2,
+ * TLS1.3)", "min version (A) is greater than max version (B)", "cipher
+ * suites cannot be configured when only TLS1.3 is enabled".
+ * Errors: ERR_INVAL.  NULL arguments mean empty.
+ */
+int rpc_tls_opts_parse(const char *suites, const char *min_version,
+                       const char *max_version, struct rpc_tls_opts *out,
+                       char *why, size_t cap);
+
+#define RPC_TLS_FILES 4 /* cert, key, CA, CRL */
+
+/* The identity of one file's contents for change detection: a rewrite,
+ * a rename over it or a removal changes it. */
+struct rpc_tls_stamp {
+    ino_t ino;        /* inode (a rename over the file changes it) */
+    off_t size;       /* bytes */
+    long long mtime;  /* modification time, ns */
+    long long ctime;  /* status change time, ns */
+    bool missing;     /* stat failed */
+};
 
 /* Where the TLS material of one listener comes from (strings borrowed;
  * empty or NULL means not given). */
@@ -31,6 +91,7 @@ struct rpc_tls_files {
     const char *allowed_cn;       /* --peer-cert-allowed-cn */
     const char *allowed_hostname; /* --{client,peer}-cert-allowed-hostname */
     bool client_cert_auth;        /* --client-cert-auth */
+    const struct rpc_tls_opts *opts; /* versions and ciphers, or NULL */
 };
 
 /* Loaded TLS material of one listener.  Owned by the caller, freed with
@@ -44,6 +105,15 @@ struct rpc_tls {
     void *crl;              /* X509_CRL of revoked client certs, or NULL */
     char *allowed_cn;       /* client cert CN must be this, or NULL */
     char *allowed_hostname; /* client cert must be valid for it, or NULL */
+    struct rpc_tls_opts opts; /* versions and ciphers (defaults: zeroed
+                               * ciphers, min TLS 1.2) */
+    /* Reloading (rpc_tls_stale / rpc_tls_reload); the strings are copies
+     * of struct rpc_tls_files' and never change. */
+    char *files[RPC_TLS_FILES]; /* cert, key, CA (or NULL), CRL (or NULL) */
+    bool client_cert_auth;    /* as given */
+    pthread_mutex_t mu;       /* guards crl after start-up */
+    bool mu_init;             /* mu was initialised */
+    struct rpc_tls_stamp stamps[RPC_TLS_FILES]; /* the files as loaded */
 };
 
 /*
@@ -73,6 +143,32 @@ int rpc_tls_self_cert(const char *dir, const char *urls, char *cert_out,
  */
 int rpc_tls_load(const struct rpc_tls_files *f, struct rpc_tls **tls_out);
 
+/* rpc_tls_stamps_init copies the stamps of tls's files as rpc_tls_load
+ * saw them into a listener's own stamps (each listener using tls keeps
+ * its own, so each sees every change). */
+void rpc_tls_stamps_init(const struct rpc_tls *tls,
+                         struct rpc_tls_stamp stamps[RPC_TLS_FILES]);
+
+/*
+ * rpc_tls_stale: some file of tls differs from stamps (the caller's, from
+ * rpc_tls_stamps_init), which are brought up to date.  Each change is
+ * reported once, so a set of files that fails to load is not retried
+ * until it changes again.  Costs one stat per file.  The caller
+ * serialises calls on the same stamps.
+ */
+bool rpc_tls_stale(const struct rpc_tls *tls,
+                   struct rpc_tls_stamp stamps[RPC_TLS_FILES]);
+
+/*
+ * rpc_tls_reload reads tls's files again, as rpc_tls_load did, into
+ * *fresh_out (freed by the caller with rpc_tls_free once the listener
+ * built its new context from the PEM strings).  The CRL of tls itself is
+ * replaced too (rpc_tls_client_check uses tls).  On failure the reason is
+ * logged and tls is left as it was.  Thread-safe.
+ * Errors: as rpc_tls_load.
+ */
+int rpc_tls_reload(struct rpc_tls *tls, struct rpc_tls **fresh_out);
+
 /* rpc_tls_has_client_check: tls has a CRL or an allowed CN/hostname, so
  * rpc_tls_client_check must see every verified client certificate. */
 bool rpc_tls_has_client_check(const struct rpc_tls *tls);
@@ -81,11 +177,14 @@ bool rpc_tls_has_client_check(const struct rpc_tls *tls);
  * rpc_tls_client_check decides on a client certificate (OpenSSL's X509,
  * borrowed) that passed chain verification, as etcd does: refused when
  * its serial is in the CRL (expiry of the CRL ignored, as in etcd's
- * checkCRL) or when it lacks the allowed CN or hostname.  tls is a struct
+ * checkCRL) or when it lacks the allowed CN or hostname; why (cap bytes)
+ * then gets etcd's words ("transport: certificate serial 0a1b revoked",
+ * "client certificate authentication failed").  tls is a struct
  * rpc_tls.  Thread-safe (read-only); runs on the runtime's event loops,
  * inside the handshake (handshake.c).
  */
-bool rpc_tls_client_check(struct x509_st *cert, void *tls);
+bool rpc_tls_client_check(struct x509_st *cert, void *tls, char *why,
+                          size_t cap);
 
 /* rpc_tls_free frees tls (NULL is fine). */
 void rpc_tls_free(struct rpc_tls *tls);

@@ -31,6 +31,7 @@ CETCD_TEST_AGAINST_ETCD=1.
 
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -306,3 +307,41 @@ def test_join_with_untrusted_cert_refused(tls_cluster):
     c.members.remove(m4)
     etcdctl(c.members[0], "put", "still", "fine")
     wait_value(c.members[2], "still", "fine")
+
+
+# -- certificate files re-read ------------------------------------------------
+
+
+def test_peer_dialer_rereads_cert_files(tls_cluster, tmp_path):
+    """m1's peer certificate files are replaced on disk by a certificate
+    of a CA the others do not trust (key first, then certificate, as a
+    rotation tool would); m2 is then restarted, so m1 must dial it anew:
+    m2's listener refuses the new certificate, which shows that m1's
+    dialer presented the files as they are now, not as they were at
+    start-up (etcd reads them at every handshake too)."""
+    if not os.path.exists(CERT):
+        pytest.skip("etcd's test fixtures are not installed")
+    cert, key = str(tmp_path / "m1.crt"), str(tmp_path / "m1.key")
+    shutil.copyfile(CERT, cert)
+    shutil.copyfile(KEY, key)
+    m1_args = ["--peer-cert-file", cert, "--peer-key-file", key,
+               "--peer-trusted-ca-file", CA, "--peer-client-cert-auth"]
+    c = tls_cluster(CA_TLS, per_member={"m1": m1_args})
+    check_replicates(c)
+    m1, m2, _ = c.members
+    for src, dst in ((STRANGER_KEY, key), (STRANGER_CERT, cert)):
+        shutil.copyfile(src, dst + ".new")
+        os.replace(dst + ".new", dst)
+    time.sleep(3)  # cetcd's dialer looks at its files every second
+    with open(m2.log_path, "rb") as f:
+        before = len(f.read())
+    c.restart(m2, wait=False)
+    deadline = time.monotonic() + 30
+    while True:
+        with open(m2.log_path, "rb") as f:
+            log = f.read()[before:].decode("utf-8", "replace")
+        if re.search(r'rejected connection from "127\.0\.0\.1:\d+" \(error '
+                     r'"tls: failed to verify client certificate', log):
+            break
+        assert time.monotonic() < deadline, log[-3000:]
+        time.sleep(0.3)

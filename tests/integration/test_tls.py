@@ -20,15 +20,18 @@ checked against the real etcd too (CETCD_TEST_AGAINST_ETCD=1).
 """
 
 import os
+import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 import grpc
 import pytest
 
 from conftest import Server, run_etcdctl
+from common.servers import against_etcd
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
 ETCD_FIXTURES = "/usr/share/gocode/src/go.etcd.io/etcd/integration/fixtures"
@@ -543,3 +546,331 @@ def test_stalled_handshake_and_preface_closed(make_tls_server, certs):
         sock.close()
     took = time.monotonic() - t0
     assert 9 < took < 14, took
+
+
+# -- cipher suites and protocol versions ----------------------------------------
+#
+# --cipher-suites takes Go's suite names (etcd 3.4 and 3.5); TLS 1.3 suites
+# are not configurable (Go ignores them), so only TLS 1.2 clients are
+# limited.  --tls-min-version / --tls-max-version are etcd 3.5's (3.4.23
+# lacks them: those tests run against cetcd only).  The certificates here
+# are EC P-256, so the ECDSA suites are the ones a handshake can use.
+
+ECDSA_128 = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"  # ECDHE-ECDSA-AES128-GCM-SHA256
+
+
+def s_client(port, *args):
+    """openssl s_client against 127.0.0.1:port: True when the handshake
+    completed (it sends nothing and quits at stdin's EOF)."""
+    cp = subprocess.run(["openssl", "s_client", "-brief", "-connect",
+                         "127.0.0.1:%d" % port] + list(args),
+                        input=b"", capture_output=True, timeout=30)
+    return cp.returncode == 0 and b"CONNECTION ESTABLISHED" in cp.stderr
+
+
+def tls12_with(port, openssl_cipher):
+    """A TLS 1.2 handshake offering just one suite: True when accepted."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(openssl_cipher)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        try:
+            with ctx.wrap_socket(raw) as tls:
+                return tls.cipher()[0] == openssl_cipher
+        except (ssl.SSLError, OSError):
+            return False
+
+
+def test_cipher_suites_limit_tls12(make_tls_server, certs):
+    s = make_tls_server(server_args(certs, "--cipher-suites",
+                                    ECDSA_128 + ",TLS_AES_128_GCM_SHA256"),
+                        ready_creds=lambda: creds(certs, client=False))
+    assert tls12_with(s.client_port, "ECDHE-ECDSA-AES128-GCM-SHA256")
+    assert not tls12_with(s.client_port, "ECDHE-ECDSA-AES256-GCM-SHA384")
+    assert not tls12_with(s.client_port, "ECDHE-ECDSA-CHACHA20-POLY1305")
+    # TLS 1.3 keeps its own suites, as Go does.
+    assert s_client(s.client_port, "-tls1_3")
+    # The peer listener gets the same list (etcd applies it to both).
+    assert ctl(s, *tls_ctl_args(certs, who=None), "put", "k", "v").rc == 0
+
+
+def test_cipher_suites_default_accepts_all(make_tls_server, certs):
+    """Without the flag, the suite the test above refuses is offered."""
+    s = make_tls_server(server_args(certs),
+                        ready_creds=lambda: creds(certs, client=False))
+    assert tls12_with(s.client_port, "ECDHE-ECDSA-AES256-GCM-SHA384")
+
+
+def test_cipher_suites_peer_listener(make_tls_server, certs):
+    s = make_tls_server(
+        ["--peer-cert-file", certs.path("server.crt"),
+         "--peer-key-file", certs.path("server.key"),
+         "--cipher-suites", ECDSA_128], client_tls=False, peer_tls=True)
+    assert tls12_with(s.peer_port, "ECDHE-ECDSA-AES128-GCM-SHA256")
+    assert not tls12_with(s.peer_port, "ECDHE-ECDSA-AES256-GCM-SHA384")
+
+
+@pytest.mark.parametrize("value,word", [
+    ("FOO", "FOO"),
+    (ECDSA_128 + ",TLS_ECDHE_RSA_WITH_AES_128_GCM", "TLS_ECDHE_RSA_WITH_AES_128_GCM"),
+])
+def test_cipher_suites_unknown_name(value, word):
+    out = refused_at_start(TLSServer(["--cipher-suites", value],
+                                     client_tls=False))
+    assert 'unexpected TLS cipher suite "%s"' % word in out, out
+
+
+@pytest.mark.skipif(against_etcd(), reason="etcd 3.5 flags (3.4.23 lacks)")
+def test_tls_min_version(make_tls_server, certs):
+    s = make_tls_server(server_args(certs, "--tls-min-version", "TLS1.3"),
+                        ready_creds=lambda: creds(certs, client=False))
+    assert not s_client(s.client_port, "-tls1_2")
+    assert s_client(s.client_port, "-tls1_3")
+    assert "tls: client offered only unsupported versions" in \
+        open(s.log_path).read()
+
+
+@pytest.mark.skipif(against_etcd(), reason="etcd 3.5 flags (3.4.23 lacks)")
+def test_tls_max_version(make_tls_server, certs):
+    s = make_tls_server(server_args(certs, "--tls-max-version", "TLS1.2"),
+                        ready_creds=lambda: creds(certs, client=False))
+    assert s_client(s.client_port, "-tls1_2")
+    assert not s_client(s.client_port, "-tls1_3")
+    # etcdctl (Go, TLS 1.2 and 1.3) still gets in.
+    assert ctl(s, *tls_ctl_args(certs, who=None), "put", "k", "v").rc == 0
+
+
+@pytest.mark.skipif(against_etcd(), reason="etcd 3.5 flags (3.4.23 lacks)")
+def test_tls13_only_suites_refuse_tls12(make_tls_server, certs):
+    """Only TLS 1.3 names: nothing is left for TLS 1.2 (Go fails those
+    handshakes too); TLS 1.3 works."""
+    s = make_tls_server(server_args(certs, "--cipher-suites",
+                                    "TLS_AES_128_GCM_SHA256"),
+                        ready_creds=lambda: creds(certs, client=False))
+    assert not s_client(s.client_port, "-tls1_2")
+    assert s_client(s.client_port, "-tls1_3")
+
+
+@pytest.mark.skipif(against_etcd(), reason="etcd 3.5 flags (3.4.23 lacks)")
+@pytest.mark.parametrize("args,msg", [
+    (["--tls-min-version", "TLS1.1"],
+     'unexpected TLS version "TLS1.1" (must be one of: TLS1.2, TLS1.3)'),
+    (["--tls-max-version", "tls1.3"],
+     'unexpected TLS version "tls1.3" (must be one of: TLS1.2, TLS1.3)'),
+    (["--tls-min-version", "TLS1.3", "--tls-max-version", "TLS1.2"],
+     "min version (TLS1.3) is greater than max version (TLS1.2)"),
+    (["--tls-min-version", "TLS1.3", "--cipher-suites", ECDSA_128],
+     "cipher suites cannot be configured when only TLS1.3 is enabled"),
+])
+def test_tls_version_flags_refused(args, msg):
+    out = refused_at_start(TLSServer(args, client_tls=False))
+    assert "error verifying flags, %s. See 'etcd --help'." % msg in out, out
+
+
+# -- certificate files re-read when they change --------------------------------
+
+def peer_cert_der(port):
+    """The DER certificate a new TLS connection to port is shown."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with ctx.wrap_socket(raw) as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def der_of(path):
+    with open(path) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
+
+
+def replace_file(src, dst):
+    """Rotates dst to src's bytes the way tools do (write aside, rename)."""
+    tmp = dst + ".new"
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def test_cert_rotation_under_load(make_tls_server, certs, tmp_path):
+    """The server certificate is replaced on disk while a client keeps
+    putting on one connection and another opens a new connection per put:
+    no put fails, the old connection goes on, and new connections are
+    shown the new certificate.  The key is renamed before the certificate,
+    so for a moment the pair does not match: the member keeps serving with
+    the old pair then.  etcd 3.4 fails the handshakes of that moment ("tls:
+    private key does not match public key"), so against it only the rest
+    is checked."""
+    _make_leaf(certs.dir, "ca", "rotated", "rotated",
+               "DNS:localhost,IP:127.0.0.1", "serverAuth,clientAuth")
+    cert, key = str(tmp_path / "live.crt"), str(tmp_path / "live.key")
+    shutil.copyfile(certs.path("server.crt"), cert)
+    shutil.copyfile(certs.path("server.key"), key)
+    s = make_tls_server(["--cert-file", cert, "--key-file", key],
+                        ready_creds=lambda: creds(certs, client=False))
+    assert peer_cert_der(s.client_port) == der_of(certs.path("server.crt"))
+    stop, errors, counts = threading.Event(), [], [0, 0]
+
+    def loop(i, fresh):
+        ch = None
+        while not stop.is_set() and counts[i] < 100000:
+            if ch is None or fresh:
+                ch = grpc.secure_channel(s.endpoint,
+                                         creds(certs, client=False))
+            try:
+                rpc_pb2_grpc.KVStub(ch).Put(
+                    rpc_pb2.PutRequest(key=b"k%d" % i, value=b"v"),
+                    timeout=10)
+                counts[i] += 1
+            except grpc.RpcError as e:
+                errors.append("%d: %s %s" % (i, e.code(), e.details()))
+            if fresh:
+                ch.close()
+        if ch is not None:
+            ch.close()
+
+    threads = [threading.Thread(target=loop, args=(i, i == 1))
+               for i in (0, 1)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)
+        before = list(counts)
+        replace_file(certs.path("rotated.key"), key)
+        time.sleep(0.5)  # handshakes meanwhile: a mismatched pair on disk
+        replace_file(certs.path("rotated.crt"), cert)
+        deadline = time.monotonic() + 10
+        while peer_cert_der(s.client_port) != der_of(certs.path(
+                "rotated.crt")):
+            assert time.monotonic() < deadline, "new certificate not served"
+            time.sleep(0.1)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    if not against_etcd():
+        assert errors == []
+    else:
+        assert all(e.startswith("1: ") for e in errors), errors
+    assert counts[0] > before[0] and counts[1] > before[1], (before, counts)
+    # etcdctl verifying the (new) certificate against the CA still works.
+    assert ctl(s, *tls_ctl_args(certs, who=None), "put", "k", "v").rc == 0
+
+
+@pytest.mark.skipif(against_etcd(), reason="etcd 3.4 loads its CA bundle "
+                    "once (etcd #11555)")
+def test_trusted_ca_bundle_reload(make_tls_server, certs, tmp_path):
+    """A CA added to the trusted CA file is trusted by new connections."""
+    bundle = str(tmp_path / "cas.crt")
+    shutil.copyfile(certs.path("ca.crt"), bundle)
+    s = make_tls_server(server_args(certs, "--trusted-ca-file", bundle),
+                        ready_creds=lambda: creds(certs))
+    assert not range_ok(s, creds(certs, who="stranger"))
+    both = str(tmp_path / "both.crt")
+    with open(both, "wb") as f:
+        f.write(certs.read("ca.crt") + certs.read("other-ca.crt"))
+    os.replace(both, bundle)
+    assert range_ok(s, creds(certs, who="stranger"))
+    assert range_ok(s, creds(certs))
+
+
+@pytest.mark.skipif(against_etcd(), reason="cetcd's log line")
+def test_bad_files_keep_old_certificate(make_tls_server, certs, tmp_path):
+    """A certificate file that does not parse is logged and the previous
+    certificate stays in use."""
+    cert = str(tmp_path / "live.crt")
+    shutil.copyfile(certs.path("server.crt"), cert)
+    s = make_tls_server(["--cert-file", cert,
+                         "--key-file", certs.path("server.key")],
+                        ready_creds=lambda: creds(certs, client=False))
+    with open(cert + ".new", "w") as f:
+        f.write("not a certificate\n")
+    os.replace(cert + ".new", cert)
+    assert peer_cert_der(s.client_port) == der_of(certs.path("server.crt"))
+    assert range_ok(s, creds(certs, client=False))
+    assert "TLS files changed but do not load" in open(s.log_path).read()
+
+
+def test_rejected_connection_logged(make_tls_server, certs):
+    """A refused handshake is logged as etcd logs it."""
+    s = make_tls_server(server_args(certs, "--client-cert-auth",
+                                    "--trusted-ca-file", certs.path("ca.crt")),
+                        ready_creds=lambda: creds(certs))
+    assert not range_ok(s, creds(certs, who="stranger"))
+    deadline = time.monotonic() + 10
+    while True:
+        log = open(s.log_path).read()
+        if 'rejected connection from "127.0.0.1:' in log:
+            break
+        assert time.monotonic() < deadline, s.log_tail()
+        time.sleep(0.2)
+
+
+def fake_peer_handshakes(port, cipher, want=2, seconds=15):
+    """A TLS 1.2 listener on port offering only cipher (OpenSSL name), with
+    etcd's fixture certificate, as a member the server under test dials:
+    returns the outcome of each handshake ("ok" or "fail ...")."""
+    f = lambda n: os.path.join(ETCD_FIXTURES, n)  # noqa: E731
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(f("server.crt"), f("server.key.insecure"))
+    ctx.set_ciphers(cipher)
+    ctx.set_alpn_protocols(["h2"])
+    out = []
+    with socket.socket() as ls:
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", port))
+        ls.listen(8)
+        ls.settimeout(1)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and len(out) < want:
+            try:
+                c, _ = ls.accept()
+            except socket.timeout:
+                continue
+            c.settimeout(5)
+            try:
+                with ctx.wrap_socket(c, server_side=True):
+                    out.append("ok")
+            except (ssl.SSLError, OSError) as e:
+                out.append("fail %s" % e)
+    return out
+
+
+@pytest.mark.parametrize("suites,accepted", [
+    (None, True),
+    ("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", False),
+])
+def test_cipher_suites_peer_dialer(suites, accepted, tmp_path):
+    """The member dials its peers offering only --cipher-suites' TLS 1.2
+    suites (etcd's peer transport does): a peer that takes nothing but
+    ECDHE-RSA-AES256-GCM-SHA384 has no suite in common with it."""
+    from common.servers import free_port, server_bin
+    f = lambda n: os.path.join(ETCD_FIXTURES, n)  # noqa: E731
+    me, peer, client = free_port(), free_port(), free_port()
+    args = [server_bin(), "--name", "m1", "--data-dir", str(tmp_path / "d"),
+            "--listen-client-urls", "http://127.0.0.1:%d" % client,
+            "--advertise-client-urls", "http://127.0.0.1:%d" % client,
+            "--listen-peer-urls", "https://127.0.0.1:%d" % me,
+            "--initial-advertise-peer-urls", "https://127.0.0.1:%d" % me,
+            "--initial-cluster", "m1=https://127.0.0.1:%d,m2=https://"
+            "127.0.0.1:%d" % (me, peer),
+            "--peer-cert-file", f("server.crt"),
+            "--peer-key-file", f("server.key.insecure"),
+            "--peer-trusted-ca-file", f("ca.crt"), "--peer-client-cert-auth"]
+    if suites:
+        args += ["--cipher-suites", suites]
+    with open(str(tmp_path / "log"), "wb") as log:
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        out = fake_peer_handshakes(peer, "ECDHE-RSA-AES256-GCM-SHA384")
+    finally:
+        p.kill()
+        p.wait()
+    assert out, "the member never dialled its peer"
+    if accepted:
+        assert out[0] == "ok", out
+    else:
+        assert all("NO_SHARED_CIPHER" in o for o in out), out

@@ -32,6 +32,10 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 #include "rpc/rpc_int.h"
+#include "rpc/tls.h"
+#include "util/err.h"
+
+#include <openssl/ssl.h>
 
 static long answered;
 
@@ -188,10 +192,57 @@ static void test_memory_flat_over_calls(void **state)
     rpc_server_close(r.srv);
 }
 
+/* --cipher-suites / --tls-min-version / --tls-max-version: Go's names to
+ * OpenSSL's, etcd's messages for bad values. */
+static void test_tls_opts_parse(void **state)
+{
+    (void)state;
+    struct rpc_tls_opts o;
+    char why[200];
+    assert_int_equal(rpc_tls_opts_parse(NULL, NULL, NULL, &o, why,
+                                        sizeof why), 0);
+    assert_string_equal(o.ciphers, "");
+    assert_int_equal(o.min_version, TLS1_2_VERSION);
+    assert_int_equal(o.max_version, 0);
+    assert_int_equal(
+        rpc_tls_opts_parse("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,"
+                           "TLS_AES_128_GCM_SHA256,"
+                           "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+                           "TLS1.2", "TLS1.3", &o, why, sizeof why),
+        0);
+    assert_string_equal(o.ciphers, "ECDHE-RSA-AES128-GCM-SHA256:"
+                                   "ECDHE-ECDSA-CHACHA20-POLY1305");
+    assert_false(o.tls13_only_suites);
+    assert_int_equal(o.max_version, TLS1_3_VERSION);
+    /* Only TLS 1.3 names: TLS 1.2 is left without suites. */
+    assert_int_equal(rpc_tls_opts_parse("TLS_AES_256_GCM_SHA384", "", "", &o,
+                                        why, sizeof why), 0);
+    assert_true(o.tls13_only_suites);
+    assert_int_equal(o.min_version, TLS1_3_VERSION);
+    assert_int_equal(rpc_tls_opts_parse("TLS_ECDHE_RSA_WITH_AES_128_GCM_"
+                                        "SHA256,FOO", "", "", &o, why,
+                                        sizeof why), ERR_INVAL);
+    assert_string_equal(why, "unexpected TLS cipher suite \"FOO\"");
+    assert_int_equal(rpc_tls_opts_parse("", "TLS1.1", "", &o, why,
+                                        sizeof why), ERR_INVAL);
+    assert_string_equal(why, "unexpected TLS version \"TLS1.1\" (must be "
+                             "one of: TLS1.2, TLS1.3)");
+    assert_int_equal(rpc_tls_opts_parse("", "TLS1.3", "TLS1.2", &o, why,
+                                        sizeof why), ERR_INVAL);
+    assert_string_equal(why, "min version (TLS1.3) is greater than max "
+                             "version (TLS1.2)");
+    assert_int_equal(rpc_tls_opts_parse("TLS_RSA_WITH_AES_128_CBC_SHA",
+                                        "TLS1.3", "", &o, why, sizeof why),
+                     ERR_INVAL);
+    assert_string_equal(why, "cipher suites cannot be configured when only "
+                             "TLS1.3 is enabled");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_flat_over_calls),
+        cmocka_unit_test(test_tls_opts_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

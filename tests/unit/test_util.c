@@ -24,6 +24,7 @@
 #include "util/fs.h"
 #include "util/mem.h"
 #include "util/str.h"
+#include "util/tls_alert.h"
 
 static void test_crc32c_vectors(void **state)
 {
@@ -210,6 +211,31 @@ static void test_str_trim(void **state)
     assert_string_equal(s3, "z");
 }
 
+/* Go's words for alerts, and OpenSSL's error texts read back (the gRPC
+ * core logs them: dial/gprlog.c). */
+static void test_tls_alert(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_string_equal(tls_alert_text(42, buf, sizeof buf),
+                        "bad certificate");
+    assert_string_equal(tls_alert_text(48, buf, sizeof buf),
+                        "unknown certificate authority");
+    assert_string_equal(tls_alert_text(200, buf, sizeof buf), "alert(200)");
+    assert_int_equal(tls_alert_from_openssl(
+                         "error:0A000412:SSL routines::sslv3 alert bad "
+                         "certificate"),
+                     42);
+    assert_int_equal(tls_alert_from_openssl("error:0A000418:SSL routines::"
+                                            "tlsv1 alert unknown ca"),
+                     48);
+    assert_int_equal(tls_alert_from_openssl("sslv3 alert handshake failure"),
+                     40);
+    assert_int_equal(tls_alert_from_openssl("Corruption detected."), -1);
+    assert_int_equal(tls_alert_from_openssl("tlsv1 alert bogus"), -1);
+    assert_int_equal(tls_alert_from_openssl(NULL), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_str_trim),
         cmocka_unit_test(test_str_go_duration),
         cmocka_unit_test(test_fs_all),
+        cmocka_unit_test(test_tls_alert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
