@@ -11,8 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/config.h"
 #include "server/server.h"
+#include "util/check.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 #define CETCD_ETCD_VERSION SERVER_REPORTED_VERSION_DEFAULT
 
@@ -38,6 +41,7 @@ struct flag {
     const char *value;   /* final value (points into argv/env or def) */
     bool set;            /* given on the command line */
     bool env;            /* given through ETCD_* */
+    bool file;           /* given in the --config-file file */
 };
 
 static struct flag table[] = {
@@ -106,6 +110,11 @@ static struct flag table[] = {
     {"debug", F_BOOL, "false", BUILT, "Logging", "Enable debug-level logging for etcd. Use '--log-level=debug' instead."},
     {"log-package-levels", F_STR, "", NOT_YET, "Logging", "Specify a particular log level for each etcd package."},
     {"proxy", F_STR, "off", NOT_YET, "v2 Proxy", "Proxy mode setting ('off', 'readonly' or 'on')."},
+    {"proxy-failure-wait", F_UINT, "5000", NOT_YET, "v2 Proxy", "Time (in milliseconds) an endpoint will be held in a failed state."},
+    {"proxy-refresh-interval", F_UINT, "30000", NOT_YET, "v2 Proxy", "Time (in milliseconds) of the endpoints refresh interval."},
+    {"proxy-dial-timeout", F_UINT, "1000", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a dial to timeout."},
+    {"proxy-write-timeout", F_UINT, "5000", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a write to timeout."},
+    {"proxy-read-timeout", F_UINT, "0", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a read to timeout."},
     {"experimental-initial-corrupt-check", F_BOOL, "false", BUILT, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
     {"experimental-corrupt-check-time", F_DUR, "0s", NOT_YET, "Experimental feature", "Duration of time between cluster corruption check passes."},
     {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
@@ -128,7 +137,7 @@ static struct flag table[] = {
      * default stays etcd's "true" in the help, though nothing is served
      * at /v3 until the gateway is built. */
     {"enable-grpc-gateway", F_BOOL, "true", OFF_ONLY, "Member", "Enable GRPC gateway."},
-    {"config-file", F_STR, "", NOT_YET, "Member", "Path to the server configuration file."},
+    {"config-file", F_STR, "", BUILT, "Member", "Path to the server configuration file."},
 };
 
 #define NFLAGS (sizeof table / sizeof table[0])
@@ -390,13 +399,19 @@ static int refuse_unbuilt(void)
     for (size_t i = 0; i < NFLAGS; i++) {
         struct flag *f = &table[i];
         bool on = false;
-        if (f->state == BUILT || (!f->set && !f->env))
+        if (f->state == BUILT || (!f->set && !f->env && !f->file))
             continue;
         if (f->state == OFF_ONLY && (!parse_bool(f->value, &on) || !on))
             continue;
         if (f->state == NOT_YET && strcmp(f->value, f->def) == 0)
             continue;
-        if (f->state == OFF_ONLY)
+        if (f->file)
+            fprintf(stderr,
+                    "cetcd: %s in the configuration file is not supported "
+                    "yet: the feature behind it is not built in this "
+                    "version of cetcd (--%s=%s)\n",
+                    f->name, f->name, f->value);
+        else if (f->state == OFF_ONLY)
             fprintf(stderr,
                     "cetcd: --%s=true is not supported yet: the feature "
                     "behind it is not built in this version of cetcd "
@@ -407,6 +422,78 @@ static int refuse_unbuilt(void)
                     "cetcd: --%s is not supported yet: the feature behind "
                     "it is not built in this version of cetcd\n",
                     f->name);
+        return 1;
+    }
+    return 0;
+}
+
+/* The values read from the config file, owned here for the process's
+ * life (flag values point into them). */
+static char *file_values[NFLAGS];
+
+/* from_file: config_set_fn that sets a flag as the file's key says. */
+static int from_file(void *ctx, const char *key, const char *flag,
+                     const char *value, char *err, size_t cap)
+{
+    (void)ctx;
+    struct flag *f = find(flag, strlen(flag));
+    CHECK(f != NULL); /* config.c maps keys to flags of this table */
+    if (!value_ok(f, value)) {
+        snprintf(err, cap, "invalid value \"%s\" for configuration key "
+                 "%s: parse error", value, key);
+        return 1;
+    }
+    size_t i = (size_t)(f - table);
+    char *copy = mem_dup(value, strlen(value) + 1);
+    if (copy == NULL) {
+        snprintf(err, cap, "out of memory");
+        return 1;
+    }
+    mem_free(file_values[i]);
+    file_values[i] = copy;
+    f->value = copy;
+    f->file = true;
+    return 0;
+}
+
+static void file_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    log_msg(LOG_WARN, "etcdmain", "%s", msg);
+}
+
+/* use_config_file: --config-file, else ETCD_CONFIG_FILE (etcd reads that
+ * one variable even though a file makes it ignore the others). */
+static bool use_config_file(void)
+{
+    struct flag *f = find("config-file", strlen("config-file"));
+    if (!f->set) {
+        const char *e = getenv("ETCD_CONFIG_FILE");
+        if (e != NULL)
+            f->value = e, f->env = true;
+    }
+    return f->value[0] != '\0';
+}
+
+/* load_config_file: as etcd, every other flag and ETCD_* variable is
+ * ignored (their values were checked, as Go's flag package checks them,
+ * then dropped) and the file sets the options. */
+static int load_config_file(void)
+{
+    const char *path = flags_get("config-file");
+    for (size_t i = 0; i < NFLAGS; i++) {
+        if (strcmp(table[i].name, "config-file") == 0)
+            continue;
+        table[i].value = table[i].def;
+        table[i].set = false;
+    }
+    log_msg(LOG_INFO, "etcdmain", "Loading server configuration from "
+            "\"%s\". Other configuration command line flags and environment "
+            "variables will be ignored if provided.", path);
+    char err[1024];
+    if (config_load(path, from_file, file_warn, NULL, err, sizeof err) != 0) {
+        log_msg(LOG_ERROR, "etcdmain", "error verifying flags, %s. See "
+                "'etcd --help'.", err);
         return 1;
     }
     return 0;
@@ -435,7 +522,7 @@ enum flags_action flags_parse(int argc, char **argv, int *exit_code_out)
             return FLAGS_ERROR;
         }
     }
-    int rc = apply_env();
+    int rc = use_config_file() ? load_config_file() : apply_env();
     if (rc == 0)
         rc = refuse_unbuilt();
     if (rc != 0) {
@@ -490,7 +577,7 @@ int64_t flags_get_i64(const char *name)
 bool flags_was_set(const char *name)
 {
     struct flag *f = find(name, strlen(name));
-    return f != NULL && (f->set || f->env);
+    return f != NULL && (f->set || f->env || f->file);
 }
 
 void flags_print_help(void)
@@ -510,7 +597,8 @@ void flags_print_help(void)
             group = f->group;
             printf("\n%s:\n", group);
         }
-        if (f->type == F_UINT && strcmp(f->group, "Auth") == 0)
+        if (f->type == F_UINT && (strcmp(f->group, "Auth") == 0 ||
+                                  strcmp(f->group, "v2 Proxy") == 0))
             printf("  --%s %s\n", f->name, f->def);
         else
             printf("  --%s '%s'\n", f->name, f->def);
