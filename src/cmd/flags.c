@@ -392,6 +392,21 @@ static int apply_env(void)
     return 0;
 }
 
+/* at_default: the flag's value means its default (a config file writes
+ * durations in nanoseconds, "5000000000ns" for "5s"; a zero duration is
+ * etcd's "unset" for a flag whose default is empty). */
+static bool at_default(const struct flag *f)
+{
+    int64_t a, b;
+    if (strcmp(f->value, f->def) == 0)
+        return true;
+    if (!parse_dur(f->value, &a))
+        return false;
+    if (f->def[0] == '\0')
+        return a == 0;
+    return parse_dur(f->def, &b) && a == b;
+}
+
 /* A flag whose feature is not built may only carry its default; an
  * OFF_ONLY one only false. */
 static int refuse_unbuilt(void)
@@ -403,7 +418,7 @@ static int refuse_unbuilt(void)
             continue;
         if (f->state == OFF_ONLY && (!parse_bool(f->value, &on) || !on))
             continue;
-        if (f->state == NOT_YET && strcmp(f->value, f->def) == 0)
+        if (f->state == NOT_YET && at_default(f))
             continue;
         if (f->file)
             fprintf(stderr,
