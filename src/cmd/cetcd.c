@@ -19,6 +19,7 @@
 #include "rpc/tls.h"
 #include "cmd/flags.h"
 #include "cmd/join.h"
+#include "cmd/notify.h"
 #include "dial/dial.h"
 #include "server/server.h"
 #include "util/err.h"
@@ -641,6 +642,10 @@ static int run(void)
     log_info("etcdserver/api", "enabled capabilities for version 3.4");
     log_info("embed", "ready to serve client requests");
     print_serving(flags_get("listen-client-urls"));
+    rc = notify_ready(); /* systemd Type=notify, as etcd */
+    if (rc != 0)
+        log_error("etcdmain", "failed to notify systemd for readiness: %s",
+                  err_str(rc));
     while (!got_signal && !server_removed(s)) {
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
