@@ -17,6 +17,7 @@
 
 #include "api/api.h"
 #include "rpc/tls.h"
+#include "cmd/corrupt.h"
 #include "cmd/flags.h"
 #include "cmd/join.h"
 #include "cmd/notify.h"
@@ -585,25 +586,14 @@ static int run(void)
         server_stop(s);
         return 1;
     }
-    struct server_member_info first;
     if (flags_get_bool("experimental-initial-corrupt-check") &&
-        server_members_list(s, &first, 1) > 1) {
-        /* Comparing HashKV with the peers is not built yet.  etcd passes
-         * the check when no peer answers (each one logged); cetcd says
-         * plainly that it compared nothing, and claims no success.  (Not
-         * refused: etcd's e2e suite starts every cluster with the flag.) */
-        log_warn("etcdserver", "%016llx starting initial corruption check: "
-                 "comparing this member's hash with its peers' is not built "
-                 "in cetcd yet; no peer was checked",
-                 (unsigned long long)server_member_id(s));
-    } else if (flags_get_bool("experimental-initial-corrupt-check")) {
-        /* The check compares this member's HashKV with its peers'; a single
-         * member has none, so it passes at once (as in etcd). */
-        log_info("etcdserver", "%016llx starting initial corruption check",
-                 (unsigned long long)server_member_id(s));
-        log_info("etcdserver", "%016llx succeeded on initial corruption "
-                 "checking: no corruption (no peers to compare with)",
-                 (unsigned long long)server_member_id(s));
+        corrupt_check_initial(s, cfg.peer_tls, cfg.election_ms) != 0) {
+        /* etcd: the start fails, fatal (embed.StartEtcd's error). */
+        log_msg(LOG_FATAL, "etcdmain", "%016llx found data inconsistency "
+                "with peers", (unsigned long long)server_member_id(s));
+        listeners_close(&l);
+        server_stop(s);
+        return 1;
     }
     wait_published(s);
     if (server_removed(s)) { /* refused by the cluster: never serve */
@@ -642,6 +632,13 @@ static int run(void)
     log_info("etcdserver/api", "enabled capabilities for version 3.4");
     log_info("embed", "ready to serve client requests");
     print_serving(flags_get("listen-client-urls"));
+    struct corrupt_monitor *cm = NULL;
+    int64_t check_ns = flags_get_dur_ns("experimental-corrupt-check-time");
+    if (check_ns > 0 &&
+        corrupt_monitor_start(s, cfg.peer_tls, cfg.election_ms,
+                              (uint64_t)(check_ns + 999999) / 1000000,
+                              &cm) != 0)
+        log_error("etcdmain", "cannot start the corruption check");
     rc = notify_ready(); /* systemd Type=notify, as etcd */
     if (rc != 0)
         log_error("etcdmain", "failed to notify systemd for readiness: %s",
@@ -653,6 +650,7 @@ static int run(void)
     if (got_signal)
         log_info("pkg/osutil", "received %s signal, shutting down...",
                  got_signal == SIGINT ? "interrupt" : "terminated");
+    corrupt_monitor_stop(cm);
     api_stop(api);
     listeners_close(&l); /* the peer listener before the transport */
     server_stop(s);

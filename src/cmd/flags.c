@@ -116,7 +116,7 @@ static struct flag table[] = {
     {"proxy-write-timeout", F_UINT, "5000", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a write to timeout."},
     {"proxy-read-timeout", F_UINT, "0", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a read to timeout."},
     {"experimental-initial-corrupt-check", F_BOOL, "false", BUILT, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
-    {"experimental-corrupt-check-time", F_DUR, "0s", NOT_YET, "Experimental feature", "Duration of time between cluster corruption check passes."},
+    {"experimental-corrupt-check-time", F_DUR, "0s", BUILT, "Experimental feature", "Duration of time between cluster corruption check passes."},
     {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
     {"experimental-backend-bbolt-freelist-type", F_STR, "array", BUILT, "Experimental feature", "Accepted for compatibility; cetcd's backend is LMDB."},
     /* cetcd always checkpoints (and persists) remaining TTLs: the bound of
