@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "rpc/rpc.h"
 #include "rpc/tls.h"
 #include "cmd/corrupt.h"
 #include "cmd/flags.h"
@@ -541,6 +542,12 @@ static void wait_published(struct server *s)
                  (unsigned long long)waited_ms);
 }
 
+static int64_t ka_ms(const char *flag)
+{
+    int64_t ns = flags_get_dur_ns(flag);
+    return ns <= 0 ? 0 : ns < 1000000 ? 1 : ns / 1000000;
+}
+
 static int run(void)
 {
     char buf[4096];
@@ -605,8 +612,13 @@ static int run(void)
     /* etcd's default (math.MaxUint32: unlimited) reads as 0 here, which
      * is the runtime's bounded default (RPC_DEFAULT_MAX_STREAMS). */
     uint32_t streams = (uint32_t)flags_get_u64("max-concurrent-streams");
+    /* --grpc-keepalive-*: 0 (and, here, a negative value) is grpc-go's
+     * default, as in rpc.h; below 1 ms is 1 ms. */
+    struct rpc_keepalive ka = {.min_time_ms = ka_ms("grpc-keepalive-min-time"),
+                               .interval_ms = ka_ms("grpc-keepalive-interval"),
+                               .timeout_ms = ka_ms("grpc-keepalive-timeout")};
     rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, streams,
-                   &api);
+                   &ka, &api);
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on client urls %s: %s",
                   flags_get("listen-client-urls"), err_str(rc));
