@@ -82,7 +82,7 @@ void api_gateway_enable(bool on)
 
 int api_start(struct server *s, const char *listen_urls,
               const struct rpc_tls *tls, uint32_t max_streams,
-              struct api **api_out)
+              const struct rpc_keepalive *ka, struct api **api_out)
 {
     struct api *api = mem_calloc(1, sizeof *api);
     if (api == NULL)
@@ -93,6 +93,8 @@ int api_start(struct server *s, const char *listen_urls,
     config_init(&cfg, buf, sizeof buf, listen_urls, tls);
     cfg.max_request_bytes = server_max_request_bytes(s);
     cfg.max_concurrent_streams = max_streams;
+    if (ka != NULL)
+        cfg.keepalive = *ka;
     int rc = rpc_server_create(&cfg, &api->rpc);
     if (rc != 0) {
         mem_free(api);

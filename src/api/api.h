@@ -24,17 +24,20 @@ struct server;
 struct api;
 struct rpc_tls;
 struct rpc_server;
+struct rpc_keepalive;
 
 /* api_start listens on the comma-separated listen_urls and serves s.
  * https:// and unixs:// URLs serve TLS with tls (see tls.h; borrowed, it
  * must stay valid until api_stop), plain ones stay plain, as in etcd.
  * max_streams bounds the concurrent streams of each client connection
  * (--max-concurrent-streams; 0: the runtime's default, see rpc.h).
+ * ka: the client connections' keepalive (--grpc-keepalive-*, rpc.h
+ * struct rpc_keepalive; copied), or NULL for grpc-go's defaults.
  * Errors: ERR_INVAL (bad URL, https without tls, bad TLS material),
  * ERR_IO (bind). */
 int api_start(struct server *s, const char *listen_urls,
               const struct rpc_tls *tls, uint32_t max_streams,
-              struct api **api_out);
+              const struct rpc_keepalive *ka, struct api **api_out);
 
 /* api_gateway_enable turns etcd's /v3 JSON gateway (--enable-grpc-gateway,
  * on by default as in etcd) on or off for the api_start calls after it;

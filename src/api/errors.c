@@ -92,6 +92,13 @@ grpc_status_code api_error(int err, const char **msg_out)
          * (1 GiB, far past any request --max-request-bytes lets in). */
         E(ERR_TOO_LARGE, GRPC_STATUS_INVALID_ARGUMENT,
           "etcdserver: key is too long for cetcd's store")
+        /* Never answered to a client: the config file is read at start,
+         * a hash mismatch raises the CORRUPT alarm (requests then get
+         * ERR_CLUSTER_CORRUPT); mapped for completeness. */
+        E(ERR_CONFIG_FILE, GRPC_STATUS_INTERNAL,
+          "etcdserver: bad configuration file")
+        E(ERR_HASH_MISMATCH, GRPC_STATUS_DATA_LOSS,
+          "etcdserver: corrupt cluster")
 #undef E
     default:
         *msg_out = err_str(err);

@@ -16,9 +16,12 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "rpc/rpc.h"
 #include "rpc/tls.h"
+#include "cmd/corrupt.h"
 #include "cmd/flags.h"
 #include "cmd/join.h"
+#include "cmd/notify.h"
 #include "dial/dial.h"
 #include "server/server.h"
 #include "util/err.h"
@@ -580,6 +583,12 @@ static void wait_published(struct server *s)
                  (unsigned long long)waited_ms);
 }
 
+static int64_t ka_ms(const char *flag)
+{
+    int64_t ns = flags_get_dur_ns(flag);
+    return ns <= 0 ? 0 : ns < 1000000 ? 1 : ns / 1000000;
+}
+
 static int run(void)
 {
     char buf[4096];
@@ -625,25 +634,14 @@ static int run(void)
         server_stop(s);
         return 1;
     }
-    struct server_member_info first;
     if (flags_get_bool("experimental-initial-corrupt-check") &&
-        server_members_list(s, &first, 1) > 1) {
-        /* Comparing HashKV with the peers is not built yet.  etcd passes
-         * the check when no peer answers (each one logged); cetcd says
-         * plainly that it compared nothing, and claims no success.  (Not
-         * refused: etcd's e2e suite starts every cluster with the flag.) */
-        log_warn("etcdserver", "%016llx starting initial corruption check: "
-                 "comparing this member's hash with its peers' is not built "
-                 "in cetcd yet; no peer was checked",
-                 (unsigned long long)server_member_id(s));
-    } else if (flags_get_bool("experimental-initial-corrupt-check")) {
-        /* The check compares this member's HashKV with its peers'; a single
-         * member has none, so it passes at once (as in etcd). */
-        log_info("etcdserver", "%016llx starting initial corruption check",
-                 (unsigned long long)server_member_id(s));
-        log_info("etcdserver", "%016llx succeeded on initial corruption "
-                 "checking: no corruption (no peers to compare with)",
-                 (unsigned long long)server_member_id(s));
+        corrupt_check_initial(s, cfg.peer_tls, cfg.election_ms) != 0) {
+        /* etcd: the start fails, fatal (embed.StartEtcd's error). */
+        log_msg(LOG_FATAL, "etcdmain", "%016llx found data inconsistency "
+                "with peers", (unsigned long long)server_member_id(s));
+        listeners_close(&l);
+        server_stop(s);
+        return 1;
     }
     wait_published(s);
     if (server_removed(s)) { /* refused by the cluster: never serve */
@@ -656,8 +654,13 @@ static int run(void)
      * is the runtime's bounded default (RPC_DEFAULT_MAX_STREAMS). */
     uint32_t streams = (uint32_t)flags_get_u64("max-concurrent-streams");
     api_gateway_enable(flags_get_bool("enable-grpc-gateway"));
+    /* --grpc-keepalive-*: 0 (and, here, a negative value) is grpc-go's
+     * default, as in rpc.h; below 1 ms is 1 ms. */
+    struct rpc_keepalive ka = {.min_time_ms = ka_ms("grpc-keepalive-min-time"),
+                               .interval_ms = ka_ms("grpc-keepalive-interval"),
+                               .timeout_ms = ka_ms("grpc-keepalive-timeout")};
     rc = api_start(s, flags_get("listen-client-urls"), l.client_tls, streams,
-                   &api);
+                   &ka, &api);
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on client urls %s: %s",
                   flags_get("listen-client-urls"), err_str(rc));
@@ -686,6 +689,17 @@ static int run(void)
     log_info("etcdserver/api", "enabled capabilities for version 3.4");
     log_info("embed", "ready to serve client requests");
     print_serving(flags_get("listen-client-urls"));
+    struct corrupt_monitor *cm = NULL;
+    int64_t check_ns = flags_get_dur_ns("experimental-corrupt-check-time");
+    if (check_ns > 0 &&
+        corrupt_monitor_start(s, cfg.peer_tls, cfg.election_ms,
+                              (uint64_t)(check_ns + 999999) / 1000000,
+                              &cm) != 0)
+        log_error("etcdmain", "cannot start the corruption check");
+    rc = notify_ready(); /* systemd Type=notify, as etcd */
+    if (rc != 0)
+        log_error("etcdmain", "failed to notify systemd for readiness: %s",
+                  err_str(rc));
     while (!got_signal && !server_removed(s)) {
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
@@ -693,6 +707,7 @@ static int run(void)
     if (got_signal)
         log_info("pkg/osutil", "received %s signal, shutting down...",
                  got_signal == SIGINT ? "interrupt" : "terminated");
+    corrupt_monitor_stop(cm);
     api_stop(api);
     listeners_close(&l); /* the peer listener before the transport */
     server_stop(s);

@@ -11,8 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/config.h"
 #include "server/server.h"
+#include "util/check.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 #define CETCD_ETCD_VERSION SERVER_REPORTED_VERSION_DEFAULT
 
@@ -39,6 +42,7 @@ struct flag {
     const char *value;   /* final value (points into argv/env or def) */
     bool set;            /* given on the command line */
     bool env;            /* given through ETCD_* */
+    bool file;           /* given in the --config-file file */
 };
 
 static struct flag table[] = {
@@ -59,9 +63,9 @@ static struct flag table[] = {
     {"max-txn-ops", F_UINT, "128", BUILT, "Member", "Maximum number of operations permitted in a transaction."},
     {"max-request-bytes", F_UINT, "1572864", BUILT, "Member", "Maximum client request size in bytes the server will accept."},
     {"max-concurrent-streams", F_U32, "math.MaxUint32", BUILT, "Member", "Maximum concurrent streams that each client can open at a time."},
-    {"grpc-keepalive-min-time", F_DUR, "5s", NOT_YET, "Member", "Minimum duration interval that a client should wait before pinging server."},
-    {"grpc-keepalive-interval", F_DUR, "2h", NOT_YET, "Member", "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable)."},
-    {"grpc-keepalive-timeout", F_DUR, "20s", NOT_YET, "Member", "Additional duration of wait before closing a non-responsive connection (0 to disable)."},
+    {"grpc-keepalive-min-time", F_DUR, "5s", BUILT, "Member", "Minimum duration interval that a client should wait before pinging server."},
+    {"grpc-keepalive-interval", F_DUR, "2h", BUILT, "Member", "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable)."},
+    {"grpc-keepalive-timeout", F_DUR, "20s", BUILT, "Member", "Additional duration of wait before closing a non-responsive connection (0 to disable)."},
     {"initial-advertise-peer-urls", F_STR, "http://localhost:2380", BUILT, "Clustering", "List of this member's peer URLs to advertise to the rest of the cluster."},
     {"initial-cluster", F_STR, "default=http://localhost:2380", BUILT, "Clustering", "Initial cluster configuration for bootstrapping."},
     {"initial-cluster-state", F_STR, "new", BUILT, "Clustering", "Initial cluster state ('new' or 'existing')."},
@@ -110,8 +114,13 @@ static struct flag table[] = {
     {"debug", F_BOOL, "false", BUILT, "Logging", "Enable debug-level logging for etcd. Use '--log-level=debug' instead."},
     {"log-package-levels", F_STR, "", NOT_YET, "Logging", "Specify a particular log level for each etcd package."},
     {"proxy", F_STR, "off", NOT_YET, "v2 Proxy", "Proxy mode setting ('off', 'readonly' or 'on')."},
+    {"proxy-failure-wait", F_UINT, "5000", NOT_YET, "v2 Proxy", "Time (in milliseconds) an endpoint will be held in a failed state."},
+    {"proxy-refresh-interval", F_UINT, "30000", NOT_YET, "v2 Proxy", "Time (in milliseconds) of the endpoints refresh interval."},
+    {"proxy-dial-timeout", F_UINT, "1000", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a dial to timeout."},
+    {"proxy-write-timeout", F_UINT, "5000", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a write to timeout."},
+    {"proxy-read-timeout", F_UINT, "0", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a read to timeout."},
     {"experimental-initial-corrupt-check", F_BOOL, "false", BUILT, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
-    {"experimental-corrupt-check-time", F_DUR, "0s", NOT_YET, "Experimental feature", "Duration of time between cluster corruption check passes."},
+    {"experimental-corrupt-check-time", F_DUR, "0s", BUILT, "Experimental feature", "Duration of time between cluster corruption check passes."},
     {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
     {"experimental-backend-bbolt-freelist-type", F_STR, "array", BUILT, "Experimental feature", "Accepted for compatibility; cetcd's backend is LMDB."},
     /* cetcd always checkpoints (and persists) remaining TTLs: the bound of
@@ -132,7 +141,7 @@ static struct flag table[] = {
      * default stays etcd's "true" in the help, though nothing is served
      * at /v3 until the gateway is built. */
     {"enable-grpc-gateway", F_BOOL, "true", BUILT, "Member", "Enable GRPC gateway."},
-    {"config-file", F_STR, "", NOT_YET, "Member", "Path to the server configuration file."},
+    {"config-file", F_STR, "", BUILT, "Member", "Path to the server configuration file."},
 };
 
 #define NFLAGS (sizeof table / sizeof table[0])
@@ -387,6 +396,21 @@ static int apply_env(void)
     return 0;
 }
 
+/* at_default: the flag's value means its default (a config file writes
+ * durations in nanoseconds, "5000000000ns" for "5s"; a zero duration is
+ * etcd's "unset" for a flag whose default is empty). */
+static bool at_default(const struct flag *f)
+{
+    int64_t a, b;
+    if (strcmp(f->value, f->def) == 0)
+        return true;
+    if (!parse_dur(f->value, &a))
+        return false;
+    if (f->def[0] == '\0')
+        return a == 0;
+    return parse_dur(f->def, &b) && a == b;
+}
+
 /* A flag whose feature is not built may only carry its default; an
  * OFF_ONLY one only false. */
 static int refuse_unbuilt(void)
@@ -394,13 +418,19 @@ static int refuse_unbuilt(void)
     for (size_t i = 0; i < NFLAGS; i++) {
         struct flag *f = &table[i];
         bool on = false;
-        if (f->state == BUILT || (!f->set && !f->env))
+        if (f->state == BUILT || (!f->set && !f->env && !f->file))
             continue;
         if (f->state == OFF_ONLY && (!parse_bool(f->value, &on) || !on))
             continue;
-        if (f->state == NOT_YET && strcmp(f->value, f->def) == 0)
+        if (f->state == NOT_YET && at_default(f))
             continue;
-        if (f->state == OFF_ONLY)
+        if (f->file)
+            fprintf(stderr,
+                    "cetcd: %s in the configuration file is not supported "
+                    "yet: the feature behind it is not built in this "
+                    "version of cetcd (--%s=%s)\n",
+                    f->name, f->name, f->value);
+        else if (f->state == OFF_ONLY)
             fprintf(stderr,
                     "cetcd: --%s=true is not supported yet: the feature "
                     "behind it is not built in this version of cetcd "
@@ -411,6 +441,78 @@ static int refuse_unbuilt(void)
                     "cetcd: --%s is not supported yet: the feature behind "
                     "it is not built in this version of cetcd\n",
                     f->name);
+        return 1;
+    }
+    return 0;
+}
+
+/* The values read from the config file, owned here for the process's
+ * life (flag values point into them). */
+static char *file_values[NFLAGS];
+
+/* from_file: config_set_fn that sets a flag as the file's key says. */
+static int from_file(void *ctx, const char *key, const char *flag,
+                     const char *value, char *err, size_t cap)
+{
+    (void)ctx;
+    struct flag *f = find(flag, strlen(flag));
+    CHECK(f != NULL); /* config.c maps keys to flags of this table */
+    if (!value_ok(f, value)) {
+        snprintf(err, cap, "invalid value \"%s\" for configuration key "
+                 "%s: parse error", value, key);
+        return 1;
+    }
+    size_t i = (size_t)(f - table);
+    char *copy = mem_dup(value, strlen(value) + 1);
+    if (copy == NULL) {
+        snprintf(err, cap, "out of memory");
+        return 1;
+    }
+    mem_free(file_values[i]);
+    file_values[i] = copy;
+    f->value = copy;
+    f->file = true;
+    return 0;
+}
+
+static void file_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    log_msg(LOG_WARN, "etcdmain", "%s", msg);
+}
+
+/* use_config_file: --config-file, else ETCD_CONFIG_FILE (etcd reads that
+ * one variable even though a file makes it ignore the others). */
+static bool use_config_file(void)
+{
+    struct flag *f = find("config-file", strlen("config-file"));
+    if (!f->set) {
+        const char *e = getenv("ETCD_CONFIG_FILE");
+        if (e != NULL)
+            f->value = e, f->env = true;
+    }
+    return f->value[0] != '\0';
+}
+
+/* load_config_file: as etcd, every other flag and ETCD_* variable is
+ * ignored (their values were checked, as Go's flag package checks them,
+ * then dropped) and the file sets the options. */
+static int load_config_file(void)
+{
+    const char *path = flags_get("config-file");
+    for (size_t i = 0; i < NFLAGS; i++) {
+        if (strcmp(table[i].name, "config-file") == 0)
+            continue;
+        table[i].value = table[i].def;
+        table[i].set = false;
+    }
+    log_msg(LOG_INFO, "etcdmain", "Loading server configuration from "
+            "\"%s\". Other configuration command line flags and environment "
+            "variables will be ignored if provided.", path);
+    char err[1024];
+    if (config_load(path, from_file, file_warn, NULL, err, sizeof err) != 0) {
+        log_msg(LOG_ERROR, "etcdmain", "error verifying flags, %s. See "
+                "'etcd --help'.", err);
         return 1;
     }
     return 0;
@@ -439,7 +541,7 @@ enum flags_action flags_parse(int argc, char **argv, int *exit_code_out)
             return FLAGS_ERROR;
         }
     }
-    int rc = apply_env();
+    int rc = use_config_file() ? load_config_file() : apply_env();
     if (rc == 0)
         rc = refuse_unbuilt();
     if (rc != 0) {
@@ -494,7 +596,7 @@ int64_t flags_get_i64(const char *name)
 bool flags_was_set(const char *name)
 {
     struct flag *f = find(name, strlen(name));
-    return f != NULL && (f->set || f->env);
+    return f != NULL && (f->set || f->env || f->file);
 }
 
 void flags_print_help(void)
@@ -514,7 +616,8 @@ void flags_print_help(void)
             group = f->group;
             printf("\n%s:\n", group);
         }
-        if (f->type == F_UINT && strcmp(f->group, "Auth") == 0)
+        if (f->type == F_UINT && (strcmp(f->group, "Auth") == 0 ||
+                                  strcmp(f->group, "v2 Proxy") == 0))
             printf("  --%s %s\n", f->name, f->def);
         else
             printf("  --%s '%s'\n", f->name, f->def);

@@ -5,8 +5,11 @@
  * help text, and whether cetcd has built the feature behind it.  A flag whose
  * feature is not built is refused when given a value other than its default
  * (never silently ignored).  A flag given on the command line shadows its
- * environment variable (logged, as etcd does).  Single-threaded: called once
- * from main().
+ * environment variable (logged, as etcd does).  With --config-file (or
+ * ETCD_CONFIG_FILE) the YAML file (config.h) sets the options and every
+ * other flag and ETCD_* variable is ignored, as etcd 3.4 does; a key whose
+ * feature is not built is refused as its flag is, naming the key.
+ * Single-threaded: called once from main().
  */
 #ifndef CETCD_CMD_FLAGS_H
 #define CETCD_CMD_FLAGS_H

@@ -217,6 +217,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         assert(c->loop->unready_n > 0);
         c->loop->unready_n--;
     }
+    if (f->hd.type == NGHTTP2_PING &&
+        (f->hd.flags & NGHTTP2_FLAG_ACK) == 0)
+        rpc__keepalive_ping(c);
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
     struct rpc__item *it =
@@ -284,7 +287,9 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags,
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
                          void *ud)
 {
-    (void)ud;
+    struct rpc__conn *c = ud;
+    if (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA)
+        c->reset_strikes = true; /* grpc-go: writes reset ping strikes */
     if (f->hd.type != NGHTTP2_HEADERS ||
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
         return 0;
@@ -352,6 +357,7 @@ struct rpc__conn *rpc__conn_new(struct rpc__loop *l, int fd, bool tls)
     c->fd = fd;
     c->refs = 1;
     c->born_ms = rpc__now_ms();
+    c->last_read_ms = c->born_ms;
     c->proto = l->srv->http != NULL ? RPC__PROTO_SNIFF : RPC__PROTO_H2;
     if (tls) {
         c->ssl = rpc__tls_ssl_new(l->srv);
@@ -583,8 +589,10 @@ void rpc__conn_flush(struct rpc__conn *c)
         return;
     if (c->proto == RPC__PROTO_H1)
         rpc__h1_written(c);
-    else if (c->proto == RPC__PROTO_H2 && !nghttp2_session_want_read(c->ng) &&
-             !nghttp2_session_want_write(c->ng))
+    else if (c->proto == RPC__PROTO_H2 &&
+             ((!nghttp2_session_want_read(c->ng) &&
+               !nghttp2_session_want_write(c->ng)) ||
+              (c->close_after_flush && !nghttp2_session_want_write(c->ng))))
         rpc__conn_kill(c); /* GOAWAY exchanged, or a protocol error */
 }
 
@@ -710,6 +718,7 @@ void rpc__conn_io(struct rpc__conn *c, uint32_t events)
         }
         if (n == 0)
             break;
+        c->last_read_ms = rpc__now_ms();
         if (!feed(c, c->loop->rbuf, (size_t)n))
             return;
         if (c->ssl == NULL && n < RPC__READ_BUF)

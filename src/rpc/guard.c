@@ -149,7 +149,65 @@ int rpc__guard_timeout_ms(const struct rpc__loop *l)
         int64_t left = l->accept_resume_ms - rpc__now_ms();
         return left < 0 ? 0 : left > SWEEP_MS ? SWEEP_MS : (int)left;
     }
-    return l->unready_n > 0 ? SWEEP_MS : -1;
+    /* Connections: the keepalive sweep looks at them every SWEEP_MS. */
+    return l->unready_n > 0 || l->conns != NULL ? SWEEP_MS : -1;
+}
+
+void rpc__keepalive_ping(struct rpc__conn *c)
+{
+    const struct rpc_server *srv = c->loop->srv;
+    int64_t now = rpc__now_ms();
+    int64_t last = c->client_ping_ms;
+    c->client_ping_ms = now;
+    if (c->reset_strikes) {
+        c->reset_strikes = false;
+        c->ping_strikes = 0;
+        return;
+    }
+    bool idle = c->calls == NULL && c->streams == NULL;
+    int64_t min = idle ? RPC__KA_IDLE_PING_MS : srv->ka_min_time_ms;
+    if (last != 0 && now - last < min)
+        c->ping_strikes++;
+    if (c->ping_strikes <= RPC__KA_MAX_STRIKES || c->close_after_flush)
+        return;
+    /* grpc-go: GOAWAY ENHANCE_YOUR_CALM "too_many_pings", then close. */
+    static const char why[] = "too_many_pings";
+    nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(c->ng),
+                          NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)why,
+                          sizeof why - 1);
+    c->close_after_flush = true;
+    rpc__conn_mark_dirty(c);
+}
+
+/* keepalive: PING a connection idle for the interval; close it when
+ * nothing arrived within the timeout after that PING (grpc-go's
+ * server keepalive). */
+static void keepalive(struct rpc__loop *l, int64_t now)
+{
+    const struct rpc_server *srv = l->srv;
+    struct rpc__conn *c = l->conns;
+    while (c != NULL) {
+        struct rpc__conn *next = c->next;
+        if (c->dead || c->proto != RPC__PROTO_H2 || !c->preface_ok ||
+            c->ng == NULL) {
+            c = next;
+            continue;
+        }
+        if (c->ka_ping_ms != 0 && c->last_read_ms > c->ka_ping_ms)
+            c->ka_ping_ms = 0; /* the client answered (or spoke) */
+        if (c->ka_ping_ms != 0 && now - c->ka_ping_ms >= srv->ka_timeout_ms) {
+            c->refs++;
+            rpc__conn_kill(c);
+            rpc__conn_unref(c);
+        } else if (c->ka_ping_ms == 0 &&
+                   now - c->last_read_ms >= srv->ka_interval_ms &&
+                   nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, NULL) == 0) {
+            c->ka_ping_ms = now;
+            rpc__conn_mark_dirty(c);
+        }
+        c = next;
+    }
 }
 
 /* sweep closes the connections still without a valid preface past their
@@ -179,6 +237,10 @@ void rpc__guard_tick(struct rpc__loop *l)
     if (l->unready_n > 0 && now >= l->next_sweep_ms) {
         l->next_sweep_ms = now + SWEEP_MS;
         sweep(l, now);
+    }
+    if (l->conns != NULL && now >= l->next_ka_ms) {
+        l->next_ka_ms = now + SWEEP_MS;
+        keepalive(l, now);
     }
 }
 

@@ -101,6 +101,19 @@ struct rpc_stream;
 struct x509_st; /* OpenSSL's X509 */
 
 /* Server settings; the strings are copied by rpc_server_create. */
+/* HTTP/2 keepalive as grpc-go's server (etcd --grpc-keepalive-*): a
+ * connection idle (nothing read) for interval_ms gets a PING, and is
+ * closed when nothing arrives within timeout_ms after it; a client that
+ * PINGs more often than min_time_ms (every 2 h at most while it has no
+ * stream open) gets strikes, and past 2 a GOAWAY ENHANCE_YOUR_CALM
+ * "too_many_pings" that closes the connection.  Sending HEADERS or DATA
+ * clears the strikes.  0 means grpc-go's default (5 s, 2 h, 20 s). */
+struct rpc_keepalive {
+    int64_t min_time_ms; /* least gap between a client's PINGs */
+    int64_t interval_ms; /* idle time before the server PINGs */
+    int64_t timeout_ms;  /* wait for any bytes after that PING */
+};
+
 struct rpc_server_config {
     /* "http://host:port", "unix://path" (port 0 picks a free port, see
      * rpc_server_port); "https://host:port" and "unixs://path" serve TLS
@@ -117,6 +130,7 @@ struct rpc_server_config {
     uint32_t max_concurrent_streams;
     /* Handshake + preface deadline; 0 means the default. */
     int preface_timeout_ms;
+    struct rpc_keepalive keepalive; /* zeroes: grpc-go's defaults */
     /* TLS for the https:// and unixs:// URLs (plain URLs stay plain, as
      * in etcd).  PEM strings, loaded into the runtime's OpenSSL context by
      * rpc_server_create; NULL cert and key mean no TLS. */

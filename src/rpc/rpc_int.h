@@ -47,6 +47,15 @@
 #define RPC__LISTENERS_MAX (2 * RPC_URLS_MAX) /* a host may resolve to 2 */
 #define RPC__READ_BUF (64 * 1024)             /* one read from a socket */
 #define RPC__CONN_BYTES_MIN (64u << 20) /* least in/out bytes per conn */
+/* grpc-go's server keepalive defaults (keepalive.ServerParameters and
+ * EnforcementPolicy; etcd's --grpc-keepalive-* defaults too). */
+#define RPC__KA_MIN_TIME_MS 5000
+#define RPC__KA_INTERVAL_MS (2 * 3600 * 1000)
+#define RPC__KA_TIMEOUT_MS 20000
+/* grpc-go: a client PING while no stream is open is a strike within 2 h
+ * of the previous one; more than 2 strikes close the connection. */
+#define RPC__KA_IDLE_PING_MS (2 * 3600 * 1000)
+#define RPC__KA_MAX_STRIKES 2
 
 /* epoll data: a connection's pointer (aligned, so bit 0 is clear), a
  * listener's index shifted left with bit 0 set, or 0 for the eventfd. */
@@ -148,6 +157,15 @@ struct rpc__conn {
     bool h1_eof;                       /* H1: the client shut its side */
     bool h1_continued;                 /* H1: 100 Continue sent for the
                                           request being read */
+    int64_t last_read_ms;              /* H2: bytes last read (keepalive) */
+    int64_t ka_ping_ms;                /* H2: our keepalive PING sent at,
+                                          0 when none is outstanding */
+    int64_t client_ping_ms;            /* H2: the client's last PING, 0:
+                                          none yet (grpc-go lastPingAt) */
+    int ping_strikes;                  /* H2: PINGs under the policy */
+    bool reset_strikes;                /* H2: we sent HEADERS/DATA since */
+    bool close_after_flush;            /* H2: GOAWAY queued; close once
+                                          written */
 };
 
 enum rpc__call_state {
@@ -248,6 +266,7 @@ struct rpc__loop {
     bool accept_paused;                /* listeners out of the epoll set */
     int64_t accept_resume_ms;          /* when they go back in */
     int64_t next_sweep_ms;             /* next preface-timeout sweep */
+    int64_t next_ka_ms;                /* next keepalive sweep */
     uint8_t rbuf[RPC__READ_BUF];       /* read buffer */
 };
 
@@ -286,6 +305,9 @@ struct rpc_server {
     int stream_queue;                  /* per-stream send queue bound */
     uint32_t max_streams;              /* concurrent streams per conn */
     int preface_timeout_ms;            /* to send a preface (TLS too) */
+    int64_t ka_min_time_ms;            /* least gap between client PINGs */
+    int64_t ka_interval_ms;            /* idle time before our PING */
+    int64_t ka_timeout_ms;             /* wait for bytes after our PING */
     size_t conn_in_max;                /* request bytes held per conn */
     size_t conn_out_max;               /* reply bytes queued per conn */
     int fd_limit;                      /* soft RLIMIT_NOFILE at create */
@@ -429,6 +451,9 @@ bool rpc__guard_accept_ok(struct rpc__loop *l, int fd);
 bool rpc__guard_accept_failed(struct rpc__loop *l, int e);
 /* rpc__guard_timeout_ms: how long the loop may sleep (-1: forever). */
 int rpc__guard_timeout_ms(const struct rpc__loop *l);
+/* rpc__keepalive_ping: the policy check of a client PING (conn.c). */
+void rpc__keepalive_ping(struct rpc__conn *c);
+
 /* rpc__guard_tick: resume accepting, close connections past their
  * preface timeout; run after every loop turn. */
 void rpc__guard_tick(struct rpc__loop *l);

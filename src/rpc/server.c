@@ -44,7 +44,8 @@ static int config_apply(struct rpc_server *srv,
     if (cfg->urls_n == 0 || cfg->urls_n > RPC_URLS_MAX ||
         max_req > INT32_MAX - RECV_SLACK_BYTES || cfg->threads < 0 ||
         cfg->threads > RPC_THREADS_MAX || cfg->stream_queue < 0 ||
-        cfg->preface_timeout_ms < 0)
+        cfg->preface_timeout_ms < 0 || cfg->keepalive.min_time_ms < 0 ||
+        cfg->keepalive.interval_ms < 0 || cfg->keepalive.timeout_ms < 0)
         return ERR_INVAL;
     srv->max_recv_bytes = max_req + RECV_SLACK_BYTES;
     srv->threads_n = cfg->threads ? cfg->threads : RPC_DEFAULT_THREADS;
@@ -56,6 +57,15 @@ static int config_apply(struct rpc_server *srv,
     srv->preface_timeout_ms = cfg->preface_timeout_ms
                                   ? cfg->preface_timeout_ms
                                   : RPC_DEFAULT_PREFACE_TIMEOUT_MS;
+    srv->ka_min_time_ms = cfg->keepalive.min_time_ms
+                              ? cfg->keepalive.min_time_ms
+                              : RPC__KA_MIN_TIME_MS;
+    srv->ka_interval_ms = cfg->keepalive.interval_ms
+                              ? cfg->keepalive.interval_ms
+                              : RPC__KA_INTERVAL_MS;
+    srv->ka_timeout_ms = cfg->keepalive.timeout_ms
+                             ? cfg->keepalive.timeout_ms
+                             : RPC__KA_TIMEOUT_MS;
     /* A connection may always hold two of the largest requests. */
     srv->conn_in_max = 2 * srv->max_recv_bytes > RPC__CONN_BYTES_MIN
                            ? 2 * srv->max_recv_bytes

@@ -80,7 +80,10 @@
     X(ELECTION_NOT_LEADER, -500, "election: not leader")                     \
     X(ELECTION_NO_LEADER, -501, "election: no leader")                       \
     X(LEADER_KEY_MISSING, -502, "\"leader\" field must be provided")         \
-    X(SESSION_EXPIRED, -503, "mutex: session is expired")
+    X(SESSION_EXPIRED, -503, "mutex: session is expired")                   \
+    /* operations (-770..-799): config file, corruption checks */          \
+    X(CONFIG_FILE, -770, "bad configuration file")                         \
+    X(HASH_MISMATCH, -771, "a peer's HashKV differs from this member's")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),

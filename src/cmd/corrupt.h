@@ -1,0 +1,66 @@
+/*
+ * corrupt.h - the corruption checks of etcd 3.4 (etcdserver/corrupt.go):
+ * this member's HashKV compared with its peers' at the same revision.
+ *
+ * How a member asks a peer: etcd 3.4 POSTs to the peer URL's
+ * /members/hashkv.  cetcd's peer listener speaks only its raft transport,
+ * so a member asks each peer's advertised client URLs (from the member
+ * table) for Maintenance.HashKV at the revision, through libcetcd, as
+ * `etcdctl endpoint hashkv` would; https:// client URLs are dialled with
+ * this member's peer TLS material (its certificate is the one a peer
+ * trusts; a cluster whose client listeners demand certificates of another
+ * CA cannot be checked: each such peer is logged as not answering, never
+ * counted as a mismatch).  A peer that has not published its client URLs
+ * yet is skipped.  At most CORRUPT_PEERS_MAX peers are asked.
+ *
+ *  - corrupt_check_initial (--experimental-initial-corrupt-check): before
+ *    the member serves clients.  A peer of the same compact revision with
+ *    a different hash is a mismatch; a peer that lags (future revision) or
+ *    has compacted past it, or does not answer, is logged and skipped.
+ *    Any mismatch fails the start (etcd: "<id> found data inconsistency
+ *    with peers", fatal).
+ *  - corrupt_monitor (--experimental-corrupt-check-time): every interval,
+ *    while this member leads, it hashes its store, asks the peers at that
+ *    revision, passes a linearizable barrier and hashes again; its own
+ *    hash changing at the same revision, a peer ahead of it (revision or
+ *    compact revision), or a peer of the same compact revision with
+ *    another hash raises the CORRUPT alarm (member 0, as etcd) through
+ *    raft: every member then refuses writes "etcdserver: corrupt cluster"
+ *    until `etcdctl alarm disarm`.
+ *
+ * Both are off by default, as in etcd: each pass hashes every revision the
+ * store keeps on every member (a full scan, not an incremental hash), a
+ * cost that grows with the store; see docs/ARCHITECTURE.md.
+ */
+#ifndef CETCD_CMD_CORRUPT_H
+#define CETCD_CMD_CORRUPT_H
+
+#include <stdint.h>
+
+#include "dial/dial.h"
+#include "server/server.h"
+
+#define CORRUPT_PEERS_MAX 64
+
+/* corrupt_check_initial runs the initial check on s (started, not yet
+ * serving clients).  tls: the peer TLS material, or NULL.  Returns 0 (no
+ * mismatch found), ERR_HASH_MISMATCH (logged), or an error of this
+ * member's own hash (server_hash_kv's).  Blocks up to the request
+ * timeout per peer. */
+int corrupt_check_initial(struct server *s, const struct dial_tls *tls,
+                          uint32_t election_ms);
+
+struct corrupt_monitor;
+
+/* corrupt_monitor_start starts the periodic check's thread (interval_ms >
+ * 0); tls is copied by reference and must outlive the monitor.  Returns
+ * 0, ERR_NOMEM, or ERR_IO (no thread). */
+int corrupt_monitor_start(struct server *s, const struct dial_tls *tls,
+                          uint32_t election_ms, uint64_t interval_ms,
+                          struct corrupt_monitor **out);
+
+/* corrupt_monitor_stop stops and joins the thread (within one peer call's
+ * timeout) and frees m; NULL is fine.  Before server_stop. */
+void corrupt_monitor_stop(struct corrupt_monitor *m);
+
+#endif
