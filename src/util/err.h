@@ -80,7 +80,12 @@
     X(ELECTION_NOT_LEADER, -500, "election: not leader")                     \
     X(ELECTION_NO_LEADER, -501, "election: no leader")                       \
     X(LEADER_KEY_MISSING, -502, "\"leader\" field must be provided")         \
-    X(SESSION_EXPIRED, -503, "mutex: session is expired")
+    X(SESSION_EXPIRED, -503, "mutex: session is expired")                  \
+    /* bbolt (the etcd snapshot format) and Maintenance.Snapshot */          \
+    X(BBOLT_CORRUPT, -700, "bbolt: invalid database")                        \
+    X(BBOLT_ORDER, -701, "bbolt: keys not in ascending order")               \
+    X(BBOLT_PLAN, -702, "bbolt: the input changed between the two passes")   \
+    X(BBOLT_DEPTH, -703, "bbolt: buckets nested too deep")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),
