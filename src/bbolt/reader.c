@@ -311,7 +311,10 @@ static int check_all(struct bbolt_reader *r)
     rc = check_freelist(r);
     if (rc == 0)
         rc = bbolt_reader_walk(r, NULL, NULL);
-    for (uint64_t i = 0; rc == 0 && i < r->pages; i++)
+    /* Without a stored freelist (etcd's NoFreelistSync) bbolt takes every
+     * page not reached as free. */
+    for (uint64_t i = 0; rc == 0 && r->freelist != UINT64_MAX && i < r->pages;
+         i++)
         if (!(r->seen[i / 8] & (1u << (i % 8))))
             rc = corrupt(r, i * BBOLT_PAGE_SIZE, "page unreachable and not free");
     mem_free(r->seen);
