@@ -161,8 +161,9 @@ static void *snap_main(void *arg)
     if (rc != 0 && rc != ERR_CLOSED)
         log_warn("etcdserver", "snapshot stream ended: %s", err_str(rc));
     x->st->close(x->st->ctx, rc == ERR_CLOSED ? 0 : rc);
+    atomic_fetch_sub(&active, 1); /* before release: a slot is free once
+                                     the stream is seen released */
     x->st->release(x->st->ctx);
-    atomic_fetch_sub(&active, 1);
     unref(x);
     return NULL;
 }
