@@ -229,3 +229,29 @@ def test_writes_not_blocked_during_save(make_server, tmp_path):
     assert len(inside) >= 5
     assert p50 < took / 2
     assert status(path)["totalKey"] >= 3000
+
+
+def test_cetcd_refuses_etcd_data_dir_untouched(make_server, tmp_path):
+    """Importing an etcd data dir is not built: cetcd says so and leaves
+    every file of it as it was (no store created beside etcd's)."""
+    need_tool()
+    db = str(tmp_path / "sample.db")
+    subprocess.run([BBOLT_TOOL, "sample", db], check=True, timeout=60)
+    out = str(tmp_path / "restored")
+    ctl("snapshot", "restore", db, "--skip-hash-check", "--data-dir", out)
+
+    def tree():
+        return sorted((os.path.relpath(os.path.join(d, f), out),
+                       os.path.getsize(os.path.join(d, f)))
+                      for d, _, fs in os.walk(out) for f in fs)
+
+    before = tree()
+    srv = make_server(start=False)
+    if srv.binary == ETCD_BIN:
+        pytest.skip("etcd starts on its own data dir")
+    args = srv.args()
+    args[args.index("--data-dir") + 1] = out
+    cp = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert cp.returncode != 0
+    assert "holds an etcd data dir" in cp.stderr + cp.stdout
+    assert tree() == before
