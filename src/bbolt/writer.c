@@ -8,8 +8,9 @@
  * in file order) and its first key goes up one level.  When the bucket
  * ends, the levels are closed bottom-up; the topmost single page is the
  * bucket's root (or the leaf is put inline into the parent when bbolt
- * would).  A level never holds more than one page's entries, except one
- * entry that is alone larger than a page (written with overflow pages).
+ * would).  A level holds one page's entries, or, around a value larger
+ * than a page (written with overflow pages), the entries that share that
+ * value's pages: at most the pages of two entries.
  */
 #include <string.h>
 
@@ -249,6 +250,11 @@ static int level_flush(struct bbolt_writer *w, struct wbucket *b, int i,
     return rc;
 }
 
+static size_t pages_of(size_t bytes)
+{
+    return (bytes + BBOLT_PAGE_SIZE - 1) / BBOLT_PAGE_SIZE;
+}
+
 /* Adds an entry to level i, writing the level's page first when the
  * entry would not fit in it. */
 static int level_add(struct bbolt_writer *w, struct wbucket *b, int i,
@@ -257,7 +263,12 @@ static int level_add(struct bbolt_writer *w, struct wbucket *b, int i,
 {
     struct level *lv = &b->lv[i];
     size_t size = BBOLT_ELEM + kl + vl;
-    if (lv->n > 0 && lv->bytes + size > BBOLT_PAGE_SIZE) {
+    /* A page that would spill over is written first, unless sharing
+     * pages saves one: a value larger than a page then fills the tail of
+     * its last page with what follows, as bbolt's pages do. */
+    if (lv->n > 0 && lv->bytes + size > BBOLT_PAGE_SIZE &&
+        pages_of(lv->bytes + size) >=
+            pages_of(lv->bytes) + pages_of(BBOLT_PAGE_HDR + size)) {
         int rc = level_flush(w, b, i, true, NULL);
         if (rc != 0)
             return rc;
