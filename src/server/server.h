@@ -437,10 +437,14 @@ int server_hash(struct server *s, struct server_hash *out);
  * task, for a worker thread.  Stops with ERR_STOPPED once server_stop
  * has begun (the caller must return before server_stop frees the store:
  * the API's streams are ended and released first).  Errors: the sink's,
- * ERR_STOPPED, ERR_NOMEM, ERR_CORRUPT, the bbolt writer's. */
+ * ERR_CLOSED (cancelled), ERR_STOPPED, ERR_NOMEM, ERR_CORRUPT, the bbolt
+ * writer's. */
 struct server_snapshot_sink {
     int (*begin)(void *ctx, uint64_t total_bytes);
     int (*write)(void *ctx, const void *buf, size_t len);
+    /* optional: polled every few hundred records (also in the first pass,
+     * which writes nothing); true stops the export with ERR_CLOSED */
+    bool (*cancelled)(void *ctx);
     void *ctx;
 };
 int server_snapshot_etcd(struct server *s,

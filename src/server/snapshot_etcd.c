@@ -52,6 +52,7 @@ struct export {
     struct backend_txn *txn;   /* r's */
     struct bbolt_writer *w;    /* the current pass */
     const struct server_snapshot_sink *sink;
+    uint64_t polls;            /* records since the start (on_key) */
 };
 
 /* A sorted record of a small bucket (alarm, members, members_removed). */
@@ -327,8 +328,12 @@ static int on_key(void *arg, const uint8_t *key, size_t key_len,
                   const uint8_t *val, size_t val_len)
 {
     struct export *x = arg;
-    if (atomic_load(&x->s->stopping))
-        return ERR_STOPPED;
+    if ((++x->polls & 255) == 0) {
+        if (atomic_load(&x->s->stopping))
+            return ERR_STOPPED;
+        if (x->sink->cancelled != NULL && x->sink->cancelled(x->sink->ctx))
+            return ERR_CLOSED;
+    }
     return bbolt_writer_put(x->w, key, key_len, val, val_len);
 }
 

@@ -129,10 +129,16 @@ static int on_write(void *ctx, const void *buf, size_t len)
     return 0;
 }
 
+static bool on_cancelled(void *ctx)
+{
+    struct snap_stream *x = ctx;
+    return atomic_load(&x->ended);
+}
+
 /* The export, then the digest. */
 static int run(struct snap_stream *x)
 {
-    struct server_snapshot_sink sink = {on_begin, on_write, x};
+    struct server_snapshot_sink sink = {on_begin, on_write, on_cancelled, x};
     if (EVP_DigestInit_ex(x->sha, EVP_sha256(), NULL) != 1)
         return ERR_NOMEM;
     int rc = server_snapshot_etcd(x->s, &sink);
