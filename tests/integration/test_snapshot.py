@@ -246,6 +246,17 @@ def test_cetcd_refuses_etcd_data_dir_untouched(make_server, tmp_path):
                       for d, _, fs in os.walk(out) for f in fs)
 
     before = tree()
+    # The project's etcd WAL reader reads the WAL etcdctl wrote: the CRC
+    # chain holds, metadata, one conf change entry, its commit, the
+    # snapshot marker at index 1 (the piece an import starts from).
+    wal_tool = os.path.join(BUILD, "tests", "test_etcdwal")
+    cp = subprocess.run([wal_tool, "dump", os.path.join(out, "member",
+                                                         "wal")],
+                        capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    assert "metadata node" in cp.stdout
+    assert "entry term 1 index 1 type 1" in cp.stdout
+    assert "commit 1" in cp.stdout and "snapshot index 1 term 1" in cp.stdout
     srv = make_server(start=False)
     if srv.binary == ETCD_BIN:
         pytest.skip("etcd starts on its own data dir")
