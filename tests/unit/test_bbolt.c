@@ -2,7 +2,7 @@
  * test_bbolt.c - the bbolt writer and reader (src/bbolt/bbolt.h).
  *
  * Goal: what the writer produces is a database the reader (and so bbolt,
- * tests/integration/test_snapshot.py checks that with the real etcdctl)
+ * tests/integration/test_snapshot_etcd.py checks that with the real etcdctl)
  * accepts with exactly the entries given; the reader refuses damaged
  * files with an error naming the offset, never crashing.
  * Method: write in two passes into memory, read back, compare; damage

@@ -7,7 +7,7 @@
  * is reported as torn (etcd repairs it); nothing crashes.
  * Method: logs built in memory by a small encoder of etcd's format (the
  * real etcd's files are read by the tool mode in
- * tests/integration/test_snapshot.py); every truncation point, bit flips.
+ * tests/integration/test_snapshot_etcd.py); every truncation point, bit flips.
  * Tool mode (not run by ctest): test_etcdwal dump DIR prints each record.
  */
 #include <setjmp.h>
