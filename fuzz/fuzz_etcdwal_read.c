@@ -3,8 +3,9 @@
  * arbitrary bytes, as the last file (torn tails allowed) and as a middle
  * one, with every record's payload decoded by its type.  It answers 0 or
  * ERR_CORRUPT (naming an offset), never crashes or reads past the input.
- * Seeds: fuzz/corpus/etcdwal_read/ (the head of a real etcd 3.4.23 WAL
- * and of the WAL `etcdctl snapshot restore` writes).
+ * The same bytes are also decoded as a snap file (etcdwal_snap_decode).
+ * Seeds: fuzz/corpus/etcdwal_read/ (the head of a real etcd 3.4.23 WAL,
+ * the WAL and the snap file `etcdctl snapshot restore` writes).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +50,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc == ERR_CORRUPT && strstr(r.err, "offset") == NULL)
             abort();
     }
+    /* The same bytes as a snap file (etcdwal_snap_decode). */
+    struct etcdwal_snap sn;
+    char err[128];
+    int rc = etcdwal_snap_decode(buf, size, &sn, err, sizeof err);
+    if (rc != 0 && (rc != ERR_CORRUPT || strstr(err, "offset") == NULL))
+        abort();
+    if (rc == 0 && sn.store_len > size)
+        abort();
     free(buf);
     return 0;
 }

@@ -104,4 +104,26 @@ int etcdwal_snapshot_decode(const uint8_t *p, size_t len,
 int etcdwal_metadata_decode(const uint8_t *p, size_t len,
                             struct etcdwal_metadata *out);
 
+/* --- snap files (member/snap/%016x-%016x.snap) --------------------------
+ * A snap file is snappb.Snapshot {1 crc uint32, 2 data bytes} with crc =
+ * CRC-32C of data; data is raftpb.Snapshot {1 data (the v2 store as JSON:
+ * etcd 3.4 keeps the members there), 2 metadata {1 conf_state {1 voters,
+ * 2 learners (repeated uint64)}, 2 index, 3 term}}.
+ * etcdwal_snap_decode checks and decodes a snap file's bytes (borrowed:
+ * out->store points into them); up to ETCDWAL_SNAP_IDS_MAX voters and as
+ * many learners.  Errors: ERR_CORRUPT (err, when not NULL, says why and
+ * where), never asserts on the bytes. */
+#define ETCDWAL_SNAP_IDS_MAX 64
+struct etcdwal_snap {
+    uint64_t index, term;                 /* metadata */
+    uint64_t voters[ETCDWAL_SNAP_IDS_MAX];
+    size_t n_voters;
+    uint64_t learners[ETCDWAL_SNAP_IDS_MAX];
+    size_t n_learners;
+    const uint8_t *store;                 /* the v2 store JSON */
+    size_t store_len;
+};
+int etcdwal_snap_decode(const uint8_t *buf, size_t len,
+                        struct etcdwal_snap *out, char *err, size_t err_len);
+
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "etcdwal/etcdwal.h"
+#include "etcdwal/etcdwal_int.h"
 #include "util/check.h"
 #include "util/crc32c.h"
 #include "util/err.h"
@@ -35,16 +36,7 @@ static int corrupt(struct etcdwal_reader *r, const char *name, uint64_t off,
 
 /* --- protobuf fields ------------------------------------------------------ */
 
-/* One field: number, wire type, varint value or bytes. */
-struct field {
-    uint64_t num;
-    unsigned wt;
-    uint64_t v;
-    const uint8_t *b;
-    size_t blen;
-};
-
-static int varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
+int etcdwal__varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
 {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -61,19 +53,19 @@ static int varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
 }
 
 /* The next field at *pos; 1 at the end, 0, or ERR_CORRUPT. */
-static int next_field(const uint8_t *p, size_t len, size_t *pos,
-                      struct field *f)
+int etcdwal__next_field(const uint8_t *p, size_t len, size_t *pos,
+                        struct etcdwal__field *f)
 {
     if (*pos >= len)
         return 1;
     uint64_t tag;
-    if (varint(p, len, pos, &tag) != 0 || tag >> 3 == 0)
+    if (etcdwal__varint(p, len, pos, &tag) != 0 || tag >> 3 == 0)
         return ERR_CORRUPT;
     f->num = tag >> 3;
     f->wt = tag & 7;
     switch (f->wt) {
     case 0:
-        return varint(p, len, pos, &f->v);
+        return etcdwal__varint(p, len, pos, &f->v);
     case 1:
     case 5: {
         size_t n = f->wt == 1 ? 8 : 4;
@@ -86,7 +78,7 @@ static int next_field(const uint8_t *p, size_t len, size_t *pos,
         return 0;
     }
     case 2:
-        if (varint(p, len, pos, &f->v) != 0 || f->v > len - *pos)
+        if (etcdwal__varint(p, len, pos, &f->v) != 0 || f->v > len - *pos)
             return ERR_CORRUPT;
         f->b = p + *pos;
         f->blen = (size_t)f->v;
@@ -101,10 +93,10 @@ static int next_field(const uint8_t *p, size_t len, size_t *pos,
 static int varints(const uint8_t *p, size_t len, uint64_t *v, unsigned n)
 {
     size_t pos = 0;
-    struct field f;
+    struct etcdwal__field f;
     int rc;
     memset(v, 0, n * sizeof *v);
-    while ((rc = next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
         if (f.num >= 1 && f.num <= n) {
             if (f.wt != 0)
                 return ERR_CORRUPT;
@@ -120,9 +112,9 @@ int etcdwal_entry_decode(const uint8_t *p, size_t len,
     CHECK(out != NULL && (p != NULL || len == 0));
     memset(out, 0, sizeof *out);
     size_t pos = 0;
-    struct field f;
+    struct etcdwal__field f;
     int rc;
-    while ((rc = next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
         if (f.num == 4) {
             if (f.wt != 2)
                 return ERR_CORRUPT;
@@ -173,13 +165,13 @@ static int record_decode(const uint8_t *p, size_t len,
                          struct etcdwal_record *out)
 {
     size_t pos = 0;
-    struct field f;
+    struct etcdwal__field f;
     int rc;
     out->type = 0;
     out->crc = 0;
     out->data = NULL;
     out->len = 0;
-    while ((rc = next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
         if (f.num == 1 && f.wt == 0)
             out->type = (int64_t)f.v;
         else if (f.num == 2 && f.wt == 0 && f.v <= UINT32_MAX)

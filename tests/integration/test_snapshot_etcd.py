@@ -257,6 +257,14 @@ def test_cetcd_refuses_etcd_data_dir_untouched(make_server, tmp_path):
     assert "metadata node" in cp.stdout
     assert "entry term 1 index 1 type 1" in cp.stdout
     assert "commit 1" in cp.stdout and "snapshot index 1 term 1" in cp.stdout
+    snaps = [f for f in os.listdir(os.path.join(out, "member", "snap"))
+             if f.endswith(".snap")]
+    assert len(snaps) == 1
+    cp = subprocess.run([wal_tool, "snap", os.path.join(
+        out, "member", "snap", snaps[0])], capture_output=True, text=True,
+        timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.startswith("snap index 1 term 1 voters 1 learners 0")
     srv = make_server(start=False)
     if srv.binary == ETCD_BIN:
         pytest.skip("etcd starts on its own data dir")

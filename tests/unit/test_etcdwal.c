@@ -8,7 +8,8 @@
  * Method: logs built in memory by a small encoder of etcd's format (the
  * real etcd's files are read by the tool mode in
  * tests/integration/test_snapshot_etcd.py); every truncation point, bit flips.
- * Tool mode (not run by ctest): test_etcdwal dump DIR prints each record.
+ * Tool mode (not run by ctest): test_etcdwal dump DIR prints each record;
+ * test_etcdwal snap FILE decodes an etcd snap file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -225,8 +226,87 @@ static int dump_rec(void *arg, const struct etcdwal_record *r)
     return 0;
 }
 
+/* A snap file: snappb{crc, raftpb.Snapshot{store, metadata{conf_state
+ * {voters 5, 6}, index 42, term 3}}}. */
+static size_t snap_sample(uint8_t *out)
+{
+    static const char store[] = "{\"Root\":{}}";
+    uint8_t raft[256], md[64];
+    size_t m = 0, n = 0;
+    md[m++] = 1 << 3 | 2;
+    md[m++] = 4;
+    md[m++] = 1 << 3;
+    md[m++] = 5;
+    md[m++] = 1 << 3;
+    md[m++] = 6;
+    md[m++] = 2 << 3;
+    md[m++] = 42;
+    md[m++] = 3 << 3;
+    md[m++] = 3;
+    raft[n++] = 1 << 3 | 2;
+    raft[n++] = (uint8_t)(sizeof store - 1);
+    memcpy(raft + n, store, sizeof store - 1);
+    n += sizeof store - 1;
+    raft[n++] = 2 << 3 | 2;
+    raft[n++] = (uint8_t)m;
+    memcpy(raft + n, md, m);
+    n += m;
+    size_t k = 0;
+    out[k++] = 1 << 3;
+    k += put_varint(out + k, crc32c_extend(0, raft, n));
+    out[k++] = 2 << 3 | 2;
+    k += put_varint(out + k, n);
+    memcpy(out + k, raft, n);
+    return k + n;
+}
+
+static void test_snap_file(void **state)
+{
+    (void)state;
+    uint8_t buf[512];
+    size_t len = snap_sample(buf);
+    struct etcdwal_snap s;
+    char err[128];
+    assert_int_equal(etcdwal_snap_decode(buf, len, &s, err, sizeof err), 0);
+    assert_int_equal(s.index, 42);
+    assert_int_equal(s.term, 3);
+    assert_int_equal(s.n_voters, 2);
+    assert_int_equal(s.voters[1], 6);
+    assert_int_equal(s.store_len, 11);
+    for (size_t cut = 0; cut < len; cut++)
+        assert_int_equal(etcdwal_snap_decode(buf, cut, &s, err, sizeof err),
+                         ERR_CORRUPT);
+    for (size_t at = 0; at < len; at++) {
+        buf[at] ^= 0x10;
+        int rc = etcdwal_snap_decode(buf, len, &s, err, sizeof err);
+        assert_true(rc == 0 || rc == ERR_CORRUPT);
+        buf[at] ^= 0x10;
+    }
+}
+
+static int snap_tool(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static uint8_t buf[1 << 24];
+    size_t len = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    struct etcdwal_snap s;
+    char err[256] = "";
+    if (f == NULL || etcdwal_snap_decode(buf, len, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", path, err);
+        return 1;
+    }
+    printf("snap index %llu term %llu voters %zu learners %zu store %zu\n",
+           (unsigned long long)s.index, (unsigned long long)s.term,
+           s.n_voters, s.n_learners, s.store_len);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "snap") == 0)
+        return snap_tool(argv[2]);
     if (argc == 3 && strcmp(argv[1], "dump") == 0) {
         struct etcdwal_reader r = {0};
         int rc = etcdwal_read_dir(&r, argv[2], dump_rec, NULL);
@@ -240,6 +320,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_read_back),
         cmocka_unit_test(test_truncations),
         cmocka_unit_test(test_bitflips),
+        cmocka_unit_test(test_snap_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
