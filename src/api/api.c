@@ -110,6 +110,8 @@ int api_start(struct server *s, const char *listen_urls,
     if (rc == 0)
         rc = api__maintenance_register(api);
     if (rc == 0)
+        rc = api__snapshot_register(api);
+    if (rc == 0)
         rc = api__cluster_register(api);
     if (rc == 0)
         rc = api__watch_register(api);

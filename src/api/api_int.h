@@ -12,6 +12,7 @@
 /* Service registration, one per service file. */
 int api__kv_register(struct api *api);
 int api__maintenance_register(struct api *api);
+int api__snapshot_register(struct api *api); /* Maintenance.Snapshot */
 int api__cluster_register(struct api *api);
 int api__watch_register(struct api *api);
 int api__lease_register(struct api *api);
@@ -85,6 +86,7 @@ struct api {
     struct api_stream_method lock;      /* Lock (lock.c) */
     struct api_stream_method campaign;  /* Campaign (lock.c) */
     struct api_stream_method observe;   /* Observe (lock.c) */
+    struct api_stream_method snapshot;  /* Maintenance.Snapshot (snapshot.c) */
 };
 
 /* api__stream_register routes path to m: each stream opened on it is

@@ -99,6 +99,15 @@ grpc_status_code api_error(int err, const char **msg_out)
           "etcdserver: bad configuration file")
         E(ERR_HASH_MISMATCH, GRPC_STATUS_DATA_LOSS,
           "etcdserver: corrupt cluster")
+        /* A snapshot export that fails inside the bbolt writer: etcd's
+         * Snapshot answers its backend's errors as Unknown (togRPCError). */
+        E(ERR_BBOLT_CORRUPT, GRPC_STATUS_UNKNOWN, "bbolt: invalid database")
+        E(ERR_BBOLT_ORDER, GRPC_STATUS_UNKNOWN,
+          "bbolt: keys not in ascending order")
+        E(ERR_BBOLT_PLAN, GRPC_STATUS_UNKNOWN,
+          "bbolt: the store changed between the snapshot's two passes")
+        E(ERR_BBOLT_DEPTH, GRPC_STATUS_UNKNOWN,
+          "bbolt: buckets nested too deep")
 #undef E
     default:
         *msg_out = err_str(err);

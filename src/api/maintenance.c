@@ -1,8 +1,8 @@
 /*
  * maintenance.c - the etcdserverpb.Maintenance service on gRPC: Status,
  * MoveLeader, Alarm, Hash and HashKV, served by svc/maintenance.c;
- * Defragment and Snapshot come with their issues and answer
- * UNIMPLEMENTED until then.
+ * Snapshot is a stream, registered by snapshot.c; Defragment comes with
+ * its issue and answers UNIMPLEMENTED until then.
  */
 #include "api/api_int.h"
 #include "svc/svc.h"

@@ -20,6 +20,7 @@
 #include "rpc/tls.h"
 #include "cmd/corrupt.h"
 #include "cmd/flags.h"
+#include "cmd/etcd_dir.h"
 #include "cmd/join.h"
 #include "cmd/notify.h"
 #include "dial/dial.h"
@@ -595,6 +596,8 @@ static int run(void)
     struct server_config cfg;
     struct listeners l;
     fill_config(&cfg, data_dir(buf, sizeof buf));
+    if (etcd_dir_refused(cfg.data_dir))
+        return 1;
     bool has_data = log_has_data(&cfg);
     print_startup(&cfg);
     check_data_dir_mode(cfg.data_dir);

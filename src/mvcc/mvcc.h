@@ -150,6 +150,24 @@ void mvcc_read_end(struct mvcc_read *r);
 mvcc_rev mvcc_read_rev(const struct mvcc_read *r);
 mvcc_rev mvcc_read_compact_rev(const struct mvcc_read *r);
 
+/* mvcc_read_backend_txn: the LMDB read txn under r, to read other buckets
+ * of the same backend at the same point (valid until mvcc_read_end). */
+struct backend_txn *mvcc_read_backend_txn(struct mvcc_read *r);
+/* mvcc_read_consistent_index: the consistent index stored in r's
+ * snapshot (0 when none is). */
+uint64_t mvcc_read_consistent_index(struct mvcc_read *r);
+
+/* mvcc_etcd_walk calls fn for every entry etcd 3.4's bbolt `key` bucket
+ * would hold for r's snapshot (mvcc_etcd.c: revision key, marshaled
+ * mvccpb.KeyValue), in key order, as after etcd's compaction at r's
+ * compact revision finished.  key and val are valid during the call.
+ * fn returns 0 to go on, else the walk stops with its value.  Errors:
+ * fn's, ERR_CORRUPT, ERR_NOMEM. */
+#define MVCC_ETCD_REVKEY_MAX 18
+typedef int (*mvcc_etcd_fn)(void *arg, const uint8_t *key, size_t key_len,
+                            const uint8_t *val, size_t val_len);
+int mvcc_etcd_walk(struct mvcc_read *r, mvcc_etcd_fn fn, void *arg);
+
 /*
  * mvcc_range reads the live keys of the range (see semantics above) at
  * revision rev (<= 0 = the snapshot's current revision) in key order.

@@ -444,6 +444,32 @@ int server_hash_kv(struct server *s, int64_t rev, struct server_hash *out);
  * holds (etcd hashes its bbolt file, which no other store can equal). */
 int server_hash(struct server *s, struct server_hash *out);
 
+/* --- Snapshot in etcd's format (snapshot_etcd.c) ---------------------------
+ * server_snapshot_etcd writes the store as the bbolt database etcd 3.4
+ * would hold for it (etcd's buckets and records; snapshot_etcd.c lists
+ * them), from one read txn: a consistent point in time while the member
+ * goes on applying and serving.  First sink->begin(ctx, total bytes),
+ * exactly the bytes write will then be given, then write(ctx, buf, len)
+ * with whole pages in file order (a write may block: the caller's flow
+ * control; the store gate and the read txn stay held meanwhile, so a
+ * snapshot install waits for it, and LMDB keeps the pages the txn sees).
+ * Runs on the calling thread, which must hold no server lock: a long
+ * task, for a worker thread.  Stops with ERR_STOPPED once server_stop
+ * has begun (the caller must return before server_stop frees the store:
+ * the API's streams are ended and released first).  Errors: the sink's,
+ * ERR_CLOSED (cancelled), ERR_STOPPED, ERR_NOMEM, ERR_CORRUPT, the bbolt
+ * writer's. */
+struct server_snapshot_sink {
+    int (*begin)(void *ctx, uint64_t total_bytes);
+    int (*write)(void *ctx, const void *buf, size_t len);
+    /* optional: polled every few hundred records (also in the first pass,
+     * which writes nothing); true stops the export with ERR_CLOSED */
+    bool (*cancelled)(void *ctx);
+    void *ctx;
+};
+int server_snapshot_etcd(struct server *s,
+                         const struct server_snapshot_sink *sink);
+
 /* server_is_learner: this member is a (non-voting) learner right now. */
 bool server_is_learner(struct server *s);
 

@@ -44,7 +44,7 @@
  * NOSPACE alarm), then the request's own shape (kv_check.h).
  *
  * Streams (Watch: watch.c; LeaseKeepAlive: lease_keepalive.c; Lock and
- * Campaign: lock_wait.c; Observe: observe.c; Snapshot: not yet).
+ * Campaign: lock_wait.c; Observe: observe.c; Snapshot: snapshot.c).
  * A streaming service works on a struct svc_stream, the transport's end of
  * one open stream, below (gRPC's: api/stream.c; in-process: stream.c).
  */
@@ -339,6 +339,22 @@ void svc_election_resign(struct server *s,
  * outbound V3electionpb__LeaderResponse for the leader now and at every
  * change, in order, until the client ends it (observe.c). */
 extern const struct svc_stream_handler svc_observe_handler;
+
+/* --- Snapshot (snapshot.c) ------------------------------------------------
+ * svc_snapshot_handler is Maintenance.Snapshot: inbound one
+ * Etcdserverpb__SnapshotRequest, outbound Etcdserverpb__SnapshotResponse
+ * chunks of the store as etcd's bbolt database (server_snapshot_etcd),
+ * SVC_SNAPSHOT_CHUNK bytes each (the last one shorter) with
+ * remaining_bytes counting down, then {0, SHA-256 of the database}, as
+ * etcd 3.4 sends it.  Each stream's export runs on its own thread; at
+ * most SVC_SNAPSHOTS_MAX at once (more: ERR_TOO_MANY_REQUESTS).  The
+ * transport's queue for it should hold SVC_SNAPSHOT_QUEUE messages: the
+ * thread naps SVC_SNAPSHOT_NAP_MS while it is full. */
+#define SVC_SNAPSHOT_CHUNK (32 * 1024)
+#define SVC_SNAPSHOTS_MAX 4
+#define SVC_SNAPSHOT_QUEUE 16
+#define SVC_SNAPSHOT_NAP_MS 2
+extern const struct svc_stream_handler svc_snapshot_handler;
 
 /* --- Streams ------------------------------------------------------------- */
 

@@ -81,6 +81,11 @@
     X(ELECTION_NO_LEADER, -501, "election: no leader")                       \
     X(LEADER_KEY_MISSING, -502, "\"leader\" field must be provided")         \
     X(SESSION_EXPIRED, -503, "mutex: session is expired")                   \
+    /* bbolt (the etcd snapshot format) and Maintenance.Snapshot */          \
+    X(BBOLT_CORRUPT, -700, "bbolt: invalid database")                        \
+    X(BBOLT_ORDER, -701, "bbolt: keys not in ascending order")               \
+    X(BBOLT_PLAN, -702, "bbolt: the input changed between the two passes")   \
+    X(BBOLT_DEPTH, -703, "bbolt: buckets nested too deep")                   \
     /* operations (-770..-799): config file, corruption checks */          \
     X(CONFIG_FILE, -770, "bad configuration file")                         \
     X(HASH_MISMATCH, -771, "a peer's HashKV differs from this member's")
