@@ -390,6 +390,23 @@ void server_metrics_get(struct server *s, struct server_metrics *out);
 void server_alarms_active(struct server *s, bool *nospace_out,
                           bool *corrupt_out);
 
+/* Most Defragment requests waiting at once (server_defrag). */
+#define SERVER_DEFRAG_WAITERS_MAX 64
+
+/* A Defragment's answer: err 0 or an ERR_*. */
+typedef void (*server_defrag_fn)(void *arg, int err);
+
+/* server_defrag defragments this member's store online (defrag.c has the
+ * design): the store's free pages go back to the file system while reads
+ * and writes go on, with one pause of a few milliseconds at the
+ * switch-over.  done runs once, on the defrag thread (or inline when
+ * refused), holding no server lock.  Errors: ERR_DEFRAG_NO_DISK (not
+ * enough free disk for the copy), ERR_DEFRAG_JOURNAL_FULL (too many
+ * writes during the copy), ERR_DEFRAG_STORE_REPLACED (a snapshot was
+ * installed meanwhile), ERR_TOO_MANY_REQUESTS (SERVER_DEFRAG_WAITERS_MAX
+ * wait), ERR_STOPPED, ERR_NOMEM, ERR_NOSPC, ERR_IO. */
+void server_defrag(struct server *s, server_defrag_fn done, void *arg);
+
 /* server_status: what Maintenance.Status reports. */
 struct server_status {
     uint64_t leader;        /* member id of the leader (0 = none) */

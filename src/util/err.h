@@ -80,7 +80,15 @@
     X(ELECTION_NOT_LEADER, -500, "election: not leader")                     \
     X(ELECTION_NO_LEADER, -501, "election: no leader")                       \
     X(LEADER_KEY_MISSING, -502, "\"leader\" field must be provided")         \
-    X(SESSION_EXPIRED, -503, "mutex: session is expired")
+    X(SESSION_EXPIRED, -503, "mutex: session is expired")                   \
+    /* online defragmentation (server/defrag.c, backend_journal.c) */        \
+    X(DEFRAG_NO_DISK, -740,                                                  \
+      "etcdserver: not enough free disk space to defragment the store")     \
+    X(DEFRAG_JOURNAL_FULL, -741,                                             \
+      "etcdserver: too many writes during defragmentation, try again")      \
+    X(DEFRAG_STORE_REPLACED, -742,                                           \
+      "etcdserver: the store was replaced by a snapshot during "             \
+      "defragmentation")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),
