@@ -205,7 +205,9 @@ static int swap_in(struct server *s, struct backend *dst, const char *data,
     char old[SNAP_PATH_MAX + 16];
     server__pathf(old, sizeof old, "%s/db/data.mdb", s->member_dir);
     *old_fd = open(old, O_RDONLY | O_CLOEXEC);
+    s->defrag.swapping = true;
     rc = server__store_replace(s, data, true);
+    s->defrag.swapping = false;
     if (rc != 0) {
         /* The old store is closed and the copy may be in its place: only
          * a restart (which trusts whichever file is there, both are

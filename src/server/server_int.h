@@ -391,6 +391,9 @@ struct server {
         pthread_t thread;          /* cetcd-defrag, while live */
         bool live;                 /* under mu: started, not joined */
         bool running;              /* under mu: the thread takes requests */
+        bool swapping;             /* apply_mu held: the store is being
+                                    * replaced by its defragmented copy
+                                    * (same data: leases stay in memory) */
         struct server_defrag_waiter *next; /* under mu: answered after the
                                     * next defragmentation */
         size_t n_next;             /* under mu: their count */

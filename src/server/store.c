@@ -64,7 +64,8 @@ int server__store_open(struct server *s, const char *dir)
     if (rc == 0)
         rc = server__alarms_load(s);
     if (rc == 0)
-        rc = server__leases_load(s);
+        rc = s->defrag.swapping ? server__leases_rebind(s) /* same data */
+                                : server__leases_load(s);
     if (rc == 0)
         server__quota_update(s);
     return rc;

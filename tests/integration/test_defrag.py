@@ -374,3 +374,19 @@ def test_defrag_kill9_at_every_step_loses_nothing(make_server):
                                            "db.defrag"))
     defrag(srv)
     check_ledger(srv, ledger)
+
+
+def test_defrag_keeps_lease_deadlines(server):
+    """The store's content is the same after a defragmentation: leases keep
+    their deadlines (a reload would renew them, as a new leader does)."""
+    out = server.ctl("lease", "grant", "6").out
+    lease = out.split()[1]
+    server.ctl("put", "--lease=%s" % lease, "leased", "v")
+    time.sleep(3)
+    defrag(server)
+    ttl = server.ctl("lease", "timetolive", lease).out
+    remaining = int(re.search(r"remaining\((-?\d+)s\)", ttl).group(1))
+    assert remaining <= 3, ttl
+    assert server.ctl("get", "leased", "--print-value-only").out == "v\n"
+    time.sleep(remaining + 2)
+    assert server.ctl("get", "leased").out == ""
