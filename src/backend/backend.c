@@ -859,6 +859,15 @@ static void extent_update(struct backend *be)
     atomic_store(&be->extent, pages * be->page_size);
 }
 
+uint64_t backend_map_bytes(struct backend *be)
+{
+    CHECK(be != NULL);
+    MDB_envinfo info;
+    if (mdb_env_info(be->env, &info) != 0)
+        return 0;
+    return info.me_mapsize;
+}
+
 uint64_t backend_file_bytes(struct backend *be)
 {
     CHECK(be != NULL);

@@ -235,6 +235,10 @@ size_t backend_key_max(const struct backend *be);
 int backend_size(struct backend *be, uint64_t *total_bytes_out,
                  uint64_t *in_use_bytes_out);
 
+/* backend_map_bytes is the map's size (with write_map, the data file's
+ * apparent size: LMDB sizes the file to it at open). */
+uint64_t backend_map_bytes(struct backend *be);
+
 /* backend_file_bytes is backend_size's total without its read txn: the
  * extent of the pages the last committed txn reaches (cheap; any thread). */
 uint64_t backend_file_bytes(struct backend *be);
