@@ -57,6 +57,11 @@
  *   watch, and so run an inline raft pass.
  * - cetcd-peer-call (peer/call.c): a forwarded promotion's answer
  *   (member_forward.c: re-queues its job, answers its waiter).
+ * - cetcd-defrag (defrag.c, one per Defragment run, joined by
+ *   server_stop): apply_mu a moment to start the journal, the store gate
+ *   during the copy and catch-up, then export_mu, raft_mu, apply_mu and
+ *   the closed gate for the switch-over; answers its waiters holding
+ *   nothing.
  * - main: server_start before any server thread, server_stop after
  *   joining them.
  *
@@ -93,10 +98,12 @@
  *      under raft_mu); server__snap_install (snap_raft.c) takes it
  *      blocking under raft_mu; the snap worker's pin takes it alone.
  *   3a. snap.export_mu (snap_worker.c, one export at a time): taken with
- *      no other server lock held; under it the gate and applied_mu.
+ *      no other server lock held; under it the gate and applied_mu.  The
+ *      defrag switch-over (defrag.c) takes it first, then raft_mu and
+ *      apply_mu (nobody holding those waits for export_mu).
  *   4. the store gate (snap.gate_mu + gate_cv, store.c): closed only by
- *      server__snap_install with raft_mu and apply_mu held; it waits until
- *      no reader is inside.  Readers enter holding nothing, or raft_mu or
+ *      server__snap_install and the defrag switch-over, both with raft_mu
+ *      and apply_mu held; it waits until no reader is inside.  Readers enter holding nothing, or raft_mu or
  *      apply_mu (callbacks that fill a header, the pin), which is safe
  *      because the closer holds both.
  *   5. leaves: node.ev_mu (inbox, open read batch, reports), reads.ready_mu
