@@ -38,6 +38,15 @@ grpc_status_code api_error(int err, const char **msg_out)
           "etcdserver: request is too large")
         E(ERR_TOO_MANY_REQUESTS, GRPC_STATUS_RESOURCE_EXHAUSTED,
           "etcdserver: too many requests")
+        /* Defragment: etcd answers its defrag errors as plain errors
+         * (Unknown); cetcd's own causes keep that code. */
+        E(ERR_DEFRAG_NO_DISK, GRPC_STATUS_UNKNOWN,
+          "etcdserver: not enough free disk space to defragment the store")
+        E(ERR_DEFRAG_JOURNAL_FULL, GRPC_STATUS_UNKNOWN,
+          "etcdserver: too many writes during defragmentation, try again")
+        E(ERR_DEFRAG_STORE_REPLACED, GRPC_STATUS_UNKNOWN,
+          "etcdserver: the store was replaced by a snapshot during "
+          "defragmentation")
         /* Not an etcd error: cetcd ends a Watch stream whose client left
          * more than SVC_STREAM_CTRL_RESERVE control responses unread
          * (etcd stops reading its requests instead); Unavailable, so a

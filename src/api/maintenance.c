@@ -1,8 +1,8 @@
 /*
  * maintenance.c - the etcdserverpb.Maintenance service on gRPC: Status,
- * MoveLeader, Alarm, Hash and HashKV, served by svc/maintenance.c;
- * Snapshot is a stream, registered by snapshot.c; Defragment comes with
- * its issue and answers UNIMPLEMENTED until then.
+ * MoveLeader, Alarm, Hash and HashKV, served by svc/maintenance.c, and
+ * Defragment (svc/defrag.c); Snapshot is a stream, registered by
+ * snapshot.c.
  */
 #include "api/api_int.h"
 #include "svc/svc.h"
@@ -67,6 +67,18 @@ static void hash(struct rpc_call *call, const uint8_t *req, size_t len,
     svc_maint_hash(api->server, &r, api__done(call));
 }
 
+/* DefragmentRequest has no fields: nothing to decode.  The answer comes
+ * from the defrag thread once the store is defragmented. */
+static void defragment(struct rpc_call *call, const uint8_t *req, size_t len,
+                       void *ctx)
+{
+    struct api *api = ctx;
+    (void)req;
+    (void)len;
+    Etcdserverpb__DefragmentRequest r = ETCDSERVERPB__DEFRAGMENT_REQUEST__INIT;
+    svc_maint_defragment(api->server, &r, api__done(call));
+}
+
 int api__maintenance_register(struct api *api)
 {
     int rc = rpc_server_register_unary(
@@ -84,5 +96,9 @@ int api__maintenance_register(struct api *api)
     if (rc == 0)
         rc = rpc_server_register_unary(
             api->rpc, "/etcdserverpb.Maintenance/Hash", hash, api);
+    if (rc == 0)
+        rc = rpc_server_register_unary(
+            api->rpc, "/etcdserverpb.Maintenance/Defragment", defragment,
+            api);
     return rc;
 }

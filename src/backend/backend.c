@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "backend/backend_int.h"
 #include "util/err.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -30,7 +31,10 @@
 
 #define DEFAULT_MAP_SIZE (64ull << 30)
 #define DEFAULT_MAX_READERS 1024u
-#define MAX_BUCKETS 16
+#define MAX_BUCKETS BACKEND__MAX_BUCKETS
+/* LMDB numbers named databases from 2 (0: free pages, 1: the names). */
+#define DBI_SLOTS (MAX_BUCKETS + 2)
+#define NAME_MAX_LEN 64
 
 struct backend {
     MDB_env *env;          /* the environment; owned */
@@ -51,7 +55,47 @@ struct backend {
                               backend_space_low */
     bool txn_refused;      /* the open write txn was refused room: its
                               commit fails (writer only) */
+    struct backend_journal *journal; /* the running journal or NULL
+                              (backend_journal.c; writer only, changed
+                              with the writer excluded) */
+    pthread_mutex_t names_mu; /* the bucket names below */
+    char names[DBI_SLOTS][NAME_MAX_LEN]; /* under names_mu: bucket dbi's
+                              name ("" if not opened) */
+    unsigned name_flags[DBI_SLOTS]; /* under names_mu: its flags */
 };
+
+struct backend_journal **backend__journal_slot(struct backend *be)
+{
+    CHECK(be != NULL);
+    return &be->journal;
+}
+
+bool backend__writing(const struct backend *be)
+{
+    CHECK(be != NULL);
+    return be->writing;
+}
+
+bool backend__bucket_name(struct backend *be, MDB_dbi dbi, char *name,
+                          unsigned *flags_out)
+{
+    CHECK(be != NULL && name != NULL);
+    if (dbi >= DBI_SLOTS)
+        return false;
+    pthread_mutex_lock(&be->names_mu);
+    memcpy(name, be->names[dbi], NAME_MAX_LEN);
+    *flags_out = be->name_flags[dbi];
+    pthread_mutex_unlock(&be->names_mu);
+    return name[0] != '\0';
+}
+
+/* Notes a write of (dbi, key) for the journal, if one runs. */
+static void jtouch(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len)
+{
+    struct backend *be = mdb_env_get_userctx(mdb_txn_env(txn));
+    if (be->journal != NULL)
+        backend__journal_touch(be->journal, dbi, key, len);
+}
 
 /* With write_map, the data file is as large as the map but sparse, and a
  * page LMDB adds past the data is a hole until it is written: a write
@@ -268,6 +312,7 @@ int backend_open(const char *dir, const struct backend_options *opts,
     struct backend *be = mem_calloc(1, sizeof *be);
     if (be == NULL)
         return ERR_NOMEM;
+    pthread_mutex_init(&be->names_mu, NULL);
     bool write_map = opts != NULL && opts->write_map;
     int rc = env_open(be, dir, opts, write_map);
     if (rc == 0 && write_map && !txn_layout_ok(be)) {
@@ -298,6 +343,7 @@ err_env:
     CHECK(rc < 0);
     mdb_env_close(be->env);
 err_free:
+    pthread_mutex_destroy(&be->names_mu);
     mem_free(be);
     return rc;
 }
@@ -307,7 +353,9 @@ void backend_close(struct backend *be)
     if (be == NULL)
         return;
     CHECK(!be->writing);
+    CHECK(be->journal == NULL); /* backend_journal_stop first */
     mdb_env_close(be->env);
+    pthread_mutex_destroy(&be->names_mu);
     mem_free(be);
 }
 
@@ -316,6 +364,8 @@ int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
 {
     CHECK(be != NULL && name != NULL && out != NULL);
     CHECK(!be->writing);
+    if (strlen(name) >= NAME_MAX_LEN)
+        return ERR_INVAL;
     MDB_txn *txn;
     int rc = mdb_txn_begin(be->env, NULL, 0, &txn);
     if (rc != 0)
@@ -332,6 +382,11 @@ int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
     if (rc != 0)
         return map(rc);
     extent_update(be);
+    CHECK(dbi < DBI_SLOTS);
+    pthread_mutex_lock(&be->names_mu);
+    snprintf(be->names[dbi], NAME_MAX_LEN, "%s", name);
+    be->name_flags[dbi] = flags;
+    pthread_mutex_unlock(&be->names_mu);
     *out = dbi;
     return 0;
 }
@@ -477,11 +532,17 @@ int backend_write_commit(struct backend_txn *txn)
          * of this txn is committed. */
         be->txn_refused = false;
         mdb_txn_abort(mtxn(txn));
+        if (be->journal != NULL)
+            backend__journal_end_txn(be->journal, false);
         return ERR_NOSPC;
     }
+    if (be->journal != NULL)
+        backend__journal_capture(be->journal, mtxn(txn));
     int64_t t0 = metrics_now_ns();
     int rc = map(mdb_txn_commit(mtxn(txn)));
     metrics_since(&backend_metrics_commit, t0);
+    if (be->journal != NULL)
+        backend__journal_end_txn(be->journal, rc == 0);
     if (rc == 0)
         extent_update(be);
     if (rc == 0 && be->write_map)
@@ -497,6 +558,8 @@ void backend_write_abort(struct backend_txn *txn)
     be->writing = false;
     be->txn_refused = false;
     mdb_txn_abort(mtxn(txn));
+    if (be->journal != NULL)
+        backend__journal_end_txn(be->journal, false);
 }
 
 int backend_read_begin(struct backend *be, struct backend_txn **out)
@@ -545,7 +608,11 @@ int backend_put(struct backend_txn *txn, backend_bucket b, const void *key,
     CHECK(txn != NULL && key_len > 0);
     MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
     int rc = room_check(mtxn(txn), key_len + val_len);
-    return rc != 0 ? rc : map(mdb_put(mtxn(txn), b, &k, &v, 0));
+    if (rc == 0)
+        rc = map(mdb_put(mtxn(txn), b, &k, &v, 0));
+    if (rc == 0)
+        jtouch(mtxn(txn), b, key, key_len);
+    return rc;
 }
 
 int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
@@ -558,8 +625,10 @@ int backend_put_reserve(struct backend_txn *txn, backend_bucket b,
     if (rc != 0)
         return rc;
     rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE);
-    if (rc == 0)
+    if (rc == 0) {
         *data_out = v.mv_data;
+        jtouch(mtxn(txn), b, key, key_len);
+    }
     return map(rc);
 }
 
@@ -575,8 +644,10 @@ int backend_append_reserve(struct backend_txn *txn, backend_bucket b,
     rc = mdb_put(mtxn(txn), b, &k, &v, MDB_RESERVE | MDB_APPEND);
     if (rc == MDB_KEYEXIST) /* not after the last key: an ordinary put */
         return backend_put_reserve(txn, b, key, key_len, val_len, data_out);
-    if (rc == 0)
+    if (rc == 0) {
         *data_out = v.mv_data;
+        jtouch(mtxn(txn), b, key, key_len);
+    }
     return map(rc);
 }
 
@@ -590,8 +661,11 @@ int backend_cursor_put_reserve(struct backend_cursor *c, const void *key,
     if (rc != 0)
         return rc;
     rc = mdb_cursor_put(mcur(c), &k, &v, MDB_RESERVE);
-    if (rc == 0)
+    if (rc == 0) {
         *data_out = v.mv_data;
+        jtouch(mdb_cursor_txn(mcur(c)), mdb_cursor_dbi(mcur(c)), key,
+               key_len);
+    }
     return map(rc);
 }
 
@@ -601,7 +675,11 @@ int backend_del(struct backend_txn *txn, backend_bucket b, const void *key,
     CHECK(txn != NULL && key_len > 0);
     MDB_val k = {key_len, (void *)key};
     int rc = room_check(mtxn(txn), key_len);
-    return rc != 0 ? rc : map(mdb_del(mtxn(txn), b, &k, NULL));
+    if (rc == 0)
+        rc = map(mdb_del(mtxn(txn), b, &k, NULL));
+    if (rc == 0)
+        jtouch(mtxn(txn), b, key, key_len);
+    return rc;
 }
 
 int backend_cursor_open(struct backend_txn *txn, backend_bucket b,
@@ -709,8 +787,17 @@ int backend_cursor_current(struct backend_cursor *c,
 int backend_cursor_del(struct backend_cursor *c)
 {
     CHECK(c != NULL);
-    int rc = room_check(mdb_cursor_txn(mcur(c)), 0);
-    return rc != 0 ? rc : map(mdb_cursor_del(mcur(c), 0));
+    MDB_txn *txn = mdb_cursor_txn(mcur(c));
+    int rc = room_check(txn, 0);
+    if (rc != 0)
+        return rc;
+    /* The journal needs the key, which the delete takes away: note it
+     * first (a note of a key the delete then keeps costs nothing). */
+    MDB_val k, v;
+    if (txn_backend(txn)->journal != NULL &&
+        mdb_cursor_get(mcur(c), &k, &v, MDB_GET_CURRENT) == 0)
+        jtouch(txn, mdb_cursor_dbi(mcur(c)), k.mv_data, k.mv_size);
+    return map(mdb_cursor_del(mcur(c), 0));
 }
 
 size_t backend_key_max(const struct backend *be)
@@ -779,6 +866,15 @@ static void extent_update(struct backend *be)
     be->map_size = info.me_mapsize;
     uint64_t pages = (uint64_t)info.me_last_pgno + 1;
     atomic_store(&be->extent, pages * be->page_size);
+}
+
+uint64_t backend_map_bytes(struct backend *be)
+{
+    CHECK(be != NULL);
+    MDB_envinfo info;
+    if (mdb_env_info(be->env, &info) != 0)
+        return 0;
+    return info.me_mapsize;
 }
 
 uint64_t backend_file_bytes(struct backend *be)

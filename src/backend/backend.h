@@ -225,10 +225,21 @@ size_t backend_key_max(const struct backend *be);
 /*
  * backend_size reports the file size (total, what etcd calls dbSize) and
  * the bytes in use (total minus free pages, etcd's dbSizeInUse).
+ * "File size" is LMDB's extent: (last page number + 1) * page size, the
+ * bytes up to the last page the latest txn reaches.  It is what bbolt's
+ * file size is to etcd (the high-water mark of pages, free ones included:
+ * it shrinks only with a defragmentation), while the data file itself is
+ * sparse and as large as the map with write_map (its blocks, du, are the
+ * extent plus what backend_open allocates ahead).  In use is the extent
+ * minus the pages on LMDB's free list (bbolt: size minus free pages).
  * Either out may be NULL.  Errors: ERR_BUSY, ERR_IO.
  */
 int backend_size(struct backend *be, uint64_t *total_bytes_out,
                  uint64_t *in_use_bytes_out);
+
+/* backend_map_bytes is the map's size (with write_map, the data file's
+ * apparent size: LMDB sizes the file to it at open). */
+uint64_t backend_map_bytes(struct backend *be);
 
 /* backend_file_bytes is backend_size's total without its read txn: the
  * extent of the pages the last committed txn reaches (cheap; any thread). */
@@ -277,6 +288,47 @@ int backend_copy_fd(struct backend *be, int fd, bool compact);
  * Safe at any time, from any thread.
  */
 void backend_rss_trim(struct backend *be);
+
+/* ====================================================================
+ * Journal (backend_journal.c): online defragmentation.
+ *
+ * A compacting copy (backend_copy_fd with compact) runs beside the writer
+ * and captures one committed state; what the writer commits meanwhile is
+ * caught up from the journal.  While a journal runs, each commit of the
+ * env also records, for every key its txn wrote or deleted, the key's
+ * final value (or its absence), in memory.  backend_journal_replay moves
+ * the records published so far into another env (the copy), in commit
+ * order.  Records are states, not operations: replayed onto any committed
+ * state taken AFTER backend_journal_start, they bring it to the env's
+ * latest published state (a key nobody wrote since the start is the same
+ * in both).  So: start the journal, copy, open the copy, replay until
+ * little is left, then exclude the writer, replay the rest, stop the
+ * journal: the copy equals the env.  The cost while it runs: a note per
+ * write and one lookup per written key at each commit.
+ *
+ * Bounds: at most max_bytes of records wait for a replay; past that, or
+ * when memory runs out, the journal fails and records nothing more (the
+ * store's writes go on as ever) and the next replay returns its error.
+ * ==================================================================== */
+
+/* backend_journal_start starts be's journal.  The writer must be excluded
+ * (no write txn open; the caller's lock keeps it so until return).
+ * Errors: ERR_BUSY (one runs already), ERR_NOMEM. */
+int backend_journal_start(struct backend *be, size_t max_bytes);
+/* backend_journal_replay writes every record published so far into dst
+ * (an env the caller owns and nobody else writes: the copy), committing
+ * as it goes, and drops them; *bytes_out (may be NULL) is how many record
+ * bytes it took.  Any thread, concurrently with be's writer; one replayer
+ * at a time.  The buckets the records name are opened on dst with be's
+ * names and flags.  Errors: the journal's (ERR_DEFRAG_JOURNAL_FULL,
+ * ERR_NOMEM), dst's write errors (ERR_NOSPC, ERR_IO, ...), ERR_CORRUPT
+ * (a record names a bucket be never opened). */
+int backend_journal_replay(struct backend *be, struct backend *dst,
+                           size_t *bytes_out);
+/* backend_journal_stop ends be's journal and frees what it holds (no-op
+ * if none runs).  The writer must be excluded.  Required before
+ * backend_close. */
+void backend_journal_stop(struct backend *be);
 
 /* ====================================================================
  * Pins (backend_snap.c): a committed state kept intact on disk.

@@ -94,10 +94,28 @@ static int state_write(const char *db_dir, const char *id, bool clean)
     return rc;
 }
 
+/* The state file already says "dirty" for this boot (it was written
+ * durably): marking it again would only cost a store swap (a snapshot
+ * install, a defragmentation) two fsyncs while requests wait. */
+static bool dirty_now(const char *db_dir, const char *id)
+{
+    char path[4200], line[256], want[256];
+    snprintf(path, sizeof path, "%s.state", db_dir);
+    snprintf(want, sizeof want, "%s dirty\n", id);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    bool same = fgets(line, sizeof line, f) != NULL && strcmp(line, want) == 0;
+    fclose(f);
+    return same;
+}
+
 int boot_guard_mark(const char *db_dir, bool clean)
 {
     char id[128];
     boot_id(id, sizeof id);
+    if (!clean && dirty_now(db_dir, id))
+        return 0;
     return state_write(db_dir, id, clean);
 }
 

@@ -215,6 +215,12 @@ int server__leases_load(struct server *s)
     return rc == 0 ? load(s) : rc;
 }
 
+int server__leases_rebind(struct server *s)
+{
+    CHECK(s != NULL && s->be != NULL && s->leases.inited);
+    return backend_bucket_open(s->be, "lease", 0, &s->leases.bucket);
+}
+
 void server__leases_reload(struct server *s)
 {
     if (load(s) != 0)

@@ -122,6 +122,10 @@ struct arena;
  * store open: start, snapshot install; the lessor is then not primary
  * until promoted again).  Errors: the backend's, ERR_CORRUPT, ERR_NOMEM. */
 int server__leases_load(struct server *s);
+/* server__leases_rebind opens the bucket on a new s->be whose leases are
+ * the ones in memory (a defragmented copy of the store): the table, its
+ * expiries and the primary's epoch stay as they are. */
+int server__leases_rebind(struct server *s);
 /* server__leases_reload reads the table again (an aborted batch). */
 void server__leases_reload(struct server *s);
 /* server__leases_close frees the table (server_stop). */

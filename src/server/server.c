@@ -175,6 +175,7 @@ static void init_state(struct server *s, const struct server_config *cfg)
     pthread_cond_init(&s->applied_cv, NULL);
     pthread_mutex_init(&s->house_mu, NULL);
     pthread_mutex_init(&s->apply_mu, NULL);
+    server__defrag_init(s);
     pthread_cond_init(&s->house_cv, NULL);
     pthread_mutex_init(&s->node.raft_mu, NULL);
     pthread_mutex_init(&s->node.ev_mu, NULL);
@@ -278,6 +279,7 @@ void server_stop(struct server *s)
         return;
     atomic_store(&s->stopping, true);
     server__tasks_stop(s);
+    server__defrag_stop(s); /* needs the apply thread to finish a step */
     if (s->house_started) {
         pthread_mutex_lock(&s->house_mu);
         pthread_cond_broadcast(&s->house_cv);
@@ -321,6 +323,7 @@ void server_stop(struct server *s)
     pthread_cond_destroy(&s->applied_cv);
     pthread_mutex_destroy(&s->house_mu);
     pthread_mutex_destroy(&s->apply_mu);
+    server__defrag_free(s);
     pthread_cond_destroy(&s->house_cv);
     pthread_mutex_destroy(&s->node.raft_mu);
     pthread_mutex_destroy(&s->node.ev_mu);

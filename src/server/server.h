@@ -57,6 +57,11 @@
  *   watch, and so run an inline raft pass.
  * - cetcd-peer-call (peer/call.c): a forwarded promotion's answer
  *   (member_forward.c: re-queues its job, answers its waiter).
+ * - cetcd-defrag (defrag.c, one per Defragment run, joined by
+ *   server_stop): apply_mu a moment to start the journal, the store gate
+ *   during the copy and catch-up, then export_mu, raft_mu, apply_mu and
+ *   the closed gate for the switch-over; answers its waiters holding
+ *   nothing.
  * - main: server_start before any server thread, server_stop after
  *   joining them.
  *
@@ -93,10 +98,12 @@
  *      under raft_mu); server__snap_install (snap_raft.c) takes it
  *      blocking under raft_mu; the snap worker's pin takes it alone.
  *   3a. snap.export_mu (snap_worker.c, one export at a time): taken with
- *      no other server lock held; under it the gate and applied_mu.
+ *      no other server lock held; under it the gate and applied_mu.  The
+ *      defrag switch-over (defrag.c) takes it first, then raft_mu and
+ *      apply_mu (nobody holding those waits for export_mu).
  *   4. the store gate (snap.gate_mu + gate_cv, store.c): closed only by
- *      server__snap_install with raft_mu and apply_mu held; it waits until
- *      no reader is inside.  Readers enter holding nothing, or raft_mu or
+ *      server__snap_install and the defrag switch-over, both with raft_mu
+ *      and apply_mu held; it waits until no reader is inside.  Readers enter holding nothing, or raft_mu or
  *      apply_mu (callbacks that fill a header, the pin), which is safe
  *      because the closer holds both.
  *   5. leaves: node.ev_mu (inbox, open read batch, reports), reads.ready_mu
@@ -409,6 +416,23 @@ void server_peer_metrics(struct server *s,
  * the apply thread last set them.  Any thread. */
 void server_alarms_active(struct server *s, bool *nospace_out,
                           bool *corrupt_out);
+
+/* Most Defragment requests waiting at once (server_defrag). */
+#define SERVER_DEFRAG_WAITERS_MAX 64
+
+/* A Defragment's answer: err 0 or an ERR_*. */
+typedef void (*server_defrag_fn)(void *arg, int err);
+
+/* server_defrag defragments this member's store online (defrag.c has the
+ * design): the store's free pages go back to the file system while reads
+ * and writes go on, with one pause of a few milliseconds at the
+ * switch-over.  done runs once, on the defrag thread (or inline when
+ * refused), holding no server lock.  Errors: ERR_DEFRAG_NO_DISK (not
+ * enough free disk for the copy), ERR_DEFRAG_JOURNAL_FULL (too many
+ * writes during the copy), ERR_DEFRAG_STORE_REPLACED (a snapshot was
+ * installed meanwhile), ERR_TOO_MANY_REQUESTS (SERVER_DEFRAG_WAITERS_MAX
+ * wait), ERR_STOPPED, ERR_NOMEM, ERR_NOSPC, ERR_IO. */
+void server_defrag(struct server *s, server_defrag_fn done, void *arg);
 
 /* server_status: what Maintenance.Status reports. */
 struct server_status {

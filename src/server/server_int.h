@@ -385,6 +385,19 @@ struct server {
     struct server_appliers appliers; /* the apply chain (applier.h) */
     struct server_watch watch;   /* the watch hub (watchers.c) */
     struct server_tasks tasks;   /* cetcd-task and its queue (task.c) */
+    /* Online defragmentation (defrag.c): its thread and waiting requests. */
+    struct server_defrag {
+        pthread_mutex_t mu;        /* the fields below */
+        pthread_t thread;          /* cetcd-defrag, while live */
+        bool live;                 /* under mu: started, not joined */
+        bool running;              /* under mu: the thread takes requests */
+        bool swapping;             /* apply_mu held: the store is being
+                                    * replaced by its defragmented copy
+                                    * (same data: leases stay in memory) */
+        struct server_defrag_waiter *next; /* under mu: answered after the
+                                    * next defragmentation */
+        size_t n_next;             /* under mu: their count */
+    } defrag;
 };
 
 /* The real clock: CLOCK_MONOTONIC in milliseconds.  Server code reads the
@@ -543,6 +556,18 @@ uint64_t server__tick_advance(struct server *s, uint64_t until_ms);
 void server__warn_slow_apply(const struct server *s,
                              const Cetcdpb__InternalRequest *req, int err,
                              const ProtobufCMessage *resp, uint64_t took_ns);
+
+/* --- defrag.c: online defragmentation (see its header) ------------------ */
+void server__defrag_init(struct server *s);
+/* server_stop: waits for a running defragmentation (it gives up at its
+ * next step) and refuses the waiting ones. */
+void server__defrag_stop(struct server *s);
+void server__defrag_free(struct server *s);
+/* Start-up, before the store opens: removes a copy left by a
+ * defragmentation that did not finish. */
+void server__defrag_cleanup(const struct server *s);
+/* Tests: SIGKILL here when CETCD_TEST_CRASH_AT names step. */
+void server__crash_point(const char *step);
 
 /* --- store.c ---------------------------------------------------------- */
 /* Opens the store in dir (s->be, s->mvcc) the way the member keeps it. */

@@ -64,7 +64,8 @@ int server__store_open(struct server *s, const char *dir)
     if (rc == 0)
         rc = server__alarms_load(s);
     if (rc == 0)
-        rc = server__leases_load(s);
+        rc = s->defrag.swapping ? server__leases_rebind(s) /* same data */
+                                : server__leases_load(s);
     if (rc == 0)
         server__quota_update(s);
     return rc;
@@ -78,6 +79,7 @@ int server__store_boot(struct server *s)
     snprintf(dir, sizeof dir, "%s/db", s->member_dir);
     bool trusted;
     int rc = boot_guard_check(dir, &trusted);
+    server__defrag_cleanup(s); /* the old store is whole either way */
     if (rc == 0 && !trusted)
         rc = set_aside(dir);
     if (rc == 0 && !trusted)
@@ -154,6 +156,9 @@ int server__store_replace(struct server *s, const char *src, bool move)
                   err_str(frc));
         return frc;
     }
+    server__crash_point("store-pin-forgotten");
+    /* A defragmentation's journal ends with the store it recorded. */
+    backend_journal_stop(s->be);
     mvcc_store_close(s->mvcc);
     backend_close(s->be);
     s->mvcc = NULL;
@@ -161,6 +166,7 @@ int server__store_replace(struct server *s, const char *src, bool move)
     int rc = 0;
     if (move) {
         rc = rename(src, dst) == 0 ? 0 : err_from_errno(errno);
+        server__crash_point("store-renamed");
     } else {
         rc = server__copy_file(src, tmp);
         if (rc == 0 && rename(tmp, dst) != 0)
@@ -174,6 +180,7 @@ int server__store_replace(struct server *s, const char *src, bool move)
         rc = server__store_open(s, dir);
     if (rc == 0 && s->ms != NULL) /* its buckets, on the new env */
         rc = server__members_reload(s, !s->threads_started);
+    server__crash_point("store-reopened");
     if (rc == 0)
         rc = server__pin_locked(s);
     if (rc != 0)

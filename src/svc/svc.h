@@ -231,6 +231,14 @@ void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
                     struct svc_done done);
 
+/* svc_maint_defragment defragments this member's store online
+ * (server_defrag; defrag.c) and answers when it is done, on the defrag
+ * thread.  Reply: Etcdserverpb__DefragmentResponse (no header, as etcd's).
+ * Errors: server_defrag's. */
+void svc_maint_defragment(struct server *s,
+                          const Etcdserverpb__DefragmentRequest *req,
+                          struct svc_done done);
+
 /* --- Lease (lease.c, lease_keepalive.c) ---------------------------------- */
 
 /* svc_lease_grant: a grant without an id gets one (server_lease_id_next),

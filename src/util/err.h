@@ -86,6 +86,14 @@
     X(BBOLT_ORDER, -701, "bbolt: keys not in ascending order")               \
     X(BBOLT_PLAN, -702, "bbolt: the input changed between the two passes")   \
     X(BBOLT_DEPTH, -703, "bbolt: buckets nested too deep")                   \
+    /* online defragmentation (server/defrag.c, backend_journal.c) */        \
+    X(DEFRAG_NO_DISK, -740,                                                  \
+      "etcdserver: not enough free disk space to defragment the store")     \
+    X(DEFRAG_JOURNAL_FULL, -741,                                             \
+      "etcdserver: too many writes during defragmentation, try again")      \
+    X(DEFRAG_STORE_REPLACED, -742,                                           \
+      "etcdserver: the store was replaced by a snapshot during "             \
+      "defragmentation")                                                    \
     /* operations (-770..-799): config file, corruption checks */          \
     X(CONFIG_FILE, -770, "bad configuration file")                         \
     X(HASH_MISMATCH, -771, "a peer's HashKV differs from this member's")

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# defrag.sh - requests during an online defragmentation, cetcd against etcd
+# 3.4.23 in the same run (docs/BENCHMARKS.md "Defragmentation under load").
+#
+# For each server: fill a store with SIZE_MB of 4 KiB values, delete the
+# first half of the keys and compact (physical), so that half the file is
+# free pages; then 100 clients put (ebench, 10 connections) for DURATION
+# seconds, and `etcdctl defrag` runs DEFRAG_AT seconds into it.  Reported:
+# how long the defrag took, the put latencies of the whole loaded window
+# (p99, max: the longest request, which is the one the defrag held up),
+# the same window without a defrag as a baseline, and dbSize before and
+# after.  etcd blocks every request for its whole defrag (etcd #9222);
+# cetcd pauses them for its switch-over only.
+#
+# Usage: bench/defrag.sh [SIZE_MB] [DURATION] [DEFRAG_AT]
+#   defaults 1024 30 5.  Env: EBENCH (ebench binary, built by
+#   /work/shared/tools/ebench/build.sh), CETCD_BIN, ETCD_BIN, ETCDCTL.
+# The machine is shared and loaded: numbers are noisy, say so with them.
+set -euo pipefail
+
+SIZE_MB=${1:-1024}
+DURATION=${2:-30}
+DEFRAG_AT=${3:-5}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+EBENCH=${EBENCH:-/tmp/eb/ebench}
+CETCD_BIN=${CETCD_BIN:-$repo/build/cetcd}
+ETCD_BIN=${ETCD_BIN:-/usr/bin/etcd}
+ETCDCTL=${ETCDCTL:-/usr/bin/etcdctl}
+VAL=4096
+KEYS=$((SIZE_MB * 1024 * 1024 / VAL))
+HALF=$((KEYS / 2))
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start NAME BIN DIR -> sets ep and pid
+start() {
+    local name=$1 bin=$2 dir=$3
+    local cp pp
+    cp=$(free_port); pp=$(free_port)
+    ep=127.0.0.1:$cp
+    "$bin" --name "$name" --data-dir "$dir/data" \
+        --listen-client-urls "http://$ep" --advertise-client-urls "http://$ep" \
+        --listen-peer-urls "http://127.0.0.1:$pp" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+        --initial-cluster "$name=http://127.0.0.1:$pp" \
+        --quota-backend-bytes $((8 << 30)) >"$dir/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        "$ETCDCTL" --endpoints "$ep" get x >/dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    echo "$name did not start" >&2
+    exit 1
+}
+
+sizes() {
+    "$ETCDCTL" --endpoints "$1" endpoint status -w json |
+        python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["Status"]; print("dbSize=%d dbSizeInUse=%d" % (s["dbSize"], s.get("dbSizeInUse", 0)))'
+}
+
+load() { # EP -> one JSON line (errors are in it: ebench's exit 1 is kept)
+    "$EBENCH" --endpoints "$1" --op put --conns 10 --clients 100 \
+        --duration "${DURATION}s" --key-size 16 --val-size 256 \
+        --key-prefix "l/" --key-space-size 100000 --json || true
+}
+
+one() { # NAME BIN
+    local name=$1 bin=$2 dir
+    dir=$(mktemp -d "/tmp/defrag-bench-$name-XXXXXX")
+    start "$name" "$bin" "$dir"
+    echo "== $name: filling $SIZE_MB MiB ($KEYS x $VAL B)" >&2
+    "$EBENCH" --endpoints "$ep" --op put --conns 10 --clients 100 \
+        --total "$KEYS" --sequential-keys --key-space-size "$KEYS" \
+        --key-size 16 --val-size $VAL --key-prefix "f/" --json >/dev/null
+    local end rev
+    end=$(printf 'f/%014d' "$HALF")
+    "$ETCDCTL" --endpoints "$ep" --command-timeout 300s del "f/" "$end" >/dev/null
+    rev=$("$ETCDCTL" --endpoints "$ep" get x -w json |
+          python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+    "$ETCDCTL" --endpoints "$ep" --command-timeout 300s compact --physical "$rev" >/dev/null
+    # cetcd steps a compaction in the apply batches after it: a few puts.
+    for _ in $(seq 20); do "$ETCDCTL" --endpoints "$ep" put tick 1 >/dev/null; done
+    echo "$name before: $(sizes "$ep")"
+    echo "$name baseline (no defrag): $(load "$ep")"
+    load "$ep" >"$dir/during.json" &
+    local lpid=$! t0 t1
+    sleep "$DEFRAG_AT"
+    t0=$(date +%s.%N)
+    "$ETCDCTL" --endpoints "$ep" --command-timeout 600s defrag
+    t1=$(date +%s.%N)
+    wait $lpid || true # ebench exits 1 when > 1% of requests failed
+    echo "$name defrag took $(python3 -c "print(round($t1 - $t0, 3))") s"
+    echo "$name during defrag: $(cat "$dir/during.json")"
+    echo "$name after: $(sizes "$ep")"
+    grep -i "defragment" "$dir/log" | tail -2 || true
+    kill "$pid"; wait "$pid" || true
+    rm -rf "$dir"
+}
+
+one etcd "$ETCD_BIN"
+one cetcd "$CETCD_BIN"
