@@ -15,7 +15,7 @@ WORK=${1:-$(mktemp -d /tmp/cetcd-watchput.XXXXXX)}
 PUTS0=${PUTS0:-20000}; PUTSW=${PUTSW:-1000}
 HZ=$(getconf CLK_TCK)
 
-for name in etcd cetcd; do
+for name in $SERVERS; do
     server_start "$name" w0 || exit 1
     c0=$(cpu_ticks "$SPID")
     "$B" --endpoints "$EP" --conns 10 --clients 100 put --total "$PUTS0" \
