@@ -36,6 +36,7 @@
  * watcher's next revision, so a snapshot newer than the hub revision
  * neither loses nor repeats events.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/check.h"
@@ -198,14 +199,21 @@ static void gather(struct watch_hub *h, struct group *g, mvcc_rev snap,
     }
 }
 
-/* release takes g->ws[i] out of the group (hub lock held). */
-static void release(struct group *g, size_t i)
+/* release ends w's membership of the step's group (hub lock held). */
+static void release(struct watch_watcher *w)
 {
-    struct watch_watcher *w = g->ws[i];
     w->busy = false;
     if (w->dead)
         watch__free(w);
-    g->ws[i] = g->ws[--g->n];
+}
+
+/* by_next orders the group by next revision (qsort; the step's own
+ * field, read without the hub lock). */
+static int by_next(const void *a, const void *b)
+{
+    mvcc_rev x = (*(struct watch_watcher *const *)a)->next_rev;
+    mvcc_rev y = (*(struct watch_watcher *const *)b)->next_rev;
+    return (x > y) - (x < y);
 }
 
 /* range_inf: w's range has no end (every key >= its key). */
@@ -330,12 +338,16 @@ static int select_for(struct group *g, const struct batch *b,
 }
 
 /* deliver hands the batch (history [.., next)) to every group watcher it
- * reaches; snap is the snapshot's revision.  Takes the hub lock per
- * watcher. */
+ * reaches, in the group's order (by next revision: the first takes the
+ * longest tail, so the sink's encode cache serves the shorter tails that
+ * follow); snap is the snapshot's revision.  Takes the hub lock per
+ * watcher.  The watchers that leave the group are released, the others
+ * keep their order. */
 static void deliver(struct watch_hub *h, struct group *g,
                     const struct batch *b, mvcc_rev next, mvcc_rev snap)
 {
-    for (size_t i = 0; i < g->n;) {
+    size_t keep = 0;
+    for (size_t i = 0; i < g->n; i++) {
         struct watch_watcher *w = g->ws[i];
         const struct mvcc_event *evs = NULL;
         size_t n = 0;
@@ -357,11 +369,12 @@ static void deliver(struct watch_hub *h, struct group *g,
             }
         }
         if (out)
-            release(g, i); /* the last one moved to i */
+            release(w);
         else
-            i++;
+            g->ws[keep++] = w;
         pthread_mutex_unlock(&h->mu);
     }
+    g->n = keep;
 }
 
 /* read_batch reads the group's next batch into b (hub lock not held).
@@ -440,11 +453,13 @@ int watch_hub_sync_step(struct watch_hub *h, bool *more_out)
     retry_progress(h);
     gather(h, &g, snap, compact);
     pthread_mutex_unlock(&h->mu);
-    if (g.n > 0)
+    if (g.n > 0) {
+        qsort(g.ws, g.n, sizeof *g.ws, by_next);
         rc = catch_up(h, r, &g, snap);
+    }
     pthread_mutex_lock(&h->mu);
     while (g.n > 0)
-        release(&g, g.n - 1);
+        release(g.ws[--g.n]);
     *more_out = h->n_unsynced > 0 || h->n_progress_pending > 0;
     pthread_mutex_unlock(&h->mu);
     mem_free(g.ws);
