@@ -36,6 +36,7 @@
  * watcher's next revision, so a snapshot newer than the hub revision
  * neither loses nor repeats events.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -337,6 +338,18 @@ static int select_for(struct group *g, const struct batch *b,
     return 0;
 }
 
+/* hub_lock takes the hub lock for one watcher of the catch-up.  The step
+ * takes and drops it once per watcher; a mutex is not fair, so an
+ * observer (the apply thread) woken by one unlock would mostly find it
+ * taken again and wait through the whole group: the step first lets a
+ * waiting observer run (a bounded number of yields). */
+static void hub_lock(struct watch_hub *h)
+{
+    for (int i = 0; i < 64 && atomic_load(&h->observe_waiting) > 0; i++)
+        sched_yield();
+    pthread_mutex_lock(&h->mu);
+}
+
 /* deliver hands the batch (history [.., next)) to every group watcher it
  * reaches, in the group's order (by next revision: the first takes the
  * longest tail, so the sink's encode cache serves the shorter tails that
@@ -354,7 +367,7 @@ static void deliver(struct watch_hub *h, struct group *g,
         int rc = 0;
         if (w->next_rev < next) /* w stays allocated even if dead */
             rc = select_for(g, b, w, &evs, &n);
-        pthread_mutex_lock(&h->mu);
+        hub_lock(h);
         bool out = w->dead || rc != 0 || w->st->full_step == h->step_seq;
         if (!out && w->next_rev < next) {
             CHECK(!w->synced && n <= b->n);
