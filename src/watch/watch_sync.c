@@ -321,10 +321,13 @@ static int select_for(struct group *g, const struct batch *b,
         *n_out = b->n - i0;
         return 0;
     }
-    void *p = mem_grow(g->out, &g->out_cap, b->n, sizeof *g->out, 64);
-    if (p == NULL)
-        return ERR_NOMEM;
-    g->out = p;
+    if (g->out_cap < b->n) { /* (mem_grow doubles once: not enough) */
+        void *p = mem_realloc(g->out, b->n * sizeof *g->out);
+        if (p == NULL)
+            return ERR_NOMEM;
+        g->out = p;
+        g->out_cap = b->n;
+    }
     for (size_t i = i0; i < b->n; i++) {
         if (!matches(w, &b->evs[i]))
             continue;

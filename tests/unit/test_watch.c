@@ -906,6 +906,25 @@ static void test_shared_catch_up(void **state)
     assert_int_equal(watch_hub_unsynced(f->h), 0);
 }
 
+/* A batch of a few hundred events of which a watcher takes only some
+ * (its copies are made in the step's scratch, which must hold them all):
+ * every event once, in order. */
+static void test_catch_up_large_batch(void **state)
+{
+    struct fixture *f = *state;
+    mvcc_rev first = put(f, "x", "0");
+    for (int i = 1; i < 600; i++)
+        put(f, i % 2 ? "y" : "x", "v");
+    int64_t xs = watch_key(f, "x", first);
+    int64_t all = watch_on(f->st, 0, "x", "z", 1, first, 0, false);
+    sync_all(f);
+    struct rec *r = rec_of(f, xs);
+    assert_int_equal(r->n, 300);
+    for (size_t i = 0; i < r->n; i++)
+        assert_int_equal(r->evs[i].mod_rev, first + 2 * (mvcc_rev)i);
+    assert_int_equal(rec_of(f, all)->n, 600);
+}
+
 /* A narrow watcher over a long history of other keys: one step walks a
  * bounded number of history entries (16 per event of the budget) and the
  * next resumes where it stopped; the catch-up still ends with exactly the
@@ -1651,6 +1670,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shared_catch_up, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_walk_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_catch_up_large_batch, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_progress_notify_tick, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_and_close, setup,
