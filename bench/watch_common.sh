@@ -3,7 +3,9 @@
 # stop it.  Every server gets a fresh data dir under $WORK.
 # environment: CETCD_BIN (default build/cetcd), ETCD_BIN (default
 #   /usr/bin/etcd), BENCH_BIN (default build/src/bench/cetcd-bench),
-#   PORT (client port, default 46379; the peer port is PORT+1).
+#   PORT (client port, default 46379; the peer port is PORT+1),
+#   SERVERS (the servers to measure, in order, default "etcd cetcd"; the
+#   name "base" is a second cetcd binary, BASE_BIN, for before/after runs).
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CETCD_BIN=${CETCD_BIN:-$ROOT/build/cetcd}
 ETCD_BIN=${ETCD_BIN:-/usr/bin/etcd}
@@ -13,7 +15,14 @@ EP=127.0.0.1:$PORT
 PEER=http://127.0.0.1:$((PORT + 1))
 
 # server_bin NAME prints the binary of cetcd or etcd.
-server_bin() { if [ "$1" = cetcd ]; then echo "$CETCD_BIN"; else echo "$ETCD_BIN"; fi; }
+SERVERS=${SERVERS:-etcd cetcd}
+server_bin() {
+    case "$1" in
+    cetcd) echo "$CETCD_BIN" ;;
+    base) echo "${BASE_BIN:?BASE_BIN names the base cetcd binary}" ;;
+    *) echo "$ETCD_BIN" ;;
+    esac
+}
 
 # server_start NAME TAG starts a fresh member, waits until it answers and
 # sets SPID.

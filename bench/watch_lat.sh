@@ -10,7 +10,7 @@ set -u
 WORK=${1:-$(mktemp -d /tmp/cetcd-watchlat.XXXXXX)}
 TOTAL=${TOTAL:-10000}; RATE=${RATE:-1000}; STREAMS=${STREAMS:-10}; WPS=${WPS:-10}
 
-for name in etcd cetcd; do
+for name in $SERVERS; do
     server_start "$name" lat || exit 1
     "$B" --endpoints "$EP" --conns 10 --clients 10 watch-latency \
         --streams "$STREAMS" --watchers-per-stream "$WPS" --total "$TOTAL" \

@@ -29,7 +29,7 @@ probe() {
     echo "$rss0 $rss1"
 }
 
-for name in etcd cetcd; do
+for name in $SERVERS; do
     read -r a0 a1 < <(probe "$name" 1)
     read -r b0 b1 < <(probe "$name" "$WPS")
     per_stream=$(( (a1 - a0) * 1024 / STREAMS ))

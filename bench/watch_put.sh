@@ -15,7 +15,7 @@ WORK=${1:-$(mktemp -d /tmp/cetcd-watchput.XXXXXX)}
 PUTS0=${PUTS0:-20000}; PUTSW=${PUTSW:-1000}
 HZ=$(getconf CLK_TCK)
 
-for name in etcd cetcd; do
+for name in $SERVERS; do
     server_start "$name" w0 || exit 1
     c0=$(cpu_ticks "$SPID")
     "$B" --endpoints "$EP" --conns 10 --clients 100 put --total "$PUTS0" \
@@ -29,11 +29,12 @@ for name in etcd cetcd; do
     "$B" --endpoints "$EP" --conns 10 --clients 100 --threads 2 watch --prefix \
         --streams 100 --watch-per-stream 100 --put-total "$PUTSW" \
         --key-space-size 100000 --watch-wait 60 > "$WORK/$name-w10k.out" 2>&1
-    c1=$(cpu_ticks "$SPID"); server_stop
+    c1=$(cpu_ticks "$SPID"); hwm=$(awk '/VmHWM/{print $2}' "/proc/$SPID/status")
+    server_stop
     qw=$(result qps watch-put < "$WORK/$name-w10k.out")
     cpuw=$(( (c1 - c0) * 1000000 / HZ / PUTSW ))
     ev=$(grep '^watchers=' "$WORK/$name-w10k.out")
     echo "$name put_qps_0w=$q0 cpu_us_per_put_0w=$cpu0 put_qps_10kw=$qw" \
-         "cpu_us_per_put_10kw=$cpuw change_pct=$(awk -v a="$q0" -v b="$qw" \
+         "cpu_us_per_put_10kw=$cpuw peak_rss_kb_10kw=$hwm change_pct=$(awk -v a="$q0" -v b="$qw" \
          'BEGIN{printf "%.1f", (b - a) * 100 / a}') ($ev)"
 done

@@ -230,6 +230,30 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
                      size_t end_len, size_t max_events, bool want_prev,
                      mvcc_event_fn fn, void *arg, mvcc_rev *next_rev_out);
 
+/* A history scan (mvcc_events_scan).  key/end follow mvcc_events_read. */
+struct mvcc_scan {
+    mvcc_rev start_rev;   /* first revision to read (< 1 = 1) */
+    const void *key;      /* the span's key (key_len 0 = "\0") */
+    size_t key_len;
+    const void *end;      /* its end (rules of mvcc_range) */
+    size_t end_len;
+    size_t max_events;    /* > 0: stop after the revision during which
+                             this many events were passed to fn */
+    size_t max_walk;      /* > 0: stop at the first revision boundary
+                             after this many history entries were walked,
+                             inside the span or not: bounds the work of a
+                             narrow span over a long history */
+    bool want_prev;       /* fill prev_kv */
+    size_t walked;        /* out: history entries walked */
+};
+
+/* mvcc_events_scan is mvcc_events_read with a walk bound (sc): it stops
+ * between revisions once either bound is reached; *next_rev_out = the
+ * first revision not walked, sc->walked the entries walked (also on
+ * error).  Errors as mvcc_events_read. */
+int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
+                     mvcc_event_fn fn, void *arg, mvcc_rev *next_rev_out);
+
 /* --- writes (apply thread only) --------------------------------------- */
 
 /* mvcc_batch_begin opens the batch's LMDB write txn.  One batch at a time.

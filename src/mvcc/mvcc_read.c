@@ -452,15 +452,29 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
                      size_t end_len, size_t max_events, bool want_prev,
                      mvcc_event_fn fn, void *arg, mvcc_rev *next_rev_out)
 {
-    CHECK(r != NULL && fn != NULL && next_rev_out != NULL);
+    struct mvcc_scan sc = {.start_rev = start_rev,
+                           .key = key,
+                           .key_len = key_len,
+                           .end = end,
+                           .end_len = end_len,
+                           .max_events = max_events,
+                           .want_prev = want_prev};
+    return mvcc_events_scan(r, &sc, fn, arg, next_rev_out);
+}
+
+int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
+                     mvcc_event_fn fn, void *arg, mvcc_rev *next_rev_out)
+{
+    CHECK(r != NULL && sc != NULL && fn != NULL && next_rev_out != NULL);
     static const uint8_t zero = 0;
     struct mvcc_span sp;
-    if (start_rev < 1)
-        start_rev = 1;
+    sc->walked = 0;
+    mvcc_rev start_rev = sc->start_rev < 1 ? 1 : sc->start_rev;
     if (start_rev < r->compact)
         return ERR_COMPACTED;
-    int rc = mvcc__span_init(&sp, r->s, key_len ? key : &zero,
-                             key_len ? key_len : 1, end, end_len);
+    int rc = mvcc__span_init(&sp, r->s, sc->key_len ? sc->key : &zero,
+                             sc->key_len ? sc->key_len : 1, sc->end,
+                             sc->end_len);
     if (rc == 0)
         rc = lazy_cursor(r, r->s->rev, &r->revc);
     if (rc != 0)
@@ -469,7 +483,7 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
     mvcc__put_be64(rk, (uint64_t)start_rev);
     mvcc__put_be64(rk + 8, 0);
     struct backend_val k, v;
-    size_t n = 0;
+    size_t n = 0, walked = 0;
     mvcc_rev main = 0, last = 0;
     rc = backend_cursor_seek(r->revc, rk, sizeof rk, &k, &v);
     for (; rc == 0; rc = backend_cursor_next(r->revc, &k, &v)) {
@@ -477,10 +491,15 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
         int kind;
         if ((rc = rev_entry_parse(&k, &v, &main, &sub, &kind)) != 0)
             return rc;
-        if (main > r->rev || (max_events > 0 && n >= max_events &&
-                              main != last))
+        if (main > r->rev)
+            break;
+        /* Stop only between revisions: a revision is never split. */
+        if (main != last &&
+            ((sc->max_events > 0 && n >= sc->max_events) ||
+             (sc->max_walk > 0 && walked >= sc->max_walk)))
             break;
         last = main;
+        sc->walked = ++walked;
         const uint8_t *u = (const uint8_t *)v.data + 1;
         if (!span_contains(&sp, u, v.len - 1))
             continue;
@@ -489,7 +508,7 @@ int mvcc_events_read(struct mvcc_read *r, mvcc_rev start_rev,
         if (lg && (rc = lazy_cursor(r, r->s->kvl, &r->kvl)) != 0)
             return rc;
         rc = event_fill(lg ? r->kvl : r->kv, sp.short_max, u, v.len - 1,
-                        main, sub, kind, want_prev, &ev);
+                        main, sub, kind, sc->want_prev, &ev);
         if (rc == 0)
             rc = fn(arg, &ev);
         if (rc != 0)

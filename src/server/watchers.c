@@ -114,7 +114,7 @@ void server__watch_release(struct server *s)
     w->held_lost = false;
     arena_reset(&w->held_arena);
     pthread_mutex_unlock(&w->mu);
-    if (w->hub != NULL && watch_hub_unsynced(w->hub) > 0) {
+    if (w->hub != NULL && watch_hub_pending(w->hub) > 0) {
         pthread_mutex_lock(&w->kmu);
         w->kicked = true;
         pthread_cond_signal(&w->kcv);
@@ -178,7 +178,7 @@ static void *watch_main(void *arg)
     while (!w->stop) {
         pthread_mutex_unlock(&w->kmu);
         bool more = false;
-        if (watch_hub_unsynced(w->hub) > 0) {
+        if (watch_hub_pending(w->hub) > 0) {
             server__store_enter(s);
             /* NULL: a failed swap left no store (the member is stopping) */
             int rc = s->mvcc != NULL ? watch_hub_sync_step(w->hub, &more)
@@ -196,7 +196,7 @@ static void *watch_main(void *arg)
         }
         pthread_mutex_lock(&w->kmu);
         if (!w->kicked && !w->stop) {
-            uint64_t ms = more || watch_hub_unsynced(w->hub) > 0
+            uint64_t ms = more || watch_hub_pending(w->hub) > 0
                               ? WATCH_RETRY_MS : WATCH_TICK_MS;
             struct timespec ts = thread_deadline_ms(CLOCK_REALTIME, ms);
             pthread_cond_timedwait(&w->kcv, &w->kmu, &ts);

@@ -8,8 +8,9 @@
  * sink keeps, per thread, the last events it encoded: each event packed
  * once as an mvccpb.Event, and one protobuf-c unknown field per event
  * (tag 11, length-delimited: exactly the wire form of WatchResponse.events)
- * pointing at those bytes.  A response whose events are the same takes the
- * cached fields: protobuf-c writes unknown fields verbatim after the known
+ * pointing at those bytes.  A response whose events are the same, or the
+ * tail of them (the catch-up gives each watcher the tail of one history
+ * batch from its next revision), takes the cached fields: protobuf-c writes unknown fields verbatim after the known
  * ones, and field 11 is WatchResponse's last field anyway, so the bytes
  * are those of a normal pack.
  *
@@ -123,17 +124,23 @@ static bool id_eq(const struct enc_id *a, const struct enc_id *b)
            a->key_len == b->key_len;
 }
 
+/* cache_hit: whether evs are the cached events or their tail (catch-up
+ * hands the watchers of one history batch its tails, from their next
+ * revisions: watch_sync.c); *off_out = where they start in the cache. */
 static bool cache_hit(const struct enc_cache *c, const struct mvcc_event *evs,
-                      size_t n)
+                      size_t n, size_t *off_out)
 {
-    if (c->n != n)
+    if (c->n < n)
         return false;
+    size_t off = c->n - n;
     for (size_t i = 0; i < n; i++) {
-        struct enc_id a = id_of(&evs[i], c->ids[i].key_off);
-        if (!id_eq(&a, &c->ids[i]) ||
+        const struct enc_id *b = &c->ids[off + i];
+        struct enc_id a = id_of(&evs[i], b->key_off);
+        if (!id_eq(&a, b) ||
             memcmp(c->keys + a.key_off, evs[i].kv.key, a.key_len) != 0)
             return false;
     }
+    *off_out = off;
     return true;
 }
 
@@ -238,12 +245,13 @@ int svc__watch_events_shared(const struct mvcc_event *evs, size_t n,
             return ERR_NOMEM;
         }
     }
-    if (!cache_hit(c, evs, n)) {
+    size_t off = 0;
+    if (!cache_hit(c, evs, n, &off)) {
         int rc = cache_fill(c, evs, n);
         if (rc != 0)
             return rc;
     }
-    CHECK(c->n == n);
-    *uf_out = c->uf;
+    CHECK(off + n == c->n);
+    *uf_out = c->uf + off;
     return 0;
 }

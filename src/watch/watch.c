@@ -96,6 +96,14 @@ size_t watch_hub_unsynced(struct watch_hub *h)
     return n;
 }
 
+size_t watch_hub_pending(struct watch_hub *h)
+{
+    pthread_mutex_lock(&h->mu);
+    size_t n = h->n_unsynced + h->n_progress_pending;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
 /* --- groups --------------------------------------------------------------- */
 
 static void unsynced_link(struct watch_hub *h, struct watch_watcher *w)
@@ -458,10 +466,24 @@ int watch_cancel(struct watch_stream *st, int64_t id)
 
 /* --- progress ------------------------------------------------------------- */
 
+/* stream_ahead: whether a watcher of st starts past the hub's next
+ * revision.  etcd (#20229, in 3.4 and 3.5 after 3.4.31/3.5.13, which
+ * answered at the current revision) does not answer RequestProgress while
+ * a watcher of the stream is before its start revision: the answer would
+ * vouch for revisions that watch does not cover.  The bound is the one of
+ * the periodic progress (watch_hub_tick): the hub at start - 1 or later. */
+static bool stream_ahead(const struct watch_stream *st)
+{
+    for (const struct watch_watcher *w = st->ws; w != NULL; w = w->snext)
+        if (!w->retired && w->next_rev > st->h->rev + 1)
+            return true;
+    return false;
+}
+
 void watch__progress_try(struct watch_stream *st)
 {
     struct watch_hub *h = st->h;
-    if (!st->progress_pending || st->n_unsynced > 0)
+    if (!st->progress_pending || st->n_unsynced > 0 || stream_ahead(st))
         return;
     struct watch_response r = {.watch_id = WATCH_ID_NONE,
                                .header_rev = h->rev};
@@ -497,7 +519,7 @@ void watch_stream_progress(struct watch_stream *st)
         h->n_progress_pending++;
     }
     watch__progress_try(st);
-    if (st->progress_pending && st->n_unsynced > 0)
+    if (st->progress_pending) /* unsynced or future watchers on st */
         progress_synced(st);
     pthread_mutex_unlock(&h->mu);
 }

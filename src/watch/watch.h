@@ -38,9 +38,11 @@
  *   and moved back to synced when it reaches the hub's revision.
  * - Progress: watch_stream_progress (RequestProgress) answers with a
  *   progress response (watch_id -1, no events, header = the hub revision)
- *   only when every watcher of the stream is synced; otherwise the request
- *   is deferred and answered by the step that syncs the last one (etcd's
- *   fixed behaviour, 3.4.31/3.5.13, #15220 and #17507).  Meanwhile each
+ *   only when every watcher of the stream is synced and the hub has
+ *   reached every one's start revision - 1; otherwise the request is
+ *   deferred and answered by the sync step that finds it true (etcd's
+ *   fixed behaviour: 3.4.31/3.5.13 for synced, #15220 and #17507; the
+ *   start revision as etcd #20229, backported to 3.4 and 3.5).  Meanwhile each
  *   synced watcher of the stream (at or past its start revision) gets a
  *   progress response of its own (watch_id = its id), so one slow
  *   watcher does not starve the rest of its stream (etcd #20242's
@@ -191,15 +193,24 @@ void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
 
 /*
  * watch_hub_sync_step does one bounded round of catch-up: it sends the
- * pending created/canceled responses, reads history for the unsynced
- * watchers from a store snapshot (at most sync_events_max events /
- * sync_bytes_max bytes, whole revisions) and moves the watchers that
- * reached the hub revision back to synced.  *more_out tells whether
- * unsynced watchers remain (call again; after a full sink, later).
+ * pending created/canceled responses, then catches the unsynced watchers
+ * up together, as etcd's unsynced group: from a store snapshot it reads
+ * the history once for all of them, from their smallest next revision
+ * over the hull of their ranges, in batches of whole revisions (at most
+ * sync_events_max events / sync_bytes_max bytes copied and 16 x
+ * sync_events_max history entries walked per step, so the work of a
+ * narrow watcher over a long history is bounded too), hands each event to
+ * every watcher it matches, and moves the watchers that reached the hub
+ * revision back to synced.  *more_out tells whether unsynced watchers
+ * remain (call again; after a full sink, later).
  * Errors: ERR_BUSY/ERR_NOMEM/ERR_IO (snapshot; nothing lost, retry),
  * ERR_CORRUPT.
  */
 int watch_hub_sync_step(struct watch_hub *h, bool *more_out);
+/* History reads (store scans) the sync steps made so far: per step it
+ * grows with how far apart the unsynced watchers are, not with how many
+ * there are (for tests and metrics). */
+uint64_t watch_hub_sync_reads(struct watch_hub *h);
 
 /* watch_hub_restore points the hub at s, a store that replaced the one it
  * watched (a snapshot installed): its revision becomes s's, and every
@@ -220,6 +231,10 @@ mvcc_rev watch_hub_rev(struct watch_hub *h);
 /* Watchers in the hub, and how many are unsynced (for tests, metrics). */
 size_t watch_hub_watchers(struct watch_hub *h);
 size_t watch_hub_unsynced(struct watch_hub *h);
+/* Work for watch_hub_sync_step: unsynced watchers plus deferred progress
+ * requests (a deferred request is answered by a step once it is true, so
+ * the owner keeps stepping while this is not 0). */
+size_t watch_hub_pending(struct watch_hub *h);
 
 /* watch_stream_open makes a stream delivering to sink (copied).
  * Errors: ERR_NOMEM. */

@@ -8,6 +8,7 @@
 #define CETCD_WATCH_WATCH_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "watch/watch.h"
 
@@ -106,6 +107,10 @@ struct watch_hub {
     uint32_t rng;                  /* treap priorities (xorshift) */
     uint64_t batch_seq;            /* fan-out sequence for marks */
     uint64_t step_seq;             /* sync step sequence */
+    uint64_t sync_reads;           /* history reads of the sync steps
+                                      (guarded by sync_mu) */
+    atomic_int observe_waiting;    /* observers waiting for mu: the sync
+                                      step lets them have it first */
     uint64_t last_tick_ms;         /* last periodic progress round */
     bool ticked;                   /* last_tick_ms is set */
     struct watch_watcher **touched; /* fan-out scratch */

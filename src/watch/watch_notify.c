@@ -173,7 +173,9 @@ void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
 {
     struct watch_hub *h = hub;
     CHECK(h != NULL && (n == 0 || events != NULL));
+    atomic_fetch_add(&h->observe_waiting, 1); /* watch_sync.c hub_lock */
     pthread_mutex_lock(&h->mu);
+    atomic_fetch_sub(&h->observe_waiting, 1);
     CHECK(rev >= h->rev);
     mvcc_rev first_rev = h->rev + 1;
     if (n > 0 && fan_out(h, events, n, first_rev, rev) != 0)

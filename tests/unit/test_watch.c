@@ -801,6 +801,161 @@ static void test_progress(void **state)
     assert_int_equal(f->k.n_stream_progress, 6);
 }
 
+/* etcd #20229 (backported to 3.4 and 3.5; 3.4.31/3.5.13 answered at the
+ * current revision): RequestProgress on a stream with a watcher whose
+ * start revision is ahead is deferred until the hub reaches start - 1
+ * (the bound of the periodic progress), then answered by a sync step;
+ * the other synced watchers get their own progress meanwhile. */
+static void test_progress_future_watcher(void **state)
+{
+    struct fixture *f = *state;
+    mvcc_rev r0 = put(f, "k", "v"); /* 2 */
+    int64_t now = watch_key(f, "k", 0);
+    int64_t fut = watch_key(f, "f", r0 + 3); /* 5 */
+    assert_int_equal(watch_hub_unsynced(f->h), 0); /* synced, ahead */
+    watch_stream_progress(f->st);
+    assert_int_equal(f->k.n_stream_progress, 0);
+    assert_int_equal(rec_of(f, now)->n_progress, 1);
+    assert_int_equal(rec_of(f, fut)->n_progress, 0);
+    assert_true(watch_hub_pending(f->h) > 0); /* the owner keeps stepping */
+    bool more;
+    assert_int_equal(watch_hub_sync_step(f->h, &more), 0);
+    assert_true(more);
+    put(f, "k", "v"); /* 3: still two before 5 */
+    assert_int_equal(watch_hub_sync_step(f->h, &more), 0);
+    assert_int_equal(f->k.n_stream_progress, 0);
+    put(f, "k", "v"); /* 4 = start - 1 */
+    sync_all(f);
+    assert_int_equal(f->k.n_stream_progress, 1);
+    assert_int_equal(f->k.stream_progress_rev, r0 + 2);
+    assert_int_equal(watch_hub_pending(f->h), 0);
+    /* A deferred request is answered once the future watcher is gone. */
+    int64_t far = watch_key(f, "g", 100);
+    watch_stream_progress(f->st);
+    assert_int_equal(f->k.n_stream_progress, 1);
+    assert_int_equal(watch_cancel(f->st, far), 0);
+    sync_all(f);
+    assert_int_equal(f->k.n_stream_progress, 2);
+    /* Without a future watcher: at once, as before. */
+    watch_stream_progress(f->st);
+    assert_int_equal(f->k.n_stream_progress, 3);
+    assert_int_equal(rec_of(f, fut)->n, 0);
+    put(f, "f", "x"); /* 5 */
+    assert_int_equal(rec_of(f, fut)->n, 1);
+}
+
+/* Catch-up reads history once per group of unsynced watchers (etcd's
+ * unsynced watcherGroup), not once per watcher: the store reads of a
+ * round do not grow with the number of watchers.  The per-watcher
+ * catch-up this replaced made one read per watcher (300 here). */
+static size_t reads_to_sync(struct fixture *f)
+{
+    uint64_t r0 = watch_hub_sync_reads(f->h);
+    sync_all(f);
+    return (size_t)(watch_hub_sync_reads(f->h) - r0);
+}
+
+static void test_shared_catch_up(void **state)
+{
+    struct fixture *f = *state;
+    struct watch_options o = {.sync_events_max = 10};
+    fx_hub(f, &o);
+    char k[16];
+    for (int i = 0; i < 50; i++) { /* 2..51 */
+        snprintf(k, sizeof k, "p/%02d", i % 7);
+        put(f, k, i % 2 ? "odd" : "even");
+    }
+    put(f, "q", "other"); /* 52: outside every watcher */
+    watch_on(f->st, 0, "p/", "p0", 2, 2, 0, false);
+    size_t one = reads_to_sync(f);
+    assert_int_equal(one, 5); /* 50 events, 10 per batch */
+    /* 300 watchers from the same revision: prefix, single keys, with
+     * prev_kv or a filter; the same reads. */
+    int64_t ids[300];
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof k, "p/%02d", i % 7);
+        if (i % 3 == 0)
+            ids[i] = watch_on(f->st, 0, "p/", "p0", 2, 2, 0, i % 2);
+        else
+            ids[i] = watch_on(f->st, 0, k, NULL, 0, 2,
+                              i % 5 == 0 ? WATCH_FILTER_NOPUT : 0, true);
+    }
+    assert_int_equal(watch_hub_unsynced(f->h), 300);
+    size_t many = reads_to_sync(f);
+    assert_int_equal(many, one);
+    for (int i = 0; i < 300; i++) {
+        struct rec *r = rec_of(f, ids[i]);
+        if (i % 3 == 0) {
+            assert_int_equal(r->n, 50);
+            assert_int_equal(r->evs[7].has_prev, i % 2 == 1);
+            continue;
+        }
+        size_t want = i % 5 == 0 ? 0 : (50 - (size_t)(i % 7) + 6) / 7;
+        assert_int_equal(r->n, want);
+        for (size_t j = 0; j < r->n; j++) {
+            assert_int_equal((r->evs[j].mod_rev - 2) % 7, i % 7);
+            assert_int_equal(r->evs[j].has_prev, r->evs[j].mod_rev >= 9);
+        }
+    }
+    /* Spread start revisions: one batch per stretch of history, still
+     * not one per watcher. */
+    for (int i = 0; i < 300; i++)
+        watch_on(f->st, 0, "p/", "p0", 2, 2 + (i % 3) * 20, 0, false);
+    size_t spread = reads_to_sync(f);
+    assert_true(spread <= 5 + 2);
+    assert_int_equal(watch_hub_unsynced(f->h), 0);
+}
+
+/* A batch of a few hundred events of which a watcher takes only some
+ * (its copies are made in the step's scratch, which must hold them all):
+ * every event once, in order. */
+static void test_catch_up_large_batch(void **state)
+{
+    struct fixture *f = *state;
+    mvcc_rev first = put(f, "x", "0");
+    for (int i = 1; i < 600; i++)
+        put(f, i % 2 ? "y" : "x", "v");
+    int64_t xs = watch_key(f, "x", first);
+    int64_t all = watch_on(f->st, 0, "x", "z", 1, first, 0, false);
+    sync_all(f);
+    struct rec *r = rec_of(f, xs);
+    assert_int_equal(r->n, 300);
+    for (size_t i = 0; i < r->n; i++)
+        assert_int_equal(r->evs[i].mod_rev, first + 2 * (mvcc_rev)i);
+    assert_int_equal(rec_of(f, all)->n, 600);
+}
+
+/* A narrow watcher over a long history of other keys: one step walks a
+ * bounded number of history entries (16 per event of the budget) and the
+ * next resumes where it stopped; the catch-up still ends with exactly the
+ * watcher's events. */
+static void test_walk_bound(void **state)
+{
+    struct fixture *f = *state;
+    struct watch_options o = {.sync_events_max = 4};
+    fx_hub(f, &o);
+    mvcc_rev first = put(f, "z", "0");
+    for (int i = 0; i < 640; i++)
+        put(f, "other", "x");
+    mvcc_rev last = put(f, "z", "1");
+    int64_t id = watch_key(f, "z", first);
+    bool more;
+    assert_int_equal(watch_hub_sync_step(f->h, &more), 0);
+    assert_true(more); /* 64 entries walked, not 642 */
+    struct rec *r = rec_of(f, id);
+    assert_int_equal(r->n, 1);
+    int steps = 1;
+    while (more) {
+        assert_int_equal(watch_hub_sync_step(f->h, &more), 0);
+        steps++;
+    }
+    assert_true(steps >= 642 / 64);
+    assert_int_equal(r->n, 2);
+    assert_int_equal(r->evs[1].mod_rev, last);
+    put(f, "z", "2"); /* synced again */
+    assert_int_equal(r->n, 3);
+}
+
 static void test_progress_notify_tick(void **state)
 {
     struct fixture *f = *state;
@@ -1510,6 +1665,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_watch_at_compaction_request,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_future_watcher, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_shared_catch_up, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_walk_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_catch_up_large_batch, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_progress_notify_tick, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_and_close, setup,
