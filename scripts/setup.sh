@@ -3,7 +3,7 @@
 # Idempotent; needs root (or sudo).  Skips apt when everything is present.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
-      libgrpc-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler liblmdb-dev
+      libgrpc-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler liblmdb-dev libcrypt-dev
       libssl-dev libcmocka-dev
       python3 python3-pytest python3-etcd3 python3-grpcio python3-h2
       python3-prometheus-client
