@@ -77,6 +77,14 @@ int svc_auth_check_read(struct server *s, struct svc_done done,
     return rc;
 }
 
+int svc_auth_check_admin(struct server *s, struct svc_done done)
+{
+    char user[AUTH_NAME_MAX + 1];
+    uint64_t rev;
+    int rc = svc_auth_who(s, done, user, sizeof user, &rev);
+    return rc != 0 ? rc : auth_check_admin(server_auth_store(s), user);
+}
+
 /* --- proposals ------------------------------------------------------------ */
 
 static void on_applied(void *arg, const struct server_response *r)

@@ -368,6 +368,12 @@ void svc_auth_call(struct server *s, const ProtobufCMessage *req,
 int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
                  size_t cap, uint64_t *rev_out);
 
+/* svc_auth_check_admin: the caller has the root role (etcd's
+ * authMaintenanceServer for Hash, HashKV, MoveLeader, Defragment,
+ * Snapshot).  0, or ERR_AUTH_INVALID_TOKEN, ERR_AUTH_USER_EMPTY,
+ * ERR_AUTH_USER_NOT_FOUND, ERR_AUTH_PERMISSION_DENIED. */
+int svc_auth_check_admin(struct server *s, struct svc_done done);
+
 /* svc_auth_check_read: may the caller read [key, end)?  0, or the error
  * to answer (etcd's IsRangePermitted with the caller's token). */
 int svc_auth_check_read(struct server *s, struct svc_done done,

@@ -317,3 +317,70 @@ def test_flags(tmp_path):
                         capture_output=True, text=True, timeout=30)
     assert cp.returncode != 0
     assert "cost 32 is outside allowed range (4,31)" in cp.stderr
+
+
+def first_watch_response(srv, token, key, end=b""):
+    import queue
+    from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+    reqs = queue.Queue()
+    reqs.put(rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
+        key=key, range_end=end)))
+
+    def gen():
+        while True:
+            r = reqs.get()
+            if r is None:
+                return
+            yield r
+    md = [("token", token)] if token else []
+    it = rpc_pb2_grpc.WatchStub(srv.channel()).Watch(gen(), metadata=md,
+                                                     timeout=10)
+    try:
+        r = next(it)
+        return (r.created, r.canceled, r.cancel_reason)
+    finally:
+        reqs.put(None)
+        it.cancel()
+
+
+def test_watch_permission(make_server):
+    """A watch must cover only keys the user can read (etcd's
+    isWatchPermitted); outcomes equal etcd's, and a from-key watch ("\\0")
+    over keys the user cannot read is refused (etcd 3.4.23 lets it
+    through: GHSA-xg4h-6gfc-h4m8 class; cetcd does not)."""
+    from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+    if against_etcd():
+        pytest.skip("compares cetcd with etcd itself")
+    servers = [make_server(extra_args=FAST),
+               make_server(extra_args=FAST, binary=ETCD_BIN, name="ref")]
+    results = []
+    for srv in servers:
+        for args in [("user", "add", "root:" + ROOT_PW),
+                     ("user", "grant-role", "root", "root"),
+                     ("user", "add", "w:wpw"), ("role", "add", "rr"),
+                     ("role", "grant-permission", "rr", "read", "/m/",
+                      "--prefix"),
+                     ("user", "grant-role", "w", "rr"), ("auth", "enable")]:
+            srv.ctl(*args)
+        tok = rpc_pb2_grpc.AuthStub(srv.channel()).Authenticate(
+            rpc_pb2.AuthenticateRequest(name="w", password="wpw"),
+            timeout=10).token
+        results.append([
+            first_watch_response(srv, tok, b"/m/", b"/m0"),
+            first_watch_response(srv, tok, b"/m/a"),
+            first_watch_response(srv, tok, b"/o/", b"/o0"),
+            first_watch_response(srv, tok, b"/m/a", b"/n"),
+            first_watch_response(srv, None, b"/m/a"),
+            first_watch_response(srv, "abcdefghijklmnop.9", b"/m/a"),
+        ])
+        results[-1].append(first_watch_response(srv, tok, b"/m/", b"\0"))
+    mine, theirs = results
+    assert mine[:-1] == theirs[:-1]
+    assert mine[0] == (True, False, "")
+    assert mine[2] == (True, True, "rpc error: code = PermissionDenied "
+                       "desc = etcdserver: permission denied")
+    assert mine[4][2] == ("rpc error: code = InvalidArgument desc = "
+                          "etcdserver: user name is empty")
+    # the leak etcd 3.4.23 has: a from-key watch checked as the key alone
+    assert theirs[-1] == (True, False, "")
+    assert mine[-1][1] is True
