@@ -384,3 +384,21 @@ def test_watch_permission(make_server):
     # the leak etcd 3.4.23 has: a from-key watch checked as the key alone
     assert theirs[-1] == (True, False, "")
     assert mine[-1][1] is True
+
+
+def test_lock_as_the_user(make_server):
+    """Lock runs its KV steps as the caller: root may lock, a user without
+    permission on the lock's keys may not; as etcd."""
+    if against_etcd():
+        pytest.skip("compares cetcd with etcd itself")
+    steps = [("user", "add", "root:" + ROOT_PW),
+             ("user", "grant-role", "root", "root"),
+             ("user", "add", "nob:nobpw"),
+             ("auth", "enable"),
+             ROOT + ("lock", "mylock", "echo", "held"),
+             ("--user", "nob:nobpw", "lock", "mylock", "echo", "held"),
+             ROOT + ("get", "mylock", "--prefix", "--keys-only")]
+    got, want, _ = both(make_server, steps)
+    for args, g, w in zip(steps, got, want):
+        assert g == w, "step %r: cetcd %r, etcd %r" % (args, g, w)
+    assert got[4] == (0, "held\n", "")
