@@ -120,6 +120,8 @@ int api_start(struct server *s, const char *listen_urls,
     if (rc == 0)
         rc = api__lock_register(api);
     if (rc == 0)
+        rc = api__auth_register(api);
+    if (rc == 0)
         rc = rpc_server_start(api->rpc);
     if (rc != 0) {
         rpc_server_close(api->rpc);

@@ -17,6 +17,7 @@ int api__cluster_register(struct api *api);
 int api__watch_register(struct api *api);
 int api__lease_register(struct api *api);
 int api__lock_register(struct api *api); /* Lock and Election (lock.c) */
+int api__auth_register(struct api *api); /* Auth (auth.c) */
 /* lease.c: the peer listener's Lease/Renew and Lease/TimeToLive. */
 struct server;
 int api__lease_peer_register(struct rpc_server *peer, struct server *s);
@@ -73,8 +74,16 @@ struct api_http {
     bool gateway;           /* serve /v3/... (gateway.c) */
 };
 
+/* One Auth method's context (auth.c): the API and the request's type. */
+struct api_auth_method {
+    struct api *api;
+    const ProtobufCMessageDescriptor *d;
+};
+#define API_AUTH_METHODS 16
+
 struct api {
     struct server *server;  /* the member served (borrowed) */
+    struct api_auth_method auth[API_AUTH_METHODS]; /* Auth (auth.c) */
     struct rpc_server *rpc; /* the gRPC runtime (owned) */
     struct api_http http;   /* the client listener's endpoints */
     struct api_http metrics_http; /* the metrics listener's */

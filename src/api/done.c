@@ -27,9 +27,15 @@ static void on_done(void *ctx, int err, const ProtobufCMessage *reply)
         rpc_call_reply(call, reply);
 }
 
+/* The call's metadata (the auth token), until it is answered. */
+static const char *call_metadata(void *ctx, const char *key, size_t *len)
+{
+    return rpc_call_metadata(ctx, key, len);
+}
+
 struct svc_done api__done(struct rpc_call *call)
 {
-    return (struct svc_done){on_done, call};
+    return (struct svc_done){on_done, call, call_metadata};
 }
 
 static void on_done_unknown(void *ctx, int err, const ProtobufCMessage *reply)
@@ -44,5 +50,5 @@ static void on_done_unknown(void *ctx, int err, const ProtobufCMessage *reply)
 
 struct svc_done api__done_unknown(struct rpc_call *call)
 {
-    return (struct svc_done){on_done_unknown, call};
+    return (struct svc_done){on_done_unknown, call, call_metadata};
 }

@@ -28,6 +28,38 @@ grpc_status_code api_error(int err, const char **msg_out)
           "etcdserver: mvcc: required revision is a future revision")
         E(ERR_NO_SPACE, GRPC_STATUS_RESOURCE_EXHAUSTED,
           "etcdserver: mvcc: database space exceeded")
+        E(ERR_AUTH_ROOT_USER_NOT_EXIST, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: root user does not exist")
+        E(ERR_AUTH_ROOT_ROLE_NOT_EXIST, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: root user does not have root role")
+        E(ERR_AUTH_USER_EXISTS, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: user name already exists")
+        E(ERR_AUTH_USER_EMPTY, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: user name is empty")
+        E(ERR_AUTH_USER_NOT_FOUND, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: user name not found")
+        E(ERR_AUTH_ROLE_EXISTS, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: role name already exists")
+        E(ERR_AUTH_ROLE_NOT_FOUND, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: role name not found")
+        E(ERR_AUTH_ROLE_EMPTY, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: role name is empty")
+        E(ERR_AUTH_FAILED, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: authentication failed, invalid user ID or password")
+        E(ERR_AUTH_PERMISSION_DENIED, GRPC_STATUS_PERMISSION_DENIED,
+          "etcdserver: permission denied")
+        E(ERR_AUTH_ROLE_NOT_GRANTED, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: role is not granted to the user")
+        E(ERR_AUTH_PERMISSION_NOT_GRANTED, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: permission is not granted to the role")
+        E(ERR_AUTH_NOT_ENABLED, GRPC_STATUS_FAILED_PRECONDITION,
+          "etcdserver: authentication is not enabled")
+        E(ERR_AUTH_INVALID_TOKEN, GRPC_STATUS_UNAUTHENTICATED,
+          "etcdserver: invalid auth token")
+        E(ERR_AUTH_INVALID_MGMT, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: invalid auth management")
+        E(ERR_AUTH_OLD_REVISION, GRPC_STATUS_INVALID_ARGUMENT,
+          "etcdserver: revision of auth store is old")
         E(ERR_LEASE_NOT_FOUND, GRPC_STATUS_NOT_FOUND,
           "etcdserver: requested lease not found")
         E(ERR_LEASE_EXIST, GRPC_STATUS_FAILED_PRECONDITION,

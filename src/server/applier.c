@@ -1,7 +1,8 @@
 /*
  * applier.c - the apply step's dispatch (see applier.h): a request's kind
  * picks its slot, the active chain picks who answers it; also the chain's
- * linking, the auth pass-through and the chain's names for tests.
+ * linking and the chain's names for tests (the auth applier is
+ * auth_apply.c).
  */
 #include "util/check.h"
 #include <pthread.h>
@@ -9,12 +10,6 @@
 #include "server/applier.h"
 #include "server/server_int.h"
 #include "util/err.h"
-
-/* Auth is not built (issue 19): every request passes to the quota. */
-const struct applier_ops server__applier_auth_ops = {
-    .name = "auth",
-    .fn = {NULL},
-};
 
 void server__appliers_link(struct server *s, bool nospace, bool corrupt)
 {
@@ -55,6 +50,38 @@ enum applier_slot server__applier_slot(const Cetcdpb__InternalRequest *req)
     case CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_ATTR:
     case CETCDPB__INTERNAL_REQUEST__REQUEST_MEMBER_CHANGE:
         return APPLIER_MEMBERS;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTHENTICATE:
+        return APPLIER_AUTHENTICATE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_ENABLE:
+        return APPLIER_AUTH_ENABLE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_DISABLE:
+        return APPLIER_AUTH_DISABLE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_ADD:
+        return APPLIER_USER_ADD;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_DELETE:
+        return APPLIER_USER_DELETE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_CHANGE_PASSWORD:
+        return APPLIER_USER_CHANGE_PASSWORD;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_GRANT_ROLE:
+        return APPLIER_USER_GRANT_ROLE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_GET:
+        return APPLIER_USER_GET;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_REVOKE_ROLE:
+        return APPLIER_USER_REVOKE_ROLE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_LIST:
+        return APPLIER_USER_LIST;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_ROLE_ADD:
+        return APPLIER_ROLE_ADD;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_ROLE_GRANT_PERMISSION:
+        return APPLIER_ROLE_GRANT_PERMISSION;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_ROLE_GET:
+        return APPLIER_ROLE_GET;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_ROLE_REVOKE_PERMISSION:
+        return APPLIER_ROLE_REVOKE_PERMISSION;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_ROLE_DELETE:
+        return APPLIER_ROLE_DELETE;
+    case CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_ROLE_LIST:
+        return APPLIER_ROLE_LIST;
     default:
         return APPLIER_NONE; /* not set, or a kind this build lacks */
     }

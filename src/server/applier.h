@@ -22,8 +22,11 @@
  *   [capped]   while a NOSPACE alarm is active (applier_alarm.c): a Put, a
  *              Txn with puts (cost above 0) and a LeaseGrant are answered
  *              ERR_NO_SPACE and change nothing, as etcd's applierV3Capped.
- *   auth       a pass-through today (every slot NULL, applier.c); issue 19
- *              puts the permission checks and the auth_* requests here.
+ *   auth       (auth_apply.c) checks Range, Put, DeleteRange and Txn as
+ *              the user the request names (etcd's authApplierV3: "user
+ *              name is empty", "revision of auth store is old",
+ *              "permission denied") and applies the auth requests
+ *              (admin checks, the auth store, its bucket).
  *   quota      (quota.c) a Put or Txn that finds the store at its quota is
  *              applied all the same and answered ERR_NO_SPACE.
  *   store      (apply_kv.c) the mvcc one: answers every slot (leases
@@ -77,7 +80,7 @@ enum applier_slot {
     APPLIER_LEASE_CHECKPOINT, /* the leader's remaining TTLs (lease.h) */
     APPLIER_ALARM,        /* AlarmRequest (alarm.c) */
     APPLIER_MEMBERS,      /* MemberAttr, MemberChange (members.c) */
-    /* etcd's auth requests (issue 19); none is proposed yet. */
+    /* etcd's auth requests (auth_apply.c) */
     APPLIER_AUTHENTICATE,
     APPLIER_AUTH_ENABLE,
     APPLIER_AUTH_DISABLE,
@@ -129,14 +132,14 @@ struct applier {
 struct server_appliers {
     struct applier corrupt; /* in front while a CORRUPT alarm is active */
     struct applier capped;  /* in front while a NOSPACE alarm is active */
-    struct applier auth;    /* pass-through (issue 19) */
+    struct applier auth;    /* permission checks, auth requests */
     struct applier quota;   /* the quota at apply time */
     struct applier store;   /* the mvcc applier, last */
     const struct applier *front; /* where a request enters (NULL: unlinked) */
 };
 
 /* The ops tables: store in apply_kv.c, quota in quota.c, auth in
- * applier.c, capped and corrupt in applier_alarm.c. */
+ * auth_apply.c, capped and corrupt in applier_alarm.c. */
 extern const struct applier_ops server__applier_store_ops;
 extern const struct applier_ops server__applier_quota_ops;
 extern const struct applier_ops server__applier_auth_ops;

@@ -68,6 +68,23 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
     case ERR_NO_SPACE: /* applied, answered as etcd does (quota.c) */
     case ERR_CLUSTER_CORRUPT: /* a CORRUPT alarm refused it (applier.h) */
     case ERR_FULL:     /* the alarm list is full (alarm.c) */
+    case ERR_TOO_MANY_REQUESTS: /* auth: a bound of the store or tokens */
+    case ERR_AUTH_ROOT_USER_NOT_EXIST: /* the auth applier's answers */
+    case ERR_AUTH_ROOT_ROLE_NOT_EXIST:
+    case ERR_AUTH_USER_EXISTS:
+    case ERR_AUTH_USER_EMPTY:
+    case ERR_AUTH_USER_NOT_FOUND:
+    case ERR_AUTH_ROLE_EXISTS:
+    case ERR_AUTH_ROLE_NOT_FOUND:
+    case ERR_AUTH_ROLE_EMPTY:
+    case ERR_AUTH_FAILED:
+    case ERR_AUTH_PERMISSION_DENIED:
+    case ERR_AUTH_ROLE_NOT_GRANTED:
+    case ERR_AUTH_PERMISSION_NOT_GRANTED:
+    case ERR_AUTH_NOT_ENABLED:
+    case ERR_AUTH_INVALID_TOKEN:
+    case ERR_AUTH_INVALID_MGMT:
+    case ERR_AUTH_OLD_REVISION:
         return 0;
     default:
         return p->err; /* poisons the batch */
@@ -95,6 +112,13 @@ static Etcdserverpb__ResponseHeader *header_of(ProtobufCMessage *m)
         return ((Etcdserverpb__LeaseRevokeResponse *)m)->header;
     if (d == &etcdserverpb__lease_checkpoint_response__descriptor)
         return ((Etcdserverpb__LeaseCheckpointResponse *)m)->header;
+    /* the auth responses: each has its header as field 1 */
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(d, 1);
+    if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+        f->descriptor == &etcdserverpb__response_header__descriptor &&
+        strncmp(d->short_name, "Auth", 4) == 0)
+        return *(Etcdserverpb__ResponseHeader **)((char *)m + f->offset);
     return NULL;
 }
 
@@ -337,6 +361,7 @@ static void stall(struct server *s, struct server_entry *head, size_t n)
     server_queue_push_front(&s->committed, head, tail, n);
     server__alarms_reload(s); /* the aborted batch may have changed it */
     server__leases_reload(s); /* and the leases */
+    server__auth_reload(s);   /* and the auth store */
 }
 
 /* Applies the chain (apply_mu held).  Returns false, with the chain back

@@ -316,6 +316,7 @@ void server_stop(struct server *s)
     server__tasks_drain(s);
     server__store_close(s);
     server__leases_close(s);
+    server__auth_close(s);
     server_queue_destroy(&s->proposals);
     server_queue_destroy(&s->committed);
     server_wait_destroy(&s->wait);

@@ -238,6 +238,10 @@ struct server_config {
     /* --experimental-lease-checkpoint-interval: how often the leader
      * checkpoints its leases' remaining TTLs (lease.h); 0 = 5 minutes. */
     uint64_t lease_checkpoint_ms;
+    /* --auth-token-ttl in ms (simple tokens; 0 = 300 s) and --bcrypt-cost
+     * (0 = 10). */
+    uint64_t auth_token_ttl_ms;
+    int bcrypt_cost;
     /* --initial-election-tick-advance=false: a member of a cluster does not
      * fast-forward its election ticks once its peers are connected. */
     bool no_tick_advance;
@@ -711,5 +715,17 @@ struct server_task {
     bool queued;              /* the runner's: posted, not yet run */
 };
 void server_task_post(struct server *s, struct server_task *t);
+
+/* --- Auth (auth_apply.c) ---------------------------------------------------
+ * The member's auth store (auth/auth.h: any thread may read and check it;
+ * only the apply side changes it, through raft), its bcrypt cost, and
+ * the simple tokens: server_auth_token_user copies the user a token names
+ * into user_out (cap bytes) and renews it.  Errors:
+ * ERR_AUTH_INVALID_TOKEN, ERR_TOO_LARGE. */
+struct auth_store;
+struct auth_store *server_auth_store(struct server *s);
+int server_bcrypt_cost(const struct server *s);
+int server_auth_token_user(struct server *s, const char *token, size_t len,
+                           char *user_out, size_t cap);
 
 #endif

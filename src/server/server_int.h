@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "auth/auth.h"
 #include "backend/backend.h"
 #include "raft/raft.h"
 #include "server/alarm.h"
@@ -383,6 +384,13 @@ struct server {
     _Atomic uint64_t lead_epoch;
     _Atomic uint64_t lease_id_next; /* server_lease_id_next's counter */
     struct server_appliers appliers; /* the apply chain (applier.h) */
+    /* The auth store and simple tokens (auth_apply.c); the store is
+     * changed by the apply side only, read by any thread. */
+    struct server_auth {
+        backend_bucket bucket;       /* "auth" */
+        struct auth_store *store;
+        struct auth_tokens *tokens;
+    } auth;
     struct server_watch watch;   /* the watch hub (watchers.c) */
     struct server_tasks tasks;   /* cetcd-task and its queue (task.c) */
     /* Online defragmentation (defrag.c): its thread and waiting requests. */
@@ -439,6 +447,12 @@ static inline uint64_t server__request_timeout_ms(const struct server *s)
  * tentative batch's events once it is durable (apply.c); start/stop the
  * driver thread; server__watch_close at stop. */
 int server__watch_store_opened(struct server *s);
+/* auth_apply.c: the auth store's load at each store open, its reload after
+ * an aborted batch, its end at stop. */
+int server__auth_load(struct server *s);
+void server__auth_reload(struct server *s);
+void server__auth_close(struct server *s);
+
 void server__watch_release(struct server *s);
 int server__watch_start(struct server *s);
 void server__watch_stop(struct server *s);

@@ -67,6 +67,8 @@ int server__store_open(struct server *s, const char *dir)
         rc = s->defrag.swapping ? server__leases_rebind(s) /* same data */
                                 : server__leases_load(s);
     if (rc == 0)
+        rc = server__auth_load(s);
+    if (rc == 0)
         server__quota_update(s);
     return rc;
 }

@@ -243,6 +243,9 @@ void svc_cluster_member_add(struct server *s,
                             struct svc_done done)
 {
     CHECK(req != NULL);
+    int arc = svc_auth_check_admin(s, done); /* etcd's membership check */
+    if (arc != 0)
+        return done.fn(done.ctx, arc, NULL);
     trim_urls(req->peerurls, req->n_peerurls);
     struct server_member_change c = {
         .op = SERVER_MEMBER_ADD,
@@ -257,6 +260,9 @@ void svc_cluster_member_remove(struct server *s,
                                struct svc_done done)
 {
     CHECK(req != NULL);
+    int arc = svc_auth_check_admin(s, done); /* etcd's membership check */
+    if (arc != 0)
+        return done.fn(done.ctx, arc, NULL);
     struct server_member_change c = {.op = SERVER_MEMBER_REMOVE,
                                      .id = req->id};
     change(s, &c, done);
@@ -267,6 +273,9 @@ void svc_cluster_member_update(struct server *s,
                                struct svc_done done)
 {
     CHECK(req != NULL);
+    int arc = svc_auth_check_admin(s, done); /* etcd's membership check */
+    if (arc != 0)
+        return done.fn(done.ctx, arc, NULL);
     trim_urls(req->peerurls, req->n_peerurls);
     struct server_member_change c = {
         .op = SERVER_MEMBER_UPDATE,
@@ -281,6 +290,9 @@ void svc_cluster_member_promote(struct server *s,
                                 struct svc_done done)
 {
     CHECK(req != NULL);
+    int arc = svc_auth_check_admin(s, done); /* etcd's membership check */
+    if (arc != 0)
+        return done.fn(done.ctx, arc, NULL);
     struct server_member_change c = {.op = SERVER_MEMBER_PROMOTE,
                                      .id = req->id};
     change(s, &c, done);

@@ -24,6 +24,11 @@ void svc_maint_defragment(struct server *s,
                           struct svc_done done)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
+    int arc = svc_auth_check_admin(s, done); /* etcd's authMaintenanceServer */
+    if (arc != 0) {
+        done.fn(done.ctx, arc, NULL);
+        return;
+    }
     struct svc_done *held = svc__done_dup(done);
     if (held == NULL) {
         done.fn(done.ctx, ERR_NOMEM, NULL);

@@ -13,6 +13,13 @@ struct svc_done *svc__done_dup(struct svc_done done)
     return held;
 }
 
+const char *svc__done_metadata(void *ctx, const char *key, size_t *len)
+{
+    const struct svc_done *held = ctx;
+    return held->metadata != NULL ? held->metadata(held->ctx, key, len)
+                                  : NULL;
+}
+
 void svc__done_take(struct svc_done *held, int err,
                     const ProtobufCMessage *reply)
 {

@@ -57,7 +57,7 @@ void svc_election_proclaim(struct server *s,
     put.request_put = &p;
     Etcdserverpb__RequestOp *ops[1] = {&put};
     lock__txn_if_created(s, lk->key.data, lk->key.len, lk->rev, ops, 1, NULL,
-                         0, (struct svc_done){on_proclaimed, held});
+                         0, (struct svc_done){on_proclaimed, held, svc__done_metadata});
 }
 
 static void on_resigned(void *ctx, int err, const ProtobufCMessage *reply)
@@ -89,7 +89,7 @@ void svc_election_resign(struct server *s,
     del.request_delete_range = &d;
     Etcdserverpb__RequestOp *ops[1] = {&del};
     lock__txn_if_created(s, lk->key.data, lk->key.len, lk->rev, ops, 1, NULL,
-                         0, (struct svc_done){on_resigned, held});
+                         0, (struct svc_done){on_resigned, held, svc__done_metadata});
 }
 
 /* On the caller's thread or a read worker. */
@@ -125,6 +125,6 @@ void svc_election_leader(struct server *s,
     }
     lock__range(s, pfx, n + 1, pfx + n + 1, n + 1,
                 ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND, 1, 0,
-                (struct svc_done){on_leader, held});
+                (struct svc_done){on_leader, held, svc__done_metadata});
     mem_free(pfx); /* lock__range keeps its own copy */
 }

@@ -5,6 +5,7 @@
  */
 #include "svc/svc.h"
 
+#include "auth/auth.h"
 #include "server/server.h"
 #include "svc/kv_check.h"
 #include "svc/svc_int.h"
@@ -28,6 +29,8 @@ void svc_kv_range(struct server *s, Etcdserverpb__RangeRequest *req,
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
     int rc = kv_check_range(req);
+    if (rc == 0) /* etcd checks reads at the read path, not in raft */
+        rc = svc_auth_check_read(s, done, req->key, req->range_end);
     struct svc_done *held = rc == 0 ? svc__done_dup(done) : NULL;
     if (rc == 0 && held == NULL)
         rc = ERR_NOMEM;
@@ -111,6 +114,12 @@ static void propose_write(struct server *s, const struct write_method *wm,
         return;
     }
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    char user[AUTH_NAME_MAX + 1];
+    rc = svc__auth_stamp(s, done, &ir, user, sizeof user);
+    if (rc != 0) {
+        svc__done_take(held, rc, NULL);
+        return;
+    }
     ir.request_case = wm->kind;
     /* Every member of the request oneof is a message pointer: storing
      * through one of them sets the one the case names. */

@@ -31,5 +31,5 @@ void svc_lock_unlock(struct server *s, const V3lockpb__UnlockRequest *req,
     Etcdserverpb__DeleteRangeRequest d =
         ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
     d.key = req->key;
-    svc_kv_delete_range(s, &d, (struct svc_done){on_deleted, held});
+    svc_kv_delete_range(s, &d, (struct svc_done){on_deleted, held, svc__done_metadata});
 }

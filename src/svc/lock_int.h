@@ -46,7 +46,11 @@ void lock__txn_if_created(struct server *s, const uint8_t *key,
  * forget the answer (a waiter that went away cleans up after itself, as
  * concurrency's Mutex.Unlock / Election.Resign do). */
 void lock__delete_if_created(struct server *s, const uint8_t *key,
-                             size_t key_len, int64_t rev);
+                             size_t key_len, int64_t rev, void *md_ctx,
+                             const char *(*md)(void *ctx, const char *key,
+                                               size_t *len));
+/* (md, md_ctx: the waiter's metadata, read during the call only: the
+ * delete runs as its user; NULL: none.) */
 
 /* lock__waiters_take reserves one of SVC_LOCK_WAITERS_MAX waiter slots
  * (false: all taken); lock__waiters_put gives it back. */

@@ -110,6 +110,7 @@ void lock__txn_if_created(struct server *s, const uint8_t *key,
 }
 
 static void forget(void *ctx, int err, const ProtobufCMessage *reply)
+    /* ctx: only the metadata's, read before the proposal returned */
 {
     (void)ctx;
     (void)err;
@@ -117,7 +118,9 @@ static void forget(void *ctx, int err, const ProtobufCMessage *reply)
 }
 
 void lock__delete_if_created(struct server *s, const uint8_t *key,
-                             size_t key_len, int64_t rev)
+                             size_t key_len, int64_t rev, void *md_ctx,
+                             const char *(*md)(void *ctx, const char *key,
+                                               size_t *len))
 {
     CHECK(s != NULL && rev > 0);
     Etcdserverpb__DeleteRangeRequest d =
@@ -128,7 +131,7 @@ void lock__delete_if_created(struct server *s, const uint8_t *key,
     op.request_delete_range = &d;
     Etcdserverpb__RequestOp *ops[1] = {&op};
     lock__txn_if_created(s, key, key_len, rev, ops, 1, NULL, 0,
-                         (struct svc_done){forget, NULL});
+                         (struct svc_done){forget, md_ctx, md});
 }
 
 /* The waiters of every member in the process (one member per process in

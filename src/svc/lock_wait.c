@@ -97,7 +97,20 @@ struct lwait {
     int64_t first_rev;      /* its first key's create revision */
     uint8_t *pred;          /* its second key: the one I wait for */
     size_t pred_len;        /* (mem_malloc'd; NULL: none or no memory) */
+    char *token;            /* the client's auth token (copied at open;
+                             * NULL: none): its KV steps run as its user */
+    size_t token_len;
 };
+
+/* The KV steps' metadata: the client's token only. */
+static const char *w_metadata(void *ctx, const char *key, size_t *len)
+{
+    struct lwait *w = ctx;
+    if (w->token == NULL || strcmp(key, "token") != 0)
+        return NULL;
+    *len = w->token_len;
+    return w->token;
+}
 
 static void step(struct server_task *t, bool stopping);
 
@@ -256,7 +269,7 @@ static void do_grant(struct lwait *w)
     start_op(w, S_GRANT);
     Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
     g.ttl = SVC_LOCK_SESSION_TTL_S;
-    svc_lease_grant(w->s, &g, (struct svc_done){on_grant, w});
+    svc_lease_grant(w->s, &g, (struct svc_done){on_grant, w, w_metadata});
 }
 
 static void do_txn(struct lwait *w)
@@ -299,7 +312,7 @@ static void do_txn(struct lwait *w)
     size_t n = w->campaign ? 1 : 2;
     start_op(w, S_TXN);
     lock__txn_if_created(w->s, w->key, w->key_len, 0, then_ops, n, else_ops,
-                         n, (struct svc_done){on_txn, w});
+                         n, (struct svc_done){on_txn, w, w_metadata});
 }
 
 static void do_proclaim(struct lwait *w)
@@ -314,7 +327,7 @@ static void do_proclaim(struct lwait *w)
     Etcdserverpb__RequestOp *ops[1] = {&put};
     start_op(w, S_PROCLAIM);
     lock__txn_if_created(w->s, w->key, w->key_len, w->my_rev, ops, 1, NULL, 0,
-                         (struct svc_done){on_txn, w});
+                         (struct svc_done){on_txn, w, w_metadata});
 }
 
 static void do_range(struct lwait *w)
@@ -322,7 +335,7 @@ static void do_range(struct lwait *w)
     start_op(w, S_RANGE);
     lock__range(w->s, w->key, w->name_len + 1, w->pfx_end, w->name_len + 1,
                 ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND, 2, w->my_rev,
-                (struct svc_done){on_range, w});
+                (struct svc_done){on_range, w, w_metadata});
 }
 
 /* do_watch watches, from after the last range, for the DELETE of my key
@@ -440,7 +453,8 @@ static void after_range(struct lwait *w)
 static void cleanup(struct lwait *w)
 {
     if (w->my_rev > 0 && w->key != NULL)
-        lock__delete_if_created(w->s, w->key, w->key_len, w->my_rev);
+        lock__delete_if_created(w->s, w->key, w->key_len, w->my_rev, w,
+                                w_metadata);
 }
 
 static void w_free(struct lwait *w)
@@ -449,6 +463,7 @@ static void w_free(struct lwait *w)
     w->st->release(w->st->ctx);
     pthread_mutex_destroy(&w->mu);
     mem_free(w->name);
+    mem_free(w->token);
     mem_free(w->value);
     mem_free(w->key);
     mem_free(w->pfx_end);
@@ -528,6 +543,15 @@ static int w_open(struct server *s, struct svc_stream *st, void **state_out,
     }
     w->s = s;
     w->st = st;
+    size_t tl = 0;
+    const char *t = st->metadata != NULL ? st->metadata(st->ctx, "token", &tl)
+                                         : NULL;
+    if (t == NULL && st->metadata != NULL)
+        t = st->metadata(st->ctx, "authorization", &tl);
+    if (t != NULL && tl > 0 && tl <= 4096) {
+        w->token = mem_dup(t, tl);
+        w->token_len = tl;
+    }
     w->campaign = campaign;
     w->task.fn = step;
     w->task.arg = w;

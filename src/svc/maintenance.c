@@ -72,6 +72,11 @@ void svc_maint_move_leader(struct server *s,
                            int64_t deadline_ns, struct svc_done done)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
+    int arc = svc_auth_check_admin(s, done); /* etcd's authMaintenanceServer */
+    if (arc != 0) {
+        done.fn(done.ctx, arc, NULL);
+        return;
+    }
     struct move *mv = mem_malloc(sizeof *mv);
     if (mv == NULL) {
         done.fn(done.ctx, ERR_NOMEM, NULL);
@@ -124,7 +129,9 @@ void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
     struct server_hash hv;
-    int rc = server_hash_kv(s, req->revision, &hv);
+    int rc = svc_auth_check_admin(s, done);
+    if (rc == 0)
+        rc = server_hash_kv(s, req->revision, &hv);
     if (rc != 0) {
         done.fn(done.ctx, rc, NULL);
         return;
@@ -144,7 +151,9 @@ void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
     struct server_hash hv;
-    int rc = server_hash(s, &hv);
+    int rc = svc_auth_check_admin(s, done);
+    if (rc == 0)
+        rc = server_hash(s, &hv);
     if (rc != 0) {
         done.fn(done.ctx, rc, NULL);
         return;

@@ -65,11 +65,18 @@
 struct server;
 
 /* The completion of one request (see "Completions" above).  fn is called
- * exactly once with ctx; ctx is the caller's (api/: the gRPC call). */
+ * exactly once with ctx; ctx is the caller's (api/: the gRPC call).
+ * metadata, when set, gives the caller's request metadata (as
+ * svc_stream.metadata: the value of a lower-case key, not NUL-terminated,
+ * or NULL) until fn is called: the services read the auth token there
+ * ("token", or "authorization" as etcd's gateway sends it).  NULL: an
+ * in-process caller with no identity (with auth enabled its requests are
+ * refused "user name is empty", as etcd's for a request without token). */
 typedef void (*svc_done_fn)(void *ctx, int err, const ProtobufCMessage *reply);
 struct svc_done {
     svc_done_fn fn; /* called exactly once */
     void *ctx;      /* passed to fn, untouched */
+    const char *(*metadata)(void *ctx, const char *key, size_t *len_out);
 };
 
 /* --- KV (kv.c) ----------------------------------------------------------- */
@@ -363,6 +370,38 @@ extern const struct svc_stream_handler svc_observe_handler;
 #define SVC_SNAPSHOT_QUEUE 16
 #define SVC_SNAPSHOT_NAP_MS 2
 extern const struct svc_stream_handler svc_snapshot_handler;
+
+/* --- Auth (auth.c) ---------------------------------------------------------
+ *
+ * svc_auth_call serves one etcdserverpb.Auth request; req's descriptor
+ * names the method (AuthEnableRequest ... RoleRevokePermissionRequest).
+ * Every one goes through raft and is answered once applied, with the
+ * matching *Response (etcd 3.4: the lists and gets too).  Passwords are
+ * hashed with bcrypt at --bcrypt-cost here, before the proposal: no
+ * password enters the log.  Authenticate checks the password here, then
+ * proposes the token to assign.  Errors: those of every write, and the
+ * ERR_AUTH_* of etcd's auth store (util/err.h), ERR_INVAL (not an Auth
+ * request). */
+void svc_auth_call(struct server *s, const ProtobufCMessage *req,
+                   struct svc_done done);
+
+/* svc_auth_who finds the caller's user from done.metadata's token:
+ * user_out (cap bytes) gets "" when the request carries none, and *rev_out
+ * the auth store's revision at the check (0 with no user).  Errors:
+ * ERR_AUTH_INVALID_TOKEN (a token this member does not know, expired). */
+int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
+                 size_t cap, uint64_t *rev_out);
+
+/* svc_auth_check_admin: the caller has the root role (etcd's
+ * authMaintenanceServer for Hash, HashKV, MoveLeader, Defragment,
+ * Snapshot).  0, or ERR_AUTH_INVALID_TOKEN, ERR_AUTH_USER_EMPTY,
+ * ERR_AUTH_USER_NOT_FOUND, ERR_AUTH_PERMISSION_DENIED. */
+int svc_auth_check_admin(struct server *s, struct svc_done done);
+
+/* svc_auth_check_read: may the caller read [key, end)?  0, or the error
+ * to answer (etcd's IsRangePermitted with the caller's token). */
+int svc_auth_check_read(struct server *s, struct svc_done done,
+                        ProtobufCBinaryData key, ProtobufCBinaryData end);
 
 /* --- Streams ------------------------------------------------------------- */
 

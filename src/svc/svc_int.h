@@ -15,6 +15,17 @@ struct svc_done *svc__done_dup(struct svc_done done);
 void svc__done_take(struct svc_done *held, int err,
                     const ProtobufCMessage *reply);
 
+/* svc__done_metadata is a svc_done.metadata for an inner request whose
+ * ctx is a held outer completion (svc__done_dup): it reads the outer
+ * caller's metadata, so the inner request runs as the same user. */
+const char *svc__done_metadata(void *held, const char *key, size_t *len);
+
+/* svc__auth_stamp sets ir's auth_user (pointing into buf, cap bytes) and
+ * auth_revision from the caller's token (svc_auth_who).  Errors:
+ * ERR_AUTH_INVALID_TOKEN. */
+int svc__auth_stamp(struct server *s, struct svc_done done,
+                    Cetcdpb__InternalRequest *ir, char *buf, size_t cap);
+
 /* --- Watch response encoding (watch_encode.c) --------------------------- */
 
 /* One event's protobuf-c messages, filled together. */

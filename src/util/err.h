@@ -81,6 +81,25 @@
     X(ELECTION_NO_LEADER, -501, "election: no leader")                       \
     X(LEADER_KEY_MISSING, -502, "\"leader\" field must be provided")         \
     X(SESSION_EXPIRED, -503, "mutex: session is expired")                   \
+    /* auth (issue 19; etcd's auth/store.go errors) */                       \
+    X(AUTH_ROOT_USER_NOT_EXIST, -600, "root user does not exist")            \
+    X(AUTH_ROOT_ROLE_NOT_EXIST, -601, "root user does not have root role")   \
+    X(AUTH_USER_EXISTS, -602, "user name already exists")                    \
+    X(AUTH_USER_EMPTY, -603, "user name is empty")                           \
+    X(AUTH_USER_NOT_FOUND, -604, "user name not found")                      \
+    X(AUTH_ROLE_EXISTS, -605, "role name already exists")                    \
+    X(AUTH_ROLE_NOT_FOUND, -606, "role name not found")                      \
+    X(AUTH_ROLE_EMPTY, -607, "role name is empty")                           \
+    X(AUTH_FAILED, -608,                                                     \
+      "authentication failed, invalid user ID or password")                 \
+    X(AUTH_PERMISSION_DENIED, -609, "permission denied")                     \
+    X(AUTH_ROLE_NOT_GRANTED, -610, "role is not granted to the user")        \
+    X(AUTH_PERMISSION_NOT_GRANTED, -611,                                     \
+      "permission is not granted to the role")                              \
+    X(AUTH_NOT_ENABLED, -612, "authentication is not enabled")               \
+    X(AUTH_INVALID_TOKEN, -613, "invalid auth token")                        \
+    X(AUTH_INVALID_MGMT, -614, "invalid auth management")                    \
+    X(AUTH_OLD_REVISION, -615, "revision of auth store is old")           \
     /* bbolt (the etcd snapshot format) and Maintenance.Snapshot */          \
     X(BBOLT_CORRUPT, -700, "bbolt: invalid database")                        \
     X(BBOLT_ORDER, -701, "bbolt: keys not in ascending order")               \

@@ -229,14 +229,18 @@ static struct server *start(void)
 static void check_normal(struct server *s)
 {
     assert_string_equal(chain(s), "auth>quota>store");
-    assert_string_equal(server__applier_answering(s, APPLIER_PUT), "quota");
-    assert_string_equal(server__applier_answering(s, APPLIER_TXN), "quota");
+    /* auth checks the KV writes first (then passes them on) and applies
+     * the auth requests itself */
+    assert_string_equal(server__applier_answering(s, APPLIER_PUT), "auth");
+    assert_string_equal(server__applier_answering(s, APPLIER_TXN), "auth");
     assert_string_equal(server__applier_answering(s, APPLIER_DELETE_RANGE),
-                        "store");
+                        "auth");
     assert_string_equal(server__applier_answering(s, APPLIER_ALARM), "store");
     assert_string_equal(server__applier_answering(s, APPLIER_LEASE_GRANT),
                         "store");
     assert_string_equal(server__applier_answering(s, APPLIER_AUTH_ENABLE),
+                        "auth");
+    assert_string_equal(server__applier_answering(s, APPLIER_COMPACTION),
                         "store");
 }
 
@@ -268,7 +272,7 @@ static void test_nospace_caps(void **state)
     assert_string_equal(chain(s), "capped>auth>quota>store");
     assert_string_equal(server__applier_answering(s, APPLIER_PUT), "capped");
     assert_string_equal(server__applier_answering(s, APPLIER_DELETE_RANGE),
-                        "store");
+                        "auth");
     /* Writes with a cost are refused and change nothing... */
     assert_int_equal(put(s, "b"), ERR_NO_SPACE);
     assert_int_equal(count(s, "b"), 0);

@@ -1,0 +1,231 @@
+/*
+ * auth.h - the auth store of a member (etcd 3.4's auth/store.go and
+ * simple_token.go are the reference for what it does; this is our own
+ * code): users (name, bcrypt hash, roles, no_password), roles (key
+ * permissions READ / WRITE / READWRITE on a key, a range [key, range_end)
+ * or every key from key on, range_end "\0"), the enabled flag, the auth
+ * revision, the permission checks, and the simple tokens.
+ *
+ * The store is memory only: server/auth_apply.c applies the auth requests
+ * that came through raft to it (so every member holds the same store) and
+ * writes its records (auth_store_each) into the LMDB bucket "auth" in the
+ * same batch; each store open reads them back (auth_store_load_*).  It
+ * never sees a password in the clear: callers hash before they call
+ * (server: bcrypt before the request enters raft).
+ *
+ * Revision.  Every change bumps the auth revision by one (etcd's
+ * commitRevision), as etcd: a grant of a role the user already has and
+ * AuthEnable on an enabled store change nothing and bump nothing.
+ * auth_check_* take the revision the caller saw when it checked the token
+ * and refuse a request that saw an older store (ERR_AUTH_OLD_REVISION).
+ *
+ * Threads.  One rwlock: the apply side changes, any thread reads and
+ * checks.  The token table has its own mutex (auth_tokens_*).
+ *
+ * Errors are ERR_* codes (util/err.h, ERR_AUTH_*), and ERR_NOMEM.
+ */
+#ifndef CETCD_AUTH_AUTH_H
+#define CETCD_AUTH_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Permission types, authpb.Permission.Type's numbers. */
+enum auth_perm_type {
+    AUTH_READ = 0,
+    AUTH_WRITE = 1,
+    AUTH_READWRITE = 2,
+};
+
+#define AUTH_ROOT_USER "root"
+#define AUTH_ROOT_ROLE "root"
+
+/* Names are at most this long (bytes); longer ones: ERR_INVAL. */
+#define AUTH_NAME_MAX 4096
+/* The store holds at most this many users, roles, and permissions per
+ * role (more: ERR_TOO_MANY_REQUESTS), so its memory is bounded. */
+#define AUTH_USERS_MAX 65536
+#define AUTH_ROLES_MAX 65536
+#define AUTH_PERMS_MAX 4096
+
+struct auth_store;
+
+/* One permission as the store lists it (borrowed views). */
+struct auth_perm {
+    enum auth_perm_type type;
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *end; /* range_end; end_len 0: the key alone */
+    size_t end_len;
+};
+
+int auth_store_create(struct auth_store **out);
+void auth_store_destroy(struct auth_store *as);
+
+/* auth_store_clear empties the store (before loading it again). */
+void auth_store_clear(struct auth_store *as);
+
+bool auth_store_enabled(struct auth_store *as);
+uint64_t auth_store_revision(struct auth_store *as);
+
+/* --- changes (the apply side) -------------------------------------------
+ * Each returns 0 (and bumps the revision when something changed) or an
+ * ERR_*.  etcd's rules: */
+
+/* auth_enable: ERR_AUTH_ROOT_USER_NOT_EXIST, ERR_AUTH_ROOT_ROLE_NOT_EXIST;
+ * enabling an enabled store is a no-op.  auth_disable: a no-op when
+ * disabled.  Neither touches the tokens: the caller does. */
+int auth_enable(struct auth_store *as);
+int auth_disable(struct auth_store *as);
+
+/* auth_user_add: hash (bcrypt, may be empty with no_password).  Errors:
+ * ERR_AUTH_USER_EMPTY, ERR_AUTH_USER_EXISTS. */
+int auth_user_add(struct auth_store *as, const char *name, const uint8_t *hash,
+                  size_t hash_len, bool no_password);
+/* auth_user_delete: ERR_AUTH_INVALID_MGMT (root while enabled),
+ * ERR_AUTH_USER_NOT_FOUND. */
+int auth_user_delete(struct auth_store *as, const char *name);
+/* auth_user_password: ERR_AUTH_USER_NOT_FOUND. */
+int auth_user_password(struct auth_store *as, const char *name,
+                       const uint8_t *hash, size_t hash_len);
+/* auth_user_grant: the role "root" needs no role record.  Errors:
+ * ERR_AUTH_USER_NOT_FOUND, ERR_AUTH_ROLE_NOT_FOUND. */
+int auth_user_grant(struct auth_store *as, const char *user, const char *role);
+/* auth_user_revoke: ERR_AUTH_INVALID_MGMT (root from root while enabled),
+ * ERR_AUTH_USER_NOT_FOUND, ERR_AUTH_ROLE_NOT_GRANTED. */
+int auth_user_revoke(struct auth_store *as, const char *user, const char *role);
+/* auth_role_add: ERR_AUTH_ROLE_EMPTY, ERR_AUTH_ROLE_EXISTS. */
+int auth_role_add(struct auth_store *as, const char *name);
+/* auth_role_delete (revoked from every user): ERR_AUTH_INVALID_MGMT (root
+ * while enabled), ERR_AUTH_ROLE_NOT_FOUND. */
+int auth_role_delete(struct auth_store *as, const char *name);
+/* auth_role_grant adds p, or changes the type of the permission with the
+ * same key and end.  Errors: ERR_AUTH_ROLE_NOT_FOUND. */
+int auth_role_grant(struct auth_store *as, const char *role,
+                    const struct auth_perm *p);
+/* auth_role_revoke: ERR_AUTH_ROLE_NOT_FOUND,
+ * ERR_AUTH_PERMISSION_NOT_GRANTED. */
+int auth_role_revoke(struct auth_store *as, const char *role,
+                     const uint8_t *key, size_t key_len, const uint8_t *end,
+                     size_t end_len);
+
+/* --- reads ---------------------------------------------------------------
+ * The visitors run under the read lock: they must not call the store. */
+
+/* auth_user_hash copies the user's hash into buf (cap bytes, NUL added)
+ * and tells whether it is a no_password user.  Errors:
+ * ERR_AUTH_USER_NOT_FOUND, ERR_TOO_LARGE (cap too small). */
+int auth_user_hash(struct auth_store *as, const char *name, char *buf,
+                   size_t cap, bool *no_password_out);
+
+/* auth_user_roles calls fn for each role of the user, sorted.  Errors:
+ * ERR_AUTH_USER_NOT_FOUND. */
+int auth_user_roles(struct auth_store *as, const char *name,
+                    void (*fn)(void *ctx, const char *role), void *ctx);
+/* auth_users / auth_roles call fn for each name, sorted. */
+void auth_users(struct auth_store *as, void (*fn)(void *ctx, const char *name),
+                void *ctx);
+void auth_roles(struct auth_store *as, void (*fn)(void *ctx, const char *name),
+                void *ctx);
+/* auth_role_perms calls fn for each permission of the role, sorted by key.
+ * Errors: ERR_AUTH_ROLE_NOT_FOUND. */
+int auth_role_perms(struct auth_store *as, const char *role,
+                    void (*fn)(void *ctx, const struct auth_perm *p),
+                    void *ctx);
+/* auth_user_has_role: the user exists and has role. */
+bool auth_user_has_role(struct auth_store *as, const char *user,
+                        const char *role);
+
+/* --- checks (etcd's isOpPermitted / IsAdminPermitted) --------------------
+ * user: "" when the request named nobody; revision: the store's revision
+ * the caller saw with the token (0: none).  With auth disabled every
+ * check passes. */
+
+/* auth_check_range: may user do type (AUTH_READ or AUTH_WRITE) on [key,
+ * end) (end_len 0: the key alone; end "\0": every key from key on)?
+ * Errors: ERR_AUTH_USER_EMPTY (no user), ERR_AUTH_OLD_REVISION,
+ * ERR_AUTH_PERMISSION_DENIED (no such user, or not covered). */
+int auth_check_range(struct auth_store *as, const char *user,
+                     uint64_t revision, const uint8_t *key, size_t key_len,
+                     const uint8_t *end, size_t end_len,
+                     enum auth_perm_type type);
+/* auth_check_admin: the user has the root role.  Errors:
+ * ERR_AUTH_USER_EMPTY, ERR_AUTH_USER_NOT_FOUND,
+ * ERR_AUTH_PERMISSION_DENIED. */
+int auth_check_admin(struct auth_store *as, const char *user);
+
+/* --- records (persistence) -----------------------------------------------
+ * A record is a key and a value: "enabled" -> 1 byte, "revision" -> 8
+ * bytes big-endian, "user/<name>" -> a packed authpb.User, "role/<name>"
+ * -> a packed authpb.Role. */
+
+/* auth_store_each calls fn with every record of the store; a nonzero
+ * return stops the walk and is returned.  ERR_NOMEM. */
+int auth_store_each(struct auth_store *as,
+                    int (*fn)(void *ctx, const void *key, size_t key_len,
+                              const void *val, size_t val_len),
+                    void *ctx);
+/* auth_store_load takes one record back (after auth_store_clear).
+ * Errors: ERR_CORRUPT (does not decode), ERR_NOMEM. */
+int auth_store_load(struct auth_store *as, const void *key, size_t key_len,
+                    const void *val, size_t val_len);
+
+/* --- simple tokens (token.c) ---------------------------------------------
+ * etcd's simple token: "<16 letters>.<raft index>", valid on every member
+ * (each assigns it when it applies the Authenticate), for ttl_ms since it
+ * was last used; deleted with its user's deletion or password change and
+ * all of them when auth is disabled.  At most AUTH_TOKENS_MAX live. */
+#define AUTH_TOKENS_MAX 65536
+#define AUTH_TOKEN_MAX_LEN 64
+
+struct auth_tokens;
+
+int auth_tokens_create(uint64_t ttl_ms, struct auth_tokens **out);
+void auth_tokens_destroy(struct auth_tokens *t);
+
+/* auth_token_prefix writes 16 random letters and a NUL into buf (17
+ * bytes).  Errors: ERR_IO (no randomness). */
+int auth_token_prefix(char buf[17]);
+
+/* auth_tokens_assign: token (NUL-terminated, at most AUTH_TOKEN_MAX_LEN)
+ * names user from now_ms.  Errors: ERR_INVAL (malformed),
+ * ERR_TOO_MANY_REQUESTS (full of live tokens), ERR_NOMEM. */
+int auth_tokens_assign(struct auth_tokens *t, const char *token,
+                       const char *user, uint64_t now_ms);
+
+/* auth_tokens_user copies the user token (len bytes, not NUL-terminated)
+ * names into user_out (cap bytes, NUL-terminated) and renews its TTL.
+ * Errors: ERR_AUTH_INVALID_TOKEN (unknown, expired, malformed),
+ * ERR_TOO_LARGE (cap). */
+int auth_tokens_user(struct auth_tokens *t, const char *token, size_t len,
+                     uint64_t now_ms, char *user_out, size_t cap);
+
+/* auth_tokens_drop_user forgets the user's tokens; auth_tokens_clear all. */
+void auth_tokens_drop_user(struct auth_tokens *t, const char *user);
+void auth_tokens_clear(struct auth_tokens *t);
+size_t auth_tokens_count(struct auth_tokens *t);
+
+/* auth_token_parse checks a simple token's shape: 16 letters, '.', a
+ * decimal index (returned in *index_out).  Errors: ERR_INVAL. */
+int auth_token_parse(const char *token, size_t len, uint64_t *index_out);
+
+/* --- passwords (password.c) ----------------------------------------------
+ * bcrypt through libcrypt (crypt_gensalt_rn "$2b$", crypt_r): etcd's
+ * golang.org/x/crypto/bcrypt hashes ("$2a$") verify here too. */
+#define AUTH_BCRYPT_COST_MIN 4  /* bcrypt.MinCost */
+#define AUTH_BCRYPT_COST_MAX 31 /* bcrypt.MaxCost */
+#define AUTH_BCRYPT_COST_DEFAULT 10
+#define AUTH_HASH_MAX 128
+
+/* auth_password_hash writes the bcrypt hash of password (len bytes) at
+ * cost into out (AUTH_HASH_MAX bytes, NUL-terminated).  Errors: ERR_INVAL
+ * (cost out of bounds, a password bcrypt cannot take: over 72 bytes is
+ * cut as bcrypt does), ERR_IO (no randomness or libcrypt failed). */
+int auth_password_hash(const char *password, size_t len, int cost,
+                       char out[AUTH_HASH_MAX]);
+/* auth_password_check: password matches hash (constant time in libcrypt's
+ * compare). */
+bool auth_password_check(const char *password, size_t len, const char *hash);
+
+#endif
