@@ -94,8 +94,9 @@ static int kept_at_compact(struct etcd_walk *w, const struct mvcc_event *ev,
     *out = false;
     if (ev->type == MVCC_EVENT_DELETE)
         return 0;
-    int rc = mvcc_range(w->r, ev->kv.key, ev->kv.key_len, NULL, 0,
-                        w->compact, 1, MVCC_RANGE_KEYS_ONLY, &w->res);
+    /* mvcc__range: the export's lookups are not client ranges (metrics) */
+    int rc = mvcc__range(w->r, ev->kv.key, ev->kv.key_len, NULL, 0,
+                         w->compact, 1, MVCC_RANGE_KEYS_ONLY, &w->res);
     if (rc == 0)
         *out = w->res.n_kvs == 1 && w->res.kvs[0].mod_rev == ev->kv.mod_rev;
     return rc;
