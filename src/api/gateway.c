@@ -81,6 +81,13 @@ WRAP(el_leader, V3electionpb__LeaderRequest, svc_election_leader)
 WRAP(el_resign, V3electionpb__ResignRequest, svc_election_resign)
 #undef WRAP
 
+/* Every Auth method: svc_auth_call tells them apart by the request's
+ * descriptor. */
+static void auth_any(struct server *s, ProtobufCMessage *r, struct svc_done d)
+{
+    svc_auth_call(s, r, d);
+}
+
 static void move_leader(struct server *s, ProtobufCMessage *r,
                         struct svc_done d)
 {
@@ -93,9 +100,44 @@ static void move_leader(struct server *s, ProtobufCMessage *r,
 /* etcd 3.4's patterns (etcdserverpb/gw, v3lockpb/gw, v3electionpb/gw).
  * /v3/maintenance/hash is registered for both Hash and HashKV there and
  * serves Hash (the first pattern matched); HashKV has no path of its own.
- * The Auth service is not built in cetcd yet (issue 19): its paths are
- * unknown here (404), where etcd answers them. */
+ * The Auth paths take the token as etcd's gateway does: the
+ * Authorization header (gw_metadata). */
 static const struct route routes[] = {
+    {"/auth/enable", D(etcdserverpb__auth_enable_request), auth_any, false,
+     false, false},
+    {"/auth/disable", D(etcdserverpb__auth_disable_request), auth_any, false,
+     false, false},
+    {"/auth/authenticate", D(etcdserverpb__authenticate_request), auth_any,
+     false, false, false},
+    {"/auth/user/add", D(etcdserverpb__auth_user_add_request), auth_any,
+     false, false, false},
+    {"/auth/user/get", D(etcdserverpb__auth_user_get_request), auth_any,
+     false, false, false},
+    {"/auth/user/list", D(etcdserverpb__auth_user_list_request), auth_any,
+     false, false, false},
+    {"/auth/user/delete", D(etcdserverpb__auth_user_delete_request),
+     auth_any, false, false, false},
+    {"/auth/user/changepw",
+     D(etcdserverpb__auth_user_change_password_request), auth_any, false,
+     false, false},
+    {"/auth/user/grant", D(etcdserverpb__auth_user_grant_role_request),
+     auth_any, false, false, false},
+    {"/auth/user/revoke", D(etcdserverpb__auth_user_revoke_role_request),
+     auth_any, false, false, false},
+    {"/auth/role/add", D(etcdserverpb__auth_role_add_request), auth_any,
+     false, false, false},
+    {"/auth/role/get", D(etcdserverpb__auth_role_get_request), auth_any,
+     false, false, false},
+    {"/auth/role/list", D(etcdserverpb__auth_role_list_request), auth_any,
+     false, false, false},
+    {"/auth/role/delete", D(etcdserverpb__auth_role_delete_request),
+     auth_any, false, false, false},
+    {"/auth/role/grant",
+     D(etcdserverpb__auth_role_grant_permission_request), auth_any, false,
+     false, false},
+    {"/auth/role/revoke",
+     D(etcdserverpb__auth_role_revoke_permission_request), auth_any, false,
+     false, false},
     {"/kv/range", D(etcdserverpb__range_request), kv_range, true, true,
      false},
     {"/kv/put", D(etcdserverpb__put_request), kv_put, false, false, false},
@@ -252,6 +294,20 @@ static bool gate(struct server *s, const struct route *r,
 }
 
 /* serve decodes body as r's request and hands it to the service. */
+/* The request's metadata as grpc-gateway forwards it: the Authorization
+ * header as "authorization" (where etcd reads a gateway client's token),
+ * and a Grpc-Metadata-<Key> header as "<key>" (so "token" too). */
+static const char *gw_metadata(void *ctx, const char *key, size_t *len)
+{
+    if (strcmp(key, "authorization") == 0)
+        return rpc_call_metadata(ctx, key, len);
+    char name[64];
+    int n = snprintf(name, sizeof name, "grpc-metadata-%s", key);
+    if (n < 0 || (size_t)n >= sizeof name)
+        return NULL;
+    return rpc_call_metadata(ctx, name, len);
+}
+
 static void serve(struct server *s, const struct route *r,
                   struct rpc_call *call, const uint8_t *body, size_t n)
 {
@@ -275,7 +331,7 @@ static void serve(struct server *s, const struct route *r,
         protobuf_c_message_free_unpacked(req, NULL);
         return reply_err(call, ERR_MEMBER_BAD_URLS);
     }
-    r->call(s, req, (struct svc_done){on_done, call});
+    r->call(s, req, (struct svc_done){on_done, call, gw_metadata});
     if (!r->owns)
         protobuf_c_message_free_unpacked(req, NULL);
 }
