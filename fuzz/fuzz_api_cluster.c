@@ -127,6 +127,17 @@ int64_t __wrap_rpc_call_deadline_ns(const struct rpc_call *call)
     return ((const struct fake_call *)call)->deadline_ns;
 }
 
+/* The fake call carries no metadata: no auth token (auth is off here). */
+const char *__wrap_rpc_call_metadata(const struct rpc_call *call,
+                                     const char *key, size_t *len_out)
+{
+    (void)call;
+    (void)key;
+    if (len_out != NULL)
+        *len_out = 0;
+    return NULL;
+}
+
 /* --- what needs raft or LMDB ---------------------------------------------- */
 
 void __wrap_server_header_fill(struct server *s,
