@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "api/api_int.h"
+#include "auth/auth.h"
 #include "cetcdpb/internal.pb-c.h"
 #include "peer/peer_int.h"
 #include "server/members.h"
@@ -242,6 +243,9 @@ static void member_build(void)
     srv->member_id = 1;
     srv->next_id = 1;
     srv->transport = (struct peer_transport *)&dummy_transport;
+    /* The services ask the auth store who the caller is: a fresh one
+     * (auth disabled) lets every request through, as a fresh member. */
+    check(auth_store_create(&srv->auth.store) == 0);
     server_wait_init(&srv->wait);
     pthread_mutex_init(&srv->node.ev_mu, NULL);
     pthread_cond_init(&srv->node.ev_cv, NULL);
