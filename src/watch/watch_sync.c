@@ -317,7 +317,8 @@ static int select_for(struct group *g, const struct batch *b,
     for (size_t i = i0; all && i < b->n; i++)
         all = matches(w, &b->evs[i]);
     if (all) {
-        *evs_out = b->evs + i0;
+        /* an empty batch may have no array (NULL + 0 is undefined) */
+        *evs_out = i0 == 0 ? b->evs : b->evs + i0;
         *n_out = b->n - i0;
         return 0;
     }
