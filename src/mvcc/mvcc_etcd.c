@@ -20,6 +20,7 @@
 #include "mvcc/mvcc_int.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/varint.h"
 
 struct etcd_walk {
     struct mvcc_read *r;
@@ -31,29 +32,10 @@ struct etcd_walk {
     struct mvcc_range_result res;  /* the keep check's lookup */
 };
 
-static size_t varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-static size_t put_int(uint8_t *p, unsigned tag, int64_t v)
-{
-    if (v == 0)
-        return 0;
-    p[0] = (uint8_t)(tag << 3);
-    return 1 + varint(p + 1, (uint64_t)v);
-}
-
 static size_t put_bytes(uint8_t *p, unsigned tag, const void *b, size_t len)
 {
     p[0] = (uint8_t)(tag << 3 | 2);
-    size_t n = 1 + varint(p + 1, len);
+    size_t n = 1 + varint_put(p + 1, len);
     if (len > 0)
         memcpy(p + n, b, len);
     return n + len;
@@ -74,12 +56,12 @@ static int marshal(struct etcd_walk *w, const struct mvcc_event *ev,
     }
     size_t n = put_bytes(w->buf, 1, kv->key, kv->key_len);
     if (ev->type != MVCC_EVENT_DELETE) {
-        n += put_int(w->buf + n, 2, kv->create_rev);
-        n += put_int(w->buf + n, 3, kv->mod_rev);
-        n += put_int(w->buf + n, 4, kv->version);
+        n += varint_field_put(w->buf + n, 2, kv->create_rev);
+        n += varint_field_put(w->buf + n, 3, kv->mod_rev);
+        n += varint_field_put(w->buf + n, 4, kv->version);
         if (kv->value_len > 0)
             n += put_bytes(w->buf + n, 5, kv->value, kv->value_len);
-        n += put_int(w->buf + n, 6, kv->lease);
+        n += varint_field_put(w->buf + n, 6, kv->lease);
     }
     CHECK(n <= need);
     *len_out = n;

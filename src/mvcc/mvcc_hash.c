@@ -24,6 +24,7 @@
 #include "mvcc/mvcc_int.h"
 #include "util/crc32c.h"
 #include "util/err.h"
+#include "util/varint.h"
 
 struct hash_walk {
     struct mvcc_read *r;
@@ -33,32 +34,12 @@ struct hash_walk {
     struct mvcc_range_result res;
 };
 
-static size_t varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-/* A tag and a varint (zero left out, as proto3 marshals it). */
-static size_t field_int(uint8_t *p, unsigned tag, int64_t v)
-{
-    if (v == 0)
-        return 0;
-    p[0] = (uint8_t)(tag << 3);
-    return 1 + varint(p + 1, (uint64_t)v);
-}
-
 static void extend_bytes(uint32_t *crc, unsigned tag, const uint8_t *b,
                          size_t len)
 {
     uint8_t head[11];
     head[0] = (uint8_t)(tag << 3 | 2);
-    size_t n = 1 + varint(head + 1, len);
+    size_t n = 1 + varint_put(head + 1, len);
     *crc = crc32c_extend(*crc, head, n);
     *crc = crc32c_extend(*crc, b, len);
 }
@@ -81,13 +62,13 @@ static void hash_entry(uint32_t *crc, const struct mvcc_event *ev)
     if (tomb)
         return;
     uint8_t p[33];
-    size_t n = field_int(p, 2, kv->create_rev);
-    n += field_int(p + n, 3, kv->mod_rev);
-    n += field_int(p + n, 4, kv->version);
+    size_t n = varint_field_put(p, 2, kv->create_rev);
+    n += varint_field_put(p + n, 3, kv->mod_rev);
+    n += varint_field_put(p + n, 4, kv->version);
     *crc = crc32c_extend(*crc, p, n);
     if (kv->value_len > 0)
         extend_bytes(crc, 5, kv->value, kv->value_len);
-    n = field_int(p, 6, kv->lease);
+    n = varint_field_put(p, 6, kv->lease);
     *crc = crc32c_extend(*crc, p, n);
 }
 

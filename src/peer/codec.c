@@ -18,31 +18,12 @@
 #include "peer/peer_int.h"
 #include "util/err.h"
 #include "util/mem.h"
-
-static size_t varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static uint8_t *varint_put(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
+#include "util/varint.h"
 
 /* field_size: a varint field (tag byte + value), 0 when omitted. */
 static size_t field_size(uint64_t v)
 {
-    return v == 0 ? 0 : 1 + varint_size(v);
+    return v == 0 ? 0 : 1 + varint_len(v);
 }
 
 size_t peer__batch_size(const struct peer__hdr *h, const struct peer__buf *msgs,
@@ -51,7 +32,7 @@ size_t peer__batch_size(const struct peer__hdr *h, const struct peer__buf *msgs,
     size_t total = field_size(h->cluster_id) + field_size(h->from) +
                    field_size(h->to);
     for (size_t i = 0; i < n; i++)
-        total += 1 + varint_size(msgs[i].len) + msgs[i].len;
+        total += 1 + varint_len(msgs[i].len) + msgs[i].len;
     return total;
 }
 
@@ -66,11 +47,11 @@ size_t peer__batch_pack(const struct peer__hdr *h,
         if (ids[f] == 0)
             continue;
         *p++ = (uint8_t)(((f + 1) << 3) | 0); /* field f+1, varint */
-        p = varint_put(p, ids[f]);
+        p += varint_put(p, ids[f]);
     }
     for (size_t i = 0; i < n; i++) {
         *p++ = (4 << 3) | 2; /* field 4, length-delimited */
-        p = varint_put(p, msgs[i].len);
+        p += varint_put(p, msgs[i].len);
         if (msgs[i].len > 0)
             memcpy(p, msgs[i].data, msgs[i].len);
         p += msgs[i].len;

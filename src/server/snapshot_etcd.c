@@ -39,6 +39,7 @@
 #include "util/check.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/varint.h"
 
 #define CLUSTER_VERSION "3.4.0"
 /* A members-bucket entry this long or longer is refused (URLs are
@@ -92,17 +93,6 @@ static int put_recs(struct export *x, const char *name, struct rec *v,
     return rc;
 }
 
-static size_t varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 /* --- alarm ---------------------------------------------------------------- */
 
 static int bucket_alarm(struct export *x)
@@ -123,9 +113,9 @@ static int bucket_alarm(struct export *x)
         uint8_t *p = (uint8_t *)v[n].key;
         size_t len = 0;
         p[len++] = 1 << 3; /* memberID */
-        len += varint(p + len, a.member_id);
+        len += varint_put(p + len, a.member_id);
         p[len++] = 2 << 3; /* alarm */
-        len += varint(p + len, a.type);
+        len += varint_put(p + len, a.type);
         v[n++].key_len = len;
     }
     backend_cursor_close(c);
@@ -308,12 +298,12 @@ static int bucket_lease(struct export *x)
         uint8_t pb[40];
         size_t n = 0;
         pb[n++] = 1 << 3;
-        n += varint(pb + n, (uint64_t)l.id);
+        n += varint_put(pb + n, (uint64_t)l.id);
         pb[n++] = 2 << 3;
-        n += varint(pb + n, (uint64_t)l.ttl);
+        n += varint_put(pb + n, (uint64_t)l.ttl);
         if (l.remaining != 0) {
             pb[n++] = 3 << 3;
-            n += varint(pb + n, (uint64_t)l.remaining);
+            n += varint_put(pb + n, (uint64_t)l.remaining);
         }
         if ((rc = bbolt_writer_put(x->w, k.data, k.len, pb, n)) != 0)
             break;

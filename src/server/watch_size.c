@@ -8,17 +8,7 @@
  */
 #include "server/server_int.h"
 #include "util/check.h"
-
-/* The bytes of a varint holding v. */
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
+#include "util/varint.h"
 
 static void kv_fill(const struct mvcc_kv *kv, Mvccpb__KeyValue *pb)
 {
