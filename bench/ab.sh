@@ -10,8 +10,9 @@
 # the KiB it caused to be written to storage (/proc/<pid>/io write_bytes)
 # per request, the size of member/db afterwards, and ebench's qps, p50 and p99.
 # The load: EBENCH_ARGS (default: put, 10 connections, 100 clients, 40000
-# puts over 100000 keys, 256-byte values).  Ports 23790/23800, as
-# bench/compare.sh: run nothing else there.  EBENCH_BIN: ebench binary
+# puts over 100000 keys, 256-byte values).  Ports AB_CLIENT_PORT /
+# AB_PEER_PORT (default 23790/23800, as bench/compare.sh: run nothing else
+# there).  EBENCH_BIN: ebench binary
 # (default /tmp/eb/ebench; build it with ../shared/tools/ebench/build.sh).
 set -uo pipefail
 R=${1:?rounds}
@@ -20,6 +21,8 @@ EB=${EBENCH_BIN:-/tmp/eb/ebench}
 ARGS=${EBENCH_ARGS:---op put --conns 10 --clients 100 --total 40000 --key-space-size 100000 --val-size 256}
 total=$(echo "$ARGS" | sed -n 's/.*--total \([0-9]*\).*/\1/p')
 HZ=$(getconf CLK_TCK)
+CP=${AB_CLIENT_PORT:-23790}
+PP=${AB_PEER_PORT:-23800}
 for r in $(seq 1 "$R"); do
     for spec in "$@"; do
         label=${spec%%:*}
@@ -30,20 +33,20 @@ for r in $(seq 1 "$R"); do
         d=$(mktemp -d /tmp/ab.XXXXXX)
         # shellcheck disable=SC2086
         env $envs "$bin" --data-dir "$d/data" \
-            --listen-client-urls http://127.0.0.1:23790 \
-            --advertise-client-urls http://127.0.0.1:23790 \
-            --listen-peer-urls http://127.0.0.1:23800 \
-            --initial-advertise-peer-urls http://127.0.0.1:23800 \
-            --initial-cluster default=http://127.0.0.1:23800 >"$d/log" 2>&1 &
+            --listen-client-urls http://127.0.0.1:$CP \
+            --advertise-client-urls http://127.0.0.1:$CP \
+            --listen-peer-urls http://127.0.0.1:$PP \
+            --initial-advertise-peer-urls http://127.0.0.1:$PP \
+            --initial-cluster default=http://127.0.0.1:$PP >"$d/log" 2>&1 &
         pid=$!
         for _ in $(seq 100); do
-            "$EB" --op put --total 1 --endpoints 127.0.0.1:23790 >/dev/null 2>&1 && break
+            "$EB" --op put --total 1 --endpoints 127.0.0.1:$CP >/dev/null 2>&1 && break
             sleep 0.1
         done
         read -r c0 f0 < <(awk '{print $14+$15, $10}' "/proc/$pid/stat")
         w0=$(awk '/^write_bytes/{print $2}' "/proc/$pid/io")
         # shellcheck disable=SC2086
-        out=$("$EB" $ARGS --endpoints 127.0.0.1:23790 --json 2>&1 | tail -1)
+        out=$("$EB" $ARGS --endpoints 127.0.0.1:$CP --json 2>&1 | tail -1)
         read -r c1 f1 < <(awk '{print $14+$15, $10}' "/proc/$pid/stat")
         w1=$(awk '/^write_bytes/{print $2}' "/proc/$pid/io")
         db=$(du -sm "$d/data/member/db" 2>/dev/null | cut -f1)

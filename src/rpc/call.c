@@ -307,10 +307,8 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
     }
     if (call->method != NULL) {
         call->start_ns = metrics_now_ns();
-        atomic_fetch_add_explicit(&call->method->stats->started, 1,
-                                  memory_order_relaxed);
-        atomic_fetch_add_explicit(&call->method->stats->msg_received, 1,
-                                  memory_order_relaxed);
+        metrics_inc(&call->method->stats->started);
+        metrics_inc(&call->method->stats->msg_received);
     }
     if (call->method == NULL) {
         unimplemented_msg(srv, rpc__hdrs_find(&call->hdrs, ":path", NULL),
@@ -475,8 +473,7 @@ static void answer(struct rpc_call *call)
     call->state = RPC__CALL_ANSWERED;
     if (call->method != NULL && !call->http) {
         if (call->code == GRPC_STATUS_OK) {
-            atomic_fetch_add_explicit(&call->method->stats->msg_sent, 1,
-                                      memory_order_relaxed);
+            metrics_inc(&call->method->stats->msg_sent);
             metrics_add(&call->conn->loop->srv->tx_bytes,
                         call->out_n - RPC__PREFIX);
         }

@@ -40,8 +40,7 @@ void rpc__method_handled(const struct rpc__method *m, grpc_status_code code,
     assert(m != NULL && m->stats != NULL);
     if ((unsigned)code >= RPC_STATUS_CODES)
         code = GRPC_STATUS_UNKNOWN;
-    atomic_fetch_add_explicit(&m->stats->handled[code], 1,
-                              memory_order_relaxed);
+    metrics_inc(&m->stats->handled[code]);
     metrics_since(&m->stats->handling, start_ns);
 }
 
@@ -55,13 +54,11 @@ void rpc_server_metrics(const struct rpc_server *srv,
         const struct rpc__method *m = &srv->methods[i];
         struct rpc__method_stats *st = m->stats;
         struct rpc_method_metrics out = {.path = m->path, .type = m->type};
-        out.started = atomic_load_explicit(&st->started, memory_order_relaxed);
+        out.started = metrics_get(&st->started);
         for (int c = 0; c < RPC_STATUS_CODES; c++)
-            out.handled[c] = atomic_load_explicit(&st->handled[c],
-                                                  memory_order_relaxed);
-        out.msg_received =
-            atomic_load_explicit(&st->msg_received, memory_order_relaxed);
-        out.msg_sent = atomic_load_explicit(&st->msg_sent, memory_order_relaxed);
+            out.handled[c] = metrics_get(&st->handled[c]);
+        out.msg_received = metrics_get(&st->msg_received);
+        out.msg_sent = metrics_get(&st->msg_sent);
         metrics_hist_read(&st->handling, &out.handling);
         fn(&out, ctx);
     }

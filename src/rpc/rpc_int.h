@@ -68,10 +68,10 @@ struct rpc__method;
 
 /* The counters of one method (rpc.h "metrics"); any thread adds. */
 struct rpc__method_stats {
-    _Atomic uint64_t started;       /* begun */
-    _Atomic uint64_t handled[RPC_STATUS_CODES]; /* ended, by code */
-    _Atomic uint64_t msg_received;  /* request messages */
-    _Atomic uint64_t msg_sent;      /* response messages */
+    struct metrics_counter started;       /* begun */
+    struct metrics_counter handled[RPC_STATUS_CODES]; /* ended, by code */
+    struct metrics_counter msg_received;  /* request messages */
+    struct metrics_counter msg_sent;      /* response messages */
     struct metrics_hist handling;   /* begin to end */
 };
 

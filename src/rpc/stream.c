@@ -67,8 +67,7 @@ struct rpc_stream *rpc__stream_open(struct rpc_call *call)
     s->stream_id = call->stream_id;
     s->method = call->method;
     s->start_ns = metrics_now_ns();
-    atomic_fetch_add_explicit(&s->method->stats->started, 1,
-                              memory_order_relaxed);
+    metrics_inc(&s->method->stats->started);
     s->hdrs = call->hdrs; /* the call's buffer moves to the stream */
     call->hdrs = (struct rpc__hdrs){0};
     pthread_mutex_init(&s->mu, NULL);
@@ -137,8 +136,7 @@ void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
         }
         if (s->rbuf_n - off - RPC__PREFIX < len)
             break;
-        atomic_fetch_add_explicit(&s->method->stats->msg_received, 1,
-                                  memory_order_relaxed);
+        metrics_inc(&s->method->stats->msg_received);
         metrics_add(&s->conn->loop->srv->rx_bytes, len);
         s->method->ops->on_message(s, s->rbuf + off + RPC__PREFIX, len,
                                    s->method->ctx);
@@ -292,8 +290,7 @@ static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
             (struct rpc__msg){.p = p, .n = n + RPC__PREFIX};
         s->q_n++;
         p = NULL;
-        atomic_fetch_add_explicit(&s->method->stats->msg_sent, 1,
-                                  memory_order_relaxed);
+        metrics_inc(&s->method->stats->msg_sent);
         metrics_add(&s->conn->loop->srv->tx_bytes, n);
         push = schedule_locked(s);
     }

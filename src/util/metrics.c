@@ -8,6 +8,8 @@
 
 int64_t metrics_now_ns(void)
 {
+    if (!METRICS_RECORDING)
+        return 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -16,6 +18,8 @@ int64_t metrics_now_ns(void)
 void metrics_observe_ns(struct metrics_hist *h, int64_t ns)
 {
     assert(h != NULL && h->n <= METRICS_BUCKETS_MAX);
+    if (!METRICS_RECORDING)
+        return;
     if (ns < 0)
         ns = 0;
     double s = (double)ns / 1e9;

@@ -57,14 +57,27 @@ struct metrics_hist_snap {
     double sum_seconds;
 };
 
+/*
+ * CETCD_METRICS_OFF (CMake option of the same name) turns every recording
+ * below into nothing: a build only for measuring what counting costs
+ * (bench/metrics_cost.sh); its /metrics reads zeros.  Never a release.
+ */
+#ifdef CETCD_METRICS_OFF
+#define METRICS_RECORDING 0
+#else
+#define METRICS_RECORDING 1
+#endif
+
 static inline void metrics_inc(struct metrics_counter *c)
 {
-    atomic_fetch_add_explicit(&c->v, 1, memory_order_relaxed);
+    if (METRICS_RECORDING)
+        atomic_fetch_add_explicit(&c->v, 1, memory_order_relaxed);
 }
 
 static inline void metrics_add(struct metrics_counter *c, uint64_t n)
 {
-    atomic_fetch_add_explicit(&c->v, n, memory_order_relaxed);
+    if (METRICS_RECORDING)
+        atomic_fetch_add_explicit(&c->v, n, memory_order_relaxed);
 }
 
 static inline uint64_t metrics_get(const struct metrics_counter *c)
@@ -82,7 +95,8 @@ void metrics_observe_ns(struct metrics_hist *h, int64_t ns);
 /* metrics_since records metrics_now_ns() - start_ns. */
 static inline void metrics_since(struct metrics_hist *h, int64_t start_ns)
 {
-    metrics_observe_ns(h, metrics_now_ns() - start_ns);
+    if (METRICS_RECORDING)
+        metrics_observe_ns(h, metrics_now_ns() - start_ns);
 }
 
 /* metrics_hist_read fills out from h. */
