@@ -17,7 +17,7 @@
 #include "cetcd/cetcd.h"
 
 enum bench_op { BENCH_PUT, BENCH_RANGE, BENCH_TXN_PUT, BENCH_WATCH,
-                BENCH_WATCH_LATENCY, BENCH_LEASE_KEEPALIVE };
+                BENCH_WATCH_LATENCY, BENCH_LEASE_KEEPALIVE, BENCH_LEASE_PUT };
 
 /* The command line, as etcd's benchmark takes it. */
 struct bench_cfg {
@@ -48,6 +48,7 @@ struct bench_cfg {
     int put_rate;              /* --put-rate puts/s; 0 = unpaced */
     int watch_wait_s;          /* --watch-wait: wait for missing events */
     int watch_hold_s;          /* --watch-hold: idle after creation */
+    long lease_ttl;            /* --lease-ttl: TTL of granted leases */
     bool key_size_set;         /* --key-size was given */
     bool val_size_set;         /* --val-size was given */
     bool total_set;            /* --total was given */

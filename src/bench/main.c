@@ -2,7 +2,7 @@
  * main.c - cetcd-bench's command line: etcd benchmark's global flags
  * (--endpoints --conns --clients --total --dial-timeout --precise) and the
  * subcommands put, range <key> [end], txn-put, watch, watch-latency,
- * lease-keepalive with their flags.  Flags may
+ * lease-keepalive, lease-put with their flags.  Flags may
  * come before or after the subcommand, as "--flag value" or "--flag=value".
  */
 #include <getopt.h>
@@ -14,10 +14,16 @@
 
 static const char usage[] =
     "usage: cetcd-bench [global flags] <put|range <key> [end]|txn-put|watch|"
-    "watch-latency|lease-keepalive> [flags]\n"
+    "watch-latency|lease-keepalive|lease-put> [flags]\n"
     "lease-keepalive: each client grants a lease (TTL 100) and keeps it\n"
     "  alive once per request (etcd's KeepAliveOnce: a LeaseKeepAlive\n"
     "  stream with one renewal); --total renewals in all\n"
+    "lease-put: one request is a LeaseGrant (TTL 100) then a Put of the\n"
+    "  next key with that lease (the put flags apply; keys are sequential):\n"
+    "  --total leases, each holding one key (a loader for lease memory and\n"
+    "  restart measurements)\n"
+    "  --lease-ttl SECS     TTL of the leases granted (lease-keepalive and\n"
+    "                       lease-put; default 100, etcd benchmark's)\n"
     "global flags:\n"
     "  --endpoints LIST     gRPC endpoints (default 127.0.0.1:2379)\n"
     "  --conns N            number of gRPC connections (default 1)\n"
@@ -60,7 +66,7 @@ enum { O_ENDPOINTS = 256, O_CONNS, O_CLIENTS, O_THREADS, O_TOTAL, O_DIAL,
        O_PRECISE, O_TOKEN, O_KEY_SIZE, O_VAL_SIZE, O_KEY_SPACE, O_SEQ,
        O_TXN_OPS, O_CONSISTENCY, O_LIMIT, O_COUNT_ONLY, O_HELP, O_STREAMS,
        O_WPS, O_PREFIX, O_PUT_TOTAL, O_PUT_RATE, O_WATCH_WAIT,
-       O_WATCH_HOLD };
+       O_WATCH_HOLD, O_LEASE_TTL };
 
 static const struct option longopts[] = {
     {"endpoints", required_argument, NULL, O_ENDPOINTS},
@@ -88,6 +94,7 @@ static const struct option longopts[] = {
     {"put-rate", required_argument, NULL, O_PUT_RATE},
     {"watch-wait", required_argument, NULL, O_WATCH_WAIT},
     {"watch-hold", required_argument, NULL, O_WATCH_HOLD},
+    {"lease-ttl", required_argument, NULL, O_LEASE_TTL},
     {NULL, 0, NULL, 0},
 };
 
@@ -119,6 +126,7 @@ static int set_num(int c, long v, struct bench_cfg *cfg)
     case O_PUT_RATE: cfg->put_rate = (int)v; break;
     case O_WATCH_WAIT: cfg->watch_wait_s = (int)v; break;
     case O_WATCH_HOLD: cfg->watch_hold_s = (int)v; break;
+    case O_LEASE_TTL: cfg->lease_ttl = v; break;
     case O_KEY_SPACE: cfg->key_space_size = v; break;
     case O_TXN_OPS: cfg->txn_ops = (int)v; break;
     case O_LIMIT: cfg->limit = v; break;
@@ -163,6 +171,8 @@ static int subcommand(struct bench_cfg *cfg, int argc, char **argv)
         cfg->op = BENCH_WATCH;
     else if (strcmp(argv[0], "lease-keepalive") == 0 && argc == 1)
         cfg->op = BENCH_LEASE_KEEPALIVE;
+    else if (strcmp(argv[0], "lease-put") == 0 && argc == 1)
+        cfg->op = BENCH_LEASE_PUT;
     else if (strcmp(argv[0], "watch-latency") == 0 && argc == 1)
         cfg->op = BENCH_WATCH_LATENCY;
     else if (strcmp(argv[0], "range") == 0 && (argc == 2 || argc == 3)) {
@@ -207,7 +217,8 @@ int bench_cfg_parse(struct bench_cfg *cfg, int argc, char **argv)
                               .key_space_size = 1, .txn_ops = 1,
                               .dial_timeout_ms = 5000, .streams = 10,
                               .watch_per_stream = -1, .put_total = 1000,
-                              .put_rate = -1, .watch_wait_s = 10};
+                              .put_rate = -1, .watch_wait_s = 10,
+                              .lease_ttl = 100};
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == 'h' || c == O_HELP) {
             fputs(usage, stdout);

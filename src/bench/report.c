@@ -18,6 +18,7 @@ static const char *op_name(enum bench_op op)
     case BENCH_TXN_PUT: return "txn-put";
     case BENCH_WATCH: return "watch";
     case BENCH_LEASE_KEEPALIVE: return "lease-keepalive";
+    case BENCH_LEASE_PUT: return "lease-put";
     default: return "watch-latency";
     }
 }

@@ -3,7 +3,9 @@
  * --clients workers spread over them, --threads threads each draining one
  * async queue.  A worker always has exactly one request in flight; its
  * callback records the latency and starts the worker's next request until
- * --total requests have been started.
+ * --total requests have been started.  A lease-put request is two calls:
+ * the grant's callback starts the put with the granted lease (the latency
+ * covers both).
  */
 #include <assert.h>
 #include <pthread.h>
@@ -21,7 +23,6 @@
 #define KV_TXN "/etcdserverpb.KV/Txn"
 #define LEASE_GRANT "/etcdserverpb.Lease/LeaseGrant"
 #define LEASE_KEEPALIVE "/etcdserverpb.Lease/LeaseKeepAlive"
-#define LEASE_BENCH_TTL 100 /* etcd benchmark's */
 
 /* State shared by every thread; read-only except remaining. */
 struct shared {
@@ -45,6 +46,8 @@ struct worker {
     Etcdserverpb__RequestOp **opp;     /* pointers to ops */
     Etcdserverpb__TxnRequest txn;      /* txn-put request */
     Etcdserverpb__LeaseKeepAliveRequest ka; /* lease-keepalive: its lease */
+    Etcdserverpb__LeaseGrantRequest grant;  /* lease-put: its first step */
+    long key_index;                    /* lease-put: the key of this request */
 };
 
 /* One thread and its queue. */
@@ -96,6 +99,14 @@ static void key_write(uint8_t *k, int size, long n)
 static void on_done(void *arg, const struct cetcd_status *st,
                     ProtobufCMessage *resp);
 
+static void call_failed(struct thread *t, int rc)
+{
+    t->lat.errors++;
+    if (t->first_error[0] == '\0')
+        snprintf(t->first_error, sizeof(t->first_error),
+                 "cannot start call: %s", cetcd_code_name(rc));
+}
+
 /* issue starts the worker's next request, if any are left. */
 static void issue(struct worker *w)
 {
@@ -117,6 +128,15 @@ static void issue(struct worker *w)
          * half-close, one answer (clientv3's KeepAliveOnce). */
         msg = &w->ka.base;
         method = LEASE_KEEPALIVE;
+    } else if (cfg->op == BENCH_LEASE_PUT) {
+        w->key_index = i;
+        w->start = now_s();
+        rc = cetcd_async_call(w->conn, t->q, LEASE_GRANT, &w->grant.base,
+                              &etcdserverpb__lease_grant_response__descriptor,
+                              &w->done);
+        if (rc != 0)
+            call_failed(t, rc);
+        return;
     } else if (cfg->op == BENCH_PUT) {
         long k = cfg->sequential_keys ? i % ks : (long)(rng_next(&t->rng) % ks);
         key_write(w->keys, cfg->key_size, k);
@@ -129,12 +149,26 @@ static void issue(struct worker *w)
     }
     w->start = now_s();
     rc = cetcd_async_call(w->conn, t->q, method, msg, NULL, &w->done);
+    if (rc != 0)
+        call_failed(t, rc);
+}
+
+/* lease_put_second starts the put of a lease-put request once its grant
+ * answered (resp, freed here); false when the put could not start. */
+static bool lease_put_second(struct worker *w, ProtobufCMessage *resp)
+{
+    struct thread *t = w->t;
+    const struct bench_cfg *cfg = t->sh->cfg;
+    w->puts[0].lease = ((Etcdserverpb__LeaseGrantResponse *)resp)->id;
+    protobuf_c_message_free_unpacked(resp, NULL);
+    key_write(w->keys, cfg->key_size, w->key_index);
+    int rc = cetcd_async_call(w->conn, t->q, KV_PUT, &w->puts[0].base, NULL,
+                              &w->done);
     if (rc != 0) {
-        t->lat.errors++;
-        if (t->first_error[0] == '\0')
-            snprintf(t->first_error, sizeof(t->first_error),
-                     "cannot start call: %s", cetcd_code_name(rc));
+        call_failed(t, rc);
+        return false;
     }
+    return true;
 }
 
 static void on_done(void *arg, const struct cetcd_status *st,
@@ -144,8 +178,14 @@ static void on_done(void *arg, const struct cetcd_status *st,
     struct thread *t = w->t;
     double end = now_s();
 
+    if (st->code == 0 && resp != NULL) {
+        /* The grant of a lease-put: its put is on its way, or could not
+         * start (counted as an error). */
+        if (!lease_put_second(w, resp))
+            issue(w);
+        return;
+    }
     assert(resp == NULL);
-    (void)resp;
     t->last_done = end;
     if (st->code == 0) {
         if (cetcd_latency_add(&t->lat, end - w->start) != 0)
@@ -159,12 +199,13 @@ static void on_done(void *arg, const struct cetcd_status *st,
     issue(w);
 }
 
-/* lease_grant grants w's lease (etcd benchmark's Grant(ctx, 100)). */
+/* lease_grant grants w's lease (etcd benchmark's Grant(ctx, 100): TTL
+ * --lease-ttl). */
 static int lease_grant(struct worker *w)
 {
     Etcdserverpb__LeaseGrantRequest q =
         ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
-    q.ttl = LEASE_BENCH_TTL;
+    q.ttl = w->t->sh->cfg->lease_ttl;
     ProtobufCMessage *resp = NULL;
     struct cetcd_status st;
     int rc = cetcd_call_unary(w->conn, LEASE_GRANT, &q.base,
@@ -213,6 +254,8 @@ static int worker_init(struct worker *w, struct thread *t,
     w->txn.n_success = (size_t)n;
     w->txn.success = w->opp;
     etcdserverpb__lease_keep_alive_request__init(&w->ka);
+    etcdserverpb__lease_grant_request__init(&w->grant);
+    w->grant.ttl = cfg->lease_ttl;
     return cfg->op == BENCH_LEASE_KEEPALIVE ? lease_grant(w) : 0;
 }
 
