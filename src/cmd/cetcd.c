@@ -311,6 +311,7 @@ static void fill_config(struct server_config *c, const char *dir)
     c->election_ms = flags_get_u64("election-timeout");
     c->pre_vote = flags_get_bool("pre-vote");
     c->strict_reconfig_check = flags_get_bool("strict-reconfig-check");
+    c->force_new_cluster = flags_get_bool("force-new-cluster");
     c->initial_cluster = initial_cluster();
 }
 

@@ -134,7 +134,7 @@ static struct flag table[] = {
     {"experimental-warning-apply-duration", F_DUR, "100ms", BUILT, "Experimental feature", "Warning is generated if requests take more than this duration."},
     {"experimental-reported-version", F_SEMVER, SERVER_REPORTED_VERSION_DEFAULT, BUILT, "Experimental feature", "The etcd version this member reports (Status, the startup log; cetcd only): major.minor.patch."},
     {"unsafe-no-fsync", F_BOOL, "false", BUILT, "Unsafe feature", "Disables fsync, unsafe, will cause data loss."},
-    {"force-new-cluster", F_BOOL, "false", NOT_YET, "Unsafe feature", "Force to create a new one-member cluster."},
+    {"force-new-cluster", F_BOOL, "false", BUILT, "Unsafe feature", "Force to create a new one-member cluster."},
     /* The /v3 JSON gateway is not built yet (a later issue).  etcd's e2e
      * suite never gives this flag, so =false (serve no gateway: what
      * cetcd does) is accepted and an explicit =true is refused.  The

@@ -248,6 +248,9 @@ struct server_config {
      * fast-forward its election ticks once its peers are connected. */
     bool no_tick_advance;
     bool strict_reconfig_check;   /* --strict-reconfig-check */
+    /* --force-new-cluster: a member restarting from its data becomes a
+     * one-member cluster (force_new.c); ignored without data, as etcd. */
+    bool force_new_cluster;
     bool no_speculation;          /* CETCD_NO_SPECULATIVE_APPLY=1: a lone
                                    * voter applies after its fsync, not
                                    * during it (for comparisons, tests) */
