@@ -158,6 +158,11 @@ struct cetcd_client_opts {
     const char *token;       /* auth token sent as "token" metadata; NULL =
                                 none.  Copied. */
     int max_recv_bytes;      /* largest reply accepted; 0 = 64 MiB */
+    const char *md_key;      /* one more metadata pair sent with every
+                                unary call (lower-case key), or NULL =
+                                none: a cetcd member's questions to its
+                                peers (cmd/corrupt.c).  Both copied. */
+    const char *md_value;
     const struct cetcd_tls *tls; /* TLS material (borrowed for the open
                                     call), or NULL: bare endpoints are plain
                                     text, https:// ones use the system's

@@ -47,6 +47,12 @@ int client__call_start(struct cetcd_client *c, size_t ep,
         call->md[0].value = grpc_slice_from_copied_string(c->token);
         call->md_len = 1;
     }
+    if (c->md_key != NULL) {
+        call->md[call->md_len].key = grpc_slice_from_static_string(c->md_key);
+        call->md[call->md_len].value =
+            grpc_slice_from_copied_string(c->md_value);
+        call->md_len++;
+    }
     method = grpc_slice_from_copied_string(method_path);
     call->call = grpc_channel_create_call(
         c->eps[ep].channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
@@ -117,8 +123,8 @@ int client__call_finish(struct client__call *call, int ok,
         rc = status_copy(call, st);
     if (rc == 0 && resp_desc != NULL && resp_out != NULL)
         rc = decode(call, resp_desc, resp_out, st);
-    if (call->md_len > 0)
-        grpc_slice_unref(call->md[0].value);
+    for (size_t i = 0; i < call->md_len; i++)
+        grpc_slice_unref(call->md[i].value);
     dial_reply_release(&call->reply);
     grpc_byte_buffer_destroy(call->send_buf);
     grpc_call_unref(call->call);

@@ -136,6 +136,13 @@ int cetcd_client_open(const struct cetcd_client_opts *opts,
         goto err_close;
     if (cetcd_client_token_set(c, opts->token) != 0)
         goto err_close;
+    if (opts->md_key != NULL) {
+        const char *v = opts->md_value != NULL ? opts->md_value : "";
+        c->md_key = mem_dup(opts->md_key, strlen(opts->md_key) + 1);
+        c->md_value = mem_dup(v, strlen(v) + 1);
+        if (c->md_key == NULL || c->md_value == NULL)
+            goto err_close;
+    }
     *client_out = c;
     assert(c->n_eps > 0);
     return client__status_set(st, 0, "%s", "");
@@ -155,6 +162,8 @@ void cetcd_client_close(struct cetcd_client *c)
             grpc_channel_destroy(c->eps[i].channel);
     mem_free(c->eps);
     mem_free(c->token);
+    mem_free(c->md_key);
+    mem_free(c->md_value);
     mem_free(c);
     grpc_shutdown();
 }

@@ -60,13 +60,14 @@ struct cetcd_client {
     int dial_timeout_ms;          /* wait for READY before sending */
     int call_timeout_ms;          /* per-call deadline; 0 = none */
     char *token;                  /* "token" metadata value or NULL */
+    char *md_key, *md_value;      /* opts' extra metadata pair, or NULL */
 };
 
 /* One unary call in flight: everything its single batch points at.  Owned
  * by whoever started it until client__call_finish. */
 struct client__call {
     grpc_call *call;                /* the core call */
-    grpc_metadata md[1];            /* outgoing metadata (token) */
+    grpc_metadata md[2];            /* outgoing metadata (token, extra) */
     size_t md_len;                  /* used entries of md */
     grpc_byte_buffer *send_buf;     /* packed request */
     struct dial_reply reply;        /* reply, status and metadata */

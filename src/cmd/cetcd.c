@@ -244,6 +244,13 @@ static int check_timing(void)
                 (unsigned long long)el);
         return 1;
     }
+    if (flags_get_dur_ns("experimental-compact-hash-check-time") <= 0) {
+        log_error("etcdmain", "error verifying flags, "
+                  "--experimental-compact-hash-check-time must be >0 (set "
+                  "to: %s). See 'etcd --help'.",
+                  flags_get("experimental-compact-hash-check-time"));
+        return 1;
+    }
     return 0;
 }
 
@@ -311,6 +318,7 @@ static void fill_config(struct server_config *c, const char *dir)
     c->election_ms = flags_get_u64("election-timeout");
     c->pre_vote = flags_get_bool("pre-vote");
     c->strict_reconfig_check = flags_get_bool("strict-reconfig-check");
+    c->force_new_cluster = flags_get_bool("force-new-cluster");
     c->initial_cluster = initial_cluster();
 }
 
@@ -729,8 +737,15 @@ static int run(void)
     if (check_ns > 0 &&
         corrupt_monitor_start(s, cfg.peer_tls, cfg.election_ms,
                               (uint64_t)(check_ns + 999999) / 1000000,
-                              &cm) != 0)
+                              false, &cm) != 0)
         log_error("etcdmain", "cannot start the corruption check");
+    struct corrupt_monitor *chm = NULL;
+    check_ns = flags_get_dur_ns("experimental-compact-hash-check-time");
+    if (flags_get_bool("experimental-compact-hash-check-enabled") &&
+        corrupt_monitor_start(s, cfg.peer_tls, cfg.election_ms,
+                              (uint64_t)(check_ns + 999999) / 1000000,
+                              true, &chm) != 0)
+        log_error("etcdmain", "cannot start the compact hash check");
     rc = notify_ready(); /* systemd Type=notify, as etcd */
     if (rc != 0)
         log_error("etcdmain", "failed to notify systemd for readiness: %s",
@@ -743,6 +758,7 @@ static int run(void)
         log_info("pkg/osutil", "received %s signal, shutting down...",
                  got_signal == SIGINT ? "interrupt" : "terminated");
     corrupt_monitor_stop(cm);
+    corrupt_monitor_stop(chm);
     api_stop(api);
     listeners_close(&l); /* the peer listener before the transport */
     server_stop(s);

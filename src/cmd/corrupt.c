@@ -49,7 +49,7 @@ static struct cetcd_tls to_ctls(const struct dial_tls *t)
 /* ask_one: HashKV(rev) from the member at urls into p. */
 static void ask_one(const char *urls, const struct dial_tls *tls,
                     uint32_t election_ms, int dial_ms, int64_t rev,
-                    struct peer_hash *p)
+                    bool compacted, struct peer_hash *p)
 {
     struct cetcd_tls ct;
     if (tls != NULL)
@@ -59,6 +59,11 @@ static void ask_one(const char *urls, const struct dial_tls *tls,
                                   .call_timeout_ms =
                                       req_timeout_ms(election_ms),
                                   .tls = tls != NULL ? &ct : NULL};
+    /* The hash at a compaction revision (api/maintenance.c). */
+    if (compacted) {
+        o.md_key = "cetcd-compaction-hash";
+        o.md_value = "1";
+    }
     struct cetcd_client *c;
     struct cetcd_status st = {0};
     ProtobufCMessage *resp = NULL;
@@ -86,7 +91,7 @@ static void ask_one(const char *urls, const struct dial_tls *tls,
  * how many entries of out it filled (etcd: getPeerHashKVs). */
 static size_t peer_hashes(struct server *s, const struct dial_tls *tls,
                           uint32_t election_ms, int dial_ms, int64_t rev,
-                          struct peer_hash *out)
+                          bool compacted, struct peer_hash *out)
 {
     struct server_member_info *ms =
         mem_calloc(CORRUPT_PEERS_MAX + 1, sizeof *ms);
@@ -103,7 +108,7 @@ static size_t peer_hashes(struct server *s, const struct dial_tls *tls,
         memset(p, 0, sizeof *p);
         p->id = ms[i].id;
         snprintf(p->urls, sizeof p->urls, "%s", ms[i].client_urls);
-        ask_one(p->urls, tls, election_ms, dial_ms, rev, p);
+        ask_one(p->urls, tls, election_ms, dial_ms, rev, compacted, p);
         if (p->code != 0)
             log_warn("etcdserver", "failed hash kv request from %s: %s (%s)",
                      p->urls, p->msg, cetcd_code_name(p->code));
@@ -176,7 +181,7 @@ int corrupt_check_initial(struct server *s, const struct dial_tls *tls,
      * machine, noisy).  1 s leaves a live peer's connect on a loaded
      * machine (ASan) its margin. */
     size_t n = peer_hashes(s, tls, election_ms, CORRUPT_INITIAL_DIAL_MS,
-                           h.rev, peers);
+                           h.rev, false, peers);
     size_t mismatch = 0;
     for (size_t i = 0; i < n; i++)
         mismatch += initial_compare(self, &h, &peers[i]);
@@ -195,6 +200,10 @@ struct corrupt_monitor {
     const struct dial_tls *tls; /* peer TLS material or NULL (borrowed) */
     uint32_t election_ms;       /* for the request timeout */
     uint64_t interval_ms;       /* between passes */
+    bool compact;               /* the compaction-time check, not the
+                                   periodic one */
+    int64_t checked_rev;        /* compact: the last compaction revision
+                                   checked on every peer (loop thread) */
     pthread_t thread;           /* runs loop() */
     pthread_mutex_t mu;         /* guards stop and the barrier fields */
     pthread_cond_t cv;          /* stop, or the barrier's answer */
@@ -300,7 +309,7 @@ static void check_pass(struct corrupt_monitor *m, struct peer_hash *peers)
     if (server_hash_kv(m->s, 0, &h) != 0)
         return;
     size_t n = peer_hashes(m->s, m->tls, m->election_ms,
-                           1000 + (int)m->election_ms, h.rev, peers);
+                           1000 + (int)m->election_ms, h.rev, false, peers);
     if (barrier(m) != 0 || server_hash_kv(m->s, 0, &h2) != 0)
         return;
     bool bad = false;
@@ -318,6 +327,67 @@ static void check_pass(struct corrupt_monitor *m, struct peer_hash *peers)
     log_info("etcdserver", "finished peer corruption check");
 }
 
+/* compact_verdict: one peer's answer at compaction revision c; returns 1
+ * if it matches (checked), 0 if it cannot be compared, -1 on a mismatch. */
+static int compact_verdict(const struct peer_hash *p, int64_t c,
+                           uint32_t hash)
+{
+    if (p->code != 0 || p->compact_rev != c)
+        return 0;
+    if (p->hash != hash) {
+        log_error("etcdserver", "failed compaction hash check: revision %"
+                  PRId64 ", leader hash %u, follower %016" PRIx64
+                  " hash %u (compact revision %" PRId64 ")", c, hash, p->id,
+                  p->hash, p->compact_rev);
+        return -1;
+    }
+    log_info("etcdserver", "successfully checked hash on follower %016"
+             PRIx64 " at revision %" PRId64, p->id, c);
+    return 1;
+}
+
+/* compact_pass: etcd 3.5's CompactHashCheck, run by the leader: its hash
+ * at its compact revision C (what it holds at or below C) against each
+ * peer's at C.  Peers that have not compacted at C yet, or compacted past
+ * it, cannot be compared; C counts as checked once every peer was, and is
+ * not asked again.  A mismatch raises CORRUPT for member 0 (etcd 3.5: it
+ * is not clear which side is wrong).  Differences from 3.5: only the
+ * newest compaction revision is tried (3.5 keeps the hashes of the last
+ * 10 compactions and tries them newest first), and each member hashes
+ * when asked rather than during its compaction. */
+static void compact_pass(struct corrupt_monitor *m, struct peer_hash *peers)
+{
+    int64_t c = server_compact_rev(m->s);
+    if (c <= 0 || c <= m->checked_rev)
+        return;
+    log_info("etcdserver", "starting compact hash check at revision %" PRId64,
+             c);
+    struct server_hash h;
+    if (server_hash_kv_compacted(m->s, c, &h) != 0)
+        return; /* compacted again meanwhile: the next pass */
+    size_t n = peer_hashes(m->s, m->tls, m->election_ms,
+                           1000 + (int)m->election_ms, c, true, peers);
+    size_t checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = compact_verdict(&peers[i], c, h.hash);
+        if (v < 0) {
+            raise_corrupt(m->s);
+            return;
+        }
+        checked += (size_t)v;
+    }
+    if (n > 0 && checked == n) {
+        m->checked_rev = c;
+        log_info("etcdserver", "successfully checked hash on whole cluster "
+                 "(%zu peers) at revision %" PRId64, checked, c);
+    } else if (n > 0) {
+        log_warn("etcdserver", "skipped revision %" PRId64 " in compaction "
+                 "hash check; was not able to check all peers (%zu of %zu)",
+                 c, checked, n);
+    }
+    log_info("etcdserver", "finished compaction hash check");
+}
+
 static bool is_leader(struct server *s)
 {
     struct server_metrics mt;
@@ -329,8 +399,12 @@ static void *loop(void *arg)
 {
     struct corrupt_monitor *m = arg;
     struct peer_hash *peers = mem_calloc(CORRUPT_PEERS_MAX, sizeof *peers);
-    log_info("etcdserver", "enabled corruption checking with %" PRIu64
-             "ms interval", m->interval_ms);
+    if (m->compact)
+        log_info("etcdserver", "enabled compact hash check with %" PRIu64
+                 "ms interval", m->interval_ms);
+    else
+        log_info("etcdserver", "enabled corruption checking with %" PRIu64
+                 "ms interval", m->interval_ms);
     for (;;) {
         struct timespec dl =
             thread_deadline_ms(CLOCK_MONOTONIC, m->interval_ms);
@@ -344,7 +418,9 @@ static void *loop(void *arg)
             break;
         bool nospace, corrupt;
         server_alarms_active(m->s, &nospace, &corrupt);
-        if (peers != NULL && !corrupt && is_leader(m->s))
+        if (peers != NULL && !corrupt && is_leader(m->s) && m->compact)
+            compact_pass(m, peers);
+        else if (peers != NULL && !corrupt && is_leader(m->s))
             check_pass(m, peers);
     }
     mem_free(peers);
@@ -353,7 +429,7 @@ static void *loop(void *arg)
 
 int corrupt_monitor_start(struct server *s, const struct dial_tls *tls,
                           uint32_t election_ms, uint64_t interval_ms,
-                          struct corrupt_monitor **out)
+                          bool compact, struct corrupt_monitor **out)
 {
     CHECK(s != NULL && out != NULL && interval_ms > 0);
     struct corrupt_monitor *m = mem_calloc(1, sizeof *m);
@@ -361,7 +437,8 @@ int corrupt_monitor_start(struct server *s, const struct dial_tls *tls,
         return ERR_NOMEM;
     *m = (struct corrupt_monitor){.s = s, .tls = tls,
                                   .election_ms = election_ms,
-                                  .interval_ms = interval_ms};
+                                  .interval_ms = interval_ms,
+                                  .compact = compact};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

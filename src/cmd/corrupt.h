@@ -28,13 +28,27 @@
  *    raft: every member then refuses writes "etcdserver: corrupt cluster"
  *    until `etcdctl alarm disarm`.
  *
- * Both are off by default, as in etcd: each pass hashes every revision the
+ *  - the compaction-time check (etcd 3.5's --experimental-compact-hash-
+ *    check-enabled, every --experimental-compact-hash-check-time, on the
+ *    leader): once the store's compact revision C is new, the leader's
+ *    hash of what it holds at or below C (server_hash_kv_compacted: it
+ *    depends only on the history up to C) is compared with each peer's at
+ *    C, asked as HashKV with the metadata "cetcd-compaction-hash" (plain
+ *    HashKV at C answers "compacted", as etcd 3.4's).  A peer of the same
+ *    compact revision with another hash raises CORRUPT (member 0, as etcd
+ *    3.5); peers not at C are skipped and C is tried again at the next
+ *    pass until every peer was compared.  Each member hashes only when
+ *    asked, so at most once per compaction and peer pass, never while no
+ *    compaction happens.
+ *
+ * The initial and periodic checks are off by default, as in etcd: each pass hashes every revision the
  * store keeps on every member (a full scan, not an incremental hash), a
  * cost that grows with the store; see docs/ARCHITECTURE.md.
  */
 #ifndef CETCD_CMD_CORRUPT_H
 #define CETCD_CMD_CORRUPT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dial/dial.h"
@@ -53,11 +67,12 @@ int corrupt_check_initial(struct server *s, const struct dial_tls *tls,
 struct corrupt_monitor;
 
 /* corrupt_monitor_start starts the periodic check's thread (interval_ms >
- * 0); tls is copied by reference and must outlive the monitor.  Returns
- * 0, ERR_NOMEM, or ERR_IO (no thread). */
+ * 0), or with compact the compaction-time check's; tls is copied by
+ * reference and must outlive the monitor.  Returns 0, ERR_NOMEM, or
+ * ERR_IO (no thread). */
 int corrupt_monitor_start(struct server *s, const struct dial_tls *tls,
                           uint32_t election_ms, uint64_t interval_ms,
-                          struct corrupt_monitor **out);
+                          bool compact, struct corrupt_monitor **out);
 
 /* corrupt_monitor_stop stops and joins the thread (within one peer call's
  * timeout) and frees m; NULL is fine.  Before server_stop. */

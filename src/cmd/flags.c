@@ -121,6 +121,9 @@ static struct flag table[] = {
     {"proxy-read-timeout", F_UINT, "0", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a read to timeout."},
     {"experimental-initial-corrupt-check", F_BOOL, "false", BUILT, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
     {"experimental-corrupt-check-time", F_DUR, "0s", BUILT, "Experimental feature", "Duration of time between cluster corruption check passes."},
+    /* etcd 3.5's (3.4.23 has neither): cmd/corrupt.h. */
+    {"experimental-compact-hash-check-enabled", F_BOOL, "false", BUILT, "Experimental feature", "Enable leader to periodically check followers compaction hashes."},
+    {"experimental-compact-hash-check-time", F_DUR, "1m0s", BUILT, "Experimental feature", "Duration of time between leader checks followers compaction hashes."},
     {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
     {"experimental-backend-bbolt-freelist-type", F_STR, "array", BUILT, "Experimental feature", "Accepted for compatibility; cetcd's backend is LMDB."},
     /* cetcd always checkpoints (and persists) remaining TTLs: the bound of
@@ -134,7 +137,7 @@ static struct flag table[] = {
     {"experimental-warning-apply-duration", F_DUR, "100ms", BUILT, "Experimental feature", "Warning is generated if requests take more than this duration."},
     {"experimental-reported-version", F_SEMVER, SERVER_REPORTED_VERSION_DEFAULT, BUILT, "Experimental feature", "The etcd version this member reports (Status, the startup log; cetcd only): major.minor.patch."},
     {"unsafe-no-fsync", F_BOOL, "false", BUILT, "Unsafe feature", "Disables fsync, unsafe, will cause data loss."},
-    {"force-new-cluster", F_BOOL, "false", NOT_YET, "Unsafe feature", "Force to create a new one-member cluster."},
+    {"force-new-cluster", F_BOOL, "false", BUILT, "Unsafe feature", "Force to create a new one-member cluster."},
     /* The /v3 JSON gateway is not built yet (a later issue).  etcd's e2e
      * suite never gives this flag, so =false (serve no gateway: what
      * cetcd does) is accepted and an explicit =true is refused.  The

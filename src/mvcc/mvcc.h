@@ -385,6 +385,17 @@ int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
 int mvcc_hash_kv_etcd(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
                       mvcc_rev *hash_rev_out);
 
+/*
+ * mvcc_hash_kv_compacted is the same hash at r's compact revision C itself
+ * (which HashKV refuses as compacted): what the store holds at or below C
+ * once the compaction at C has finished, whatever part of it has run.  It
+ * depends only on the history up to C, so members that compacted at C
+ * agree until their next compaction (the compaction-time hash check,
+ * cmd/corrupt.h).  Errors: ERR_NOTFOUND (never compacted), ERR_CORRUPT,
+ * ERR_NOMEM.
+ */
+int mvcc_hash_kv_compacted(struct mvcc_read *r, uint32_t *hash_out);
+
 /* --- record codec (exposed for the fuzzer and tests) ------------------ */
 
 /* mvcc_kv_decode parses one `kv` or `kvl` bucket entry (composite key +

@@ -98,16 +98,10 @@ static int on_version(void *arg, const struct mvcc_event *ev)
     return 0;
 }
 
-int mvcc_hash_kv_etcd(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
-                      mvcc_rev *hash_rev_out)
+/* The walk at rev (checked by the callers). */
+static int hash_at(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
+                   mvcc_rev *hash_rev_out)
 {
-    CHECK(r != NULL && hash_out != NULL);
-    if (rev > 0 && r->compact > 0 && rev <= r->compact)
-        return ERR_COMPACTED;
-    if (rev > r->rev)
-        return ERR_FUTURE_REV;
-    if (rev == 0)
-        rev = r->rev; /* a negative rev hashes no entry at all, as etcd */
     struct hash_walk w = {.r = r, .compact = r->compact, .at = rev,
                           .crc = crc32c_extend(0, "key", 3)};
     static const uint8_t all = 0;
@@ -127,4 +121,27 @@ int mvcc_hash_kv_etcd(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
     if (hash_rev_out != NULL)
         *hash_rev_out = rev;
     return 0;
+}
+
+int mvcc_hash_kv_etcd(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
+                      mvcc_rev *hash_rev_out)
+{
+    CHECK(r != NULL && hash_out != NULL);
+    if (rev > 0 && r->compact > 0 && rev <= r->compact)
+        return ERR_COMPACTED;
+    if (rev > r->rev)
+        return ERR_FUTURE_REV;
+    if (rev == 0)
+        rev = r->rev; /* a negative rev hashes no entry at all, as etcd */
+    return hash_at(r, rev, hash_out, hash_rev_out);
+}
+
+int mvcc_hash_kv_compacted(struct mvcc_read *r, uint32_t *hash_out)
+{
+    CHECK(r != NULL && hash_out != NULL);
+    if (r->compact <= 0)
+        return ERR_NOTFOUND;
+    int rc = hash_at(r, r->compact, hash_out, NULL);
+    CHECK(rc != ERR_COMPACTED);
+    return rc;
 }

@@ -43,7 +43,8 @@ int server__wal_open(struct server *s)
     const char *seg = getenv("CETCD_TEST_WAL_SEGMENT_BYTES");
     if (seg != NULL)
         wo.segment_bytes = strtoull(seg, NULL, 10);
-    if (wal_exists(dir))
+    s->wal_existed = wal_exists(dir);
+    if (s->wal_existed)
         return wal_open(dir, &wo, &s->wal);
     int rc = fs_mkdir_p(dir);
     if (rc == 0)
@@ -107,6 +108,25 @@ static int r_entry(void *arg, const struct wal_entry *e)
                                           .type = (uint8_t)e->type,
                                           .len = (uint32_t)e->len, .data = d};
     return 0;
+}
+
+/* --force-new-cluster (force_new.c): r loses its uncommitted entries and
+ * gains the conf changes that leave this member alone, committed. */
+static int force_new(struct server *s, struct restore *r)
+{
+    struct raft_entry added[SERVER_FORCE_ENTRIES_MAX];
+    size_t n_added = 0;
+    int rc = server__force_new_cluster(s, &r->hs, r->ents, &r->n, added,
+                                       &n_added);
+    for (size_t i = 0; i < n_added; i++) {
+        struct wal_entry w = {.index = added[i].index,
+                              .term = added[i].term, .type = added[i].type,
+                              .data = added[i].data, .len = added[i].len};
+        if (rc == 0)
+            rc = r_entry(r, &w); /* copies */
+        mem_free(added[i].data);
+    }
+    return rc;
 }
 
 static void restore_free(struct restore *r)
@@ -200,6 +220,9 @@ int server__raft_open(struct server *s)
     }
     if (rc == 0 && r.hs.commit < r.applied)
         r.hs.commit = r.applied;
+    bool forced = rc == 0 && s->cfg.force_new_cluster && s->wal_existed;
+    if (forced)
+        rc = force_new(s, &r);
     if (rc == 0)
         rc = raft_start(s, &r);
     if (rc == 0 && r.n > 0)
@@ -217,6 +240,15 @@ int server__raft_open(struct server *s)
     if (rc == 0 && atomic_load(&s->lone_voter))
         rc = raft_campaign(s->node.raft);
     if (rc == 0)
+        rc = catch_up(s);
+    /* Conf changes applied by the catch-up changed the members table:
+     * the transport (not open yet) starts from the table as it is now. */
+    if (rc == 0)
+        rc = server__members_reload(s, true);
+    /* Forced: alone now, so elected at once (raft_pass runs the Ready). */
+    if (rc == 0 && forced && atomic_load(&s->lone_voter))
+        rc = raft_campaign(s->node.raft);
+    if (rc == 0 && forced)
         rc = catch_up(s);
     return rc;
 }

@@ -248,6 +248,9 @@ struct server_config {
      * fast-forward its election ticks once its peers are connected. */
     bool no_tick_advance;
     bool strict_reconfig_check;   /* --strict-reconfig-check */
+    /* --force-new-cluster: a member restarting from its data becomes a
+     * one-member cluster (force_new.c); ignored without data, as etcd. */
+    bool force_new_cluster;
     bool no_speculation;          /* CETCD_NO_SPECULATIVE_APPLY=1: a lone
                                    * voter applies after its fsync, not
                                    * during it (for comparisons, tests) */
@@ -470,6 +473,17 @@ struct server_hash {
  * current; mvcc.h mvcc_hash_kv_etcd).  Errors: ERR_COMPACTED,
  * ERR_FUTURE_REV, ERR_BUSY, ERR_NOMEM, ERR_CORRUPT. */
 int server_hash_kv(struct server *s, int64_t rev, struct server_hash *out);
+/* server_hash_kv_compacted: the same hash at the store's compact revision
+ * itself, which must be rev (mvcc.h mvcc_hash_kv_compacted): members that
+ * compacted at rev answer the same until their next compaction.  For the
+ * compaction-time hash check (cmd/corrupt.h); out->compact_rev = rev.
+ * Errors: ERR_COMPACTED (compacted past rev), ERR_FUTURE_REV (not
+ * compacted at rev yet), ERR_BUSY, ERR_NOMEM, ERR_CORRUPT. */
+int server_hash_kv_compacted(struct server *s, int64_t rev,
+                             struct server_hash *out);
+/* server_compact_rev: the store's compact revision (0: never compacted),
+ * cheap; any thread. */
+int64_t server_compact_rev(struct server *s);
 /* server_hash: Maintenance.Hash: CRC32C over every version the store
  * holds (etcd hashes its bbolt file, which no other store can equal). */
 int server_hash(struct server *s, struct server_hash *out);

@@ -294,6 +294,7 @@ struct server {
     _Atomic uint64_t term;      /* raft term (bumped at each start) */
 
     struct wal *wal;            /* the raft_mu holder's after start */
+    bool wal_existed;           /* server__wal_open found a WAL (restart) */
     struct backend *be;         /* LMDB environment */
     struct mvcc_store *mvcc;    /* the multi-version store */
 
@@ -491,6 +492,18 @@ int server__wal_open(struct server *s);
  * called by server_start before the threads run. */
 int server__raft_open(struct server *s);
 void server__raft_close(struct server *s);
+/* force_new.c: --force-new-cluster on a restart (see its header).  Drops
+ * the entries of ents (*n of them, above the applied index, data owned by
+ * the caller) past hs->commit, freeing their data; writes to the WAL and
+ * syncs the conf change entries that leave this member alone and a
+ * HardState committing them; returns them in added (at least
+ * SERVER_FORCE_ENTRIES_MAX slots; *n_added of them, data allocated, the
+ * caller frees) and sets hs->commit to the last.  Errors: ERR_CORRUPT (a
+ * conf change that does not decode), ERR_NOMEM, the WAL's. */
+#define SERVER_FORCE_ENTRIES_MAX (2 * RAFT_MAX_MEMBERS + 1)
+int server__force_new_cluster(struct server *s, struct raft_hard_state *hs,
+                              struct raft_entry *ents, size_t *n,
+                              struct raft_entry *added, size_t *n_added);
 /* raft_ready.c, raft_mu held: handles every Ready raft has (see its
  * header); an ERR_* is fatal (WAL, store).  wb is the reused WAL buffer,
  * freed by server__wal_buf_free. */

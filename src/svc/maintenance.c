@@ -124,14 +124,15 @@ void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
     server_propose(s, &ir, on_alarm, held);
 }
 
-void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
-                       struct svc_done done)
+static void hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
+                    struct svc_done done, bool compacted)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
     struct server_hash hv;
     int rc = svc_auth_check_admin(s, done);
     if (rc == 0)
-        rc = server_hash_kv(s, req->revision, &hv);
+        rc = compacted ? server_hash_kv_compacted(s, req->revision, &hv)
+                       : server_hash_kv(s, req->revision, &hv);
     if (rc != 0) {
         done.fn(done.ctx, rc, NULL);
         return;
@@ -144,6 +145,19 @@ void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
     r.hash = hv.hash;
     r.compact_revision = hv.compact_rev;
     done.fn(done.ctx, 0, &r.base);
+}
+
+void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
+                       struct svc_done done)
+{
+    hash_kv(s, req, done, false);
+}
+
+void svc_maint_hash_kv_compacted(struct server *s,
+                                 const Etcdserverpb__HashKVRequest *req,
+                                 struct svc_done done)
+{
+    hash_kv(s, req, done, true);
 }
 
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,

@@ -234,6 +234,13 @@ void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
  * ERR_COMPACTED, ERR_FUTURE_REV, ERR_BUSY, ERR_NOMEM. */
 void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
                        struct svc_done done);
+/* svc_maint_hash_kv_compacted: the same answer for the hash at the
+ * compaction revision req->revision (server_hash_kv_compacted), asked by
+ * the compaction-time hash check of a peer (api: HashKV with the metadata
+ * "cetcd-compaction-hash").  Errors: as svc_maint_hash_kv. */
+void svc_maint_hash_kv_compacted(struct server *s,
+                                 const Etcdserverpb__HashKVRequest *req,
+                                 struct svc_done done);
 /* svc_maint_hash: Reply Etcdserverpb__HashResponse (server_hash). */
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
                     struct svc_done done);

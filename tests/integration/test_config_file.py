@@ -272,8 +272,7 @@ def test_missing_file(make_server):
 
 @pytest.mark.skipif(against_etcd(), reason="etcd 3.4 has v2 and pprof")
 @pytest.mark.parametrize("key", ["enable-v2: true", "enable-pprof: true",
-                                 "proxy: 'on'",
-                                 "force-new-cluster: true"])
+                                 "proxy: 'on'"])
 def test_unbuilt_key_refused(make_server, key):
     """A key whose feature is not built is refused as its flag is."""
     s = make_server(start=False)

@@ -328,6 +328,71 @@ static void test_compaction_semantics(void **state)
     mvcc_batch_abort(b);
 }
 
+/* The same history (a value v at revision 3) compacted at 5. */
+static void compacted_history(struct mvcc_store *s, const char *v,
+                              bool finish)
+{
+    struct mvcc_batch *b;
+    bool more;
+    put(s, "a", "1", 0);  /* 2 */
+    put(s, "a", v, 0);    /* 3 */
+    put(s, "b", "1", 0);  /* 4 */
+    del(s, "b", NULL, 0); /* 5 */
+    put(s, "c", "1", 0);  /* 6 */
+    assert_int_equal(mvcc_batch_begin(s, &b), 0);
+    assert_int_equal(mvcc_compact(b, 5), 0);
+    assert_int_equal(mvcc_compact_step(b, 1, &more), 0);
+    while (finish && more)
+        assert_int_equal(mvcc_compact_step(b, 1, &more), 0);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(mvcc_compact_pending(s), !finish);
+}
+
+static uint32_t hash_compacted(struct mvcc_store *s)
+{
+    struct mvcc_read *r;
+    uint32_t h = 0;
+    assert_int_equal(mvcc_read_begin(s, &r), 0);
+    assert_int_equal(mvcc_hash_kv_compacted(r, &h), 0);
+    mvcc_read_end(r);
+    return h;
+}
+
+/* mvcc_hash_kv_compacted (the compaction-time hash check): a function of
+ * the history up to the compact revision only: equal whether the
+ * compaction's deletions have run or not and whatever came after it,
+ * different for another value at or below it; none before a compaction. */
+static void test_hash_kv_compacted(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_read *r;
+    uint32_t h;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_hash_kv_compacted(r, &h), ERR_NOTFOUND);
+    mvcc_read_end(r);
+    compacted_history(f->s, "2", false); /* deletions pending */
+    struct fixture g, d;
+    strcpy(g.dir, "/tmp/cetcd-test-mvcc-XXXXXX");
+    strcpy(d.dir, "/tmp/cetcd-test-mvcc-XXXXXX");
+    assert_non_null(mkdtemp(g.dir));
+    assert_non_null(mkdtemp(d.dir));
+    fx_open(&g);
+    fx_open(&d);
+    compacted_history(g.s, "2", true);
+    compacted_history(d.s, "X", true);
+    uint32_t hf = hash_compacted(f->s);
+    assert_int_equal(hf, hash_compacted(g.s));
+    assert_int_not_equal(hf, hash_compacted(d.s));
+    put(g.s, "a", "later", 0); /* 7: above the compact revision */
+    del(g.s, "c", NULL, 0);    /* 8 */
+    assert_int_equal(hf, hash_compacted(g.s));
+    fx_close(&g);
+    fx_close(&d);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", g.dir, d.dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* assert_read_revs checks that a read begun now sees revision rev and
  * compacted revision compact_rev. */
 static void assert_read_revs(struct mvcc_store *s, mvcc_rev rev,
@@ -1539,6 +1604,7 @@ int main(void)
         T(test_noop_delete_no_bump),
         T(test_ignore_flags),
         T(test_compaction_semantics),
+        T(test_hash_kv_compacted),
         T(test_visible_hold),
         T(test_compaction_resume_after_reopen),
         T(test_compaction_empties_store),
