@@ -16,6 +16,7 @@
  *                               and a message); rpc_call_deadline_ns;
  *   server_header_fill, server_status_get, server_hash_kv, server_hash,
  *   server_barrier_async        (they read raft and LMDB);
+ *   server_task_post_slow       runs the task at once (Hash, HashKV);
  *   peer_call                   records the forwarded call, whose reply
  *                               (status, details, bytes) comes from the
  *                               input.
@@ -189,6 +190,14 @@ int __wrap_server_hash(struct server *s, struct server_hash *out)
     (void)s;
     *out = (struct server_hash){.hash = 7, .rev = 10, .compact_rev = 5};
     return 0;
+}
+
+/* Hash and HashKV are posted to cetcd-slow: run at once, as that runner
+ * would, with stopping when the input says the server is stopping (the
+ * runner's drain at server_stop). */
+void __wrap_server_task_post_slow(struct server *s, struct server_task *t)
+{
+    t->fn(t, atomic_load(&s->stopping));
 }
 
 /* The forwarded promotion in flight (one at most: a job is in one place). */

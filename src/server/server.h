@@ -732,6 +732,12 @@ struct server_task {
 };
 void server_task_post(struct server *s, struct server_task *t);
 
+/* server_task_post_slow: the same on a second runner, cetcd-slow, for
+ * work that holds a CPU for long (a HashKV over the whole store, bcrypt):
+ * neither an event loop (all its connections would wait) nor the lock and
+ * election steps of cetcd-task wait behind it.  Same rules as above. */
+void server_task_post_slow(struct server *s, struct server_task *t);
+
 /* --- Auth (auth_apply.c) ---------------------------------------------------
  * The member's auth store (auth/auth.h: any thread may read and check it;
  * only the apply side changes it, through raft), its bcrypt cost, and

@@ -237,8 +237,9 @@ struct server_reads {
     _Atomic size_t pending;
 };
 
-/* The task runner (task.c): an intrusive FIFO of posted tasks, run one at
- * a time on cetcd-task holding no server lock. */
+/* A task runner (task.c): an intrusive FIFO of posted tasks, run one at
+ * a time on its thread holding no server lock.  A member has two:
+ * cetcd-task (server_task_post) and cetcd-slow (server_task_post_slow). */
 struct server_tasks {
     pthread_mutex_t mu;        /* a leaf: guards the fields below */
     pthread_cond_t cv;         /* signalled on post and stop */
@@ -247,10 +248,11 @@ struct server_tasks {
     bool stop;                 /* server_stop: the thread exits */
     bool started;              /* the thread runs (joined at stop) */
     bool inited;               /* mu and cv exist (destroyed by drain) */
-    pthread_t thread;          /* cetcd-task */
+    pthread_t thread;          /* cetcd-task or cetcd-slow */
 };
 
-/* task.c: started in server_start.  server_stop stops the thread first
+/* task.c: both runners started in server_start.  server_stop stops the
+ * threads first
  * (no task runs on a member being taken apart) and drains last, after the
  * waiters and the watch hub, whose callbacks may still post: what is left
  * then runs with stopping = true. */
@@ -394,6 +396,7 @@ struct server {
     } auth;
     struct server_watch watch;   /* the watch hub (watchers.c) */
     struct server_tasks tasks;   /* cetcd-task and its queue (task.c) */
+    struct server_tasks slow;    /* cetcd-slow and its queue (task.c) */
     /* Online defragmentation (defrag.c): its thread and waiting requests. */
     struct server_defrag {
         pthread_mutex_t mu;        /* the fields below */

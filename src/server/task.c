@@ -1,8 +1,9 @@
 /*
- * task.c - cetcd-task, the runner of posted tasks (server.h "Tasks"): an
- * intrusive FIFO under a leaf mutex, one thread that pops a task and runs
- * it with no lock held.  The queue is bounded by construction: a task is
- * queued at most once, and each lives inside a request its service bounds.
+ * task.c - cetcd-task and cetcd-slow, the runners of posted tasks
+ * (server.h "Tasks"): each an intrusive FIFO under a leaf mutex, one
+ * thread that pops a task and runs it with no lock held.  A queue is
+ * bounded by construction: a task is queued at most once, and each lives
+ * inside a request its service bounds.
  */
 #include <stdlib.h>
 
@@ -29,8 +30,7 @@ static struct server_task *pop(struct server_tasks *q)
 
 static void *task_main(void *arg)
 {
-    struct server *s = arg;
-    struct server_tasks *q = &s->tasks;
+    struct server_tasks *q = arg;
     pthread_mutex_lock(&q->mu);
     while (!q->stop) {
         struct server_task *t = pop(q);
@@ -46,10 +46,9 @@ static void *task_main(void *arg)
     return NULL;
 }
 
-void server_task_post(struct server *s, struct server_task *t)
+static void post(struct server_tasks *q, struct server_task *t)
 {
-    CHECK(s != NULL && t != NULL && t->fn != NULL);
-    struct server_tasks *q = &s->tasks;
+    CHECK(t != NULL && t->fn != NULL);
     pthread_mutex_lock(&q->mu);
     if (!t->queued) {
         t->queued = true;
@@ -64,24 +63,40 @@ void server_task_post(struct server *s, struct server_task *t)
     pthread_mutex_unlock(&q->mu);
 }
 
-int server__tasks_start(struct server *s)
+void server_task_post(struct server *s, struct server_task *t)
 {
-    struct server_tasks *q = &s->tasks;
+    CHECK(s != NULL);
+    post(&s->tasks, t);
+}
+
+void server_task_post_slow(struct server *s, struct server_task *t)
+{
+    CHECK(s != NULL);
+    post(&s->slow, t);
+}
+
+static int start(struct server_tasks *q, const char *name)
+{
     pthread_mutex_init(&q->mu, NULL);
     q->inited = true;
     pthread_cond_init(&q->cv, NULL);
     q->head = q->tail = NULL;
     q->stop = false;
-    if (pthread_create(&q->thread, NULL, task_main, s) != 0)
+    if (pthread_create(&q->thread, NULL, task_main, q) != 0)
         return ERR_NOMEM;
-    thread_name_set(q->thread, "cetcd-task");
+    thread_name_set(q->thread, name);
     q->started = true;
     return 0;
 }
 
-void server__tasks_stop(struct server *s)
+int server__tasks_start(struct server *s)
 {
-    struct server_tasks *q = &s->tasks;
+    int rc = start(&s->tasks, "cetcd-task");
+    return rc != 0 ? rc : start(&s->slow, "cetcd-slow");
+}
+
+static void stop(struct server_tasks *q)
+{
     if (!q->started)
         return;
     pthread_mutex_lock(&q->mu);
@@ -92,9 +107,14 @@ void server__tasks_stop(struct server *s)
     q->started = false;
 }
 
-void server__tasks_drain(struct server *s)
+void server__tasks_stop(struct server *s)
 {
-    struct server_tasks *q = &s->tasks;
+    stop(&s->tasks);
+    stop(&s->slow);
+}
+
+static void drain(struct server_tasks *q)
+{
     if (!q->inited)
         return;
     CHECK(!q->started);
@@ -111,4 +131,10 @@ void server__tasks_drain(struct server *s)
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
     q->inited = false;
+}
+
+void server__tasks_drain(struct server *s)
+{
+    drain(&s->tasks);
+    drain(&s->slow);
 }

@@ -124,59 +124,95 @@ void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
     server_propose(s, &ir, on_alarm, held);
 }
 
-static void hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
-                    struct svc_done done, bool compacted)
+/* --- Hash and HashKV, on cetcd-slow ---------------------------------------
+ * Hashing reads the whole store (a second or more at 1M keys): it runs on
+ * the server's slow runner (server_task_post_slow), never on the event
+ * loop that decoded the request, whose other connections would wait. */
+
+enum hash_kind { HASH_STORE, HASH_KV, HASH_KV_COMPACTED };
+
+struct hash_job {
+    struct server_task task; /* on cetcd-slow */
+    struct server *s;
+    enum hash_kind kind;
+    int64_t revision;        /* HashKV's */
+    struct svc_done *held;   /* the request's completion */
+};
+
+static void hash_answer(struct hash_job *j)
 {
-    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    struct server *s = j->s;
     struct server_hash hv;
-    int rc = svc_auth_check_admin(s, done);
-    if (rc == 0)
-        rc = compacted ? server_hash_kv_compacted(s, req->revision, &hv)
-                       : server_hash_kv(s, req->revision, &hv);
-    if (rc != 0) {
-        done.fn(done.ctx, rc, NULL);
-        return;
-    }
-    Etcdserverpb__HashKVResponse r = ETCDSERVERPB__HASH_KVRESPONSE__INIT;
+    int rc = j->kind == HASH_STORE          ? server_hash(s, &hv)
+             : j->kind == HASH_KV_COMPACTED ? server_hash_kv_compacted(
+                                                  s, j->revision, &hv)
+                                            : server_hash_kv(s, j->revision,
+                                                             &hv);
+    if (rc != 0)
+        return svc__done_take(j->held, rc, NULL);
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     server_header_fill(s, &h);
     h.revision = hv.rev;
+    if (j->kind == HASH_STORE) {
+        Etcdserverpb__HashResponse r = ETCDSERVERPB__HASH_RESPONSE__INIT;
+        r.header = &h;
+        r.hash = hv.hash;
+        return svc__done_take(j->held, 0, &r.base);
+    }
+    Etcdserverpb__HashKVResponse r = ETCDSERVERPB__HASH_KVRESPONSE__INIT;
     r.header = &h;
     r.hash = hv.hash;
     r.compact_revision = hv.compact_rev;
-    done.fn(done.ctx, 0, &r.base);
+    svc__done_take(j->held, 0, &r.base);
+}
+
+/* On cetcd-slow; stopping: the member is going away, no server call. */
+static void hash_run(struct server_task *t, bool stopping)
+{
+    struct hash_job *j = t->arg;
+    if (stopping)
+        svc__done_take(j->held, ERR_STOPPED, NULL);
+    else
+        hash_answer(j);
+    mem_free(j);
+}
+
+static void hash_post(struct server *s, enum hash_kind kind, int64_t revision,
+                      struct svc_done done)
+{
+    CHECK(s != NULL && done.fn != NULL);
+    int rc = svc_auth_check_admin(s, done);
+    if (rc != 0)
+        return done.fn(done.ctx, rc, NULL);
+    struct hash_job *j = mem_calloc(1, sizeof(*j));
+    struct svc_done *held = j != NULL ? svc__done_dup(done) : NULL;
+    if (held == NULL) {
+        mem_free(j);
+        return done.fn(done.ctx, ERR_NOMEM, NULL);
+    }
+    *j = (struct hash_job){.task = {.fn = hash_run, .arg = j}, .s = s,
+                           .kind = kind, .revision = revision, .held = held};
+    server_task_post_slow(s, &j->task);
 }
 
 void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
                        struct svc_done done)
 {
-    hash_kv(s, req, done, false);
+    CHECK(req != NULL);
+    hash_post(s, HASH_KV, req->revision, done);
 }
 
 void svc_maint_hash_kv_compacted(struct server *s,
                                  const Etcdserverpb__HashKVRequest *req,
                                  struct svc_done done)
 {
-    hash_kv(s, req, done, true);
+    CHECK(req != NULL);
+    hash_post(s, HASH_KV_COMPACTED, req->revision, done);
 }
 
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
                     struct svc_done done)
 {
-    CHECK(s != NULL && req != NULL && done.fn != NULL);
-    struct server_hash hv;
-    int rc = svc_auth_check_admin(s, done);
-    if (rc == 0)
-        rc = server_hash(s, &hv);
-    if (rc != 0) {
-        done.fn(done.ctx, rc, NULL);
-        return;
-    }
-    Etcdserverpb__HashResponse r = ETCDSERVERPB__HASH_RESPONSE__INIT;
-    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
-    server_header_fill(s, &h);
-    h.revision = hv.rev;
-    r.header = &h;
-    r.hash = hv.hash;
-    done.fn(done.ctx, 0, &r.base);
+    CHECK(req != NULL);
+    hash_post(s, HASH_STORE, 0, done);
 }

@@ -227,11 +227,12 @@ void svc_maint_move_leader(struct server *s,
 void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
                      struct svc_done done);
 
-/* svc_maint_hash_kv answers at once from this member's store (etcd 3.4's
- * hash of its key bucket, server_hash_kv).  Reply:
- * Etcdserverpb__HashKVResponse (header.revision: the store's current
- * revision; compact_revision -1 when never compacted).  Errors:
- * ERR_COMPACTED, ERR_FUTURE_REV, ERR_BUSY, ERR_NOMEM. */
+/* svc_maint_hash_kv answers from this member's store (etcd 3.4's hash of
+ * its key bucket, server_hash_kv), computed on cetcd-slow
+ * (server_task_post_slow): done runs there, or inline on a refusal.
+ * Reply: Etcdserverpb__HashKVResponse (header.revision: the store's
+ * current revision; compact_revision -1 when never compacted).  Errors:
+ * ERR_COMPACTED, ERR_FUTURE_REV, ERR_BUSY, ERR_NOMEM, ERR_STOPPED. */
 void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
                        struct svc_done done);
 /* svc_maint_hash_kv_compacted: the same answer for the hash at the
@@ -241,7 +242,8 @@ void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
 void svc_maint_hash_kv_compacted(struct server *s,
                                  const Etcdserverpb__HashKVRequest *req,
                                  struct svc_done done);
-/* svc_maint_hash: Reply Etcdserverpb__HashResponse (server_hash). */
+/* svc_maint_hash: Reply Etcdserverpb__HashResponse (server_hash), on
+ * cetcd-slow as HashKV. */
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
                     struct svc_done done);
 
