@@ -59,57 +59,156 @@ static int check_cluster(void)
     return 0;
 }
 
+/* flag_error reports a bad flag as etcd's startEtcdOrProxyV2 does: its
+ * capnslog line, or under zap a "failed to verify flags" warning. */
+static void flag_error(const char *why)
+{
+    if (log_is_zap())
+        log_zap(LOG_WARN, "failed to verify flags", LOG_STR("error", why));
+    else
+        log_error("etcdmain", "error verifying flags, %s. See 'etcd "
+                  "--help'.", why);
+}
+
+/* The --log-outputs values as etcd's UniqueStringsValue holds them:
+ * split at commas, duplicates dropped, sorted (Go's sort.Strings). */
+struct log_outputs {
+    char buf[4096];                  /* the values, NUL-separated */
+    const char *v[LOG_OUTPUTS_MAX]; /* into buf */
+    size_t n;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int outputs_parse(const char *list, struct log_outputs *o)
+{
+    snprintf(o->buf, sizeof o->buf, "%s", list);
+    o->n = 0;
+    for (char *save = NULL, *t = strtok_r(o->buf, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        bool dup = false;
+        for (size_t i = 0; i < o->n; i++)
+            dup = dup || strcmp(o->v[i], t) == 0;
+        if (dup)
+            continue;
+        if (o->n == LOG_OUTPUTS_MAX)
+            return -1;
+        o->v[o->n++] = t;
+    }
+    qsort(o->v, o->n, sizeof o->v[0], cmp_str);
+    return 0;
+}
+
+/* Go's %q of a []string: ["a" "b"]. */
+static void quote_list(const struct log_outputs *o, char *buf, size_t cap)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf, cap, "[");
+    for (size_t i = 0; i < o->n && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\"", i ? " " : "",
+                              o->v[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* etcd 3.4's capnslog checks (embed/config_logging.go): one output of
+ * default, stderr or stdout. */
+static const char *capnslog_outputs(const struct log_outputs *o, char *buf,
+                                    size_t cap)
+{
+    char list[1024];
+    quote_list(o, list, sizeof list);
+    if (o->n != 1) {
+        snprintf(buf, cap, "--logger=capnslog supports only 1 value in "
+                 "'--log-outputs', got %s", list);
+        return buf;
+    }
+    if (strcmp(o->v[0], "default") != 0 && strcmp(o->v[0], "stderr") != 0 &&
+        strcmp(o->v[0], "stdout") != 0) {
+        snprintf(buf, cap, "unknown log-output \"%s\" (only supports "
+                 "\"default\", \"stderr\", \"stdout\")", o->v[0]);
+        return buf;
+    }
+    log_set_stdout(strcmp(o->v[0], "stdout") == 0);
+    return NULL;
+}
+
+/* etcd 3.4's zap checks, then the outputs opened (files, the journal):
+ * "default" is stderr and cannot be combined; the journal cannot be
+ * combined with anything. */
+static const char *zap_outputs(struct log_outputs *o, char *buf, size_t cap)
+{
+    char list[1024];
+    quote_list(o, list, sizeof list);
+    bool journal = false;
+    for (size_t i = 0; i < o->n; i++) {
+        if (o->n > 1 && strcmp(o->v[i], "default") == 0) {
+            snprintf(buf, cap, "multi logoutput for \"default\" is not "
+                     "supported yet");
+            return buf;
+        }
+        journal = journal || strcmp(o->v[i], "systemd/journal") == 0;
+    }
+    if (journal && o->n > 1) {
+        snprintf(buf, cap, "running with systemd/journal but other "
+                 "'--log-outputs' values (%s) are configured with "
+                 "'default'; override 'default' value with something else",
+                 list);
+        return buf;
+    }
+    for (size_t i = 0; i < o->n; i++)
+        if (strcmp(o->v[i], "default") == 0)
+            o->v[i] = "stderr";
+    if (log_open(true, o->v, o->n, buf, cap) != 0)
+        return buf;
+    return NULL;
+}
+
+/* --logger, --log-outputs and --log-level (and the config file's logger,
+ * log-outputs and log-level, which arrive as these flags), refused with
+ * etcd 3.4's messages; capnslog stays the default, as in etcd 3.4. */
 static int setup_logging(void)
 {
-    int lvl = log_level_parse(flags_get("log-level"));
-    if (lvl < 0) {
-        fprintf(stderr, "cetcd: unknown log level %s\n", flags_get("log-level"));
+    const char *logger = flags_get("logger");
+    char buf[1200];
+    const char *why = NULL;
+    struct log_outputs outs;
+    if (strcmp(logger, "capnslog") != 0 && strcmp(logger, "zap") != 0) {
+        snprintf(buf, sizeof buf, "unknown logger option \"%s\"", logger);
+        flag_error(buf);
         return 1;
+    }
+    int lvl = log_level_parse(flags_get("log-level"));
+    if (lvl < 0) { /* etcd's logutil panics on it */
+        fprintf(stderr, "panic: unknown level \"%s\"\n",
+                flags_get("log-level"));
+        return 2;
     }
     if (flags_get_bool("debug"))
         lvl = LOG_DEBUG;
     log_set_level((enum log_level)lvl);
-    /* etcd 3.4's capnslog checks (embed/config_logging.go); cetcd's lines
-     * are capnslog's, and zap's JSON lines are not built. */
-    const char *logger = flags_get("logger"), *out = flags_get("log-outputs");
-    if (strcmp(logger, "zap") == 0) {
-        fprintf(stderr, "cetcd: --logger=zap is not supported yet: the "
-                        "feature behind it is not built in this version of "
-                        "cetcd\n");
-        return 1;
-    }
-    const char *why = NULL;
-    char buf[512];
-    if (strcmp(logger, "capnslog") != 0) {
-        snprintf(buf, sizeof buf, "unknown logger option \"%s\"", logger);
+    if (outputs_parse(flags_get("log-outputs"), &outs) != 0) {
+        snprintf(buf, sizeof buf, "more than %d '--log-outputs' values",
+                 LOG_OUTPUTS_MAX);
         why = buf;
-    } else if (strchr(out, ',') != NULL) {
-        /* Go prints the list as %q of a []string: ["a" "b"]. */
-        int n = snprintf(buf, sizeof buf, "--logger=capnslog supports only "
-                         "1 value in '--log-outputs', got [");
-        for (const char *p = out; n > 0 && (size_t)n < sizeof buf;) {
-            size_t len = strcspn(p, ",");
-            n += snprintf(buf + n, sizeof buf - (size_t)n, "%s\"%.*s\"",
-                          p == out ? "" : " ", (int)len, p);
-            if (p[len] == '\0')
-                break;
-            p += len + 1;
-        }
-        if (n > 0 && (size_t)n < sizeof buf - 1)
-            snprintf(buf + n, sizeof buf - (size_t)n, "]");
-        why = buf;
-    } else if (strcmp(out, "default") != 0 && strcmp(out, "stderr") != 0 &&
-               strcmp(out, "stdout") != 0) {
-        snprintf(buf, sizeof buf, "unknown log-output \"%s\" (only "
-                 "supports \"default\", \"stderr\", \"stdout\")", out);
-        why = buf;
+    } else if (strcmp(logger, "capnslog") == 0) {
+        why = capnslog_outputs(&outs, buf, sizeof buf);
+        if (why == NULL)
+            log_open(false,
+                     (const char *[]){strcmp(outs.v[0], "stdout") == 0
+                                          ? "stdout"
+                                          : "stderr"},
+                     1, buf, sizeof buf);
+    } else {
+        why = zap_outputs(&outs, buf, sizeof buf);
     }
     if (why != NULL) {
-        log_error("etcdmain", "error verifying flags, %s. See 'etcd --help'.",
-                  why);
+        flag_error(why);
         return 1;
     }
-    log_set_stdout(strcmp(out, "stdout") == 0);
     return 0;
 }
 
@@ -125,8 +224,9 @@ static int compaction_flags(int *mode, uint64_t *retention)
     } else if (strcmp(m, "revision") == 0) {
         *mode = SERVER_COMPACT_REVISION;
     } else {
-        log_error("etcdmain", "error verifying flags, unknown "
-                  "auto-compaction-mode \"%s\". See 'etcd --help'.", m);
+        char why[300];
+        snprintf(why, sizeof why, "unknown auto-compaction-mode \"%s\"", m);
+        flag_error(why);
         return 1;
     }
     char *end;
@@ -180,8 +280,7 @@ static int check_tls_opts(void)
     if (rpc_tls_opts_parse(NULL, flags_get("tls-min-version"),
                            flags_get("tls-max-version"), &tls_opts, why,
                            sizeof why) != 0) {
-        log_error("etcdmain", "error verifying flags, %s. See 'etcd --help'.",
-                  why);
+        flag_error(why);
         return 1;
     }
     if (rpc_tls_opts_parse(flags_get("cipher-suites"),
@@ -192,8 +291,7 @@ static int check_tls_opts(void)
         if (suite)
             log_msg(LOG_FATAL, "etcdmain", "%s", why);
         else
-            log_error("etcdmain", "error verifying flags, %s. See 'etcd "
-                      "--help'.", why);
+            flag_error(why);
         return 1;
     }
     return 0;
@@ -792,7 +890,10 @@ int main(int argc, char **argv)
     setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "10", 0);
     tune_malloc();
     dial_log_install();
-    if (setup_logging() != 0 || check_timing() != 0 || check_auth() != 0 ||
+    int bad = setup_logging();
+    if (bad != 0)
+        return bad;
+    if (check_timing() != 0 || check_auth() != 0 ||
         check_compaction() != 0 || check_tls_opts() != 0 ||
         check_cluster() != 0)
         return 1;
