@@ -530,7 +530,14 @@ static void print_serving(const char *urls)
         int alen = (int)(n - (size_t)(addr - u));
         if (strncmp(u, "http", 4) == 0)
             alen = (int)strcspn(addr, "/,");
-        if (secure)
+        char a[300];
+        snprintf(a, sizeof a, "%.*s", alen, addr);
+        if (log_is_zap())
+            log_zap(LOG_INFO, secure ? "serving client traffic securely"
+                                     : "serving client traffic insecurely; "
+                                       "this is strongly discouraged!",
+                    LOG_STR("address", a));
+        else if (secure)
             log_info("embed", "serving client requests on %.*s", alen, addr);
         else
             log_info("embed", "serving insecure client requests on %.*s, "
@@ -538,8 +545,44 @@ static void print_serving(const char *urls)
     }
 }
 
-static void print_startup(const struct server_config *c)
+/* etcd's zap line at start (embed/etcd.go), with the fields that are
+ * cetcd's flags too. */
+static void print_startup_zap(const struct server_config *c, bool has_data)
 {
+    char member_dir[4200];
+    snprintf(member_dir, sizeof member_dir, "%s/member", c->data_dir);
+    log_zap(LOG_INFO, "starting an etcd server",
+            LOG_STR("etcd-version", c->version),
+            LOG_STR("git-sha", CETCD_GIT_SHA),
+            LOG_BOOL("member-initialized", has_data),
+            LOG_STR("name", c->name), LOG_STR("data-dir", c->data_dir),
+            LOG_STR("wal-dir", flags_get("wal-dir")),
+            LOG_STR("member-dir", member_dir),
+            LOG_BOOL("force-new-cluster", flags_get_bool("force-new-cluster")),
+            LOG_DUR_MS("heartbeat-interval",
+                       flags_get_u64("heartbeat-interval")),
+            LOG_DUR_MS("election-timeout", flags_get_u64("election-timeout")),
+            LOG_UINT("snapshot-count", c->snapshot_count),
+            LOG_CSV("initial-advertise-peer-urls",
+                    flags_get("initial-advertise-peer-urls")),
+            LOG_CSV("listen-peer-urls", flags_get("listen-peer-urls")),
+            LOG_CSV("advertise-client-urls", flags_get("advertise-client-urls")),
+            LOG_CSV("listen-client-urls", flags_get("listen-client-urls")),
+            LOG_CSV("listen-metrics-urls", flags_get("listen-metrics-urls")),
+            LOG_STR("initial-cluster", initial_cluster()),
+            LOG_STR("initial-cluster-state", flags_get("initial-cluster-state")),
+            LOG_STR("initial-cluster-token", flags_get("initial-cluster-token")),
+            LOG_UINT("max-request-bytes", flags_get_u64("max-request-bytes")),
+            LOG_BOOL("pre-vote", flags_get_bool("pre-vote")),
+            LOG_STR("auto-compaction-mode", flags_get("auto-compaction-mode")));
+}
+
+static void print_startup(const struct server_config *c, bool has_data)
+{
+    if (log_is_zap()) {
+        print_startup_zap(c, has_data);
+        return;
+    }
     log_info("etcdmain", "etcd Version: %s (cetcd %s)", c->version,
              CETCD_GIT_SHA);
     log_info("embed", "name = %s", c->name);
@@ -628,7 +671,11 @@ static void check_data_dir_mode(const char *dir)
 static bool log_has_data(const struct server_config *c)
 {
     bool has = join_has_wal(c->data_dir, c->wal_dir);
-    if (has)
+    if (has && log_is_zap())
+        log_zap(LOG_INFO, "server has been already initialized",
+                LOG_STR("data-dir", c->data_dir),
+                LOG_STR("dir-type", "member"));
+    else if (has)
         log_info("etcdmain", "the server is already initialized as member "
                  "before, starting as etcd member...");
     return has;
@@ -689,10 +736,40 @@ static int listeners_open(struct listeners *l, const char *dir)
         listeners_close(l);
         return 1;
     }
-    for (const char *u = peer.urls; u != NULL; u = strchr(u + 1, ','))
+    if (log_is_zap())
+        log_zap(LOG_INFO, "configuring peer listeners",
+                LOG_CSV("listen-peer-urls", peer.urls));
+    for (const char *u = peer.urls; u != NULL && !log_is_zap();
+         u = strchr(u + 1, ','))
         log_info("embed", "listening for peers on %.*s",
                  (int)strcspn(u + (*u == ','), ","), u + (*u == ','));
     return 0;
+}
+
+/* etcd's zap lines once the peer listener serves (embed/etcd.go). */
+static void log_serving_peers(const struct server *s)
+{
+    if (!log_is_zap())
+        return;
+    log_zap(LOG_INFO, "now serving peer/client/metrics",
+            LOG_ID("local-member-id", server_member_id(s)),
+            LOG_CSV("initial-advertise-peer-urls",
+                    flags_get("initial-advertise-peer-urls")),
+            LOG_CSV("listen-peer-urls", flags_get("listen-peer-urls")),
+            LOG_CSV("advertise-client-urls", flags_get("advertise-client-urls")),
+            LOG_CSV("listen-client-urls", flags_get("listen-client-urls")),
+            LOG_CSV("listen-metrics-urls", flags_get("listen-metrics-urls")));
+    for (const char *u = flags_get("listen-peer-urls"); *u != '\0';) {
+        size_t n = strcspn(u, ",");
+        const char *sep = strstr(u, "://");
+        if (sep != NULL && sep < u + n) {
+            char a[300];
+            snprintf(a, sizeof a, "%.*s", (int)strcspn(sep + 3, "/,"),
+                     sep + 3);
+            log_zap(LOG_INFO, "serving peer traffic", LOG_STR("address", a));
+        }
+        u += n + (u[n] == ',');
+    }
 }
 
 /* etcd serves clients once the member has published its name and client
@@ -729,7 +806,7 @@ static int run(void)
     if (etcd_dir_refused(cfg.data_dir))
         return 1;
     bool has_data = log_has_data(&cfg);
-    print_startup(&cfg);
+    print_startup(&cfg, has_data);
     check_data_dir_mode(cfg.data_dir);
     if (listeners_open(&l, cfg.data_dir) != 0)
         return 1;
@@ -760,6 +837,8 @@ static int run(void)
         return 1;
     }
     rc = api_peer_serve(l.peer);
+    if (rc == 0)
+        log_serving_peers(s);
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on peer urls %s: %s",
                   flags_get("listen-peer-urls"), err_str(rc));
@@ -819,8 +898,15 @@ static int run(void)
         log_info("embed", "listening for metrics on %.*s", (int)n, u);
         u += n;
     }
-    log_info("etcdserver/api", "enabled capabilities for version 3.4");
-    log_info("embed", "ready to serve client requests");
+    if (log_is_zap()) {
+        /* etcd's zap has no "ready to serve" line: the serving lines
+         * below say it. */
+        log_zap(LOG_INFO, "enabled capabilities for version",
+                LOG_STR("cluster-version", "3.4"));
+    } else {
+        log_info("etcdserver/api", "enabled capabilities for version 3.4");
+        log_info("embed", "ready to serve client requests");
+    }
     print_serving(flags_get("listen-client-urls"));
     struct corrupt_monitor *cm = NULL;
     int64_t check_ns = flags_get_dur_ns("experimental-corrupt-check-time");
@@ -837,7 +923,11 @@ static int run(void)
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (got_signal)
+    if (got_signal && log_is_zap())
+        log_zap(LOG_INFO, "received signal; shutting down",
+                LOG_STR("signal", got_signal == SIGINT ? "interrupt"
+                                                       : "terminated"));
+    else if (got_signal)
         log_info("pkg/osutil", "received %s signal, shutting down...",
                  got_signal == SIGINT ? "interrupt" : "terminated");
     corrupt_monitor_stop(cm);
