@@ -316,12 +316,21 @@ static void jw_string(struct jw *w, const char *s)
     jw_close(w, "\"");
 }
 
-/* ,"key": atomically (a key is never cut). */
+/* The longest scalar value a field writes (a quoted Go duration, a
+ * number): a key is written only with room for it after. */
+#define SCALAR_MAX 32
+
+/* ,"key": atomically (a key is never cut, nor left without a value). */
 static bool jw_key(struct jw *w, const char *key)
 {
     char k[160];
     int n = snprintf(k, sizeof k, ",\"%s\":", key);
-    return n > 0 && (size_t)n < sizeof k && jw_raw(w, k, (size_t)n);
+    if (n <= 0 || (size_t)n >= sizeof k || w->full ||
+        w->len + (size_t)n + SCALAR_MAX > w->end) {
+        w->full = true;
+        return false;
+    }
+    return jw_raw(w, k, (size_t)n);
 }
 
 static void jw_csv(struct jw *w, const char *s)
@@ -475,17 +484,16 @@ size_t log_format_zap(char *buf, size_t cap, enum log_level level,
 {
     static const char *names[] = {"debug", "info",  "info",
                                   "warn",  "error", "fatal"};
-    if (cap < 64)
+    if (cap < 512)
         return 0;
-    char ts[96], caller[256];
+    char ts[96], caller[200];
     zap_time(ts, sizeof ts);
     short_caller(file, line, caller, sizeof caller);
     struct jw w = {.b = buf, .end = cap - 8};
-    jw_raw(&w, "{\"level\":\"", 10);
-    jw_raw(&w, names[level], strlen(names[level]));
-    jw_raw(&w, "\",\"ts\":\"", 8);
-    jw_raw(&w, ts, strlen(ts));
-    jw_raw(&w, "\",\"caller\":", 11);
+    /* The head always fits (cap >= 512): level, ts, caller. */
+    int n0 = snprintf(buf, cap, "{\"level\":\"%s\",\"ts\":\"%s\",\"caller\":",
+                      names[level], ts);
+    w.len = n0 > 0 ? (size_t)n0 : 0;
     jw_string(&w, caller);
     jw_raw(&w, ",\"msg\":", 7);
     jw_string(&w, msg);

@@ -138,7 +138,8 @@ void log_zap_at(enum log_level level, const char *file, int line,
 
 /* log_format_zap: the bytes of one zap line as log_zap_at writes it
  * (exposed for the unit test); returns its length, always < cap, ending
- * in '\n', valid JSON even when cut.  cap >= 64. */
+ * in '\n', valid JSON even when cut (the message or a string field is cut,
+ * later fields are left out).  0 if cap < 512. */
 size_t log_format_zap(char *buf, size_t cap, enum log_level level,
                       const char *file, int line, const char *msg,
                       const struct log_field *fields, size_t n);
