@@ -451,3 +451,18 @@ def test_events_that_differ(make_server):
         "ID received MsgVoteResp from ID at term N",
     }
     assert missing <= allowed, sorted(missing - allowed)
+
+
+def test_flag_error_after_zap_is_a_zap_line():
+    """A bad flag checked after the logger is built is etcd's zap warning
+    "failed to verify flags" with the reason in "error"."""
+    binaries = [Server().binary]
+    if HAVE_ETCD and not against_etcd():
+        binaries.append(ETCD_BIN)
+    for b in binaries:
+        cp = run_fg(b, ZAP + ["--auto-compaction-mode", "bogus"])
+        assert cp.returncode == 1, (b, cp)
+        last = zap_lines(cp.stderr, strict=False)[-1]
+        assert last["level"] == "warn", b
+        assert last["msg"] == "failed to verify flags", b
+        assert last["error"] == 'unknown auto-compaction-mode "bogus"', b
