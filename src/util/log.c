@@ -674,7 +674,10 @@ void log_close(void)
     if (!done)
         return;
     pthread_join(L.writer, NULL);
+    /* Under mu: a late line (another thread, at exit) writes through
+     * L.out synchronously; after this it goes to stderr or stdout. */
+    pthread_mutex_lock(&L.mu);
     close_outputs(L.out, L.n_out);
-    /* later lines (after close) still go somewhere: stderr or stdout */
     L.n_out = 0;
+    pthread_mutex_unlock(&L.mu);
 }
