@@ -466,3 +466,18 @@ def test_flag_error_after_zap_is_a_zap_line():
         assert last["level"] == "warn", b
         assert last["msg"] == "failed to verify flags", b
         assert last["error"] == 'unknown auto-compaction-mode "bogus"', b
+
+
+def test_journal_word_is_a_file_path(make_server):
+    """etcd's journal output is spelled "systemd/journal"; a plain
+    "journal" is a file of that name in the working directory, in both."""
+    binaries = [None]
+    if HAVE_ETCD and not against_etcd():
+        binaries.append(ETCD_BIN)
+    for b in binaries:
+        s = make_server(ZAP + ["--log-outputs", "journal"], binary=b)
+        path = os.path.join(s.root, "journal")
+        wait_for(path, "serving client traffic")
+        s.stop()
+        msgs = [o["msg"] for o in zap_lines(read(path), b is None)]
+        assert "starting an etcd server" in msgs, b
