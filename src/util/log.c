@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/check.h"
 #include "util/err.h"
 #include "util/thread.h"
 
@@ -166,6 +167,8 @@ static void write_outputs(const char *p, size_t n)
 
 static void ring_put(const char *p, size_t n)
 {
+    CHECK(n > 0 && n <= LOG_RING_BYTES - L.used);
+    CHECK(p[n - 1] == '\n'); /* whole lines only: ring_take cuts at '\n' */
     size_t tail = (L.head + L.used) % LOG_RING_BYTES;
     size_t first = LOG_RING_BYTES - tail < n ? LOG_RING_BYTES - tail : n;
     memcpy(L.ring + tail, p, first);
@@ -181,6 +184,7 @@ static size_t ring_take(char *buf, size_t cap)
         buf[i] = L.ring[(L.head + i) % LOG_RING_BYTES];
     while (n > 0 && buf[n - 1] != '\n') /* keep a cut line for later */
         n--;
+    CHECK(n > 0 || L.used == 0); /* a line is < LOG_LINE_MAX < cap */
     L.head = (L.head + n) % LOG_RING_BYTES;
     L.used -= n;
     return n;
@@ -500,6 +504,7 @@ size_t log_format_zap(char *buf, size_t cap, enum log_level level,
     for (size_t i = 0; i < n && !w.full; i++)
         jw_field(&w, &fields[i]);
     jw_close(&w, "}\n");
+    CHECK(w.len < cap && buf[w.len - 1] == '\n');
     return w.len;
 }
 
