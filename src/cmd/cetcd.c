@@ -736,9 +736,12 @@ static int listeners_open(struct listeners *l, const char *dir)
         listeners_close(l);
         return 1;
     }
-    if (log_is_zap())
+    if (log_is_zap()) {
         log_zap(LOG_INFO, "configuring peer listeners",
                 LOG_CSV("listen-peer-urls", peer.urls));
+        log_zap(LOG_INFO, "configuring client listeners",
+                LOG_CSV("listen-client-urls", client.urls));
+    }
     for (const char *u = peer.urls; u != NULL && !log_is_zap();
          u = strchr(u + 1, ','))
         log_info("embed", "listening for peers on %.*s",
@@ -791,6 +794,18 @@ static void wait_published(struct server *s)
                  (unsigned long long)waited_ms);
 }
 
+/* etcd's zap lines around a stop (embed/etcd.go Close). */
+static void log_closing(const struct server_config *c, const char *msg)
+{
+    if (log_is_zap())
+        log_zap(LOG_INFO, msg, LOG_STR("name", c->name),
+                LOG_STR("data-dir", c->data_dir),
+                LOG_CSV("advertise-peer-urls",
+                        flags_get("initial-advertise-peer-urls")),
+                LOG_CSV("advertise-client-urls",
+                        flags_get("advertise-client-urls")));
+}
+
 static int64_t ka_ms(const char *flag)
 {
     int64_t ns = flags_get_dur_ns(flag);
@@ -837,6 +852,11 @@ static int run(void)
         return 1;
     }
     rc = api_peer_serve(l.peer);
+    if (rc == 0 && log_is_zap())
+        log_zap(LOG_INFO, "starting etcd server",
+                LOG_ID("local-member-id", server_member_id(s)),
+                LOG_STR("local-server-version", cfg.version),
+                LOG_STR("cluster-version", "to_be_decided"));
     if (rc == 0)
         log_serving_peers(s);
     if (rc != 0) {
@@ -930,10 +950,12 @@ static int run(void)
     else if (got_signal)
         log_info("pkg/osutil", "received %s signal, shutting down...",
                  got_signal == SIGINT ? "interrupt" : "terminated");
+    log_closing(&cfg, "closing etcd server");
     corrupt_monitor_stop(cm);
     api_stop(api);
     listeners_close(&l); /* the peer listener before the transport */
     server_stop(s);
+    log_closing(&cfg, "closed etcd server");
     return 0;
 }
 
