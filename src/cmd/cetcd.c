@@ -59,57 +59,156 @@ static int check_cluster(void)
     return 0;
 }
 
+/* flag_error reports a bad flag as etcd's startEtcdOrProxyV2 does: its
+ * capnslog line, or under zap a "failed to verify flags" warning. */
+static void flag_error(const char *why)
+{
+    if (log_is_zap())
+        log_zap(LOG_WARN, "failed to verify flags", LOG_STR("error", why));
+    else
+        log_error("etcdmain", "error verifying flags, %s. See 'etcd "
+                  "--help'.", why);
+}
+
+/* The --log-outputs values as etcd's UniqueStringsValue holds them:
+ * split at commas, duplicates dropped, sorted (Go's sort.Strings). */
+struct log_outputs {
+    char buf[4096];                  /* the values, NUL-separated */
+    const char *v[LOG_OUTPUTS_MAX]; /* into buf */
+    size_t n;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int outputs_parse(const char *list, struct log_outputs *o)
+{
+    snprintf(o->buf, sizeof o->buf, "%s", list);
+    o->n = 0;
+    for (char *save = NULL, *t = strtok_r(o->buf, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        bool dup = false;
+        for (size_t i = 0; i < o->n; i++)
+            dup = dup || strcmp(o->v[i], t) == 0;
+        if (dup)
+            continue;
+        if (o->n == LOG_OUTPUTS_MAX)
+            return -1;
+        o->v[o->n++] = t;
+    }
+    qsort(o->v, o->n, sizeof o->v[0], cmp_str);
+    return 0;
+}
+
+/* Go's %q of a []string: ["a" "b"]. */
+static void quote_list(const struct log_outputs *o, char *buf, size_t cap)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf, cap, "[");
+    for (size_t i = 0; i < o->n && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\"", i ? " " : "",
+                              o->v[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* etcd 3.4's capnslog checks (embed/config_logging.go): one output of
+ * default, stderr or stdout. */
+static const char *capnslog_outputs(const struct log_outputs *o, char *buf,
+                                    size_t cap)
+{
+    char list[1024];
+    quote_list(o, list, sizeof list);
+    if (o->n != 1) {
+        snprintf(buf, cap, "--logger=capnslog supports only 1 value in "
+                 "'--log-outputs', got %s", list);
+        return buf;
+    }
+    if (strcmp(o->v[0], "default") != 0 && strcmp(o->v[0], "stderr") != 0 &&
+        strcmp(o->v[0], "stdout") != 0) {
+        snprintf(buf, cap, "unknown log-output \"%s\" (only supports "
+                 "\"default\", \"stderr\", \"stdout\")", o->v[0]);
+        return buf;
+    }
+    log_set_stdout(strcmp(o->v[0], "stdout") == 0);
+    return NULL;
+}
+
+/* etcd 3.4's zap checks, then the outputs opened (files, the journal):
+ * "default" is stderr and cannot be combined; the journal cannot be
+ * combined with anything. */
+static const char *zap_outputs(struct log_outputs *o, char *buf, size_t cap)
+{
+    char list[1024];
+    quote_list(o, list, sizeof list);
+    bool journal = false;
+    for (size_t i = 0; i < o->n; i++) {
+        if (o->n > 1 && strcmp(o->v[i], "default") == 0) {
+            snprintf(buf, cap, "multi logoutput for \"default\" is not "
+                     "supported yet");
+            return buf;
+        }
+        journal = journal || strcmp(o->v[i], "systemd/journal") == 0;
+    }
+    if (journal && o->n > 1) {
+        snprintf(buf, cap, "running with systemd/journal but other "
+                 "'--log-outputs' values (%s) are configured with "
+                 "'default'; override 'default' value with something else",
+                 list);
+        return buf;
+    }
+    for (size_t i = 0; i < o->n; i++)
+        if (strcmp(o->v[i], "default") == 0)
+            o->v[i] = "stderr";
+    if (log_open(true, o->v, o->n, buf, cap) != 0)
+        return buf;
+    return NULL;
+}
+
+/* --logger, --log-outputs and --log-level (and the config file's logger,
+ * log-outputs and log-level, which arrive as these flags), refused with
+ * etcd 3.4's messages; capnslog stays the default, as in etcd 3.4. */
 static int setup_logging(void)
 {
-    int lvl = log_level_parse(flags_get("log-level"));
-    if (lvl < 0) {
-        fprintf(stderr, "cetcd: unknown log level %s\n", flags_get("log-level"));
+    const char *logger = flags_get("logger");
+    char buf[1200];
+    const char *why = NULL;
+    struct log_outputs outs;
+    if (strcmp(logger, "capnslog") != 0 && strcmp(logger, "zap") != 0) {
+        snprintf(buf, sizeof buf, "unknown logger option \"%s\"", logger);
+        flag_error(buf);
         return 1;
+    }
+    int lvl = log_level_parse(flags_get("log-level"));
+    if (lvl < 0) { /* etcd's logutil panics on it */
+        fprintf(stderr, "panic: unknown level \"%s\"\n",
+                flags_get("log-level"));
+        return 2;
     }
     if (flags_get_bool("debug"))
         lvl = LOG_DEBUG;
     log_set_level((enum log_level)lvl);
-    /* etcd 3.4's capnslog checks (embed/config_logging.go); cetcd's lines
-     * are capnslog's, and zap's JSON lines are not built. */
-    const char *logger = flags_get("logger"), *out = flags_get("log-outputs");
-    if (strcmp(logger, "zap") == 0) {
-        fprintf(stderr, "cetcd: --logger=zap is not supported yet: the "
-                        "feature behind it is not built in this version of "
-                        "cetcd\n");
-        return 1;
-    }
-    const char *why = NULL;
-    char buf[512];
-    if (strcmp(logger, "capnslog") != 0) {
-        snprintf(buf, sizeof buf, "unknown logger option \"%s\"", logger);
+    if (outputs_parse(flags_get("log-outputs"), &outs) != 0) {
+        snprintf(buf, sizeof buf, "more than %d '--log-outputs' values",
+                 LOG_OUTPUTS_MAX);
         why = buf;
-    } else if (strchr(out, ',') != NULL) {
-        /* Go prints the list as %q of a []string: ["a" "b"]. */
-        int n = snprintf(buf, sizeof buf, "--logger=capnslog supports only "
-                         "1 value in '--log-outputs', got [");
-        for (const char *p = out; n > 0 && (size_t)n < sizeof buf;) {
-            size_t len = strcspn(p, ",");
-            n += snprintf(buf + n, sizeof buf - (size_t)n, "%s\"%.*s\"",
-                          p == out ? "" : " ", (int)len, p);
-            if (p[len] == '\0')
-                break;
-            p += len + 1;
-        }
-        if (n > 0 && (size_t)n < sizeof buf - 1)
-            snprintf(buf + n, sizeof buf - (size_t)n, "]");
-        why = buf;
-    } else if (strcmp(out, "default") != 0 && strcmp(out, "stderr") != 0 &&
-               strcmp(out, "stdout") != 0) {
-        snprintf(buf, sizeof buf, "unknown log-output \"%s\" (only "
-                 "supports \"default\", \"stderr\", \"stdout\")", out);
-        why = buf;
+    } else if (strcmp(logger, "capnslog") == 0) {
+        why = capnslog_outputs(&outs, buf, sizeof buf);
+        if (why == NULL)
+            log_open(false,
+                     (const char *[]){strcmp(outs.v[0], "stdout") == 0
+                                          ? "stdout"
+                                          : "stderr"},
+                     1, buf, sizeof buf);
+    } else {
+        why = zap_outputs(&outs, buf, sizeof buf);
     }
     if (why != NULL) {
-        log_error("etcdmain", "error verifying flags, %s. See 'etcd --help'.",
-                  why);
+        flag_error(why);
         return 1;
     }
-    log_set_stdout(strcmp(out, "stdout") == 0);
     return 0;
 }
 
@@ -125,8 +224,9 @@ static int compaction_flags(int *mode, uint64_t *retention)
     } else if (strcmp(m, "revision") == 0) {
         *mode = SERVER_COMPACT_REVISION;
     } else {
-        log_error("etcdmain", "error verifying flags, unknown "
-                  "auto-compaction-mode \"%s\". See 'etcd --help'.", m);
+        char why[300];
+        snprintf(why, sizeof why, "unknown auto-compaction-mode \"%s\"", m);
+        flag_error(why);
         return 1;
     }
     char *end;
@@ -180,8 +280,7 @@ static int check_tls_opts(void)
     if (rpc_tls_opts_parse(NULL, flags_get("tls-min-version"),
                            flags_get("tls-max-version"), &tls_opts, why,
                            sizeof why) != 0) {
-        log_error("etcdmain", "error verifying flags, %s. See 'etcd --help'.",
-                  why);
+        flag_error(why);
         return 1;
     }
     if (rpc_tls_opts_parse(flags_get("cipher-suites"),
@@ -192,8 +291,7 @@ static int check_tls_opts(void)
         if (suite)
             log_msg(LOG_FATAL, "etcdmain", "%s", why);
         else
-            log_error("etcdmain", "error verifying flags, %s. See 'etcd "
-                      "--help'.", why);
+            flag_error(why);
         return 1;
     }
     return 0;
@@ -440,7 +538,14 @@ static void print_serving(const char *urls)
         int alen = (int)(n - (size_t)(addr - u));
         if (strncmp(u, "http", 4) == 0)
             alen = (int)strcspn(addr, "/,");
-        if (secure)
+        char a[300];
+        snprintf(a, sizeof a, "%.*s", alen, addr);
+        if (log_is_zap())
+            log_zap(LOG_INFO, secure ? "serving client traffic securely"
+                                     : "serving client traffic insecurely; "
+                                       "this is strongly discouraged!",
+                    LOG_STR("address", a));
+        else if (secure)
             log_info("embed", "serving client requests on %.*s", alen, addr);
         else
             log_info("embed", "serving insecure client requests on %.*s, "
@@ -448,8 +553,44 @@ static void print_serving(const char *urls)
     }
 }
 
-static void print_startup(const struct server_config *c)
+/* etcd's zap line at start (embed/etcd.go), with the fields that are
+ * cetcd's flags too. */
+static void print_startup_zap(const struct server_config *c, bool has_data)
 {
+    char member_dir[4200];
+    snprintf(member_dir, sizeof member_dir, "%s/member", c->data_dir);
+    log_zap(LOG_INFO, "starting an etcd server",
+            LOG_STR("etcd-version", c->version),
+            LOG_STR("git-sha", CETCD_GIT_SHA),
+            LOG_BOOL("member-initialized", has_data),
+            LOG_STR("name", c->name), LOG_STR("data-dir", c->data_dir),
+            LOG_STR("wal-dir", flags_get("wal-dir")),
+            LOG_STR("member-dir", member_dir),
+            LOG_BOOL("force-new-cluster", flags_get_bool("force-new-cluster")),
+            LOG_DUR_MS("heartbeat-interval",
+                       flags_get_u64("heartbeat-interval")),
+            LOG_DUR_MS("election-timeout", flags_get_u64("election-timeout")),
+            LOG_UINT("snapshot-count", c->snapshot_count),
+            LOG_CSV("initial-advertise-peer-urls",
+                    flags_get("initial-advertise-peer-urls")),
+            LOG_CSV("listen-peer-urls", flags_get("listen-peer-urls")),
+            LOG_CSV("advertise-client-urls", flags_get("advertise-client-urls")),
+            LOG_CSV("listen-client-urls", flags_get("listen-client-urls")),
+            LOG_CSV("listen-metrics-urls", flags_get("listen-metrics-urls")),
+            LOG_STR("initial-cluster", initial_cluster()),
+            LOG_STR("initial-cluster-state", flags_get("initial-cluster-state")),
+            LOG_STR("initial-cluster-token", flags_get("initial-cluster-token")),
+            LOG_UINT("max-request-bytes", flags_get_u64("max-request-bytes")),
+            LOG_BOOL("pre-vote", flags_get_bool("pre-vote")),
+            LOG_STR("auto-compaction-mode", flags_get("auto-compaction-mode")));
+}
+
+static void print_startup(const struct server_config *c, bool has_data)
+{
+    if (log_is_zap()) {
+        print_startup_zap(c, has_data);
+        return;
+    }
     log_info("etcdmain", "etcd Version: %s (cetcd %s)", c->version,
              CETCD_GIT_SHA);
     log_info("embed", "name = %s", c->name);
@@ -538,7 +679,11 @@ static void check_data_dir_mode(const char *dir)
 static bool log_has_data(const struct server_config *c)
 {
     bool has = join_has_wal(c->data_dir, c->wal_dir);
-    if (has)
+    if (has && log_is_zap())
+        log_zap(LOG_INFO, "server has been already initialized",
+                LOG_STR("data-dir", c->data_dir),
+                LOG_STR("dir-type", "member"));
+    else if (has)
         log_info("etcdmain", "the server is already initialized as member "
                  "before, starting as etcd member...");
     return has;
@@ -599,10 +744,43 @@ static int listeners_open(struct listeners *l, const char *dir)
         listeners_close(l);
         return 1;
     }
-    for (const char *u = peer.urls; u != NULL; u = strchr(u + 1, ','))
+    if (log_is_zap()) {
+        log_zap(LOG_INFO, "configuring peer listeners",
+                LOG_CSV("listen-peer-urls", peer.urls));
+        log_zap(LOG_INFO, "configuring client listeners",
+                LOG_CSV("listen-client-urls", client.urls));
+    }
+    for (const char *u = peer.urls; u != NULL && !log_is_zap();
+         u = strchr(u + 1, ','))
         log_info("embed", "listening for peers on %.*s",
                  (int)strcspn(u + (*u == ','), ","), u + (*u == ','));
     return 0;
+}
+
+/* etcd's zap lines once the peer listener serves (embed/etcd.go). */
+static void log_serving_peers(const struct server *s)
+{
+    if (!log_is_zap())
+        return;
+    log_zap(LOG_INFO, "now serving peer/client/metrics",
+            LOG_ID("local-member-id", server_member_id(s)),
+            LOG_CSV("initial-advertise-peer-urls",
+                    flags_get("initial-advertise-peer-urls")),
+            LOG_CSV("listen-peer-urls", flags_get("listen-peer-urls")),
+            LOG_CSV("advertise-client-urls", flags_get("advertise-client-urls")),
+            LOG_CSV("listen-client-urls", flags_get("listen-client-urls")),
+            LOG_CSV("listen-metrics-urls", flags_get("listen-metrics-urls")));
+    for (const char *u = flags_get("listen-peer-urls"); *u != '\0';) {
+        size_t n = strcspn(u, ",");
+        const char *sep = strstr(u, "://");
+        if (sep != NULL && sep < u + n) {
+            char a[300];
+            snprintf(a, sizeof a, "%.*s", (int)strcspn(sep + 3, "/,"),
+                     sep + 3);
+            log_zap(LOG_INFO, "serving peer traffic", LOG_STR("address", a));
+        }
+        u += n + (u[n] == ',');
+    }
 }
 
 /* etcd serves clients once the member has published its name and client
@@ -624,6 +802,18 @@ static void wait_published(struct server *s)
                  (unsigned long long)waited_ms);
 }
 
+/* etcd's zap lines around a stop (embed/etcd.go Close). */
+static void log_closing(const struct server_config *c, const char *msg)
+{
+    if (log_is_zap())
+        log_zap(LOG_INFO, msg, LOG_STR("name", c->name),
+                LOG_STR("data-dir", c->data_dir),
+                LOG_CSV("advertise-peer-urls",
+                        flags_get("initial-advertise-peer-urls")),
+                LOG_CSV("advertise-client-urls",
+                        flags_get("advertise-client-urls")));
+}
+
 static int64_t ka_ms(const char *flag)
 {
     int64_t ns = flags_get_dur_ns(flag);
@@ -639,7 +829,7 @@ static int run(void)
     if (etcd_dir_refused(cfg.data_dir))
         return 1;
     bool has_data = log_has_data(&cfg);
-    print_startup(&cfg);
+    print_startup(&cfg, has_data);
     check_data_dir_mode(cfg.data_dir);
     if (listeners_open(&l, cfg.data_dir) != 0)
         return 1;
@@ -670,6 +860,13 @@ static int run(void)
         return 1;
     }
     rc = api_peer_serve(l.peer);
+    if (rc == 0 && log_is_zap())
+        log_zap(LOG_INFO, "starting etcd server",
+                LOG_ID("local-member-id", server_member_id(s)),
+                LOG_STR("local-server-version", cfg.version),
+                LOG_STR("cluster-version", "to_be_decided"));
+    if (rc == 0)
+        log_serving_peers(s);
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on peer urls %s: %s",
                   flags_get("listen-peer-urls"), err_str(rc));
@@ -729,8 +926,15 @@ static int run(void)
         log_info("embed", "listening for metrics on %.*s", (int)n, u);
         u += n;
     }
-    log_info("etcdserver/api", "enabled capabilities for version 3.4");
-    log_info("embed", "ready to serve client requests");
+    if (log_is_zap()) {
+        /* etcd's zap has no "ready to serve" line: the serving lines
+         * below say it. */
+        log_zap(LOG_INFO, "enabled capabilities for version",
+                LOG_STR("cluster-version", "3.4"));
+    } else {
+        log_info("etcdserver/api", "enabled capabilities for version 3.4");
+        log_info("embed", "ready to serve client requests");
+    }
     print_serving(flags_get("listen-client-urls"));
     struct corrupt_monitor *cm = NULL;
     int64_t check_ns = flags_get_dur_ns("experimental-corrupt-check-time");
@@ -754,14 +958,20 @@ static int run(void)
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (got_signal)
+    if (got_signal && log_is_zap())
+        log_zap(LOG_INFO, "received signal; shutting down",
+                LOG_STR("signal", got_signal == SIGINT ? "interrupt"
+                                                       : "terminated"));
+    else if (got_signal)
         log_info("pkg/osutil", "received %s signal, shutting down...",
                  got_signal == SIGINT ? "interrupt" : "terminated");
+    log_closing(&cfg, "closing etcd server");
     corrupt_monitor_stop(cm);
     corrupt_monitor_stop(chm);
     api_stop(api);
     listeners_close(&l); /* the peer listener before the transport */
     server_stop(s);
+    log_closing(&cfg, "closed etcd server");
     return 0;
 }
 
@@ -808,7 +1018,10 @@ int main(int argc, char **argv)
     setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "10", 0);
     tune_malloc();
     dial_log_install();
-    if (setup_logging() != 0 || check_timing() != 0 || check_auth() != 0 ||
+    int bad = setup_logging();
+    if (bad != 0)
+        return bad;
+    if (check_timing() != 0 || check_auth() != 0 ||
         check_compaction() != 0 || check_tls_opts() != 0 ||
         check_cluster() != 0)
         return 1;

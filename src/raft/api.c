@@ -22,7 +22,7 @@ static void tick_election(struct raft *r)
 static void check_quorum(struct raft *r)
 {
     if (!raft__trk_quorum_active(&r->trk, r->id)) {
-        raft__logf(r, 2, "%llu stepped down to follower since quorum is not "
+        raft__logf(r, 2, "%llx stepped down to follower since quorum is not "
                    "active", (unsigned long long)r->id);
         raft__become_follower(r, r->term, 0);
         return;
@@ -43,7 +43,7 @@ static void tick_heartbeat(struct raft *r)
         if (r->role != RAFT_LEADER)
             return;
         if (r->lead_transferee != 0) {
-            raft__logf(r, 1, "%llu abort leader transfer to %llu: timeout",
+            raft__logf(r, 1, "%llx abort leader transfer to %llx: timeout",
                        (unsigned long long)r->id,
                        (unsigned long long)r->lead_transferee);
             raft__abort_transfer(r);
@@ -125,7 +125,7 @@ int raft_apply_conf_change(struct raft *r, const struct raft_conf_change *cc,
         return rc;
     char buf[256];
     raft__conf_state_fmt(cs_out, buf, sizeof(buf));
-    raft__logf(r, 1, "%llu switched to configuration%s",
+    raft__logf(r, 1, "%llx switched to configuration%s",
                (unsigned long long)r->id, buf);
     struct raft_progress *self = raft__trk_get(&r->trk, r->id);
     r->is_learner = self != NULL && self->is_learner;

@@ -165,7 +165,7 @@ void raft__become_follower(struct raft *r, raft_term term, raft_id lead)
     reset(r, term);
     r->lead = lead;
     r->role = RAFT_FOLLOWER;
-    raft__logf(r, 1, "%llu became follower at term %llu",
+    raft__logf(r, 1, "%llx became follower at term %llu",
                (unsigned long long)r->id, (unsigned long long)r->term);
 }
 
@@ -175,7 +175,7 @@ static void become_pre_candidate(struct raft *r)
     raft__trk_reset_votes(&r->trk);
     r->lead = 0;
     r->role = RAFT_PRE_CANDIDATE;
-    raft__logf(r, 1, "%llu became pre-candidate at term %llu",
+    raft__logf(r, 1, "%llx became pre-candidate at term %llu",
                (unsigned long long)r->id, (unsigned long long)r->term);
 }
 
@@ -185,7 +185,7 @@ static void become_candidate(struct raft *r)
     reset(r, r->term + 1);
     r->vote = r->id;
     r->role = RAFT_CANDIDATE;
-    raft__logf(r, 1, "%llu became candidate at term %llu",
+    raft__logf(r, 1, "%llx became candidate at term %llu",
                (unsigned long long)r->id, (unsigned long long)r->term);
 }
 
@@ -204,7 +204,7 @@ void raft__become_leader(struct raft *r)
     /* The empty entry lets the leader commit (and so serve reads) in its
      * own term (Raft §5.4.2, §8). */
     raft__log_append_owned(&r->log, r->term, RAFT_ENTRY_NORMAL, NULL, 0);
-    raft__logf(r, 1, "%llu became leader at term %llu",
+    raft__logf(r, 1, "%llx became leader at term %llu",
                (unsigned long long)r->id, (unsigned long long)r->term);
 }
 
@@ -229,17 +229,17 @@ void raft__hup(struct raft *r, bool transfer)
     if (r->role == RAFT_LEADER)
         return;
     if (!raft__promotable(r)) {
-        raft__logf(r, 2, "%llu is unpromotable and can not campaign",
+        raft__logf(r, 2, "%llx is unpromotable and can not campaign",
                    (unsigned long long)r->id);
         return;
     }
     if (unapplied_conf_change(r)) {
-        raft__logf(r, 2, "%llu cannot campaign at term %llu since there are "
+        raft__logf(r, 2, "%llx cannot campaign at term %llu since there are "
                    "still pending configuration changes to apply",
                    (unsigned long long)r->id, (unsigned long long)r->term);
         return;
     }
-    raft__logf(r, 1, "%llu is starting a new election at term %llu",
+    raft__logf(r, 1, "%llx is starting a new election at term %llu",
                (unsigned long long)r->id, (unsigned long long)r->term);
     raft__campaign(r, r->pre_vote && !transfer, transfer);
 }
@@ -276,8 +276,8 @@ void raft__campaign(struct raft *r, bool pre, bool transfer)
                              .index = raft__log_last(&r->log),
                              .log_term = raft__log_last_term(&r->log),
                              .campaign_transfer = transfer};
-        raft__logf(r, 1, "%llu [logterm: %llu, index: %llu] sent %s request "
-                   "to %llu at term %llu", (unsigned long long)r->id,
+        raft__logf(r, 1, "%llx [logterm: %llu, index: %llu] sent %s request "
+                   "to %llx at term %llu", (unsigned long long)r->id,
                    (unsigned long long)m.log_term, (unsigned long long)m.index,
                    raft_msg_type_name(type), (unsigned long long)m.to,
                    (unsigned long long)r->term);
@@ -353,7 +353,7 @@ static void handle_vote(struct raft *r, const struct raft_msg *m)
     bool up = raft__log_up_to_date(&r->log, m->index, m->log_term) ||
               RAFT_MUTANT(r, RAFT_MUTATE_VOTE_ANY_LOG);
     if (can && up) {
-        raft__logf(r, 1, "%llu cast %s for %llu at term %llu",
+        raft__logf(r, 1, "%llx cast %s for %llx at term %llu",
                    (unsigned long long)r->id, raft_msg_type_name(m->type),
                    (unsigned long long)m->from, (unsigned long long)r->term);
         /* Answer with the message's term so a pre-candidate can count it. */
@@ -363,7 +363,7 @@ static void handle_vote(struct raft *r, const struct raft_msg *m)
             r->vote = m->from;
         }
     } else {
-        raft__logf(r, 1, "%llu rejected %s from %llu at term %llu",
+        raft__logf(r, 1, "%llx rejected %s from %llx at term %llu",
                    (unsigned long long)r->id, raft_msg_type_name(m->type),
                    (unsigned long long)m->from, (unsigned long long)r->term);
         send_simple(r, m->from, resp, r->term, true);
@@ -378,7 +378,7 @@ static bool higher_term(struct raft *r, const struct raft_msg *m)
         r->election_elapsed < r->election_tick) {
         /* Leader lease: we heard from a leader within the election
          * timeout, so a disruptive candidate is ignored. */
-        raft__logf(r, 1, "%llu [term: %llu] ignored %s from %llu at term "
+        raft__logf(r, 1, "%llx [term: %llu] ignored %s from %llx at term "
                    "%llu: lease is not expired", (unsigned long long)r->id,
                    (unsigned long long)r->term, raft_msg_type_name(m->type),
                    (unsigned long long)m->from, (unsigned long long)m->term);
@@ -388,8 +388,8 @@ static bool higher_term(struct raft *r, const struct raft_msg *m)
         return true; /* never change term for a PreVote */
     if (m->type == RAFT_MSG_PRE_VOTE_RESP && !m->reject)
         return true; /* the term bumps when we win */
-    raft__logf(r, 1, "%llu [term: %llu] received a %s message with higher "
-               "term from %llu [term: %llu]", (unsigned long long)r->id,
+    raft__logf(r, 1, "%llx [term: %llu] received a %s message with higher "
+               "term from %llx [term: %llu]", (unsigned long long)r->id,
                (unsigned long long)r->term, raft_msg_type_name(m->type),
                (unsigned long long)m->from, (unsigned long long)m->term);
     bool from_leader = m->type == RAFT_MSG_APP ||
@@ -522,7 +522,7 @@ int raft_init(struct raft *r, const struct raft_config *c)
     r->prev_ss = (struct raft_soft_state){0, RAFT_FOLLOWER};
     char cs[256];
     raft__conf_state_fmt(&c->conf, cs, sizeof(cs));
-    raft__logf(r, 1, "newRaft %llu [%s] term: %llu, commit: %llu, applied: "
+    raft__logf(r, 1, "newRaft %llx [%s] term: %llu, commit: %llu, applied: "
                "%llu, lastindex: %llu, lastterm: %llu",
                (unsigned long long)r->id, cs + (cs[0] == ' '),
                (unsigned long long)r->term,

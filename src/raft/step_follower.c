@@ -26,7 +26,7 @@ void raft__handle_append(struct raft *r, const struct raft_msg *m)
                                                       m->n_entries);
         if (conflict != 0 && conflict <= l->committed) {
             /* Only a broken leader rewrites committed entries. */
-            raft__logf(r, 3, "%llu ignoring APP from %llu: entry %llu "
+            raft__logf(r, 3, "%llx ignoring APP from %llx: entry %llu "
                        "conflicts with committed entry",
                        (unsigned long long)r->id, (unsigned long long)m->from,
                        (unsigned long long)conflict);
@@ -52,8 +52,8 @@ void raft__handle_append(struct raft *r, const struct raft_msg *m)
     raft_index hint = m->index < last ? m->index : last;
     raft_term hint_term = 0;
     hint = raft__log_find_conflict_by_term(l, hint, m->log_term, &hint_term);
-    raft__logf(r, 0, "%llu [logterm: %llu, index: %llu] rejected MsgApp "
-               "[logterm: %llu, index: %llu] from %llu",
+    raft__logf(r, 0, "%llx [logterm: %llu, index: %llu] rejected MsgApp "
+               "[logterm: %llu, index: %llu] from %llx",
                (unsigned long long)r->id,
                (unsigned long long)raft__log_term_or0(l, m->index),
                (unsigned long long)m->index, (unsigned long long)m->log_term,
@@ -98,7 +98,7 @@ static bool restore(struct raft *r, const struct raft_snapshot *s)
          * forever.  Accepting is safe: we are not promotable until the
          * conf change that adds us is applied from the entries that
          * follow the snapshot. */
-        raft__logf(r, 1, "%llu restoring snapshot that does not contain it",
+        raft__logf(r, 1, "%llx restoring snapshot that does not contain it",
                    (unsigned long long)r->id);
     }
     if (raft__log_match(&r->log, s->meta.index, s->meta.term)) {
@@ -112,7 +112,7 @@ static bool restore(struct raft *r, const struct raft_snapshot *s)
     RAFT_ASSERT(rc == 0); /* validated on entry to raft_step */
     struct raft_progress *self = raft__trk_get(&r->trk, r->id);
     r->is_learner = self != NULL && self->is_learner;
-    raft__logf(r, 1, "%llu restored snapshot [index: %llu, term: %llu]",
+    raft__logf(r, 1, "%llx restored snapshot [index: %llu, term: %llu]",
                (unsigned long long)r->id, (unsigned long long)s->meta.index,
                (unsigned long long)s->meta.term);
     return true;
@@ -129,7 +129,7 @@ void raft__handle_snapshot(struct raft *r, const struct raft_msg *m)
 static int forward(struct raft *r, const struct raft_msg *m)
 {
     if (r->lead == 0) {
-        raft__logf(r, 1, "%llu no leader at term %llu; dropping %s",
+        raft__logf(r, 1, "%llx no leader at term %llu; dropping %s",
                    (unsigned long long)r->id, (unsigned long long)r->term,
                    raft_msg_type_name(m->type));
         return ERR_PROPOSAL_DROPPED;
@@ -171,7 +171,7 @@ int raft__step_follower(struct raft *r, const struct raft_msg *m)
     case RAFT_MSG_READ_INDEX:
         return forward(r, m);
     case RAFT_MSG_TIMEOUT_NOW:
-        raft__logf(r, 1, "%llu [term %llu] received MsgTimeoutNow from %llu "
+        raft__logf(r, 1, "%llx [term %llu] received MsgTimeoutNow from %llx "
                    "and starts an election to get leadership",
                    (unsigned long long)r->id, (unsigned long long)r->term,
                    (unsigned long long)m->from);

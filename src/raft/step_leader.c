@@ -14,7 +14,7 @@
 static bool send_snapshot(struct raft *r, struct raft_progress *p)
 {
     if (!p->recent_active) {
-        raft__logf(r, 0, "ignore sending snapshot to %llu since it is not "
+        raft__logf(r, 0, "ignore sending snapshot to %llx since it is not "
                    "recently active", (unsigned long long)p->id);
         return false;
     }
@@ -23,7 +23,7 @@ static bool send_snapshot(struct raft *r, struct raft_progress *p)
         return false; /* no usable snapshot yet */
     raft__pr_become_snapshot(p, s->meta.index);
     struct raft_msg m = {.type = RAFT_MSG_SNAP, .to = p->id, .snapshot = s};
-    raft__logf(r, 1, "%llu sent snapshot [index: %llu, term: %llu] to %llu",
+    raft__logf(r, 1, "%llx sent snapshot [index: %llu, term: %llu] to %llx",
                (unsigned long long)r->id, (unsigned long long)s->meta.index,
                (unsigned long long)s->meta.term, (unsigned long long)p->id);
     raft__send(r, &m);
@@ -206,7 +206,7 @@ static bool conf_change_ok(struct raft *r, const struct raft_entry *e)
     bool leave = e->type == RAFT_ENTRY_CONF_CHANGE_V2 &&
                  raft__cc_is_leave_joint(&cc);
     if (r->pending_conf_index > r->log.applied) {
-        raft__logf(r, 1, "%llu ignoring conf change: possible unapplied conf "
+        raft__logf(r, 1, "%llx ignoring conf change: possible unapplied conf "
                    "change at index %llu (applied to %llu)",
                    (unsigned long long)r->id,
                    (unsigned long long)r->pending_conf_index,
@@ -214,12 +214,12 @@ static bool conf_change_ok(struct raft *r, const struct raft_entry *e)
         return false;
     }
     if (joint && !leave) {
-        raft__logf(r, 1, "%llu ignoring conf change: must transition out of "
+        raft__logf(r, 1, "%llx ignoring conf change: must transition out of "
                    "joint configuration first", (unsigned long long)r->id);
         return false;
     }
     if (!joint && leave) {
-        raft__logf(r, 1, "%llu ignoring conf change: not in joint state",
+        raft__logf(r, 1, "%llx ignoring conf change: not in joint state",
                    (unsigned long long)r->id);
         return false;
     }
@@ -254,7 +254,7 @@ static int leader_prop(struct raft *r, const struct raft_msg *m)
         return ERR_PROPOSAL_DROPPED; /* we were removed; stepping down */
     }
     if (r->lead_transferee != 0) {
-        raft__logf(r, 0, "%llu [term %llu] transfer leadership to %llu is in "
+        raft__logf(r, 0, "%llx [term %llu] transfer leadership to %llx is in "
                    "progress; dropping proposal", (unsigned long long)r->id,
                    (unsigned long long)r->term,
                    (unsigned long long)r->lead_transferee);
@@ -322,7 +322,7 @@ static void app_resp_ack(struct raft *r, struct raft_progress *p,
     p = raft__trk_get(&r->trk, m->from);
     if (p != NULL && m->from == r->lead_transferee &&
         p->match == raft__log_last(&r->log)) {
-        raft__logf(r, 1, "%llu sent MsgTimeoutNow to %llu after received "
+        raft__logf(r, 1, "%llx sent MsgTimeoutNow to %llx after received "
                    "MsgAppResp", (unsigned long long)r->id,
                    (unsigned long long)m->from);
         send_timeout_now(r, m->from);
@@ -371,14 +371,14 @@ static void transfer_leader(struct raft *r, struct raft_progress *p)
     if (to == r->id)
         return; /* already leader */
     if (p->is_learner) {
-        raft__logf(r, 1, "%llu is learner. Ignored transferring leadership",
+        raft__logf(r, 1, "%llx is learner. Ignored transferring leadership",
                    (unsigned long long)to);
         return;
     }
     if (r->lead_transferee == to)
         return; /* already in progress */
     raft__abort_transfer(r);
-    raft__logf(r, 1, "%llu [term %llu] starts to transfer leadership to %llu",
+    raft__logf(r, 1, "%llx [term %llu] starts to transfer leadership to %llx",
                (unsigned long long)r->id, (unsigned long long)r->term,
                (unsigned long long)to);
     /* The transfer must finish within one election timeout. */

@@ -18,6 +18,7 @@
  * Compact); the next interval starts when it is answered.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mvcc/mvcc.h"
@@ -91,10 +92,38 @@ static void answered(void *arg, const struct server_response *r)
     atomic_store(&s->compactor.result, r->err);
 }
 
+/* etcd's zap lines (v3compactor/periodic.go, revision.go). */
+static void log_zap_compaction(struct server *s, const char *what,
+                               int64_t rev, int err, uint64_t retry_ms)
+{
+    bool periodic = s->cfg.auto_compact_mode == SERVER_COMPACT_PERIODIC;
+    char msg[64];
+    snprintf(msg, sizeof msg, "%s auto %s compaction", what,
+             periodic ? "periodic" : "revision");
+    struct log_field f[] = {
+        LOG_INT("revision", rev),
+        periodic ? LOG_DUR_MS("compact-period", s->cfg.auto_compact_retention)
+                 : LOG_INT("revision-compaction-retention",
+                           s->cfg.auto_compact_retention),
+        LOG_DUR_MS("took", server__clock_ms(s) - (periodic
+                                                  ? s->compactor.last_ok_ms
+                                                  : s->compactor.started_ms)),
+        LOG_DUR_MS("retry-interval", retry_ms),
+        LOG_STR("error", err_str(err))};
+    size_t n = what[0] == 's' ? 2 : what[0] == 'c' ? 3 : 5;
+    if (what[0] == 'f') /* failed: no "took" */
+        f[2] = f[3], f[3] = f[4], n = 4;
+    log_zap_at(what[0] == 'f' ? LOG_WARN : LOG_INFO, __FILE__, __LINE__, msg,
+               f, n);
+}
+
 static void propose(struct server *s, int64_t rev)
 {
     char buf[40];
-    if (s->cfg.auto_compact_mode == SERVER_COMPACT_PERIODIC)
+    s->compactor.started_ms = server__clock_ms(s);
+    if (log_is_zap())
+        log_zap_compaction(s, "starting", rev, 0, 0);
+    else if (s->cfg.auto_compact_mode == SERVER_COMPACT_PERIODIC)
         log_notice("compactor", "Starting auto-compaction at revision %" PRId64
                    " (retention: %s)", rev,
                    dur(buf, sizeof buf, s->cfg.auto_compact_retention));
@@ -119,6 +148,12 @@ static bool take_result(struct server *s, uint64_t retry_ms)
     int err = atomic_load(&c->result);
     int64_t rev = c->target;
     c->target = 0;
+    if (log_is_zap()) {
+        log_zap_compaction(s, err == 0 || err == ERR_COMPACTED ? "completed"
+                                                               : "failed",
+                           rev, err, retry_ms);
+        return err == 0 || err == ERR_COMPACTED;
+    }
     if (err == 0 || err == ERR_COMPACTED) {
         log_notice("compactor", "Finished auto-compaction at revision %" PRId64,
                    rev);

@@ -375,6 +375,17 @@ static int open_buckets(struct server *s)
     return rc;
 }
 
+static void log_change(struct server *s, int kind, uint64_t id,
+                       const char *urls);
+
+/* A new cluster's members, as etcd logs applying its bootstrap conf
+ * changes ("added member"). */
+static void log_seeded(struct server *s)
+{
+    for (size_t i = 0; i < s->ms->n; i++)
+        log_change(s, 0, s->ms->m[i].id, s->ms->m[i].peer_urls);
+}
+
 int server__members_open(struct server *s)
 {
     CHECK(s->ms == NULL && s->be != NULL);
@@ -387,7 +398,8 @@ int server__members_open(struct server *s)
     int rc = open_buckets(s);
     if (rc == 0)
         rc = load(s, meta, &has_meta);
-    if (rc == 0 && s->ms->n == 0)
+    bool seeded = rc == 0 && s->ms->n == 0;
+    if (seeded)
         rc = seed(s);
     int irc = rc == 0 ? server__ms_ids_read(s, ids) : rc;
     if (irc == 0)
@@ -404,6 +416,8 @@ int server__members_open(struct server *s)
                   "be removed");
         rc = ERR_MEMBER_REMOVED;
     }
+    if (rc == 0 && seeded)
+        log_seeded(s);
     if (rc == 0 && s->ms->n > 0)
         publish_to_initial(s);
     return rc;
@@ -631,10 +645,47 @@ static int stage(struct server_ms *ms, const struct server_ms_effect *e)
     return 0;
 }
 
+/* etcd's zap lines for a membership change (membership/cluster.go). */
+static void log_change_zap(struct server *s, int kind, uint64_t id,
+                           const char *urls)
+{
+    switch (kind & 3) {
+    case 0:
+        log_zap(LOG_INFO, "added member", LOG_ID("cluster-id", s->cluster_id),
+                LOG_ID("local-member-id", s->member_id),
+                LOG_ID("added-peer-id", id),
+                LOG_CSV("added-peer-peer-urls", urls));
+        return;
+    case 1:
+        log_zap(LOG_INFO, "removed member",
+                LOG_ID("cluster-id", s->cluster_id),
+                LOG_ID("local-member-id", s->member_id),
+                LOG_ID("removed-remote-peer-id", id),
+                LOG_CSV("removed-remote-peer-urls", urls));
+        return;
+    case 2:
+        log_zap(LOG_INFO, "updated member",
+                LOG_ID("cluster-id", s->cluster_id),
+                LOG_ID("local-member-id", s->member_id),
+                LOG_ID("updated-remote-peer-id", id),
+                LOG_CSV("updated-remote-peer-urls", urls));
+        return;
+    default:
+        log_zap(LOG_INFO, "promote member",
+                LOG_ID("cluster-id", s->cluster_id),
+                LOG_ID("local-member-id", s->member_id));
+        return;
+    }
+}
+
 static void log_change(struct server *s, int kind, uint64_t id,
                        const char *urls)
 {
     static const char *what[] = {"added", "removed", "updated", "promoted"};
+    if (log_is_zap()) {
+        log_change_zap(s, kind, id, urls);
+        return;
+    }
     log_info("membership", "%s member %016llx %s%s%s in cluster %016llx",
              what[kind & 3], (unsigned long long)id, *urls ? "[" : "", urls,
              *urls ? "]" : "", (unsigned long long)s->cluster_id);
@@ -707,15 +758,38 @@ static int apply_attr(struct server *s, struct backend_txn *txn,
     return rc;
 }
 
+/* etcd's attributes are Go's %+v of {Name ClientURLs}: the URLs
+ * space-separated. */
+static void log_published(struct server *s)
+{
+    const char *urls = s->cfg.client_urls ? s->cfg.client_urls : "";
+    if (!log_is_zap()) {
+        log_info("etcdserver", "published {Name:%s ClientURLs:[%s]} to "
+                 "cluster %016llx", s->cfg.name, urls,
+                 (unsigned long long)s->cluster_id);
+        return;
+    }
+    char attrs[1200], path[64], *p;
+    snprintf(attrs, sizeof attrs, "{Name:%s ClientURLs:[%s]}", s->cfg.name,
+             urls);
+    for (p = attrs; (p = strchr(p, ',')) != NULL;)
+        *p = ' ';
+    snprintf(path, sizeof path, "/0/members/%llx/attributes",
+             (unsigned long long)s->member_id);
+    log_zap(LOG_INFO, "published local member to cluster through raft",
+            LOG_ID("local-member-id", s->member_id),
+            LOG_STR("local-member-attributes", attrs),
+            LOG_STR("request-path", path),
+            LOG_ID("cluster-id", s->cluster_id),
+            LOG_DUR_MS("publish-timeout", server__request_timeout_ms(s)));
+}
+
 static void effect_run(struct server *s, const struct server_ms_effect *e)
 {
     struct server_ms *ms = s->ms;
     if (e->kind == EFFECT_PUBLISHED) {
         if (!atomic_exchange(&ms->published, true))
-            log_info("etcdserver", "published {Name:%s ClientURLs:[%s]} to "
-                     "cluster %016llx", s->cfg.name,
-                     s->cfg.client_urls ? s->cfg.client_urls : "",
-                     (unsigned long long)s->cluster_id);
+            log_published(s);
         return;
     }
     log_change(s, e->kind, e->id, e->urls);

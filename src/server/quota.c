@@ -83,10 +83,39 @@ bool server_quota_allows(struct server *s, uint64_t cost)
     return false;
 }
 
+/* etcd's zap lines (etcdserver/quota.go). */
+static void quota_log_zap(int64_t q)
+{
+    if (q < 0) {
+        log_zap(LOG_INFO, "disabled backend quota",
+                LOG_STR("quota-name", "v3-applier"),
+                LOG_INT("quota-size-bytes", q));
+        return;
+    }
+    if (q == 0) {
+        log_zap(LOG_INFO, "enabled backend quota with default value",
+                LOG_STR("quota-name", "v3-applier"),
+                LOG_INT("quota-size-bytes", QUOTA_DEFAULT_BYTES),
+                LOG_SIZE("quota-size", QUOTA_DEFAULT_BYTES));
+        return;
+    }
+    if (q > QUOTA_SUGGESTED_MAX)
+        log_zap(LOG_WARN, "quota exceeds the maximum value",
+                LOG_STR("quota-name", "v3-applier"),
+                LOG_INT("quota-size-bytes", q), LOG_SIZE("quota-size", q),
+                LOG_INT("quota-maximum-size-bytes", QUOTA_SUGGESTED_MAX),
+                LOG_SIZE("quota-maximum-size", QUOTA_SUGGESTED_MAX));
+    log_zap(LOG_INFO, "enabled backend quota",
+            LOG_STR("quota-name", "v3-applier"),
+            LOG_INT("quota-size-bytes", q), LOG_SIZE("quota-size", q));
+}
+
 void server__quota_log(const struct server *s)
 {
     int64_t q = s->cfg.quota_backend_bytes;
-    if (q < 0)
+    if (log_is_zap())
+        quota_log_zap(q);
+    else if (q < 0)
         log_info("etcdserver", "disabled backend quota (quota-size-bytes %lld)",
                  (long long)q);
     else if (q > QUOTA_SUGGESTED_MAX)

@@ -223,9 +223,18 @@ int server__raft_open(struct server *s)
     bool forced = rc == 0 && s->cfg.force_new_cluster && s->wal_existed;
     if (forced)
         rc = force_new(s, &r);
+    if (rc == 0 && log_is_zap() && (r.hs.term > 0 || r.applied > 0))
+        log_zap(LOG_INFO, "restarting local member",
+                LOG_ID("cluster-id", s->cluster_id),
+                LOG_ID("local-member-id", s->member_id),
+                LOG_UINT("commit-index", r.hs.commit));
+    else if (rc == 0 && log_is_zap())
+        log_zap(LOG_INFO, "starting local member",
+                LOG_ID("local-member-id", s->member_id),
+                LOG_ID("cluster-id", s->cluster_id));
     if (rc == 0)
         rc = raft_start(s, &r);
-    if (rc == 0 && r.n > 0)
+    if (rc == 0 && r.n > 0 && !log_is_zap())
         log_info("etcdserver", "restarting member %016llx: %zu WAL entries "
                  "above applied index %llu (commit %llu, term %llu)",
                  (unsigned long long)s->member_id, r.n,

@@ -261,6 +261,29 @@ static int ready_finish(struct server *s, struct server_held_ready *h,
     return raft_advance(s->node.raft, rd);
 }
 
+/* raft's node.go lines on a change of leader (etcd logs them from its
+ * raft node, in both loggers). */
+static void log_leader(struct server *s, const struct raft_ready *rd)
+{
+    uint64_t was = atomic_load(&s->lead), lead = rd->soft_state.lead;
+    unsigned long long term = rd->has_hard_state ? rd->hard_state.term
+                                                 : atomic_load(&s->term);
+    if (lead == was)
+        return;
+    if (lead == 0)
+        log_info("raft", "raft.node: %llx lost leader %llx at term %llu",
+                 (unsigned long long)s->member_id, (unsigned long long)was,
+                 term);
+    else if (was == 0)
+        log_info("raft", "raft.node: %llx elected leader %llx at term %llu",
+                 (unsigned long long)s->member_id, (unsigned long long)lead,
+                 term);
+    else
+        log_info("raft", "raft.node: %llx changed leader from %llx to %llx "
+                 "at term %llu", (unsigned long long)s->member_id,
+                 (unsigned long long)was, (unsigned long long)lead, term);
+}
+
 /* Takes the next Ready: installs its snapshot, records the leader, and
  * (a leader) sends its messages and (nothing to sync) hands its committed
  * entries before the write. */
@@ -280,6 +303,7 @@ static int ready_begin(struct server *s, struct server_held_ready *h)
         s->node.is_leader = rd->soft_state.role == RAFT_LEADER;
         if (s->node.is_leader && !was) /* a new lessor epoch */
             atomic_fetch_add(&s->lead_epoch, 1);
+        log_leader(s, rd);
         atomic_store(&s->lead, rd->soft_state.lead);
     }
     /* A leader replicates while it writes its own disk (Raft thesis

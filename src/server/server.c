@@ -266,9 +266,10 @@ int server_start(const struct server_config *cfg, struct server **server_out)
     }
     thread_name_set(s->house_thread, "cetcd-house");
     s->house_started = true;
-    log_info("etcdserver", "starting member %016llx in cluster %016llx",
-             (unsigned long long)s->member_id,
-             (unsigned long long)s->cluster_id);
+    if (!log_is_zap())
+        log_info("etcdserver", "starting member %016llx in cluster %016llx",
+                 (unsigned long long)s->member_id,
+                 (unsigned long long)s->cluster_id);
     *server_out = s;
     return 0;
 }

@@ -379,6 +379,7 @@ struct server {
         uint64_t base_ms;          /* periodic: wait since last_ok_ms */
         int64_t prev;              /* revision: last revision compacted */
         int64_t target;            /* the compaction in flight, or 0 */
+        uint64_t started_ms;       /* when target was proposed (log) */
         _Atomic int result;        /* its answer: 1 = pending, else ERR_* */
     } compactor;
     struct server_leases leases; /* lease.c, lease_primary.c */

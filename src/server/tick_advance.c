@@ -62,7 +62,18 @@ uint64_t server__tick_advance(struct server *s, uint64_t until_ms)
     if (st.role == RAFT_LEADER)
         return 0;
     int ticks = (int)(s->cfg.election_ms / s->cfg.heartbeat_ms);
-    log_info("etcdserver", "%llx initialized peer connection; "
+    if (log_is_zap())
+        log_zap(LOG_INFO, "initialized peer connections; fast-forwarding "
+                "election ticks", LOG_ID("local-member-id", s->member_id),
+                LOG_INT("forward-ticks", ticks - 2),
+                LOG_DUR_MS("forward-duration",
+                           (uint64_t)(ticks - 2) * s->cfg.heartbeat_ms),
+                LOG_INT("election-ticks", ticks),
+                LOG_DUR_MS("election-timeout",
+                           (uint64_t)ticks * s->cfg.heartbeat_ms),
+                LOG_INT("active-remote-members", peers));
+    else
+        log_info("etcdserver", "%llx initialized peer connection; "
              "fast-forwarding %d ticks (election ticks %d) with %d active "
              "peer(s)", (unsigned long long)s->member_id, ticks - 2, ticks,
              peers);

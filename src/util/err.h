@@ -115,7 +115,9 @@
       "defragmentation")                                                    \
     /* operations (-770..-799): config file, corruption checks */          \
     X(CONFIG_FILE, -770, "bad configuration file")                         \
-    X(HASH_MISMATCH, -771, "a peer's HashKV differs from this member's")
+    X(HASH_MISMATCH, -771, "a peer's HashKV differs from this member's")  \
+    /* logging (-820..-839) */                                             \
+    X(LOG_OUTPUT, -820, "cannot open a log output")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),

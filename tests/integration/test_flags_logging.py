@@ -1,11 +1,11 @@
 """The logging flags, as etcd 3.4 checks them.
 
 Goal: --logger and --log-outputs are built or refused, never accepted and
-ignored: capnslog (the only logger cetcd writes) with one output of
+ignored: capnslog (the default, as in etcd 3.4) with one output of
 "default", "stderr" or "stdout" (lines then go to stdout); an unknown
 logger or output, or several outputs, is refused with etcd's
-"error verifying flags" line and exit status 1; --logger=zap is refused as
-not built.  Method: the member's command line from conftest's Server, run
+"error verifying flags" line and exit status 1.  --logger=zap is
+tests/integration/test_logging.py's.  Method: the member's command line from conftest's Server, run
 in the foreground; stdout and stderr read apart.  The etcd-valid cases also
 run against etcd 3.4.23 (CETCD_TEST_AGAINST_ETCD=1).
 """
@@ -13,7 +13,6 @@ import subprocess
 
 import pytest
 
-from conftest import against_etcd
 
 
 def run(make_server, *flags):
@@ -40,13 +39,6 @@ def test_bad_logging_flags_refused(make_server, flags, msg):
     assert cp.returncode == 1, cp
     assert ("error verifying flags, %s. See 'etcd --help'." % msg
             in cp.stderr), cp.stderr
-
-
-@pytest.mark.skipif(against_etcd(), reason="etcd 3.4 has zap")
-def test_zap_refused_as_not_built(make_server):
-    cp = run(make_server, "--logger", "zap")
-    assert cp.returncode == 1
-    assert "--logger=zap is not supported yet" in cp.stderr
 
 
 def test_log_outputs_stdout(make_server):
