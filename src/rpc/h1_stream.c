@@ -12,6 +12,10 @@
  * requests in order: the stream writes only while its call is the
  * queue's head, and rpc__h1_drain stops at it.
  *
+ * The queue holds at most H1_STREAM_BYTES_MAX bytes too (the gRPC
+ * streams' messages are bounded by the connection's reply budget; JSON
+ * lines of a gateway watch are not).
+ *
  * The loop moves queued messages into the connection's output buffer
  * while fewer than H1_OUT_MAX bytes wait there (a client that does not
  * read fills the queue, then the sender gets ERR_FULL); the rest waits
@@ -177,6 +181,8 @@ static bool take(struct rpc__conn *c, struct rpc_stream *s, bool *fin_out)
         struct rpc__msg *m = &s->queue[s->q_head];
         if (!put_chunk(c, m, whole))
             return false;
+        assert(s->q_bytes >= m->n);
+        s->q_bytes -= m->n;
         mem_free(m->p);
         m->p = NULL;
         s->q_head = (s->q_head + 1) % s->q_cap;

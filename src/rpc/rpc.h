@@ -326,7 +326,8 @@ void rpc_call_reply_http(struct rpc_call *call, int status,
  * requests, before later ones) as the chunks of a chunked answer, or as
  * one Content-Length answer (head.whole).  The send queue is the gRPC
  * streams' (stream_queue messages plus RPC_STREAM_CTRL_RESERVE for ctrl
- * sends; ERR_FULL past it), and the connection holds at most 1 MiB of
+ * sends; ERR_FULL past it) and at most 4 MiB of queued bytes (but one
+ * message, and ctrl sends), and the connection holds at most 1 MiB of
  * unsent answer bytes before it stops taking from that queue: a client
  * that does not read holds a bounded amount.  rpc_stream_finish ends the
  * answer (code and msg are ignored: the owner writes its own error body

@@ -258,6 +258,7 @@ struct rpc_stream {
     bool http_head_set;                /* mu: http_head is queued */
     struct rpc_http_head http_head;    /* mu: the answer's head */
     bool http_body_sent;               /* mu: a whole answer's body queued */
+    size_t q_bytes;                    /* mu: HTTP: bytes in the queue */
 };
 
 /* One event loop thread and what it owns. */
@@ -404,6 +405,10 @@ size_t rpc__status_nv(nghttp2_nv *nv, grpc_status_code code,
 /* h1.c: HTTP/1.x connections and protocol sniffing. */
 #define H1_PIPELINE_MAX 16       /* requests waiting for their answers */
 #define H1_OUT_MAX (1u << 20)    /* answer bytes unsent before pausing */
+/* Bytes an HTTP stream's queue holds at most (besides its message count):
+ * a gateway watch's events are JSON lines of any size, and 144 of them
+ * may be large.  One message is always taken into an empty queue. */
+#define H1_STREAM_BYTES_MAX (4u << 20)
 /* rpc__sniff takes a SNIFF connection's first bytes: the HTTP/2 preface
  * makes it H2, anything else H1; the bytes go on to that protocol.  False
  * when the connection died. */

@@ -247,9 +247,13 @@ void rpc__stream_inbox(struct rpc_stream *s)
         s->owner_gone = true;
     struct rpc__conn *c = s->conn;
     if (s->http) {
+        /* The pump may end s and free it (once released): then s is
+         * gone; otherwise s is not freeable (the connection still has
+         * it), unless the connection is done with it already. */
         if (work && !s->ng_closed && !c->dead)
             rpc__h1_pump(c);
-        maybe_free(s);
+        else
+            maybe_free(s);
         return;
     }
     if (work && !s->ng_closed && !c->dead) {
@@ -292,7 +296,11 @@ int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
         rv = ERR_CLOSED;
     } else if (s->q_n >= limit) {
         rv = ERR_FULL;
+    } else if (s->http && limit < s->q_cap && s->q_bytes > 0 &&
+               s->q_bytes + n > H1_STREAM_BYTES_MAX) {
+        rv = ERR_FULL; /* control sends (limit q_cap) count, not wait */
     } else {
+        s->q_bytes += n;
         s->queue[(s->q_head + s->q_n) % s->q_cap] =
             (struct rpc__msg){.p = p, .n = n};
         s->q_n++;
