@@ -259,6 +259,14 @@ def test_gateway_tls_http2(certs):  # noqa: F811
             st, text = curl(url + "/v3/kv/range", "POST", '{"key":""}',
                             proto, *ca)
             assert (st, json.loads(text)["code"]) == (400, 3)
+        # A stream over TLS with HTTP/1.1: kept open, lines as in plain.
+        st, lines, rest = curl_stream_args(
+            url + "/v3/watch", '{"create_request":{"key":"dA==",'
+            '"start_revision":"1"}}', 2, "--http1.1", *ca)
+        assert st == 200 and rest == ""
+        assert json.loads(lines[0])["result"]["created"]
+        ev = json.loads(lines[1])["result"]["events"]
+        assert ev[0]["kv"]["value"] == "dg==" and len(ev) == 2
     finally:
         s.cleanup()
 
@@ -335,8 +343,12 @@ def curl_stream(url, body, seconds):
     """POSTs body with curl -N and reads the answer for at most seconds
     (a watch never ends by itself): (status or None when no head came,
     [each newline-terminated line], the unterminated rest)."""
+    return curl_stream_args(url, body, seconds)
+
+
+def curl_stream_args(url, body, seconds, *extra):
     args = ["curl", "-sS", "-i", "-N", "-m", str(seconds), "--data-binary",
-            body, url]
+            body] + list(extra) + [url]
     cp = subprocess.run(args, capture_output=True, timeout=seconds + 20)
     assert cp.returncode in (0, 28), cp.stderr  # 28: our own time limit
     out = cp.stdout.decode()
