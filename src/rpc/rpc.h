@@ -5,7 +5,7 @@
  * protos.  Files: server.c (listeners, loops, shutdown), conn.c (one
  * connection and its nghttp2 session), h1.c (HTTP/1.x connections and
  * protocol sniffing), call.c (unary calls and HTTP answers), stream.c
- * (streams), guard.c (limits), handshake.c (TLS handshakes), tls.c/tls.h
+ * (streams), h1_stream.c (HTTP/1.x answers that stay open), guard.c (limits), handshake.c (TLS handshakes), tls.c/tls.h
  * (the listeners' TLS material).
  *
  * gRPC over our own HTTP/2 connections: libnghttp2 does the framing, HPACK

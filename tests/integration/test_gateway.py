@@ -15,10 +15,18 @@ one on /usr/bin/etcd), fresh data dirs, so revisions match; each step's
 body is a template filled from earlier answers of the same server (the
 ids of a learner it added).  Known difference, normalised: the text of a
 JSON syntax error (Go's decoder messages against json-c's); both are code
-3, status 400, error == message.  Not compared: streams (/v3/watch,
-/v3/lease/keepalive, /v3/election/observe, /v3/maintenance/snapshot) and
-the waits (/v3/lock/lock, /v3/election/campaign), which cetcd's gateway
-does not serve yet (501, code 12); the test checks that answer.
+3, status 400, error == message.
+
+Streams (api/gw_stream.c): /v3/watch, /v3/lease/keepalive,
+/v3/election/observe, /v3/maintenance/snapshot and the waits
+/v3/lock/lock, /v3/election/campaign sent with curl -N to both (a time
+limit ends the ones that stay open): statuses and lines equal once ids,
+leases, lock keys and snapshot bytes are normalised (etcd's trailer after
+a waiting call's error is not compared).  With a raw client
+(tests/common/gwstream.py): a client that drops its connection frees its
+watchers (the watcher gauge) and its waiting Lock's key; a client that
+does not read holds bounded memory and later gets every event once.
+Over HTTP/2 the streams answer 501, code 12 (not built).
 """
 import base64
 import json
@@ -542,6 +550,11 @@ def rss_kb(pid):
     raise AssertionError("no RssAnon")
 
 
+def asan(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def put_phase(s, prefix, value, n):
     """n puts of value under prefix; returns (their revisions, the RSS
     growth in MB seen while they ran)."""
@@ -578,11 +591,12 @@ def test_gateway_watch_slow_reader(make_server):
     print("slow reader: RSS +%.1f MB, control +%.1f MB" % (grew_mb, control_mb))
     # Held for the client: at most the queue's 4 MiB (or one message: a
     # catch-up batch may be one ~6 MB response), 1 MiB unsent, socket
-    # buffers.  Before the byte bound it was every event (+55 MB for 80
-    # MB of JSON).
-    assert grew_mb < control_mb + 24, \
-        "RSS grew by %.1f MB with a client not reading, %.1f MB without " \
-        "a watcher" % (grew_mb, control_mb)
+    # buffers.  Without the byte bound (a build with H1_STREAM_BYTES_MAX
+    # 4000 MiB) it was +79 MB against +41 MB without a watcher.
+    if not asan(s.proc.pid):  # ASan's quarantine keeps freed memory
+        assert grew_mb < control_mb + 24, \
+            "RSS grew by %.1f MB with a client not reading, %.1f MB " \
+            "without a watcher" % (grew_mb, control_mb)
     seen = []
     while len(seen) < len(revs):
         line = w.next_json(timeout=30)
