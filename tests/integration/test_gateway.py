@@ -383,9 +383,9 @@ def norm_stream(v, key=None):
         return [norm_stream(x, key) for x in v]
     if key in STREAM_IDS:
         return "<%s>" % key
-    if key == "key":  # a lock's or a candidate's key: name/<lease in hex>
+    if key == "key":  # a lock's or a candidate's key: name/<lease, %x>
         raw = base64.b64decode(v)
-        if re.fullmatch(rb"[^/]*/[0-9a-f]{16}", raw):
+        if re.fullmatch(rb"[^/]*/[0-9a-f]{1,16}", raw):
             return "<name/lease>"
     if key in ("error", "message") and isinstance(v, str) and \
             v.startswith(("invalid character", "unexpected")):
