@@ -128,6 +128,7 @@ static bool take(struct rpc__conn *c, struct http_request *req)
         return false;
     call->http = call->h1 = true;
     call->h1_close = !req->keep_alive;
+    call->h1_v10 = req->minor == 0;
     bool ok = add_hdr(call, ":method", 7, req->method, req->method_n) &&
               add_hdr(call, ":path", 5, req->target, req->target_n);
     for (size_t i = 0; ok && i < req->headers_n; i++) {

@@ -44,8 +44,8 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     assert(call->state == RPC__CALL_HANDLER && stream_out != NULL);
     struct rpc__conn *c = call->conn;
     struct rpc_server *srv = c->loop->srv;
-    if (!call->h1)
-        return ERR_UNSUPPORTED;
+    if (!call->h1 || call->h1_v10)
+        return ERR_UNSUPPORTED; /* HTTP/2; HTTP/1.0 has no chunks */
     struct rpc_stream *s = mem_calloc(1, sizeof(*s));
     if (s == NULL)
         return ERR_NOMEM;

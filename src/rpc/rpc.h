@@ -342,8 +342,8 @@ void rpc_call_reply_http(struct rpc_call *call, int status,
  * rpc_call_http_stream must be called by the HTTP handler on the loop
  * before it returns; the request body it was given stays valid until it
  * returns.  Errors: ERR_UNSUPPORTED (an HTTP/2 request: its answer is one
- * piece only; the call is still the caller's to answer), ERR_NOMEM (the
- * same).  On success the call is gone. */
+ * piece only; an HTTP/1.0 one: no chunked answers; the call is still the
+ * caller's to answer), ERR_NOMEM (the same).  On success the call is gone. */
 struct rpc_http_head {
     int status;        /* the answer's status */
     const char *ctype; /* content type (static), or NULL */

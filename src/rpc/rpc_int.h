@@ -206,6 +206,8 @@ struct rpc_call {
     const char *http_ctype;            /* answer's content type (static) */
     unsigned http_flags;               /* RPC_HTTP_* of the answer */
     struct rpc_call *h1_next;          /* H1: the connection's queue */
+    bool h1_v10;                       /* H1: an HTTP/1.0 request (no
+                                          chunked answer) */
     struct rpc_stream *h1_stream;      /* H1: the stream answering it
                                           (h1_stream.c), or NULL */
     struct rpc_call *prev, *next;      /* the connection's calls */
