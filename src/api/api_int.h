@@ -123,6 +123,14 @@ bool api__gw_serve(struct server *s, struct rpc_call *call, const char *t,
 void api__gw_reply_msg(struct rpc_call *call, const ProtobufCMessage *m);
 void api__gw_reply_error(struct rpc_call *call, grpc_status_code code,
                          const char *msg);
+/* api__gw_status: grpc-gateway's HTTPStatusFromCode. */
+int api__gw_status(grpc_status_code c);
+/* gw_stream.c: api__gw_stream serves the stream route path ("/watch")
+ * whose request type is d: answers call (now, or through a stream that
+ * stays open) and returns true; false: path is not a stream route. */
+bool api__gw_stream(struct server *s, const char *path,
+                    const ProtobufCMessageDescriptor *d,
+                    struct rpc_call *call, const uint8_t *body, size_t n);
 /* metrics.c: /metrics.  api__metrics_text returns the exposition
  * (mem_free frees it) and its length in *len_out, or NULL when out of
  * memory. */

@@ -20,9 +20,8 @@
  *
  * Streams (/v3/watch, /v3/lease/keepalive, /v3/election/observe,
  * /v3/maintenance/snapshot) and the waits (/v3/lock/lock,
- * /v3/election/campaign) need an HTTP answer that stays open (chunked);
- * the runtime has none yet: they answer 501 with code 12 (see
- * ARCHITECTURE.md "The /v3 gateway").
+ * /v3/election/campaign) are gw_stream.c's: an HTTP answer that stays
+ * open (chunked) over HTTP/1.x; over HTTP/2 they answer 501, code 12.
  */
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +45,7 @@ struct route {
                  struct svc_done done);        /* the service */
     bool owns;        /* the service takes the request (svc_kv_range) */
     bool learner_ok;  /* a learner serves it (Status; Range: see gate) */
-    bool streams;     /* needs a streamed answer: not served yet */
+    bool streams;     /* a streamed answer: gw_stream.c */
 };
 
 #define WRAP(name, type, fn)                                               \
@@ -200,7 +199,7 @@ static const struct route routes[] = {
 #undef D
 
 /* grpc-gateway's HTTPStatusFromCode. */
-static int http_status(grpc_status_code c)
+int api__gw_status(grpc_status_code c)
 {
     static const int map[] = {
         [GRPC_STATUS_OK] = 200,
@@ -240,7 +239,7 @@ void api__gw_reply_error(struct rpc_call *call, grpc_status_code code,
     if (b.nomem)
         rpc_call_reply_http(call, 500, JSON_CT, 0, NULL, 0);
     else
-        rpc_call_reply_http(call, http_status(code), JSON_CT, 0, b.p, b.n);
+        rpc_call_reply_http(call, api__gw_status(code), JSON_CT, 0, b.p, b.n);
     mem_free(b.p);
 }
 
@@ -357,10 +356,12 @@ bool api__gw_serve(struct server *s, struct rpc_call *call, const char *t,
             continue;
         if (strcmp(m, "POST") != 0)
             text(call, 405, "Method Not Allowed\n");
+        else if (r->streams && server_is_learner(s))
+            api__gw_reply_error(call, GRPC_STATUS_UNAVAILABLE,
+                                "etcdserver: rpc not supported for "
+                                "learner");
         else if (r->streams)
-            api__gw_reply_error(call, GRPC_STATUS_UNIMPLEMENTED,
-                                "cetcd: this gateway stream is not built "
-                                "yet");
+            api__gw_stream(s, r->path, r->req, call, body, n);
         else
             serve(s, r, call, body, n);
         return true;

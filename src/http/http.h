@@ -97,8 +97,20 @@ size_t http_path_len(const char *target, size_t target_n);
  * 12:37:13 GMT") into buf (at least 30 bytes); returns its length. */
 size_t http_date(char *buf, size_t cap);
 
+/* A body_n for http_response_head: the body follows in chunks (an answer
+ * that stays open); the caller writes each with http_chunk_head, then
+ * HTTP_CHUNK_END. */
+#define HTTP_BODY_CHUNKED SIZE_MAX
+#define HTTP_CHUNK_END "0\r\n\r\n"
+
+/* http_chunk_head writes the size line of an n-byte chunk ("1a\r\n") into
+ * buf (at least 20 bytes); returns its length.  The chunk's bytes and a
+ * CRLF follow it.  n must not be 0 (that is the end). */
+size_t http_chunk_head(char *buf, size_t cap, size_t n);
+
 /* http_response_head writes a response head into buf[0..cap): status line,
- * Date, Content-Type (if ctype is not NULL), Content-Length, the extra
+ * Date, Content-Type (if ctype is not NULL), Content-Length (or
+ * Transfer-Encoding: chunked for HTTP_BODY_CHUNKED), the extra
  * header lines in extra (each ending in CRLF, or NULL), "Connection:
  * close" when close is set, and the blank line.  Returns its length, or 0
  * when cap is too small. */

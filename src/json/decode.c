@@ -528,13 +528,17 @@ static bool blank(const char *t, size_t n)
     return true;
 }
 
-int json_pb_decode(const ProtobufCMessageDescriptor *md, const char *text,
-                   size_t n, ProtobufCMessage **m_out,
-                   struct json_pb_info *info_out, char *err, size_t cap)
+/* decode reads the first JSON value of text as md; *end_out: where it
+ * ended (n when the text is blank). */
+static int decode(const ProtobufCMessageDescriptor *md, const char *text,
+                  size_t n, ProtobufCMessage **m_out,
+                  struct json_pb_info *info_out, char *err, size_t cap,
+                  size_t *end_out)
 {
     assert(md != NULL && m_out != NULL && err != NULL && cap > 0);
     struct dec d = {.err = err, .cap = cap, .info = info_out};
     err[0] = '\0';
+    *end_out = n;
     if (info_out != NULL)
         memset(info_out, 0, sizeof *info_out);
     if (n > JSON_PB_INPUT_MAX)
@@ -557,6 +561,8 @@ int json_pb_decode(const ProtobufCMessageDescriptor *md, const char *text,
          * the end of the input as one */
         o = json_tokener_parse_ex(tok, "", 1);
         je = json_tokener_get_error(tok);
+    } else {
+        *end_out = json_tokener_get_parse_end(tok);
     }
     int rc;
     if (je == json_tokener_continue)
@@ -567,5 +573,31 @@ int json_pb_decode(const ProtobufCMessageDescriptor *md, const char *text,
         rc = decode_obj(&d, md, o, m_out);
     json_object_put(o);
     json_tokener_free(tok);
+    return rc;
+}
+
+int json_pb_decode(const ProtobufCMessageDescriptor *md, const char *text,
+                   size_t n, ProtobufCMessage **m_out,
+                   struct json_pb_info *info_out, char *err, size_t cap)
+{
+    size_t end;
+    return decode(md, text, n, m_out, info_out, err, cap, &end);
+}
+
+int json_pb_decode_next(const ProtobufCMessageDescriptor *md,
+                        const char *text, size_t n, size_t *used_out,
+                        ProtobufCMessage **m_out, char *err, size_t cap)
+{
+    assert(used_out != NULL && err != NULL && cap > 0);
+    *used_out = n;
+    err[0] = '\0';
+    if (n == 0 || blank(text, n))
+        return ERR_NOTFOUND;
+    size_t end = n;
+    int rc = decode(md, text, n, m_out, NULL, err, cap, &end);
+    assert(end <= n);
+    if (rc == 0 && end == 0)
+        end = n; /* defensive: always make progress */
+    *used_out = end;
     return rc;
 }

@@ -96,4 +96,15 @@ int json_pb_decode(const ProtobufCMessageDescriptor *d, const char *text,
                    size_t n, ProtobufCMessage **m_out,
                    struct json_pb_info *info_out, char *err, size_t cap);
 
+/* json_pb_decode_next reads the next value of a sequence of JSON values
+ * (concatenated or separated by blanks and newlines, as Go's json.Decoder
+ * reads a gateway stream's body) as json_pb_decode reads one, and sets
+ * *used_out to the bytes it took, through the end of that value: the
+ * caller goes on at text + *used_out.  Errors: ERR_NOTFOUND (only blanks
+ * left: the end of the sequence), ERR_INVAL with the reason in err,
+ * ERR_NOMEM.  After an error the sequence is not to be read further. */
+int json_pb_decode_next(const ProtobufCMessageDescriptor *d,
+                        const char *text, size_t n, size_t *used_out,
+                        ProtobufCMessage **m_out, char *err, size_t cap);
+
 #endif

@@ -55,6 +55,8 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->http_ctype = NULL;
     call->http_flags = 0;
     call->h1_next = NULL;
+    call->h1_stream = NULL;
+    call->h1_v10 = false;
     call->prev = NULL;
     call->next = c->calls;
     if (c->calls != NULL)

@@ -48,8 +48,6 @@
 #include "rpc/rpc_int.h"
 #include "util/mem.h"
 
-#define H1_PIPELINE_MAX 16       /* requests waiting for their answers */
-#define H1_OUT_MAX (1u << 20)    /* answer bytes unsent before pausing */
 #define H1_HEAD_ROOM 1024        /* our response head, at most */
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -130,6 +128,7 @@ static bool take(struct rpc__conn *c, struct http_request *req)
         return false;
     call->http = call->h1 = true;
     call->h1_close = !req->keep_alive;
+    call->h1_v10 = req->minor == 0;
     bool ok = add_hdr(call, ":method", 7, req->method, req->method_n) &&
               add_hdr(call, ":path", 5, req->target, req->target_n);
     for (size_t i = 0; ok && i < req->headers_n; i++) {
@@ -273,6 +272,8 @@ bool rpc__h1_eof(struct rpc__conn *c)
 {
     if (c->h1_head == NULL && c->out_off == c->out_n)
         return false;
+    if (rpc__h1_streaming(c))
+        return false; /* the client left an open answer: cancel it */
     c->h1_close = true; /* answer what was asked, then close */
     c->h1_eof = true;   /* and read no more (EPOLLIN would spin) */
     c->h1_in_n = 0;
@@ -307,13 +308,15 @@ static bool put(struct rpc__conn *c, struct rpc_call *call)
     return true;
 }
 
-void rpc__h1_answered(struct rpc_call *call)
+void rpc__h1_drain(struct rpc__conn *c)
 {
-    struct rpc__conn *c = call->conn;
-    assert(call->h1 && call->state == RPC__CALL_ANSWERED);
-    call->state = RPC__CALL_SUBMITTED; /* the loop's until written */
-    while (c->h1_head != NULL && c->h1_head->state == RPC__CALL_SUBMITTED) {
+    while (!c->dead && c->h1_head != NULL &&
+           c->h1_head->state == RPC__CALL_SUBMITTED) {
         struct rpc_call *done = c->h1_head;
+        if (done->h1_stream != NULL) { /* its stream writes it */
+            rpc__h1_pump(c);           /* and drains on once it ends */
+            return;
+        }
         c->h1_head = done->h1_next;
         if (c->h1_head == NULL)
             c->h1_tail = NULL;
@@ -327,9 +330,18 @@ void rpc__h1_answered(struct rpc_call *call)
             return;
         }
     }
+    if (c->dead)
+        return;
     rpc__conn_mark_dirty(c);
     if (!process(c))
         rpc__conn_kill(c);
+}
+
+void rpc__h1_answered(struct rpc_call *call)
+{
+    assert(call->h1 && call->state == RPC__CALL_ANSWERED);
+    call->state = RPC__CALL_SUBMITTED; /* the loop's until written */
+    rpc__h1_drain(call->conn);
 }
 
 void rpc__h1_written(struct rpc__conn *c)
@@ -349,6 +361,10 @@ void rpc__h1_written(struct rpc__conn *c)
             SSL_shutdown(c->ssl);
         shutdown(c->fd, SHUT_WR);
         busy(c, true);
+        return;
+    }
+    if (rpc__h1_streaming(c)) {
+        rpc__h1_pump(c); /* room again for a stream's queued bytes */
         return;
     }
     if (c->rd_paused && !process(c))

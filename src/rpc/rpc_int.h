@@ -206,6 +206,10 @@ struct rpc_call {
     const char *http_ctype;            /* answer's content type (static) */
     unsigned http_flags;               /* RPC_HTTP_* of the answer */
     struct rpc_call *h1_next;          /* H1: the connection's queue */
+    bool h1_v10;                       /* H1: an HTTP/1.0 request (no
+                                          chunked answer) */
+    struct rpc_stream *h1_stream;      /* H1: the stream answering it
+                                          (h1_stream.c), or NULL */
     struct rpc_call *prev, *next;      /* the connection's calls */
 };
 
@@ -245,6 +249,18 @@ struct rpc_stream {
     grpc_status_code fin_code;         /* mu: status to finish with */
     char *fin_msg;                     /* mu: its message; owned */
     struct rpc_stream *prev, *next;    /* loop: the connection's streams */
+    /* An HTTP/1.x answer that stays open (h1_stream.c): method is NULL,
+     * ng_closed means the connection is done with it, headers_sent that
+     * its head is in the connection's buffer. */
+    bool http;                         /* immutable */
+    struct rpc_call *h1_call;          /* loop: its place in the H1 queue,
+                                          NULL once done */
+    rpc_http_close_fn http_on_close;   /* immutable: the owner's */
+    void *http_ctx;                    /* immutable: its argument */
+    bool http_head_set;                /* mu: http_head is queued */
+    struct rpc_http_head http_head;    /* mu: the answer's head */
+    bool http_body_sent;               /* mu: a whole answer's body queued */
+    size_t q_bytes;                    /* mu: HTTP: bytes in the queue */
 };
 
 /* One event loop thread and what it owns. */
@@ -389,6 +405,12 @@ size_t rpc__status_nv(nghttp2_nv *nv, grpc_status_code code,
                       size_t msg_cap);
 
 /* h1.c: HTTP/1.x connections and protocol sniffing. */
+#define H1_PIPELINE_MAX 16       /* requests waiting for their answers */
+#define H1_OUT_MAX (1u << 20)    /* answer bytes unsent before pausing */
+/* Bytes an HTTP stream's queue holds at most (besides its message count):
+ * a gateway watch's events are JSON lines of any size, and 144 of them
+ * may be large.  One message is always taken into an empty queue. */
+#define H1_STREAM_BYTES_MAX (4u << 20)
 /* rpc__sniff takes a SNIFF connection's first bytes: the HTTP/2 preface
  * makes it H2, anything else H1; the bytes go on to that protocol.  False
  * when the connection died. */
@@ -403,6 +425,16 @@ bool rpc__h1_eof(struct rpc__conn *c);
 void rpc__h1_answered(struct rpc_call *call);
 /* rpc__h1_written: c's output buffer was written out. */
 void rpc__h1_written(struct rpc__conn *c);
+/* h1_stream.c: HTTP/1.x answers that stay open. */
+/* rpc__h1_pump moves the queued bytes of the stream answering c's first
+ * request into c's buffer (within its bound), ends it once finished and
+ * goes on with the requests after it. */
+void rpc__h1_pump(struct rpc__conn *c);
+/* rpc__h1_streaming: c's first request is answered by a stream. */
+bool rpc__h1_streaming(const struct rpc__conn *c);
+/* rpc__h1_drain writes the answered calls at the head of c's queue, up to
+ * a streamed one (h1.c). */
+void rpc__h1_drain(struct rpc__conn *c);
 /* rpc__h2_feed gives bytes to c's nghttp2 session (conn.c). */
 bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n);
 /* rpc__conn_rearm sets c's epoll events from want_out and rd_paused. */
@@ -434,6 +466,12 @@ void rpc__stream_half_closed(struct rpc_stream *s);
 void rpc__stream_trailers_sent(struct rpc_stream *s);
 void rpc__stream_closed(struct rpc_stream *s);
 void rpc__stream_inbox(struct rpc_stream *s);
+/* rpc__stream_tell_close runs the owner's on_close once. */
+void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled);
+/* rpc__stream_queue queues p (n bytes, owned: taken on success) under the
+ * limit; counts metrics for gRPC streams.  ERR_FULL, ERR_CLOSED. */
+int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
+                      size_t limit);
 
 /* guard.c: the limits one client must not pass (fd reserve, accept
  * back-off, preface timeout, buffered bytes per connection). */

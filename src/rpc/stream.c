@@ -83,7 +83,7 @@ struct rpc_stream *rpc__stream_open(struct rpc_call *call)
     return s;
 }
 
-static void tell_close(struct rpc_stream *s, bool cancelled)
+void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled)
 {
     if (s->close_told)
         return;
@@ -92,6 +92,10 @@ static void tell_close(struct rpc_stream *s, bool cancelled)
     s->closed = true;
     grpc_status_code code = cancelled ? GRPC_STATUS_CANCELLED : s->fin_code;
     pthread_mutex_unlock(&s->mu);
+    if (s->http) { /* no method: an HTTP answer is not a gRPC call */
+        s->http_on_close(s, cancelled, s->http_ctx);
+        return;
+    }
     rpc__method_handled(s->method, code, s->start_ns);
     s->method->ops->on_close(s, cancelled, s->method->ctx);
 }
@@ -158,7 +162,7 @@ void rpc__stream_half_closed(struct rpc_stream *s)
 
 void rpc__stream_trailers_sent(struct rpc_stream *s)
 {
-    tell_close(s, false);
+    rpc__stream_tell_close(s, false);
 }
 
 /* rpc__stream_closed: nghttp2 closed the stream, or the connection died. */
@@ -175,7 +179,11 @@ void rpc__stream_closed(struct rpc_stream *s)
     if (s->next != NULL)
         s->next->prev = s->prev;
     s->prev = s->next = NULL;
-    tell_close(s, true);
+    if (s->h1_call != NULL) { /* h1_stream.c: the connection died */
+        s->h1_call->h1_stream = NULL;
+        s->h1_call = NULL;
+    }
+    rpc__stream_tell_close(s, true);
     maybe_free(s);
 }
 
@@ -236,6 +244,16 @@ void rpc__stream_inbox(struct rpc_stream *s)
     if (release)
         s->owner_gone = true;
     struct rpc__conn *c = s->conn;
+    if (s->http) {
+        /* The pump may end s and free it (once released): then s is
+         * gone; otherwise s is not freeable (the connection still has
+         * it), unless the connection is done with it already. */
+        if (work && !s->ng_closed && !c->dead)
+            rpc__h1_pump(c);
+        else
+            maybe_free(s);
+        return;
+    }
     if (work && !s->ng_closed && !c->dead) {
         if (!s->headers_sent) {
             nghttp2_data_provider prd = {.source.ptr = s,
@@ -264,12 +282,43 @@ static bool schedule_locked(struct rpc_stream *s)
     return true;
 }
 
+int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
+                      size_t limit)
+{
+    assert(s != NULL && (p != NULL || n == 0));
+    assert(limit <= s->q_cap);
+    int rv = 0;
+    bool push = false;
+    pthread_mutex_lock(&s->mu);
+    if (s->closed || s->finishing) {
+        rv = ERR_CLOSED;
+    } else if (s->q_n >= limit) {
+        rv = ERR_FULL;
+    } else if (s->http && limit < s->q_cap && s->q_bytes > 0 &&
+               s->q_bytes + n > H1_STREAM_BYTES_MAX) {
+        rv = ERR_FULL; /* control sends (limit q_cap) count, not wait */
+    } else {
+        s->q_bytes += n;
+        s->queue[(s->q_head + s->q_n) % s->q_cap] =
+            (struct rpc__msg){.p = p, .n = n};
+        s->q_n++;
+        if (!s->http) {
+            metrics_inc(&s->method->stats->msg_sent);
+            metrics_add(&s->conn->loop->srv->tx_bytes, n - RPC__PREFIX);
+        }
+        push = schedule_locked(s);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (push)
+        rpc__loop_push(s->conn->loop, &s->item);
+    return rv;
+}
+
 /* queue_msg packs msg and queues it if fewer than limit are queued. */
 static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
                      size_t limit)
 {
-    assert(s != NULL && msg != NULL);
-    assert(limit <= s->q_cap);
+    assert(s != NULL && msg != NULL && !s->http);
     size_t n = protobuf_c_message_get_packed_size(msg);
     if (n > UINT32_MAX)
         return ERR_INVAL;
@@ -278,26 +327,9 @@ static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
         return ERR_NOMEM;
     rpc__prefix_put(p, n);
     protobuf_c_message_pack(msg, p + RPC__PREFIX);
-    int rv = 0;
-    bool push = false;
-    pthread_mutex_lock(&s->mu);
-    if (s->closed || s->finishing) {
-        rv = ERR_CLOSED;
-    } else if (s->q_n >= limit) {
-        rv = ERR_FULL;
-    } else {
-        s->queue[(s->q_head + s->q_n) % s->q_cap] =
-            (struct rpc__msg){.p = p, .n = n + RPC__PREFIX};
-        s->q_n++;
-        p = NULL;
-        metrics_inc(&s->method->stats->msg_sent);
-        metrics_add(&s->conn->loop->srv->tx_bytes, n);
-        push = schedule_locked(s);
-    }
-    pthread_mutex_unlock(&s->mu);
-    mem_free(p);
-    if (push)
-        rpc__loop_push(s->conn->loop, &s->item);
+    int rv = rpc__stream_queue(s, p, n + RPC__PREFIX, limit);
+    if (rv != 0)
+        mem_free(p);
     return rv;
 }
 

@@ -295,6 +295,59 @@ static void test_decode_member_add(void **state)
                   "illegal base64 data at input byte 0");
 }
 
+
+/* A gateway stream's body: JSON requests concatenated or on lines, as
+ * curl -d sends them to etcd's /v3/watch (Go's json.Decoder loop). */
+static void test_decode_sequence(void **state)
+{
+    (void)state;
+    const ProtobufCMessageDescriptor *d = &etcdserverpb__watch_request__descriptor;
+    const char *body = "{\"create_request\":{\"key\":\"YQ==\"}}"
+                       "{\"create_request\":{\"key\":\"\"}}\n"
+                       "  {\"cancel_request\":{\"watch_id\":\"7\"}}\n\n"
+                       "{\"progress_request\":{}} xx {\"a\":1}";
+    size_t n = strlen(body), off = 0, used = 0;
+    char why[JSON_PB_ERR_MAX];
+    int cases[] = {
+        ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST,
+        ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST,
+        ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST,
+        ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST,
+    };
+    for (size_t i = 0; i < 4; i++) {
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(json_pb_decode_next(d, body + off, n - off, &used,
+                                             &m, why, sizeof why),
+                         0);
+        assert_true(used > 0 && used <= n - off);
+        off += used;
+        Etcdserverpb__WatchRequest *w = (Etcdserverpb__WatchRequest *)m;
+        assert_int_equal(w->request_union_case, cases[i]);
+        if (i == 0)
+            assert_int_equal(w->create_request->key.len, 1);
+        if (i == 2)
+            assert_int_equal(w->cancel_request->watch_id, 7);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(json_pb_decode_next(d, body + off, n - off, &used, &m,
+                                         why, sizeof why),
+                     ERR_INVAL);
+    assert_null(m);
+    /* the end of the sequence: nothing, or blanks only */
+    assert_int_equal(json_pb_decode_next(d, " \n", 2, &used, &m, why,
+                                         sizeof why),
+                     ERR_NOTFOUND);
+    assert_int_equal(json_pb_decode_next(d, "", 0, &used, &m, why,
+                                         sizeof why),
+                     ERR_NOTFOUND);
+    /* a value cut off at the end of the body */
+    assert_int_equal(json_pb_decode_next(d, "{\"create_request\":{", 19,
+                                         &used, &m, why, sizeof why),
+                     ERR_INVAL);
+    assert_string_equal(why, "unexpected EOF");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_decode_refusals),
         cmocka_unit_test(test_round_trip_txn),
         cmocka_unit_test(test_decode_member_add),
+        cmocka_unit_test(test_decode_sequence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
