@@ -126,4 +126,19 @@ struct etcdwal_snap {
 int etcdwal_snap_decode(const uint8_t *buf, size_t len,
                         struct etcdwal_snap *out, char *err, size_t err_len);
 
+/* --- the protobuf field reader (also the import's: etcd's records) ------
+ * One field: number, wire type, varint value or bytes. */
+struct etcdwal_field {
+    uint64_t num;      /* field number (>= 1) */
+    unsigned wt;       /* wire type: 0 varint, 1 fixed64, 2 bytes, 5 fixed32 */
+    uint64_t v;        /* the value (0, 1, 5) or the length (2) */
+    const uint8_t *b;  /* wire type 2: the bytes */
+    size_t blen;       /* their length */
+};
+/* etcdwal_field_next: the field at *pos of p[0, len) into *f, *pos moved
+ * past it; 1 at the end, 0, or ERR_CORRUPT (never asserts on the bytes;
+ * wire types 3 and 4, groups, are ERR_CORRUPT). */
+int etcdwal_field_next(const uint8_t *p, size_t len, size_t *pos,
+                       struct etcdwal_field *f);
+
 #endif

@@ -53,8 +53,8 @@ int etcdwal__varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
 }
 
 /* The next field at *pos; 1 at the end, 0, or ERR_CORRUPT. */
-int etcdwal__next_field(const uint8_t *p, size_t len, size_t *pos,
-                        struct etcdwal__field *f)
+int etcdwal_field_next(const uint8_t *p, size_t len, size_t *pos,
+                        struct etcdwal_field *f)
 {
     if (*pos >= len)
         return 1;
@@ -93,10 +93,10 @@ int etcdwal__next_field(const uint8_t *p, size_t len, size_t *pos,
 static int varints(const uint8_t *p, size_t len, uint64_t *v, unsigned n)
 {
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
     memset(v, 0, n * sizeof *v);
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num >= 1 && f.num <= n) {
             if (f.wt != 0)
                 return ERR_CORRUPT;
@@ -112,9 +112,9 @@ int etcdwal_entry_decode(const uint8_t *p, size_t len,
     CHECK(out != NULL && (p != NULL || len == 0));
     memset(out, 0, sizeof *out);
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num == 4) {
             if (f.wt != 2)
                 return ERR_CORRUPT;
@@ -165,13 +165,13 @@ static int record_decode(const uint8_t *p, size_t len,
                          struct etcdwal_record *out)
 {
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
     out->type = 0;
     out->crc = 0;
     out->data = NULL;
     out->len = 0;
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num == 1 && f.wt == 0)
             out->type = (int64_t)f.v;
         else if (f.num == 2 && f.wt == 0 && f.v <= UINT32_MAX)
