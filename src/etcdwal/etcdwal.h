@@ -22,9 +22,11 @@
  *   3 state     raftpb.HardState {1 Term, 2 Vote, 3 Commit}
  *   4 crc       the chain's value (above)
  *   5 snapshot  walpb.Snapshot {1 Index, 2 Term}
- * A record that is cut short or fails its CRC at the very end of the last
- * file is a torn write (etcd repairs it by truncating): the reader reports
- * it and stops there.  Anywhere else it is corruption.
+ * A record of the last file that is cut short, or that fails its CRC and
+ * has a piece between 512-byte sector boundaries all zero (etcd's
+ * isTornEntry: a sector the write never reached), is a torn write (etcd
+ * repairs it by truncating): the reader reports it and stops there.
+ * Anything else, a bit flip in the last record too, is corruption.
  *
  * Threads: none kept; the functions are reentrant.
  */

@@ -205,6 +205,25 @@ static int chain(struct etcdwal_reader *r, const struct etcdwal_record *rec)
     return 0;
 }
 
+/* etcd's isTornEntry: the frame [from, to) of the file was torn by a
+ * crash when one of its pieces between 512-byte sector boundaries is all
+ * zeros (a sector the write never reached). */
+static bool torn(const uint8_t *buf, uint64_t from, uint64_t to)
+{
+    for (uint64_t a = from; a < to;) {
+        uint64_t b = (a / 512 + 1) * 512;
+        if (b > to)
+            b = to;
+        bool zero = true;
+        for (uint64_t i = a; i < b && zero; i++)
+            zero = buf[i] == 0;
+        if (zero)
+            return true;
+        a = b;
+    }
+    return false;
+}
+
 int etcdwal_read_mem(struct etcdwal_reader *r, const char *name,
                      const uint8_t *buf, size_t len, bool last, etcdwal_fn fn,
                      void *arg)
@@ -229,10 +248,9 @@ int etcdwal_read_mem(struct etcdwal_reader *r, const char *name,
                      : record_decode(buf + off + 8, (size_t)n, &rec);
         if (rc == 0)
             rc = chain(r, &rec);
-        if (rc != 0 && last && (cut || off + 8 + n + pad >= len ||
-                                buf[off + 8 + n + pad] == 0)) {
-            /* A torn write at the end of the log (etcd's isTornEntry,
-             * simplified: nothing valid follows). */
+        if (rc != 0 && last && (cut || torn(buf, off, off + 8 + n + pad))) {
+            /* A torn write at the end of the log (etcd's isTornEntry): a
+             * bit flip in a whole record is corruption, not a tear. */
             r->torn = true;
             r->torn_off = off;
             return 0;

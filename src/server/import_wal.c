@@ -575,8 +575,9 @@ static size_t header(const struct etcdwal_field *f, uint8_t *out)
             n += varint_put(out + n, g.blen);
             memcpy(out + n, g.b, g.blen);
             n += g.blen;
-        } else if (g.num == 3 && g.wt == 0) {
-            n += varint_field_put(out + n, 61, g.v);
+        } else if (g.num == 3 && g.wt == 0 && g.v != 0) {
+            n += varint_put(out + n, 61u << 3); /* a two-byte key */
+            n += varint_put(out + n, g.v);
         }
     }
     return n;
