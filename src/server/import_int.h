@@ -79,6 +79,9 @@ int import__members_replay(struct import *im);
  * (logged: a request cetcd cannot take), ERR_CORRUPT, ERR_NOMEM. */
 int import__translate(struct import *im, const struct import_ent *e,
                       uint8_t **out, size_t *len_out);
+/* import_wal.c: the members of a snap file's v2 store (JSON, len bytes)
+ * into im->m and im->removed.  Errors: ERR_CORRUPT (logged). */
+int import__v2_members(struct import *im, const uint8_t *p, size_t len);
 /* import_wal.c: parses etcd's membership.Member JSON into m (id given). */
 int import__member_json(const uint8_t *p, size_t len, uint64_t id,
                         struct server_member_info *m);

@@ -150,8 +150,6 @@ static int on_record(void *arg, const struct etcdwal_record *r)
     return rc;
 }
 
-static int v2_members(struct import *im, const uint8_t *p, size_t len);
-
 static int name_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -203,7 +201,7 @@ static int snap_read(struct import *im)
                                                              sn.term};
     if (rc == 0) {
         im->snap_index = sn.index;
-        rc = v2_members(im, sn.store, sn.store_len);
+        rc = import__v2_members(im, sn.store, sn.store_len);
     }
     mem_free(buf);
     return rc;
@@ -547,7 +545,8 @@ static int user_entry(struct import *im, const struct import_ent *e,
             snprintf(key, sizeof key, "user/%.*s", (int)g.blen, g.b);
     struct backend_txn *txn;
     struct backend_val v;
-    int rc = key[0] != '\0' ? backend_read_begin(im->be, &txn) : ERR_CORRUPT;
+    int rc = key[0] != '\0' && im->be != NULL
+                 ? backend_read_begin(im->be, &txn) : ERR_NOTFOUND;
     if (rc == 0) {
         rc = backend_get(txn, im->b_auth, key, strlen(key), &v);
         backend_read_end(txn);
@@ -696,8 +695,9 @@ static int v2_member(struct import *im, const char *hex, json_object *node)
     return 0;
 }
 
-static int v2_members(struct import *im, const uint8_t *p, size_t len)
+int import__v2_members(struct import *im, const uint8_t *p, size_t len)
 {
+    CHECK(im != NULL && im->m != NULL);
     json_object *o = json_parse(p, len), *root;
     int rc = o != NULL && json_object_object_get_ex(o, "Root", &root)
                  ? 0 : ERR_CORRUPT;
