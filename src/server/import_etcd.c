@@ -333,7 +333,8 @@ static void log_done(const struct import *im, const char *data_dir)
              PRIx64 " commit %" PRIu64 ", %" PRIu64 " requests after the "
              "index to apply; etcd's files are kept untouched in "
              "%s/member.etcd", data_dir, im->versions,
-             im->last_rev > im->compact ? im->last_rev : im->compact,
+             im->last_rev > im->compact ? im->last_rev
+                                        : im->compact > 1 ? im->compact : 1,
              im->compact, im->leases, im->users, im->roles,
              im->auth_enabled ? "enabled" : "disabled", im->n_m, im->node_id,
              im->cluster_id, im->alarms, im->ci, im->ci_term, im->hs.term,
