@@ -482,3 +482,26 @@ def test_snap_file_flip_and_crash_between_renames(source, make_server):
     srv.start()
     assert sorted(os.listdir(srv.data_dir)) == ["member", "member.etcd"]
     assert state(srv, c_at) == want
+
+
+def test_layouts_refused_untouched(source, make_server):
+    """--wal-dir with an etcd data dir (etcd's WAL must be member/wal), and
+    a member.etcd left by an earlier import beside a new etcd member dir:
+    refused naming why, nothing changed."""
+    etcd = source[0]
+    srv = make_server(start=False, name="e1")
+    shutil.copytree(etcd.data_dir, srv.data_dir, copy_function=os.link)
+    before = tree(srv.data_dir)
+    wal_dir = os.path.join(srv.root, "walx")
+    cp = subprocess.run(srv.args() + ["--wal-dir", wal_dir],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 1
+    assert "--wal-dir is not supported" in cp.stdout + cp.stderr
+    assert tree(srv.data_dir) == before and not os.path.exists(wal_dir)
+    os.makedirs(os.path.join(srv.data_dir, "member.etcd"))
+    cp = subprocess.run(srv.args(), capture_output=True, text=True,
+                        timeout=60)
+    assert cp.returncode == 1
+    assert "member.etcd (where its files are kept) exists already" in (
+        cp.stdout + cp.stderr)
+    assert tree(srv.data_dir) == before
