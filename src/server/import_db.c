@@ -92,6 +92,17 @@ static int on_meta(void *arg, const struct bbolt_entry *e)
     return 0;
 }
 
+/* The bbolt reader's message, with the file's path when it lacks it (a
+ * fault found by a walk names the page and offset only). */
+static void bbolt_fault(const struct import *im, const struct bbolt_reader *r)
+{
+    const char *why = bbolt_reader_error(r);
+    if (strncmp(why, im->path, strlen(im->path)) == 0)
+        log_error(LOG_MOD, "%s", why);
+    else
+        log_error(LOG_MOD, "%s: %s", im->path, why);
+}
+
 int import__db_meta(struct import *im)
 {
     CHECK(im != NULL && im->be == NULL);
@@ -102,7 +113,7 @@ int import__db_meta(struct import *im)
         rc = bbolt_reader_walk(r, on_meta, im);
     if ((rc == ERR_BBOLT_CORRUPT || rc == ERR_CORRUPT) && r != NULL &&
         bbolt_reader_error(r)[0] != '\0')
-        log_error(LOG_MOD, "%s", bbolt_reader_error(r));
+        bbolt_fault(im, r);
     else if (rc != 0 && rc != ERR_CORRUPT)
         log_error(LOG_MOD, "%s: %s", im->path, err_str(rc));
     bbolt_reader_free(r);
@@ -280,7 +291,7 @@ int import__db_write(struct import *im)
     if (rc == 0)
         rc = bbolt_reader_walk(r, on_entry, im);
     if (rc == ERR_BBOLT_CORRUPT && r != NULL)
-        log_error(LOG_MOD, "%s", bbolt_reader_error(r));
+        bbolt_fault(im, r);
     bbolt_reader_free(r);
     if (rc != 0)
         return rc;

@@ -357,6 +357,33 @@ def corrupt_cases(member):
         return f
 
     size = os.path.getsize(db)
+
+    def flip_record(p):
+        """A data byte of the record nearest offset 4000 (never a padding
+        byte, which etcd does not check either)."""
+        with open(p, "rb") as fh:
+            w = fh.read(1 << 20)
+        off = 0
+        while True:
+            ln = int.from_bytes(w[off:off + 8], "little")
+            n = ln & ((1 << 56) - 1)
+            pad = (ln >> 56) & 7 if ln >> 63 else 0
+            if off + 8 + n + pad > 4000 or ln == 0:
+                break
+            off += 8 + n + pad
+        assert ln != 0
+        flip(off + 8 + n // 2)(p)
+
+    def flip_roots(p):
+        """The flags of the root bucket's page named by each meta page
+        (u64 at byte 32 of pages 0 and 1): made an unknown page type."""
+        with open(p, "rb") as fh:
+            head = fh.read(8192)
+        roots = {int.from_bytes(head[m + 32:m + 40], "little")
+                 for m in (0, 4096)}
+        for r in roots:
+            flip(r * 4096 + 8, 0x20)(p)
+
     return [
         ("db truncated to 0", db, trunc(0)),
         ("db truncated mid meta", db, trunc(100)),
@@ -364,9 +391,10 @@ def corrupt_cases(member):
         ("db truncated by half", db, trunc(size // 2 // 4096 * 4096)),
         ("db meta 0 and 1 checksums", db,
          lambda p: (flip(16 + 60)(p), flip(4096 + 16 + 60)(p))),
-        ("db page 2 header", db, flip(2 * 4096 + 8)),
+        ("db root pages' flags", db, flip_roots),
         ("wal first record length", os.path.join(wal, wals[0]), flip(0)),
-        ("wal crc in the middle", os.path.join(wal, wals[0]), flip(4000)),
+        ("wal record data in the middle", os.path.join(wal, wals[0]),
+         flip_record),
         ("wal first file cut after the metadata",
          os.path.join(wal, wals[0]), trunc(64)),
     ]
