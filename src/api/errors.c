@@ -149,6 +149,12 @@ grpc_status_code api_error(int err, const char **msg_out)
           "bbolt: the store changed between the snapshot's two passes")
         E(ERR_BBOLT_DEPTH, GRPC_STATUS_UNKNOWN,
           "bbolt: buckets nested too deep")
+        /* Start-up only (the import of an etcd data dir); never a
+         * request's answer, mapped for completeness. */
+        E(ERR_IMPORT_UNSUPPORTED, GRPC_STATUS_UNKNOWN,
+          "import: the etcd data dir holds a record cetcd cannot import")
+        E(ERR_IMPORT_LAYOUT, GRPC_STATUS_UNKNOWN,
+          "import: the etcd data dir's layout cannot be imported")
 #undef E
     default:
         *msg_out = err_str(err);

@@ -826,7 +826,7 @@ static int run(void)
     struct server_config cfg;
     struct listeners l;
     fill_config(&cfg, data_dir(buf, sizeof buf));
-    if (etcd_dir_refused(cfg.data_dir))
+    if (etcd_dir_import(cfg.data_dir, cfg.wal_dir) != 0)
         return 1;
     bool has_data = log_has_data(&cfg);
     print_startup(&cfg, has_data);

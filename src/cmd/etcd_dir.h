@@ -1,15 +1,14 @@
 /*
- * etcd_dir.h - recognising an etcd data dir given to cetcd (etcd_dir.c).
+ * etcd_dir.h - starting on an etcd data dir (etcd_dir.c).
  */
 #ifndef CETCD_CMD_ETCD_DIR_H
 #define CETCD_CMD_ETCD_DIR_H
 
-#include <stdbool.h>
-
-/* etcd_dir_refused: data_dir holds etcd's member/snap/db and no cetcd
- * store; logs why it is refused (and any damage the bbolt reader finds,
- * with file and offset) and returns true.  Main thread, before the member
- * touches the dir. */
-bool etcd_dir_refused(const char *data_dir);
+/* etcd_dir_import: when data_dir holds an etcd member (member/snap/db and
+ * etcd's WAL, no cetcd store), imports it (server_import_etcd; wal_dir is
+ * --wal-dir or NULL) and returns 0; a data dir without one: 0, untouched.
+ * On an error (logged with the file and offset) etcd's files are
+ * unchanged and cetcd must exit.  Main thread, before the member starts. */
+int etcd_dir_import(const char *data_dir, const char *wal_dir);
 
 #endif

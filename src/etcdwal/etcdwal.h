@@ -22,9 +22,11 @@
  *   3 state     raftpb.HardState {1 Term, 2 Vote, 3 Commit}
  *   4 crc       the chain's value (above)
  *   5 snapshot  walpb.Snapshot {1 Index, 2 Term}
- * A record that is cut short or fails its CRC at the very end of the last
- * file is a torn write (etcd repairs it by truncating): the reader reports
- * it and stops there.  Anywhere else it is corruption.
+ * A record of the last file that is cut short, or that fails its CRC and
+ * has a piece between 512-byte sector boundaries all zero (etcd's
+ * isTornEntry: a sector the write never reached), is a torn write (etcd
+ * repairs it by truncating): the reader reports it and stops there.
+ * Anything else, a bit flip in the last record too, is corruption.
  *
  * Threads: none kept; the functions are reentrant.
  */
@@ -125,5 +127,20 @@ struct etcdwal_snap {
 };
 int etcdwal_snap_decode(const uint8_t *buf, size_t len,
                         struct etcdwal_snap *out, char *err, size_t err_len);
+
+/* --- the protobuf field reader (also the import's: etcd's records) ------
+ * One field: number, wire type, varint value or bytes. */
+struct etcdwal_field {
+    uint64_t num;      /* field number (>= 1) */
+    unsigned wt;       /* wire type: 0 varint, 1 fixed64, 2 bytes, 5 fixed32 */
+    uint64_t v;        /* the value (0, 1, 5) or the length (2) */
+    const uint8_t *b;  /* wire type 2: the bytes */
+    size_t blen;       /* their length */
+};
+/* etcdwal_field_next: the field at *pos of p[0, len) into *f, *pos moved
+ * past it; 1 at the end, 0, or ERR_CORRUPT (never asserts on the bytes;
+ * wire types 3 and 4, groups, are ERR_CORRUPT). */
+int etcdwal_field_next(const uint8_t *p, size_t len, size_t *pos,
+                       struct etcdwal_field *f);
 
 #endif

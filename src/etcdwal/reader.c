@@ -53,8 +53,8 @@ int etcdwal__varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
 }
 
 /* The next field at *pos; 1 at the end, 0, or ERR_CORRUPT. */
-int etcdwal__next_field(const uint8_t *p, size_t len, size_t *pos,
-                        struct etcdwal__field *f)
+int etcdwal_field_next(const uint8_t *p, size_t len, size_t *pos,
+                        struct etcdwal_field *f)
 {
     if (*pos >= len)
         return 1;
@@ -93,10 +93,10 @@ int etcdwal__next_field(const uint8_t *p, size_t len, size_t *pos,
 static int varints(const uint8_t *p, size_t len, uint64_t *v, unsigned n)
 {
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
     memset(v, 0, n * sizeof *v);
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num >= 1 && f.num <= n) {
             if (f.wt != 0)
                 return ERR_CORRUPT;
@@ -112,9 +112,9 @@ int etcdwal_entry_decode(const uint8_t *p, size_t len,
     CHECK(out != NULL && (p != NULL || len == 0));
     memset(out, 0, sizeof *out);
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num == 4) {
             if (f.wt != 2)
                 return ERR_CORRUPT;
@@ -165,13 +165,13 @@ static int record_decode(const uint8_t *p, size_t len,
                          struct etcdwal_record *out)
 {
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
     out->type = 0;
     out->crc = 0;
     out->data = NULL;
     out->len = 0;
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num == 1 && f.wt == 0)
             out->type = (int64_t)f.v;
         else if (f.num == 2 && f.wt == 0 && f.v <= UINT32_MAX)
@@ -205,6 +205,25 @@ static int chain(struct etcdwal_reader *r, const struct etcdwal_record *rec)
     return 0;
 }
 
+/* etcd's isTornEntry: the frame [from, to) of the file was torn by a
+ * crash when one of its pieces between 512-byte sector boundaries is all
+ * zeros (a sector the write never reached). */
+static bool torn(const uint8_t *buf, uint64_t from, uint64_t to)
+{
+    for (uint64_t a = from; a < to;) {
+        uint64_t b = (a / 512 + 1) * 512;
+        if (b > to)
+            b = to;
+        bool zero = true;
+        for (uint64_t i = a; i < b && zero; i++)
+            zero = buf[i] == 0;
+        if (zero)
+            return true;
+        a = b;
+    }
+    return false;
+}
+
 int etcdwal_read_mem(struct etcdwal_reader *r, const char *name,
                      const uint8_t *buf, size_t len, bool last, etcdwal_fn fn,
                      void *arg)
@@ -229,10 +248,9 @@ int etcdwal_read_mem(struct etcdwal_reader *r, const char *name,
                      : record_decode(buf + off + 8, (size_t)n, &rec);
         if (rc == 0)
             rc = chain(r, &rec);
-        if (rc != 0 && last && (cut || off + 8 + n + pad >= len ||
-                                buf[off + 8 + n + pad] == 0)) {
-            /* A torn write at the end of the log (etcd's isTornEntry,
-             * simplified: nothing valid follows). */
+        if (rc != 0 && last && (cut || torn(buf, off, off + 8 + n + pad))) {
+            /* A torn write at the end of the log (etcd's isTornEntry): a
+             * bit flip in a whole record is corruption, not a tear. */
             r->torn = true;
             r->torn_off = off;
             return 0;

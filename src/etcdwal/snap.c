@@ -19,7 +19,7 @@ static int bad(char *err, size_t err_len, const char *what, size_t off)
 }
 
 /* Appends the ids of a repeated uint64 field (one value or packed). */
-static int ids_add(const struct etcdwal__field *f, uint64_t *v, size_t *n)
+static int ids_add(const struct etcdwal_field *f, uint64_t *v, size_t *n)
 {
     if (f->wt == 0) {
         if (*n >= ETCDWAL_SNAP_IDS_MAX)
@@ -43,9 +43,9 @@ static int ids_add(const struct etcdwal__field *f, uint64_t *v, size_t *n)
 static int conf_state(const uint8_t *p, size_t len, struct etcdwal_snap *out)
 {
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num == 1)
             rc = ids_add(&f, out->voters, &out->n_voters);
         else if (f.num == 2)
@@ -59,9 +59,9 @@ static int conf_state(const uint8_t *p, size_t len, struct etcdwal_snap *out)
 static int metadata(const uint8_t *p, size_t len, struct etcdwal_snap *out)
 {
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     int rc;
-    while ((rc = etcdwal__next_field(p, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(p, len, &pos, &f)) == 0) {
         if (f.num == 1 && f.wt == 2)
             rc = conf_state(f.b, f.blen, out);
         else if ((f.num == 2 || f.num == 3) && f.wt == 0)
@@ -80,13 +80,13 @@ int etcdwal_snap_decode(const uint8_t *buf, size_t len,
     CHECK(out != NULL && (buf != NULL || len == 0));
     memset(out, 0, sizeof *out);
     size_t pos = 0;
-    struct etcdwal__field f;
+    struct etcdwal_field f;
     const uint8_t *data = NULL;
     size_t data_len = 0, data_off = 0;
     uint64_t crc = 0;
     bool has_crc = false;
     int rc;
-    while ((rc = etcdwal__next_field(buf, len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(buf, len, &pos, &f)) == 0) {
         if (f.num == 1 && f.wt == 0 && f.v <= UINT32_MAX) {
             crc = f.v;
             has_crc = true;
@@ -105,7 +105,7 @@ int etcdwal_snap_decode(const uint8_t *buf, size_t len,
     if (crc32c_extend(0, data, data_len) != (uint32_t)crc)
         return bad(err, err_len, "crc mismatch", data_off);
     pos = 0;
-    while ((rc = etcdwal__next_field(data, data_len, &pos, &f)) == 0) {
+    while ((rc = etcdwal_field_next(data, data_len, &pos, &f)) == 0) {
         if (f.num == 1 && f.wt == 2) {
             out->store = f.b;
             out->store_len = f.blen;

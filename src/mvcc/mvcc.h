@@ -273,6 +273,19 @@ void mvcc_batch_abort(struct mvcc_batch *b);
  * buckets atomically with the store.  Valid until commit/abort. */
 struct backend_txn *mvcc_batch_backend_txn(struct mvcc_batch *b);
 
+/* mvcc_batch_import writes kv as it is (its create revision, version and
+ * lease; at mod_rev, sub), or with tomb a deletion of kv->key at mod_rev,
+ * sub: for importing a history (an etcd data dir), into a store that got
+ * no other write.  Versions come in ascending (mod_rev, sub) order; the
+ * store's revision follows them.  The key's lease index follows its newest
+ * version.  No watch events.  Errors: ERR_INVAL (empty or too long key,
+ * revision < 1, out of order: nothing written), the poisoning ones. */
+int mvcc_batch_import(struct mvcc_batch *b, const struct mvcc_kv *kv,
+                      int64_t sub, bool tomb);
+/* mvcc_batch_import_rev raises the store's current revision to rev (etcd's
+ * current revision may be past its newest version: a compaction at it). */
+void mvcc_batch_import_rev(struct mvcc_batch *b, mvcc_rev rev);
+
 /* mvcc_txn_begin starts one request in b: its writes get main revision
  * current + 1 and sub revisions 0, 1, ...  At most one open at a time.
  * Never fails (the txn lives inside the batch). */

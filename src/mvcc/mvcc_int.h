@@ -317,6 +317,18 @@ bool mvcc__span_has(const struct mvcc_span *sp, const uint8_t *u, size_t ul);
 void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st);
 int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st);
 
+/* --- mvcc_write.c (also mvcc_import.c's) ---------------------------- */
+
+/* mvcc__write_version stores kv (a put, or a tombstone of kv->key) at
+ * (t->rev, t->sub) in `kv` or `kvl` and `rev`, moves the key's `lkey`
+ * entry from old_lease to kv's lease (0 for a tombstone), bumps t->sub. */
+int mvcc__write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
+                        bool tomb, int64_t old_lease);
+/* mvcc__latest finds the newest version of key written so far (this
+ * batch's too): *found false when there is none or it is a deletion. */
+int mvcc__latest(struct mvcc_batch *b, const void *key, size_t key_len,
+                 struct mvcc_kv *kv, bool *found);
+
 /* --- mvcc_read.c ----------------------------------------------------- */
 
 /* mvcc__result_grow makes room for one more entry of res->kvs; 0 or

@@ -340,8 +340,8 @@ static int put_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
 /* write_version stores kv (a put, or a tombstone of kv->key) at (t->rev,
  * t->sub) in `kv` or `kvl` and `rev`, moves its lease index entry, bumps
  * sub. */
-static int write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
-                         bool tomb, int64_t old_lease)
+int mvcc__write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
+                        bool tomb, int64_t old_lease)
 {
     struct mvcc_batch *b = t->b;
     uint8_t rk[MVCC_REVKEY_LEN];
@@ -366,8 +366,8 @@ static int write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
 
 /* latest finds the live version of key (including this batch's writes):
  * *found false if the key does not exist or is deleted. */
-static int latest(struct mvcc_batch *b, const void *key, size_t key_len,
-                  struct mvcc_kv *kv, bool *found)
+int mvcc__latest(struct mvcc_batch *b, const void *key, size_t key_len,
+                 struct mvcc_kv *kv, bool *found)
 {
     bool tomb;
     size_t l = b->s->short_max;
@@ -401,7 +401,7 @@ int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
     int rc = b->err ? b->err : check_key(b->s, key, key_len);
     if (rc != 0)
         return rc;
-    if ((rc = latest(b, key, key_len, &prev, &has_prev)) != 0)
+    if ((rc = mvcc__latest(b, key, key_len, &prev, &has_prev)) != 0)
         return mvcc__batch_fail(b, rc);
     if (flags && !has_prev)
         return ERR_KEY_NOT_FOUND;
@@ -419,7 +419,8 @@ int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
     if (flags & MVCC_PUT_IGNORE_LEASE)
         kv.lease = prev.lease;
     int64_t sub = t->sub;
-    if ((rc = write_version(t, &kv, false, has_prev ? prev.lease : 0)) != 0)
+    rc = mvcc__write_version(t, &kv, false, has_prev ? prev.lease : 0);
+    if (rc != 0)
         return mvcc__batch_fail(b, rc);
     if (observed && (copy_kv(&b->arena, &kv, &kv) != 0 ||
                      event_push(b, MVCC_EVENT_PUT, &kv, sub,
@@ -439,7 +440,7 @@ static int delete_one(struct mvcc_txn *t, const struct mvcc_kv *prev)
     struct mvcc_kv kv = {.key = prev->key, .key_len = prev->key_len,
                          .mod_rev = t->rev};
     int64_t sub = t->sub;
-    int rc = write_version(t, &kv, true, prev->lease);
+    int rc = mvcc__write_version(t, &kv, true, prev->lease);
     if (rc == 0 && b->s->observer != NULL)
         rc = event_push(b, MVCC_EVENT_DELETE, &kv, sub, prev);
     return rc;
@@ -589,7 +590,7 @@ int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
         const struct mvcc_kv *k = &b->scratch.kvs[i];
         struct mvcc_kv prev;
         bool live;
-        rc = latest(b, k->key, k->key_len, &prev, &live);
+        rc = mvcc__latest(b, k->key, k->key_len, &prev, &live);
         if (rc != 0 || !live)
             continue;
         rc = copy_kv(&b->arena, &prev, &prev);

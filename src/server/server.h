@@ -514,6 +514,23 @@ struct server_snapshot_sink {
 int server_snapshot_etcd(struct server *s,
                          const struct server_snapshot_sink *sink);
 
+/* --- Starting on an etcd data dir (import_etcd.c) ---------------------------
+ * server_import_etcd imports the etcd 3.4/3.5 data dir data_dir (its
+ * member/snap/db, member/wal, member/snap/NNN.snap) into a cetcd member dir,
+ * all or nothing: the new member dir is built in <data_dir>/member.import,
+ * fsynced, then etcd's member dir is renamed <data_dir>/member.etcd (its
+ * files untouched, kept until the operator removes them) and the new one
+ * renamed member.  A crash between the two renames leaves member.etcd and
+ * no member: the next start imports from member.etcd again.  A data dir
+ * that holds no etcd member (or already a cetcd one) is left alone:
+ * *imported_out false, 0.  Main thread, before server_start.  wal_dir:
+ * --wal-dir (an etcd WAL elsewhere is refused: ERR_IMPORT_LAYOUT).
+ * Errors (each logged with the file and offset or record): ERR_CORRUPT,
+ * ERR_BBOLT_CORRUPT, ERR_IMPORT_UNSUPPORTED, ERR_IMPORT_LAYOUT, ERR_IO,
+ * ERR_NOMEM; nothing of etcd's is changed then. */
+int server_import_etcd(const char *data_dir, const char *wal_dir,
+                       bool *imported_out);
+
 /* server_is_learner: this member is a (non-voting) learner right now. */
 bool server_is_learner(struct server *s);
 

@@ -11,11 +11,13 @@
  *
  * etcd 3.4's buckets and records, in bbolt's order of bucket names:
  *   alarm            key: marshaled etcdserverpb.AlarmMember, value empty
- *   auth             "authRevision" -> u64 BE 1 (what a fresh etcd 3.4
- *                    store holds: auth is not built in cetcd yet, so no
- *                    "authEnabled", no users or roles)
- *   authRoles        empty
- *   authUsers        empty
+ *   auth             "authEnabled" -> 1 byte 1 while auth is enabled
+ *                    (absent otherwise: a fresh etcd has none, cetcd does
+ *                    not tell "disabled" from "never enabled");
+ *                    "authRevision" -> u64 BE, the auth store's revision
+ *                    (1 when cetcd's bucket has none, as a fresh etcd)
+ *   authRoles        name -> authpb.Role    \ cetcd's "auth" bucket's
+ *   authUsers        name -> authpb.User    / records, the same bytes
  *   cluster          "clusterVersion" -> "3.4.0"
  *   key              mvcc_etcd_walk (revision -> mvccpb.KeyValue)
  *   lease            id (u64 BE) -> leasepb.Lease {1 ID, 2 TTL,
@@ -357,17 +359,70 @@ static int bucket_meta(struct export *x)
     return rc;
 }
 
+/* --- auth ------------------------------------------------------------------
+ * From the same read txn as the rest: cetcd's "auth" bucket (auth/auth.h
+ * "records") holds etcd's records under other keys. */
+
+static int auth_get(struct export *x, const char *key, struct backend_val *v)
+{
+    int rc = backend_get(x->txn, x->s->auth.bucket, key, strlen(key), v);
+    return rc == ERR_NOTFOUND ? 1 : rc;
+}
+
+static int bucket_auth(struct export *x)
+{
+    static const uint8_t one = 1, rev1[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+    struct backend_val en, rev;
+    int rc = bbolt_writer_bucket_begin(x->w, "auth", 4);
+    int has_en = rc == 0 ? auth_get(x, "enabled", &en) : rc;
+    int has_rev = has_en >= 0 ? auth_get(x, "revision", &rev) : has_en;
+    if (has_rev < 0)
+        return has_rev;
+    if (has_en == 0 && en.len == 1 && ((const uint8_t *)en.data)[0] == 1)
+        rc = bbolt_writer_put(x->w, "authEnabled", 11, &one, 1);
+    if (rc == 0 && has_rev == 0 && rev.len == 8)
+        rc = bbolt_writer_put(x->w, "authRevision", 12, rev.data, 8);
+    else if (rc == 0)
+        rc = bbolt_writer_put(x->w, "authRevision", 12, rev1, 8);
+    if (rc == 0)
+        rc = bbolt_writer_bucket_end(x->w);
+    return rc;
+}
+
+/* Bucket name from cetcd's records "<prefix><name>", in name order. */
+static int bucket_auth_names(struct export *x, const char *name,
+                             const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    struct backend_cursor *c;
+    int rc = bbolt_writer_bucket_begin(x->w, name, strlen(name));
+    if (rc == 0)
+        rc = backend_cursor_open(x->txn, x->s->auth.bucket, &c);
+    if (rc != 0)
+        return rc;
+    struct backend_val k, v;
+    for (rc = backend_cursor_seek(c, prefix, pl, &k, &v);
+         rc == 0 && k.len > pl && memcmp(k.data, prefix, pl) == 0;
+         rc = backend_cursor_next(c, &k, &v))
+        if ((rc = bbolt_writer_put(x->w, (const uint8_t *)k.data + pl,
+                                   k.len - pl, v.data, v.len)) != 0)
+            break;
+    backend_cursor_close(c);
+    if (rc == 0 || rc == ERR_NOTFOUND)
+        rc = bbolt_writer_bucket_end(x->w);
+    return rc;
+}
+
 /* One pass: every bucket, in name order. */
 static int feed(struct export *x)
 {
-    static const uint8_t auth_rev[8] = {0, 0, 0, 0, 0, 0, 0, 1};
     int rc = bucket_alarm(x);
     if (rc == 0)
-        rc = bucket_simple(x, "auth", "authRevision", auth_rev, 8);
+        rc = bucket_auth(x);
     if (rc == 0)
-        rc = bucket_simple(x, "authRoles", NULL, NULL, 0);
+        rc = bucket_auth_names(x, "authRoles", "role/");
     if (rc == 0)
-        rc = bucket_simple(x, "authUsers", NULL, NULL, 0);
+        rc = bucket_auth_names(x, "authUsers", "user/");
     if (rc == 0)
         rc = bucket_simple(x, "cluster", "clusterVersion", CLUSTER_VERSION,
                            strlen(CLUSTER_VERSION));

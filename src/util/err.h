@@ -105,6 +105,11 @@
     X(BBOLT_ORDER, -701, "bbolt: keys not in ascending order")               \
     X(BBOLT_PLAN, -702, "bbolt: the input changed between the two passes")   \
     X(BBOLT_DEPTH, -703, "bbolt: buckets nested too deep")                   \
+    /* the import of an etcd data dir (server/import_*.c) */                 \
+    X(IMPORT_UNSUPPORTED, -710,                                              \
+      "import: the etcd data dir holds a record cetcd cannot import")       \
+    X(IMPORT_LAYOUT, -711,                                                   \
+      "import: the etcd data dir's layout cannot be imported")              \
     /* online defragmentation (server/defrag.c, backend_journal.c) */        \
     X(DEFRAG_NO_DISK, -740,                                                  \
       "etcdserver: not enough free disk space to defragment the store")     \

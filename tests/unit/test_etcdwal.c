@@ -189,6 +189,50 @@ static void test_bitflips(void **state)
     assert_true(refused > w.len); /* most flips: the CRC or the framing */
 }
 
+/* The last record of the last file: a bit flip in it is corruption
+ * (etcd's ErrCRCMismatch), not a torn write; the same record with a whole
+ * 512-byte sector of it zero is a torn write (etcd's isTornEntry), and so
+ * is one cut short by the end of the file. */
+static void test_last_record_flip_vs_tear(void **state)
+{
+    (void)state;
+    struct wbuf w;
+    sample(&w);
+    size_t head = w.len;
+    char big[480];
+    memset(big, 'x', sizeof big);
+    big[sizeof big - 1] = '\0';
+    entry(&w, 3, 21, big); /* 480 bytes: crosses a sector boundary */
+    size_t rec = head + 8 + 20; /* inside the big entry's data */
+    struct etcdwal_reader r = {0};
+    struct got g = {0};
+    assert_int_equal(etcdwal_read_mem(&r, "x.wal", w.p, w.len, true, on_rec,
+                                      &g), 0);
+    assert_int_equal(g.last_index, 21);
+    w.p[rec] ^= 4;
+    memset(&r, 0, sizeof r);
+    memset(&g, 0, sizeof g);
+    assert_int_equal(etcdwal_read_mem(&r, "x.wal", w.p, w.len, true, on_rec,
+                                      &g), ERR_CORRUPT);
+    assert_non_null(strstr(r.err, "x.wal"));
+    assert_non_null(strstr(r.err, "offset"));
+    w.p[rec] ^= 4;
+    size_t sector = (head / 512 + 1) * 512;
+    assert_true(sector > rec && sector < w.len);
+    size_t end = sector + 512 < w.len ? sector + 512 : w.len;
+    memset(w.p + sector, 0, end - sector);
+    memset(&r, 0, sizeof r);
+    memset(&g, 0, sizeof g);
+    assert_int_equal(etcdwal_read_mem(&r, "x.wal", w.p, w.len, true, on_rec,
+                                      &g), 0);
+    assert_true(r.torn);
+    assert_int_equal(r.torn_off, head);
+    assert_int_equal(g.last_index, 20);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(etcdwal_read_mem(&r, "x.wal", w.p, w.len, false, on_rec,
+                                      &g), ERR_CORRUPT);
+}
+
 static int dump_rec(void *arg, const struct etcdwal_record *r)
 {
     (void)arg;
@@ -320,6 +364,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_read_back),
         cmocka_unit_test(test_truncations),
         cmocka_unit_test(test_bitflips),
+        cmocka_unit_test(test_last_record_flip_vs_tear),
         cmocka_unit_test(test_snap_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

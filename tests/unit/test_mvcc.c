@@ -1594,11 +1594,79 @@ static void test_random_model(void **state)
     mvcc__hash_mask = UINT64_MAX;
 }
 
+static int count_any(void *arg, const uint8_t *key, size_t key_len)
+{
+    (void)key;
+    (void)key_len;
+    (*(int *)arg)++;
+    return 0;
+}
+
+/* mvcc_batch_import: versions kept as given (create revision and version
+ * not recounted: a compaction removed their predecessors), tombstones,
+ * sub revisions, the lease index following each key's newest version,
+ * out-of-order input refused, a compaction at a past revision keeping what
+ * the source kept, and the state after a reopen. */
+static void test_import_versions(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_batch *b;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_kv a7 = {(const uint8_t *)"a", 1, (const uint8_t *)"x", 1,
+                         3, 7, 4, 9};
+    struct mvcc_kv b7 = {(const uint8_t *)"b", 1, (const uint8_t *)"y", 1,
+                         7, 7, 1, 0};
+    struct mvcc_kv a9 = {(const uint8_t *)"a", 1, NULL, 0, 0, 9, 0, 0};
+    struct mvcc_kv c10 = {(const uint8_t *)"c", 1, (const uint8_t *)"z", 1,
+                          10, 10, 1, 9};
+    assert_int_equal(mvcc_batch_import(b, &a7, 0, false), 0);
+    assert_int_equal(mvcc_batch_import(b, &b7, 1, false), 0);
+    /* (7, 0) again, and a revision below: refused, nothing written */
+    assert_int_equal(mvcc_batch_import(b, &b7, 0, false), ERR_INVAL);
+    struct mvcc_kv old = a7;
+    old.mod_rev = 6;
+    assert_int_equal(mvcc_batch_import(b, &old, 0, false), ERR_INVAL);
+    assert_int_equal(mvcc_batch_import(b, &a9, 0, true), 0);
+    assert_int_equal(mvcc_batch_import(b, &c10, 0, false), 0);
+    mvcc_batch_import_rev(b, 12);
+    assert_int_equal(mvcc_compact(b, 8), 0);
+    bool more = true;
+    while (more)
+        assert_int_equal(mvcc_compact_step(b, 100, &more), 0);
+    assert_int_equal(mvcc_batch_commit(b, 42), 0);
+    fx_close(f);
+    fx_open(f);
+    assert_int_equal(mvcc_current_rev(f->s), 12);
+    assert_int_equal(mvcc_compact_rev(f->s), 8);
+    assert_int_equal(mvcc_consistent_index(f->s), 42);
+    struct mvcc_read *r;
+    struct mvcc_range_result res = {0};
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_range(r, "a", 1, "\xff", 1, 8, 0, 0, &res), 0);
+    assert_int_equal(res.n_kvs, 2); /* a and b as the source had them */
+    assert_int_equal(res.kvs[0].create_rev, 3);
+    assert_int_equal(res.kvs[0].mod_rev, 7);
+    assert_int_equal(res.kvs[0].version, 4);
+    assert_int_equal(res.kvs[0].lease, 9);
+    assert_int_equal(res.kvs[1].create_rev, 7);
+    assert_int_equal(mvcc_range(r, "a", 1, "\xff", 1, 0, 0, 0, &res), 0);
+    assert_int_equal(res.n_kvs, 2); /* a deleted at 9: b and c */
+    assert_memory_equal(res.kvs[1].key, "c", 1);
+    assert_int_equal(mvcc_range(r, "a", 1, NULL, 0, 7, 0, 0, &res),
+                     ERR_COMPACTED);
+    int n = 0; /* lease 9: only c (a's newest version is a deletion) */
+    assert_int_equal(mvcc_lease_keys(r, 9, count_any, &n), 0);
+    assert_int_equal(n, 1);
+    mvcc_range_result_close(&res);
+    mvcc_read_end(r);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_put_version_rules),
+        T(test_import_versions),
         T(test_range_semantics),
         T(test_txn_subrevs_read_your_writes),
         T(test_noop_delete_no_bump),
