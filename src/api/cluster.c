@@ -151,15 +151,12 @@ int api__cluster_register(struct api *api)
 
 /* --- the peer listener --------------------------------------------------- */
 
-/* The peer services' own refusals (cetcd's wire, read by cmd/join.c and
- * server/member_forward.c): ERR_INVAL is a cluster that is not ours. */
+/* The peer services' answers (cetcd's wire, read by cmd/join.c and
+ * server/member_forward.c). */
 static void on_join(void *ctx, int err, const ProtobufCMessage *reply)
 {
     struct rpc_call *call = ctx;
-    if (err == ERR_INVAL)
-        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
-                             "cetcd: the cluster token does not match");
-    else if (err != 0)
+    if (err != 0)
         api__reply_err(call, err);
     else
         rpc_call_reply(call, reply);

@@ -4,7 +4,7 @@
  * for them) for the cluster id and the current members, through cetcd's
  * Join service on their peer listeners (etcd: GetClusterFromRemotePeers),
  * and finds its own id, chosen by MemberAdd, by its advertised peer URLs.
- * A running member of another cluster token refuses to answer.  https://
+ * The running members do not compare --initial-cluster-token (as etcd).  https://
  * and unixs:// peers are dialled with the member's own peer TLS material
  * (--peer-cert-file/--peer-key-file/--peer-trusted-ca-file, or unverified
  * with --peer-auto-tls), as its peer transport dials them later.

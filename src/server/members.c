@@ -584,8 +584,14 @@ int server_join_info(struct server *s, const char *cluster_token,
                      uint64_t *cluster_id_out, struct server_member_info *out,
                      size_t cap, size_t *n_out)
 {
-    if (strcmp(cluster_token, s->cfg.cluster_token) != 0)
-        return ERR_INVAL;
+    /* etcd does not compare tokens here: the joining member takes the
+     * running cluster's ids whatever its own --initial-cluster-token (etcd's
+     * e2e TestIssue6361 joins a restored cluster with the default token).
+     * Said once in the log, since a token that differs is often a mistake. */
+    if (cluster_token != NULL && strcmp(cluster_token, s->cfg.cluster_token) != 0)
+        log_warn("etcdserver", "a member joins with --initial-cluster-token "
+                 "\"%.64s\", not this member's; as etcd, tokens are not "
+                 "compared: it takes this cluster's ids", cluster_token);
     *cluster_id_out = s->cluster_id;
     *n_out = server_members_list(s, out, cap);
     return 0;

@@ -629,7 +629,8 @@ bool server_removed(struct server *s);
 
 /* server_join_info answers a joining member (the peer listener's Join
  * service): the cluster id and up to cap members (count returned in
- * *n_out).  Errors: ERR_INVAL (another --initial-cluster-token). */
+ * *n_out).  The joining member's cluster_token is not compared (as etcd:
+ * a different one is logged).  Returns 0. */
 int server_join_info(struct server *s, const char *cluster_token,
                      uint64_t *cluster_id_out, struct server_member_info *out,
                      size_t cap, size_t *n_out);
