@@ -159,10 +159,23 @@ static char *pem_of(EVP_PKEY *k, int priv)
     return out;
 }
 
+/* RSA keys take the time on a loaded machine: two are made and shared by
+ * the six RS and PS methods (the first and second call of each). */
+static EVP_PKEY *rsa_key(void)
+{
+    static EVP_PKEY *k[2];
+    static int n;
+    EVP_PKEY **slot = &k[n++ % 2];
+    if (*slot == NULL)
+        *slot = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+    EVP_PKEY_up_ref(*slot);
+    return *slot;
+}
+
 static EVP_PKEY *keygen(const char *method)
 {
     if (method[0] == 'R' || method[0] == 'P')
-        return EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+        return rsa_key();
     if (strcmp(method, "ES256") == 0)
         return EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
     if (strcmp(method, "ES384") == 0)
