@@ -66,7 +66,8 @@ one() {
         --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
         --initial-cluster "m=http://127.0.0.1:$pp" >"$dir.log" 2>&1 &
     local pid=$!
-    local ep=127.0.0.1:$cp ctl="etcdctl --endpoints $ep"
+    local ep=127.0.0.1:$cp
+    local ctl="etcdctl --endpoints $ep"
     for _ in $(seq 100); do
         ETCDCTL_API=3 $ctl endpoint health >/dev/null 2>&1 && break
         sleep 0.2

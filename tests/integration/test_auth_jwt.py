@@ -156,8 +156,8 @@ def test_sign_method(make_server, tmp_path, method):
 
 def test_claims_refused(make_server, tmp_path):
     """Signed with the right key, but: another alg (the RS256 public key as
-    an HMAC secret), alg none, no username, a string revision, expired,
-    not yet valid: each is an invalid token."""
+    an HMAC secret), alg none, expired, not yet valid, and (cetcd only)
+    no username, a string revision: each is an invalid token."""
     priv, pub = make_keys(tmp_path, "rsa")
     srv = server(make_server, token_opt("RS256", priv, pub))
     enable_auth(srv)
@@ -171,12 +171,18 @@ def test_claims_refused(make_server, tmp_path):
         jwt.encode(good, key, algorithm="RS512"),
         jwt.encode(good, key, algorithm="PS256"),
         jwt.encode(good, None, algorithm="none"),
-        jwt.encode({"revision": rev, "exp": now + 60}, key, algorithm="RS256"),
-        jwt.encode(dict(good, revision=str(rev)), key, algorithm="RS256"),
-        jwt.encode(dict(good, username=7), key, algorithm="RS256"),
         jwt.encode(dict(good, exp=now - 5), key, algorithm="RS256"),
         jwt.encode(dict(good, nbf=now + 600), key, algorithm="RS256"),
     ]
+    # etcd 3.4.23 reads these two claims with unchecked type assertions and
+    # panics (the member dies); cetcd answers invalid auth token
+    if not against_etcd():
+        bad += [
+            jwt.encode({"revision": rev, "exp": now + 60}, key,
+                       algorithm="RS256"),
+            jwt.encode(dict(good, revision=str(rev)), key, algorithm="RS256"),
+            jwt.encode(dict(good, username=7), key, algorithm="RS256"),
+        ]
     # the alg-confusion attack: HS256 keyed with the public key's PEM
     import hmac, hashlib, base64
     def b64(b):
@@ -269,6 +275,8 @@ def test_verify_only_member(make_server, tmp_path):
     failed: auth: token signing attempted with verify-only key; stopping
     the member"), so its answer is not the specification here: cetcd
     answers the error and lives."""
+    if against_etcd():
+        pytest.skip("etcd 3.4.23 stops the member here")
     priv, pub = make_keys(tmp_path, "rsa")
     srv = server(make_server, token_opt("RS256", None, pub))
     enable_auth(srv)
@@ -341,3 +349,39 @@ def test_bad_options(tmp_path):
         rc, out = start_refused(server_bin(), token_opt(
             "RS256", rsa_priv, other_pub), tmp_path / "mm")
         assert rc != 0 and "auth: public and private keys don't match" in out
+
+
+def test_gateway_jwt(make_server, tmp_path):
+    """The /v3 gateway: /v3/auth/authenticate answers a JWT, which the
+    Authorization header carries for a range; a tampered one is etcd's
+    invalid auth token (HTTP 401, gRPC code 16)."""
+    import json
+    import urllib.error
+    import urllib.request
+    priv, pub = make_keys(tmp_path, "P-384")
+    srv = server(make_server, token_opt("ES384", priv, pub))
+    enable_auth(srv)
+
+    def post(path, body, tok=None):
+        req = urllib.request.Request(srv.client_url + path,
+                                     data=json.dumps(body).encode(),
+                                     method="POST")
+        if tok:
+            req.add_header("Authorization", tok)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    st, body = post("/v3/auth/authenticate",
+                    {"name": "root", "password": ROOT_PW})
+    assert st == 200
+    tok = body["token"]
+    assert jwt.decode(tok, open(pub, "rb").read(),
+                      algorithms=["ES384"])["username"] == "root"
+    st, body = post("/v3/kv/range", {"key": "aw=="}, tok)
+    assert st == 200 and "header" in body
+    st, body = post("/v3/kv/range", {"key": "aw=="}, tok[:-2])
+    assert (st, body.get("code"), body.get("error")) == (
+        401, 16, "etcdserver: invalid auth token")
