@@ -166,6 +166,17 @@ static bool key_fits(const struct method *m, EVP_PKEY *k)
     }
 }
 
+/* An encrypted key is refused, never prompted for (OpenSSL's default
+ * callback would read a passphrase from the terminal). */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return -1;
+}
+
 /* read_key reads a PEM private key, or a public key (a PUBLIC KEY block or
  * a certificate's) from pem.  NULL: none of them. */
 static EVP_PKEY *read_key(const uint8_t *pem, size_t len, bool priv)
@@ -175,10 +186,10 @@ static EVP_PKEY *read_key(const uint8_t *pem, size_t len, bool priv)
     BIO *b = BIO_new_mem_buf(pem, (int)len);
     if (b == NULL)
         return NULL;
-    EVP_PKEY *k = priv ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL)
-                       : PEM_read_bio_PUBKEY(b, NULL, NULL, NULL);
+    EVP_PKEY *k = priv ? PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL)
+                       : PEM_read_bio_PUBKEY(b, NULL, no_passphrase, NULL);
     if (k == NULL && !priv && BIO_reset(b) == 1) {
-        X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+        X509 *x = PEM_read_bio_X509(b, NULL, no_passphrase, NULL);
         k = x != NULL ? X509_get_pubkey(x) : NULL;
         X509_free(x);
     }

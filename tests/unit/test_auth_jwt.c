@@ -254,6 +254,19 @@ static void test_create_refusals(void **state)
                                     "key");
     refused("ES256", "-----BEGIN PRIVATE KEY-----\ngarbage\n", NULL,
             "key is not a valid ECDSA private key");
+    /* an encrypted key: refused (with a terminal, OpenSSL would have asked
+     * for its passphrase: token_jwt.c passes a callback that refuses) */
+    BIO *b = BIO_new(BIO_s_mem());
+    assert_int_equal(PEM_write_bio_PKCS8PrivateKey(b, ec, EVP_aes_128_cbc(),
+                                                   "pw", 2, NULL, NULL), 1);
+    char *p;
+    long n = BIO_get_mem_data(b, &p);
+    char *enc = calloc(1, (size_t)n + 1);
+    memcpy(enc, p, (size_t)n);
+    BIO_free(b);
+    assert_non_null(strstr(enc, "ENCRYPTED"));
+    refused("ES256", enc, NULL, "key is not a valid ECDSA private key");
+    free(enc);
     free(ec_priv);
     free(ec_pub);
     EVP_PKEY_free(ec);
