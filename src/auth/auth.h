@@ -276,7 +276,10 @@ struct auth_jwt_config {
  * "invalid key: Key must be a PEM encoded PKCS1 or PKCS8 key", "auth:
  * public and private keys don't match" (etcd does not check that; we
  * do), "key is invalid: ES256 needs a P-256 key" (etcd fails each
- * Authenticate then).  Errors: ERR_AUTH_INVALID_OPTS, ERR_NOMEM. */
+ * Authenticate then), "key is invalid: a signature by the private key does
+ * not verify with its public key" (a private key file whose stored public
+ * point is not its own: Go recomputes it, OpenSSL does not; the signer
+ * self-tests at create).  Errors: ERR_AUTH_INVALID_OPTS, ERR_NOMEM. */
 int auth_jwt_create(const struct auth_jwt_config *cfg, struct auth_jwt **out,
                     char why[AUTH_JWT_WHY_MAX]);
 void auth_jwt_destroy(struct auth_jwt *j);

@@ -72,6 +72,12 @@ struct auth_jwt {
     char *header;           /* the encoded header, NUL-terminated */
 };
 
+static int sign(const struct auth_jwt *j, const char *in, size_t n,
+                uint8_t **sig_out, size_t *len_out);
+static bool verify(const struct auth_jwt *j, const char *in, size_t n,
+                   const uint8_t *sig, size_t sl);
+static bool self_test(const struct auth_jwt *j);
+
 static const EVP_MD *md_of(const struct method *m)
 {
     switch (m->hash_bits) {
@@ -314,6 +320,11 @@ int auth_jwt_create(const struct auth_jwt_config *c, struct auth_jwt **out,
     snprintf(head, sizeof head, "{\"alg\":\"%s\",\"typ\":\"JWT\"}", m->name);
     j->header = b64_dup(head);
     int rc = j->header != NULL ? keys_load(j, c, why) : ERR_NOMEM;
+    if (rc == 0 && !j->verify_only && !self_test(j)) {
+        snprintf(why, AUTH_JWT_WHY_MAX, "key is invalid: a signature by "
+                 "the private key does not verify with its public key");
+        rc = ERR_AUTH_INVALID_OPTS;
+    }
     if (rc != 0) {
         auth_jwt_destroy(j);
         return rc;
@@ -469,6 +480,21 @@ static bool verify(const struct auth_jwt *j, const char *in, size_t n,
               EVP_DigestVerify(ctx, sig, sl, (const uint8_t *)in, n) == 1;
     EVP_MD_CTX_free(ctx);
     OPENSSL_free(der);
+    return ok;
+}
+
+/* self_test: a key whose signature its own public half does not verify
+ * (a PEM private key whose stored public point is not its scalar's: Go
+ * recomputes it, OpenSSL trusts the file) would make tokens that no
+ * member accepts; refused at start instead. */
+static bool self_test(const struct auth_jwt *j)
+{
+    static const char msg[] = "cetcd jwt key self-test";
+    uint8_t *sig = NULL;
+    size_t sl = 0;
+    bool ok = sign(j, msg, sizeof msg - 1, &sig, &sl) == 0 &&
+              verify(j, msg, sizeof msg - 1, sig, sl);
+    mem_free(sig);
     return ok;
 }
 
