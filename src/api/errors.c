@@ -60,6 +60,13 @@ grpc_status_code api_error(int err, const char **msg_out)
           "etcdserver: invalid auth management")
         E(ERR_AUTH_OLD_REVISION, GRPC_STATUS_INVALID_ARGUMENT,
           "etcdserver: revision of auth store is old")
+        /* not in etcd's rpctypes: gRPC's Unknown with the auth error */
+        E(ERR_AUTH_VERIFY_ONLY, GRPC_STATUS_UNKNOWN,
+          "auth: token signing attempted with verify-only key")
+        E(ERR_AUTH_INVALID_OPTS, GRPC_STATUS_UNKNOWN,
+          "auth: invalid auth options")
+        E(ERR_AUTH_SIGN, GRPC_STATUS_UNKNOWN,
+          "auth: failed to sign a JWT token")
         E(ERR_LEASE_NOT_FOUND, GRPC_STATUS_NOT_FOUND,
           "etcdserver: requested lease not found")
         E(ERR_LEASE_EXIST, GRPC_STATUS_FAILED_PRECONDITION,

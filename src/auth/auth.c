@@ -89,6 +89,7 @@ int auth_store_create(struct auth_store **out)
     if (as == NULL)
         return ERR_NOMEM;
     pthread_rwlock_init(&as->mu, NULL);
+    as->revision = 1; /* etcd's NewAuthStore commits revision 1 */
     *out = as;
     return 0;
 }
@@ -101,7 +102,7 @@ static void clear_locked(struct auth_store *as)
         role_free(&as->roles[i]);
     as->n_users = as->n_roles = 0;
     as->enabled = false;
-    as->revision = 0;
+    as->revision = 1;
 }
 
 void auth_store_clear(struct auth_store *as)
@@ -964,7 +965,7 @@ int auth_store_load(struct auth_store *as, const void *key, size_t key_len,
         for (int i = 0; i < 8; i++)
             rev = rev << 8 | v[i];
         pthread_rwlock_wrlock(&as->mu);
-        as->revision = rev;
+        as->revision = rev != 0 ? rev : 1; /* etcd: 0 is committed as 1 */
         pthread_rwlock_unlock(&as->mu);
         return 0;
     }

@@ -13,8 +13,9 @@
  * never sees a password in the clear: callers hash before they call
  * (server: bcrypt before the request enters raft).
  *
- * Revision.  Every change bumps the auth revision by one (etcd's
- * commitRevision), as etcd: a grant of a role the user already has and
+ * Revision.  A new store is at revision 1 (etcd's NewAuthStore commits 1,
+ * and a JWT carries the number, so it must be etcd's).  Every change
+ * bumps the auth revision by one (etcd's commitRevision), as etcd: a grant of a role the user already has and
  * AuthEnable on an enabled store change nothing and bump nothing.
  * auth_check_* take the revision the caller saw when it checked the token
  * and refuse a request that saw an older store (ERR_AUTH_OLD_REVISION).
@@ -180,6 +181,7 @@ int auth_store_load(struct auth_store *as, const void *key, size_t key_len,
 #define AUTH_TOKEN_MAX_LEN 64
 
 struct auth_tokens;
+struct auth_jwt;
 
 int auth_tokens_create(uint64_t ttl_ms, struct auth_tokens **out);
 void auth_tokens_destroy(struct auth_tokens *t);
@@ -206,9 +208,102 @@ void auth_tokens_drop_user(struct auth_tokens *t, const char *user);
 void auth_tokens_clear(struct auth_tokens *t);
 size_t auth_tokens_count(struct auth_tokens *t);
 
+/* auth_tokens_create_jwt: the tokens are JWTs made and checked by j
+ * (token_jwt.c), which t owns from then on (on a failure the caller
+ * still owns j).  Errors: ERR_NOMEM. */
+int auth_tokens_create_jwt(struct auth_jwt *j, struct auth_tokens **out);
+/* auth_tokens_jwt: t holds JWTs. */
+bool auth_tokens_jwt(const struct auth_tokens *t);
+
+/* auth_tokens_issue makes the token of an Authenticate of user applied at
+ * raft index with the store at auth revision: simple, "<prefix>.<index>"
+ * (prefix from auth_token_prefix) registered from now_ms; JWT, signed with
+ * that revision and the wall clock's now + ttl as its exp (prefix, index
+ * and now_ms unused).  *token_out is NUL-terminated, freed with mem_free.
+ * Errors: those of auth_tokens_assign, of auth_jwt_sign. */
+int auth_tokens_issue(struct auth_tokens *t, const char *prefix,
+                      uint64_t index, const char *user, uint64_t revision,
+                      uint64_t now_ms, char **token_out);
+
+/* auth_tokens_info is auth_tokens_user that also tells the auth revision a
+ * JWT carries in *revision_out (etcd's AuthInfo.Revision: a request with
+ * a token older than the store is refused as ERR_AUTH_OLD_REVISION); for
+ * a simple token *revision_out is left as it is (the caller's: the
+ * store's revision it saw).  A JWT is checked against the wall clock. */
+int auth_tokens_info(struct auth_tokens *t, const char *token, size_t len,
+                     uint64_t now_ms, char *user_out, size_t cap,
+                     uint64_t *revision_out);
+
 /* auth_token_parse checks a simple token's shape: 16 letters, '.', a
  * decimal index (returned in *index_out).  Errors: ERR_INVAL. */
 int auth_token_parse(const char *token, size_t len, uint64_t *index_out);
+
+/* --- JWT tokens (token_jwt.c) -------------------------------------------
+ * etcd's --auth-token jwt,sign-method=M,pub-key=F,priv-key=F,ttl=D: the
+ * token is a JWT (RFC 7519) with the claims username, revision (the auth
+ * store's at the Authenticate) and exp (Unix seconds), signed with
+ * M = RS256|RS384|RS512 (RSA), PS256|PS384|PS512 (RSA-PSS),
+ * ES256|ES384|ES512 (ECDSA on P-256, P-384, P-521), HS256|HS384|HS512
+ * (HMAC, the secret is the priv-key file's bytes as they are) or EdDSA
+ * (Ed25519: etcd 3.5 takes it, 3.4.23 refuses it at start).  A member
+ * given only a public key verifies tokens and refuses to sign them
+ * (etcd's verify-only member).  Tokens from etcd with the same key verify
+ * here and ours there.  The caller (cmd) splits the option string and
+ * reads the files; this module parses the keys (PEM: PKCS#1, PKCS#8,
+ * SEC1 private keys; a PUBLIC KEY block or a certificate for the public
+ * one) and signs/verifies with OpenSSL's libcrypto, claims with json-c.
+ *
+ * Threads: a struct auth_jwt does not change after auth_jwt_create; any
+ * thread may sign and verify with it at once. */
+#define AUTH_JWT_TOKEN_MAX 65536 /* longer tokens are not ours: invalid */
+#define AUTH_JWT_WHY_MAX 256     /* a refusal's message, with its NUL */
+
+struct auth_jwt;
+
+/* The parsed options (borrowed for the call). */
+struct auth_jwt_config {
+    const char *sign_method;  /* "RS256", ...; NULL or unknown: refused */
+    const uint8_t *pub_key;   /* the pub-key file's bytes */
+    size_t pub_key_len;       /* 0: none given */
+    const uint8_t *priv_key;  /* the priv-key file's bytes */
+    size_t priv_key_len;      /* 0: none given */
+    int64_t ttl_ms;           /* a token's life (etcd's default: 5 min) */
+};
+
+/* auth_jwt_create: why gets etcd's (golang-jwt's) message on a refusal:
+ * "auth: invalid auth signature method", "auth: missing key data" (no key
+ * the method can use), "key is not a valid RSA private key" and the like,
+ * "invalid key: Key must be a PEM encoded PKCS1 or PKCS8 key", "auth:
+ * public and private keys don't match" (etcd does not check that; we
+ * do), "key is invalid: ES256 needs a P-256 key" (etcd fails each
+ * Authenticate then), "key is invalid: a signature by the private key does
+ * not verify with its public key" (a private key file whose stored public
+ * point is not its own: Go recomputes it, OpenSSL does not; the signer
+ * self-tests at create).  Errors: ERR_AUTH_INVALID_OPTS, ERR_NOMEM. */
+int auth_jwt_create(const struct auth_jwt_config *cfg, struct auth_jwt **out,
+                    char why[AUTH_JWT_WHY_MAX]);
+void auth_jwt_destroy(struct auth_jwt *j);
+bool auth_jwt_verify_only(const struct auth_jwt *j);
+const char *auth_jwt_method(const struct auth_jwt *j); /* "RS256", ... */
+
+/* auth_jwt_sign: the token of user at revision, exp = now_ms + ttl in
+ * whole seconds (wall clock, ms since the Unix epoch); *token_out freed
+ * with mem_free.  Errors: ERR_AUTH_VERIFY_ONLY (public key only), ERR_INVAL
+ * (the token would pass AUTH_JWT_TOKEN_MAX), ERR_AUTH_SIGN (libcrypto
+ * failed), ERR_NOMEM. */
+int auth_jwt_sign(struct auth_jwt *j, const char *user, uint64_t revision,
+                  int64_t now_ms, char **token_out);
+
+/* auth_jwt_verify checks token (len bytes, any bytes): three base64url
+ * segments, a header with our "alg", a good signature, claims with a
+ * string "username" and a numeric "revision", not expired at now_ms
+ * (exp, and nbf/iat when present, as golang-jwt checks them).  Copies the
+ * user into user_out (cap bytes, NUL-terminated).  Errors:
+ * ERR_AUTH_INVALID_TOKEN (anything wrong), ERR_TOO_LARGE (cap),
+ * ERR_NOMEM. */
+int auth_jwt_verify(struct auth_jwt *j, const char *token, size_t len,
+                    int64_t now_ms, char *user_out, size_t cap,
+                    uint64_t *revision_out);
 
 /* --- passwords (password.c) ----------------------------------------------
  * bcrypt through libcrypt (crypt_gensalt_rn "$2b$", crypt_r): etcd's

@@ -2,14 +2,19 @@
  * token.c - simple tokens (auth.h): a chained hash of token -> user and
  * expiry under one mutex.  A lookup renews the token (etcd's
  * simpleTokenTTLKeeper resets a token's TTL at each use); expired tokens
- * are dropped when met and when the table is full.
+ * are dropped when met and when the table is full.  With --auth-token jwt
+ * the same handle holds the JWT signer (token_jwt.c) and the table stays
+ * empty: a JWT is checked by its signature, not looked up.
  */
 #include "auth/auth.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
+#include "util/check.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -23,10 +28,12 @@ struct tok {
 };
 
 struct auth_tokens {
-    pthread_mutex_t mu;
-    uint64_t ttl_ms;
-    size_t n;
-    struct tok *b[BUCKETS];
+    pthread_mutex_t mu;     /* the table (simple tokens) */
+    uint64_t ttl_ms;        /* a simple token's life since its last use */
+    size_t n;               /* live simple tokens */
+    struct tok *b[BUCKETS]; /* the table's chains */
+    struct auth_jwt *jwt;   /* owned; non-NULL: the tokens are JWTs and
+                             * the table stays empty */
 };
 
 static size_t hash(const char *s, size_t n)
@@ -92,10 +99,54 @@ static bool of_user(const struct tok *k, const void *arg)
     return strcmp(k->user, arg) == 0;
 }
 
+int auth_tokens_create_jwt(struct auth_jwt *j, struct auth_tokens **out)
+{
+    CHECK(j != NULL && out != NULL);
+    int rc = auth_tokens_create(0, out);
+    if (rc == 0)
+        (*out)->jwt = j;
+    return rc;
+}
+
+bool auth_tokens_jwt(const struct auth_tokens *t)
+{
+    return t->jwt != NULL;
+}
+
+/* A JWT's exp is wall-clock time (Unix seconds), which every member and
+ * etcd compare with their own wall clock; the table's times are the
+ * server's monotonic clock instead. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int auth_tokens_issue(struct auth_tokens *t, const char *prefix,
+                      uint64_t index, const char *user, uint64_t revision,
+                      uint64_t now_ms, char **token_out)
+{
+    CHECK(t != NULL && user != NULL && token_out != NULL);
+    if (t->jwt != NULL)
+        return auth_jwt_sign(t->jwt, user, revision, wall_ms(), token_out);
+    char token[AUTH_TOKEN_MAX_LEN + 1];
+    int n = snprintf(token, sizeof token, "%s.%llu", prefix,
+                     (unsigned long long)index);
+    if (n < 0 || (size_t)n >= sizeof token)
+        return ERR_INVAL;
+    int rc = auth_tokens_assign(t, token, user, now_ms);
+    if (rc != 0)
+        return rc;
+    *token_out = mem_dup(token, (size_t)n + 1);
+    return *token_out != NULL ? 0 : ERR_NOMEM;
+}
+
 void auth_tokens_destroy(struct auth_tokens *t)
 {
     if (t == NULL)
         return;
+    auth_jwt_destroy(t->jwt);
     sweep(t, always, NULL);
     pthread_mutex_destroy(&t->mu);
     mem_free(t);
@@ -167,10 +218,25 @@ int auth_tokens_assign(struct auth_tokens *t, const char *token,
     return rc;
 }
 
+int auth_tokens_info(struct auth_tokens *t, const char *token, size_t len,
+                     uint64_t now_ms, char *user_out, size_t cap,
+                     uint64_t *revision_out)
+{
+    if (t->jwt != NULL)
+        return auth_jwt_verify(t->jwt, token, len, wall_ms(), user_out, cap,
+                               revision_out);
+    return auth_tokens_user(t, token, len, now_ms, user_out, cap);
+}
+
 int auth_tokens_user(struct auth_tokens *t, const char *token, size_t len,
                      uint64_t now_ms, char *user_out, size_t cap)
 {
     uint64_t idx;
+    if (t->jwt != NULL) {
+        uint64_t rev;
+        return auth_jwt_verify(t->jwt, token, len, wall_ms(), user_out, cap,
+                               &rev);
+    }
     if (auth_token_parse(token, len, &idx) != 0)
         return ERR_AUTH_INVALID_TOKEN;
     size_t h = hash(token, len);

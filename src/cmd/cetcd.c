@@ -18,6 +18,7 @@
 #include "api/api.h"
 #include "rpc/rpc.h"
 #include "rpc/tls.h"
+#include "cmd/auth_token.h"
 #include "cmd/corrupt.h"
 #include "cmd/flags.h"
 #include "cmd/etcd_dir.h"
@@ -297,23 +298,24 @@ static int check_tls_opts(void)
     return 0;
 }
 
-/* --auth-token: etcd's "simple" (its options, if any, are ignored as
- * etcd does); "jwt,..." is not built and refused naming it; another type
- * is etcd's "auth: invalid auth options".  --bcrypt-cost: etcd's bcrypt
+/* --auth-token: etcd's "simple" or "jwt,..." (cmd/auth_token.h), whose
+ * options and keys are checked here, before anything starts; a refusal
+ * prints etcd's error.  --bcrypt-cost: etcd's bcrypt
  * takes a cost below 4 as its default 10 and fails every UserAdd above 31;
  * cetcd refuses the latter at start-up with bcrypt's text. */
+static struct cmd_auth_token auth_token; /* lives as long as the process */
+
 static int check_auth(void)
 {
     const char *tok = flags_get("auth-token");
-    size_t n = strcspn(tok, ",");
-    if (n == 3 && strncmp(tok, "jwt", 3) == 0) {
-        fprintf(stderr, "cetcd: --auth-token=jwt is not supported yet (only "
-                        "'simple' tokens are built)\n");
-        return 1;
-    }
-    if (!(n == 6 && strncmp(tok, "simple", 6) == 0)) {
+    char why[AUTH_JWT_WHY_MAX], detail[512];
+    if (cmd_auth_token_parse(tok, &auth_token, why, detail,
+                             sizeof why) != 0) {
+        if (detail[0] != '\0')
+            log_error("auth", "%s", detail);
         fprintf(stderr, "cetcd: --auth-token=%s: failed to create token "
-                        "provider: auth: invalid auth options\n", tok);
+                        "provider: %s\n", tok, why);
+        cmd_auth_token_free(&auth_token);
         return 1;
     }
     uint64_t cost = flags_get_u64("bcrypt-cost");
@@ -403,6 +405,7 @@ static void fill_config(struct server_config *c, const char *dir)
     uint64_t cost = flags_get_u64("bcrypt-cost");
     c->bcrypt_cost = cost < 4 ? 10 : (int)cost; /* bcrypt: below min: 10 */
     c->auth_token_ttl_ms = flags_get_u64("auth-token-ttl") * 1000u;
+    c->auth_jwt = auth_token.jwt ? &auth_token.cfg : NULL;
     (void)compaction_flags(&c->auto_compact_mode, &c->auto_compact_retention);
     /* Tests only: the revision mode looks every 5 minutes otherwise. */
     const char *every = getenv("CETCD_TEST_COMPACTOR_INTERVAL_MS");

@@ -85,6 +85,8 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
     case ERR_AUTH_INVALID_TOKEN:
     case ERR_AUTH_INVALID_MGMT:
     case ERR_AUTH_OLD_REVISION:
+    case ERR_AUTH_VERIFY_ONLY: /* a JWT member with a public key only */
+    case ERR_AUTH_SIGN:        /* libcrypto could not sign a JWT */
         return 0;
     default:
         return p->err; /* poisons the batch */

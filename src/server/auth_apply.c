@@ -54,6 +54,26 @@ static int read_all(struct server *s)
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
+/* tokens_create: simple tokens, or JWTs with cfg.auth_jwt (which cmd
+ * checked at start-up: a refusal here is unexpected, and logged). */
+static int tokens_create(struct server *s, uint64_t ttl_ms)
+{
+    if (s->cfg.auth_jwt == NULL)
+        return auth_tokens_create(ttl_ms, &s->auth.tokens);
+    struct auth_jwt *j;
+    char why[AUTH_JWT_WHY_MAX];
+    int rc = auth_jwt_create(s->cfg.auth_jwt, &j, why);
+    if (rc != 0) {
+        log_error("etcdserver", "failed to create token provider,err is %s",
+                  why[0] ? why : err_str(rc));
+        return rc;
+    }
+    rc = auth_tokens_create_jwt(j, &s->auth.tokens);
+    if (rc != 0)
+        auth_jwt_destroy(j);
+    return rc;
+}
+
 int server__auth_load(struct server *s)
 {
     CHECK(s != NULL && s->be != NULL);
@@ -62,7 +82,7 @@ int server__auth_load(struct server *s)
                                                 : 300000;
         int rc = auth_store_create(&s->auth.store);
         if (rc == 0)
-            rc = auth_tokens_create(ttl, &s->auth.tokens);
+            rc = tokens_create(s, ttl);
         if (rc != 0)
             return rc;
     }
@@ -135,10 +155,10 @@ int server_bcrypt_cost(const struct server *s)
 }
 
 int server_auth_token_user(struct server *s, const char *token, size_t len,
-                           char *user_out, size_t cap)
+                           char *user_out, size_t cap, uint64_t *revision_out)
 {
-    return auth_tokens_user(s->auth.tokens, token, len, server__clock_ms(s),
-                            user_out, cap);
+    return auth_tokens_info(s->auth.tokens, token, len, server__clock_ms(s),
+                            user_out, cap, revision_out);
 }
 
 /* --- the auth applier ----------------------------------------------------- */
@@ -315,20 +335,19 @@ static int a_authenticate(const struct applier *self, struct applier_call *c)
     memset(hash, 0, sizeof hash);
     if (rc != 0 || nopw)
         return ERR_AUTH_FAILED;
-    /* etcd's simple token: the prefix made by the proposer, ".<index>" */
-    char token[AUTH_TOKEN_MAX_LEN + 1];
-    int n = snprintf(token, sizeof token, "%s.%llu", q->simple_token,
-                     (unsigned long long)c->req->id);
-    if (n < 0 || (size_t)n >= sizeof token)
-        return ERR_INVAL;
-    rc = auth_tokens_assign(c->s->auth.tokens, token, q->name,
-                            server__clock_ms(c->s));
+    /* etcd's simple token: the prefix made by the proposer, ".<index>";
+     * a JWT: signed with the store's revision now (auth.h) */
+    char *token = NULL;
+    rc = auth_tokens_issue(c->s->auth.tokens, q->simple_token, c->req->id,
+                           q->name, auth_store_revision(as),
+                           server__clock_ms(c->s), &token);
     if (rc != 0)
         return rc;
     Etcdserverpb__AuthenticateResponse *r = SIMPLE_RESPONSE(
         Etcdserverpb__AuthenticateResponse,
         etcdserverpb__authenticate_response__init, c);
-    char *tok = r ? arena_dup(c->a, token, (size_t)n + 1) : NULL;
+    char *tok = r ? arena_dup(c->a, token, strlen(token) + 1) : NULL;
+    mem_free(token);
     if (tok == NULL)
         return ERR_NOMEM;
     r->token = tok;

@@ -244,6 +244,9 @@ struct server_config {
      * (0 = 10). */
     uint64_t auth_token_ttl_ms;
     int bcrypt_cost;
+    /* --auth-token jwt,...: the JWT options (auth.h; borrowed, they must
+     * outlive the server); NULL: simple tokens. */
+    const struct auth_jwt_config *auth_jwt;
     /* --initial-election-tick-advance=false: a member of a cluster does not
      * fast-forward its election ticks once its peers are connected. */
     bool no_tick_advance;
@@ -759,13 +762,14 @@ void server_task_post_slow(struct server *s, struct server_task *t);
 /* --- Auth (auth_apply.c) ---------------------------------------------------
  * The member's auth store (auth/auth.h: any thread may read and check it;
  * only the apply side changes it, through raft), its bcrypt cost, and
- * the simple tokens: server_auth_token_user copies the user a token names
- * into user_out (cap bytes) and renews it.  Errors:
+ * its tokens: server_auth_token_user copies the user a token names into
+ * user_out (cap bytes) and renews it (simple); a JWT also sets
+ * *revision_out to the auth revision it carries (auth_tokens_info).  Errors:
  * ERR_AUTH_INVALID_TOKEN, ERR_TOO_LARGE. */
 struct auth_store;
 struct auth_store *server_auth_store(struct server *s);
 int server_bcrypt_cost(const struct server *s);
 int server_auth_token_user(struct server *s, const char *token, size_t len,
-                           char *user_out, size_t cap);
+                           char *user_out, size_t cap, uint64_t *revision_out);
 
 #endif

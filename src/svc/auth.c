@@ -41,9 +41,10 @@ int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
     if (t == NULL)
         return 0;
     /* read the revision first: a change after it makes the applier refuse
-     * the request as old, never accept it as new */
+     * the request as old, never accept it as new (a JWT replaces it with
+     * the revision it was signed at, as etcd) */
     uint64_t rev = auth_store_revision(server_auth_store(s));
-    int rc = server_auth_token_user(s, t, len, user_out, cap);
+    int rc = server_auth_token_user(s, t, len, user_out, cap, &rev);
     if (rc != 0) {
         user_out[0] = '\0';
         return ERR_AUTH_INVALID_TOKEN;

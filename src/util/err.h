@@ -100,6 +100,11 @@
     X(AUTH_INVALID_TOKEN, -613, "invalid auth token")                        \
     X(AUTH_INVALID_MGMT, -614, "invalid auth management")                    \
     X(AUTH_OLD_REVISION, -615, "revision of auth store is old")           \
+    /* JWT tokens (auth/token_jwt.c, -630..-649) */                          \
+    X(AUTH_INVALID_OPTS, -630, "auth: invalid auth options")                 \
+    X(AUTH_VERIFY_ONLY, -631,                                                \
+      "auth: token signing attempted with verify-only key")                 \
+    X(AUTH_SIGN, -632, "auth: failed to sign a JWT token")                  \
     /* bbolt (the etcd snapshot format) and Maintenance.Snapshot */          \
     X(BBOLT_CORRUPT, -700, "bbolt: invalid database")                        \
     X(BBOLT_ORDER, -701, "bbolt: keys not in ascending order")               \
