@@ -578,6 +578,26 @@ static int lease_collect(struct mvcc_batch *b, int64_t lease)
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
+int mvcc_batch_lease_keys(struct mvcc_batch *b, int64_t lease,
+                          mvcc_key_fn fn, void *arg)
+{
+    CHECK(b != NULL && b->open && fn != NULL);
+    if (b->err)
+        return b->err;
+    int rc = lease_collect(b, lease);
+    if (rc != 0)
+        return mvcc__batch_fail(b, rc);
+    /* the scratch result stays put while fn runs: fn may not write */
+    for (size_t i = 0; i < b->scratch.n_kvs; i++) {
+        const struct mvcc_kv *k = &b->scratch.kvs[i];
+        CHECK(k->key != NULL && k->key_len > 0);
+        rc = fn(arg, k->key, k->key_len);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
                           int64_t *deleted_out)
 {
