@@ -139,3 +139,50 @@ def test_no_cn_identity_without_client_cert_auth(certs, pair):
     assert got[-3][2] == "etcdserver: user name is empty"
     assert got[-2][2] == "etcdserver: user name is empty"
     assert got[-1] == (0, "OK\n", "")
+
+
+def first_watch(srv, certs, cn, key, end=b""):
+    """The first answer to a watch on [key, end) over a channel with cn's
+    certificate (no token): (created, canceled, cancel_reason)."""
+    import queue
+    import grpc
+    from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+    reqs = queue.Queue()
+    reqs.put(rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
+        key=key, range_end=end)))
+
+    def gen():
+        while True:
+            r = reqs.get()
+            if r is None:
+                return
+            yield r
+    ch = grpc.secure_channel(srv.endpoint, creds(certs, who=cn))
+    it = rpc_pb2_grpc.WatchStub(ch).Watch(gen(), timeout=10)
+    try:
+        r = next(it)
+        return (r.created, r.canceled, r.cancel_reason)
+    finally:
+        reqs.put(None)
+        it.cancel()
+        ch.close()
+
+
+def test_watch_as_the_cn(certs, pair):
+    """A watch stream is checked as the certificate's user too."""
+    if against_etcd():
+        pytest.skip("compares cetcd with etcd itself")
+    servers = pair("--client-cert-auth", "--trusted-ca-file",
+                   certs.path("ca.crt"))
+    results = []
+    for srv in servers:
+        run(srv, certs, [("root", s) for s in SETUP])
+        results.append([first_watch(srv, certs, "alice", b"/a/", b"/a0"),
+                        first_watch(srv, certs, "alice", b"/b/", b"/b0"),
+                        first_watch(srv, certs, "ghost", b"/a/x")])
+    mine, theirs = results
+    assert mine == theirs
+    assert mine[0] == (True, False, "")
+    assert mine[1] == (True, True, "rpc error: code = PermissionDenied "
+                       "desc = etcdserver: permission denied")
+    assert mine[2][1] is True
