@@ -402,3 +402,42 @@ def test_lock_as_the_user(make_server):
     for args, g, w in zip(steps, got, want):
         assert g == w, "step %r: cetcd %r, etcd %r" % (args, g, w)
     assert got[4] == (0, "held\n", "")
+
+
+def test_watch_empty_key(make_server):
+    """A watch from the empty key ("" to "\\0": every key; "" to "z") is
+    checked from the lowest key: a user with read on /m/ only, or from /z
+    on, is refused, as by etcd 3.4.23 (cetcd once let it through: an empty
+    key read as the end of the key space made the range look empty)."""
+    from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+    if against_etcd():
+        pytest.skip("compares cetcd with etcd itself")
+    results = []
+    for binary, name in ((None, "m1"), (ETCD_BIN, "ref")):
+        srv = make_server(extra_args=FAST, binary=binary, name=name)
+        for args in [("user", "add", "root:" + ROOT_PW),
+                     ("user", "grant-role", "root", "root"),
+                     ("user", "add", "w:wpw"), ("role", "add", "rr"),
+                     ("role", "grant-permission", "rr", "read", "/m/",
+                      "--prefix"),
+                     ("user", "grant-role", "w", "rr"),
+                     ("user", "add", "f:fpw"), ("role", "add", "rf"),
+                     ("role", "grant-permission", "rf", "read", "/z",
+                      "--from-key"),
+                     ("user", "grant-role", "f", "rf"), ("auth", "enable")]:
+            srv.ctl(*args)
+        auth = rpc_pb2_grpc.AuthStub(srv.channel())
+        tok = {u: auth.Authenticate(rpc_pb2.AuthenticateRequest(
+            name=u, password=u + "pw"), timeout=10).token for u in "wf"}
+        results.append([
+            first_watch_response(srv, tok["w"], b"", b"\0"),
+            first_watch_response(srv, tok["w"], b"", b"z"),
+            first_watch_response(srv, tok["f"], b"/zz", b"\0"),
+            first_watch_response(srv, tok["f"], b"", b"\0"),
+        ])
+    mine, theirs = results
+    denied = (True, True, "rpc error: code = PermissionDenied desc = "
+              "etcdserver: permission denied")
+    assert mine == theirs
+    assert mine[0] == mine[1] == mine[3] == denied
+    assert mine[2] == (True, False, "")
