@@ -21,7 +21,10 @@ normalisation.  Left out on purpose, where cetcd differs from 3.4.23 by
 design (docs/ARCHITECTURE.md "Auth"): TimeToLive (read needed on the
 lease's keys), a Txn put with a lease (its lease's keys checked), and a
 put with prev_kv inside a Txn (cetcd wants read on the key, 3.4.23 returns
-the previous value to a write-only user); and empty or inverted ranges
+the previous value to a write-only user), nested txns (etcd 3.4.23 checks
+none of a nested txn's ops: any user with a token may write any key
+through one; cetcd checks them as 3.5 does: the first version of this test
+found every seed differing there); and empty or inverted ranges
 (key >= range_end), whose outcome on etcd depends on the shape of its
 permission interval tree (they are made point requests on both sides).
 Defaults: 2 seeds x 400 ops
@@ -128,6 +131,10 @@ def strip_design_differences(method, req):
         _not_inverted(req)
     if method != "Txn":
         return
+    for ops in (req.success, req.failure):
+        keep = [op for op in ops if not op.HasField("request_txn")]
+        del ops[:]
+        ops.extend(keep)
     for c in req.compare:
         _not_inverted(c)
     for op in Gen._walk(req):
