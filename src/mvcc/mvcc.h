@@ -336,8 +336,8 @@ int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
 /* mvcc_batch_lease_keys lists the keys attached to lease as b stands
  * (its own earlier writes included), in mvcc_lease_keys' order: the keys
  * a revoke applied now would delete (the auth applier checks them before
- * a revoke or a put with the lease).  No mvcc_txn write may run inside
- * fn.  Errors: what fn returned; storage errors (ERR_CORRUPT, ERR_NOMEM,
+ * a revoke or a put with the lease).  Nothing is copied: a key is valid
+ * during its fn call only, and no mvcc_txn write may run inside fn.  Errors: what fn returned; storage errors (ERR_CORRUPT, ERR_NOMEM,
  * the backend's) poison b. */
 int mvcc_batch_lease_keys(struct mvcc_batch *b, int64_t lease,
                           mvcc_key_fn fn, void *arg);

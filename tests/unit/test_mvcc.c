@@ -910,6 +910,11 @@ static void test_long_keys_history(void **state)
     mvcc_read_end(r);
     assert_int_equal(kvl_entries(f), 5);
     assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    /* the batch's walk (the auth applier's) sees the same long keys */
+    struct lk_seen bseen = {0};
+    assert_int_equal(mvcc_batch_lease_keys(b, 9, lk_key, &bseen), 0);
+    assert_int_equal(bseen.n, 2);
+    assert_int_equal(bseen.lens[0] + bseen.lens[1], n2 + n3);
     struct mvcc_txn *t = mvcc_txn_begin(b);
     assert_int_equal(mvcc_txn_delete_lease(t, 9, &n), 0); /* 7 */
     assert_int_equal(n, 2);
