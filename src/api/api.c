@@ -91,6 +91,9 @@ int api_start(struct server *s, const char *listen_urls,
     char buf[4096];
     struct rpc_server_config cfg;
     config_init(&cfg, buf, sizeof buf, listen_urls, tls);
+    /* --client-cert-auth: a client certificate's CN is its user when it
+     * sends no token (etcd's AuthInfoFromTLS; client listeners only) */
+    cfg.tls_cn_identity = tls != NULL && tls->client_cert_auth;
     cfg.max_request_bytes = server_max_request_bytes(s);
     cfg.max_concurrent_streams = max_streams;
     if (ka != NULL)

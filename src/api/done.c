@@ -1,6 +1,8 @@
 /* done.c - the answer of a unary call from a service's completion: the
  * reply packed as the call's response, an ERR_* code mapped to etcd's gRPC
  * status (errors.c). */
+#include <string.h>
+
 #include "api/api_int.h"
 
 void api__bad_request(struct rpc_call *call)
@@ -30,7 +32,12 @@ static void on_done(void *ctx, int err, const ProtobufCMessage *reply)
 /* The call's metadata (the auth token), until it is answered. */
 static const char *call_metadata(void *ctx, const char *key, size_t *len)
 {
-    return rpc_call_metadata(ctx, key, len);
+    if (strcmp(key, SVC_META_PEER_CN) != 0)
+        return rpc_call_metadata(ctx, key, len);
+    const char *cn = rpc_call_peer_cn(ctx);
+    if (cn != NULL && len != NULL)
+        *len = strlen(cn);
+    return cn;
 }
 
 struct svc_done api__done(struct rpc_call *call)

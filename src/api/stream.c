@@ -11,6 +11,7 @@
  * releases (or at once when the service refused to open).
  */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "api/api_int.h"
 #include "util/check.h"
@@ -52,7 +53,12 @@ static int st_send_ctrl(void *ctx, const ProtobufCMessage *m)
 static const char *st_metadata(void *ctx, const char *key, size_t *len_out)
 {
     struct adapter *a = ctx;
-    return rpc_stream_metadata(a->rs, key, len_out);
+    if (strcmp(key, SVC_META_PEER_CN) != 0)
+        return rpc_stream_metadata(a->rs, key, len_out);
+    const char *cn = rpc_stream_peer_cn(a->rs); /* as call_metadata */
+    if (cn != NULL && len_out != NULL)
+        *len_out = strlen(cn);
+    return cn;
 }
 
 static int st_close(void *ctx, int err)

@@ -346,6 +346,15 @@ typedef int (*mvcc_key_fn)(void *arg, const uint8_t *key, size_t key_len);
 int mvcc_lease_keys(struct mvcc_read *r, int64_t lease, mvcc_key_fn fn,
                     void *arg);
 
+/* mvcc_batch_lease_keys lists the keys attached to lease as b stands
+ * (its own earlier writes included), in mvcc_lease_keys' order: the keys
+ * a revoke applied now would delete (the auth applier checks them before
+ * a revoke or a put with the lease).  Nothing is copied: a key is valid
+ * during its fn call only, and no mvcc_txn write may run inside fn.  Errors: what fn returned; storage errors (ERR_CORRUPT, ERR_NOMEM,
+ * the backend's) poison b. */
+int mvcc_batch_lease_keys(struct mvcc_batch *b, int64_t lease,
+                          mvcc_key_fn fn, void *arg);
+
 /* mvcc_key_max is the longest user key the store accepts: 1 GiB, far
  * beyond any request the server takes (--max-request-bytes decides). */
 size_t mvcc_key_max(const struct mvcc_store *s);

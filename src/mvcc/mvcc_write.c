@@ -579,6 +579,61 @@ static int lease_collect(struct mvcc_batch *b, int64_t lease)
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
+/* walk_long calls fn for the live long keys under index idx that hold
+ * lease; fn's result goes to *fn_rc (the return is a storage error). */
+static int walk_long(struct mvcc_batch *b, const uint8_t *idx, int64_t lease,
+                     mvcc_key_fn fn, void *arg, int *fn_rc)
+{
+    struct mvcc_lbuf buf = {0};
+    struct backend_val k;
+    int rc = mvcc__batch_kvl(b);
+    if (rc == 0)
+        rc = mvcc__idx_gather(b->s->short_max, b->kvl, idx, INT64_MAX, true,
+                              &buf, &k);
+    rc = rc == ERR_NOTFOUND ? 0 : rc;
+    for (size_t i = 0; rc == 0 && *fn_rc == 0 && i < buf.n; i++)
+        if (!buf.v[i].tomb && buf.v[i].kv.lease == lease)
+            *fn_rc = fn(arg, buf.v[i].kv.key, buf.v[i].kv.key_len);
+    mem_free(buf.v);
+    return rc;
+}
+
+/* Unlike lease_collect, nothing is copied: a put with a lease checks the
+ * lease's keys each time, and copies would pile up in the batch arena. */
+int mvcc_batch_lease_keys(struct mvcc_batch *b, int64_t lease,
+                          mvcc_key_fn fn, void *arg)
+{
+    CHECK(b != NULL && b->open && fn != NULL);
+    if (b->err)
+        return b->err;
+    uint8_t pfx[MVCC_LEASE_PREFIX];
+    struct backend_val k;
+    size_t l = b->s->short_max;
+    int fn_rc = 0;
+    int rc = b->lk ? 0 : backend_cursor_open(b->txn, b->s->lkey, &b->lk);
+    mvcc__put_be64(pfx, (uint64_t)lease);
+    if (rc == 0)
+        rc = backend_cursor_seek(b->lk, pfx, sizeof pfx, &k, NULL);
+    while (rc == 0 && fn_rc == 0) {
+        if (k.len <= sizeof pfx || memcmp(k.data, pfx, sizeof pfx) != 0)
+            break;
+        /* the cursor's bytes stay valid: fn writes nothing */
+        const uint8_t *u = (const uint8_t *)k.data + sizeof pfx;
+        size_t ul = k.len - sizeof pfx;
+        if (ul > l + 1 || (ul == l + 1 && u[l] != 0))
+            rc = ERR_CORRUPT;
+        else if (ul <= l)
+            fn_rc = fn(arg, u, ul);
+        else
+            rc = walk_long(b, u, lease, fn, arg, &fn_rc);
+        if (rc == 0 && fn_rc == 0)
+            rc = backend_cursor_next(b->lk, &k, NULL);
+    }
+    if (rc != 0 && rc != ERR_NOTFOUND)
+        return mvcc__batch_fail(b, rc);
+    return fn_rc;
+}
+
 int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
                           int64_t *deleted_out)
 {

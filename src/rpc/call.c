@@ -549,6 +549,12 @@ const char *rpc_call_metadata(const struct rpc_call *call, const char *key,
     return rpc__hdrs_find(&call->hdrs, key, len_out);
 }
 
+const char *rpc_call_peer_cn(const struct rpc_call *call)
+{
+    assert(call != NULL && call->state == RPC__CALL_HANDLER);
+    return call->conn->peer_cn; /* the call holds a ref on its conn */
+}
+
 const char *rpc_call_method(const struct rpc_call *call)
 {
     assert(call != NULL && call->method != NULL);

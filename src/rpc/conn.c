@@ -424,6 +424,7 @@ void rpc__conn_unref(struct rpc__conn *c)
     if (--c->refs > 0)
         return;
     assert(c->dead && c->calls == NULL && c->streams == NULL);
+    mem_free(c->peer_cn);
     mem_free(c->out);
     mem_free(c);
 }

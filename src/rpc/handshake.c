@@ -33,6 +33,7 @@
 #include "rpc/rpc_int.h"
 #include "rpc/tls.h"
 #include "util/log.h"
+#include "util/mem.h"
 #include "util/tls_alert.h"
 
 /* Why a client certificate was refused, in Go's words, kept on its SSL
@@ -306,12 +307,45 @@ static void peer_addr(int fd, char *buf, size_t cap)
     }
 }
 
+/* peer_cn is the common name of the verified client certificate, as Go's
+ * x509 Subject.CommonName (the last CN attribute, as UTF-8), copied
+ * (mem_free it), or NULL: none, not verified, a NUL inside, no memory. */
+static char *peer_cn(SSL *ssl)
+{
+    X509 *x = SSL_get0_peer_certificate(ssl);
+    if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK)
+        return NULL;
+    X509_NAME *name = X509_get_subject_name(x);
+    int at = -1;
+    for (int i; (i = X509_NAME_get_index_by_NID(name, NID_commonName,
+                                                at)) >= 0;)
+        at = i;
+    if (at < 0)
+        return NULL;
+    unsigned char *utf8 = NULL;
+    int n = ASN1_STRING_to_UTF8(
+        &utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, at)));
+    char *cn = NULL;
+    if (n >= 0 && memchr(utf8, '\0', (size_t)n) == NULL)
+        cn = mem_malloc((size_t)n + 1);
+    if (cn != NULL) {
+        memcpy(cn, utf8, (size_t)n);
+        cn[n] = '\0';
+    }
+    OPENSSL_free(utf8);
+    return cn;
+}
+
 int rpc__tls_handshake(struct rpc__conn *c)
 {
     ERR_clear_error();
     int r = SSL_do_handshake(c->ssl);
-    if (r == 1)
+    if (r == 1) {
+        assert(c->peer_cn == NULL);
+        if (c->loop->srv->tls_cn_identity)
+            c->peer_cn = peer_cn(c->ssl);
         return 1;
+    }
     int e = SSL_get_error(c->ssl, r);
     if (e == SSL_ERROR_WANT_READ)
         return 0;

@@ -148,6 +148,11 @@ struct rpc_server_config {
     bool (*tls_check)(struct x509_st *cert, void *ctx, char *why,
                       size_t cap);
     void *tls_check_ctx;
+    /* --client-cert-auth: the common name of a connection's verified
+     * client certificate names its caller (etcd's AuthInfoFromTLS), read
+     * with rpc_call_peer_cn / rpc_stream_peer_cn.  Needs
+     * tls_verify_clients. */
+    bool tls_cn_identity;
     /* TLS 1.2 cipher list (OpenSSL syntax; NULL or "" for OpenSSL's
      * default) and protocol versions (0: TLS 1.2 and up, as etcd). */
     const char *tls_ciphers;
@@ -387,6 +392,11 @@ void rpc_call_reply_error(struct rpc_call *call, grpc_status_code code,
 const char *rpc_call_metadata(const struct rpc_call *call, const char *key,
                               size_t *len_out);
 
+/* rpc_call_peer_cn: the CN of the connection's verified client
+ * certificate when the server has tls_cn_identity, else NULL
+ * (NUL-terminated; valid until the call is answered). */
+const char *rpc_call_peer_cn(const struct rpc_call *call);
+
 /* rpc_call_method returns the full method path ("/etcdserverpb.KV/Range"),
  * static for the server's lifetime. */
 const char *rpc_call_method(const struct rpc_call *call);
@@ -421,6 +431,7 @@ int rpc_stream_finish(struct rpc_stream *stream, grpc_status_code code,
 const char *rpc_stream_metadata(const struct rpc_stream *stream,
                                 const char *key, size_t *len_out);
 const char *rpc_stream_method(const struct rpc_stream *stream);
+const char *rpc_stream_peer_cn(const struct rpc_stream *stream);
 
 /* rpc_stream_data_set/get: one pointer for the owner (e.g. its watcher
  * set); the runtime never touches it. */

@@ -125,6 +125,12 @@ struct rpc__conn {
     struct rpc__loop *loop;            /* immutable */
     int fd;                            /* the socket */
     SSL *ssl;                          /* TLS, or NULL */
+    char *peer_cn;                     /* the verified client certificate's
+                                        * CN (tls_cn_identity), or NULL;
+                                        * set once the handshake is done,
+                                        * then read-only until the last
+                                        * unref (calls and streams hold
+                                        * refs, so handlers may read it) */
     bool handshaking;                  /* TLS handshake not done yet */
     nghttp2_session *ng;               /* HTTP/2 state */
     int refs;                          /* see the file comment */
@@ -316,6 +322,7 @@ struct rpc_server {
     bool (*tls_check)(struct x509_st *cert, void *ctx, char *why,
                       size_t cap);     /* or NULL */
     void *tls_check_ctx;               /* its argument */
+    bool tls_cn_identity;              /* cfg's: keep the peer's CN */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
     int threads_n;                     /* event loops */
     int stream_queue;                  /* per-stream send queue bound */

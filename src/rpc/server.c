@@ -73,6 +73,7 @@ static int config_apply(struct rpc_server *srv,
     srv->conn_out_max = RPC__CONN_BYTES_MIN;
     srv->tls_check = cfg->tls_check;
     srv->tls_check_ctx = cfg->tls_check_ctx;
+    srv->tls_cn_identity = cfg->tls_cn_identity && cfg->tls_verify_clients;
     srv->tls_files = cfg->tls_files;
     if (srv->tls_files != NULL)
         rpc_tls_stamps_init(srv->tls_files, srv->tls_stamps);

@@ -376,6 +376,12 @@ const char *rpc_stream_metadata(const struct rpc_stream *s, const char *key,
     return rpc__hdrs_find(&s->hdrs, key, len_out);
 }
 
+const char *rpc_stream_peer_cn(const struct rpc_stream *s)
+{
+    assert(s != NULL);
+    return s->conn->peer_cn; /* the stream holds a ref on its conn */
+}
+
 const char *rpc_stream_method(const struct rpc_stream *s)
 {
     assert(s != NULL);

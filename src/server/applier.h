@@ -22,11 +22,12 @@
  *   [capped]   while a NOSPACE alarm is active (applier_alarm.c): a Put, a
  *              Txn with puts (cost above 0) and a LeaseGrant are answered
  *              ERR_NO_SPACE and change nothing, as etcd's applierV3Capped.
- *   auth       (auth_apply.c) checks Range, Put, DeleteRange and Txn as
- *              the user the request names (etcd's authApplierV3: "user
- *              name is empty", "revision of auth store is old",
- *              "permission denied") and applies the auth requests
- *              (admin checks, the auth store, its bucket).
+ *   auth       (auth_apply.c) checks Range, Put, DeleteRange, Txn and
+ *              LeaseRevoke (and a put's lease: write on every key of the
+ *              lease) as the user the request names (etcd's
+ *              authApplierV3: "user name is empty", "revision of auth
+ *              store is old", "permission denied") and applies the auth
+ *              requests (admin checks, the auth store, its bucket).
  *   quota      (quota.c) a Put or Txn that finds the store at its quota is
  *              applied all the same and answered ERR_NO_SPACE.
  *   store      (apply_kv.c) the mvcc one: answers every slot (leases

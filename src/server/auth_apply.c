@@ -178,10 +178,39 @@ static int check_range(const struct applier_call *c, ProtobufCBinaryData key,
 
 static const ProtobufCBinaryData NO_END = {0, NULL};
 
+struct lease_check {
+    const struct applier_call *c;
+};
+
+static int lease_key_writable(void *arg, const uint8_t *key, size_t key_len)
+{
+    const struct lease_check *lc = arg;
+    ProtobufCBinaryData k = {key_len, (uint8_t *)key};
+    return check_range(lc->c, k, NO_END, AUTH_WRITE);
+}
+
+/* etcd's checkLeasePuts: the user may write every key attached to lease
+ * (as the batch stands: keys attached earlier in it count).  A lease that
+ * is not held, or holds no key, passes (the store applier answers a
+ * missing lease).  With auth off nothing is walked. */
+static int check_lease_keys(const struct applier_call *c, int64_t lease)
+{
+    if (lease == 0 || !auth_store_enabled(c->s->auth.store) ||
+        !server__lease_exists(c->s, lease))
+        return 0;
+    struct lease_check lc = {c};
+    return mvcc_batch_lease_keys(c->b, lease, lease_key_writable, &lc);
+}
+
+/* etcd's order: the key, the lease's keys, then prev_kv's read.  Unlike
+ * etcd 3.4 (and 3.5), a put inside a Txn is checked for its lease too
+ * (see auth_txn). */
 static int check_put(const struct applier_call *c,
                      const Etcdserverpb__PutRequest *r)
 {
     int rc = check_range(c, r->key, NO_END, AUTH_WRITE);
+    if (rc == 0)
+        rc = check_lease_keys(c, r->lease);
     if (rc == 0 && r->prev_kv)
         rc = check_range(c, r->key, NO_END, AUTH_READ);
     return rc;
@@ -255,6 +284,16 @@ static int auth_delete(const struct applier *self, struct applier_call *c)
 static int auth_txn(const struct applier *self, struct applier_call *c)
 {
     int rc = check_txn(c, c->req->txn);
+    return rc != 0 ? rc : server__applier_next(self, c);
+}
+
+/* etcd's authApplierV3.LeaseRevoke: the user may write every key the
+ * revoke would delete.  The lessor's own revokes of expired leases are
+ * proposed as root (lease_primary.c, etcd's WithRoot). */
+static int auth_lease_revoke(const struct applier *self,
+                             struct applier_call *c)
+{
+    int rc = check_lease_keys(c, c->req->lease_revoke->id);
     return rc != 0 ? rc : server__applier_next(self, c);
 }
 
@@ -658,6 +697,7 @@ const struct applier_ops server__applier_auth_ops = {
         [APPLIER_PUT] = auth_put,
         [APPLIER_DELETE_RANGE] = auth_delete,
         [APPLIER_TXN] = auth_txn,
+        [APPLIER_LEASE_REVOKE] = auth_lease_revoke,
         [APPLIER_AUTHENTICATE] = a_authenticate,
         [APPLIER_AUTH_ENABLE] = a_enable,
         [APPLIER_AUTH_DISABLE] = a_disable,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/auth.h"
 #include "mvcc/mvcc.h"
 #include "server/lease.h"
 #include "server/server_int.h"
@@ -149,8 +150,14 @@ static size_t take_checkpoints(struct server *s, uint64_t now,
     return n;
 }
 
+/* The lessor revokes as root (etcd's WithRoot): the auth applier checks
+ * a revoke's keys against the user it names (auth_apply.c), and an
+ * expired lease must go whoever's keys it holds.  The revision is the
+ * store's now: an auth change before the apply makes it "old", and the
+ * revoke is proposed again after SERVER_LEASE_RETRY_MS, as etcd. */
 static void propose_revokes(struct server *s, const int64_t *ids, size_t n)
 {
+    uint64_t auth_rev = auth_store_revision(s->auth.store);
     for (size_t i = 0; i < n; i++) {
         Etcdserverpb__LeaseRevokeRequest rr =
             ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
@@ -158,6 +165,8 @@ static void propose_revokes(struct server *s, const int64_t *ids, size_t n)
         Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
         ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_REVOKE;
         ir.lease_revoke = &rr;
+        ir.auth_user = (char *)AUTH_ROOT_USER;
+        ir.auth_revision = auth_rev;
         server_propose(s, &ir, revoked, NULL);
     }
 }

@@ -30,6 +30,24 @@ static const char *token_of(struct svc_done done, size_t *len)
     return t;
 }
 
+/* etcd's AuthInfoFromTLS: no token, but a verified client certificate
+ * (--client-cert-auth) names the user by its CN, at the store's revision
+ * now.  A CN too long for a user name names nobody. */
+static int peer_cn_user(struct server *s, struct svc_done done,
+                        char *user_out, size_t cap, uint64_t *rev_out)
+{
+    size_t len = 0;
+    const char *cn = done.metadata != NULL
+                         ? done.metadata(done.ctx, SVC_META_PEER_CN, &len)
+                         : NULL;
+    if (cn == NULL || len == 0 || len >= cap)
+        return 0;
+    memcpy(user_out, cn, len);
+    user_out[len] = '\0';
+    *rev_out = auth_store_revision(server_auth_store(s));
+    return 0;
+}
+
 int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
                  size_t cap, uint64_t *rev_out)
 {
@@ -39,7 +57,7 @@ int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
     size_t len = 0;
     const char *t = token_of(done, &len);
     if (t == NULL)
-        return 0;
+        return peer_cn_user(s, done, user_out, cap, rev_out);
     /* read the revision first: a change after it makes the applier refuse
      * the request as old, never accept it as new (a JWT replaces it with
      * the revision it was signed at, as etcd) */

@@ -6,6 +6,9 @@
  */
 #include "svc/svc.h"
 
+#include <string.h>
+
+#include "auth/auth.h"
 #include "server/server.h"
 #include "svc/svc_int.h"
 #include "util/check.h"
@@ -47,6 +50,13 @@ void svc_lease_grant(struct server *s, const Etcdserverpb__LeaseGrantRequest *re
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
     ir.lease_grant = &g;
+    /* as every etcd proposal: a bad token is refused; anyone may grant */
+    char user[AUTH_NAME_MAX + 1];
+    int rc = svc__auth_stamp(s, done, &ir, user, sizeof user);
+    if (rc != 0) {
+        done.fn(done.ctx, rc, NULL);
+        return;
+    }
     propose(s, &ir, done);
 }
 
@@ -58,6 +68,13 @@ void svc_lease_revoke(struct server *s,
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_REVOKE;
     ir.lease_revoke = (Etcdserverpb__LeaseRevokeRequest *)req;
+    /* the auth applier checks the lease's keys as this user */
+    char user[AUTH_NAME_MAX + 1];
+    int rc = svc__auth_stamp(s, done, &ir, user, sizeof user);
+    if (rc != 0) {
+        done.fn(done.ctx, rc, NULL);
+        return;
+    }
     propose(s, &ir, done);
 }
 
@@ -66,8 +83,26 @@ struct ttl_wait {
     struct server *s;
     struct svc_done done;
     int64_t id;
-    bool peer; /* the peer listener's: no header, errors pass */
+    bool peer;      /* the peer listener's: no header, errors pass */
+    bool keys;      /* the caller asked for the keys */
+    bool check;     /* auth was on: the keys must be readable by user */
+    uint64_t rev;   /* the auth revision seen with the token */
+    char user[];    /* the caller (check), NUL-terminated */
 };
+
+/* The caller may read every key of the lease (etcd 3.5's
+ * checkLeaseTimeToLive; 3.4.23 has no check and lists the keys of any
+ * lease to anyone: docs/ARCHITECTURE.md "Auth"). */
+static int ttl_keys_readable(const struct ttl_wait *w,
+                             const struct server_lease_ttl *t)
+{
+    struct auth_store *as = server_auth_store(w->s);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < t->n_keys; i++)
+        rc = auth_check_range(as, w->user, w->rev, t->keys[i].data,
+                              t->keys[i].len, NULL, 0, AUTH_READ);
+    return rc;
+}
 
 static void on_ttl(void *arg, int err, const struct server_lease_ttl *t)
 {
@@ -80,15 +115,19 @@ static void on_ttl(void *arg, int err, const struct server_lease_ttl *t)
     r.id = w->id;
     if (err == ERR_LEASE_NOT_FOUND) {
         r.ttl = -1; /* etcd 3.4's LeaseServer answers, not fails */
-    } else if (err != 0) {
+    } else if (err == 0 && w->check) {
+        err = ttl_keys_readable(w, t);
+    }
+    if (err != 0 && err != ERR_LEASE_NOT_FOUND) {
         mem_free(w);
         done.fn(done.ctx, err, NULL);
         return;
-    } else {
+    }
+    if (err == 0) {
         r.ttl = t->ttl;
         r.grantedttl = t->granted_ttl;
-        r.keys = t->keys;
-        r.n_keys = t->n_keys;
+        r.keys = w->keys ? t->keys : NULL;
+        r.n_keys = w->keys ? t->n_keys : 0;
     }
     if (!w->peer)
         server_header_fill(w->s, &h);
@@ -96,16 +135,20 @@ static void on_ttl(void *arg, int err, const struct server_lease_ttl *t)
     done.fn(done.ctx, 0, &r.base);
 }
 
+/* user: the caller to check the keys against, or NULL (no check). */
 static void time_to_live(struct server *s, int64_t id, bool keys, bool peer,
+                         const char *user, uint64_t rev,
                          struct svc_done done)
 {
-    struct ttl_wait *w = mem_malloc(sizeof *w);
+    size_t ul = user != NULL ? strlen(user) : 0;
+    struct ttl_wait *w = mem_malloc(sizeof *w + ul + 1);
     if (w == NULL) {
         done.fn(done.ctx, ERR_NOMEM, NULL);
         return;
     }
-    *w = (struct ttl_wait){s, done, id, peer};
-    server_lease_time_to_live(s, id, keys, peer, on_ttl, w);
+    *w = (struct ttl_wait){s, done, id, peer, keys, user != NULL, rev};
+    memcpy(w->user, user != NULL ? user : "", ul + 1);
+    server_lease_time_to_live(s, id, keys || w->check, peer, on_ttl, w);
 }
 
 void svc_lease_time_to_live(struct server *s,
@@ -113,7 +156,21 @@ void svc_lease_time_to_live(struct server *s,
                             struct svc_done done)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
-    time_to_live(s, req->id, req->keys, false, done);
+    if (!auth_store_enabled(server_auth_store(s))) {
+        time_to_live(s, req->id, req->keys, false, NULL, 0, done);
+        return;
+    }
+    /* etcd 3.5: a bad token, then no user, then the keys (on_ttl) */
+    char user[AUTH_NAME_MAX + 1];
+    uint64_t rev;
+    int rc = svc_auth_who(s, done, user, sizeof user, &rev);
+    if (rc == 0 && user[0] == '\0')
+        rc = ERR_AUTH_USER_EMPTY;
+    if (rc != 0) {
+        done.fn(done.ctx, rc, NULL);
+        return;
+    }
+    time_to_live(s, req->id, req->keys, false, user, rev, done);
 }
 
 void svc_peer_lease_ttl(struct server *s,
@@ -121,7 +178,8 @@ void svc_peer_lease_ttl(struct server *s,
                         struct svc_done done)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
-    time_to_live(s, req->id, req->keys, true, done);
+    /* the member that was asked checks the keys itself */
+    time_to_live(s, req->id, req->keys, true, NULL, 0, done);
 }
 
 void svc_lease_leases(struct server *s,

@@ -73,6 +73,13 @@ struct server;
  * in-process caller with no identity (with auth enabled its requests are
  * refused "user name is empty", as etcd's for a request without token). */
 typedef void (*svc_done_fn)(void *ctx, int err, const ProtobufCMessage *reply);
+/* The metadata key under which a transport gives the common name of the
+ * caller's verified client certificate when --client-cert-auth is on
+ * (etcd's AuthInfoFromTLS: the caller's user when it sends no token).  No
+ * client can send it: the transport answers it itself, never from the
+ * request's headers (api/done.c, api/stream.c; the gateway, as etcd's,
+ * gives none). */
+#define SVC_META_PEER_CN ":peer-cn"
 struct svc_done {
     svc_done_fn fn; /* called exactly once */
     void *ctx;      /* passed to fn, untouched */

@@ -132,6 +132,23 @@ static void test_checks(void **state)
                      ERR_AUTH_PERMISSION_DENIED);
     assert_int_equal(check(as, "gone", "/p/1", NULL, 0, AUTH_READ),
                      ERR_AUTH_PERMISSION_DENIED);
+    /* an empty or inverted range is checked as its key alone (etcd's
+     * interval tree; test_differential_auth) */
+    assert_int_equal(check(as, "u", "/p/1", "/p/1", 4, AUTH_READ), 0);
+    assert_int_equal(check(as, "u", "/p/1", "/a", 2, AUTH_READ), 0);
+    assert_int_equal(check(as, "u", "/q", "/a", 2, AUTH_READ),
+                     ERR_AUTH_PERMISSION_DENIED);
+    assert_int_equal(check(as, "u", "/q", "/q", 2, AUTH_READ),
+                     ERR_AUTH_PERMISSION_DENIED);
+    /* an empty key begins at the lowest key: a watch of every key (key "",
+     * end "\0") needs every key, even with a from-key permission */
+    assert_int_equal(check(as, "u", "", "\0", 1, AUTH_READ),
+                     ERR_AUTH_PERMISSION_DENIED);
+    assert_int_equal(check(as, "u", "", "/p0", 3, AUTH_READ),
+                     ERR_AUTH_PERMISSION_DENIED);
+    assert_int_equal(check(as, "u", "", NULL, 0, AUTH_READ),
+                     ERR_AUTH_PERMISSION_DENIED);
+    assert_int_equal(check(as, "root", "", "\0", 1, AUTH_READ), 0);
     /* a change after the token was checked: old revision */
     assert_int_equal(auth_role_add(as, "other"), 0);
     assert_int_equal(auth_check_range(as, "u", rev, (const uint8_t *)"/p/1", 4,

@@ -734,6 +734,59 @@ static void test_lease_keys(void **state)
     assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 2);
 }
 
+/* Collects the keys mvcc_batch_lease_keys lists (one byte each here);
+ * stops with ERR_AUTH_PERMISSION_DENIED at 'x', as the auth check does. */
+struct seen_keys {
+    char keys[8];
+    int n;
+};
+
+static int seen_key(void *arg, const uint8_t *key, size_t key_len)
+{
+    struct seen_keys *sk = arg;
+    assert_int_equal(key_len, 1);
+    assert_true(sk->n < (int)sizeof sk->keys);
+    sk->keys[sk->n++] = (char)key[0];
+    return key[0] == 'x' ? ERR_AUTH_PERMISSION_DENIED : 0;
+}
+
+/* The keys a revoke applied now would delete, the batch's own writes
+ * included: a key attached earlier in the batch counts, one detached or
+ * deleted earlier in it does not; fn's error stops the walk and leaves
+ * the batch healthy. */
+static void test_batch_lease_keys(void **state)
+{
+    struct fixture *f = *state;
+    put(f->s, "a", "1", 5);
+    put(f->s, "b", "1", 5);
+    struct mvcc_batch *b;
+    struct mvcc_kv prev;
+    int64_t n;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "c", 1, "1", 1, 5, 0, &prev), 0);
+    assert_int_equal(mvcc_txn_put(t, "b", 1, "2", 1, 0, 0, &prev), 0);
+    mvcc_txn_end(t);
+    t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_delete_range(t, "a", 1, NULL, 0, &n, NULL), 0);
+    mvcc_txn_end(t);
+    struct seen_keys sk = {0};
+    assert_int_equal(mvcc_batch_lease_keys(b, 5, seen_key, &sk), 0);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.keys[0], 'c');
+    t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "x", 1, "1", 1, 5, 0, &prev), 0);
+    mvcc_txn_end(t);
+    sk.n = 0;
+    assert_int_equal(mvcc_batch_lease_keys(b, 5, seen_key, &sk),
+                     ERR_AUTH_PERMISSION_DENIED);
+    assert_int_equal(sk.n, 2); /* c, then x stopped it */
+    sk.n = 0;
+    assert_int_equal(mvcc_batch_lease_keys(b, 6, seen_key, &sk), 0);
+    assert_int_equal(sk.n, 0);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0); /* not poisoned */
+}
+
 /* --- long keys (longer than LMDB's key limit) -------------------------- */
 
 static char lk1[150001], lk2[1024], lk3[1024], ls1[1024];
@@ -922,6 +975,11 @@ static void test_long_keys_history(void **state)
     mvcc_read_end(r);
     assert_int_equal(kvl_entries(f), 5);
     assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    /* the batch's walk (the auth applier's) sees the same long keys */
+    struct lk_seen bseen = {0};
+    assert_int_equal(mvcc_batch_lease_keys(b, 9, lk_key, &bseen), 0);
+    assert_int_equal(bseen.n, 2);
+    assert_int_equal(bseen.lens[0] + bseen.lens[1], n2 + n3);
     struct mvcc_txn *t = mvcc_txn_begin(b);
     assert_int_equal(mvcc_txn_delete_lease(t, 9, &n), 0); /* 7 */
     assert_int_equal(n, 2);
@@ -1679,6 +1737,7 @@ int main(void)
         T(test_consistent_index_persisted),
         T(test_events),
         T(test_lease_keys),
+        T(test_batch_lease_keys),
         T(test_long_keys_ranges),
         T(test_long_keys_history),
         T(test_compaction_keeps_delete_at_rev),
