@@ -7,9 +7,11 @@ time out.  Method: for each round and each server (alternating, fresh data
 dir each, free ports), put N keys of VAL bytes under a prefix in Txns of
 TXN puts (over gRPC, one client), wait SETTLE seconds (the house thread's
 map trim, if any, happens meanwhile), then time one DeleteRange of the
-prefix; repeat the load+delete LOOPS times on the same member (the store
-then reuses freed pages, as a long-lived member does).  Prints one line per
-delete and the medians; also the server's RSS after the load.
+prefix; repeat the load+delete LOOPS times on the same member (each loop
+adds its keys' dead versions under the prefix).  Prints one line per
+delete with the server's CPU time (utime + stime) and page faults
+(/proc/PID/stat) during it, the server's RSS after the load, and the
+medians.  --cetcd can name another build (before/after comparisons).
 
     python3 bench/bigdel.py [--cetcd build/cetcd] [--etcd /usr/bin/etcd]
         [--keys 10000] [--val 1024] [--key-len 16] [--rounds 3] [--loops 3]
@@ -83,6 +85,13 @@ class Member:
                     return int(line.split()[1])
         return 0
 
+    def cpu_faults(self):
+        """(CPU seconds, page faults) of the server process so far."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        hz = os.sysconf("SC_CLK_TCK")
+        return (int(st[11]) + int(st[12])) / hz, int(st[7]) + int(st[9])
+
     def close(self):
         self.ch.close()
         self.proc.terminate()
@@ -129,13 +138,18 @@ def one(name, binary, a, out):
     m = Member(binary)
     try:
         for loop in range(a.loops):
+            c0, _ = m.cpu_faults()
             lt = load(m, a.keys, a.val, a.key_len, a.txn, loop)
             time.sleep(a.settle)
             rss = m.rss_kb()
+            c1, f1 = m.cpu_faults()
             dt = delete(m, a.keys)
-            print("%s loop %d: load %.3f s, rss %d KiB, delete %.3f s" %
-                  (name, loop, lt, rss, dt), flush=True)
-            out.setdefault(name, []).append((lt, dt))
+            c2, f2 = m.cpu_faults()
+            print("%s loop %d: load %.3f s (server CPU %.2f s), rss %d KiB, "
+                  "delete %.3f s (server CPU %.2f s, %d faults)" %
+                  (name, loop, lt, c1 - c0, rss, dt, c2 - c1, f2 - f1),
+                  flush=True)
+            out.setdefault(name, []).append((lt, dt, c2 - c1))
     finally:
         m.close()
 
@@ -160,11 +174,12 @@ def main():
                 one(name, binary, a, out)
     for name, rows in out.items():
         print("%s: load median %.3f s, delete median %.3f s (min %.3f, "
-              "max %.3f), delete/load %.3f" % (
-                  name, statistics.median(r[0] for r in rows),
-                  statistics.median(r[1] for r in rows),
-                  min(r[1] for r in rows), max(r[1] for r in rows),
-                  statistics.median(r[1] / r[0] for r in rows)))
+              "max %.3f), delete/load %.3f, delete server CPU median %.3f s"
+              % (name, statistics.median(r[0] for r in rows),
+                 statistics.median(r[1] for r in rows),
+                 min(r[1] for r in rows), max(r[1] for r in rows),
+                 statistics.median(r[1] / r[0] for r in rows),
+                 statistics.median(r[2] for r in rows)))
     return 0
 
 
