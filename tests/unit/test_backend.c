@@ -501,7 +501,9 @@ static void test_write_map_new_pages(void **state)
                       (unsigned long long)pages,
                       (unsigned long long)faults);
         assert_true(pages >= 2000);     /* 8 MB of values: new pages */
-        assert_true(faults < pages / 4); /* was about one per page */
+        /* Was about one per page.  Under ASan the shadow of the map's
+         * pages adds one fault per 8 pages written (348 here). */
+        assert_true(faults < pages / 4);
     }
     close(fd);
 }
