@@ -7,8 +7,10 @@
 set -u
 NAME=$1; BIN=$2; D=/tmp/m1m-$NAME; rm -rf $D; mkdir -p $D
 B=${BENCH_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/src/bench/cetcd-bench}
-EP=127.0.0.1:45379
-start() { $BIN --name m --data-dir $D/data --listen-client-urls http://$EP --advertise-client-urls http://$EP --listen-peer-urls http://127.0.0.1:45380 --initial-advertise-peer-urls http://127.0.0.1:45380 --initial-cluster m=http://127.0.0.1:45380 >> $D/log 2>&1 & echo $!; }
+# PORT and PEER_PORT pick the ports (defaults 45379 and 45380).
+PORT=${PORT:-45379}; PEER_PORT=${PEER_PORT:-45380}
+EP=127.0.0.1:$PORT
+start() { $BIN --name m --data-dir $D/data --listen-client-urls http://$EP --advertise-client-urls http://$EP --listen-peer-urls http://127.0.0.1:$PEER_PORT --initial-advertise-peer-urls http://127.0.0.1:$PEER_PORT --initial-cluster m=http://127.0.0.1:$PEER_PORT >> $D/log 2>&1 & echo $!; }
 P=$(start); sleep 2
 $B --endpoints $EP --conns 10 --clients 200 put --total 1000000 --key-size 16 --val-size 64 --key-space-size 1000000 --sequential-keys 2>&1 | grep RESULT | cut -c1-120
 sleep 3
@@ -19,9 +21,9 @@ kill -9 $P; sleep 1
 # that is not the server's), then starts the server and times it.
 P=$(/usr/bin/python3 - $EP "$D/log" "$D/restart" $BIN --name m --data-dir $D/data \
     --listen-client-urls http://$EP --advertise-client-urls http://$EP \
-    --listen-peer-urls http://127.0.0.1:45380 \
-    --initial-advertise-peer-urls http://127.0.0.1:45380 \
-    --initial-cluster m=http://127.0.0.1:45380 <<'PY'
+    --listen-peer-urls http://127.0.0.1:$PEER_PORT \
+    --initial-advertise-peer-urls http://127.0.0.1:$PEER_PORT \
+    --initial-cluster m=http://127.0.0.1:$PEER_PORT <<'PY'
 import grpc, subprocess, sys, time
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 ep, log, out, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
