@@ -531,7 +531,7 @@ static void populate(struct backend *be, size_t next_pgno)
         return;
     if (madvise((char *)be->map_addr + from, to - from,
                 MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
-        be->pop_ok = true; /* a kernel before 5.14: fault page by page */
+        be->pop_ok = false; /* a kernel before 5.14: fault page by page */
     be->pop_end = to;
 }
 
