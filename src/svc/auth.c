@@ -5,9 +5,9 @@
  * revision seen (svc__auth_stamp), and the auth applier checks it on
  * every member; a read is checked here (svc_auth_check_read).
  *
- * bcrypt runs on the caller's thread (an event loop: about 50-100 ms at
- * the default cost 10 per UserAdd, ChangePassword and Authenticate); etcd
- * runs it on the request's goroutine.
+ * bcrypt (about 50-100 ms at the default cost 10 per UserAdd,
+ * ChangePassword and Authenticate) runs on cetcd-slow, not on the event
+ * loop that decoded the request; etcd runs it on the request's goroutine.
  */
 #include "svc/svc.h"
 
@@ -18,6 +18,7 @@
 #include "svc/svc_int.h"
 #include "util/check.h"
 #include "util/err.h"
+#include "util/mem.h"
 
 /* The token metadata: etcd's "token", or "authorization" (its gateway). */
 static const char *token_of(struct svc_done done, size_t *len)
@@ -127,62 +128,75 @@ static void propose(struct server *s, Cetcdpb__InternalRequest *ir,
     server_propose(s, ir, on_applied, held);
 }
 
-static void user_add(struct server *s, const Etcdserverpb__AuthUserAddRequest *r,
-                     struct svc_done done)
+/* --- bcrypt, on cetcd-slow --------------------------------------------------
+ * A bcrypt hash or check holds a CPU for tens of milliseconds at the
+ * default cost (10): UserAdd, UserChangePassword and Authenticate run it on
+ * the server's slow runner (server_task_post_slow), never on the event
+ * loop that decoded the request (its other connections would wait), then
+ * propose from there.  The password is copied for the job and wiped
+ * before it is freed; only its hash goes into raft. */
+
+enum pw_kind { PW_USER_ADD, PW_CHANGE, PW_AUTHENTICATE };
+
+struct pw_job {
+    struct server_task task; /* on cetcd-slow */
+    struct server *s;
+    enum pw_kind kind;
+    bool hash_it;            /* UserAdd without no_password */
+    Authpb__UserAddOptions *options; /* UserAdd's, or NULL */
+    Authpb__UserAddOptions opts;     /* its copy (no_password only) */
+    struct svc_done *held;   /* the request's completion */
+    char *name;              /* copies (mem_malloc'd) */
+    char *password;
+    size_t password_len;
+};
+
+static void pass_on(void *ctx, int err, const ProtobufCMessage *reply)
+{
+    svc__done_take(ctx, err, reply);
+}
+
+static void pw_free(struct pw_job *j)
+{
+    if (j->password != NULL)
+        memset(j->password, 0, j->password_len);
+    mem_free(j->password);
+    mem_free(j->name);
+    mem_free(j);
+}
+
+/* pw_propose_user: UserAdd and UserChangePassword with hash (NULL:
+ * UserAdd with no_password). */
+static void pw_propose_user(struct pw_job *j, const char *hash,
+                            struct svc_done done)
 {
     Cetcdpb__AuthUserAddInternal q = CETCDPB__AUTH_USER_ADD_INTERNAL__INIT;
-    char hash[AUTH_HASH_MAX] = "";
-    q.name = r->name;
-    q.options = r->options;
-    if (r->name[0] == '\0') /* etcd refuses it at apply; no hash needed */
-        return done.fn(done.ctx, ERR_AUTH_USER_EMPTY, NULL);
-    if (r->options == NULL || !r->options->no_password) {
-        int rc = auth_password_hash(r->password, strlen(r->password),
-                                    server_bcrypt_cost(s), hash);
-        if (rc != 0)
-            return done.fn(done.ctx, rc, NULL);
+    q.name = j->name;
+    q.options = j->options;
+    if (hash != NULL)
         q.hashed_password = (ProtobufCBinaryData){strlen(hash),
                                                   (uint8_t *)hash};
+    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    if (j->kind == PW_USER_ADD) {
+        ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_ADD;
+        ir.auth_user_add = &q;
+    } else {
+        q.options = NULL;
+        ir.request_case =
+            CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_CHANGE_PASSWORD;
+        ir.auth_user_change_password = &q;
     }
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_ADD;
-    ir.auth_user_add = &q;
-    propose(s, &ir, done);
-    memset(hash, 0, sizeof hash);
+    propose(j->s, &ir, done);
 }
 
-static void user_password(struct server *s,
-                          const Etcdserverpb__AuthUserChangePasswordRequest *r,
-                          struct svc_done done)
+static void pw_authenticate(struct pw_job *j, struct svc_done done)
 {
-    Cetcdpb__AuthUserAddInternal q = CETCDPB__AUTH_USER_ADD_INTERNAL__INIT;
-    char hash[AUTH_HASH_MAX];
-    int rc = auth_password_hash(r->password, strlen(r->password),
-                                server_bcrypt_cost(s), hash);
-    if (rc != 0)
-        return done.fn(done.ctx, rc, NULL);
-    q.name = r->name;
-    q.hashed_password = (ProtobufCBinaryData){strlen(hash), (uint8_t *)hash};
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case =
-        CETCDPB__INTERNAL_REQUEST__REQUEST_AUTH_USER_CHANGE_PASSWORD;
-    ir.auth_user_change_password = &q;
-    propose(s, &ir, done);
-    memset(hash, 0, sizeof hash);
-}
-
-static void authenticate(struct server *s,
-                         const Etcdserverpb__AuthenticateRequest *r,
-                         struct svc_done done)
-{
-    struct auth_store *as = server_auth_store(s);
-    if (!auth_store_enabled(as))
-        return done.fn(done.ctx, ERR_AUTH_NOT_ENABLED, NULL);
+    struct auth_store *as = server_auth_store(j->s);
     char hash[AUTH_HASH_MAX];
     bool nopw = false;
-    int rc = auth_user_hash(as, r->name, hash, sizeof hash, &nopw);
+    int rc = auth_user_hash(as, j->name, hash, sizeof hash, &nopw);
     if (rc != 0 || nopw ||
-        !auth_password_check(r->password, strlen(r->password), hash))
+        !auth_password_check(j->password, j->password_len, hash))
         rc = ERR_AUTH_FAILED;
     memset(hash, 0, sizeof hash);
     char prefix[17];
@@ -191,12 +205,101 @@ static void authenticate(struct server *s,
     if (rc != 0)
         return done.fn(done.ctx, rc, NULL);
     Cetcdpb__AuthenticateInternal q = CETCDPB__AUTHENTICATE_INTERNAL__INIT;
-    q.name = r->name;
+    q.name = j->name;
     q.simple_token = prefix;
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_AUTHENTICATE;
     ir.authenticate = &q;
-    propose(s, &ir, done);
+    propose(j->s, &ir, done);
+}
+
+/* On cetcd-slow; stopping: the member is going away, no server call. */
+static void pw_run(struct server_task *t, bool stopping)
+{
+    struct pw_job *j = t->arg;
+    struct svc_done done = {pass_on, j->held, svc__done_metadata};
+    if (stopping) {
+        svc__done_take(j->held, ERR_STOPPED, NULL);
+    } else if (j->kind == PW_AUTHENTICATE) {
+        pw_authenticate(j, done);
+    } else if (!j->hash_it) {
+        pw_propose_user(j, NULL, done);
+    } else {
+        char hash[AUTH_HASH_MAX];
+        int rc = auth_password_hash(j->password, j->password_len,
+                                    server_bcrypt_cost(j->s), hash);
+        if (rc != 0)
+            svc__done_take(j->held, rc, NULL);
+        else
+            pw_propose_user(j, hash, done);
+        memset(hash, 0, sizeof hash);
+    }
+    pw_free(j);
+}
+
+static char *str_dup(const char *p)
+{
+    size_t n = strlen(p);
+    char *c = mem_malloc(n + 1);
+    if (c != NULL)
+        memcpy(c, p, n + 1);
+    return c;
+}
+
+/* pw_post hands the request to cetcd-slow, or answers ERR_NOMEM. */
+static void pw_post(struct server *s, enum pw_kind kind, const char *name,
+                    const char *password,
+                    const Authpb__UserAddOptions *options,
+                    struct svc_done done)
+{
+    struct pw_job *j = mem_calloc(1, sizeof(*j));
+    if (j == NULL)
+        return done.fn(done.ctx, ERR_NOMEM, NULL);
+    j->s = s;
+    j->kind = kind;
+    j->name = str_dup(name);
+    j->password = str_dup(password != NULL ? password : "");
+    j->password_len = password != NULL ? strlen(password) : 0;
+    j->hash_it = kind == PW_CHANGE ||
+                 (kind == PW_USER_ADD &&
+                  (options == NULL || !options->no_password));
+    if (options != NULL) { /* its one field: the request's memory goes */
+        j->opts = (Authpb__UserAddOptions)AUTHPB__USER_ADD_OPTIONS__INIT;
+        j->opts.no_password = options->no_password;
+        j->options = &j->opts;
+    }
+    j->held = j->name != NULL && j->password != NULL ? svc__done_dup(done)
+                                                     : NULL;
+    if (j->held == NULL) {
+        pw_free(j);
+        return done.fn(done.ctx, ERR_NOMEM, NULL);
+    }
+    j->task = (struct server_task){.fn = pw_run, .arg = j};
+    server_task_post_slow(s, &j->task);
+}
+
+static void user_add(struct server *s, const Etcdserverpb__AuthUserAddRequest *r,
+                     struct svc_done done)
+{
+    if (r->name[0] == '\0') /* etcd refuses it at apply; no hash needed */
+        return done.fn(done.ctx, ERR_AUTH_USER_EMPTY, NULL);
+    pw_post(s, PW_USER_ADD, r->name, r->password, r->options, done);
+}
+
+static void user_password(struct server *s,
+                          const Etcdserverpb__AuthUserChangePasswordRequest *r,
+                          struct svc_done done)
+{
+    pw_post(s, PW_CHANGE, r->name, r->password, NULL, done);
+}
+
+static void authenticate(struct server *s,
+                         const Etcdserverpb__AuthenticateRequest *r,
+                         struct svc_done done)
+{
+    if (!auth_store_enabled(server_auth_store(s)))
+        return done.fn(done.ctx, ERR_AUTH_NOT_ENABLED, NULL);
+    pw_post(s, PW_AUTHENTICATE, r->name, r->password, NULL, done);
 }
 
 /* The requests that go to raft as they are: descriptor -> oneof case. */

@@ -483,3 +483,38 @@ def test_nested_txn_checked(make_server):
     assert mine[0] == theirs[0] == "ok"
     assert theirs[1:] == ["ok", "/a/nested\nx\n"]  # etcd 3.4.23's hole
     assert mine[1:] == ["etcdserver: permission denied", ""]
+
+
+def test_bcrypt_does_not_hold_the_event_loop(make_server):
+    """bcrypt (a UserAdd at cost 14 takes a second or more) runs off the
+    event loop: requests on the same connection are answered meanwhile.
+    Before it moved to cetcd-slow, a Range on that connection waited for
+    the whole hash."""
+    import threading
+    import time
+    from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+    srv = make_server(extra_args=["--bcrypt-cost", "14"])
+    ch = srv.channel()  # one connection: one event loop serves both calls
+    kv, auth = rpc_pb2_grpc.KVStub(ch), rpc_pb2_grpc.AuthStub(ch)
+    kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"v"), timeout=10)
+    took = {}
+
+    def add():
+        t0 = time.monotonic()
+        auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="slow",
+                                                password="Sl0w-pw-1"),
+                     timeout=120)
+        took["add"] = time.monotonic() - t0
+
+    th = threading.Thread(target=add)
+    th.start()
+    time.sleep(0.05)
+    worst = 0.0
+    for _ in range(20):
+        t0 = time.monotonic()
+        kv.Range(rpc_pb2.RangeRequest(key=b"k", serializable=True),
+                 timeout=10)
+        worst = max(worst, time.monotonic() - t0)
+    th.join()
+    assert took["add"] > 0.5, took  # the hash really was slow
+    assert worst < took["add"] / 2, (worst, took)
