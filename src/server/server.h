@@ -55,6 +55,8 @@
  * - cetcd-task (task.c): posted tasks (server_task_post, "Tasks" below),
  *   holding no server lock: like an API thread it may propose, read and
  *   watch, and so run an inline raft pass.
+ * - cetcd-slow (task.c): tasks posted with server_task_post_slow (Hash,
+ *   HashKV, bcrypt), same rules as cetcd-task.
  * - cetcd-peer-call (peer/call.c): a forwarded promotion's answer
  *   (member_forward.c: re-queues its job, answers its waiter).
  * - cetcd-defrag (defrag.c, one per Defragment run, joined by
