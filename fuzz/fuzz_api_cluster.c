@@ -17,6 +17,7 @@
  *   server_header_fill, server_status_get, server_hash_kv, server_hash,
  *   server_barrier_async        (they read raft and LMDB);
  *   server_task_post_slow       runs the task at once (Hash, HashKV);
+ *   rpc_call_peer_cn            no certificate CN (no TLS);
  *   peer_call                   records the forwarded call, whose reply
  *                               (status, details, bytes) comes from the
  *                               input.
@@ -137,6 +138,13 @@ const char *__wrap_rpc_call_metadata(const struct rpc_call *call,
     (void)key;
     if (len_out != NULL)
         *len_out = 0;
+    return NULL;
+}
+
+/* No TLS here: no client certificate names the caller. */
+const char *__wrap_rpc_call_peer_cn(const struct rpc_call *call)
+{
+    (void)call;
     return NULL;
 }
 
