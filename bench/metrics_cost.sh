@@ -10,8 +10,9 @@
 # normal build ("on") and that build ("off") alternating, ROUNDS rounds
 # (default 5), one fresh single member per run, under the Go client
 # (ebench, EBENCH_ARGS as ab.sh: put, 100 clients, 10 connections).  It
-# prints each run and, last, the median CPU per request of each and the
-# share of "on" that metrics take: (on - off) / on.
+# prints each run and, last, the median CPU per request of each, the
+# share of "on" that metrics take, (on - off) / on, and the mean of the
+# per-round differences with its standard error.
 # The counters kept before /metrics existed (raft and proposal counts the
 # server needs anyway) are in both builds; the off build removes what
 # /metrics added.
@@ -38,5 +39,13 @@ if not runs["on"] or not runs["off"]:
 on, off = statistics.median(runs["on"]), statistics.median(runs["off"])
 print("median cpu_us per request: on=%.2f off=%.2f  metrics share=%.1f %%"
       % (on, off, (on - off) / on * 100))
+# Rounds are pairs run back to back: the mean of the paired differences
+# and its standard error say what the noise allows to conclude.
+d = [a - b for a, b in zip(runs["on"], runs["off"])]
+if len(d) > 1:
+    m, se = statistics.mean(d), statistics.stdev(d) / len(d) ** 0.5
+    base = statistics.mean(runs["on"])
+    print("paired: on - off = %.2f +- %.2f us (%.1f %% +- %.1f %% of on)"
+          % (m, se, m / base * 100, se / base * 100))
 PY
 rm -f "$out"
