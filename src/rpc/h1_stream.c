@@ -46,18 +46,9 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     struct rpc_server *srv = c->loop->srv;
     if (!call->h1 || call->h1_v10)
         return ERR_UNSUPPORTED; /* HTTP/2; HTTP/1.0 has no chunks */
-    struct rpc_stream *s = mem_calloc(1, sizeof(*s));
+    struct rpc_stream *s = rpc__stream_alloc(c);
     if (s == NULL)
         return ERR_NOMEM;
-    s->q_limit = (size_t)srv->stream_queue;
-    s->q_cap = s->q_limit + RPC_STREAM_CTRL_RESERVE;
-    s->queue = mem_calloc(s->q_cap, sizeof(*s->queue));
-    if (s->queue == NULL) {
-        mem_free(s);
-        return ERR_NOMEM;
-    }
-    s->item.kind = RPC__KIND_STREAM;
-    s->conn = c;
     s->http = true;
     s->http_on_close = on_close;
     s->http_ctx = ctx;

@@ -46,16 +46,12 @@ static void maybe_free(struct rpc_stream *s)
         stream_free(s);
 }
 
-struct rpc_stream *rpc__stream_open(struct rpc_call *call)
+struct rpc_stream *rpc__stream_alloc(struct rpc__conn *c)
 {
-    struct rpc__conn *c = call->conn;
-    struct rpc_server *srv = c->loop->srv;
-    assert(call->state == RPC__CALL_READING && call->method != NULL);
-    assert(call->method->kind == RPC__METHOD_STREAM);
     struct rpc_stream *s = mem_calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
-    s->q_limit = (size_t)srv->stream_queue;
+    s->q_limit = (size_t)c->loop->srv->stream_queue;
     s->q_cap = s->q_limit + RPC_STREAM_CTRL_RESERVE;
     s->queue = mem_calloc(s->q_cap, sizeof(*s->queue));
     if (s->queue == NULL) {
@@ -64,6 +60,18 @@ struct rpc_stream *rpc__stream_open(struct rpc_call *call)
     }
     s->item.kind = RPC__KIND_STREAM;
     s->conn = c;
+    return s;
+}
+
+struct rpc_stream *rpc__stream_open(struct rpc_call *call)
+{
+    struct rpc__conn *c = call->conn;
+    struct rpc_server *srv = c->loop->srv;
+    assert(call->state == RPC__CALL_READING && call->method != NULL);
+    assert(call->method->kind == RPC__METHOD_STREAM);
+    struct rpc_stream *s = rpc__stream_alloc(c);
+    if (s == NULL)
+        return NULL;
     s->stream_id = call->stream_id;
     s->method = call->method;
     s->start_ns = metrics_now_ns();
