@@ -72,20 +72,6 @@ static int rm_rf(const char *dir)
     return 0;
 }
 
-/* path := n bytes of buf, fsynced (the dir is fsynced by the caller). */
-static int file_write(const char *path, const void *buf, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return err_from_errno(errno);
-    int rc = fs_write_all(fd, buf, n);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = err_from_errno(errno);
-    if (close(fd) != 0 && rc == 0)
-        rc = err_from_errno(errno);
-    return rc;
-}
-
 /* <tmp>/ids and <tmp>/seed (members_files.c's formats). */
 static int ids_seed_write(struct import *im)
 {
@@ -93,7 +79,7 @@ static int ids_seed_write(struct import *im)
     snprintf(path, sizeof path, "%s/ids", im->tmp);
     int n = snprintf(line, sizeof line, "%016" PRIx64 "%016" PRIx64 "\n",
                      im->node_id, im->cluster_id);
-    int rc = file_write(path, line, (size_t)n);
+    int rc = fs_write_file(path, line, (size_t)n);
     uint8_t *buf = mem_malloc(im->n_m * 4100 + 1);
     size_t used = 0;
     if (rc == 0 && buf == NULL)
@@ -107,7 +93,7 @@ static int ids_seed_write(struct import *im)
     }
     snprintf(path, sizeof path, "%s/seed", im->tmp);
     if (rc == 0)
-        rc = file_write(path, buf, used);
+        rc = fs_write_file(path, buf, used);
     mem_free(buf);
     return rc;
 }

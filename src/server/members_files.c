@@ -36,14 +36,7 @@ static int file_replace(const char *path, const void *buf, size_t n)
 {
     char tmp[4300], dir[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return err_from_errno(errno);
-    int rc = fs_write_all(fd, buf, n);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = err_from_errno(errno);
-    if (close(fd) != 0 && rc == 0)
-        rc = err_from_errno(errno);
+    int rc = fs_write_file(tmp, buf, n);
     if (rc == 0 && rename(tmp, path) != 0)
         rc = err_from_errno(errno);
     snprintf(dir, sizeof dir, "%s", path);

@@ -89,3 +89,16 @@ int fs_fsync_dir(const char *dir)
     close(fd);
     return rc;
 }
+
+int fs_write_file(const char *path, const void *buf, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return err_from_errno(errno);
+    int rc = fs_write_all(fd, buf, n);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = err_from_errno(errno);
+    if (close(fd) != 0 && rc == 0)
+        rc = err_from_errno(errno);
+    return rc;
+}

@@ -34,4 +34,10 @@ int fs_pread_all(int fd, void *buf, size_t n, uint64_t off);
  * mapped by err_from_errno. */
 int fs_fsync_dir(const char *dir);
 
+/* fs_write_file makes path (created 0600, truncated) hold the n bytes of
+ * buf and fsyncs it; the caller fsyncs the directory when the entry is
+ * new or renamed.  Errors: those of open, write, fsync and close mapped
+ * by err_from_errno. */
+int fs_write_file(const char *path, const void *buf, size_t n);
+
 #endif
