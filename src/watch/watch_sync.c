@@ -67,6 +67,15 @@ struct group {
     size_t n, cap;
     struct mvcc_event *out;    /* one watcher's response scratch */
     size_t out_cap;
+    /* The last selection of the current batch (select_for), reused by the
+     * next watcher with the same range, filters and prev_kv (the common
+     * case: many watchers on one prefix): memo is that watcher (NULL =
+     * none; cleared when it leaves the group), memo_i0 the batch index it
+     * selected from, memo_all whether it took the batch's whole tail,
+     * else memo_n events in out. */
+    const struct watch_watcher *memo;
+    size_t memo_i0, memo_n;
+    bool memo_all;
 };
 
 #define STOP 1 /* the callback's "budget reached" (not an ERR_*) */
@@ -209,12 +218,16 @@ static void release(struct watch_watcher *w)
 }
 
 /* by_next orders the group by next revision (qsort; the step's own
- * field, read without the hub lock). */
+ * field, read without the hub lock), then by range start. */
 static int by_next(const void *a, const void *b)
 {
-    mvcc_rev x = (*(struct watch_watcher *const *)a)->next_rev;
-    mvcc_rev y = (*(struct watch_watcher *const *)b)->next_rev;
-    return (x > y) - (x < y);
+    const struct watch_watcher *wa = *(struct watch_watcher *const *)a;
+    const struct watch_watcher *wb = *(struct watch_watcher *const *)b;
+    if (wa->next_rev != wb->next_rev)
+        return (wa->next_rev > wb->next_rev) - (wa->next_rev < wb->next_rev);
+    /* then by range start, so that watchers of one range sit together
+     * (select_for reuses a selection for the next watcher alike) */
+    return watch__cmp(wa->key, wa->key_len, wb->key, wb->key_len);
 }
 
 /* range_inf: w's range has no end (every key >= its key). */
@@ -285,13 +298,26 @@ static void plan(const struct group *g, struct mvcc_scan *sc,
     }
 }
 
-/* first_at: index of the batch's first event at or after rev. */
-static size_t first_at(const struct batch *b, mvcc_rev rev)
+/* same_selection: a and b pick the same events of any history (same
+ * range, filters and prev_kv). */
+static bool same_selection(const struct watch_watcher *a,
+                           const struct watch_watcher *b)
 {
-    size_t lo = 0, hi = b->n;
+    return a->key_len == b->key_len && a->end_len == b->end_len &&
+           a->end_inf == b->end_inf && a->filters == b->filters &&
+           a->prev_kv == b->prev_kv &&
+           memcmp(a->key, b->key, a->key_len) == 0 &&
+           (a->end_len == 0 || memcmp(a->end, b->end, a->end_len) == 0);
+}
+
+/* first_at_in: index of the first of evs[0..n) at or after rev. */
+static size_t first_at_in(const struct mvcc_event *evs, size_t n,
+                          mvcc_rev rev)
+{
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (b->evs[mid].kv.mod_rev < rev)
+        if (evs[mid].kv.mod_rev < rev)
             lo = mid + 1;
         else
             hi = mid;
@@ -307,12 +333,28 @@ static bool matches(const struct watch_watcher *w, const struct mvcc_event *ev)
 
 /* select_for picks w's events of the batch (hub lock not held): the
  * batch's own tail when w takes all of it as it is, else copies in
- * g->out.  ERR_NOMEM. */
+ * g->out.  The group is in next-revision order, so a watcher that selects
+ * like the previous one (same_selection) starts at or after it and takes
+ * the tail of the previous selection: no key is compared again (with 10k
+ * watchers on one prefix the comparisons were a tenth of the catch-up's
+ * CPU).  ERR_NOMEM. */
 static int select_for(struct group *g, const struct batch *b,
                       const struct watch_watcher *w,
                       const struct mvcc_event **evs_out, size_t *n_out)
 {
-    size_t i0 = first_at(b, w->next_rev), n = 0;
+    size_t i0 = first_at_in(b->evs, b->n, w->next_rev), n = 0;
+    if (g->memo != NULL && i0 >= g->memo_i0 && same_selection(g->memo, w)) {
+        if (g->memo_all) {
+            *evs_out = i0 == 0 ? b->evs : b->evs + i0;
+            *n_out = b->n - i0;
+        } else {
+            size_t j = first_at_in(g->out, g->memo_n, w->next_rev);
+            *evs_out = g->out + j;
+            *n_out = g->memo_n - j;
+        }
+        return 0;
+    }
+    g->memo = NULL;
     bool all = w->prev_kv || !b->has_prev;
     for (size_t i = i0; all && i < b->n; i++)
         all = matches(w, &b->evs[i]);
@@ -320,6 +362,9 @@ static int select_for(struct group *g, const struct batch *b,
         /* an empty batch may have no array (NULL + 0 is undefined) */
         *evs_out = i0 == 0 ? b->evs : b->evs + i0;
         *n_out = b->n - i0;
+        g->memo = w;
+        g->memo_i0 = i0;
+        g->memo_all = true;
         return 0;
     }
     if (g->out_cap < b->n) { /* (mem_grow doubles once: not enough) */
@@ -339,6 +384,10 @@ static int select_for(struct group *g, const struct batch *b,
     }
     *evs_out = g->out;
     *n_out = n;
+    g->memo = w;
+    g->memo_i0 = i0;
+    g->memo_n = n;
+    g->memo_all = false;
     return 0;
 }
 
@@ -364,6 +413,7 @@ static void deliver(struct watch_hub *h, struct group *g,
                     const struct batch *b, mvcc_rev next, mvcc_rev snap)
 {
     size_t keep = 0;
+    g->memo = NULL; /* a new batch */
     for (size_t i = 0; i < g->n; i++) {
         struct watch_watcher *w = g->ws[i];
         const struct mvcc_event *evs = NULL;
@@ -385,9 +435,11 @@ static void deliver(struct watch_hub *h, struct group *g,
                 out = w->synced || next > snap;
             }
         }
-        if (out)
+        if (out) {
+            if (g->memo == w)
+                g->memo = NULL; /* w may be freed */
             release(w);
-        else
+        } else
             g->ws[keep++] = w;
         pthread_mutex_unlock(&h->mu);
     }

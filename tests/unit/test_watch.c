@@ -904,6 +904,36 @@ static void test_shared_catch_up(void **state)
     size_t spread = reads_to_sync(f);
     assert_true(spread <= 5 + 2);
     assert_int_equal(watch_hub_unsynced(f->h), 0);
+    /* Watchers alike (one key, same filters) from spread start revisions
+     * and interleaved in creation with unlike ones: each takes the tail of
+     * the selection made for the one before it (select_for's reuse), and
+     * still gets exactly its own events. */
+    int64_t same[200];
+    for (int i = 0; i < 200; i++) {
+        mvcc_rev start = 2 + (i * 7) % 45;
+        same[i] = watch_on(f->st, 0, "p/03", NULL, 0, start,
+                           i % 4 == 0 ? WATCH_FILTER_NOPUT : 0, i % 2);
+        watch_on(f->st, 0, i % 3 ? "p/04" : "p/", i % 3 ? NULL : "p0",
+                 i % 3 ? 0 : 2, start, 0, false);
+    }
+    sync_all(f);
+    assert_int_equal(watch_hub_unsynced(f->h), 0);
+    for (int i = 0; i < 200; i++) {
+        struct rec *r = rec_of(f, same[i]);
+        mvcc_rev start = 2 + (i * 7) % 45;
+        size_t want = 0;
+        for (mvcc_rev rev = start; rev <= 51; rev++)
+            want += (rev - 2) % 7 == 3 && i % 4 != 0;
+        assert_int_equal(r->n, want);
+        for (size_t j = 0; j < r->n; j++) {
+            assert_true(r->evs[j].mod_rev >= start);
+            assert_int_equal((r->evs[j].mod_rev - 2) % 7, 3);
+            assert_int_equal(r->evs[j].has_prev,
+                             i % 2 == 1 && r->evs[j].mod_rev >= 9);
+            if (j > 0)
+                assert_true(r->evs[j].mod_rev > r->evs[j - 1].mod_rev);
+        }
+    }
 }
 
 /* A batch of a few hundred events of which a watcher takes only some
