@@ -383,6 +383,13 @@ static struct watch_watcher *watcher_new(const struct watch_create *req,
     w->prev_kv = req->prev_kv;
     w->progress_notify = req->progress_notify;
     w->fragment = req->fragment;
+    uint32_t x = 2166136261u; /* FNV-1a over key, end and flags */
+    for (size_t i = 0; i < w->key_len + end_len; i++)
+        x = (x ^ w->bytes[i]) * 16777619u;
+    x = (x ^ (uint32_t)w->key_len) * 16777619u;
+    x = (x ^ (w->filters | (unsigned)inf << 4 | (unsigned)w->prev_kv << 5)) *
+        16777619u;
+    w->sel_hash = x;
     return w;
 }
 

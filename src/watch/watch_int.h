@@ -37,6 +37,8 @@ struct watch_watcher {
     bool sent;                 /* got events since the last tick */
     bool busy;                 /* the sync step reads for it unlocked */
     bool dead;                 /* removed while busy; the step frees it */
+    bool gmember;              /* synced, chained behind a head of the same
+                                  range (not in the hash table or treap) */
     bool retired;              /* canceled by compaction: in no group, its
                                   id kept until the client cancels it or
                                   the stream closes (etcd 3.4 keeps it) */
@@ -58,8 +60,16 @@ struct watch_watcher {
         struct {
             struct watch_watcher *unext, *uprev; /* the unsynced list */
         };
+        struct watch_watcher *gprev; /* a synced group member: the one
+                                        before it (head or member) */
     };
+    struct watch_watcher *gnext; /* synced: the next watcher of the same
+                                    range (the index holds one head per
+                                    range, its members chained here) */
     uint32_t prio;             /* treap heap priority */
+    uint32_t sel_hash;         /* hash of what selects its events (range,
+                                  end_inf, filters, prev_kv): the catch-up
+                                  sorts alike watchers together by it */
     struct watch_watcher *inext; /* id table chain */
     struct watch_watcher *snext, *sprev; /* the stream's watcher list */
     uint8_t bytes[];           /* key_len + end_len bytes: key, then end */
@@ -98,7 +108,7 @@ struct watch_hub {
     struct watch_watcher *unsynced; /* unsynced list head (round robin) */
     struct watch_watcher **keys;   /* key hash buckets (synced, single) */
     size_t n_keys_buckets;         /* power of two */
-    size_t n_keys;                 /* watchers in keys */
+    size_t n_keys;                 /* heads in keys (one per key) */
     struct watch_watcher *ranges;  /* treap root (synced ranges) */
     struct watch_watcher **ids;    /* id table buckets */
     size_t n_ids_buckets;          /* power of two */

@@ -69,11 +69,16 @@ struct group {
     size_t out_cap;
     /* The last selection of the current batch (select_for), reused by the
      * next watcher with the same range, filters and prev_kv (the common
-     * case: many watchers on one prefix): memo is that watcher (NULL =
-     * none; cleared when it leaves the group), memo_i0 the batch index it
-     * selected from, memo_all whether it took the batch's whole tail,
-     * else memo_n events in out. */
-    const struct watch_watcher *memo;
+     * case: many watchers on one prefix).  What selects is copied (the
+     * watcher may leave the group and be freed): key and end bytes in mk
+     * (mk_cap allocated), their lengths, end_inf, filters, prev_kv.
+     * memo_i0 is the batch index it selected from, memo_all whether it
+     * took the batch's whole tail, else memo_n events in out. */
+    bool memo;                 /* a selection is remembered */
+    uint8_t *mk;
+    size_t mk_cap, mkey_len, mend_len;
+    bool mend_inf, mprev;
+    unsigned mfilters;
     size_t memo_i0, memo_n;
     bool memo_all;
 };
@@ -218,16 +223,17 @@ static void release(struct watch_watcher *w)
 }
 
 /* by_next orders the group by next revision (qsort; the step's own
- * field, read without the hub lock), then by range start. */
+ * field, read without the hub lock), then by selection hash. */
 static int by_next(const void *a, const void *b)
 {
     const struct watch_watcher *wa = *(struct watch_watcher *const *)a;
     const struct watch_watcher *wb = *(struct watch_watcher *const *)b;
     if (wa->next_rev != wb->next_rev)
         return (wa->next_rev > wb->next_rev) - (wa->next_rev < wb->next_rev);
-    /* then by range start, so that watchers of one range sit together
-     * (select_for reuses a selection for the next watcher alike) */
-    return watch__cmp(wa->key, wa->key_len, wb->key, wb->key_len);
+    /* then by selection hash, so that alike watchers sit together
+     * (select_for reuses a selection for the next watcher alike; a hash
+     * collision only interleaves two kinds) */
+    return (wa->sel_hash > wb->sel_hash) - (wa->sel_hash < wb->sel_hash);
 }
 
 /* range_inf: w's range has no end (every key >= its key). */
@@ -298,16 +304,45 @@ static void plan(const struct group *g, struct mvcc_scan *sc,
     }
 }
 
-/* same_selection: a and b pick the same events of any history (same
- * range, filters and prev_kv). */
-static bool same_selection(const struct watch_watcher *a,
-                           const struct watch_watcher *b)
+/* same_selection: w picks the events the remembered selection picked
+ * from any history (same range, filters and prev_kv). */
+static bool same_selection(const struct group *g,
+                           const struct watch_watcher *w)
 {
-    return a->key_len == b->key_len && a->end_len == b->end_len &&
-           a->end_inf == b->end_inf && a->filters == b->filters &&
-           a->prev_kv == b->prev_kv &&
-           memcmp(a->key, b->key, a->key_len) == 0 &&
-           (a->end_len == 0 || memcmp(a->end, b->end, a->end_len) == 0);
+    return g->memo && w->key_len == g->mkey_len &&
+           w->end_len == g->mend_len && w->end_inf == g->mend_inf &&
+           w->filters == g->mfilters && w->prev_kv == g->mprev &&
+           memcmp(w->key, g->mk, w->key_len) == 0 &&
+           (w->end_len == 0 ||
+            memcmp(w->end, g->mk + w->key_len, w->end_len) == 0);
+}
+
+/* remember copies what makes w's selection (a failed copy remembers
+ * nothing: the next watcher selects on its own). */
+static void remember(struct group *g, const struct watch_watcher *w,
+                     size_t i0, bool all, size_t n)
+{
+    size_t need = w->key_len + w->end_len;
+    g->memo = false;
+    if (g->mk_cap < need) {
+        uint8_t *p = mem_realloc(g->mk, need);
+        if (p == NULL)
+            return;
+        g->mk = p;
+        g->mk_cap = need;
+    }
+    memcpy(g->mk, w->key, w->key_len);
+    if (w->end_len > 0)
+        memcpy(g->mk + w->key_len, w->end, w->end_len);
+    g->mkey_len = w->key_len;
+    g->mend_len = w->end_len;
+    g->mend_inf = w->end_inf;
+    g->mfilters = w->filters;
+    g->mprev = w->prev_kv;
+    g->memo_i0 = i0;
+    g->memo_all = all;
+    g->memo_n = n;
+    g->memo = true;
 }
 
 /* first_at_in: index of the first of evs[0..n) at or after rev. */
@@ -343,7 +378,7 @@ static int select_for(struct group *g, const struct batch *b,
                       const struct mvcc_event **evs_out, size_t *n_out)
 {
     size_t i0 = first_at_in(b->evs, b->n, w->next_rev), n = 0;
-    if (g->memo != NULL && i0 >= g->memo_i0 && same_selection(g->memo, w)) {
+    if (i0 >= g->memo_i0 && same_selection(g, w)) {
         if (g->memo_all) {
             *evs_out = i0 == 0 ? b->evs : b->evs + i0;
             *n_out = b->n - i0;
@@ -354,7 +389,7 @@ static int select_for(struct group *g, const struct batch *b,
         }
         return 0;
     }
-    g->memo = NULL;
+    g->memo = false;
     bool all = w->prev_kv || !b->has_prev;
     for (size_t i = i0; all && i < b->n; i++)
         all = matches(w, &b->evs[i]);
@@ -362,9 +397,7 @@ static int select_for(struct group *g, const struct batch *b,
         /* an empty batch may have no array (NULL + 0 is undefined) */
         *evs_out = i0 == 0 ? b->evs : b->evs + i0;
         *n_out = b->n - i0;
-        g->memo = w;
-        g->memo_i0 = i0;
-        g->memo_all = true;
+        remember(g, w, i0, true, 0);
         return 0;
     }
     if (g->out_cap < b->n) { /* (mem_grow doubles once: not enough) */
@@ -384,10 +417,7 @@ static int select_for(struct group *g, const struct batch *b,
     }
     *evs_out = g->out;
     *n_out = n;
-    g->memo = w;
-    g->memo_i0 = i0;
-    g->memo_n = n;
-    g->memo_all = false;
+    remember(g, w, i0, false, n);
     return 0;
 }
 
@@ -413,7 +443,7 @@ static void deliver(struct watch_hub *h, struct group *g,
                     const struct batch *b, mvcc_rev next, mvcc_rev snap)
 {
     size_t keep = 0;
-    g->memo = NULL; /* a new batch */
+    g->memo = false; /* a new batch */
     for (size_t i = 0; i < g->n; i++) {
         struct watch_watcher *w = g->ws[i];
         const struct mvcc_event *evs = NULL;
@@ -435,11 +465,9 @@ static void deliver(struct watch_hub *h, struct group *g,
                 out = w->synced || next > snap;
             }
         }
-        if (out) {
-            if (g->memo == w)
-                g->memo = NULL; /* w may be freed */
+        if (out)
             release(w);
-        } else
+        else
             g->ws[keep++] = w;
         pthread_mutex_unlock(&h->mu);
     }
@@ -533,6 +561,7 @@ int watch_hub_sync_step(struct watch_hub *h, bool *more_out)
     pthread_mutex_unlock(&h->mu);
     mem_free(g.ws);
     mem_free(g.out);
+    mem_free(g.mk);
     mvcc_read_end(r);
     pthread_mutex_unlock(&h->sync_mu);
     return rc;
