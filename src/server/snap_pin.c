@@ -57,6 +57,18 @@
  * much, or by PIN_GROW_DIV-th of its size, since the last one. */
 #define PIN_GROW_MIN ((uint64_t)4 << 20)
 #define PIN_GROW_DIV 64u
+/* ... and once PIN_INTERVAL_MS passed since the pin became durable with
+ * anything applied after it.  Growth alone is a ratchet: every copy-on-
+ * write page of a txn is a new page while the pin is held (the hot pages
+ * of each tree are copied at every commit), the pages freed under one pin
+ * are reused only after the next is durable, and a pin asked for growth
+ * only comes after the file grew again; so under a steady load the file
+ * grew by at least PIN_GROW_MIN per pin, to 4x the pages in use with 100k
+ * leases (docs/BENCHMARKS.md "The data dir's size").  A pin a second
+ * bounds what is held to a few seconds of writes; it costs one fsync of
+ * the pages written meanwhile (written back once either way) and a pin
+ * file. */
+#define PIN_INTERVAL_MS 1000u
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -269,6 +281,7 @@ static void promote(struct server *s, struct backend_pin *p, uint64_t index,
     sn->pin = *p;
     sn->pin_index = index;
     sn->pin_bytes = bytes;
+    sn->pin_ms = server__clock_ms(s);
     pthread_mutex_unlock(&sn->mu);
     memset(p, 0, sizeof *p);
     (void)pin_files_remove(s, index);
@@ -371,14 +384,19 @@ bool server__pin_grown(struct server *s)
 {
     struct server_snap *sn = &s->snap;
     pthread_mutex_lock(&sn->mu);
-    uint64_t at = sn->pin_bytes;
+    uint64_t at = sn->pin_bytes, index = sn->pin_index, ms = sn->pin_ms;
     bool has = sn->pin.txn != NULL;
     pthread_mutex_unlock(&sn->mu);
+    if (!has)
+        return false;
+    if (mvcc_consistent_index(s->mvcc) > index &&
+        server__clock_ms(s) >= ms + PIN_INTERVAL_MS)
+        return true;
     uint64_t now = backend_file_bytes(s->be);
     uint64_t grow = at / PIN_GROW_DIV;
     if (grow < PIN_GROW_MIN)
         grow = PIN_GROW_MIN;
-    return has && now > at + grow;
+    return now > at + grow;
 }
 
 /* --- restoring after a power loss ----------------------------------------- */
