@@ -51,6 +51,7 @@ struct backend {
     int fd;                /* the data file (write_map) */
     uint64_t page_size;    /* the store's page size */
     uint64_t map_size;     /* the map's size (the file's, with write_map) */
+    _Atomic uint64_t last_txnid; /* the last committed write txn's id */
     _Atomic uint64_t extent; /* bytes up to the last committed txn's last
                               page: see extent_update */
     uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
@@ -483,6 +484,11 @@ static uint64_t ahead_want(uint64_t used)
     if (t > AHEAD_BYTES)
         t = AHEAD_BYTES;
     return t < 2 * LOW_BYTES ? 2 * LOW_BYTES : t;
+}
+
+uint64_t backend_ahead_bytes(uint64_t data_bytes)
+{
+    return ahead_want(data_bytes);
 }
 
 /* ahead_target is ahead_want, but no more than half the disk's free
@@ -927,6 +933,13 @@ static void extent_update(struct backend *be)
     be->map_size = info.me_mapsize;
     uint64_t pages = (uint64_t)info.me_last_pgno + 1;
     atomic_store(&be->extent, pages * be->page_size);
+    atomic_store(&be->last_txnid, (uint64_t)info.me_last_txnid);
+}
+
+uint64_t backend_txnid_last(struct backend *be)
+{
+    CHECK(be != NULL);
+    return atomic_load(&be->last_txnid);
 }
 
 uint64_t backend_map_bytes(struct backend *be)
