@@ -34,8 +34,8 @@
  *
  * Pinning (any member): every --snapshot-count applied entries, whenever
  * the store's file grew by max(4 MB, 1/64 of it) since the last pin, and
- * 250 ms after the last pin became durable once anything was applied
- * after it (pages freed while a pin is held cannot be reused, so the file
+ * 250 ms after the last pin became durable once 16 commits followed it
+ * (pages freed while a pin is held cannot be reused, so the file
  * grows by what is written between pins; snap_pin.c PIN_INTERVAL_MS says
  * why growth alone did not bound it), the raft thread asks
  * the worker for a pin at >= the applied index N.  The worker takes it in
