@@ -51,6 +51,7 @@ struct backend {
     int fd;                /* the data file (write_map) */
     uint64_t page_size;    /* the store's page size */
     uint64_t map_size;     /* the map's size (the file's, with write_map) */
+    _Atomic uint64_t last_txnid; /* the last committed write txn's id */
     _Atomic uint64_t extent; /* bytes up to the last committed txn's last
                               page: see extent_update */
     uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
@@ -117,6 +118,7 @@ static void jtouch(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len)
  * commit) if it cannot.  The txn's next page number is LMDB's
  * mt_next_pgno, read through the layout check of txn_layout_ok. */
 #define AHEAD_BYTES ((uint64_t)64 << 20)
+#define AHEAD_DIV 8u
 #define ALLOC_CHUNK ((uint64_t)1 << 20)
 /* Below this much allocated room, with the disk refusing more, the store
  * says it is low on space (backend_space_low): writes should stop before
@@ -471,14 +473,31 @@ static void low_update(struct backend *be, int rc)
         log_info("backend", "the store's disk has room again");
 }
 
-/* ahead_target is how far past the data to allocate: AHEAD_BYTES, but
- * no more than half the disk's free space (others share a small disk),
- * and never less than twice LOW_BYTES (a disk that cannot give that much
- * is full). */
+/* ahead_want is how far past `used` bytes of data to allocate: an
+ * AHEAD_DIV-th of the data, at most AHEAD_BYTES (the data dir's size is
+ * the store's plus this: 64 MiB ahead of a 30 MiB store was most of its
+ * data dir) and at least twice LOW_BYTES (room for a txn's value plus
+ * RESERVE_BYTES, and what the low mark is measured against). */
+static uint64_t ahead_want(uint64_t used)
+{
+    uint64_t t = used / AHEAD_DIV;
+    if (t > AHEAD_BYTES)
+        t = AHEAD_BYTES;
+    return t < 2 * LOW_BYTES ? 2 * LOW_BYTES : t;
+}
+
+uint64_t backend_ahead_bytes(uint64_t data_bytes)
+{
+    return ahead_want(data_bytes);
+}
+
+/* ahead_target is ahead_want, but no more than half the disk's free
+ * space (others share a small disk), and never less than twice LOW_BYTES
+ * (a disk that cannot give that much is full). */
 static uint64_t ahead_target(struct backend *be)
 {
     struct statvfs v;
-    uint64_t t = AHEAD_BYTES;
+    uint64_t t = ahead_want(atomic_load(&be->extent));
     if (fstatvfs(be->fd, &v) == 0 &&
         (uint64_t)v.f_bavail * v.f_frsize / 2 < t)
         t = (uint64_t)v.f_bavail * v.f_frsize / 2;
@@ -490,7 +509,8 @@ static uint64_t ahead_target(struct backend *be)
 static void alloc_ahead(struct backend *be)
 {
     uint64_t used = atomic_load(&be->extent);
-    if (be->ahead_end >= used + AHEAD_BYTES / 2 && !atomic_load(&be->low))
+    if (be->ahead_end >= used + ahead_want(used) / 2 &&
+        !atomic_load(&be->low))
         return;
     uint64_t t = ahead_target(be);
     if (be->ahead_end >= used + t / 2 && !atomic_load(&be->low))
@@ -913,6 +933,13 @@ static void extent_update(struct backend *be)
     be->map_size = info.me_mapsize;
     uint64_t pages = (uint64_t)info.me_last_pgno + 1;
     atomic_store(&be->extent, pages * be->page_size);
+    atomic_store(&be->last_txnid, (uint64_t)info.me_last_txnid);
+}
+
+uint64_t backend_txnid_last(struct backend *be)
+{
+    CHECK(be != NULL);
+    return atomic_load(&be->last_txnid);
 }
 
 uint64_t backend_map_bytes(struct backend *be)

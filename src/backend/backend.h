@@ -241,6 +241,17 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
  * apparent size: LMDB sizes the file to it at open). */
 uint64_t backend_map_bytes(struct backend *be);
 
+/* backend_ahead_bytes is how much a write_map store allocates ahead of
+ * data_bytes of data (an eighth, 16 to 64 MiB; less on a disk short of
+ * room): what a file made to become a store (a defragmented copy) can be
+ * given up front. */
+uint64_t backend_ahead_bytes(uint64_t data_bytes);
+
+/* backend_txnid_last is the id of the last committed write txn (LMDB's
+ * txn ids count commits; a read txn's id is the last commit it sees):
+ * cheap, any thread, as of the last commit on this handle or its open. */
+uint64_t backend_txnid_last(struct backend *be);
+
 /* backend_file_bytes is backend_size's total without its read txn: the
  * extent of the pages the last committed txn reaches (cheap; any thread). */
 uint64_t backend_file_bytes(struct backend *be);

@@ -77,8 +77,6 @@
 /* Free disk kept beyond the copy's size: the room the reopened store
  * allocates ahead (backend.c AHEAD_BYTES) and a margin. */
 #define DEFRAG_DISK_MARGIN ((uint64_t)80 << 20)
-/* What backend.c allocates ahead of the data (AHEAD_BYTES). */
-#define DEFRAG_AHEAD_BYTES ((uint64_t)64 << 20)
 
 /* One Defragment request waiting for its answer. */
 struct server_defrag_waiter {
@@ -150,7 +148,7 @@ static void journal_abort(struct server *s, uint64_t gen)
 
 /* Before the switch-over, the copy's file gets the size and the blocks
  * the reopened store gives it (LMDB sizes a write_map file to the map;
- * backend.c allocates 64 MiB ahead), synced: that metadata then costs no
+ * backend.c allocates backend_ahead_bytes ahead), synced: that metadata then costs no
  * fsync while requests wait.  Failures only move that cost back. */
 static void presize(struct server *s, struct backend *dst, const char *data)
 {
@@ -161,7 +159,7 @@ static void presize(struct server *s, struct backend *dst, const char *data)
     struct stat st;
     if (map > 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size < map)
         (void)ftruncate(fd, (off_t)map);
-    (void)fallocate(fd, 0, (off_t)end, (off_t)DEFRAG_AHEAD_BYTES);
+    (void)fallocate(fd, 0, (off_t)end, (off_t)backend_ahead_bytes(end));
     (void)fdatasync(fd);
     close(fd);
 }

@@ -118,6 +118,7 @@ struct server_snap {
     struct backend_pin pin;       /* its read txn and saved meta pages */
     uint64_t pin_index;           /* its consistent index (0: none) */
     uint64_t pin_bytes;           /* backend_file_bytes when it was taken */
+    uint64_t pin_ms;              /* server__clock_ms when it became durable */
     struct backend_pin pin_next;  /* under mu: the one the worker makes */
     uint64_t pin_gen;             /* under mu: bumped by server__pin_drop */
     /* Raft's newest snapshot: the newest durable pin, as of its index.
@@ -685,7 +686,9 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
 void server__pin_drop(struct server *s);
 /* server__pin_drop and removes every pin file (the store is replaced). */
 int server__pin_forget(struct server *s);
-/* Raft thread: the store's file grew enough since the pin for a new one. */
+/* Raft thread: a new pin is due: the store's file grew enough since the
+ * pin, or a second passed since it became durable and something was
+ * applied after it (snap_pin.c, PIN_INTERVAL_MS). */
 bool server__pin_grown(struct server *s);
 /* Rebuild: db_dir from the newest pin (see server__snap_rebuild).
  * ERR_NOTFOUND: no usable pin (logged when one was there). */

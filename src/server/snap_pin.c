@@ -57,6 +57,25 @@
  * much, or by PIN_GROW_DIV-th of its size, since the last one. */
 #define PIN_GROW_MIN ((uint64_t)4 << 20)
 #define PIN_GROW_DIV 64u
+/* ... and once PIN_INTERVAL_MS (cfg.pin_interval_ms) passed since the
+ * pin became durable with PIN_COMMITS_MIN commits after it.  Growth alone
+ * is a ratchet: every copy-on-write page of a txn is a new page while the
+ * pin is held (the hot pages of each tree are copied at every commit),
+ * the pages freed under one pin are reused only after the next is
+ * durable, and a pin asked for growth only comes after the file grew
+ * again; so under a steady load the file grew by at least PIN_GROW_MIN per
+ * pin, to 4x the pages in use with 100k leases (docs/BENCHMARKS.md "The
+ * data dir's size").  A pin every 250 ms bounds what is held to the
+ * writes of about two pins' fsyncs; each costs one fsync of the pages
+ * written meanwhile (written back once either way) and a pin file (three
+ * more fsyncs, on cetcd-snap). */
+#define PIN_INTERVAL_MS 250u /* default of cfg.pin_interval_ms */
+/* ... with at least this many commits since the pin: a trickle of writes
+ * (a put every few hundred ms) pins every few puts, not after each one.
+ * Kept small: under many clients a commit carries a batch of puts and
+ * copies many pages (128 let the file reach 4x its pages in use again in
+ * test_datadir.py). */
+#define PIN_COMMITS_MIN 16u
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -269,6 +288,7 @@ static void promote(struct server *s, struct backend_pin *p, uint64_t index,
     sn->pin = *p;
     sn->pin_index = index;
     sn->pin_bytes = bytes;
+    sn->pin_ms = server__clock_ms(s);
     pthread_mutex_unlock(&sn->mu);
     memset(p, 0, sizeof *p);
     (void)pin_files_remove(s, index);
@@ -371,14 +391,22 @@ bool server__pin_grown(struct server *s)
 {
     struct server_snap *sn = &s->snap;
     pthread_mutex_lock(&sn->mu);
-    uint64_t at = sn->pin_bytes;
+    uint64_t at = sn->pin_bytes, ms = sn->pin_ms, txnid = sn->pin.txnid;
     bool has = sn->pin.txn != NULL;
     pthread_mutex_unlock(&sn->mu);
+    if (!has)
+        return false;
+    uint64_t every = s->cfg.pin_interval_ms ? s->cfg.pin_interval_ms
+                                            : PIN_INTERVAL_MS;
+    uint64_t now_ms = server__clock_ms(s);
+    if (backend_txnid_last(s->be) >= txnid + PIN_COMMITS_MIN &&
+        now_ms >= ms && now_ms - ms >= every)
+        return true;
     uint64_t now = backend_file_bytes(s->be);
     uint64_t grow = at / PIN_GROW_DIV;
     if (grow < PIN_GROW_MIN)
         grow = PIN_GROW_MIN;
-    return has && now > at + grow;
+    return now > at + grow;
 }
 
 /* --- restoring after a power loss ----------------------------------------- */

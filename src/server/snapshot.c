@@ -32,10 +32,12 @@
  *                          left-overs are removed before reuse.
  * --max-snapshots is accepted and has nothing left to bound.
  *
- * Pinning (any member): every --snapshot-count applied entries, and
- * whenever the store's file grew by max(16 MB, 1/8 of it) since the last
- * pin (pages freed while a pin is held cannot be reused, so the file grows
- * by what is written between pins; this bounds it), the raft thread asks
+ * Pinning (any member): every --snapshot-count applied entries, whenever
+ * the store's file grew by max(4 MB, 1/64 of it) since the last pin, and
+ * 250 ms after the last pin became durable once 16 commits followed it
+ * (pages freed while a pin is held cannot be reused, so the file
+ * grows by what is written between pins; snap_pin.c PIN_INTERVAL_MS says
+ * why growth alone did not bound it), the raft thread asks
  * the worker for a pin at >= the applied index N.  The worker takes it in
  * a few microseconds under apply_mu (no write txn then), fsyncs the store
  * beside the running writer, waits until the pinned index C is applied
