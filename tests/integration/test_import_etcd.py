@@ -33,13 +33,13 @@ import pytest
 
 from conftest import ETCDCTL_BIN, Server
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+from common import etcdfill
 from common.servers import ETCD_BIN, against_etcd
 
 pytestmark = pytest.mark.skipif(
     against_etcd(), reason="cetcd's import of etcd's data (etcd starts on "
     "its own dir)")
 
-LEASES = (0x1234, 0x7000000000000001)
 PW = "rootpw"
 
 
@@ -87,36 +87,10 @@ def alice_writes(srv, key):
 
 
 def fill(srv):
-    """The history; returns the revision compacted at."""
-    kv = srv.kv()
-    lease = rpc_pb2_grpc.LeaseStub(srv.channel())
-    for lid in LEASES:
-        lease.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=900, ID=lid),
-                         timeout=10)
-    for i in range(300):
-        kv.Put(rpc_pb2.PutRequest(key=b"k%03d" % (i % 40),
-                                  value=b"v%d" % i), timeout=10)
-    kv.Txn(rpc_pb2.TxnRequest(success=[
-        rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
-            key=b"t%d" % j, value=b"x" * (j * 700))) for j in range(5)]),
-        timeout=10)
-    for i in range(0, 40, 3):
-        kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"k%03d" % i),
-                       timeout=10)
-    for j, lid in enumerate(LEASES):
-        kv.Put(rpc_pb2.PutRequest(key=b"leased%d" % j, value=b"l",
-                                  lease=lid), timeout=10)
-    kv.Put(rpc_pb2.PutRequest(key=b"leased-more", value=b"m",
-                              lease=LEASES[0]), timeout=10)
-    compact_at = srv.rev() - 20
-    kv.Compact(rpc_pb2.CompactionRequest(revision=compact_at, physical=True),
-               timeout=30)
-    for i in range(50):
-        kv.Put(rpc_pb2.PutRequest(key=b"k%03d" % (i % 7), value=b"after"),
-               timeout=10)
-    kv.Put(rpc_pb2.PutRequest(key=b"big", value=bytes(range(256)) * 80),
-           timeout=10)
-    kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"k001"), timeout=10)
+    """The shared history (common/etcdfill.py, with a second key on the
+    first lease), then users, roles and auth; returns the revision
+    compacted at."""
+    compact_at = etcdfill.fill(srv, leased_more=True)
     # users, roles, permissions, then auth on
     ctl(srv, "user", "add", "root:" + PW, user=False)
     ctl(srv, "user", "grant-role", "root", "root", user=False)
