@@ -347,6 +347,73 @@ static int snap_tool(const char *path)
     return 0;
 }
 
+/* etcd 3.5's shapes: walpb.Snapshot gains conf_state (field 3, a
+ * raftpb.ConfState), and ConfState its joint-consensus fields
+ * (voters_outgoing 3, learners_next 4, auto_leave 5); both are read as
+ * 3.4's, the new fields passed over. */
+static void test_35_shapes(void **state)
+{
+    (void)state;
+    /* walpb.Snapshot {1 index 42, 2 term 3, 3 conf_state {1 voters 5,
+     * 1 voters 6, 2 learners 7, 3 voters_outgoing 5, 5 auto_leave}} */
+    static const uint8_t rec[] = {1 << 3,     42, 2 << 3,     3,
+                                  3 << 3 | 2, 10, 1 << 3,     5,
+                                  1 << 3,     6,  2 << 3,     7,
+                                  3 << 3,     5,  5 << 3,     1};
+    struct etcdwal_snapshot sn;
+    assert_int_equal(etcdwal_snapshot_decode(rec, sizeof rec, &sn), 0);
+    assert_int_equal(sn.index, 42);
+    assert_int_equal(sn.term, 3);
+    /* the same record in a log, framed and chained */
+    struct wbuf *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    frame(w, ETCDWAL_CRC, NULL, 0);
+    frame(w, ETCDWAL_SNAPSHOT, rec, sizeof rec);
+    struct etcdwal_reader r = {0};
+    struct got g = {0};
+    assert_int_equal(etcdwal_read_mem(&r, "x.wal", w->p, w->len, true,
+                                      on_rec, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_false(r.torn);
+    free(w);
+    /* a snap file whose ConfState has the joint-consensus fields */
+    static const char store[] = "{\"Root\":{}}";
+    uint8_t md[64], raft[256], out[512];
+    size_t m = 0, k = 0, o = 0;
+    static const uint8_t cs[] = {1 << 3, 5, 1 << 3, 6, 3 << 3, 5,
+                                 4 << 3, 8, 5 << 3, 1};
+    md[m++] = 1 << 3 | 2;
+    md[m++] = sizeof cs;
+    memcpy(md + m, cs, sizeof cs);
+    m += sizeof cs;
+    md[m++] = 2 << 3;
+    md[m++] = 42;
+    md[m++] = 3 << 3;
+    md[m++] = 3;
+    raft[k++] = 1 << 3 | 2;
+    raft[k++] = (uint8_t)(sizeof store - 1);
+    memcpy(raft + k, store, sizeof store - 1);
+    k += sizeof store - 1;
+    raft[k++] = 2 << 3 | 2;
+    raft[k++] = (uint8_t)m;
+    memcpy(raft + k, md, m);
+    k += m;
+    out[o++] = 1 << 3;
+    o += put_varint(out + o, crc32c_extend(0, raft, k));
+    out[o++] = 2 << 3 | 2;
+    o += put_varint(out + o, k);
+    memcpy(out + o, raft, k);
+    o += k;
+    struct etcdwal_snap s;
+    char err[128];
+    assert_int_equal(etcdwal_snap_decode(out, o, &s, err, sizeof err), 0);
+    assert_int_equal(s.index, 42);
+    assert_int_equal(s.n_voters, 2);
+    assert_int_equal(s.voters[0], 5);
+    assert_int_equal(s.voters[1], 6);
+    assert_int_equal(s.n_learners, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "snap") == 0)
@@ -366,6 +433,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bitflips),
         cmocka_unit_test(test_last_record_flip_vs_tear),
         cmocka_unit_test(test_snap_file),
+        cmocka_unit_test(test_35_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
