@@ -199,6 +199,8 @@ static int wal_entries(struct import *im, struct wal *w,
     if (v == NULL)
         return ERR_NOMEM;
     int rc = 0;
+    /* the messages of a refused entry name etcd's WAL */
+    snprintf(im->path, sizeof im->path, "%s/wal", im->src);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const struct import_ent *e = &im->ents[first + i];
         uint8_t *d;
