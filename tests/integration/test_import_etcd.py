@@ -356,26 +356,24 @@ def pb_b(num, b):
     return pb_varint(num << 3 | 2) + pb_varint(len(b)) + b
 
 
+def pb_read_varint(b, i):
+    """(value, next index) of the varint at b[i]."""
+    v, n = 0, 0
+    while True:
+        x = b[i]
+        i += 1
+        v |= (x & 0x7F) << n
+        n += 7
+        if x < 0x80:
+            return v, i
+
+
 def pb_fields(b):
     """[(num, value)] of a message: ints for varints, bytes for bytes."""
     out, i = [], 0
     while i < len(b):
-        key, n = 0, 0
-        while True:
-            x = b[i]
-            i += 1
-            key |= (x & 0x7F) << n
-            n += 7
-            if x < 0x80:
-                break
-        v, n = 0, 0
-        while True:
-            x = b[i]
-            i += 1
-            v |= (x & 0x7F) << n
-            n += 7
-            if x < 0x80:
-                break
+        key, i = pb_read_varint(b, i)
+        v, i = pb_read_varint(b, i)
         if key & 7 == 2:
             out.append((key >> 3, bytes(b[i:i + v])))
             i += v

@@ -270,19 +270,17 @@ static int dump_rec(void *arg, const struct etcdwal_record *r)
     return 0;
 }
 
-/* A snap file: snappb{crc, raftpb.Snapshot{store, metadata{conf_state
- * {voters 5, 6}, index 42, term 3}}}. */
-static size_t snap_sample(uint8_t *out)
+/* A snap file: snappb{crc, raftpb.Snapshot{store, metadata{conf_state cs,
+ * index 42, term 3}}}. */
+static size_t snap_build(uint8_t *out, const uint8_t *cs, size_t cs_len)
 {
     static const char store[] = "{\"Root\":{}}";
     uint8_t raft[256], md[64];
     size_t m = 0, n = 0;
     md[m++] = 1 << 3 | 2;
-    md[m++] = 4;
-    md[m++] = 1 << 3;
-    md[m++] = 5;
-    md[m++] = 1 << 3;
-    md[m++] = 6;
+    md[m++] = (uint8_t)cs_len;
+    memcpy(md + m, cs, cs_len);
+    m += cs_len;
     md[m++] = 2 << 3;
     md[m++] = 42;
     md[m++] = 3 << 3;
@@ -302,6 +300,13 @@ static size_t snap_sample(uint8_t *out)
     k += put_varint(out + k, n);
     memcpy(out + k, raft, n);
     return k + n;
+}
+
+/* conf_state {voters 5, 6} */
+static size_t snap_sample(uint8_t *out)
+{
+    static const uint8_t cs[] = {1 << 3, 5, 1 << 3, 6};
+    return snap_build(out, cs, sizeof cs);
 }
 
 static void test_snap_file(void **state)
@@ -377,33 +382,10 @@ static void test_35_shapes(void **state)
     assert_false(r.torn);
     free(w);
     /* a snap file whose ConfState has the joint-consensus fields */
-    static const char store[] = "{\"Root\":{}}";
-    uint8_t md[64], raft[256], out[512];
-    size_t m = 0, k = 0, o = 0;
     static const uint8_t cs[] = {1 << 3, 5, 1 << 3, 6, 3 << 3, 5,
                                  4 << 3, 8, 5 << 3, 1};
-    md[m++] = 1 << 3 | 2;
-    md[m++] = sizeof cs;
-    memcpy(md + m, cs, sizeof cs);
-    m += sizeof cs;
-    md[m++] = 2 << 3;
-    md[m++] = 42;
-    md[m++] = 3 << 3;
-    md[m++] = 3;
-    raft[k++] = 1 << 3 | 2;
-    raft[k++] = (uint8_t)(sizeof store - 1);
-    memcpy(raft + k, store, sizeof store - 1);
-    k += sizeof store - 1;
-    raft[k++] = 2 << 3 | 2;
-    raft[k++] = (uint8_t)m;
-    memcpy(raft + k, md, m);
-    k += m;
-    out[o++] = 1 << 3;
-    o += put_varint(out + o, crc32c_extend(0, raft, k));
-    out[o++] = 2 << 3 | 2;
-    o += put_varint(out + o, k);
-    memcpy(out + o, raft, k);
-    o += k;
+    uint8_t out[512];
+    size_t o = snap_build(out, cs, sizeof cs);
     struct etcdwal_snap s;
     char err[128];
     assert_int_equal(etcdwal_snap_decode(out, o, &s, err, sizeof err), 0);
