@@ -9,7 +9,11 @@
  *                    (mvcc_batch_import), in revision order
  *   meta             consistent_index (u64 BE), scheduledCompactRev (a
  *                    revision key): the store's consistent index, then a
- *                    compaction at that revision (it keeps what etcd kept)
+ *                    compaction at that revision (it keeps what etcd kept);
+ *                    etcd 3.5's term (u64 BE, the term of the entry at the
+ *                    consistent index): used when the WAL does not tell it;
+ *                    3.5's confState (JSON), finishedCompactRev and 3.6's
+ *                    storageVersion: not read
  *   lease            id (u64 BE) -> leasepb.Lease {1 ID, 2 TTL,
  *                    3 RemainingTTL} -> cetcd's "lease" bucket
  *   auth             authEnabled (1 byte), authRevision (u64 BE)
@@ -20,7 +24,8 @@
  *                    and `etcdctl snapshot restore` leaves the old
  *                    cluster's members in the db
  *   alarm            etcdserverpb.AlarmMember -> cetcd's 12-byte key
- *   cluster          clusterVersion: cetcd reports its own version
+ *   cluster          clusterVersion, 3.5's downgrade: not read (cetcd
+ *                    reports its own version)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -82,6 +87,10 @@ static int on_meta(void *arg, const struct bbolt_entry *e)
         if (e->value_len != 8)
             return bad(im, e, "not 8 bytes");
         im->ci = be64(e->value);
+    } else if (key_is(e, "term")) {
+        if (e->value_len != 8)
+            return bad(im, e, "not 8 bytes");
+        im->db_term = be64(e->value);
     } else if (key_is(e, "scheduledCompactRev")) {
         if (e->value_len < 8)
             return bad(im, e, "not a revision");

@@ -199,6 +199,8 @@ static int wal_entries(struct import *im, struct wal *w,
     if (v == NULL)
         return ERR_NOMEM;
     int rc = 0;
+    /* the messages of a refused entry name etcd's WAL */
+    snprintf(im->path, sizeof im->path, "%s/wal", im->src);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const struct import_ent *e = &im->ents[first + i];
         uint8_t *d;
@@ -252,11 +254,13 @@ static int wal_build(struct import *im)
 static int log_check(struct import *im)
 {
     im->ci_term = im->ci > 0 ? import__term_at(im, im->ci) : 0;
+    if (im->ci_term == 0)
+        im->ci_term = im->db_term; /* etcd 3.5 keeps it in meta */
     if (im->ci > 0 && im->ci_term == 0) {
         log_error(LOG_MOD, "%s/wal holds neither entry %" PRIu64 " (the "
-                  "db's consistent index) nor a snapshot at it (the log "
-                  "holds %" PRIu64 "..%" PRIu64 ")", im->src, im->ci,
-                  im->first_index, im->last_index);
+                  "db's consistent index) nor a snapshot at it, and the db "
+                  "no term (the log holds %" PRIu64 "..%" PRIu64 ")",
+                  im->src, im->ci, im->first_index, im->last_index);
         return ERR_CORRUPT;
     }
     if (im->last_index > im->ci && im->first_index > im->ci + 1) {

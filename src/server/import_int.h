@@ -46,6 +46,7 @@ struct import {
     uint64_t snap_index;            /* the newest snap file's, 0: none */
     uint64_t ci;                    /* meta consistent_index */
     uint64_t ci_term;               /* the term of the entry at ci */
+    uint64_t db_term;               /* meta term (etcd 3.5+), 0: none */
     mvcc_rev compact;               /* meta scheduledCompactRev, 0: none */
     mvcc_rev last_rev;              /* the newest version's revision */
     /* members (the db's, then the log's changes) */

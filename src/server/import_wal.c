@@ -519,7 +519,9 @@ int import__members_replay(struct import *im)
 
 /* etcd's InternalRaftRequest field -> cetcd's InternalRequest field (the
  * same etcdserverpb message).  0: the entry becomes empty (nothing cetcd
- * keeps: tokens, versions, member attributes applied above). */
+ * keeps: tokens, versions, member attributes applied above; 3.5's
+ * AuthStatus (1013), a read it sends through raft, and its cluster version
+ * (1300) and downgrade (1302) records). */
 static const struct {
     uint32_t etcd, cetcd;
 } TRANSLATE[] = {
@@ -527,22 +529,97 @@ static const struct {
     {8, 7},       {9, 8},       {10, 9},      {11, 12},     {1000, 40},
     {1011, 41},   {1101, 44},   {1102, 47},   {1104, 46},   {1105, 48},
     {1106, 49},   {1107, 55},   {1200, 50},   {1201, 54},   {1202, 52},
-    {1203, 51},   {1204, 53},   {2, 0},       {1012, 0},    {1300, 0},
-    {1301, 0},    {1302, 0},
+    {1203, 51},   {1204, 53},   {2, 0},       {1012, 0},    {1013, 0},
+    {1300, 0},    {1301, 0},    {1302, 0},
 };
 
-/* UserAdd and ChangePassword carry a password in the clear (cetcd's log
- * carries bcrypt hashes only): taken as done when the db holds the user
- * (etcd applied it before it stopped), else refused. */
-static int user_entry(struct import *im, const struct import_ent *e,
-                      const struct etcdwal_field *f)
+/* UserAdd and ChangePassword.  etcd 3.4 puts the password in the clear in
+ * the log (cetcd's log carries bcrypt hashes only): such an entry is taken
+ * as done when the db holds the user (etcd applied it before it stopped),
+ * else refused.  etcd 3.5 hashes first and logs the hash
+ * (AuthUserAddRequest.hashedPassword = 4, AuthUserChangePasswordRequest.
+ * hashedPassword = 3): the entry becomes cetcd's AuthUserAddInternal
+ * {1 name, 2 hashed_password, 3 options}, as does a user added without a
+ * password (options.no_password; nothing secret) of either version.
+ * Applying one again after the db already holds it answers "user name
+ * already exists" (UserAdd) or sets the same hash (ChangePassword), as
+ * etcd's replay does. */
+struct user_req {
+    const uint8_t *name, *hash, *opts; /* borrowed from the entry */
+    size_t name_len, hash_len, opts_len;
+    bool clear;                        /* a password in the clear */
+};
+
+static int user_req_decode(const struct etcdwal_field *f, struct user_req *u)
 {
     struct etcdwal_field g;
     size_t pos = 0;
+    unsigned hash_num = f->num == 1100 ? 4 : 3;
+    int rc;
+    memset(u, 0, sizeof *u);
+    while ((rc = etcdwal_field_next(f->b, f->blen, &pos, &g)) == 0) {
+        if (g.wt != 2)
+            continue;
+        if (g.num == 1)
+            u->name = g.b, u->name_len = g.blen;
+        else if (g.num == 2)
+            u->clear = u->clear || g.blen > 0;
+        else if (g.num == hash_num)
+            u->hash = g.b, u->hash_len = g.blen;
+        else if (g.num == 3 && f->num == 1100)
+            u->opts = g.b, u->opts_len = g.blen;
+    }
+    return rc == 1 ? 0 : rc;
+}
+
+static size_t put_bytes(uint8_t *out, uint64_t num, const uint8_t *b,
+                        size_t len)
+{
+    size_t n = varint_put(out, num << 3 | 2);
+    n += varint_put(out + n, len);
+    if (len > 0)
+        memcpy(out + n, b, len);
+    return n + len;
+}
+
+/* cetcd's field (43 auth_user_add, 45 auth_user_change_password) with
+ * AuthUserAddInternal inside, at out: its size. */
+static size_t user_internal(const struct etcdwal_field *f,
+                            const struct user_req *u, uint8_t *out)
+{
+    size_t in = (u->name_len ? 1 + varint_len(u->name_len) + u->name_len
+                             : 0) +
+                (u->hash_len ? 1 + varint_len(u->hash_len) + u->hash_len
+                             : 0) +
+                (u->opts ? 1 + varint_len(u->opts_len) + u->opts_len : 0);
+    size_t n = 0;
+    n += varint_put(out + n, (uint64_t)(f->num == 1100 ? 43 : 45) << 3 | 2);
+    n += varint_put(out + n, in);
+    if (u->name_len)
+        n += put_bytes(out + n, 1, u->name, u->name_len);
+    if (u->hash_len)
+        n += put_bytes(out + n, 2, u->hash, u->hash_len);
+    if (u->opts)
+        n += put_bytes(out + n, 3, u->opts, u->opts_len);
+    return n;
+}
+
+static int user_entry(struct import *im, const struct import_ent *e,
+                      const struct etcdwal_field *f, uint8_t *out, size_t *n,
+                      bool *request, bool *empty)
+{
+    struct user_req u;
+    if (user_req_decode(f, &u) != 0)
+        return ERR_CORRUPT;
+    if (!u.clear && (u.hash_len > 0 || f->num == 1100)) {
+        *n += user_internal(f, &u, out + *n);
+        *request = true;
+        return 0;
+    }
+    *empty = true;
     char key[300] = "";
-    while (etcdwal_field_next(f->b, f->blen, &pos, &g) == 0)
-        if (g.num == 1 && g.wt == 2 && g.blen < 250)
-            snprintf(key, sizeof key, "user/%.*s", (int)g.blen, g.b);
+    if (u.name_len > 0 && u.name_len < 250)
+        snprintf(key, sizeof key, "user/%.*s", (int)u.name_len, u.name);
     struct backend_txn *txn;
     struct backend_val v;
     int rc = key[0] != '\0' && im->be != NULL
@@ -592,10 +669,8 @@ static int field_translate(struct import *im, const struct import_ent *e,
         *n += header(f, out + *n);
         return 0;
     }
-    if (f->wt == 2 && (f->num == 1100 || f->num == 1103)) {
-        *empty = true;
-        return user_entry(im, e, f);
-    }
+    if (f->wt == 2 && (f->num == 1100 || f->num == 1103))
+        return user_entry(im, e, f, out, n, request, empty);
     for (size_t i = 0; i < sizeof TRANSLATE / sizeof TRANSLATE[0]; i++) {
         if (TRANSLATE[i].etcd != f->num || f->wt != 2)
             continue;

@@ -33,13 +33,13 @@ import pytest
 
 from conftest import ETCDCTL_BIN, Server
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
-from common.servers import ETCD_BIN, against_etcd
+from common import etcdfill
+from common.servers import ETCD_BIN, REPO, against_etcd
 
 pytestmark = pytest.mark.skipif(
     against_etcd(), reason="cetcd's import of etcd's data (etcd starts on "
     "its own dir)")
 
-LEASES = (0x1234, 0x7000000000000001)
 PW = "rootpw"
 
 
@@ -87,36 +87,10 @@ def alice_writes(srv, key):
 
 
 def fill(srv):
-    """The history; returns the revision compacted at."""
-    kv = srv.kv()
-    lease = rpc_pb2_grpc.LeaseStub(srv.channel())
-    for lid in LEASES:
-        lease.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=900, ID=lid),
-                         timeout=10)
-    for i in range(300):
-        kv.Put(rpc_pb2.PutRequest(key=b"k%03d" % (i % 40),
-                                  value=b"v%d" % i), timeout=10)
-    kv.Txn(rpc_pb2.TxnRequest(success=[
-        rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
-            key=b"t%d" % j, value=b"x" * (j * 700))) for j in range(5)]),
-        timeout=10)
-    for i in range(0, 40, 3):
-        kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"k%03d" % i),
-                       timeout=10)
-    for j, lid in enumerate(LEASES):
-        kv.Put(rpc_pb2.PutRequest(key=b"leased%d" % j, value=b"l",
-                                  lease=lid), timeout=10)
-    kv.Put(rpc_pb2.PutRequest(key=b"leased-more", value=b"m",
-                              lease=LEASES[0]), timeout=10)
-    compact_at = srv.rev() - 20
-    kv.Compact(rpc_pb2.CompactionRequest(revision=compact_at, physical=True),
-               timeout=30)
-    for i in range(50):
-        kv.Put(rpc_pb2.PutRequest(key=b"k%03d" % (i % 7), value=b"after"),
-               timeout=10)
-    kv.Put(rpc_pb2.PutRequest(key=b"big", value=bytes(range(256)) * 80),
-           timeout=10)
-    kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"k001"), timeout=10)
+    """The shared history (common/etcdfill.py, with a second key on the
+    first lease), then users, roles and auth; returns the revision
+    compacted at."""
+    compact_at = etcdfill.fill(srv, leased_more=True)
     # users, roles, permissions, then auth on
     ctl(srv, "user", "add", "root:" + PW, user=False)
     ctl(srv, "user", "grant-role", "root", "root", user=False)
@@ -336,6 +310,189 @@ def test_killed_member_dir_applies_the_log(make_server):
             if "imported the etcd data dir" in ln][0]
     n = int(line.split(" requests after the index")[0].rsplit(" ", 1)[1])
     assert n > 100, line  # the last puts came from etcd's log, not its db
+
+
+# --- etcd 3.5's log records, appended to a real etcd 3.4.23 WAL -----------
+# No etcd 3.5 binary here: the entries etcd 3.5 writes differently (a user
+# added or a password changed with the bcrypt hash, not the password, in
+# hashedPassword; AuthStatus and ClusterVersionSet through raft) are
+# encoded by the test from 3.5's message definitions and appended to the
+# stopped member's WAL, framed and CRC-chained as etcd writes.
+
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_CRC_T = _crc32c_table()
+
+
+def crc32c(crc, data):
+    c = crc ^ 0xFFFFFFFF
+    for b in data:
+        c = _CRC_T[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def pb_varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def pb_v(num, v):
+    return pb_varint(num << 3) + pb_varint(v)
+
+
+def pb_b(num, b):
+    return pb_varint(num << 3 | 2) + pb_varint(len(b)) + b
+
+
+def pb_read_varint(b, i):
+    """(value, next index) of the varint at b[i]."""
+    v, n = 0, 0
+    while True:
+        x = b[i]
+        i += 1
+        v |= (x & 0x7F) << n
+        n += 7
+        if x < 0x80:
+            return v, i
+
+
+def pb_fields(b):
+    """[(num, value)] of a message: ints for varints, bytes for bytes."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = pb_read_varint(b, i)
+        v, i = pb_read_varint(b, i)
+        if key & 7 == 2:
+            out.append((key >> 3, bytes(b[i:i + v])))
+            i += v
+        else:
+            out.append((key >> 3, v))
+    return out
+
+
+def wal_append(member, entries):
+    """Appends raft entries (data bytes each) after the log's last entry at
+    its last term, then a HardState committing them; returns the index of
+    the first."""
+    wal = os.path.join(member, "wal")
+    names = sorted(f for f in os.listdir(wal) if f.endswith(".wal"))
+    crc = last = term = vote = 0
+    for name in names:
+        buf = open(os.path.join(wal, name), "rb").read()
+        off = 0
+        while off + 8 <= len(buf):
+            lf = int.from_bytes(buf[off:off + 8], "little")
+            if lf == 0:
+                break
+            n = lf & ((1 << 56) - 1)
+            pad = (lf >> 56) & 7 if lf >> 63 else 0
+            rec = dict(pb_fields(buf[off + 8:off + 8 + n]))
+            crc = rec[2]
+            data = rec.get(3, b"")
+            if rec[1] == 2:
+                e = dict(pb_fields(data))
+                last, term = e[3], e[2]
+            elif rec[1] == 3:
+                hs = dict(pb_fields(data))
+                term, vote = hs.get(1, term), hs.get(2, vote)
+            off += 8 + n + pad
+        end = off
+    out = bytearray()
+
+    def frame(rtype, data):
+        nonlocal crc
+        crc = crc32c(crc, data)
+        rec = pb_v(1, rtype) + pb_v(2, crc) + pb_b(3, data)
+        pad = (8 - len(rec) % 8) % 8
+        lf = len(rec) | ((0x80 | pad) << 56 if pad else 0)
+        out.extend(lf.to_bytes(8, "little") + rec + bytes(pad))
+
+    first = last + 1
+    for i, data in enumerate(entries):
+        frame(2, pb_v(1, 0) + pb_v(2, term) + pb_v(3, first + i) +
+              pb_b(4, data))
+    frame(3, pb_v(1, term) + pb_v(2, vote) + pb_v(3, first + len(entries) - 1))
+    path = os.path.join(wal, names[-1])
+    with open(path, "r+b") as fh:
+        fh.seek(end)
+        fh.write(out)
+    return first
+
+
+def db_records(path):
+    """{(bucket, key): value} of a bbolt file, read by the project's reader
+    (test_bbolt dump)."""
+    tool = os.path.join(os.environ.get("CETCD_BUILD_DIR", os.path.join(
+        REPO, "build")), "tests", "test_bbolt")
+    if not os.path.exists(tool):
+        pytest.skip("%s not built" % tool)
+    cp = subprocess.run([tool, "dump", path], capture_output=True, text=True,
+                        timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    out = {}
+    for line in cp.stdout.splitlines():
+        parts = line.split(" ")
+        if parts[0] == "bucket" or len(parts) < 2:
+            continue
+        out[(parts[0].split("/")[0], bytes.fromhex(parts[1]))] = \
+            bytes.fromhex(parts[2]) if len(parts) > 2 else b""
+    return out
+
+
+def test_etcd35_log_records(source, make_server):
+    """An etcd 3.4.23 member dir whose log ends with records as etcd 3.5
+    writes them: UserAdd of bob with alice's bcrypt hash (hashedPassword),
+    ChangePassword of alice to root's hash, AuthStatus, ClusterVersionSet,
+    a Put: cetcd applies them, so bob logs in with alice's password and
+    alice with root's."""
+    etcd, c_at, want, _, _ = source
+    srv = on_dir(make_server, etcd.data_dir, name="e1")
+    member = os.path.join(srv.data_dir, "member")
+    db = db_records(os.path.join(member, "snap", "db"))
+    rev = int.from_bytes(db[("auth", b"authRevision")], "big")
+    hashes = {u: dict(pb_fields(db[("authUsers", u)]))[2]
+              for u in (b"alice", b"root")}
+
+    def req(rid, auth_rev, num, inner):
+        hdr = pb_v(1, rid) + pb_b(2, b"root") + pb_v(3, auth_rev)
+        return pb_v(1, rid) + pb_b(100, hdr) + pb_b(num, inner)
+
+    wal_append(member, [
+        req(9001, rev, 1013, b""),                               # AuthStatus
+        req(9002, 0, 1300, pb_b(1, b"3.5.0")),            # ClusterVersionSet
+        req(9003, rev, 1100, pb_b(1, b"bob") +
+            pb_b(4, hashes[b"alice"])),                         # UserAdd
+        req(9004, rev + 1, 4, pb_b(1, b"from35") + pb_b(2, b"x")),   # Put
+        req(9005, rev + 1, 1103, pb_b(1, b"alice") +
+            pb_b(3, hashes[b"root"])),                   # ChangePassword
+    ])
+    srv.start()
+    line = [ln for ln in open(srv.log_path)
+            if "imported the etcd data dir" in ln][0]
+    n = int(line.split(" requests after the index")[0].rsplit(" ", 1)[1])
+    assert n >= 3, line  # UserAdd, Put, ChangePassword (the rest: empty)
+    token(srv, "bob", "alicepw")
+    token(srv, "alice", PW)
+    with pytest.raises(grpc.RpcError) as e:
+        token(srv, "alice", "alicepw")
+    assert e.value.details() == \
+        "etcdserver: authentication failed, invalid user ID or password"
+    got = kvs(srv, token(srv))
+    assert got[1] == want["rev"] + 1
+    assert (b"from35", want["rev"] + 1, want["rev"] + 1, 1, b"x", 0) \
+        in got[0]
 
 
 def corrupt_cases(member):

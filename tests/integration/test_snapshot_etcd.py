@@ -31,11 +31,11 @@ import pytest
 
 from conftest import ETCDCTL_BIN, run_etcdctl
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+from common.etcdfill import LEASES, fill
 from common.servers import ETCD_BIN, REPO
 
 BUILD = os.environ.get("CETCD_BUILD_DIR", os.path.join(REPO, "build"))
 BBOLT_TOOL = os.path.join(BUILD, "tests", "test_bbolt")
-LEASES = (0x1234, 0x7000000000000001)
 
 
 def need_tool():
@@ -70,38 +70,6 @@ def dump(path):
 
 def status(path):
     return json.loads(ctl("snapshot", "status", path, "-w", "json"))
-
-
-def fill(srv):
-    """The shared history; returns the revision compacted at."""
-    kv = srv.kv()
-    lease = rpc_pb2_grpc.LeaseStub(srv.channel())
-    for lid in LEASES:
-        lease.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=900, ID=lid),
-                         timeout=10)
-    for i in range(300):
-        kv.Put(rpc_pb2.PutRequest(key=b"k%03d" % (i % 40),
-                                  value=b"v%d" % i), timeout=10)
-    kv.Txn(rpc_pb2.TxnRequest(success=[
-        rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
-            key=b"t%d" % j, value=b"x" * (j * 700))) for j in range(5)]),
-        timeout=10)
-    for i in range(0, 40, 3):
-        kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"k%03d" % i),
-                       timeout=10)
-    for j, lid in enumerate(LEASES):
-        kv.Put(rpc_pb2.PutRequest(key=b"leased%d" % j, value=b"l",
-                                  lease=lid), timeout=10)
-    compact_at = srv.rev() - 20
-    kv.Compact(rpc_pb2.CompactionRequest(revision=compact_at, physical=True),
-               timeout=30)
-    for i in range(50):
-        kv.Put(rpc_pb2.PutRequest(key=b"k%03d" % (i % 7), value=b"after"),
-               timeout=10)
-    kv.Put(rpc_pb2.PutRequest(key=b"big", value=bytes(range(256)) * 80),
-           timeout=10)
-    kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"k001"), timeout=10)
-    return compact_at
 
 
 def save(srv, path):

@@ -270,19 +270,17 @@ static int dump_rec(void *arg, const struct etcdwal_record *r)
     return 0;
 }
 
-/* A snap file: snappb{crc, raftpb.Snapshot{store, metadata{conf_state
- * {voters 5, 6}, index 42, term 3}}}. */
-static size_t snap_sample(uint8_t *out)
+/* A snap file: snappb{crc, raftpb.Snapshot{store, metadata{conf_state cs,
+ * index 42, term 3}}}. */
+static size_t snap_build(uint8_t *out, const uint8_t *cs, size_t cs_len)
 {
     static const char store[] = "{\"Root\":{}}";
     uint8_t raft[256], md[64];
     size_t m = 0, n = 0;
     md[m++] = 1 << 3 | 2;
-    md[m++] = 4;
-    md[m++] = 1 << 3;
-    md[m++] = 5;
-    md[m++] = 1 << 3;
-    md[m++] = 6;
+    md[m++] = (uint8_t)cs_len;
+    memcpy(md + m, cs, cs_len);
+    m += cs_len;
     md[m++] = 2 << 3;
     md[m++] = 42;
     md[m++] = 3 << 3;
@@ -302,6 +300,13 @@ static size_t snap_sample(uint8_t *out)
     k += put_varint(out + k, n);
     memcpy(out + k, raft, n);
     return k + n;
+}
+
+/* conf_state {voters 5, 6} */
+static size_t snap_sample(uint8_t *out)
+{
+    static const uint8_t cs[] = {1 << 3, 5, 1 << 3, 6};
+    return snap_build(out, cs, sizeof cs);
 }
 
 static void test_snap_file(void **state)
@@ -347,6 +352,50 @@ static int snap_tool(const char *path)
     return 0;
 }
 
+/* etcd 3.5's shapes: walpb.Snapshot gains conf_state (field 3, a
+ * raftpb.ConfState), and ConfState its joint-consensus fields
+ * (voters_outgoing 3, learners_next 4, auto_leave 5); both are read as
+ * 3.4's, the new fields passed over. */
+static void test_35_shapes(void **state)
+{
+    (void)state;
+    /* walpb.Snapshot {1 index 42, 2 term 3, 3 conf_state {1 voters 5,
+     * 1 voters 6, 2 learners 7, 3 voters_outgoing 5, 5 auto_leave}} */
+    static const uint8_t rec[] = {1 << 3,     42, 2 << 3,     3,
+                                  3 << 3 | 2, 10, 1 << 3,     5,
+                                  1 << 3,     6,  2 << 3,     7,
+                                  3 << 3,     5,  5 << 3,     1};
+    struct etcdwal_snapshot sn;
+    assert_int_equal(etcdwal_snapshot_decode(rec, sizeof rec, &sn), 0);
+    assert_int_equal(sn.index, 42);
+    assert_int_equal(sn.term, 3);
+    /* the same record in a log, framed and chained */
+    struct wbuf *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    frame(w, ETCDWAL_CRC, NULL, 0);
+    frame(w, ETCDWAL_SNAPSHOT, rec, sizeof rec);
+    struct etcdwal_reader r = {0};
+    struct got g = {0};
+    assert_int_equal(etcdwal_read_mem(&r, "x.wal", w->p, w->len, true,
+                                      on_rec, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_false(r.torn);
+    free(w);
+    /* a snap file whose ConfState has the joint-consensus fields */
+    static const uint8_t cs[] = {1 << 3, 5, 1 << 3, 6, 3 << 3, 5,
+                                 4 << 3, 8, 5 << 3, 1};
+    uint8_t out[512];
+    size_t o = snap_build(out, cs, sizeof cs);
+    struct etcdwal_snap s;
+    char err[128];
+    assert_int_equal(etcdwal_snap_decode(out, o, &s, err, sizeof err), 0);
+    assert_int_equal(s.index, 42);
+    assert_int_equal(s.n_voters, 2);
+    assert_int_equal(s.voters[0], 5);
+    assert_int_equal(s.voters[1], 6);
+    assert_int_equal(s.n_learners, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "snap") == 0)
@@ -366,6 +415,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bitflips),
         cmocka_unit_test(test_last_record_flip_vs_tear),
         cmocka_unit_test(test_snap_file),
+        cmocka_unit_test(test_35_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
