@@ -344,11 +344,14 @@ static int check_timing(void)
                 (unsigned long long)el);
         return 1;
     }
-    if (flags_get_dur_ns("experimental-compact-hash-check-time") <= 0) {
+    int64_t chk = flags_get_dur_ns("experimental-compact-hash-check-time");
+    if (chk <= 0) {
+        /* etcd prints the time.Duration (a config file's 0 is "0s"). */
+        char d[64];
+        log_go_duration(chk, d, sizeof d);
         log_error("etcdmain", "error verifying flags, "
                   "--experimental-compact-hash-check-time must be >0 (set "
-                  "to: %s). See 'etcd --help'.",
-                  flags_get("experimental-compact-hash-check-time"));
+                  "to: %s). See 'etcd --help'.", d);
         return 1;
     }
     return 0;
