@@ -40,9 +40,12 @@
  *    asked, so at most once per compaction and peer pass, never while no
  *    compaction happens.
  *
- * The initial and periodic checks are off by default, as in etcd: each pass hashes every revision the
- * store keeps on every member (a full scan, not an incremental hash), a
- * cost that grows with the store; see docs/ARCHITECTURE.md.
+ * Defaults (cmd/flags.c; etcd has them all off): the initial check on,
+ * the periodic check every 5 minutes, the compaction-time check every
+ * minute.  Each pass hashes every revision the store keeps (a full scan,
+ * not an incremental hash), a cost per pass that grows with the store;
+ * measured in docs/BENCHMARKS.md "Corruption checks".  An explicit false
+ * or 0 turns a check off.
  */
 #ifndef CETCD_CMD_CORRUPT_H
 #define CETCD_CMD_CORRUPT_H
