@@ -4,7 +4,9 @@ Goal (issue 20): the members ask each other for their hashes on the peer
 listener, as etcd 3.4 asks a peer's /members/hashkv, so the checks compare
 hashes (a) with auth enabled, where HashKV on the client API needs a root
 token no member has, and (b) with --client-cert-auth on https:// client
-URLs, where the client API wants a certificate of the client CA.  In both:
+URLs, where the client API wants a certificate of the client CA, and (c)
+over peer TLS with --peer-client-cert-auth (the questions go where the
+raft traffic goes, with the member's peer certificate).  In each:
 a healthy cluster runs several periodic passes, every peer answers (no
 "failed hash kv request" line) and no alarm is raised; a member whose store
 was changed while it was down is caught: the CORRUPT alarm is raised
@@ -243,3 +245,18 @@ def tls_cluster(cluster_capable):
 def test_client_cert_cluster_periodic_check(tls_cluster):
     c = tls_cluster(extra_args=PERIODIC)
     healthy_then_caught(c, PlainClient)
+
+
+# --- (c) peer TLS with client certificates on the peer listener ------------
+
+def test_peer_tls_cluster_periodic_check(cluster_capable):
+    """The hash questions travel as the raft traffic does: over peer TLS,
+    each member presenting its certificate to a listener that demands one
+    (--peer-client-cert-auth)."""
+    from test_peer_tls import CA_TLS, TLSCluster
+    c = TLSCluster(CA_TLS, extra_args=PERIODIC)
+    try:
+        c.start()
+        healthy_then_caught(c, PlainClient)
+    finally:
+        c.close()
