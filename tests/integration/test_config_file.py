@@ -294,10 +294,19 @@ initial-cluster: cfg-member={peer}
 """
 
 
-def started_log(text):
+def started_log(text, wanted):
+    """The log of a member started from MINIMAL + text, once every line of
+    wanted is in it (the checks log their start on their own threads,
+    after the member serves), or after 3 s with wanted empty."""
     s = FileServer(MINIMAL + text)
     try:
         s.start()
+        deadline = time.time() + (20 if wanted else 3)
+        while time.time() < deadline:
+            log = open(s.log_path).read()
+            if wanted and all(w in log for w in wanted):
+                break
+            time.sleep(0.1)
         return open(s.log_path).read()
     finally:
         s.cleanup()
@@ -310,16 +319,18 @@ def test_corrupt_check_keys():
     3.4 periodic check's: each reaches its check (the check logs its
     interval when it starts); false / 0 turns a check off, and the
     defaults (cetcd: on) apply when the file says nothing."""
-    log = started_log("")
-    assert "enabled compact hash check with 60000ms interval" in log
-    assert "enabled corruption checking with 300000ms interval" in log
+    want = ["enabled compact hash check with 60000ms interval",
+            "enabled corruption checking with 300000ms interval"]
+    log = started_log("", want)
+    assert all(w in log for w in want), log
+    want = ["enabled compact hash check with 2500ms interval",
+            "enabled corruption checking with 7000ms interval"]
     log = started_log("experimental-compact-hash-check-enabled: true\n"
                       "experimental-compact-hash-check-time: 2500000000\n"
-                      "experimental-corrupt-check-time: 7000000000\n")
-    assert "enabled compact hash check with 2500ms interval" in log
-    assert "enabled corruption checking with 7000ms interval" in log
+                      "experimental-corrupt-check-time: 7000000000\n", want)
+    assert all(w in log for w in want), log
     log = started_log("experimental-compact-hash-check-enabled: false\n"
-                      "experimental-corrupt-check-time: 0\n")
+                      "experimental-corrupt-check-time: 0\n", [])
     assert "enabled compact hash check" not in log
     assert "enabled corruption checking" not in log
     # etcd 3.5's check of the time, with the file's value.
