@@ -3,106 +3,151 @@
 3-member cetcd cluster (issue 20: on by default unless they cost more than
 2 %); docs/BENCHMARKS.md "Corruption checks".
 
-Each round starts one fresh 3-member cluster per configuration (the order
-rotates from round to round: the machine is shared, read the spread, not
-one number), loads PRELOAD keys of 256 bytes (so a hash has a store to
-walk), then runs cetcd-bench put (CLIENTS clients, TOTAL puts over
-KEYSPACE keys) with auto-compaction every COMPACT_S seconds (periodic
-mode) in every configuration:
+Paired, alternating runs (the machine is shared: one run alone says
+little, the difference within a pair of neighbouring runs says more).
+Each round runs the two configurations back to back, in alternating order
+(off/on, then on/off), each on a fresh 3-member cluster:
 
-  off       no check
-  compact   --experimental-compact-hash-check-enabled, every CHECK_S s
-  periodic  --experimental-corrupt-check-time CHECK_S s (a full HashKV on
-            every member per pass)
+  off  every check explicitly off (--experimental-initial-corrupt-check=
+       false, --experimental-corrupt-check-time 0s,
+       --experimental-compact-hash-check-enabled=false)
+  on   every check on, at intervals far shorter than the defaults: the
+       periodic check every CHECK_S s (a full HashKV on every member per
+       pass), the compaction-time check every CHECK_S s
 
-CHECK_S (1 s) and COMPACT_S (2 s) are far more frequent than anyone runs
-them (etcd 3.5's check default is 1 minute, Kubernetes compacts every
-5 minutes): the cost measured is an upper bound.  Prints one line per run
-and the median put/s per configuration and its difference from "off".
+Both have auto-compaction every COMPACT_S s (periodic mode), so the
+compaction check has compactions to check.  Per run: PRELOAD keys of 256
+bytes put once (sequential keys, so a hash has a store to walk), then
+ebench (the Go client) puts for DURATION s from CLIENTS clients over CONNS
+connections spread over the 3 members, keys uniform over PRELOAD.
+Measured over the timed part: put/s (ebench) and the CPU time of the three
+member processes per put (utime+stime from /proc: less sensitive to the
+other sessions' load than put/s).  Printed: one line per run, the per-pair
+differences (on - off) / off, and their mean, standard deviation and 95 %
+confidence interval (Student t); a pair with failed requests in either run
+is left out (and said so).
 
-environment: CETCD_BIN (build/cetcd), BENCH (build/src/bench/cetcd-bench),
-ROUNDS (3), PRELOAD (20000), TOTAL (20000), CLIENTS (32), KEYSPACE (10000),
-CHECK_S (1), COMPACT_S (2), CONFIGS (off,compact,periodic).
+environment: CETCD_BIN (build/cetcd), EBENCH_BIN (/tmp/eb/ebench), ROUNDS
+(6), PRELOAD (20000), DURATION (20), CLIENTS (32), CONNS (6), CHECK_S (5),
+COMPACT_S (5).
 """
+import json
+import math
 import os
-import re
 import statistics
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import cluster as clusterlib  # noqa: E402
 
-BENCH = os.environ.get("BENCH", os.path.join(ROOT, "build", "src", "bench",
-                                             "cetcd-bench"))
-ROUNDS = int(os.environ.get("ROUNDS", "3"))
+EB = os.environ.get("EBENCH_BIN", "/tmp/eb/ebench")
+ROUNDS = int(os.environ.get("ROUNDS", "6"))
 PRELOAD = int(os.environ.get("PRELOAD", "20000"))
-TOTAL = int(os.environ.get("TOTAL", "20000"))
+DURATION = int(os.environ.get("DURATION", "20"))
 CLIENTS = int(os.environ.get("CLIENTS", "32"))
-KEYSPACE = int(os.environ.get("KEYSPACE", "10000"))
-CHECK_S = os.environ.get("CHECK_S", "1")
-COMPACT_S = os.environ.get("COMPACT_S", "2")
-CONFIGS = os.environ.get("CONFIGS", "off,compact,periodic").split(",")
+CONNS = int(os.environ.get("CONNS", "6"))
+CHECK_S = os.environ.get("CHECK_S", "5")
+COMPACT_S = os.environ.get("COMPACT_S", "5")
 
-EXTRA = {
-    "off": [],
-    "compact": ["--experimental-compact-hash-check-enabled",
-                "--experimental-compact-hash-check-time", CHECK_S + "s"],
-    "periodic": ["--experimental-corrupt-check-time", CHECK_S + "s"],
+CONFIGS = {
+    "off": ["--experimental-initial-corrupt-check=false",
+            "--experimental-corrupt-check-time", "0s",
+            "--experimental-compact-hash-check-enabled=false"],
+    "on": ["--experimental-initial-corrupt-check=true",
+           "--experimental-corrupt-check-time", CHECK_S + "s",
+           "--experimental-compact-hash-check-enabled=true",
+           "--experimental-compact-hash-check-time", CHECK_S + "s"],
 }
+# t(0.975, df) for the confidence interval, df 1..10 (then ~2).
+T975 = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23]
 
 
-def bench(endpoints, total, keyspace, val_size, sequential=False):
-    args = [BENCH, "--endpoints", endpoints, "--conns", "4", "--clients",
-            str(CLIENTS), "--total", str(total), "put", "--key-size", "16",
-            "--val-size", str(val_size), "--key-space-size", str(keyspace)]
-    if sequential:
-        args.append("--sequential-keys")
-    out = subprocess.run(args, capture_output=True, text=True, check=True,
-                         timeout=600).stdout
-    m = re.search(r"^RESULT .* errors=(\d+) .* qps=([\d.]+)", out, re.M)
-    assert m, out[-2000:]
-    if m.group(1) != "0":  # timeouts on an overloaded machine: say so
-        print("  (%s requests failed)" % m.group(1), flush=True)
-    return float(m.group(2))
+def ebench(endpoints, *args):
+    out = subprocess.run([EB, "--endpoints", endpoints, "--json"] +
+                         list(args), capture_output=True, text=True,
+                         timeout=600)
+    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    try:
+        return json.loads(line)
+    except ValueError:
+        raise RuntimeError("ebench: %s %s" % (out.stdout[-500:],
+                                              out.stderr[-500:]))
+
+
+def cpu_s(pids):
+    hz = os.sysconf("SC_CLK_TCK")
+    t = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        t += int(fields[11]) + int(fields[12])  # utime, stime
+    return t / hz
 
 
 def one(config):
     c = clusterlib.Cluster(3, extra_args=[
         "--auto-compaction-mode", "periodic",
-        "--auto-compaction-retention", COMPACT_S + "s"] + EXTRA[config])
+        "--auto-compaction-retention", COMPACT_S + "s"] + CONFIGS[config])
     try:
         c.start()
         lm, _ = c.wait_leader()
-        bench(lm.endpoint, PRELOAD, PRELOAD, 256, sequential=True)
+        ebench(lm.endpoint, "--op", "put", "--total", str(PRELOAD),
+               "--clients", "16", "--sequential-keys", "--key-size", "16",
+               "--key-space-size", str(PRELOAD), "--val-size", "256",
+               "--prefill", "no")
         eps = ",".join(m.endpoint for m in c.members)
-        qps = bench(eps, TOTAL, KEYSPACE, 256)
+        pids = [m.proc.pid for m in c.members]
+        c0, t0 = cpu_s(pids), time.monotonic()
+        j = ebench(eps, "--op", "put", "--total", "0", "--duration",
+                   "%ds" % DURATION, "--conns", str(CONNS), "--clients",
+                   str(CLIENTS), "--key-size", "16", "--key-space-size",
+                   str(PRELOAD), "--val-size", "256", "--prefill", "no",
+                   "--seed", str(int(t0)))
+        c1 = cpu_s(pids)
+        n = j.get("total") or j.get("count") or j["qps"] * DURATION
         passes = sum(open(m.log_path).read().count(t) for m in c.members
                      for t in ("finished compaction hash check",
                                "finished peer corruption check"))
-        return qps, passes
+        return j["qps"], (c1 - c0) * 1e6 / n, j.get("errors", 0), passes
     finally:
         c.close()
 
 
+def summary(name, diffs):
+    m = statistics.mean(diffs)
+    sd = statistics.stdev(diffs) if len(diffs) > 1 else float("nan")
+    t = T975[min(len(diffs) - 2, len(T975) - 1)] if len(diffs) > 1 else 0
+    half = t * sd / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
+    print("%s (on - off) / off: mean %+.1f %%, sd %.1f %%, 95 %% CI "
+          "[%+.1f %%, %+.1f %%] over %d pairs: %s" % (
+              name, m, sd, m - half, m + half, len(diffs),
+              " ".join("%+.1f" % d for d in diffs)))
+
+
 def main():
-    res = {k: [] for k in CONFIGS}
+    dq, dc = [], []
     for r in range(ROUNDS):
-        order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
+        order = ["off", "on"] if r % 2 == 0 else ["on", "off"]
+        res = {}
         for config in order:
-            qps, passes = one(config)
-            res[config].append(qps)
-            print("round %d %-8s %8.1f put/s  (%d check passes)" % (
-                r + 1, config, qps, passes), flush=True)
-    base = statistics.median(res["off"]) if "off" in res else None
-    for k, v in res.items():
-        med = statistics.median(v)
-        diff = "" if base is None else " (%+.1f %% vs off)" % (
-            (med - base) / base * 100)
-        print("MEDIAN %-8s %8.1f put/s of %s%s" % (
-            k, med, " ".join("%.0f" % x for x in v), diff))
+            res[config] = one(config)
+            qps, cpu, errs, passes = res[config]
+            print("round %d %-4s %8.1f put/s %7.1f cpu-us/put errors=%s "
+                  "check passes=%d" % (r + 1, config, qps, cpu, errs,
+                                       passes), flush=True)
+        if res["on"][2] or res["off"][2]:
+            # Failed requests (timeouts of an overloaded machine): the
+            # pair does not measure the checks; said, not counted.
+            print("round %d: pair left out (failed requests)" % (r + 1))
+            continue
+        dq.append((res["on"][0] - res["off"][0]) / res["off"][0] * 100)
+        dc.append((res["on"][1] - res["off"][1]) / res["off"][1] * 100)
+    summary("put/s", dq)
+    summary("cpu per put", dc)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
  * fuzz_api_cluster.c - goal: the requests of the cluster work never crash,
  * leak or leave a call unanswered, whatever their bytes: the Cluster
  * service (MemberList/Add/Remove/Update/Promote) and Maintenance
- * (Status, MoveLeader, HashKV, Hash) of src/api, the peer listener's Join and Promote
- * services, and, for a MemberPromote asked of a follower, the leader's
- * answer to the forwarded call as the follower reads it.
+ * (Status, MoveLeader, HashKV, Hash) of src/api, the peer listener's Join,
+ * Promote and HashKV services, and, for a MemberPromote asked of a
+ * follower, the leader's answer to the forwarded call as the follower
+ * reads it; for the peer HashKV, the reply bytes as a corruption check
+ * reads a peer's answer (server__peer_hash_decode).
  *
  * Method: the real handlers run, with the real members store checks
  * behind them.  api__cluster_register, api__maintenance_register and
@@ -14,7 +16,8 @@
  *   rpc_call_reply(_error)      check the answer (exactly once; a reply
  *                               packs and unpacks; an error has a status
  *                               and a message); rpc_call_deadline_ns;
- *   server_header_fill, server_status_get, server_hash_kv, server_hash,
+ *   server_header_fill, server_status_get, server_hash_kv,
+ *   server_hash_kv_compacted, server_hash,
  *   server_barrier_async        (they read raft and LMDB);
  *   server_task_post_slow       runs the task at once (Hash, HashKV);
  *   rpc_call_peer_cn            no certificate CN (no TLS);
@@ -72,7 +75,9 @@ static const char *const paths[] = {
     "/cetcdpb.Cluster/Promote",
     "/etcdserverpb.Maintenance/HashKV",
     "/etcdserverpb.Maintenance/Hash",
+    "/cetcdpb.Maintenance/HashKV",
 };
+#define PEER_HASH_KV 11 /* its index: the reply bytes are decoded too */
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
 static struct {
@@ -190,6 +195,19 @@ int __wrap_server_hash_kv(struct server *s, int64_t rev,
         return ERR_COMPACTED;
     *out = (struct server_hash){.hash = (uint32_t)rev, .rev = 10,
                                 .compact_rev = 5};
+    return 0;
+}
+
+/* At the compaction revision 5 only, as the real one. */
+int __wrap_server_hash_kv_compacted(struct server *s, int64_t rev,
+                                    struct server_hash *out)
+{
+    (void)s;
+    if (rev > 5)
+        return ERR_FUTURE_REV;
+    if (rev < 5)
+        return ERR_COMPACTED;
+    *out = (struct server_hash){.hash = 5, .rev = 10, .compact_rev = 5};
     return 0;
 }
 
@@ -432,5 +450,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     drain(&in);
     check(fc.answers == 1);
     free(req);
+    if (in.method == PEER_HASH_KV) {
+        struct server_peer_hash ph;
+        int err = server__peer_hash_decode(in.reply, in.reply_len, &ph);
+        check(err == 0 || err == ERR_COMPACTED || err == ERR_FUTURE_REV ||
+              err == ERR_IO);
+    }
     return 0;
 }

@@ -87,7 +87,7 @@ static void save(const char *dir, const char *name)
 /* --- fuzz_api_cluster --------------------------------------------------- */
 
 enum { M_LIST, M_ADD, M_REMOVE, M_UPDATE, M_PROMOTE, M_STATUS, M_MOVE,
-       M_JOIN, M_PEER_PROMOTE };
+       M_JOIN, M_PEER_PROMOTE, M_HASH_KV, M_HASH, M_PEER_HASH_KV };
 enum { LEAD_NONE = 0, LEAD_US = 1 << 2, LEAD_2 = 2 << 2, LEAD_3 = 3 << 2 };
 
 static void api_req(int method, unsigned flags, const ProtobufCMessage *req)
@@ -224,6 +224,30 @@ static void api_cluster(void)
     api_seed("peer-promote", M_PEER_PROMOTE, LEAD_US, &fw.base);
     fw.cluster_id = 0xc2;
     api_seed("peer-promote-other-cluster", M_PEER_PROMOTE, LEAD_US, &fw.base);
+
+    /* A peer's corruption check, and the answer a checker decodes. */
+    Cetcdpb__PeerHashRequest ph = CETCDPB__PEER_HASH_REQUEST__INIT;
+    ph.cluster_id = 0xc1;
+    ph.from = 2;
+    api_seed("peer-hash-kv", M_PEER_HASH_KV, 0, &ph.base);
+    ph.revision = 20;
+    api_seed("peer-hash-kv-future", M_PEER_HASH_KV, 0, &ph.base);
+    ph.revision = 5;
+    ph.compacted = true;
+    api_seed("peer-hash-kv-compacted", M_PEER_HASH_KV, 0, &ph.base);
+    ph.cluster_id = 0xc2;
+    api_seed("peer-hash-kv-other-cluster", M_PEER_HASH_KV, 0, &ph.base);
+    ph.cluster_id = 0xc1;
+    Cetcdpb__PeerHashResponse pa = CETCDPB__PEER_HASH_RESPONSE__INIT;
+    pa.member_id = 2;
+    pa.hash = 77;
+    pa.revision = 10;
+    pa.compact_revision = 5;
+    api_req(M_PEER_HASH_KV, 0, &ph.base);
+    put_u8(0);
+    put_u8(0);
+    put_msg(&pa.base, false);
+    save("api_cluster", "peer-hash-kv-answer");
 }
 
 /* --- fuzz_peer_recv ----------------------------------------------------- */

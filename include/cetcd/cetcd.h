@@ -160,8 +160,7 @@ struct cetcd_client_opts {
     int max_recv_bytes;      /* largest reply accepted; 0 = 64 MiB */
     const char *md_key;      /* one more metadata pair sent with every
                                 unary call (lower-case key), or NULL =
-                                none: a cetcd member's questions to its
-                                peers (cmd/corrupt.c).  Both copied. */
+                                none.  Both copied. */
     const char *md_value;
     const struct cetcd_tls *tls; /* TLS material (borrowed for the open
                                     call), or NULL: bare endpoints are plain

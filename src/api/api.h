@@ -55,7 +55,9 @@ int api_peer_create(const char *listen_peer_urls, const struct rpc_tls *tls,
 int api_peer_serve(struct rpc_server *peer);
 
 /* api_peer_register adds cetcd's member services (cluster.c: Join, and
- * the Promote a follower forwards to the leader) to the peer listener,
+ * the Promote a follower forwards to the leader; lease.c: the renewals
+ * and TTLs a follower forwards; maintenance.c: the HashKV the corruption
+ * checks of the other members ask) to the peer listener,
  * served by s: between server_start and api_peer_serve.  Errors: as
  * rpc_server_register_unary. */
 int api_peer_register(struct rpc_server *peer, struct server *s);

@@ -21,6 +21,8 @@ int api__auth_register(struct api *api); /* Auth (auth.c) */
 /* lease.c: the peer listener's Lease/Renew and Lease/TimeToLive. */
 struct server;
 int api__lease_peer_register(struct rpc_server *peer, struct server *s);
+/* maintenance.c: the peer listener's HashKV for the corruption checks. */
+int api__maintenance_peer_register(struct rpc_server *peer, struct server *s);
 
 /* The adapters' shared pieces (done.c). */
 

@@ -206,5 +206,7 @@ int api_peer_register(struct rpc_server *peer, struct server *s)
                                        peer_promote, s);
     if (rc == 0)
         rc = api__lease_peer_register(peer, s); /* lease.c */
+    if (rc == 0)
+        rc = api__maintenance_peer_register(peer, s);
     return rc;
 }

@@ -6,6 +6,7 @@
  */
 #include "api/api_int.h"
 #include "svc/svc.h"
+#include "util/err.h"
 
 static void status(struct rpc_call *call, const uint8_t *req, size_t len,
                    void *ctx)
@@ -52,13 +53,7 @@ static void hash_kv(struct rpc_call *call, const uint8_t *req, size_t len,
         etcdserverpb__hash_kvrequest__unpack(NULL, len, req);
     if (r == NULL)
         return api__bad_request(call);
-    /* A peer's compaction-time hash check (cmd/corrupt.h) asks for the
-     * hash at a compaction revision, which plain HashKV refuses as etcd
-     * 3.4 does. */
-    if (rpc_call_metadata(call, "cetcd-compaction-hash", NULL) != NULL)
-        svc_maint_hash_kv_compacted(api->server, r, api__done(call));
-    else
-        svc_maint_hash_kv(api->server, r, api__done(call));
+    svc_maint_hash_kv(api->server, r, api__done(call));
     etcdserverpb__hash_kvrequest__free_unpacked(r, NULL);
 }
 
@@ -107,4 +102,37 @@ int api__maintenance_register(struct api *api)
             api->rpc, "/etcdserverpb.Maintenance/Defragment", defragment,
             api);
     return rc;
+}
+
+/* --- the peer listener: a member's corruption check asks its peers ------ */
+
+static void on_peer_hash(void *ctx, int err, const ProtobufCMessage *reply)
+{
+    struct rpc_call *call = ctx;
+    if (err == ERR_INVAL)
+        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
+                             "cetcd: cluster ID mismatch");
+    else if (err != 0)
+        api__reply_err(call, err);
+    else
+        rpc_call_reply(call, reply);
+}
+
+static void peer_hash_kv(struct rpc_call *call, const uint8_t *req,
+                         size_t len, void *ctx)
+{
+    struct server *s = ctx;
+    Cetcdpb__PeerHashRequest *r =
+        cetcdpb__peer_hash_request__unpack(NULL, len, req);
+    if (r == NULL)
+        return api__bad_request(call);
+    svc_peer_hash_kv(s, r, (struct svc_done){on_peer_hash, call});
+    cetcdpb__peer_hash_request__free_unpacked(r, NULL);
+}
+
+int api__maintenance_peer_register(struct rpc_server *peer, struct server *s)
+{
+    /* The path server/peer_hash.c calls. */
+    return rpc_server_register_unary(peer, "/cetcdpb.Maintenance/HashKV",
+                                     peer_hash_kv, s);
 }

@@ -344,11 +344,14 @@ static int check_timing(void)
                 (unsigned long long)el);
         return 1;
     }
-    if (flags_get_dur_ns("experimental-compact-hash-check-time") <= 0) {
+    int64_t chk = flags_get_dur_ns("experimental-compact-hash-check-time");
+    if (chk <= 0) {
+        /* etcd prints the time.Duration (a config file's 0 is "0s"). */
+        char d[64];
+        log_go_duration(chk, d, sizeof d);
         log_error("etcdmain", "error verifying flags, "
                   "--experimental-compact-hash-check-time must be >0 (set "
-                  "to: %s). See 'etcd --help'.",
-                  flags_get("experimental-compact-hash-check-time"));
+                  "to: %s). See 'etcd --help'.", d);
         return 1;
     }
     return 0;
@@ -877,8 +880,10 @@ static int run(void)
         server_stop(s);
         return 1;
     }
-    if (flags_get_bool("experimental-initial-corrupt-check") &&
-        corrupt_check_initial(s, cfg.peer_tls, cfg.election_ms) != 0) {
+    /* As etcd: a member that starts with no data has nothing to check
+     * (its peers' data reaches it through raft). */
+    if (has_data && flags_get_bool("experimental-initial-corrupt-check") &&
+        corrupt_check_initial(s, cfg.election_ms) != 0) {
         /* etcd: the start fails, fatal (embed.StartEtcd's error). */
         log_msg(LOG_FATAL, "etcdmain", "%016llx found data inconsistency "
                 "with peers", (unsigned long long)server_member_id(s));
@@ -942,14 +947,14 @@ static int run(void)
     struct corrupt_monitor *cm = NULL;
     int64_t check_ns = flags_get_dur_ns("experimental-corrupt-check-time");
     if (check_ns > 0 &&
-        corrupt_monitor_start(s, cfg.peer_tls, cfg.election_ms,
+        corrupt_monitor_start(s, cfg.election_ms,
                               (uint64_t)(check_ns + 999999) / 1000000,
                               false, &cm) != 0)
         log_error("etcdmain", "cannot start the corruption check");
     struct corrupt_monitor *chm = NULL;
     check_ns = flags_get_dur_ns("experimental-compact-hash-check-time");
     if (flags_get_bool("experimental-compact-hash-check-enabled") &&
-        corrupt_monitor_start(s, cfg.peer_tls, cfg.election_ms,
+        corrupt_monitor_start(s, cfg.election_ms,
                               (uint64_t)(check_ns + 999999) / 1000000,
                               true, &chm) != 0)
         log_error("etcdmain", "cannot start the compact hash check");

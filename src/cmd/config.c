@@ -116,6 +116,10 @@ static const struct key keys[] = {
      * time.Duration key), read so that a cetcd file can set them. */
     {"experimental-reported-version", K_STR, "string", NULL},
     {"experimental-lease-checkpoint-interval", K_DUR, "time.Duration", NULL},
+    /* etcd 3.5's compaction-time hash check (3.5 embed.Config's JSON
+     * tags; cmd/corrupt.h). */
+    {"experimental-compact-hash-check-enabled", K_BOOL, "bool", NULL},
+    {"experimental-compact-hash-check-time", K_DUR, "time.Duration", NULL},
 };
 
 /* etcdmain.configProxy's keys: decoded after configYAML's, so their

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cetcd/cetcd.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "util/check.h"
 #include "util/err.h"
@@ -21,16 +20,9 @@
 /* What one peer answered to HashKV at a revision. */
 struct peer_hash {
     uint64_t id;          /* member id */
-    char urls[1024];      /* its client URLs (for messages) */
-    int code;             /* 0, or the call's status code */
-    char msg[256];        /* the status message when code != 0 */
-    uint32_t hash;        /* HashKV's hash */
-    int64_t rev;          /* its header's revision */
-    int64_t compact_rev;  /* HashKV's compact_revision */
+    char urls[1024];      /* its peer URLs (for messages) */
+    struct server_peer_hash a; /* its answer (a.err: 0, or none) */
 };
-
-/* The initial check's connect timeout per peer (see its use). */
-#define CORRUPT_INITIAL_DIAL_MS 1000
 
 /* etcd's request timeout: 5 s + 2 election timeouts. */
 static int req_timeout_ms(uint32_t election_ms)
@@ -38,59 +30,11 @@ static int req_timeout_ms(uint32_t election_ms)
     return 5000 + 2 * (int)election_ms;
 }
 
-static struct cetcd_tls to_ctls(const struct dial_tls *t)
-{
-    return (struct cetcd_tls){.ca_pem = t->ca_pem,
-                              .cert_pem = t->cert_pem,
-                              .key_pem = t->key_pem,
-                              .insecure_skip_verify = t->skip_verify};
-}
-
-/* ask_one: HashKV(rev) from the member at urls into p. */
-static void ask_one(const char *urls, const struct dial_tls *tls,
-                    uint32_t election_ms, int dial_ms, int64_t rev,
-                    bool compacted, struct peer_hash *p)
-{
-    struct cetcd_tls ct;
-    if (tls != NULL)
-        ct = to_ctls(tls);
-    struct cetcd_client_opts o = {.endpoints = urls,
-                                  .dial_timeout_ms = dial_ms,
-                                  .call_timeout_ms =
-                                      req_timeout_ms(election_ms),
-                                  .tls = tls != NULL ? &ct : NULL};
-    /* The hash at a compaction revision (api/maintenance.c). */
-    if (compacted) {
-        o.md_key = "cetcd-compaction-hash";
-        o.md_value = "1";
-    }
-    struct cetcd_client *c;
-    struct cetcd_status st = {0};
-    ProtobufCMessage *resp = NULL;
-    Etcdserverpb__HashKVRequest req = ETCDSERVERPB__HASH_KVREQUEST__INIT;
-    req.revision = rev;
-    p->code = cetcd_client_open(&o, &c, &st);
-    if (p->code == 0) {
-        p->code = cetcd_call_unary(c, "/etcdserverpb.Maintenance/HashKV",
-                                   &req.base,
-                                   &etcdserverpb__hash_kvresponse__descriptor,
-                                   &resp, &st);
-        cetcd_client_close(c);
-    }
-    snprintf(p->msg, sizeof p->msg, "%s", st.message);
-    if (p->code != 0)
-        return;
-    Etcdserverpb__HashKVResponse *r = (Etcdserverpb__HashKVResponse *)resp;
-    p->hash = r->hash;
-    p->compact_rev = r->compact_revision;
-    p->rev = r->header != NULL ? r->header->revision : 0;
-    protobuf_c_message_free_unpacked(resp, NULL);
-}
-
-/* peer_hashes asks every other member that published client URLs; returns
- * how many entries of out it filled (etcd: getPeerHashKVs). */
-static size_t peer_hashes(struct server *s, const struct dial_tls *tls,
-                          uint32_t election_ms, int dial_ms, int64_t rev,
+/* peer_hashes asks every other member's peer listener; returns how many
+ * entries of out it filled (etcd: getPeerHashKVs).  A peer that cannot
+ * hash at rev (compacted, future revision) answers why; one that does not
+ * answer is logged. */
+static size_t peer_hashes(struct server *s, uint32_t election_ms, int64_t rev,
                           bool compacted, struct peer_hash *out)
 {
     struct server_member_info *ms =
@@ -102,24 +46,30 @@ static size_t peer_hashes(struct server *s, const struct dial_tls *tls,
         n = CORRUPT_PEERS_MAX + 1;
     size_t k = 0;
     for (size_t i = 0; i < n && k < CORRUPT_PEERS_MAX; i++) {
-        if (ms[i].id == server_member_id(s) || ms[i].client_urls[0] == 0)
+        if (ms[i].id == server_member_id(s))
             continue;
         struct peer_hash *p = &out[k++];
         memset(p, 0, sizeof *p);
         p->id = ms[i].id;
-        snprintf(p->urls, sizeof p->urls, "%s", ms[i].client_urls);
-        ask_one(p->urls, tls, election_ms, dial_ms, rev, compacted, p);
-        if (p->code != 0)
-            log_warn("etcdserver", "failed hash kv request from %s: %s (%s)",
-                     p->urls, p->msg, cetcd_code_name(p->code));
+        snprintf(p->urls, sizeof p->urls, "%s", ms[i].peer_urls);
+        server_peer_hash_kv(s, p->id, rev, compacted,
+                            (uint32_t)req_timeout_ms(election_ms), &p->a);
+        if (p->a.err != 0 && p->a.err != ERR_COMPACTED &&
+            p->a.err != ERR_FUTURE_REV)
+            log_warn("etcdserver", "failed hash kv request from %s: %s",
+                     p->urls, err_str(p->a.err));
     }
     mem_free(ms);
     return k;
 }
 
-static bool is_msg(const struct peer_hash *p, const char *m)
+/* has_peers: whether the cluster has another member (one member has
+ * nobody to compare with: no hash is computed). */
+static bool has_peers(struct server *s)
 {
-    return strcmp(p->msg, m) == 0;
+    struct server_member_info ms[2];
+    size_t n = server_members_list(s, ms, 2);
+    return n > 1;
 }
 
 #define FUTURE_REV "etcdserver: mvcc: required revision is a future revision"
@@ -130,39 +80,44 @@ static bool is_msg(const struct peer_hash *p, const char *m)
 static bool initial_compare(uint64_t self, const struct server_hash *h,
                             const struct peer_hash *p)
 {
-    if (p->code == 0 && h->hash == p->hash)
+    const struct server_peer_hash *a = &p->a;
+    if (a->err == 0 && h->hash == a->hash)
         return false;
-    if (p->code == 0 && h->compact_rev == p->compact_rev) {
+    if (a->err == 0 && h->compact_rev == a->compact_rev) {
         log_error("etcdserver", "%016" PRIx64 "'s hash %u != %016" PRIx64
                   "'s hash %u (revision %" PRId64 ", peer revision %" PRId64
                   ", compact revision %" PRId64 ")", self, h->hash, p->id,
-                  p->hash, h->rev, p->rev, h->compact_rev);
+                  a->hash, h->rev, a->rev, h->compact_rev);
         return true;
     }
-    if (p->code == 0)
+    if (a->err == 0)
         log_warn("etcdserver", "%016" PRIx64 " cannot check hash of peer(%016"
                  PRIx64 "): peer has a different compact revision %" PRId64
-                 " (revision:%" PRId64 ")", self, p->id, p->compact_rev,
+                 " (revision:%" PRId64 ")", self, p->id, a->compact_rev,
                  h->rev);
-    else if (is_msg(p, FUTURE_REV))
+    else if (a->err == ERR_FUTURE_REV)
         log_warn("etcdserver", "%016" PRIx64 " cannot check the hash of "
                  "peer(\"%s\") at revision %" PRId64 ": peer is lagging "
-                 "behind(\"%s\")", self, p->urls, h->rev, p->msg);
-    else if (is_msg(p, COMPACTED))
+                 "behind(\"%s\")", self, p->urls, h->rev, FUTURE_REV);
+    else if (a->err == ERR_COMPACTED)
         log_warn("etcdserver", "%016" PRIx64 " cannot check the hash of "
                  "peer(\"%s\") at revision %" PRId64 ": local node is "
-                 "lagging behind(\"%s\")", self, p->urls, h->rev, p->msg);
+                 "lagging behind(\"%s\")", self, p->urls, h->rev, COMPACTED);
     return false;
 }
 
-int corrupt_check_initial(struct server *s, const struct dial_tls *tls,
-                          uint32_t election_ms)
+int corrupt_check_initial(struct server *s, uint32_t election_ms)
 {
     CHECK(s != NULL);
     uint64_t self = server_member_id(s);
     log_info("etcdserver", "%016" PRIx64 " starting initial corruption "
              "check with timeout %ds...", self,
              req_timeout_ms(election_ms) / 1000);
+    if (!has_peers(s)) { /* nobody to compare with: no hash */
+        log_info("etcdserver", "%016" PRIx64 " succeeded on initial "
+                 "corruption checking: no corruption", self);
+        return 0;
+    }
     struct server_hash h;
     int rc = server_hash_kv(s, 0, &h);
     if (rc != 0) {
@@ -173,15 +128,11 @@ int corrupt_check_initial(struct server *s, const struct dial_tls *tls,
     struct peer_hash *peers = mem_calloc(CORRUPT_PEERS_MAX, sizeof *peers);
     if (peers == NULL)
         return ERR_NOMEM;
-    /* Peers restarting with this member do not serve clients until their
-     * own check is done: a short dial keeps a whole-cluster restart from
-     * waiting long on each of them (3 members killed and restarted
-     * together, all ready: 1.2-1.8 s without the check, 5.5 s with the
-     * periodic check's 2 s dial per peer, 1.9 s with 500 ms; a loaded
-     * machine, noisy).  1 s leaves a live peer's connect on a loaded
-     * machine (ASan) its margin. */
-    size_t n = peer_hashes(s, tls, election_ms, CORRUPT_INITIAL_DIAL_MS,
-                           h.rev, false, peers);
+    /* Peers restarting with this member serve their peer listener before
+     * their own check (cmd/cetcd.c), so they answer; a peer that is down
+     * refuses the connection at once and is only logged, as etcd's
+     * check only warns about peers it cannot reach. */
+    size_t n = peer_hashes(s, election_ms, h.rev, false, peers);
     size_t mismatch = 0;
     for (size_t i = 0; i < n; i++)
         mismatch += initial_compare(self, &h, &peers[i]);
@@ -197,7 +148,6 @@ int corrupt_check_initial(struct server *s, const struct dial_tls *tls,
 
 struct corrupt_monitor {
     struct server *s;           /* the member */
-    const struct dial_tls *tls; /* peer TLS material or NULL (borrowed) */
     uint32_t election_ms;       /* for the request timeout */
     uint64_t interval_ms;       /* between passes */
     bool compact;               /* the compaction-time check, not the
@@ -282,20 +232,21 @@ static bool peer_verdict(const struct peer_hash *p, const struct server_hash *h,
                          const struct server_hash *h2)
 {
     bool bad = false;
-    if (p->rev > h2->rev) {
+    const struct server_peer_hash *a = &p->a;
+    if (a->rev > h2->rev) {
         log_warn("etcdserver", "revision %" PRId64 " from member %016" PRIx64
-                 ", expected at most %" PRId64, p->rev, p->id, h2->rev);
+                 ", expected at most %" PRId64, a->rev, p->id, h2->rev);
         bad = true;
     }
-    if (p->compact_rev > h2->compact_rev) {
+    if (a->compact_rev > h2->compact_rev) {
         log_warn("etcdserver", "compact revision %" PRId64 " from member "
-                 "%016" PRIx64 ", expected at most %" PRId64, p->compact_rev,
+                 "%016" PRIx64 ", expected at most %" PRId64, a->compact_rev,
                  p->id, h2->compact_rev);
         bad = true;
     }
-    if (p->compact_rev == h->compact_rev && p->hash != h->hash) {
+    if (a->compact_rev == h->compact_rev && a->hash != h->hash) {
         log_warn("etcdserver", "hash %u at revision %" PRId64 " from member "
-                 "%016" PRIx64 ", expected hash %u", p->hash, h->rev, p->id,
+                 "%016" PRIx64 ", expected hash %u", a->hash, h->rev, p->id,
                  h->hash);
         bad = true;
     }
@@ -306,10 +257,9 @@ static bool peer_verdict(const struct peer_hash *p, const struct server_hash *h,
 static void check_pass(struct corrupt_monitor *m, struct peer_hash *peers)
 {
     struct server_hash h, h2;
-    if (server_hash_kv(m->s, 0, &h) != 0)
+    if (!has_peers(m->s) || server_hash_kv(m->s, 0, &h) != 0)
         return;
-    size_t n = peer_hashes(m->s, m->tls, m->election_ms,
-                           1000 + (int)m->election_ms, h.rev, false, peers);
+    size_t n = peer_hashes(m->s, m->election_ms, h.rev, false, peers);
     if (barrier(m) != 0 || server_hash_kv(m->s, 0, &h2) != 0)
         return;
     bool bad = false;
@@ -320,7 +270,7 @@ static void check_pass(struct corrupt_monitor *m, struct peer_hash *peers)
         bad = true;
     }
     for (size_t i = 0; i < n; i++)
-        if (peers[i].code == 0 && peer_verdict(&peers[i], &h, &h2))
+        if (peers[i].a.err == 0 && peer_verdict(&peers[i], &h, &h2))
             bad = true;
     if (bad)
         raise_corrupt(m->s);
@@ -332,13 +282,14 @@ static void check_pass(struct corrupt_monitor *m, struct peer_hash *peers)
 static int compact_verdict(const struct peer_hash *p, int64_t c,
                            uint32_t hash)
 {
-    if (p->code != 0 || p->compact_rev != c)
+    const struct server_peer_hash *a = &p->a;
+    if (a->err != 0 || a->compact_rev != c)
         return 0;
-    if (p->hash != hash) {
+    if (a->hash != hash) {
         log_error("etcdserver", "failed compaction hash check: revision %"
                   PRId64 ", leader hash %u, follower %016" PRIx64
                   " hash %u (compact revision %" PRId64 ")", c, hash, p->id,
-                  p->hash, p->compact_rev);
+                  a->hash, a->compact_rev);
         return -1;
     }
     log_info("etcdserver", "successfully checked hash on follower %016"
@@ -358,15 +309,14 @@ static int compact_verdict(const struct peer_hash *p, int64_t c,
 static void compact_pass(struct corrupt_monitor *m, struct peer_hash *peers)
 {
     int64_t c = server_compact_rev(m->s);
-    if (c <= 0 || c <= m->checked_rev)
+    if (c <= 0 || c <= m->checked_rev || !has_peers(m->s))
         return;
     log_info("etcdserver", "starting compact hash check at revision %" PRId64,
              c);
     struct server_hash h;
     if (server_hash_kv_compacted(m->s, c, &h) != 0)
         return; /* compacted again meanwhile: the next pass */
-    size_t n = peer_hashes(m->s, m->tls, m->election_ms,
-                           1000 + (int)m->election_ms, c, true, peers);
+    size_t n = peer_hashes(m->s, m->election_ms, c, true, peers);
     size_t checked = 0;
     for (size_t i = 0; i < n; i++) {
         int v = compact_verdict(&peers[i], c, h.hash);
@@ -427,15 +377,15 @@ static void *loop(void *arg)
     return NULL;
 }
 
-int corrupt_monitor_start(struct server *s, const struct dial_tls *tls,
-                          uint32_t election_ms, uint64_t interval_ms,
+int corrupt_monitor_start(struct server *s, uint32_t election_ms,
+                          uint64_t interval_ms,
                           bool compact, struct corrupt_monitor **out)
 {
     CHECK(s != NULL && out != NULL && interval_ms > 0);
     struct corrupt_monitor *m = mem_calloc(1, sizeof *m);
     if (m == NULL)
         return ERR_NOMEM;
-    *m = (struct corrupt_monitor){.s = s, .tls = tls,
+    *m = (struct corrupt_monitor){.s = s,
                                   .election_ms = election_ms,
                                   .interval_ms = interval_ms,
                                   .compact = compact};

@@ -2,16 +2,15 @@
  * corrupt.h - the corruption checks of etcd 3.4 (etcdserver/corrupt.go):
  * this member's HashKV compared with its peers' at the same revision.
  *
- * How a member asks a peer: etcd 3.4 POSTs to the peer URL's
- * /members/hashkv.  cetcd's peer listener speaks only its raft transport,
- * so a member asks each peer's advertised client URLs (from the member
- * table) for Maintenance.HashKV at the revision, through libcetcd, as
- * `etcdctl endpoint hashkv` would; https:// client URLs are dialled with
- * this member's peer TLS material (its certificate is the one a peer
- * trusts; a cluster whose client listeners demand certificates of another
- * CA cannot be checked: each such peer is logged as not answering, never
- * counted as a mismatch).  A peer that has not published its client URLs
- * yet is skipped.  At most CORRUPT_PEERS_MAX peers are asked.
+ * How a member asks a peer: as etcd 3.4 POSTs to the peer URL's
+ * /members/hashkv, a member asks each peer's peer listener
+ * (server_peer_hash_kv: /cetcdpb.Maintenance/HashKV, through the peer
+ * transport, with its URLs and peer TLS), never the client API, so the
+ * checks compare with auth enabled (HashKV needs root there) and with
+ * --client-cert-auth.  A peer that does not answer (down, unreachable,
+ * refusing) is logged and skipped, never counted as a mismatch.  One peer
+ * at a time, each for up to the request timeout; at most
+ * CORRUPT_PEERS_MAX peers.  A member with no peers computes no hash.
  *
  *  - corrupt_check_initial (--experimental-initial-corrupt-check): before
  *    the member serves clients.  A peer of the same compact revision with
@@ -33,17 +32,20 @@
  *    leader): once the store's compact revision C is new, the leader's
  *    hash of what it holds at or below C (server_hash_kv_compacted: it
  *    depends only on the history up to C) is compared with each peer's at
- *    C, asked as HashKV with the metadata "cetcd-compaction-hash" (plain
- *    HashKV at C answers "compacted", as etcd 3.4's).  A peer of the same
+ *    C (server_peer_hash_kv with compacted; plain HashKV at C answers
+ *    "compacted", as etcd 3.4's).  A peer of the same
  *    compact revision with another hash raises CORRUPT (member 0, as etcd
  *    3.5); peers not at C are skipped and C is tried again at the next
  *    pass until every peer was compared.  Each member hashes only when
  *    asked, so at most once per compaction and peer pass, never while no
  *    compaction happens.
  *
- * The initial and periodic checks are off by default, as in etcd: each pass hashes every revision the
- * store keeps on every member (a full scan, not an incremental hash), a
- * cost that grows with the store; see docs/ARCHITECTURE.md.
+ * Defaults (cmd/flags.c; etcd has them all off): the initial check on,
+ * the periodic check every 5 minutes, the compaction-time check every
+ * minute.  Each pass hashes every revision the store keeps (a full scan,
+ * not an incremental hash), a cost per pass that grows with the store;
+ * measured in docs/BENCHMARKS.md "Corruption checks".  An explicit false
+ * or 0 turns a check off.
  */
 #ifndef CETCD_CMD_CORRUPT_H
 #define CETCD_CMD_CORRUPT_H
@@ -51,28 +53,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dial/dial.h"
 #include "server/server.h"
 
 #define CORRUPT_PEERS_MAX 64
 
-/* corrupt_check_initial runs the initial check on s (started, not yet
- * serving clients).  tls: the peer TLS material, or NULL.  Returns 0 (no
- * mismatch found), ERR_HASH_MISMATCH (logged), or an error of this
- * member's own hash (server_hash_kv's).  Blocks up to the request
- * timeout per peer. */
-int corrupt_check_initial(struct server *s, const struct dial_tls *tls,
-                          uint32_t election_ms);
+/* corrupt_check_initial runs the initial check on s (started, its peer
+ * listener serving, not yet serving clients).  Returns 0 (no mismatch
+ * found; peers that do not answer are only logged), ERR_HASH_MISMATCH
+ * (logged), or an error of this member's own hash (server_hash_kv's).
+ * Blocks up to the request timeout per peer that is reachable but does
+ * not answer. */
+int corrupt_check_initial(struct server *s, uint32_t election_ms);
 
 struct corrupt_monitor;
 
 /* corrupt_monitor_start starts the periodic check's thread (interval_ms >
- * 0), or with compact the compaction-time check's; tls is copied by
- * reference and must outlive the monitor.  Returns 0, ERR_NOMEM, or
- * ERR_IO (no thread). */
-int corrupt_monitor_start(struct server *s, const struct dial_tls *tls,
-                          uint32_t election_ms, uint64_t interval_ms,
-                          bool compact, struct corrupt_monitor **out);
+ * 0), or with compact the compaction-time check's.  Returns 0, ERR_NOMEM,
+ * or ERR_IO (no thread). */
+int corrupt_monitor_start(struct server *s, uint32_t election_ms,
+                          uint64_t interval_ms, bool compact,
+                          struct corrupt_monitor **out);
 
 /* corrupt_monitor_stop stops and joins the thread (within one peer call's
  * timeout) and frees m; NULL is fine.  Before server_stop. */

@@ -119,10 +119,12 @@ static struct flag table[] = {
     {"proxy-dial-timeout", F_UINT, "1000", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a dial to timeout."},
     {"proxy-write-timeout", F_UINT, "5000", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a write to timeout."},
     {"proxy-read-timeout", F_UINT, "0", NOT_YET, "v2 Proxy", "Time (in milliseconds) for a read to timeout."},
-    {"experimental-initial-corrupt-check", F_BOOL, "false", BUILT, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
-    {"experimental-corrupt-check-time", F_DUR, "0s", BUILT, "Experimental feature", "Duration of time between cluster corruption check passes."},
+    /* On by default in cetcd (etcd: off): docs/BENCHMARKS.md "Corruption
+     * checks" measured their cost; cmd/corrupt.h. */
+    {"experimental-initial-corrupt-check", F_BOOL, "true", BUILT, "Experimental feature", "Enable to check data corruption before serving any client/peer traffic."},
+    {"experimental-corrupt-check-time", F_DUR, "5m0s", BUILT, "Experimental feature", "Duration of time between cluster corruption check passes."},
     /* etcd 3.5's (3.4.23 has neither): cmd/corrupt.h. */
-    {"experimental-compact-hash-check-enabled", F_BOOL, "false", BUILT, "Experimental feature", "Enable leader to periodically check followers compaction hashes."},
+    {"experimental-compact-hash-check-enabled", F_BOOL, "true", BUILT, "Experimental feature", "Enable leader to periodically check followers compaction hashes."},
     {"experimental-compact-hash-check-time", F_DUR, "1m0s", BUILT, "Experimental feature", "Duration of time between leader checks followers compaction hashes."},
     {"experimental-enable-v2v3", F_STR, "", NOT_YET, "Experimental feature", "Serve v2 requests through the v3 backend under a given prefix."},
     {"experimental-backend-bbolt-freelist-type", F_STR, "array", BUILT, "Experimental feature", "Accepted for compatibility; cetcd's backend is LMDB."},

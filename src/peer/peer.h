@@ -23,7 +23,8 @@
  * certificate as a client certificate and verifies the other's, or, with
  * etcd's peer auto-TLS, accepts it unverified.
  * peer_call makes one unary call to a peer's listener (a member's own
- * services there, e.g. a promotion forwarded to the leader) with the same
+ * services there, e.g. a promotion forwarded to the leader, or the hash a
+ * corruption check asks of each peer) with the same
  * credentials, on a thread of its own; peer_ask makes the short frequent
  * ones (a renewal forwarded to the leader) on a channel kept per peer,
  * completed on one shared thread.

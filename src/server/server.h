@@ -493,6 +493,28 @@ int server_hash_kv_compacted(struct server *s, int64_t rev,
 /* server_compact_rev: the store's compact revision (0: never compacted),
  * cheap; any thread. */
 int64_t server_compact_rev(struct server *s);
+/* What a peer answered to server_peer_hash_kv.  err: 0 (the fields are
+ * its answer, as HashKVResponse's: hash, header revision, compact
+ * revision), the peer's refusal of the revision (ERR_COMPACTED,
+ * ERR_FUTURE_REV), or no answer (ERR_TIMEOUT, ERR_IO: unreachable or
+ * refused, ERR_UNSUPPORTED: an older cetcd, ERR_MEMBER_REMOVED,
+ * ERR_NOTFOUND: not a peer, ERR_BUSY: peer_call's slots are taken,
+ * ERR_STOPPED, ERR_NOMEM). */
+struct server_peer_hash {
+    int err;
+    uint32_t hash;
+    int64_t rev;
+    int64_t compact_rev;
+};
+/* server_peer_hash_kv asks member id's peer listener for its HashKV at rev
+ * (0: current), or with compacted its server_hash_kv_compacted at rev,
+ * for the corruption checks (cmd/corrupt.h), as etcd 3.4 asks a peer's
+ * /members/hashkv: no client credentials, the peer transport's URLs and
+ * TLS.  Blocks up to timeout_ms (> 0); not on the raft or apply thread.
+ * Fills *out and returns out->err. */
+int server_peer_hash_kv(struct server *s, uint64_t id, int64_t rev,
+                        bool compacted, uint32_t timeout_ms,
+                        struct server_peer_hash *out);
 /* server_hash: Maintenance.Hash: CRC32C over every version the store
  * holds (etcd hashes its bbolt file, which no other store can equal). */
 int server_hash(struct server *s, struct server_hash *out);

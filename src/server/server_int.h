@@ -471,6 +471,13 @@ void *server__house_main(void *arg);
  * the error etcd gives for their likely cause (see timeout.h). */
 void server__timeouts_expire(struct server *s, uint64_t now_ms);
 
+/* peer_hash.c: a PeerHashResponse's bytes into out (not out->err);
+ * returns its error (0, ERR_COMPACTED, ERR_FUTURE_REV) or ERR_IO
+ * (undecodable, or another error code). */
+struct server_peer_hash;
+int server__peer_hash_decode(const uint8_t *reply, size_t len,
+                             struct server_peer_hash *out);
+
 /* peers.c: the transport, on the peer listener srv (not started yet). */
 int server__peers_open(struct server *s, struct rpc_server *srv);
 void server__peers_close(struct server *s);

@@ -136,8 +136,28 @@ struct hash_job {
     struct server *s;
     enum hash_kind kind;
     int64_t revision;        /* HashKV's */
+    bool peer;               /* a peer's corruption check asks (the answer
+                                is a Cetcdpb__PeerHashResponse) */
     struct svc_done *held;   /* the request's completion */
 };
+
+/* peer_answer: the hash (or why there is none) for a peer's corruption
+ * check; refusals of the hash travel in the message (svc.h). */
+static void peer_answer(struct hash_job *j, int rc,
+                        const struct server_hash *hv)
+{
+    if (rc != 0 && rc != ERR_COMPACTED && rc != ERR_FUTURE_REV)
+        return svc__done_take(j->held, rc, NULL);
+    Cetcdpb__PeerHashResponse r = CETCDPB__PEER_HASH_RESPONSE__INIT;
+    r.error = rc;
+    r.member_id = server_member_id(j->s);
+    if (rc == 0) {
+        r.hash = hv->hash;
+        r.revision = hv->rev;
+        r.compact_revision = hv->compact_rev;
+    }
+    svc__done_take(j->held, 0, &r.base);
+}
 
 static void hash_answer(struct hash_job *j)
 {
@@ -148,6 +168,8 @@ static void hash_answer(struct hash_job *j)
                                                   s, j->revision, &hv)
                                             : server_hash_kv(s, j->revision,
                                                              &hv);
+    if (j->peer)
+        return peer_answer(j, rc, &hv);
     if (rc != 0)
         return svc__done_take(j->held, rc, NULL);
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
@@ -178,10 +200,12 @@ static void hash_run(struct server_task *t, bool stopping)
 }
 
 static void hash_post(struct server *s, enum hash_kind kind, int64_t revision,
-                      struct svc_done done)
+                      bool peer, struct svc_done done)
 {
     CHECK(s != NULL && done.fn != NULL);
-    int rc = svc_auth_check_admin(s, done);
+    /* A peer is a member (the peer listener's TLS says which), not a
+     * client: no user to check. */
+    int rc = peer ? 0 : svc_auth_check_admin(s, done);
     if (rc != 0)
         return done.fn(done.ctx, rc, NULL);
     struct hash_job *j = mem_calloc(1, sizeof(*j));
@@ -191,7 +215,8 @@ static void hash_post(struct server *s, enum hash_kind kind, int64_t revision,
         return done.fn(done.ctx, ERR_NOMEM, NULL);
     }
     *j = (struct hash_job){.task = {.fn = hash_run, .arg = j}, .s = s,
-                           .kind = kind, .revision = revision, .held = held};
+                           .kind = kind, .revision = revision, .peer = peer,
+                           .held = held};
     server_task_post_slow(s, &j->task);
 }
 
@@ -199,20 +224,22 @@ void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
                        struct svc_done done)
 {
     CHECK(req != NULL);
-    hash_post(s, HASH_KV, req->revision, done);
+    hash_post(s, HASH_KV, req->revision, false, done);
 }
 
-void svc_maint_hash_kv_compacted(struct server *s,
-                                 const Etcdserverpb__HashKVRequest *req,
-                                 struct svc_done done)
+void svc_peer_hash_kv(struct server *s, const Cetcdpb__PeerHashRequest *req,
+                      struct svc_done done)
 {
-    CHECK(req != NULL);
-    hash_post(s, HASH_KV_COMPACTED, req->revision, done);
+    CHECK(s != NULL && req != NULL && done.fn != NULL);
+    if (req->cluster_id != server_cluster_id(s))
+        return done.fn(done.ctx, ERR_INVAL, NULL);
+    hash_post(s, req->compacted ? HASH_KV_COMPACTED : HASH_KV, req->revision,
+              true, done);
 }
 
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,
                     struct svc_done done)
 {
     CHECK(req != NULL);
-    hash_post(s, HASH_STORE, 0, done);
+    hash_post(s, HASH_STORE, 0, false, done);
 }

@@ -242,13 +242,17 @@ void svc_maint_alarm(struct server *s, const Etcdserverpb__AlarmRequest *req,
  * ERR_COMPACTED, ERR_FUTURE_REV, ERR_BUSY, ERR_NOMEM, ERR_STOPPED. */
 void svc_maint_hash_kv(struct server *s, const Etcdserverpb__HashKVRequest *req,
                        struct svc_done done);
-/* svc_maint_hash_kv_compacted: the same answer for the hash at the
- * compaction revision req->revision (server_hash_kv_compacted), asked by
- * the compaction-time hash check of a peer (api: HashKV with the metadata
- * "cetcd-compaction-hash").  Errors: as svc_maint_hash_kv. */
-void svc_maint_hash_kv_compacted(struct server *s,
-                                 const Etcdserverpb__HashKVRequest *req,
-                                 struct svc_done done);
+/* svc_peer_hash_kv answers a peer's corruption check (cmd/corrupt.h; the
+ * peer listener's /cetcdpb.Maintenance/HashKV, as etcd 3.4's peers ask
+ * /members/hashkv): HashKV at req->revision, or with req->compacted the
+ * hash at that compaction revision (server_hash_kv_compacted), which
+ * plain HashKV refuses as compacted.  No auth check: the asker is a
+ * member, not a client.  Reply: Cetcdpb__PeerHashResponse, on cetcd-slow,
+ * with error ERR_COMPACTED or ERR_FUTURE_REV when this member cannot hash
+ * at that revision.  Errors of the call (done.fn's err): ERR_INVAL
+ * (another cluster id), ERR_BUSY, ERR_NOMEM, ERR_STOPPED, ERR_CORRUPT. */
+void svc_peer_hash_kv(struct server *s, const Cetcdpb__PeerHashRequest *req,
+                      struct svc_done done);
 /* svc_maint_hash: Reply Etcdserverpb__HashResponse (server_hash), on
  * cetcd-slow as HashKV. */
 void svc_maint_hash(struct server *s, const Etcdserverpb__HashRequest *req,

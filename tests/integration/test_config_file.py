@@ -26,6 +26,7 @@ import grpc
 import pytest
 
 from conftest import Server, against_etcd, free_port, grpc_error
+from common.servers import server_bin
 from common.servers import ETCD_BIN
 from etcd3.etcdrpc import rpc_pb2 as pb
 from etcd3.etcdrpc import rpc_pb2_grpc as pb_grpc
@@ -281,3 +282,65 @@ def test_unbuilt_key_refused(make_server, key):
     assert cp.returncode == 1, cp
     assert ("%s in the configuration file is not supported yet" % name
             in cp.stderr), cp.stderr
+
+
+MINIMAL = """name: cfg-member
+data-dir: {data}
+listen-peer-urls: {peer}
+initial-advertise-peer-urls: {peer}
+listen-client-urls: {client}
+advertise-client-urls: {client}
+initial-cluster: cfg-member={peer}
+"""
+
+
+def started_log(text, wanted):
+    """The log of a member started from MINIMAL + text, once every line of
+    wanted is in it (the checks log their start on their own threads,
+    after the member serves), or after 3 s with wanted empty."""
+    s = FileServer(MINIMAL + text)
+    try:
+        s.start()
+        deadline = time.time() + (20 if wanted else 3)
+        while time.time() < deadline:
+            log = open(s.log_path).read()
+            if wanted and all(w in log for w in wanted):
+                break
+            time.sleep(0.1)
+        return open(s.log_path).read()
+    finally:
+        s.cleanup()
+
+
+@pytest.mark.skipif(against_etcd(), reason="etcd 3.5's keys (3.4.23 ignores "
+                    "them) and cetcd's defaults")
+def test_corrupt_check_keys():
+    """The compaction-time check's keys under etcd 3.5's names, and the
+    3.4 periodic check's: each reaches its check (the check logs its
+    interval when it starts); false / 0 turns a check off, and the
+    defaults (cetcd: on) apply when the file says nothing."""
+    want = ["enabled compact hash check with 60000ms interval",
+            "enabled corruption checking with 300000ms interval"]
+    log = started_log("", want)
+    assert all(w in log for w in want), log
+    want = ["enabled compact hash check with 2500ms interval",
+            "enabled corruption checking with 7000ms interval"]
+    log = started_log("experimental-compact-hash-check-enabled: true\n"
+                      "experimental-compact-hash-check-time: 2500000000\n"
+                      "experimental-corrupt-check-time: 7000000000\n", want)
+    assert all(w in log for w in want), log
+    log = started_log("experimental-compact-hash-check-enabled: false\n"
+                      "experimental-corrupt-check-time: 0\n", [])
+    assert "enabled compact hash check" not in log
+    assert "enabled corruption checking" not in log
+    # etcd 3.5's check of the time, with the file's value.
+    cp = run_with(server_bin(), "experimental-compact-hash-"
+                  "check-time: 0\n")
+    assert cp.returncode == 1
+    assert error_line(cp) == (
+        "etcdmain: error verifying flags, --experimental-compact-hash-check-"
+        "time must be >0 (set to: 0s). See 'etcd --help'."), cp.stderr
+    cp = run_with(server_bin(), "experimental-compact-hash-"
+                  "check-enabled: 3\n")
+    assert cp.returncode == 1
+    assert "experimental-compact-hash-check-enabled" in error_line(cp), cp
