@@ -15,6 +15,12 @@
  * again later from the store (sent_rev skips what went out already).
  * The stream ends when the client cancels it (or the member stops:
  * ERR_STOPPED).  Lifetime as lock_wait.c: only the task frees.
+ *
+ * Auth: the Range and each watch run as the caller (its token or client
+ * certificate CN, copied at open: lock__ident), as etcd's in-process
+ * client carries the stream's context; a refusal (no read on name/ or on
+ * the leader's key, a bad token, ...) ends the stream with status OK and
+ * no message, as etcd's Observe does.
  */
 #include <pthread.h>
 #include <string.h>
