@@ -20,7 +20,6 @@ must reach the reader's open Observe on both.
 
 import queue
 import threading
-import time
 
 import grpc
 import pytest
