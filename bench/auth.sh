@@ -16,6 +16,11 @@
 #   BENCH_BIN  (default build/src/bench/cetcd-bench)
 #   TOTAL      requests per workload (default 20000)
 #   CLIENTS    clients in flight (default 16), CONNS (default 4)
+#   BENCH_CLIENT=go  load with etcd's own Go client instead (clientv3 3.4
+#              logged in with --user root:PW: it authenticates at dial and
+#              sends its token with each request): bench/authbench, built
+#              by bench/authbench/build.sh into build/authbench/ (GO_BENCH
+#              overrides the binary)
 # A shared 2-core machine makes the numbers noisy: compare the ratios of
 # one run, not absolute numbers across runs.
 set -euo pipefail
@@ -81,12 +86,20 @@ one() {
         tokarg=(--token "$(token "$ep")")
     fi
     for op in put range; do
-        local args=(put --key-size 8 --val-size 256 --key-space-size 100000)
-        [ $op = range ] && args=(range bench-k --consistency s)
         local r
-        r=$("$BENCH_BIN" --endpoints "$ep" --conns "$CONNS" \
-            --clients "$CLIENTS" --total "$TOTAL" "${tokarg[@]}" \
-            "${args[@]}" | grep '^RESULT')
+        if [ "${BENCH_CLIENT:-}" = go ]; then
+            local user=()
+            [ "$mode" != off ] && user=(--user "root:$PW")
+            r=$("${GO_BENCH:-$ROOT/build/authbench/authbench}" \
+                --endpoints "$ep" --conns "$CONNS" --clients "$CLIENTS" \
+                --total "$TOTAL" "${user[@]}" $op | grep '^RESULT')
+        else
+            local args=(put --key-size 8 --val-size 256 --key-space-size 100000)
+            [ $op = range ] && args=(range bench-k --consistency s)
+            r=$("$BENCH_BIN" --endpoints "$ep" --conns "$CONNS" \
+                --clients "$CLIENTS" --total "$TOTAL" "${tokarg[@]}" \
+                "${args[@]}" | grep '^RESULT')
+        fi
         local qps p99 err
         qps=$(sed -n 's/.* qps=\([0-9.]*\).*/\1/p' <<<"$r")
         p99=$(sed -n 's/.* p99_ms=\([0-9.]*\).*/\1/p' <<<"$r")

@@ -45,7 +45,8 @@ CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
     tests/integration/test_http.py tests/integration/test_gateway.py \
     tests/integration/test_config_file.py tests/integration/test_flags_ops.py \
     tests/integration/test_snapshot_etcd.py tests/integration/test_import_etcd.py \
-    tests/integration/test_auth_cn.py tests/integration/test_differential_auth.py
+    tests/integration/test_auth_cn.py tests/integration/test_differential_auth.py \
+    tests/integration/test_auth_observe.py
 
 echo "== fuzz targets (clang, ${FUZZ_SECONDS}s each)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCETCD_FUZZ=ON \

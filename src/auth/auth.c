@@ -726,7 +726,10 @@ int auth_check_range(struct auth_store *as, const char *user,
     int rc = 0;
     if (!as->enabled)
         goto out;
-    if (revision == 0 || user == NULL || user[0] == '\0') {
+    /* etcd's isOpPermitted: only revision 0 means "no user given"; the
+     * user "" at a revision (a client certificate with an empty CN) is
+     * looked up and not found: permission denied. */
+    if (revision == 0) {
         rc = ERR_AUTH_USER_EMPTY;
         goto out;
     }
@@ -734,7 +737,7 @@ int auth_check_range(struct auth_store *as, const char *user,
         rc = ERR_AUTH_OLD_REVISION;
         goto out;
     }
-    struct user *u = user_of(as, user);
+    struct user *u = user_of(as, user != NULL ? user : "");
     if (u == NULL) {
         rc = ERR_AUTH_PERMISSION_DENIED;
         goto out;

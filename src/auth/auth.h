@@ -145,8 +145,9 @@ bool auth_user_has_role(struct auth_store *as, const char *user,
 
 /* auth_check_range: may user do type (AUTH_READ or AUTH_WRITE) on [key,
  * end) (end_len 0: the key alone; end "\0": every key from key on)?
- * Errors: ERR_AUTH_USER_EMPTY (no user), ERR_AUTH_OLD_REVISION,
- * ERR_AUTH_PERMISSION_DENIED (no such user, or not covered). */
+ * Errors: ERR_AUTH_USER_EMPTY (revision 0: no user given, as etcd's
+ * isOpPermitted), ERR_AUTH_OLD_REVISION, ERR_AUTH_PERMISSION_DENIED (no
+ * such user, the user "" included, or not covered). */
 int auth_check_range(struct auth_store *as, const char *user,
                      uint64_t revision, const uint8_t *key, size_t key_len,
                      const uint8_t *end, size_t end_len,

@@ -309,7 +309,9 @@ static void peer_addr(int fd, char *buf, size_t cap)
 
 /* peer_cn is the common name of the verified client certificate, as Go's
  * x509 Subject.CommonName (the last CN attribute, as UTF-8), copied
- * (mem_free it), or NULL: none, not verified, a NUL inside, no memory. */
+ * (mem_free it): "" for a certificate without one (Go's CommonName is ""
+ * then too, and etcd names the user "": permission denied, not "user name
+ * is empty"); NULL: no certificate, not verified, a NUL inside, no memory. */
 static char *peer_cn(SSL *ssl)
 {
     X509 *x = SSL_get0_peer_certificate(ssl);
@@ -321,12 +323,12 @@ static char *peer_cn(SSL *ssl)
                                                 at)) >= 0;)
         at = i;
     if (at < 0)
-        return NULL;
+        return mem_calloc(1, 1);
     unsigned char *utf8 = NULL;
     int n = ASN1_STRING_to_UTF8(
         &utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, at)));
     char *cn = NULL;
-    if (n >= 0 && memchr(utf8, '\0', (size_t)n) == NULL)
+    if (n == 0 || (n > 0 && memchr(utf8, '\0', (size_t)n) == NULL))
         cn = mem_malloc((size_t)n + 1);
     if (cn != NULL) {
         memcpy(cn, utf8, (size_t)n);

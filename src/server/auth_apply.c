@@ -204,7 +204,11 @@ static int check_lease_keys(const struct applier_call *c, int64_t lease)
 
 /* etcd's order: the key, the lease's keys, then prev_kv's read.  Unlike
  * etcd 3.4 (and 3.5), a put inside a Txn is checked for its lease too
- * (see auth_txn). */
+ * (see auth_txn), and for prev_kv's read: etcd 3.4.23, 3.5 and main check
+ * a Txn's put for write only (their checkTxnReqsPermission), so there a
+ * write-only user reads a key's value through a Txn put with prev_kv,
+ * which their own Put refuses (test_auth.py
+ * test_txn_put_prev_kv_needs_read shows both). */
 static int check_put(const struct applier_call *c,
                      const Etcdserverpb__PutRequest *r)
 {

@@ -92,14 +92,18 @@ static bool lone_leader(struct server *s)
            atomic_load(&s->lead) == s->member_id;
 }
 
-/* Serves a read whose consistency point is known: wait, read, answer. */
+/* Serves a read whose consistency point is known: wait, check, read,
+ * answer. */
 static void serve(struct server *s, Etcdserverpb__RangeRequest *req,
-                  uint64_t index, int err, server_read_fn fn, void *arg)
+                  uint64_t index, int err, server_read_check_fn check,
+                  server_read_fn fn, void *arg)
 {
     Etcdserverpb__RangeResponse *resp = NULL;
     struct server_read *rd = NULL;
     if (err == 0)
         err = wait_applied(s, index);
+    if (err == 0 && check != NULL)
+        err = check(s, req, arg);
     if (err == 0)
         err = range_local(s, req, &resp, &rd);
     fn(arg, err, resp);
@@ -107,24 +111,34 @@ static void serve(struct server *s, Etcdserverpb__RangeRequest *req,
     etcdserverpb__range_request__free_unpacked(req, NULL);
 }
 
-void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
-                        server_read_fn fn, void *arg)
+void server_range_async_checked(struct server *s,
+                                Etcdserverpb__RangeRequest *req,
+                                server_read_check_fn check, server_read_fn fn,
+                                void *arg)
 {
+    CHECK(s != NULL && req != NULL && fn != NULL);
     if (req->serializable || lone_leader(s)) {
         serve(s, req, req->serializable ? 0 : atomic_load(&s->committed_index),
-              0, fn, arg);
+              0, check, fn, arg);
         return;
     }
     struct server_read_waiter *w = mem_calloc(1, sizeof *w);
     int rc = w ? 0 : ERR_NOMEM;
     if (rc == 0) {
-        *w = (struct server_read_waiter){.req = req, .fn = fn, .arg = arg};
+        *w = (struct server_read_waiter){
+            .req = req, .check = check, .fn = fn, .arg = arg};
         rc = server__read_enqueue(s, w);
     }
     if (rc != 0) {
         mem_free(w);
-        serve(s, req, 0, rc, fn, arg);
+        serve(s, req, 0, rc, check, fn, arg);
     }
+}
+
+void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
+                        server_read_fn fn, void *arg)
+{
+    server_range_async_checked(s, req, NULL, fn, arg);
 }
 
 /* The synchronous form, for callers that may block (tests, tools). */
@@ -254,7 +268,7 @@ static void *read_worker(void *arg)
         pthread_mutex_unlock(&s->reads.ready_mu);
         if (w == NULL)
             return NULL; /* stopping and drained */
-        serve(s, w->req, w->index, w->err, w->fn, w->arg);
+        serve(s, w->req, w->index, w->err, w->check, w->fn, w->arg);
         mem_free(w);
         CHECK(atomic_load(&s->reads.pending) > 0);
         atomic_fetch_sub(&s->reads.pending, 1);

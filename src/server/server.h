@@ -352,6 +352,26 @@ typedef void (*server_read_fn)(void *arg, int err,
 void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
                         server_read_fn fn, void *arg);
 
+/* A check a Range must pass at its consistency point: once the applied
+ * index has reached the read's (after the ReadIndex round of a
+ * linearizable read), just before the store is read.  etcd checks a
+ * read's permission there (EtcdServer.Range: linearizableReadNotify, then
+ * doSerialize), so a grant committed before the read arrived is seen even
+ * on a member that had not applied it yet.  Returns 0, or the ERR_* given
+ * to fn instead of a response.  Runs on the thread fn runs on, with arg
+ * (fn's), before fn; req is the read's (borrowed for the call). */
+typedef int (*server_read_check_fn)(struct server *s,
+                                    const Etcdserverpb__RangeRequest *req,
+                                    void *arg);
+
+/* server_range_async_checked: server_range_async with check (NULL: none)
+ * made at the read's consistency point (above).  fn gets check's error
+ * when it refuses. */
+void server_range_async_checked(struct server *s,
+                                Etcdserverpb__RangeRequest *req,
+                                server_read_check_fn check, server_read_fn fn,
+                                void *arg);
+
 /* server_barrier_async calls fn(arg, err) once this member's applied
  * index has reached the cluster's commit index as of the call: a
  * linearizable barrier for answers built from applied state other than

@@ -158,8 +158,9 @@ struct server_member {
 struct server_read_waiter {
     struct server_read_waiter *next;   /* batch or ready-queue link */
     Etcdserverpb__RangeRequest *req;   /* owned (protobuf-c unpacked) */
+    server_read_check_fn check;        /* at the consistency point, or NULL */
     server_read_fn fn;                 /* answer */
-    void *arg;
+    void *arg;                         /* check's and fn's */
     uint64_t index;                    /* read at applied >= index */
     int err;                           /* or fail with this */
 };

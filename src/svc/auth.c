@@ -33,7 +33,10 @@ static const char *token_of(struct svc_done done, size_t *len)
 
 /* etcd's AuthInfoFromTLS: no token, but a verified client certificate
  * (--client-cert-auth) names the user by its CN, at the store's revision
- * now.  A CN too long for a user name names nobody. */
+ * now.  An empty CN (or none) names the user "" at that revision, as
+ * etcd: its checks answer "permission denied" (no such user), while an
+ * admin request answers "user name is empty".  A CN too long for any
+ * user name is taken as "" too (no user could match it either). */
 static int peer_cn_user(struct server *s, struct svc_done done,
                         char *user_out, size_t cap, uint64_t *rev_out)
 {
@@ -41,8 +44,10 @@ static int peer_cn_user(struct server *s, struct svc_done done,
     const char *cn = done.metadata != NULL
                          ? done.metadata(done.ctx, SVC_META_PEER_CN, &len)
                          : NULL;
-    if (cn == NULL || len == 0 || len >= cap)
+    if (cn == NULL)
         return 0;
+    if (len >= cap)
+        len = 0;
     memcpy(user_out, cn, len);
     user_out[len] = '\0';
     *rev_out = auth_store_revision(server_auth_store(s));

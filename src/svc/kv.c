@@ -24,13 +24,22 @@ static void on_range(void *arg, int err, const Etcdserverpb__RangeResponse *r)
     svc__done_take(arg, err, err == 0 ? &r->base : NULL);
 }
 
+/* The read's permission, at its consistency point (server.h
+ * server_read_check_fn): as etcd, after the ReadIndex wait, so a grant
+ * committed before the read came is seen (and a token checked then).
+ * arg: the held completion; its metadata is valid until it is taken. */
+static int range_permitted(struct server *s,
+                           const Etcdserverpb__RangeRequest *req, void *arg)
+{
+    const struct svc_done *held = arg;
+    return svc_auth_check_read(s, *held, req->key, req->range_end);
+}
+
 void svc_kv_range(struct server *s, Etcdserverpb__RangeRequest *req,
                   struct svc_done done)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
     int rc = kv_check_range(req);
-    if (rc == 0) /* etcd checks reads at the read path, not in raft */
-        rc = svc_auth_check_read(s, done, req->key, req->range_end);
     struct svc_done *held = rc == 0 ? svc__done_dup(done) : NULL;
     if (rc == 0 && held == NULL)
         rc = ERR_NOMEM;
@@ -39,8 +48,9 @@ void svc_kv_range(struct server *s, Etcdserverpb__RangeRequest *req,
         done.fn(done.ctx, rc, NULL);
         return;
     }
-    /* A linearizable read waits for raft without holding this thread. */
-    server_range_async(s, req, on_range, held);
+    /* A linearizable read waits for raft without holding this thread;
+     * etcd checks reads at the read path, not in raft. */
+    server_range_async_checked(s, req, range_permitted, on_range, held);
 }
 
 /* A write method: etcd's checks of its request, its cost against the

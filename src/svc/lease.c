@@ -164,7 +164,7 @@ void svc_lease_time_to_live(struct server *s,
     char user[AUTH_NAME_MAX + 1];
     uint64_t rev;
     int rc = svc_auth_who(s, done, user, sizeof user, &rev);
-    if (rc == 0 && user[0] == '\0')
+    if (rc == 0 && rev == 0) /* no identity (an empty CN is one) */
         rc = ERR_AUTH_USER_EMPTY;
     if (rc != 0) {
         done.fn(done.ctx, rc, NULL);

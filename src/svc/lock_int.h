@@ -52,6 +52,31 @@ void lock__delete_if_created(struct server *s, const uint8_t *key,
 /* (md, md_ctx: the waiter's metadata, read during the call only: the
  * delete runs as its user; NULL: none.) */
 
+/* The caller's identity of a Lock, Campaign or Observe stream, copied at
+ * its open: its KV steps run later, on cetcd-task and read workers, and
+ * run as that caller (etcd's v3lock / v3election servers use the
+ * stream's context, its token or its client certificate's CN). */
+struct lock_ident {
+    char *token;      /* the "token" (or "authorization") value, or NULL */
+    size_t token_len;
+    char *cn;         /* SVC_META_PEER_CN's value, or NULL: none */
+    size_t cn_len;
+};
+
+/* lock__ident_copy fills id (zeroed by the caller) from st's metadata.
+ * A token past 4096 bytes is dropped (no token of ours is that long).
+ * Errors: ERR_NOMEM. */
+int lock__ident_copy(struct lock_ident *id, const struct svc_stream *st);
+
+/* lock__ident_free frees the copies (id may be zeroed or filled). */
+void lock__ident_free(struct lock_ident *id);
+
+/* lock__ident_metadata answers the services' metadata questions (svc.h
+ * struct svc_done) from id: "token" and SVC_META_PEER_CN; NULL for any
+ * other key. */
+const char *lock__ident_metadata(const struct lock_ident *id, const char *key,
+                                 size_t *len);
+
 /* lock__waiters_take reserves one of SVC_LOCK_WAITERS_MAX waiter slots
  * (false: all taken); lock__waiters_put gives it back. */
 bool lock__waiters_take(void);

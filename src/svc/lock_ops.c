@@ -2,7 +2,7 @@
  * lock_ops.c - the KV requests Lock and Election are made of (etcd's
  * clientv3/concurrency does the same through a client): a Range by create
  * revision, a Txn guarded by a key's create revision, the clean-up delete;
- * and the waiter bound.
+ * the caller's identity the steps run as; and the waiter bound.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -132,6 +132,73 @@ void lock__delete_if_created(struct server *s, const uint8_t *key,
     Etcdserverpb__RequestOp *ops[1] = {&op};
     lock__txn_if_created(s, key, key_len, rev, ops, 1, NULL, 0,
                          (struct svc_done){forget, md_ctx, md});
+}
+
+/* --- the caller's identity ------------------------------------------------ */
+
+#define IDENT_TOKEN_MAX 4096
+
+static int copy_md(const struct svc_stream *st, const char *key, char **out,
+                   size_t *len_out)
+{
+    size_t n = 0;
+    const char *v = st->metadata(st->ctx, key, &n);
+    if (v == NULL)
+        return 1; /* absent */
+    *out = mem_malloc(n + 1);
+    if (*out == NULL)
+        return ERR_NOMEM;
+    if (n > 0)
+        memcpy(*out, v, n);
+    (*out)[n] = '\0';
+    *len_out = n;
+    return 0;
+}
+
+int lock__ident_copy(struct lock_ident *id, const struct svc_stream *st)
+{
+    CHECK(id != NULL && id->token == NULL && id->cn == NULL);
+    if (st->metadata == NULL)
+        return 0;
+    int rc = copy_md(st, "token", &id->token, &id->token_len);
+    if (rc == 1)
+        rc = copy_md(st, "authorization", &id->token, &id->token_len);
+    if (rc == 0 && id->token_len > IDENT_TOKEN_MAX) {
+        mem_free(id->token);
+        id->token = NULL;
+        id->token_len = 0;
+    }
+    if (rc >= 0)
+        rc = copy_md(st, SVC_META_PEER_CN, &id->cn, &id->cn_len);
+    if (rc < 0) {
+        lock__ident_free(id);
+        return rc;
+    }
+    return 0;
+}
+
+void lock__ident_free(struct lock_ident *id)
+{
+    mem_free(id->token);
+    mem_free(id->cn);
+    *id = (struct lock_ident){0};
+}
+
+const char *lock__ident_metadata(const struct lock_ident *id, const char *key,
+                                 size_t *len)
+{
+    const char *v = NULL;
+    size_t n = 0;
+    if (strcmp(key, "token") == 0) {
+        v = id->token;
+        n = id->token_len;
+    } else if (strcmp(key, SVC_META_PEER_CN) == 0) {
+        v = id->cn;
+        n = id->cn_len;
+    }
+    if (v != NULL && len != NULL)
+        *len = n;
+    return v;
 }
 
 /* The waiters of every member in the process (one member per process in

@@ -97,19 +97,15 @@ struct lwait {
     int64_t first_rev;      /* its first key's create revision */
     uint8_t *pred;          /* its second key: the one I wait for */
     size_t pred_len;        /* (mem_malloc'd; NULL: none or no memory) */
-    char *token;            /* the client's auth token (copied at open;
-                             * NULL: none): its KV steps run as its user */
-    size_t token_len;
+    struct lock_ident who;  /* the client's token / certificate CN
+                             * (copied at open): its KV steps run as it */
 };
 
-/* The KV steps' metadata: the client's token only. */
+/* The KV steps' metadata: the client's identity only. */
 static const char *w_metadata(void *ctx, const char *key, size_t *len)
 {
     struct lwait *w = ctx;
-    if (w->token == NULL || strcmp(key, "token") != 0)
-        return NULL;
-    *len = w->token_len;
-    return w->token;
+    return lock__ident_metadata(&w->who, key, len);
 }
 
 static void step(struct server_task *t, bool stopping);
@@ -463,7 +459,7 @@ static void w_free(struct lwait *w)
     w->st->release(w->st->ctx);
     pthread_mutex_destroy(&w->mu);
     mem_free(w->name);
-    mem_free(w->token);
+    lock__ident_free(&w->who);
     mem_free(w->value);
     mem_free(w->key);
     mem_free(w->pfx_end);
@@ -543,14 +539,10 @@ static int w_open(struct server *s, struct svc_stream *st, void **state_out,
     }
     w->s = s;
     w->st = st;
-    size_t tl = 0;
-    const char *t = st->metadata != NULL ? st->metadata(st->ctx, "token", &tl)
-                                         : NULL;
-    if (t == NULL && st->metadata != NULL)
-        t = st->metadata(st->ctx, "authorization", &tl);
-    if (t != NULL && tl > 0 && tl <= 4096) {
-        w->token = mem_dup(t, tl);
-        w->token_len = tl;
+    if (lock__ident_copy(&w->who, st) != 0) {
+        mem_free(w);
+        lock__waiters_put();
+        return ERR_NOMEM;
     }
     w->campaign = campaign;
     w->task.fn = step;

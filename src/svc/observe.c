@@ -15,6 +15,12 @@
  * again later from the store (sent_rev skips what went out already).
  * The stream ends when the client cancels it (or the member stops:
  * ERR_STOPPED).  Lifetime as lock_wait.c: only the task frees.
+ *
+ * Auth: the Range and each watch run as the caller (its token or client
+ * certificate CN, copied at open: lock__ident), as etcd's in-process
+ * client carries the stream's context; a refusal (no read on name/ or on
+ * the leader's key, a bad token, ...) ends the stream with status OK and
+ * no message, as etcd's Observe does.
  */
 #include <pthread.h>
 #include <string.h>
@@ -60,7 +66,32 @@ struct ob {
     size_t leader_len;
     mvcc_rev rev;            /* the Range's revision, or the first PUT's */
     mvcc_rev sent_rev;       /* the newest mod revision sent */
+    struct lock_ident who;   /* the caller (copied at open): the Range and
+                              * the watches run as it */
 };
+
+/* The Range's and the watch checks' metadata: the caller's identity. */
+static const char *o_metadata(void *ctx, const char *key, size_t *len)
+{
+    struct ob *o = ctx;
+    return lock__ident_metadata(&o->who, key, len);
+}
+
+/* An auth refusal of the caller (etcd's ErrUserEmpty, ErrAuthOldRevision,
+ * ErrInvalidAuthToken, ErrPermissionDenied, ...). */
+static bool auth_refused(int err)
+{
+    switch (err) {
+    case ERR_AUTH_USER_EMPTY:
+    case ERR_AUTH_OLD_REVISION:
+    case ERR_AUTH_INVALID_TOKEN:
+    case ERR_AUTH_PERMISSION_DENIED:
+    case ERR_AUTH_USER_NOT_FOUND:
+        return true;
+    default:
+        return false;
+    }
+}
 
 static bool post_locked(struct ob *o)
 {
@@ -227,7 +258,17 @@ static void do_range(struct ob *o)
     pthread_mutex_unlock(&o->mu);
     lock__range(o->s, o->pfx, o->pfx_len, o->pfx + o->pfx_len, o->pfx_len,
                 ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND, 1, 0,
-                (struct svc_done){on_range, o});
+                (struct svc_done){on_range, o, o_metadata});
+}
+
+/* watch_permitted: may the caller read what c watches?  etcd creates
+ * Observe's watches as the caller, and a refused create cancels them. */
+static int watch_permitted(struct ob *o, const struct watch_create *c)
+{
+    ProtobufCBinaryData key = {c->key_len, (uint8_t *)c->key};
+    ProtobufCBinaryData end = {c->end_len, (uint8_t *)c->end};
+    struct svc_done who = {NULL, o, o_metadata};
+    return svc_auth_check_read(o->s, who, key, end);
 }
 
 /* do_watch: the leader's key from rev + 1, or name/ from rev. */
@@ -247,7 +288,9 @@ static int do_watch(struct ob *o)
         .start_rev = first ? o->rev : o->rev + 1,
     };
     pthread_mutex_unlock(&o->mu);
-    int rc = server_watch_open(o->s, &sink, false, &o->ws);
+    int rc = watch_permitted(o, &c);
+    if (rc == 0)
+        rc = server_watch_open(o->s, &sink, false, &o->ws);
     int64_t id;
     if (rc == 0)
         rc = server_watch_create(o->s, &o->ws, &c, &id);
@@ -265,12 +308,15 @@ static void unwatch(struct ob *o)
     pthread_mutex_unlock(&o->mu);
 }
 
+/* fail ends the stream with err; an auth refusal ends it with status OK
+ * and no further message, as etcd's Observe (its Election.observe closes
+ * the channel when the Get or the watch fails, and Observe returns nil). */
 static void fail(struct ob *o, int err)
 {
     pthread_mutex_lock(&o->mu);
     o->mode = O_DONE;
     pthread_mutex_unlock(&o->mu);
-    o->st->close(o->st->ctx, err);
+    o->st->close(o->st->ctx, auth_refused(err) ? 0 : err);
 }
 
 static void o_free(struct ob *o)
@@ -280,6 +326,7 @@ static void o_free(struct ob *o)
     pthread_mutex_destroy(&o->mu);
     mem_free(o->pfx);
     mem_free(o->leader);
+    lock__ident_free(&o->who);
     mem_free(o);
     lock__waiters_put();
 }
@@ -349,6 +396,11 @@ static int o_open(struct server *s, struct svc_stream *st, void **state_out)
     }
     o->s = s;
     o->st = st;
+    if (lock__ident_copy(&o->who, st) != 0) {
+        mem_free(o);
+        lock__waiters_put();
+        return ERR_NOMEM;
+    }
     o->task.fn = o_step;
     o->task.arg = o;
     o->mode = O_IDLE;

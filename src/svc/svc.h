@@ -95,9 +95,13 @@ struct svc_done {
  * etcdserverpb__range_request__unpack with the default allocator (NULL):
  * it is freed with free_unpacked once answered (it is kept for the read).
  * Reply: Etcdserverpb__RangeResponse (its keys point into the store; they
- * stay valid during done.fn only).  Errors: ERR_EMPTY_KEY, ERR_COMPACTED,
+ * stay valid during done.fn only).  With auth on, the caller's read
+ * permission is checked once the read's consistency point is reached
+ * (after the ReadIndex wait, as etcd), so done.metadata is read on the
+ * thread that serves the read.  Errors: ERR_EMPTY_KEY, ERR_COMPACTED,
  * ERR_FUTURE_REV, ERR_TIMEOUT (no ReadIndex answer within the request
- * timeout), ERR_LEADER_CHANGED, ERR_STOPPED, ERR_NOMEM. */
+ * timeout), ERR_LEADER_CHANGED, ERR_STOPPED, ERR_NOMEM, and those of
+ * svc_auth_check_read. */
 void svc_kv_range(struct server *s, Etcdserverpb__RangeRequest *req,
                   struct svc_done done);
 
@@ -405,9 +409,11 @@ extern const struct svc_stream_handler svc_snapshot_handler;
 void svc_auth_call(struct server *s, const ProtobufCMessage *req,
                    struct svc_done done);
 
-/* svc_auth_who finds the caller's user from done.metadata's token:
- * user_out (cap bytes) gets "" when the request carries none, and *rev_out
- * the auth store's revision at the check (0 with no user).  Errors:
+/* svc_auth_who finds the caller's user from done.metadata's token (or
+ * its client certificate's CN): user_out (cap bytes) gets "" when the
+ * request carries none, and *rev_out the auth store's revision at the
+ * check (0 with no identity: etcd's "user name is empty"; a certificate
+ * with an empty CN names user "" at a revision != 0, as etcd).  Errors:
  * ERR_AUTH_INVALID_TOKEN (a token this member does not know, expired). */
 int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
                  size_t cap, uint64_t *rev_out);

@@ -518,3 +518,71 @@ def test_bcrypt_does_not_hold_the_event_loop(make_server):
     th.join()
     assert took["add"] > 0.5, took  # the hash really was slow
     assert worst < took["add"] / 2, (worst, took)
+
+
+def test_txn_put_prev_kv_needs_read(make_server):
+    """A put with prev_kv returns the key's previous value, so it needs
+    read on the key besides write, inside a Txn too.  etcd 3.4.23 (and 3.5
+    and main: their checkTxnReqsPermission checks only write for a Txn's
+    put, though their Put checks prev_kv's read) returns the value to a
+    write-only user through a Txn: asserted, so a change on either side
+    shows.  cetcd refuses it, as it refuses the same put outside a Txn and
+    a Txn delete with prev_kv (both as etcd)."""
+    import grpc
+    from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+    if against_etcd():
+        pytest.skip("compares cetcd with etcd itself")
+    out = []
+    for binary, name in ((None, "m1"), (ETCD_BIN, "ref")):
+        srv = make_server(extra_args=FAST, binary=binary, name=name)
+        for args in [("user", "add", "root:" + ROOT_PW),
+                     ("user", "grant-role", "root", "root"),
+                     ("user", "add", "wo:wopw"), ("role", "add", "rwo"),
+                     ("role", "grant-permission", "rwo", "write", "/w/",
+                      "--prefix"),
+                     ("user", "grant-role", "wo", "rwo"), ("auth", "enable"),
+                     ROOT + ("put", "/w/k", "secret")]:
+            srv.ctl(*args)
+        tok = rpc_pb2_grpc.AuthStub(srv.channel()).Authenticate(
+            rpc_pb2.AuthenticateRequest(name="wo", password="wopw"),
+            timeout=10).token
+        kv, md = srv.kv(), [("token", tok)]
+
+        def attempt(fn):
+            try:
+                return fn()
+            except grpc.RpcError as e:
+                return e.details()
+
+        def put(prev, value):
+            return rpc_pb2.PutRequest(key=b"/w/k", value=value, prev_kv=prev)
+
+        def txn(op):
+            r = kv.Txn(rpc_pb2.TxnRequest(success=[op]), metadata=md,
+                       timeout=10)
+            rr = r.responses[0]
+            if rr.HasField("response_put"):
+                return ("prev", rr.response_put.prev_kv.value)
+            return ("prev", [p.value for p in
+                             rr.response_delete_range.prev_kvs])
+        res = [
+            attempt(lambda: kv.Put(put(True, b"p1"), metadata=md,
+                                   timeout=10).prev_kv.value),
+            attempt(lambda: txn(rpc_pb2.RequestOp(
+                request_put=put(True, b"t1")))),
+            attempt(lambda: txn(rpc_pb2.RequestOp(
+                request_put=put(False, b"t2")))),
+            attempt(lambda: txn(rpc_pb2.RequestOp(
+                request_delete_range=rpc_pb2.DeleteRangeRequest(
+                    key=b"/w/k", prev_kv=True)))),
+            srv.ctl(*(ROOT + ("get", "/w/k", "--print-value-only"))).out,
+        ]
+        out.append(res)
+    mine, theirs = out
+    denied = "etcdserver: permission denied"
+    assert mine[0] == theirs[0] == denied           # Put: as etcd
+    assert theirs[1] == ("prev", b"secret")         # etcd's Txn leak
+    assert mine[1] == denied                        # cetcd refuses it
+    assert mine[2] == theirs[2] == ("prev", b"")    # no prev_kv: fine
+    assert mine[3] == theirs[3] == denied           # Txn delete: as etcd
+    assert mine[4] == "t2\n" and theirs[4] == "t2\n"

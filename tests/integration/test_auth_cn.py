@@ -18,6 +18,24 @@ from test_tls import (TLSServer, _make_ca, _make_leaf, creds, server_args,
                       tls_ctl_args, ctl)
 
 
+def _make_leaf_without_cn(d, ca, name):
+    """A client certificate whose subject has no CN (only O=name): Go's
+    Subject.CommonName is "" for it."""
+    import os
+    import subprocess
+    ext = os.path.join(d, name + ".ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    for args in (["req", "-newkey", "ec", "-pkeyopt",
+                  "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                  name + ".key", "-out", name + ".csr", "-subj", "/O=" + name],
+                 ["x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt",
+                  "-CAkey", ca + ".key", "-CAcreateserial", "-out",
+                  name + ".crt", "-days", "30", "-extfile", ext]):
+        subprocess.run(["openssl"] + args, cwd=d, check=True,
+                       capture_output=True)
+
+
 class Certs:
     def __init__(self, d):
         import os
@@ -27,6 +45,7 @@ class Certs:
                    "DNS:localhost,IP:127.0.0.1", "serverAuth,clientAuth")
         for cn in ("root", "alice", "ghost"):
             _make_leaf(d, "ca", cn, cn, None, "clientAuth")
+        _make_leaf_without_cn(d, "ca", "nocn")
         self.path = lambda n: os.path.join(d, n)
 
     def read(self, name):
@@ -186,3 +205,90 @@ def test_watch_as_the_cn(certs, pair):
     assert mine[1] == (True, True, "rpc error: code = PermissionDenied "
                        "desc = etcdserver: permission denied")
     assert mine[2][1] is True
+
+
+def test_empty_cn_is_no_such_user(certs, pair):
+    """A verified certificate without a CN names the user "" (Go's
+    CommonName is empty), as etcd's AuthInfoFromTLS: KV requests and
+    watches get "permission denied" (no such user), admin requests "user
+    name is empty".  cetcd once took it as no identity at all and answered
+    "user name is empty" everywhere."""
+    if against_etcd():
+        pytest.skip("compares cetcd with etcd itself")
+    mine, theirs = pair("--client-cert-auth", "--trusted-ca-file",
+                        certs.path("ca.crt"))
+    steps = [("root", s) for s in SETUP] + [
+        ("root", ("put", "/a/1", "v")),
+        ("nocn", ("put", "/a/2", "v")),
+        ("nocn", ("get", "/a/1")),
+        ("nocn", ("get", "/a/1", "--consistency=s")),
+        ("nocn", ("del", "/a/1")),
+        ("nocn", ("user", "list")),
+        ("nocn", ("role", "get", "ra")),
+        ("nocn", ("--user", "alice:alicepw", "get", "/a/1")),
+    ]
+    results = []
+    for srv in (mine, theirs):
+        got = []
+        for cn, args in steps:
+            r = ctl(srv, *(as_cn(certs, cn) + tuple(args)), check=False)
+            got.append(outcome(r))
+        got.append(first_watch(srv, certs, "nocn", b"/a/", b"/a0"))
+        results.append(got)
+    got, want = results
+    for s, g, w in zip(steps + [("nocn", "watch")], got, want):
+        assert g == w, "step %r: cetcd %r, etcd %r" % (s, g, w)
+    by = dict(zip([(cn, tuple(a)) for cn, a in steps], got))
+    denied = "etcdserver: permission denied"
+    assert by[("nocn", ("put", "/a/2", "v"))][2] == denied
+    assert by[("nocn", ("get", "/a/1"))][2] == denied
+    assert by[("nocn", ("get", "/a/1", "--consistency=s"))][2] == denied
+    assert by[("nocn", ("user", "list"))][2] == (
+        "etcdserver: user name is empty")
+    assert by[("nocn", ("--user", "alice:alicepw", "get", "/a/1"))] == (
+        0, "/a/1\nv\n", "")
+    assert got[-1] == (True, True, "rpc error: code = PermissionDenied "
+                       "desc = etcdserver: permission denied")
+
+
+def lock_as(srv, certs, cn, name):
+    """The Lock service (v3lockpb, not etcdctl's client-side lock) over a
+    channel with cn's certificate: the key's prefix, or the error."""
+    import grpc
+    from common import lockpb
+    from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+    ch = grpc.secure_channel(srv.endpoint, creds(certs, who=cn))
+    try:
+        lease = rpc_pb2_grpc.LeaseStub(ch).LeaseGrant(
+            rpc_pb2.LeaseGrantRequest(TTL=30), timeout=10).ID
+        r = lockpb.LockStub(ch).Lock(lockpb.LockRequest(name=name,
+                                                        lease=lease),
+                                     timeout=10)
+        lockpb.LockStub(ch).Unlock(lockpb.UnlockRequest(key=r.key),
+                                   timeout=10)
+        return ("locked", r.key.startswith(name + b"/"))
+    except grpc.RpcError as e:
+        return ("error", e.code().name, e.details())
+    finally:
+        ch.close()
+
+
+def test_lock_service_as_the_cn(certs, pair):
+    """The Lock service runs its KV steps as the certificate's user
+    (etcd's v3lock server works through the stream's context, whose peer
+    carries the CN); cetcd once copied only a token into the waiter and
+    so refused every Lock by certificate "user name is empty"."""
+    if against_etcd():
+        pytest.skip("compares cetcd with etcd itself")
+    servers = pair("--client-cert-auth", "--trusted-ca-file",
+                   certs.path("ca.crt"))
+    results = []
+    for srv in servers:
+        run(srv, certs, [("root", s) for s in SETUP])
+        results.append([lock_as(srv, certs, "alice", b"/a/lk"),
+                        lock_as(srv, certs, "alice", b"/b/lk"),
+                        lock_as(srv, certs, "ghost", b"/a/lk")])
+    mine, theirs = results
+    assert mine == theirs, "cetcd %r\netcd  %r" % (mine, theirs)
+    assert mine[0] == ("locked", True)
+    assert mine[1][2] == "etcdserver: permission denied"

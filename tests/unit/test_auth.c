@@ -110,8 +110,16 @@ static void test_checks(void **state)
     assert_int_equal(check(as, "", "x", NULL, 0, AUTH_WRITE), 0);
     assert_int_equal(auth_enable(as), 0);
     uint64_t rev = auth_store_revision(as);
-    assert_int_equal(check(as, "", "x", NULL, 0, AUTH_READ),
+    /* etcd's isOpPermitted: revision 0 is "no user given"; the user ""
+     * at a revision (a certificate with an empty CN) is no such user */
+    assert_int_equal(auth_check_range(as, "", 0, (const uint8_t *)"x", 1,
+                                      NULL, 0, AUTH_READ),
                      ERR_AUTH_USER_EMPTY);
+    assert_int_equal(auth_check_range(as, "u", 0, (const uint8_t *)"/p/1", 4,
+                                      NULL, 0, AUTH_READ),
+                     ERR_AUTH_USER_EMPTY);
+    assert_int_equal(check(as, "", "x", NULL, 0, AUTH_READ),
+                     ERR_AUTH_PERMISSION_DENIED);
     assert_int_equal(check(as, "root", "x", NULL, 0, AUTH_WRITE), 0);
     assert_int_equal(check(as, "u", "/p/1", NULL, 0, AUTH_WRITE), 0);
     assert_int_equal(check(as, "u", "/p/", "/p0", 3, AUTH_READ), 0);
