@@ -44,8 +44,10 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     assert(call->state == RPC__CALL_HANDLER && stream_out != NULL);
     struct rpc__conn *c = call->conn;
     struct rpc_server *srv = c->loop->srv;
-    if (!call->h1 || call->h1_v10)
-        return ERR_UNSUPPORTED; /* HTTP/2; HTTP/1.0 has no chunks */
+    if (!call->h1)
+        return rpc__h2_http_stream(call, on_close, ctx, stream_out);
+    if (call->h1_v10)
+        return ERR_UNSUPPORTED; /* HTTP/1.0 has no chunks */
     struct rpc_stream *s = rpc__stream_alloc(c);
     if (s == NULL)
         return ERR_NOMEM;

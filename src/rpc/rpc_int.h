@@ -267,6 +267,13 @@ struct rpc_stream {
     struct rpc_http_head http_head;    /* mu: the answer's head */
     bool http_body_sent;               /* mu: a whole answer's body queued */
     size_t q_bytes;                    /* mu: HTTP: bytes in the queue */
+    /* The same answer on an HTTP/2 stream (h2 set): stream_id is the
+     * request's, the bytes go out as DATA frames as the client's window
+     * allows, END_STREAM ends it; headers_sent: HEADERS submitted. */
+    bool h2;                           /* immutable */
+    struct rpc_call *h2_call;          /* loop: the request, kept until
+                                          the handler returned (its body
+                                          is the handler's until then) */
 };
 
 /* One event loop thread and what it owns. */
@@ -439,6 +446,13 @@ void rpc__h1_written(struct rpc__conn *c);
 void rpc__h1_pump(struct rpc__conn *c);
 /* rpc__h1_streaming: c's first request is answered by a stream. */
 bool rpc__h1_streaming(const struct rpc__conn *c);
+/* rpc__h2_http_stream turns an HTTP/2 HTTP call into an answer that
+ * stays open (h1_stream.c); rpc__h2_http_pump submits or resumes it. */
+int rpc__h2_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
+                        void *ctx, struct rpc_stream **stream_out);
+void rpc__h2_http_pump(struct rpc_stream *s);
+/* rpc__h2_call_drop frees the request an HTTP/2 answer kept, if any. */
+void rpc__h2_call_drop(struct rpc_stream *s);
 /* rpc__h1_drain writes the answered calls at the head of c's queue, up to
  * a streamed one (h1.c). */
 void rpc__h1_drain(struct rpc__conn *c);
@@ -454,6 +468,17 @@ size_t rpc__http_extra(const struct rpc_server *srv, unsigned flags,
 /* call.c */
 /* rpc__http_submit answers an HTTP request that came over HTTP/2. */
 void rpc__http_submit(struct rpc_call *call);
+/* The response HEADERS of an HTTP answer over HTTP/2 (status, type,
+ * length when len >= 0, date, CORS and the RPC_HTTP_* extras); the
+ * values live in the struct until nghttp2 copied them at submit. */
+struct rpc__http_nv {
+    nghttp2_nv nv[12];
+    size_t n;
+    char st[8], len[24], date[40];
+};
+void rpc__http_nv_make(struct rpc__http_nv *h, const struct rpc_server *srv,
+                       int status, const char *ctype, unsigned flags,
+                       long long len);
 extern const nghttp2_nv rpc__resp_headers[2]; /* :status, content-type */
 struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id);
 void rpc__call_free(struct rpc_call *call);
