@@ -57,6 +57,7 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->h1_next = NULL;
     call->h1_stream = NULL;
     call->h1_v10 = false;
+    call->http_slot = call->parked = false;
     call->prev = NULL;
     call->next = c->calls;
     if (c->calls != NULL)
@@ -208,6 +209,10 @@ void rpc__call_closed(struct rpc_call *call)
     case RPC__CALL_SUBMITTED:
         rpc__call_free(call);
         break;
+    case RPC__CALL_PARKED:
+        if (!rpc__call_parked_closed(call))
+            call->gone = true;
+        break;
     default: /* READY, HANDLER, ANSWERED: freed where they are taken */
         call->gone = true;
         break;
@@ -294,7 +299,25 @@ static void dispatch_http(struct rpc_server *srv, struct rpc_call *call)
         http_refuse(call, 413);
         return;
     }
+    if (!rpc__http_slot_take(call))
+        return; /* parked: rpc__call_redispatch brings it back */
     srv->http(call, call->body, call->body_n, srv->http_ctx);
+}
+
+void rpc__call_redispatch(struct rpc_call *call)
+{
+    struct rpc_server *srv = call->conn->loop->srv;
+    assert(call->state == RPC__CALL_PARKED && call->http_slot);
+    call->state = RPC__CALL_HANDLER;
+    if (call->gone || call->conn->dead) {
+        call->http_slot = false;
+        rpc__http_slot_give(srv);
+        atomic_fetch_sub(&srv->active_n, 1);
+        call->state = RPC__CALL_SUBMITTED;
+        rpc__call_free(call);
+        return;
+    }
+    dispatch_http(srv, call);
 }
 
 /* dispatch_one checks a complete request and hands it to its handler. */
@@ -418,6 +441,10 @@ const nghttp2_nv rpc__resp_headers[2] = {
 void rpc__call_inbox(struct rpc_call *call)
 {
     struct rpc__conn *c = call->conn;
+    if (call->state == RPC__CALL_PARKED) {
+        rpc__call_redispatch(call); /* a slot came free for it */
+        return;
+    }
     assert(call->state == RPC__CALL_ANSWERED);
     atomic_fetch_sub(&c->loop->srv->active_n, 1);
     if (call->gone || c->dead) {
@@ -473,6 +500,10 @@ static void answer(struct rpc_call *call)
 {
     assert(call->state == RPC__CALL_HANDLER); /* exactly one answer */
     call->state = RPC__CALL_ANSWERED;
+    if (call->http_slot) {
+        call->http_slot = false;
+        rpc__http_slot_give(call->conn->loop->srv);
+    }
     if (call->method != NULL && !call->http) {
         if (call->code == GRPC_STATUS_OK) {
             metrics_inc(&call->method->stats->msg_sent);

@@ -67,6 +67,8 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     /* The call is no longer a handler's: the loop keeps it in the queue
      * until the stream ends; shutdown now waits for the stream. */
     s->h1_call = call;
+    s->http_slot = call->http_slot; /* given back at on_close */
+    call->http_slot = false;
     call->h1_stream = s;
     call->state = RPC__CALL_SUBMITTED;
     atomic_fetch_sub(&srv->active_n, 1);

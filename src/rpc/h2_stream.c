@@ -61,6 +61,8 @@ int rpc__h2_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     call->state = RPC__CALL_SUBMITTED;
     call->out_n = call->out_off = 0;
     s->h2_call = call;
+    s->http_slot = call->http_slot; /* given back at on_close */
+    call->http_slot = false;
     atomic_fetch_sub(&srv->active_n, 1);
     *stream_out = s;
     return 0;

@@ -306,6 +306,15 @@ typedef void (*rpc_http_fn)(struct rpc_call *call, const uint8_t *body,
 void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
                          bool cors);
 
+/* rpc_server_set_http_limit: at most limit HTTP requests whose path
+ * starts with one of prefixes (a NULL-ended array that outlives srv) are
+ * served at once, answers that stay open included; the others wait, in
+ * arrival order, until one ends or their client leaves (etcd's gateway
+ * is one gRPC connection to its own server, so --max-concurrent-streams
+ * bounds its calls and streams together).  0: no limit.  Before start. */
+void rpc_server_set_http_limit(struct rpc_server *srv, uint32_t limit,
+                               const char *const *prefixes);
+
 /* Extra headers of an HTTP answer. */
 #define RPC_HTTP_NOSNIFF 1u   /* X-Content-Type-Options: nosniff */
 #define RPC_HTTP_ALLOW_GET 2u /* Allow: GET (a 405) */

@@ -101,6 +101,10 @@ void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled)
     grpc_status_code code = cancelled ? GRPC_STATUS_CANCELLED : s->fin_code;
     pthread_mutex_unlock(&s->mu);
     if (s->http) { /* no method: an HTTP answer is not a gRPC call */
+        if (s->http_slot) {
+            s->http_slot = false;
+            rpc__http_slot_give(s->conn->loop->srv);
+        }
         s->http_on_close(s, cancelled, s->http_ctx);
         return;
     }

@@ -642,3 +642,37 @@ def test_gateway_watch_slow_reader(make_server):
             seen.append(int(ev["kv"]["mod_revision"]))
     assert seen == revs
     w.close()
+
+
+@pytest.mark.parametrize("binary", [None, ETCD_BIN], ids=["cetcd", "etcd"])
+def test_gateway_max_concurrent_streams(make_server, binary):
+    """--max-concurrent-streams bounds the gateway's calls and streams
+    together, as etcd's gateway is one gRPC connection to its own server:
+    with 2 watches open a range waits (curl's time limit ends it), and
+    goes through once a watch's client leaves.  (etcd's e2e
+    TestV3Curl_MaxStreams_*; rpc/http_limit.c.)"""
+    s = make_server(extra_args=["--max-concurrent-streams", "2"],
+                    binary=binary)
+    body = '{"create_request":{"key":"Zm9v"}}'
+    ws = [GwStream(s.client_port, "/v3/watch", body) for _ in range(2)]
+    for w in ws:
+        assert w.next_json()["result"].get("created")
+    cp = subprocess.run(["curl", "-sS", "-m", "2", "-d", '{"key":"Zm9v"}',
+                         s.client_url + "/v3/kv/range"],
+                        capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 28, cp.stdout  # it waited: no slot
+    # a waiting range whose client stays: served once a watch ends
+    late = subprocess.Popen(["curl", "-sS", "-m", "20", "-d",
+                             '{"key":"Zm9v"}', s.client_url + "/v3/kv/range"],
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert late.poll() is None
+    ws[0].close()
+    out, _ = late.communicate(timeout=30)
+    assert late.returncode == 0 and "revision" in out
+    ws[1].close()
+    # every slot is free again: three ranges in a row
+    for _ in range(3):
+        st, text = curl(s.client_url + "/v3/kv/range", "POST",
+                        '{"key":"Zm9v"}')
+        assert st == 200, text
