@@ -497,6 +497,27 @@ def test_gateway_streams_http2_same_as_etcd(certs):  # noqa: F811
     assert len(want[9][1][1]) == 2
 
 
+def test_gateway_streams_http10_same_as_etcd(pair):
+    """The same stream steps over HTTP/1.0 (no chunks): Go's net/http
+    writes a 1.0 status line and the lines as they come, with no length,
+    and closes the connection at the end; cetcd's HTTP/1.0 answers are
+    compared with etcd 3.4.23's (their unary answers are 1.0 too)."""
+    ours, etcd = pair
+    want = run_stream_steps(etcd.client_url, "--http1.0")
+    got = run_stream_steps(ours.client_url, "--http1.0")
+    diffs = ["%s %r (%s)\n  etcd:  %s\n  cetcd: %s" % (w[0] + (w[1], g[1]))
+             for w, g in zip(want, got) if w[1] != g[1]]
+    assert not diffs, "\n".join(diffs)
+    assert len(want[1][1][1]) == 4 and want[0][1][0] == 200
+    assert len(want[9][1][1]) == 2
+    cp = subprocess.run(["curl", "-sS", "-i", "--http1.0", "-d",
+                         '{"key":"Zm9v"}', ours.client_url + "/v3/kv/range"],
+                        capture_output=True, timeout=20)
+    head = cp.stdout.decode().split("\r\n\r\n", 1)[0].split("\r\n")
+    assert head[0] == "HTTP/1.0 200 OK"
+    assert not any(h.lower().startswith("connection:") for h in head)
+
+
 def test_gateway_h2c_streams(make_server):
     """Over plaintext HTTP/2 (prior knowledge) the streams are served as
     over TLS: a watch's lines, kept open until the client leaves."""
