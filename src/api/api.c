@@ -109,6 +109,11 @@ int api_start(struct server *s, const char *listen_urls,
     api->http.health = &api->health;
     api->http.gateway = gateway_on;
     rpc_server_set_http(api->rpc, api__http_serve, &api->http, true);
+    /* etcd's gateway is a gRPC client of this server on one connection:
+     * an explicit --max-concurrent-streams bounds its calls too */
+    static const char *const gw_prefixes[] = {"/v3/", "/v3beta/", NULL};
+    if (gateway_on && max_streams != 0)
+        rpc_server_set_http_limit(api->rpc, max_streams, gw_prefixes);
     rc = api__kv_register(api);
     if (rc == 0)
         rc = api__maintenance_register(api);

@@ -21,7 +21,8 @@
  * Streams (/v3/watch, /v3/lease/keepalive, /v3/election/observe,
  * /v3/maintenance/snapshot) and the waits (/v3/lock/lock,
  * /v3/election/campaign) are gw_stream.c's: an HTTP answer that stays
- * open (chunked) over HTTP/1.x; over HTTP/2 they answer 501, code 12.
+ * open (chunked over HTTP/1.1, until close over HTTP/1.0, DATA frames
+ * over HTTP/2).
  */
 #include <stdio.h>
 #include <string.h>

@@ -29,8 +29,8 @@
  *     passes errors on, api_stream_method.errors_unknown).
  * A client that closes its connection cancels the service's stream
  * (on_close(cancelled)): the watchers are freed, a waiting Lock deletes
- * its key.  HTTP/2 requests (curl --http2) still answer 501, code 12:
- * the runtime's HTTP/2 answers are one piece (rpc.h).
+ * its key.  Over HTTP/2 (curl --http2) and HTTP/1.0 the same, as the
+ * runtime writes those answers (rpc.h).
  *
  * Threads: opened and fed on the request's loop inside the handler; the
  * services send and close from any thread; on_close runs on the loop.
@@ -330,13 +330,8 @@ bool api__gw_stream(struct server *s, const char *path,
         mem_free(g);
         if (first != NULL)
             protobuf_c_message_free_unpacked(first, NULL);
-        if (rc == ERR_UNSUPPORTED)
-            api__gw_reply_error(call, GRPC_STATUS_UNIMPLEMENTED,
-                                "cetcd: gateway streams are served over "
-                                "HTTP/1.1 only");
-        else
-            api__gw_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                                err_str(rc));
+        api__gw_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                            err_str(rc));
         return true;
     }
     /* call is gone: from here on everything goes through rs */

@@ -353,6 +353,9 @@ static void mvcc_series(struct expo *e, const struct server_metrics *m)
            (double)m->slow_watchers);
     series(e, "etcd_debugging_mvcc_watcher_total", "gauge",
            "Total number of watchers.", (double)m->watchers);
+    if (m->keys >= 0)
+        series(e, "etcd_debugging_mvcc_keys_total", "gauge",
+               "Total number of keys.", (double)m->keys);
 }
 
 /* disk_series: the WAL fsync and backend commit histograms, and the client

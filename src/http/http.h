@@ -108,14 +108,26 @@ size_t http_date(char *buf, size_t cap);
  * CRLF follow it.  n must not be 0 (that is the end). */
 size_t http_chunk_head(char *buf, size_t cap, size_t n);
 
+/* A body_n for http_response_head: no length at all, the body ends when
+ * the connection closes (a stream answering HTTP/1.0, which has no
+ * chunks: Go's net/http does the same). */
+#define HTTP_BODY_UNTIL_CLOSE (SIZE_MAX - 1)
+
+/* Flags of http_response_head. */
+#define HTTP_HEAD_CLOSE 1u /* the connection closes after this answer */
+#define HTTP_HEAD_V10 2u   /* the request was HTTP/1.0 */
+
 /* http_response_head writes a response head into buf[0..cap): status line,
  * Date, Content-Type (if ctype is not NULL), Content-Length (or
- * Transfer-Encoding: chunked for HTTP_BODY_CHUNKED), the extra
- * header lines in extra (each ending in CRLF, or NULL), "Connection:
- * close" when close is set, and the blank line.  Returns its length, or 0
- * when cap is too small. */
+ * Transfer-Encoding: chunked for HTTP_BODY_CHUNKED, nothing for
+ * HTTP_BODY_UNTIL_CLOSE), the extra header lines in extra (each ending in
+ * CRLF, or NULL), the Connection header, and the blank line.  As Go's
+ * net/http: an HTTP/1.1 answer says "Connection: close" when it closes;
+ * an HTTP/1.0 one has an "HTTP/1.0" status line and says "Connection:
+ * keep-alive" when it does not close (1.0 closes by default).  Returns
+ * its length, or 0 when cap is too small. */
 size_t http_response_head(char *buf, size_t cap, int status,
                           const char *ctype, size_t body_n,
-                          const char *extra, bool close);
+                          const char *extra, unsigned flags);
 
 #endif

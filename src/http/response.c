@@ -43,22 +43,29 @@ size_t http_date(char *buf, size_t cap)
 
 size_t http_response_head(char *buf, size_t cap, int status,
                           const char *ctype, size_t body_n,
-                          const char *extra, bool close)
+                          const char *extra, unsigned flags)
 {
     assert(buf != NULL && status >= 100 && status <= 999);
     char date[40], len[48];
+    bool v10 = (flags & HTTP_HEAD_V10) != 0;
+    bool close = (flags & HTTP_HEAD_CLOSE) != 0;
     http_date(date, sizeof date);
     if (body_n == HTTP_BODY_CHUNKED)
-        snprintf(len, sizeof len, "Transfer-Encoding: chunked");
+        snprintf(len, sizeof len, "Transfer-Encoding: chunked\r\n");
+    else if (body_n == HTTP_BODY_UNTIL_CLOSE)
+        len[0] = '\0';
     else
-        snprintf(len, sizeof len, "Content-Length: %zu", body_n);
+        snprintf(len, sizeof len, "Content-Length: %zu\r\n", body_n);
+    const char *conn = v10 ? (close ? "" : "Connection: keep-alive\r\n")
+                           : (close ? "Connection: close\r\n" : "");
     int n = snprintf(buf, cap,
-                     "HTTP/1.1 %d %s\r\n%s%s%s%sDate: %s\r\n"
-                     "%s\r\n%s\r\n",
-                     status, http_reason(status), extra != NULL ? extra : "",
+                     "HTTP/1.%d %d %s\r\n%s%s%s%sDate: %s\r\n"
+                     "%s%s\r\n",
+                     v10 ? 0 : 1, status, http_reason(status),
+                     extra != NULL ? extra : "",
                      ctype != NULL ? "Content-Type: " : "",
                      ctype != NULL ? ctype : "", ctype != NULL ? "\r\n" : "",
-                     date, len, close ? "Connection: close\r\n" : "");
+                     date, len, conn);
     if (n < 0 || (size_t)n >= cap)
         return 0;
     return (size_t)n;

@@ -274,6 +274,24 @@ static int store_load(struct mvcc_store *s)
     return 0;
 }
 
+/* keys_count counts the live keys once, at open: a count-only range of
+ * every key (keys read, values not); commits keep it from then on. */
+static int keys_count(struct mvcc_store *s)
+{
+    static const uint8_t all[1] = {0}; /* key and range end "\0": all */
+    struct mvcc_read *r;
+    struct mvcc_range_result res = {0};
+    int rc = mvcc_read_begin(s, &r);
+    if (rc != 0)
+        return rc;
+    rc = mvcc__range(r, all, 1, all, 1, 0, 0, MVCC_RANGE_COUNT_ONLY, &res);
+    if (rc == 0)
+        atomic_store(&s->keys, res.count);
+    mvcc_range_result_close(&res);
+    mvcc_read_end(r);
+    return rc;
+}
+
 int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
                     struct mvcc_store **out)
 {
@@ -303,8 +321,18 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
                               ? opts->arena_keep_bytes
                               : (16u << 20);
     pthread_mutex_init(&s->pool_mu, NULL);
+    atomic_init(&s->keys, -1);
+    if (opts != NULL && opts->count_keys && (rc = keys_count(s)) != 0) {
+        mvcc_store_close(s);
+        return rc;
+    }
     *out = s;
     return 0;
+}
+
+int64_t mvcc_keys(const struct mvcc_store *s)
+{
+    return atomic_load(&s->keys);
 }
 
 static void read_free(struct mvcc_read *r)

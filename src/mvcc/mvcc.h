@@ -105,6 +105,10 @@ struct mvcc_range_result {
 struct mvcc_options {
     size_t arena_keep_bytes; /* batch arena kept between batches; larger
                                 arenas are freed. 0 = 16 MiB */
+    /* Count the live keys at open (one pass over the keys, no values)
+     * and keep the count as batches commit: mvcc_keys (etcd's
+     * etcd_debugging_mvcc_keys_total). */
+    bool count_keys;
 };
 
 /*
@@ -118,6 +122,10 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
                     struct mvcc_store **out);
 /* mvcc_store_close frees the store (not be).  No read/batch may be open. */
 void mvcc_store_close(struct mvcc_store *s);
+
+/* mvcc_keys: the live keys (keys, not versions) as of the last commit,
+ * or -1 when the store was opened without count_keys.  Any thread. */
+int64_t mvcc_keys(const struct mvcc_store *s);
 
 /* Latest committed state, readable from any thread (atomics). */
 mvcc_rev mvcc_current_rev(const struct mvcc_store *s);

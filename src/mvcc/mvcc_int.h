@@ -155,6 +155,7 @@ struct mvcc_batch {
     struct mvcc_range_result scratch; /* reused by deletes */
     struct mvcc_state st;         /* state as of this batch */
     int err;                      /* poisoning error, 0 = healthy */
+    int64_t keys_delta;           /* live keys made less deleted */
     bool open;                    /* between begin and commit/abort */
     struct mvcc_txn t;            /* the one request txn */
     struct mvcc_arena arena;      /* copies handed to the caller */
@@ -189,6 +190,7 @@ struct mvcc_store {
     _Atomic mvcc_rev compact_rev;  /* committed scheduled compact rev */
     _Atomic mvcc_rev compact_fin;  /* committed finished compact rev */
     _Atomic uint64_t ci;           /* committed consistent index */
+    _Atomic int64_t keys;          /* live keys, -1: not counted */
     _Atomic mvcc_rev lim_rev;      /* reads see at most this rev; 0: all */
     _Atomic mvcc_rev lim_compact;  /* ... and this compact rev (if lim) */
     struct mvcc_state st;          /* committed state (apply thread) */

@@ -108,6 +108,7 @@ int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
     b->s = s;
     b->n_events = 0;
     b->err = 0;
+    b->keys_delta = 0;
     b->lk = NULL;
     b->kvl = NULL;
     int rc = backend_write_begin(s->be, &b->txn);
@@ -168,6 +169,8 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
     atomic_store(&s->compact_rev, s->st.compact);
     atomic_store(&s->compact_fin, s->st.compact_fin);
     atomic_store(&s->ci, s->st.ci);
+    if (b->keys_delta != 0 && atomic_load(&s->keys) >= 0)
+        atomic_fetch_add(&s->keys, b->keys_delta);
     if (s->observer != NULL && b->n_events > 0)
         s->observer(s->observer_arg, b->events, b->n_events, s->st.rev);
     return 0;
@@ -422,6 +425,8 @@ int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
     rc = mvcc__write_version(t, &kv, false, has_prev ? prev.lease : 0);
     if (rc != 0)
         return mvcc__batch_fail(b, rc);
+    if (!has_prev)
+        b->keys_delta++; /* a new key, or one deleted before */
     if (observed && (copy_kv(&b->arena, &kv, &kv) != 0 ||
                      event_push(b, MVCC_EVENT_PUT, &kv, sub,
                                 has_prev ? &prev : NULL) != 0))
@@ -441,6 +446,8 @@ static int delete_one(struct mvcc_txn *t, const struct mvcc_kv *prev)
                          .mod_rev = t->rev};
     int64_t sub = t->sub;
     int rc = mvcc__write_version(t, &kv, true, prev->lease);
+    if (rc == 0)
+        b->keys_delta--;
     if (rc == 0 && b->s->observer != NULL)
         rc = event_push(b, MVCC_EVENT_DELETE, &kv, sub, prev);
     return rc;

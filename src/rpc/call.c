@@ -57,6 +57,7 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->h1_next = NULL;
     call->h1_stream = NULL;
     call->h1_v10 = false;
+    call->http_slot = call->parked = false;
     call->prev = NULL;
     call->next = c->calls;
     if (c->calls != NULL)
@@ -208,6 +209,10 @@ void rpc__call_closed(struct rpc_call *call)
     case RPC__CALL_SUBMITTED:
         rpc__call_free(call);
         break;
+    case RPC__CALL_PARKED:
+        if (!rpc__call_parked_closed(call))
+            call->gone = true;
+        break;
     default: /* READY, HANDLER, ANSWERED: freed where they are taken */
         call->gone = true;
         break;
@@ -294,7 +299,25 @@ static void dispatch_http(struct rpc_server *srv, struct rpc_call *call)
         http_refuse(call, 413);
         return;
     }
+    if (!rpc__http_slot_take(call))
+        return; /* parked: rpc__call_redispatch brings it back */
     srv->http(call, call->body, call->body_n, srv->http_ctx);
+}
+
+void rpc__call_redispatch(struct rpc_call *call)
+{
+    struct rpc_server *srv = call->conn->loop->srv;
+    assert(call->state == RPC__CALL_PARKED && call->http_slot);
+    call->state = RPC__CALL_HANDLER;
+    if (call->gone || call->conn->dead) {
+        call->http_slot = false;
+        rpc__http_slot_give(srv);
+        atomic_fetch_sub(&srv->active_n, 1);
+        call->state = RPC__CALL_SUBMITTED;
+        rpc__call_free(call);
+        return;
+    }
+    dispatch_http(srv, call);
 }
 
 /* dispatch_one checks a complete request and hands it to its handler. */
@@ -418,6 +441,10 @@ const nghttp2_nv rpc__resp_headers[2] = {
 void rpc__call_inbox(struct rpc_call *call)
 {
     struct rpc__conn *c = call->conn;
+    if (call->state == RPC__CALL_PARKED) {
+        rpc__call_redispatch(call); /* a slot came free for it */
+        return;
+    }
     assert(call->state == RPC__CALL_ANSWERED);
     atomic_fetch_sub(&c->loop->srv->active_n, 1);
     if (call->gone || c->dead) {
@@ -473,6 +500,10 @@ static void answer(struct rpc_call *call)
 {
     assert(call->state == RPC__CALL_HANDLER); /* exactly one answer */
     call->state = RPC__CALL_ANSWERED;
+    if (call->http_slot) {
+        call->http_slot = false;
+        rpc__http_slot_give(call->conn->loop->srv);
+    }
     if (call->method != NULL && !call->http) {
         if (call->code == GRPC_STATUS_OK) {
             metrics_inc(&call->method->stats->msg_sent);
@@ -611,6 +642,38 @@ static ssize_t http_read(nghttp2_session *ng, int32_t stream_id,
     ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v),    \
                   NGHTTP2_NV_FLAG_NONE})
 
+void rpc__http_nv_make(struct rpc__http_nv *h, const struct rpc_server *srv,
+                       int status, const char *ctype, unsigned flags,
+                       long long len)
+{
+    size_t k = 0;
+    snprintf(h->st, sizeof h->st, "%d", status);
+    http_date(h->date, sizeof h->date);
+    h->nv[k++] = HNV(":status", h->st);
+    if (ctype != NULL)
+        h->nv[k++] = HNV("content-type", ctype);
+    if (len >= 0) {
+        snprintf(h->len, sizeof h->len, "%lld", len);
+        h->nv[k++] = HNV("content-length", h->len);
+    }
+    h->nv[k++] = HNV("date", h->date);
+    if (srv->http_cors) {
+        h->nv[k++] = HNV("access-control-allow-headers",
+                         "accept, content-type, authorization");
+        h->nv[k++] = HNV("access-control-allow-methods",
+                         "POST, GET, OPTIONS, PUT, DELETE");
+        h->nv[k++] = HNV("access-control-allow-origin", "*");
+    }
+    if (flags & RPC_HTTP_NOSNIFF)
+        h->nv[k++] = HNV("x-content-type-options", "nosniff");
+    if (flags & RPC_HTTP_ALLOW_GET)
+        h->nv[k++] = HNV("allow", "GET");
+    if (flags & RPC_HTTP_GRPC_META)
+        h->nv[k++] = HNV("grpc-metadata-content-type", "application/grpc");
+    assert(k <= sizeof h->nv / sizeof *h->nv);
+    h->n = k;
+}
+
 /* rpc__http_submit answers an HTTP request of an HTTP/2 stream: HEADERS
  * (status, type, length, date, the extra headers) and the body as DATA.
  * nghttp2 copies the header values at submit. */
@@ -620,36 +683,14 @@ void rpc__http_submit(struct rpc_call *call)
     const char *m = rpc__hdrs_find(&call->hdrs, ":method", NULL);
     if (m != NULL && strcmp(m, "HEAD") == 0)
         call->out_n = 0;
-    char st[8], len[24], date[40];
-    snprintf(st, sizeof st, "%d", call->http_status);
-    snprintf(len, sizeof len, "%zu", call->out_n);
-    http_date(date, sizeof date);
-    nghttp2_nv nv[12];
-    size_t k = 0;
-    nv[k++] = HNV(":status", st);
-    if (call->http_ctype != NULL)
-        nv[k++] = HNV("content-type", call->http_ctype);
-    nv[k++] = HNV("content-length", len);
-    nv[k++] = HNV("date", date);
-    if (c->loop->srv->http_cors) {
-        nv[k++] = HNV("access-control-allow-headers",
-                      "accept, content-type, authorization");
-        nv[k++] = HNV("access-control-allow-methods",
-                      "POST, GET, OPTIONS, PUT, DELETE");
-        nv[k++] = HNV("access-control-allow-origin", "*");
-    }
-    if (call->http_flags & RPC_HTTP_NOSNIFF)
-        nv[k++] = HNV("x-content-type-options", "nosniff");
-    if (call->http_flags & RPC_HTTP_ALLOW_GET)
-        nv[k++] = HNV("allow", "GET");
-    if (call->http_flags & RPC_HTTP_GRPC_META)
-        nv[k++] = HNV("grpc-metadata-content-type", "application/grpc");
-    assert(k <= sizeof nv / sizeof *nv);
+    struct rpc__http_nv h;
+    rpc__http_nv_make(&h, c->loop->srv, call->http_status, call->http_ctype,
+                      call->http_flags, (long long)call->out_n);
     call->state = RPC__CALL_SUBMITTED;
     c->out_bytes += call->out_n;
     nghttp2_data_provider prd = {.source.ptr = call,
                                  .read_callback = http_read};
-    int rv = nghttp2_submit_response(c->ng, call->stream_id, nv, k,
+    int rv = nghttp2_submit_response(c->ng, call->stream_id, h.nv, h.n,
                                      call->out_n > 0 ? &prd : NULL);
     if (rv != 0) {
         log_warn("rpc", "submit_response: %s", nghttp2_strerror(rv));

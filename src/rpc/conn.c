@@ -290,7 +290,9 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
     struct rpc__conn *c = ud;
     if (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA)
         c->reset_strikes = true; /* grpc-go: writes reset ping strikes */
-    if (f->hd.type != NGHTTP2_HEADERS ||
+    /* END_STREAM ends a stream's answer: on the trailers of a gRPC
+     * stream, on the last DATA (or HEADERS) of an HTTP one. */
+    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
         return 0;
     struct rpc__item *it =

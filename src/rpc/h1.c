@@ -298,7 +298,9 @@ static bool put(struct rpc__conn *c, struct rpc_call *call)
     rpc__http_extra(c->loop->srv, call->http_flags, extra, sizeof extra);
     size_t h = http_response_head((char *)c->out + c->out_n, H1_HEAD_ROOM,
                                   call->http_status, call->http_ctype,
-                                  call->out_n, extra, call->h1_close);
+                                  call->out_n, extra,
+                                  (call->h1_close ? HTTP_HEAD_CLOSE : 0u) |
+                                      (call->h1_v10 ? HTTP_HEAD_V10 : 0u));
     if (h == 0)
         return false;
     c->out_n += h;

@@ -44,8 +44,8 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     assert(call->state == RPC__CALL_HANDLER && stream_out != NULL);
     struct rpc__conn *c = call->conn;
     struct rpc_server *srv = c->loop->srv;
-    if (!call->h1 || call->h1_v10)
-        return ERR_UNSUPPORTED; /* HTTP/2; HTTP/1.0 has no chunks */
+    if (!call->h1)
+        return rpc__h2_http_stream(call, on_close, ctx, stream_out);
     struct rpc_stream *s = rpc__stream_alloc(c);
     if (s == NULL)
         return ERR_NOMEM;
@@ -65,6 +65,8 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     /* The call is no longer a handler's: the loop keeps it in the queue
      * until the stream ends; shutdown now waits for the stream. */
     s->h1_call = call;
+    s->http_slot = call->http_slot; /* given back at on_close */
+    call->http_slot = false;
     call->h1_stream = s;
     call->state = RPC__CALL_SUBMITTED;
     atomic_fetch_sub(&srv->active_n, 1);
@@ -132,10 +134,18 @@ static bool put_head(struct rpc__conn *c, struct rpc_stream *s,
                                  : (struct rpc_http_head){.status = 200};
     char extra[512], head[HEAD_ROOM];
     rpc__http_extra(c->loop->srv, h.flags, extra, sizeof extra);
-    bool close = s->h1_call->h1_close;
+    struct rpc_call *call = s->h1_call;
+    size_t body_n = h.whole ? whole_n : HTTP_BODY_CHUNKED;
+    if (call->h1_v10 && !h.whole) {
+        /* HTTP/1.0 has no chunks: the body runs until the connection
+         * closes, as Go's net/http streams to a 1.0 client */
+        body_n = HTTP_BODY_UNTIL_CLOSE;
+        call->h1_close = true;
+    }
     size_t n = http_response_head(head, sizeof head, h.status, h.ctype,
-                                  h.whole ? whole_n : HTTP_BODY_CHUNKED,
-                                  extra, close);
+                                  body_n, extra,
+                                  (call->h1_close ? HTTP_HEAD_CLOSE : 0u) |
+                                      (call->h1_v10 ? HTTP_HEAD_V10 : 0u));
     return n > 0 && out_put(c, head, n);
 }
 
@@ -157,7 +167,9 @@ static bool put_chunk(struct rpc__conn *c, const struct rpc__msg *m,
  * complete (finished and drained).  Under s->mu. */
 static bool take(struct rpc__conn *c, struct rpc_stream *s, bool *fin_out)
 {
-    bool whole = s->http_head_set && s->http_head.whole;
+    /* a whole answer, or a 1.0 one: the bytes as they are, no chunks */
+    bool whole = (s->http_head_set && s->http_head.whole) ||
+                 s->h1_call->h1_v10;
     if (!s->headers_sent && (s->http_head_set || s->finishing)) {
         /* A whole answer's head waits for its body (or the finish). */
         size_t body_n = s->q_n > 0 ? s->queue[s->q_head].n : 0;

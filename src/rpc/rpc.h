@@ -5,7 +5,7 @@
  * protos.  Files: server.c (listeners, loops, shutdown), conn.c (one
  * connection and its nghttp2 session), h1.c (HTTP/1.x connections and
  * protocol sniffing), call.c (unary calls and HTTP answers), stream.c
- * (streams), h1_stream.c (HTTP/1.x answers that stay open), guard.c (limits), handshake.c (TLS handshakes), tls.c/tls.h
+ * (streams), h1_stream.c (HTTP/1.x answers that stay open), h2_stream.c (the same on HTTP/2), http_limit.c (the gateway's slots), guard.c (limits), handshake.c (TLS handshakes), tls.c/tls.h
  * (the listeners' TLS material).
  *
  * gRPC over our own HTTP/2 connections: libnghttp2 does the framing, HPACK
@@ -306,6 +306,15 @@ typedef void (*rpc_http_fn)(struct rpc_call *call, const uint8_t *body,
 void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
                          bool cors);
 
+/* rpc_server_set_http_limit: at most limit HTTP requests whose path
+ * starts with one of prefixes (a NULL-ended array that outlives srv) are
+ * served at once, answers that stay open included; the others wait, in
+ * arrival order, until one ends or their client leaves (etcd's gateway
+ * is one gRPC connection to its own server, so --max-concurrent-streams
+ * bounds its calls and streams together).  0: no limit.  Before start. */
+void rpc_server_set_http_limit(struct rpc_server *srv, uint32_t limit,
+                               const char *const *prefixes);
+
 /* Extra headers of an HTTP answer. */
 #define RPC_HTTP_NOSNIFF 1u   /* X-Content-Type-Options: nosniff */
 #define RPC_HTTP_ALLOW_GET 2u /* Allow: GET (a 405) */
@@ -320,16 +329,20 @@ void rpc_call_reply_http(struct rpc_call *call, int status,
                          const char *ctype, unsigned flags, const void *body,
                          size_t len);
 
-/* --- HTTP answers that stay open (h1_stream.c) ---
+/* --- HTTP answers that stay open (h1_stream.c, h2_stream.c) ---
  *
- * An HTTP/1.x request (plain or TLS) may be answered by a stream instead
+ * An HTTP request (HTTP/1.x or HTTP/2, plain or TLS) may be answered by a
+ * stream instead
  * of one rpc_call_reply_http: the etcd gateway's /v3/watch and the other
  * streams write newline-delimited JSON for as long as they run, and
  * /v3/lock/lock waits.  rpc_call_http_stream turns the call into a struct
  * rpc_stream that the caller owns (rpc_stream_release, once): its bytes
  * go out in request order (after the answers of earlier pipelined
  * requests, before later ones) as the chunks of a chunked answer, or as
- * one Content-Length answer (head.whole).  The send queue is the gRPC
+ * one Content-Length answer (head.whole); to an HTTP/1.0 request, as
+ * they are until the connection closes (no chunks in 1.0); on HTTP/2, as
+ * DATA frames within the client's flow-control window, END_STREAM at the
+ * finish.  The send queue is the gRPC
  * streams' (stream_queue messages plus RPC_STREAM_CTRL_RESERVE for ctrl
  * sends; ERR_FULL past it) and at most 4 MiB of queued bytes (but one
  * message, and ctrl sends), and the connection holds at most 1 MiB of
@@ -340,15 +353,15 @@ void rpc_call_reply_http(struct rpc_call *call, int status,
  *
  * The client-gone signal: on_close(cancelled=true) runs on the loop when
  * the connection ends before the answer did (the client closed its side
- * or reset, a write failed, the server stops); cancelled=false once the
+ * or reset (RST_STREAM on HTTP/2), a write failed, the server stops);
+ * cancelled=false once the
  * finished answer is written into the connection's buffer.  Exactly once
  * either way, and rpc_stream_send_http/finish return ERR_CLOSED after.
  *
  * rpc_call_http_stream must be called by the HTTP handler on the loop
  * before it returns; the request body it was given stays valid until it
- * returns.  Errors: ERR_UNSUPPORTED (an HTTP/2 request: its answer is one
- * piece only; an HTTP/1.0 one: no chunked answers; the call is still the
- * caller's to answer), ERR_NOMEM (the same).  On success the call is gone. */
+ * returns.  Errors: ERR_NOMEM (the call is still the caller's to
+ * answer).  On success the call is gone. */
 struct rpc_http_head {
     int status;        /* the answer's status */
     const char *ctype; /* content type (static), or NULL */

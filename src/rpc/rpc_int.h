@@ -177,6 +177,7 @@ struct rpc__conn {
 enum rpc__call_state {
     RPC__CALL_READING, RPC__CALL_READY, RPC__CALL_HANDLER,
     RPC__CALL_ANSWERED, RPC__CALL_SUBMITTED,
+    RPC__CALL_PARKED, /* an HTTP request waiting for a slot (http_limit.c) */
 };
 
 /* A unary call.  Fields are the loop's except where the state gives the
@@ -216,6 +217,9 @@ struct rpc_call {
                                           chunked answer) */
     struct rpc_stream *h1_stream;      /* H1: the stream answering it
                                           (h1_stream.c), or NULL */
+    bool http_slot;                    /* holds an HTTP slot (answerer) */
+    bool parked;                       /* srv->park_mu: on the park list */
+    struct rpc_call *park_next;        /* srv->park_mu: that list's link */
     struct rpc_call *prev, *next;      /* the connection's calls */
 };
 
@@ -267,6 +271,15 @@ struct rpc_stream {
     struct rpc_http_head http_head;    /* mu: the answer's head */
     bool http_body_sent;               /* mu: a whole answer's body queued */
     size_t q_bytes;                    /* mu: HTTP: bytes in the queue */
+    /* The same answer on an HTTP/2 stream (h2 set): stream_id is the
+     * request's, the bytes go out as DATA frames as the client's window
+     * allows, END_STREAM ends it; headers_sent: HEADERS submitted. */
+    bool h2;                           /* immutable */
+    bool http_slot;                    /* holds an HTTP slot: given back
+                                          at on_close (http_limit.c) */
+    struct rpc_call *h2_call;          /* loop: the request, kept until
+                                          the handler returned (its body
+                                          is the handler's until then) */
 };
 
 /* One event loop thread and what it owns. */
@@ -340,6 +353,14 @@ struct rpc_server {
     rpc_http_fn http;                  /* HTTP requests' handler, or NULL */
     void *http_ctx;                    /* its argument */
     bool http_cors;                    /* etcd's CORS headers on answers */
+    /* rpc_server_set_http_limit (http_limit.c): at most http_limit HTTP
+     * requests under those path prefixes are served at once (0: no
+     * limit); the others wait on the park list, in order. */
+    uint32_t http_limit;
+    const char *const *http_limit_prefixes;
+    pthread_mutex_t park_mu;           /* guards the fields below */
+    uint32_t http_slots_used;          /* park_mu */
+    struct rpc_call *park_head, *park_tail; /* park_mu */
     rpc_unary_gate_fn gate;            /* checks every unary call, or NULL */
     void *gate_ctx;                    /* its argument */
     struct rpc__method *methods;       /* registered methods */
@@ -439,6 +460,13 @@ void rpc__h1_written(struct rpc__conn *c);
 void rpc__h1_pump(struct rpc__conn *c);
 /* rpc__h1_streaming: c's first request is answered by a stream. */
 bool rpc__h1_streaming(const struct rpc__conn *c);
+/* rpc__h2_http_stream turns an HTTP/2 HTTP call into an answer that
+ * stays open (h1_stream.c); rpc__h2_http_pump submits or resumes it. */
+int rpc__h2_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
+                        void *ctx, struct rpc_stream **stream_out);
+void rpc__h2_http_pump(struct rpc_stream *s);
+/* rpc__h2_call_drop frees the request an HTTP/2 answer kept, if any. */
+void rpc__h2_call_drop(struct rpc_stream *s);
 /* rpc__h1_drain writes the answered calls at the head of c's queue, up to
  * a streamed one (h1.c). */
 void rpc__h1_drain(struct rpc__conn *c);
@@ -451,9 +479,35 @@ void rpc__conn_rearm(struct rpc__conn *c);
 size_t rpc__http_extra(const struct rpc_server *srv, unsigned flags,
                        char *buf, size_t cap);
 
+/* http_limit.c */
+/* rpc__http_slot_take: call (an HTTP request on its loop, HANDLER) may be
+ * served now (true: it holds a slot if it needs one), or it was parked
+ * (false: it comes back through the inbox once a slot is free). */
+bool rpc__http_slot_take(struct rpc_call *call);
+/* rpc__http_slot_give gives a slot back (any thread): to the first parked
+ * request, if any, which its loop then dispatches. */
+void rpc__http_slot_give(struct rpc_server *srv);
+/* rpc__call_parked_closed: the connection of a PARKED call ended (loop):
+ * true when the call was freed here. */
+bool rpc__call_parked_closed(struct rpc_call *call);
+
 /* call.c */
+/* rpc__call_redispatch: the loop takes a parked call back (its slot is
+ * free now) and hands it to the HTTP handler. */
+void rpc__call_redispatch(struct rpc_call *call);
 /* rpc__http_submit answers an HTTP request that came over HTTP/2. */
 void rpc__http_submit(struct rpc_call *call);
+/* The response HEADERS of an HTTP answer over HTTP/2 (status, type,
+ * length when len >= 0, date, CORS and the RPC_HTTP_* extras); the
+ * values live in the struct until nghttp2 copied them at submit. */
+struct rpc__http_nv {
+    nghttp2_nv nv[12];
+    size_t n;
+    char st[8], len[24], date[40];
+};
+void rpc__http_nv_make(struct rpc__http_nv *h, const struct rpc_server *srv,
+                       int status, const char *ctype, unsigned flags,
+                       long long len);
 extern const nghttp2_nv rpc__resp_headers[2]; /* :status, content-type */
 struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id);
 void rpc__call_free(struct rpc_call *call);

@@ -125,6 +125,7 @@ static void server_free(struct rpc_server *srv)
         SSL_CTX_free(srv->tls);
     mem_free(srv->tls_ciphers);
     pthread_mutex_destroy(&srv->tls_mu);
+    pthread_mutex_destroy(&srv->park_mu);
     mem_free(srv);
 }
 
@@ -136,6 +137,11 @@ int rpc_server_create(const struct rpc_server_config *cfg,
     if (srv == NULL)
         return ERR_NOMEM;
     if (pthread_mutex_init(&srv->tls_mu, NULL) != 0) {
+        mem_free(srv);
+        return ERR_NOMEM;
+    }
+    if (pthread_mutex_init(&srv->park_mu, NULL) != 0) {
+        pthread_mutex_destroy(&srv->tls_mu);
         mem_free(srv);
         return ERR_NOMEM;
     }

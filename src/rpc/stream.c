@@ -101,6 +101,10 @@ void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled)
     grpc_status_code code = cancelled ? GRPC_STATUS_CANCELLED : s->fin_code;
     pthread_mutex_unlock(&s->mu);
     if (s->http) { /* no method: an HTTP answer is not a gRPC call */
+        if (s->http_slot) {
+            s->http_slot = false;
+            rpc__http_slot_give(s->conn->loop->srv);
+        }
         s->http_on_close(s, cancelled, s->http_ctx);
         return;
     }
@@ -111,8 +115,8 @@ void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled)
 void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
 {
     size_t max = s->conn->loop->srv->max_recv_bytes;
-    if (s->reading_done || s->close_told)
-        return;
+    if (s->reading_done || s->close_told || s->http)
+        return; /* an HTTP answer's request was read whole before it */
     if (!rpc__guard_in_add(s->conn, n)) {
         char msg[160];
         rpc__over_budget_msg(msg, sizeof msg, s->conn);
@@ -161,7 +165,7 @@ void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
 
 void rpc__stream_half_closed(struct rpc_stream *s)
 {
-    if (s->reading_done)
+    if (s->reading_done || s->http)
         return;
     s->reading_done = true;
     if (!s->close_told)
@@ -187,6 +191,7 @@ void rpc__stream_closed(struct rpc_stream *s)
     if (s->next != NULL)
         s->next->prev = s->prev;
     s->prev = s->next = NULL;
+    rpc__h2_call_drop(s); /* h2_stream.c: the request it kept */
     if (s->h1_call != NULL) { /* h1_stream.c: the connection died */
         s->h1_call->h1_stream = NULL;
         s->h1_call = NULL;
@@ -252,6 +257,13 @@ void rpc__stream_inbox(struct rpc_stream *s)
     if (release)
         s->owner_gone = true;
     struct rpc__conn *c = s->conn;
+    if (s->h2) { /* h2_stream.c: an HTTP answer on an HTTP/2 stream */
+        rpc__h2_call_drop(s); /* the handler has returned by now */
+        if (work && !s->ng_closed && !c->dead)
+            rpc__h2_http_pump(s);
+        maybe_free(s);
+        return;
+    }
     if (s->http) {
         /* The pump may end s and free it (once released): then s is
          * gone; otherwise s is not freeable (the connection still has

@@ -453,6 +453,7 @@ void server_metrics_get(struct server *s, struct server_metrics *out)
     server__store_enter(s);
     if (backend_size(s->be, &out->db_size, &out->db_in_use) != 0)
         out->db_size = out->db_in_use = 0;
+    out->keys = mvcc_keys(s->mvcc);
     server__store_leave(s);
     out->quota_bytes = server__quota_bytes(s);
     /* The hub is made at the first store open, before any listener, and

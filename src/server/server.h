@@ -433,6 +433,7 @@ struct server_metrics {
     int64_t quota_bytes;        /* the backend quota (default filled in) */
     uint64_t watchers;          /* watchers on the member's hub */
     uint64_t slow_watchers;     /* of those, the unsynced (catching up) */
+    int64_t keys;               /* live keys in the store (mvcc_keys) */
 };
 void server_metrics_get(struct server *s, struct server_metrics *out);
 

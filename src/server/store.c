@@ -58,7 +58,9 @@ int server__store_open(struct server *s, const char *dir)
     struct backend_options bo = {.no_fsync = true, .write_map = true};
     int rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
-        rc = mvcc_store_open(s->be, NULL, &s->mvcc);
+        rc = mvcc_store_open(s->be,
+                             &(struct mvcc_options){.count_keys = true},
+                             &s->mvcc);
     if (rc == 0)
         rc = server__watch_store_opened(s); /* the hub, the observer */
     if (rc == 0)

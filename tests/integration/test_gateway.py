@@ -233,22 +233,6 @@ def test_gateway_headers(pair):
     assert "access-control-allow-origin: *" in head
 
 
-@pytest.mark.parametrize("proto", ["--http2-prior-knowledge", "--http1.0"])
-@pytest.mark.parametrize("path", ["/v3/watch", "/v3/lease/keepalive",
-                                  "/v3/election/observe", "/v3/lock/lock",
-                                  "/v3/election/campaign",
-                                  "/v3/maintenance/snapshot"])
-def test_gateway_streams_http2_not_built(make_server, path, proto):
-    """Over HTTP/2 (h2c here; TLS with ALPN h2 the same) the runtime's HTTP
-    answers are one piece, and HTTP/1.0 has no chunked answers: the
-    streams answer 501, code 12.  (etcd 3.4 serves no h2c at all; over TLS
-    it would stream.)"""
-    s = make_server()
-    status, text = curl(s.client_url + path, "POST", '{}', proto)
-    assert status == 501
-    assert json.loads(text)["code"] == 12
-
-
 def test_gateway_tls_http2(certs):  # noqa: F811
     """Over TLS, with ALPN h2 and http/1.1, the same JSON; and over
     plaintext HTTP/2 (prior knowledge), which etcd 3.4 does not serve."""
@@ -443,22 +427,23 @@ STREAM_STEPS = [
 ]
 
 
-def run_stream_steps(url):
-    st, text = curl(url + "/v3/kv/put", "POST", '{"key":"Zm9v","value":"YQ=="}')
+def run_stream_steps(url, *extra):
+    """STREAM_STEPS against url, each curl with the extra arguments."""
+    for v in ("YQ==", "Yg==", "Yw=="):
+        st, text = curl(url + "/v3/kv/put", "POST",
+                        '{"key":"Zm9v","value":"%s"}' % v, *extra)
+        assert st == 200, text
+    st, text = curl(url + "/v3/kv/compaction", "POST", '{"revision":"3"}',
+                    *extra)
     assert st == 200, text
-    st, text = curl(url + "/v3/kv/put", "POST", '{"key":"Zm9v","value":"Yg=="}')
-    assert st == 200, text
-    st, text = curl(url + "/v3/kv/put", "POST", '{"key":"Zm9v","value":"Yw=="}')
-    assert st == 200, text
-    st, text = curl(url + "/v3/kv/compaction", "POST", '{"revision":"3"}')
-    assert st == 200, text
-    st, text = curl(url + "/v3/lease/grant", "POST", '{"TTL":"60"}')
+    st, text = curl(url + "/v3/lease/grant", "POST", '{"TTL":"60"}', *extra)
     assert st == 200, text
     lease = json.loads(text)["ID"]
     out = []
     for path, body, seconds, what in STREAM_STEPS:
         body = body.replace("@lease@", lease)
-        got = stream_normalised(*curl_stream(url + path, body, seconds))
+        got = stream_normalised(*curl_stream_args(url + path, body, seconds,
+                                                  *extra))
         out.append(((path, body, what), got))
     return out
 
@@ -477,6 +462,77 @@ def test_gateway_streams_same_as_etcd(pair):
     assert len(want[1][1][1]) == 4 and want[0][1][0] == 200
     assert want[4][1][0] == 500 and want[5][1][0] is None
     assert len(want[9][1][1]) == 2
+
+
+class TLSEtcd(TLSServer):
+    """A TLSServer running the real etcd 3.4.23."""
+
+    def __init__(self, extra_args, **kw):
+        super().__init__(extra_args, **kw)
+        self.binary = ETCD_BIN
+
+
+def test_gateway_streams_http2_same_as_etcd(certs):  # noqa: F811
+    """The same stream steps over HTTP/2: curl --http2 on https (ALPN h2),
+    which etcd 3.4.23 serves with Go's net/http, against cetcd's HTTP/2
+    answers that stay open (rpc/h2_stream.c).  (etcd 3.4 serves no h2c on
+    a plaintext port; cetcd does: test_gateway_h2c_streams.)"""
+    ready = lambda: creds(certs, False)  # noqa: E731
+    etcd = TLSEtcd(server_args(certs), ready_creds=ready)
+    ours = TLSServer(server_args(certs), ready_creds=ready)
+    try:
+        etcd.start()
+        ours.start()
+        extra = ("--http2", "--cacert", certs.path("ca.crt"))
+        url = "https://localhost:%d"
+        want = run_stream_steps(url % etcd.client_port, *extra)
+        got = run_stream_steps(url % ours.client_port, *extra)
+    finally:
+        etcd.cleanup()
+        ours.cleanup()
+    diffs = ["%s %r (%s)\n  etcd:  %s\n  cetcd: %s" % (w[0] + (w[1], g[1]))
+             for w, g in zip(want, got) if w[1] != g[1]]
+    assert not diffs, "\n".join(diffs)
+    assert len(want[1][1][1]) == 4 and want[0][1][0] == 200
+    assert len(want[9][1][1]) == 2
+
+
+def test_gateway_streams_http10_same_as_etcd(pair):
+    """The same stream steps over HTTP/1.0 (no chunks): Go's net/http
+    writes a 1.0 status line and the lines as they come, with no length,
+    and closes the connection at the end; cetcd's HTTP/1.0 answers are
+    compared with etcd 3.4.23's (their unary answers are 1.0 too)."""
+    ours, etcd = pair
+    want = run_stream_steps(etcd.client_url, "--http1.0")
+    got = run_stream_steps(ours.client_url, "--http1.0")
+    diffs = ["%s %r (%s)\n  etcd:  %s\n  cetcd: %s" % (w[0] + (w[1], g[1]))
+             for w, g in zip(want, got) if w[1] != g[1]]
+    assert not diffs, "\n".join(diffs)
+    assert len(want[1][1][1]) == 4 and want[0][1][0] == 200
+    assert len(want[9][1][1]) == 2
+    cp = subprocess.run(["curl", "-sS", "-i", "--http1.0", "-d",
+                         '{"key":"Zm9v"}', ours.client_url + "/v3/kv/range"],
+                        capture_output=True, timeout=20)
+    head = cp.stdout.decode().split("\r\n\r\n", 1)[0].split("\r\n")
+    assert head[0] == "HTTP/1.0 200 OK"
+    assert not any(h.lower().startswith("connection:") for h in head)
+
+
+def test_gateway_h2c_streams(make_server):
+    """Over plaintext HTTP/2 (prior knowledge) the streams are served as
+    over TLS: a watch's lines, kept open until the client leaves."""
+    s = make_server()
+    st, text = curl(s.client_url + "/v3/kv/put", "POST",
+                    '{"key":"dA==","value":"dg=="}')
+    assert st == 200, text
+    st, lines, rest = curl_stream_args(
+        s.client_url + "/v3/watch", '{"create_request":{"key":"dA==",'
+        '"start_revision":"1"}}', 2, "--http2-prior-knowledge")
+    assert st == 200 and rest == ""
+    assert json.loads(lines[0])["result"]["created"]
+    assert json.loads(lines[1])["result"]["events"][0]["kv"]["value"] == \
+        "dg=="
+    assert wait_for(lambda: watchers(s), 0) == 0  # curl left: cancelled
 
 
 def watchers(server):
@@ -607,3 +663,37 @@ def test_gateway_watch_slow_reader(make_server):
             seen.append(int(ev["kv"]["mod_revision"]))
     assert seen == revs
     w.close()
+
+
+@pytest.mark.parametrize("binary", [None, ETCD_BIN], ids=["cetcd", "etcd"])
+def test_gateway_max_concurrent_streams(make_server, binary):
+    """--max-concurrent-streams bounds the gateway's calls and streams
+    together, as etcd's gateway is one gRPC connection to its own server:
+    with 2 watches open a range waits (curl's time limit ends it), and
+    goes through once a watch's client leaves.  (etcd's e2e
+    TestV3Curl_MaxStreams_*; rpc/http_limit.c.)"""
+    s = make_server(extra_args=["--max-concurrent-streams", "2"],
+                    binary=binary)
+    body = '{"create_request":{"key":"Zm9v"}}'
+    ws = [GwStream(s.client_port, "/v3/watch", body) for _ in range(2)]
+    for w in ws:
+        assert w.next_json()["result"].get("created")
+    cp = subprocess.run(["curl", "-sS", "-m", "2", "-d", '{"key":"Zm9v"}',
+                         s.client_url + "/v3/kv/range"],
+                        capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 28, cp.stdout  # it waited: no slot
+    # a waiting range whose client stays: served once a watch ends
+    late = subprocess.Popen(["curl", "-sS", "-m", "20", "-d",
+                             '{"key":"Zm9v"}', s.client_url + "/v3/kv/range"],
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert late.poll() is None
+    ws[0].close()
+    out, _ = late.communicate(timeout=30)
+    assert late.returncode == 0 and "revision" in out
+    ws[1].close()
+    # every slot is free again: three ranges in a row
+    for _ in range(3):
+        st, text = curl(s.client_url + "/v3/kv/range", "POST",
+                        '{"key":"Zm9v"}')
+        assert st == 200, text

@@ -245,3 +245,56 @@ def test_server_id_as_etcd_writes_it(server):
     smp = samples(scrape(server)[1])
     ids = [dict(k[1])["server_id"] for k in smp if k[0] == "etcd_server_id"]
     assert ids == [format(member_id, "x")]
+
+
+def keys_total(server):
+    smp = samples(scrape(server)[1])
+    return smp[("etcd_debugging_mvcc_keys_total", frozenset())]
+
+
+def keys_steps(server):
+    """etcd_debugging_mvcc_keys_total after each step: puts of new and
+    existing keys, a txn, deletes, a lease revoke deleting its keys, a
+    compaction, and a restart (the count read back from the store)."""
+    kv = server.kv()
+    out = [keys_total(server)]
+    for i in range(5):
+        kv.Put(pb.PutRequest(key=b"k/%d" % i, value=b"v"))
+    kv.Put(pb.PutRequest(key=b"k/0", value=b"again"))  # a version, no key
+    out.append(keys_total(server))
+    kv.Txn(pb.TxnRequest(success=[
+        pb.RequestOp(request_put=pb.PutRequest(key=b"t", value=b"v")),
+        pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(
+            key=b"k/4"))]))
+    out.append(keys_total(server))
+    kv.DeleteRange(pb.DeleteRangeRequest(key=b"k/", range_end=b"k0"))
+    out.append(keys_total(server))
+    kv.DeleteRange(pb.DeleteRangeRequest(key=b"nothing"))
+    kv.Put(pb.PutRequest(key=b"k/1", value=b"back"))  # deleted, then new
+    out.append(keys_total(server))
+    lease = rpc_pb2_grpc.LeaseStub(grpc.insecure_channel(server.endpoint))
+    lid = lease.LeaseGrant(pb.LeaseGrantRequest(TTL=60)).ID
+    for i in range(3):
+        kv.Put(pb.PutRequest(key=b"l/%d" % i, value=b"v", lease=lid))
+    out.append(keys_total(server))
+    lease.LeaseRevoke(pb.LeaseRevokeRequest(ID=lid))
+    rev = kv.Range(pb.RangeRequest(key=b"t")).header.revision
+    kv.Compact(pb.CompactionRequest(revision=rev, physical=True))
+    out.append(keys_total(server))
+    return out
+
+
+def test_keys_total_as_etcd(make_server):
+    """etcd_debugging_mvcc_keys_total counts keys, not versions, as etcd
+    3.4.23's keyIndex does (a put of a new or deleted key adds one, a
+    deletion removes one), kept as writes commit (mvcc_keys) and counted
+    from the store at start."""
+    etcd = make_server(binary=ETCD_BIN, name="k")
+    ours = make_server(name="k")
+    want = keys_steps(etcd)
+    got = keys_steps(ours)
+    assert got == want
+    assert want == [0, 5, 5, 1, 2, 5, 2]
+    ours.stop()
+    ours.start()
+    assert keys_total(ours) == 2

@@ -141,6 +141,23 @@ static void test_response_head(void **state)
     assert_non_null(strstr(buf, "Connection: close\r\n\r\n"));
     assert_int_equal(http_response_head(buf, 10, 200, NULL, 0, NULL, false),
                      0);
+    /* Go's answers to HTTP/1.0: a 1.0 status line, no Connection header
+     * when it closes, keep-alive said when it does not; a stream's body
+     * without length or chunks. */
+    n = http_response_head(buf, sizeof buf, 200, "application/json",
+                           HTTP_BODY_UNTIL_CLOSE, NULL,
+                           HTTP_HEAD_V10 | HTTP_HEAD_CLOSE);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "HTTP/1.0 200 OK\r\n"));
+    assert_null(strstr(buf, "Connection"));
+    assert_null(strstr(buf, "Content-Length"));
+    assert_null(strstr(buf, "Transfer-Encoding"));
+    assert_non_null(strstr(buf, "GMT\r\n\r\n"));
+    n = http_response_head(buf, sizeof buf, 200, NULL, 3, NULL,
+                           HTTP_HEAD_V10);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "Content-Length: 3\r\n"
+                                "Connection: keep-alive\r\n\r\n"));
 }
 
 int main(void)
