@@ -61,6 +61,8 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "mvcc/mvcc.h"
+#include "server/boot_guard.h"
 #include "server/server_int.h"
 #include "server/snap_int.h"
 #include "util/err.h"
@@ -79,6 +81,9 @@
 #define DEFRAG_DISK_MARGIN ((uint64_t)80 << 20)
 /* What backend.c allocates ahead of the data (AHEAD_BYTES). */
 #define DEFRAG_AHEAD_BYTES ((uint64_t)64 << 20)
+/* How long a defragmentation waits for the new store's pin (the raft
+ * thread asks for it at its next tick). */
+#define DEFRAG_PIN_WAIT_MS 10000
 
 /* One Defragment request waiting for its answer. */
 struct server_defrag_waiter {
@@ -207,10 +212,59 @@ static int catch_up(struct server *s, struct backend *dst, size_t *total)
     return 0;
 }
 
+/* Where the switch-over's pause goes, in ns (the log line shows them). */
+struct defrag_pause {
+    uint64_t replay;  /* the last records into the copy, the copy closed */
+    uint64_t close;   /* the old store's pin dropped, the store closed */
+    uint64_t rename;  /* the copy renamed over db/data.mdb */
+    uint64_t reopen;  /* the store, members, leases... opened on it */
+};
+
+/* Nanoseconds since *t, which moves to now. */
+static uint64_t lap(uint64_t *t)
+{
+    uint64_t now = server__now_ns(), d = now - *t;
+    *t = now;
+    return d;
+}
+
+/* Step 5, the pointer swap: the old store closes (its pin ends in memory;
+ * its pin FILE stays valid, as db/prev.mdb keeps its pages), the copy
+ * takes its name, the store reopens on it.  No fsync: the directory is
+ * synced once the gate is open (server__defrag_dir_settle), and nothing
+ * needs it durable before then (a power loss meanwhile restores the old
+ * pin from prev.mdb; a kill -9 sees the rename either way). */
+static int swap_store(struct server *s, const char *data,
+                      struct defrag_pause *ph, uint64_t *t)
+{
+    char dir[SNAP_PATH_MAX], dst[SNAP_PATH_MAX + 16];
+    server__db_dir(s, dir, sizeof dir);
+    server__pathf(dst, sizeof dst, "%s/data.mdb", dir);
+    server__pin_drop(s);
+    mvcc_store_close(s->mvcc);
+    backend_close(s->be);
+    s->mvcc = NULL;
+    s->be = NULL;
+    ph->close = lap(t);
+    atomic_store(&s->defrag.dir_unsynced, true); /* before any new pin */
+    int rc = rename(data, dst) == 0 ? 0 : err_from_errno(errno);
+    server__crash_point("defrag-renamed");
+    ph->rename = lap(t);
+    if (rc == 0)
+        rc = boot_guard_mark(dir, false); /* already dirty: no write */
+    if (rc == 0)
+        rc = server__store_open(s, dir);
+    if (rc == 0 && s->ms != NULL) /* its buckets, on the new env */
+        rc = server__members_reload(s, false);
+    server__crash_point("defrag-reopened");
+    ph->reopen = lap(t);
+    return rc;
+}
+
 /* Step 5, all locks held and the gate closed: the last records, then the
  * copy replaces the store.  dst is closed either way. */
 static int swap_in(struct server *s, struct backend *dst, const char *data,
-                   size_t *total, int *old_fd)
+                   size_t *total, struct defrag_pause *ph, uint64_t *t)
 {
     size_t n = 0;
     int rc = backend_journal_replay(s->be, dst, &n);
@@ -218,16 +272,12 @@ static int swap_in(struct server *s, struct backend *dst, const char *data,
     backend_journal_stop(s->be);
     server__crash_point("defrag-replayed");
     backend_close(dst);
+    ph->replay = lap(t);
     if (rc != 0)
         return rc;
     server__crash_point("defrag-swap");
-    /* The old file stays open until the gate opens: its blocks are then
-     * freed by the close, not by the rename while requests wait. */
-    char old[SNAP_PATH_MAX + 16];
-    server__pathf(old, sizeof old, "%s/db/data.mdb", s->member_dir);
-    *old_fd = open(old, O_RDONLY | O_CLOEXEC);
     s->defrag.swapping = true;
-    rc = server__store_replace(s, data, true);
+    rc = swap_store(s, data, ph, t);
     s->defrag.swapping = false;
     if (rc != 0) {
         /* The old store is closed and the copy may be in its place: only
@@ -245,13 +295,12 @@ static int swap_in(struct server *s, struct backend *dst, const char *data,
  * journal ran on, swaps, and says how long requests waited. */
 static int switch_over(struct server *s, struct backend *dst,
                        const char *data, uint64_t gen, size_t *total,
-                       uint64_t *pause_us)
+                       uint64_t *pause_us, struct defrag_pause *ph)
 {
     pthread_mutex_lock(&s->snap.export_mu);
     pthread_mutex_lock(&s->node.raft_mu);
     pthread_mutex_lock(&s->apply_mu);
-    uint64_t t0 = server__now_ns();
-    int old_fd = -1;
+    uint64_t t0 = server__now_ns(), t = t0;
     pthread_mutex_lock(&s->snap.mu);
     bool same = s->snap.pin_gen == gen;
     pthread_mutex_unlock(&s->snap.mu);
@@ -264,16 +313,105 @@ static int switch_over(struct server *s, struct backend *dst,
             backend_journal_stop(s->be);
     } else {
         server__store_gate_close(s);
-        rc = swap_in(s, dst, data, total, &old_fd);
+        rc = swap_in(s, dst, data, total, ph, &t);
         server__store_gate_open(s);
     }
     *pause_us = (server__now_ns() - t0) / 1000u;
     pthread_mutex_unlock(&s->apply_mu);
     pthread_mutex_unlock(&s->node.raft_mu);
     pthread_mutex_unlock(&s->snap.export_mu);
-    if (old_fd >= 0)
-        close(old_fd); /* frees the old store's blocks */
     return rc;
+}
+
+/* --- db/prev.mdb: the old pin stays valid across the swap ------------------ */
+
+static void prev_path(const struct server *s, char *buf, size_t cap)
+{
+    server__pathf(buf, cap, "%s/db/prev.mdb", s->member_dir);
+}
+
+/* Before the switch-over, inside the gate: db/prev.mdb becomes a second
+ * name of the store's file, durably.  The store's pin file then names a
+ * file a power loss keeps (the boot sets db/ aside with prev.mdb in it,
+ * and server__pin_restore looks there) until the new store's pin is
+ * durable: the switch-over needs no fsync of the pin files. */
+static int prev_link(struct server *s)
+{
+    char cur[SNAP_PATH_MAX + 16], prev[SNAP_PATH_MAX + 16], dir[SNAP_PATH_MAX];
+    server__pathf(cur, sizeof cur, "%s/db/data.mdb", s->member_dir);
+    prev_path(s, prev, sizeof prev);
+    server__db_dir(s, dir, sizeof dir);
+    CHECK(!atomic_load(&s->defrag.prev_linked));
+    if (unlink(prev) != 0 && errno != ENOENT) /* a link to this store */
+        return err_from_errno(errno);
+    if (link(cur, prev) != 0)
+        return err_from_errno(errno);
+    atomic_store(&s->defrag.prev_linked, true);
+    int rc = fs_fsync_dir(dir);
+    server__crash_point("defrag-linked");
+    return rc;
+}
+
+/* A defragmentation that failed before its swap: prev.mdb goes (a name
+ * of the store's own file, or of a store a snapshot install replaced, whose
+ * pin file the install removed). */
+static void prev_unlink(struct server *s)
+{
+    char prev[SNAP_PATH_MAX + 16];
+    prev_path(s, prev, sizeof prev);
+    if (atomic_load(&s->defrag.prev_linked))
+        unlink(prev);
+    atomic_store(&s->defrag.prev_linked, false);
+}
+
+/* Waits (up to DEFRAG_PIN_WAIT_MS) until the store that replaced
+ * prev.mdb is pinned: the raft thread asks the snap worker for a pin as
+ * soon as the store has none (server__pin_grown), and its promotion
+ * removes prev.mdb. */
+static bool prev_wait(struct server *s)
+{
+    for (int ms = 0; ms < DEFRAG_PIN_WAIT_MS; ms += 5) {
+        if (!atomic_load(&s->defrag.prev_linked))
+            return true;
+        if (atomic_load(&s->stopping))
+            return false;
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    return !atomic_load(&s->defrag.prev_linked);
+}
+
+int server__defrag_dir_settle(struct server *s)
+{
+    if (!atomic_load(&s->defrag.dir_unsynced))
+        return 0;
+    char dir[SNAP_PATH_MAX];
+    server__db_dir(s, dir, sizeof dir);
+    pthread_mutex_lock(&s->defrag.mu); /* a pin waits for this fsync */
+    int rc = 0;
+    if (atomic_load(&s->defrag.dir_unsynced)) {
+        rc = fs_fsync_dir(dir);
+        if (rc == 0)
+            atomic_store(&s->defrag.dir_unsynced, false);
+    }
+    pthread_mutex_unlock(&s->defrag.mu);
+    return rc;
+}
+
+void server__defrag_pinned(struct server *s)
+{
+    if (!atomic_load(&s->defrag.prev_linked))
+        return;
+    char prev[SNAP_PATH_MAX + 16];
+    prev_path(s, prev, sizeof prev);
+    uint64_t dev = 0, ino = 0;
+    struct stat st;
+    if (stat(prev, &st) == 0 &&
+        (backend_file_id(s->be, &dev, &ino) != 0 ||
+         ((uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino)))
+        return; /* the pinned store's own file: not swapped yet */
+    unlink(prev); /* frees the replaced store's blocks */
+    atomic_store(&s->defrag.prev_linked, false);
 }
 
 /* Steps 3 and 4, inside the gate; *dst_out is the caught-up copy. */
@@ -299,8 +437,29 @@ static int copy_and_catch_up(struct server *s, const char *tmp,
     return rc;
 }
 
-void server__defrag_cleanup(const struct server *s)
+/* Start-up: prev.mdb left by a kill -9 after its link.  Another name of
+ * the store's own file goes; the replaced store's file stays until the
+ * start-up pin of the store is durable (server__defrag_pinned), the db
+ * directory synced before that pin (the rename may not be durable). */
+static void prev_cleanup(struct server *s)
 {
+    char cur[SNAP_PATH_MAX + 16], prev[SNAP_PATH_MAX + 16];
+    server__pathf(cur, sizeof cur, "%s/db/data.mdb", s->member_dir);
+    prev_path(s, prev, sizeof prev);
+    struct stat a, b;
+    if (lstat(prev, &b) != 0)
+        return;
+    if (stat(cur, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+        unlink(prev);
+        return;
+    }
+    atomic_store(&s->defrag.prev_linked, true);
+    atomic_store(&s->defrag.dir_unsynced, true);
+}
+
+void server__defrag_cleanup(struct server *s)
+{
+    prev_cleanup(s);
     char tmp[SNAP_PATH_MAX];
     server__pathf(tmp, sizeof tmp, "%s/db.defrag", s->member_dir);
     struct stat st;
@@ -311,6 +470,28 @@ void server__defrag_cleanup(const struct server *s)
     server__snap_rm_staging(tmp);
 }
 
+/* After the pause: the rename's directory fsync, then the new store's
+ * pin (the snap worker's), which removes prev.mdb.  Slow steps that
+ * requests do not wait for; the Defragment answer waits for them so
+ * that it means the space is back. */
+static void settle(struct server *s, uint64_t *dir_ms, uint64_t *pin_ms)
+{
+    uint64_t t = server__now_ns();
+    int rc = server__defrag_dir_settle(s);
+    if (rc != 0) /* the pin retries it before it writes a pin file */
+        log_warn("etcdserver", "cannot fsync the store's directory after "
+                 "defragmenting: %s", err_str(rc));
+    server__crash_point("defrag-dir-synced");
+    *dir_ms = lap(&t) / 1000000u;
+    if (!prev_wait(s) && !atomic_load(&s->stopping))
+        log_warn("etcdserver", "the defragmented store is not pinned after "
+                 "%d ms; the replaced store's file stays until it is",
+                 DEFRAG_PIN_WAIT_MS);
+    else
+        server__crash_point("defrag-pinned");
+    *pin_ms = lap(&t) / 1000000u;
+}
+
 /* One whole defragmentation. */
 static int defrag_run(struct server *s)
 {
@@ -318,6 +499,8 @@ static int defrag_run(struct server *s)
     server__pathf(tmp, sizeof tmp, "%s/db.defrag", s->member_dir);
     server__pathf(data, sizeof data, "%s/data.mdb", tmp);
     uint64_t t0 = server__now_ns(), before = 0, after = 0, gen = 0;
+    if (!prev_wait(s)) /* the last one's store must be pinned first */
+        return ERR_DEFRAG_PIN_PENDING;
     server__snap_rm_staging(tmp);
     server__store_enter(s);
     before = backend_file_bytes(s->be);
@@ -333,24 +516,38 @@ static int defrag_run(struct server *s)
     }
     struct backend *dst = NULL;
     size_t replayed = 0;
-    uint64_t pause_us = 0;
+    uint64_t pause_us = 0, dir_ms = 0, pin_ms = 0;
+    struct defrag_pause ph = {0};
     rc = copy_and_catch_up(s, tmp, data, &replayed, &dst);
+    if (rc == 0)
+        rc = prev_link(s);
+    if (rc != 0 && dst != NULL) {
+        backend_close(dst);
+        dst = NULL;
+    }
     server__store_leave(s);
     if (rc != 0)
         journal_abort(s, gen);
     if (rc == 0)
-        rc = switch_over(s, dst, data, gen, &replayed, &pause_us);
+        rc = switch_over(s, dst, data, gen, &replayed, &pause_us, &ph);
     server__snap_rm_staging(tmp); /* lock.mdb (data.mdb moved) */
-    if (rc != 0)
+    if (rc != 0) {
+        prev_unlink(s);
         return rc;
+    }
+    settle(s, &dir_ms, &pin_ms);
     server__store_enter(s);
     after = backend_file_bytes(s->be);
     server__store_leave(s);
     log_info("etcdserver", "finished defragmenting the storage backend: "
              "%" PRIu64 " -> %" PRIu64 " bytes, %zu journal bytes caught "
-             "up, took %" PRIu64 " ms, requests paused %" PRIu64 " us",
+             "up, took %" PRIu64 " ms, requests paused %" PRIu64 " us "
+             "(last replay %" PRIu64 " us, old store closed %" PRIu64
+             " us, rename %" PRIu64 " us, reopen %" PRIu64 " us); then "
+             "directory fsync %" PRIu64 " ms, new pin %" PRIu64 " ms",
              before, after, replayed, (server__now_ns() - t0) / 1000000u,
-             pause_us);
+             pause_us, ph.replay / 1000u, ph.close / 1000u,
+             ph.rename / 1000u, ph.reopen / 1000u, dir_ms, pin_ms);
     return 0;
 }
 

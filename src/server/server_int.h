@@ -410,6 +410,11 @@ struct server {
         struct server_defrag_waiter *next; /* under mu: answered after the
                                     * next defragmentation */
         size_t n_next;             /* under mu: their count */
+        atomic_bool prev_linked;   /* db/prev.mdb, the replaced store's
+                                    * file, exists until the new store's
+                                    * pin is durable (defrag.c) */
+        atomic_bool dir_unsynced;  /* under mu when set to false: db/ holds
+                                    * a rename not yet fsynced */
     } defrag;
 };
 
@@ -595,8 +600,18 @@ void server__defrag_init(struct server *s);
 void server__defrag_stop(struct server *s);
 void server__defrag_free(struct server *s);
 /* Start-up, before the store opens: removes a copy left by a
- * defragmentation that did not finish. */
-void server__defrag_cleanup(const struct server *s);
+ * defragmentation that did not finish (and notes a db/prev.mdb left by
+ * one that swapped but whose new store was not pinned yet). */
+void server__defrag_cleanup(struct server *s);
+/* snap_pin.c, before a pin file names the store's file: a defragmented
+ * store renamed into db/ during the switch-over (no fsync while requests
+ * waited) has its directory fsynced first, so that the pin's file is the
+ * one db/data.mdb names after a power loss.  Errors: ERR_IO. */
+int server__defrag_dir_settle(struct server *s);
+/* snap_pin.c, once a pin of the current store is durable and the older
+ * pin files are gone: removes db/prev.mdb (the file the older pin
+ * restored), which frees the replaced store's blocks. */
+void server__defrag_pinned(struct server *s);
 /* Tests: SIGKILL here when CETCD_TEST_CRASH_AT names step. */
 void server__crash_point(const char *step);
 
