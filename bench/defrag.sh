@@ -14,7 +14,8 @@
 #
 # Usage: bench/defrag.sh [SIZE_MB] [DURATION] [DEFRAG_AT]
 #   defaults 1024 30 5.  Env: EBENCH (ebench binary, built by
-#   /work/shared/tools/ebench/build.sh), CETCD_BIN, ETCD_BIN, ETCDCTL.
+#   /work/shared/tools/ebench/build.sh), CETCD_BIN, ETCD_BIN, ETCDCTL,
+#   SERVERS (default "etcd cetcd": which to measure, in that order).
 # The machine is shared and loaded: numbers are noisy, say so with them.
 set -euo pipefail
 
@@ -99,5 +100,10 @@ one() { # NAME BIN
     rm -rf "$dir"
 }
 
-one etcd "$ETCD_BIN"
-one cetcd "$CETCD_BIN"
+for name in ${SERVERS:-etcd cetcd}; do
+    case $name in
+    etcd) one etcd "$ETCD_BIN" ;;
+    cetcd) one cetcd "$CETCD_BIN" ;;
+    *) echo "SERVERS: unknown server $name" >&2; exit 2 ;;
+    esac
+done

@@ -72,9 +72,11 @@
 
 /* Journal bytes that may wait for a replay (backend_journal_start). */
 #define DEFRAG_JOURNAL_MAX ((size_t)256 << 20)
-/* A catch-up round that took less than this ends the rounds: what is
- * committed during the next one is replayed with requests paused. */
-#define DEFRAG_ROUND_SMALL ((size_t)256 << 10)
+/* A catch-up round that replayed less than this ends the rounds: what is
+ * committed during that round (and while the locks are taken) is
+ * replayed with requests paused.  Rounds do not sync the copy (the new
+ * store's pin does, after the pause), so a small round takes a few ms. */
+#define DEFRAG_ROUND_SMALL ((size_t)64 << 10)
 #define DEFRAG_ROUNDS_MAX 50
 /* Free disk kept beyond the copy's size: the room the reopened store
  * allocates ahead (backend.c AHEAD_BYTES) and a margin. */
@@ -200,8 +202,6 @@ static int catch_up(struct server *s, struct backend *dst, size_t *total)
             return ERR_STOPPED;
         size_t n = 0;
         int rc = backend_journal_replay(s->be, dst, &n);
-        if (rc == 0)
-            rc = backend_sync(dst); /* the switch-over syncs little */
         if (rc != 0)
             return rc;
         *total += n;
@@ -214,11 +214,24 @@ static int catch_up(struct server *s, struct backend *dst, size_t *total)
 
 /* Where the switch-over's pause goes, in ns (the log line shows them). */
 struct defrag_pause {
+    size_t bytes;     /* the last records' bytes */
     uint64_t replay;  /* the last records into the copy, the copy closed */
-    uint64_t close;   /* the old store's pin dropped, the store closed */
+    uint64_t close;   /* the old store's pin dropped, its lock file gone */
     uint64_t rename;  /* the copy renamed over db/data.mdb */
     uint64_t reopen;  /* the store, members, leases... opened on it */
+    uint64_t old_close; /* after the pause: the old store closed */
+    uint64_t cpu;     /* the pause's CPU time (this thread's) */
+    uint64_t dst_close; /* after the pause: the copy's env closed */
 };
+
+/* This thread's CPU time in ns: the pause's wall time on a loaded
+ * machine is mostly waiting for a CPU; the log shows both. */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* Nanoseconds since *t, which moves to now. */
 static uint64_t lap(uint64_t *t)
@@ -228,26 +241,42 @@ static uint64_t lap(uint64_t *t)
     return d;
 }
 
-/* Step 5, the pointer swap: the old store closes (its pin ends in memory;
- * its pin FILE stays valid, as db/prev.mdb keeps its pages), the copy
- * takes its name, the store reopens on it.  No fsync: the directory is
- * synced once the gate is open (server__defrag_dir_settle), and nothing
- * needs it durable before then (a power loss meanwhile restores the old
- * pin from prev.mdb; a kill -9 sees the rename either way). */
+/* The store a swap replaced: closed once requests run again (unmapping
+ * a large write_map costs tens of ms). */
+struct defrag_old {
+    struct mvcc_store *mvcc;
+    struct backend *be;
+};
+
+/* Step 5, the pointer swap: the old store is set aside (its pin ends in
+ * memory; its pin FILE stays valid, as db/prev.mdb keeps its pages), the
+ * copy takes its name, the store reopens on it.  The old env stays open
+ * until the gate opens: it keeps its lock file, unlinked here, and the
+ * new env gets a new one (LMDB forbids opening one lock file twice in a
+ * process: closing either would drop the other's fcntl locks; two inodes
+ * share nothing).  No fsync: the directory is synced once the gate is
+ * open (server__defrag_dir_settle), and nothing needs it durable before
+ * then (a power loss meanwhile restores the old pin from prev.mdb; a
+ * kill -9 sees the rename either way). */
 static int swap_store(struct server *s, const char *data,
-                      struct defrag_pause *ph, uint64_t *t)
+                      struct defrag_pause *ph, uint64_t *t,
+                      struct defrag_old *old)
 {
-    char dir[SNAP_PATH_MAX], dst[SNAP_PATH_MAX + 16];
+    char dir[SNAP_PATH_MAX], dst[SNAP_PATH_MAX + 16], lock[SNAP_PATH_MAX + 16];
     server__db_dir(s, dir, sizeof dir);
     server__pathf(dst, sizeof dst, "%s/data.mdb", dir);
+    server__pathf(lock, sizeof lock, "%s/lock.mdb", dir);
     server__pin_drop(s);
-    mvcc_store_close(s->mvcc);
-    backend_close(s->be);
+    old->mvcc = s->mvcc;
+    old->be = s->be;
     s->mvcc = NULL;
     s->be = NULL;
+    int rc = unlink(lock) == 0 || errno == ENOENT ? 0 : err_from_errno(errno);
     ph->close = lap(t);
+    if (rc != 0)
+        return rc;
     atomic_store(&s->defrag.dir_unsynced, true); /* before any new pin */
-    int rc = rename(data, dst) == 0 ? 0 : err_from_errno(errno);
+    rc = rename(data, dst) == 0 ? 0 : err_from_errno(errno);
     server__crash_point("defrag-renamed");
     ph->rename = lap(t);
     if (rc == 0)
@@ -262,22 +291,26 @@ static int swap_store(struct server *s, const char *data,
 }
 
 /* Step 5, all locks held and the gate closed: the last records, then the
- * copy replaces the store.  dst is closed either way. */
+ * copy replaces the store.  dst stays open (its caller closes it once
+ * requests run again: closing the last writable fd of the file waits for
+ * its writeback in ext4, 800 ms once here); no txn touches it again, and
+ * its lock file is its own (db.defrag/lock.mdb). */
 static int swap_in(struct server *s, struct backend *dst, const char *data,
-                   size_t *total, struct defrag_pause *ph, uint64_t *t)
+                   size_t *total, struct defrag_pause *ph, uint64_t *t,
+                   struct defrag_old *old)
 {
     size_t n = 0;
     int rc = backend_journal_replay(s->be, dst, &n);
     *total += n;
     backend_journal_stop(s->be);
     server__crash_point("defrag-replayed");
-    backend_close(dst);
     ph->replay = lap(t);
+    ph->bytes = n;
     if (rc != 0)
         return rc;
     server__crash_point("defrag-swap");
     s->defrag.swapping = true;
-    rc = swap_store(s, data, ph, t);
+    rc = swap_store(s, data, ph, t, old);
     s->defrag.swapping = false;
     if (rc != 0) {
         /* The old store is closed and the copy may be in its place: only
@@ -300,26 +333,32 @@ static int switch_over(struct server *s, struct backend *dst,
     pthread_mutex_lock(&s->snap.export_mu);
     pthread_mutex_lock(&s->node.raft_mu);
     pthread_mutex_lock(&s->apply_mu);
-    uint64_t t0 = server__now_ns(), t = t0;
+    uint64_t t0 = server__now_ns(), t = t0, c0 = cpu_ns();
+    struct defrag_old old = {NULL, NULL};
     pthread_mutex_lock(&s->snap.mu);
     bool same = s->snap.pin_gen == gen;
     pthread_mutex_unlock(&s->snap.mu);
     int rc;
     if (!same || atomic_load(&s->stopping)) {
         /* The journal ran on a store that is gone (closed with it). */
-        backend_close(dst);
         rc = same ? ERR_STOPPED : ERR_DEFRAG_STORE_REPLACED;
         if (same)
             backend_journal_stop(s->be);
     } else {
         server__store_gate_close(s);
-        rc = swap_in(s, dst, data, total, ph, &t);
+        rc = swap_in(s, dst, data, total, ph, &t, &old);
         server__store_gate_open(s);
     }
     *pause_us = (server__now_ns() - t0) / 1000u;
+    ph->cpu = cpu_ns() - c0;
     pthread_mutex_unlock(&s->apply_mu);
     pthread_mutex_unlock(&s->node.raft_mu);
     pthread_mutex_unlock(&s->snap.export_mu);
+    backend_close(dst);
+    ph->dst_close = lap(&t);
+    mvcc_store_close(old.mvcc); /* nobody can reach them now */
+    backend_close(old.be);
+    ph->old_close = lap(&t);
     return rc;
 }
 
@@ -542,12 +581,17 @@ static int defrag_run(struct server *s)
     log_info("etcdserver", "finished defragmenting the storage backend: "
              "%" PRIu64 " -> %" PRIu64 " bytes, %zu journal bytes caught "
              "up, took %" PRIu64 " ms, requests paused %" PRIu64 " us "
-             "(last replay %" PRIu64 " us, old store closed %" PRIu64
-             " us, rename %" PRIu64 " us, reopen %" PRIu64 " us); then "
-             "directory fsync %" PRIu64 " ms, new pin %" PRIu64 " ms",
+             "(CPU %" PRIu64 " us; last replay of %zu bytes %" PRIu64 " us, "
+             "old store set aside %"
+             PRIu64 " us, rename %" PRIu64 " us, reopen %" PRIu64 " us); "
+             "then copy's env closed %" PRIu64 " ms, old store closed %" PRIu64
+             " ms, directory fsync %"
+             PRIu64 " ms, new pin %" PRIu64 " ms",
              before, after, replayed, (server__now_ns() - t0) / 1000000u,
-             pause_us, ph.replay / 1000u, ph.close / 1000u,
-             ph.rename / 1000u, ph.reopen / 1000u, dir_ms, pin_ms);
+             pause_us, ph.cpu / 1000u, ph.bytes, ph.replay / 1000u,
+             ph.close / 1000u, ph.rename / 1000u, ph.reopen / 1000u,
+             ph.dst_close / 1000000u, ph.old_close / 1000000u,
+             dir_ms, pin_ms);
     return 0;
 }
 
