@@ -30,6 +30,7 @@ ETCDCTL=${ETCDCTL:-/usr/bin/etcdctl}
 VAL=4096
 KEYS=$((SIZE_MB * 1024 * 1024 / VAL))
 HALF=$((KEYS / 2))
+DEL_SLICE=8192
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -71,13 +72,18 @@ one() { # NAME BIN
     local name=$1 bin=$2 dir
     dir=$(mktemp -d "/tmp/defrag-bench-$name-XXXXXX")
     start "$name" "$bin" "$dir"
+    trap 'kill "$pid" 2>/dev/null || true' EXIT # a failed step stops it
     echo "== $name: filling $SIZE_MB MiB ($KEYS x $VAL B)" >&2
     "$EBENCH" --endpoints "$ep" --op put --conns 10 --clients 100 \
         --total "$KEYS" --sequential-keys --key-space-size "$KEYS" \
         --key-size 16 --val-size $VAL --key-prefix "f/" --json >/dev/null
-    local end rev
-    end=$(printf 'f/%014d' "$HALF")
-    "$ETCDCTL" --endpoints "$ep" --command-timeout 300s del "f/" "$end" >/dev/null
+    local rev i
+    # In slices: one delete of 128k keys exceeds etcd's request timeout.
+    for ((i = 0; i < HALF; i += DEL_SLICE)); do
+        "$ETCDCTL" --endpoints "$ep" --command-timeout 300s del \
+            "$(printf 'f/%014d' "$i")" \
+            "$(printf 'f/%014d' $((i + DEL_SLICE < HALF ? i + DEL_SLICE : HALF)))" >/dev/null
+    done
     rev=$("$ETCDCTL" --endpoints "$ep" get x -w json |
           python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
     "$ETCDCTL" --endpoints "$ep" --command-timeout 300s compact --physical "$rev" >/dev/null

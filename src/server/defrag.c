@@ -14,24 +14,38 @@
  *      snapshot install) closes the env under the copy.
  *   3. LMDB's compacting copy (backend_copy_fd, its own read txn: LMDB
  *      readers never block the writer) writes <member>/db.defrag/data.mdb;
- *      fsync.  The apply side keeps applying meanwhile.
+ *      fdatasync.  The apply side keeps applying meanwhile.
  *   4. Catch-up rounds: the copy is opened as an env and the journal's
- *      records (what was committed since step 2) are replayed into it,
- *      then it is synced, until a round finds little to do.
+ *      records (what was committed since step 2) are replayed into it
+ *      (no sync: a round must be quick, so that little piles up for the
+ *      next), until a round replays < DEFRAG_ROUND_SMALL; the copy is
+ *      presized and synced, and rounds run again.  Then db/prev.mdb is
+ *      made a second name of the store's file, durably (prev_link).
  *   5. Switch-over, with the locks a snapshot install takes (snap
  *      export_mu so that no export holds the gate, raft_mu, apply_mu, the
- *      gate closed): the last records are replayed (only what was
- *      committed during the last round), the journal stops, and
- *      server__store_replace renames the copy over db/data.mdb, fsyncs the
- *      directory, reopens the store and pins it.  This is the only pause;
- *      it is logged with its length.
- * Crash safety (kill -9 at any step): before the rename the store is the
+ *      gate closed): the last records are replayed (what was committed
+ *      during the last round), the journal stops, the old store's pin is
+ *      dropped in memory, its lock file unlinked, the copy renamed over
+ *      db/data.mdb and the store reopened on it.  No fsync and no close:
+ *      this is the only pause, a few ms of CPU (logged with its parts).
+ *   6. After it: the copy's env and the old store's env close (their
+ *      unmaps and ext4's release of a written file cost up to hundreds of
+ *      ms), the db directory is fsynced (server__defrag_dir_settle), and
+ *      the raft thread asks for the new store's pin (it has none:
+ *      server__pin_grown); once that pin is durable, prev.mdb goes
+ *      (server__defrag_pinned) and the answer is sent.
+ * Crash safety.  kill -9 at any step: before the rename the store is the
  * old file, untouched, and db.defrag is a leftover that the next start
  * removes (server__defrag_cleanup); the rename is atomic, and the copy it
  * moves holds the same consistent index and data as the store it
  * replaces, so after it the WAL replays from that index as it would have.
- * A power loss is the boot guard's case as for any store write (the new
- * store is pinned before the gate opens).
+ * Power loss: the store is distrusted and rebuilt from the newest pin
+ * file plus the WAL after it.  Until the new store's pin is durable that
+ * is the OLD store's pin, whose file survives as prev.mdb (linked and
+ * fsynced before the pause, found by server__pin_restore in the set-aside
+ * dir); the WAL is truncated only behind a durable pin, so it still holds
+ * what followed.  A pin file never names the new file before the rename
+ * is durable: every pin file write settles the db directory first.
  *
  * Requests: one defragmentation runs at a time, on its own thread
  * (cetcd-defrag).  A request that arrives while one runs is answered
@@ -41,8 +55,8 @@
  *
  * Test knobs (environment, read at each defragmentation):
  *   CETCD_TEST_CRASH_AT=<step>   SIGKILL this process at the named step
- *                                (server__crash_point; steps below and in
- *                                store.c);
+ *                                (server__crash_point: the defrag-* steps
+ *                                below; store.c has the installs' ones);
  *   CETCD_TEST_DEFRAG_PAUSE_MS=n sleep n ms between the copy and the
  *                                catch-up, so that a small store sees
  *                                writes pile up in the journal.
@@ -214,6 +228,7 @@ static int catch_up(struct server *s, struct backend *dst, size_t *total)
 
 /* Where the switch-over's pause goes, in ns (the log line shows them). */
 struct defrag_pause {
+    uint64_t locks;   /* raft_mu, then apply_mu (the apply batch ends) */
     size_t bytes;     /* the last records' bytes */
     uint64_t replay;  /* the last records into the copy, the copy closed */
     uint64_t close;   /* the old store's pin dropped, its lock file gone */
@@ -331,9 +346,12 @@ static int switch_over(struct server *s, struct backend *dst,
                        uint64_t *pause_us, struct defrag_pause *ph)
 {
     pthread_mutex_lock(&s->snap.export_mu);
+    /* Requests wait from here: the raft thread stops once raft_mu is
+     * ours, while the apply thread ends its batch. */
+    uint64_t t0 = server__now_ns(), t = t0, c0 = cpu_ns();
     pthread_mutex_lock(&s->node.raft_mu);
     pthread_mutex_lock(&s->apply_mu);
-    uint64_t t0 = server__now_ns(), t = t0, c0 = cpu_ns();
+    ph->locks = lap(&t);
     struct defrag_old old = {NULL, NULL};
     pthread_mutex_lock(&s->snap.mu);
     bool same = s->snap.pin_gen == gen;
@@ -581,14 +599,16 @@ static int defrag_run(struct server *s)
     log_info("etcdserver", "finished defragmenting the storage backend: "
              "%" PRIu64 " -> %" PRIu64 " bytes, %zu journal bytes caught "
              "up, took %" PRIu64 " ms, requests paused %" PRIu64 " us "
-             "(CPU %" PRIu64 " us; last replay of %zu bytes %" PRIu64 " us, "
+             "(CPU %" PRIu64 " us; locks %" PRIu64 " us, last replay of %zu "
+             "bytes %" PRIu64 " us, "
              "old store set aside %"
              PRIu64 " us, rename %" PRIu64 " us, reopen %" PRIu64 " us); "
              "then copy's env closed %" PRIu64 " ms, old store closed %" PRIu64
              " ms, directory fsync %"
              PRIu64 " ms, new pin %" PRIu64 " ms",
              before, after, replayed, (server__now_ns() - t0) / 1000000u,
-             pause_us, ph.cpu / 1000u, ph.bytes, ph.replay / 1000u,
+             pause_us, ph.cpu / 1000u, ph.locks / 1000u, ph.bytes,
+             ph.replay / 1000u,
              ph.close / 1000u, ph.rename / 1000u, ph.reopen / 1000u,
              ph.dst_close / 1000000u, ph.old_close / 1000000u,
              dir_ms, pin_ms);

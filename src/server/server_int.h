@@ -700,7 +700,8 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
 void server__pin_drop(struct server *s);
 /* server__pin_drop and removes every pin file (the store is replaced). */
 int server__pin_forget(struct server *s);
-/* Raft thread: the store's file grew enough since the pin for a new one. */
+/* Raft thread: the store's file grew enough since the pin for a new one,
+ * or the store has no pin (a defragmentation swapped it in). */
 bool server__pin_grown(struct server *s);
 /* Rebuild: db_dir from the newest pin (see server__snap_rebuild).
  * ERR_NOTFOUND: no usable pin (logged when one was there). */

@@ -25,7 +25,10 @@
  * A pin is valid only while its read txn is (or, after a power loss, was)
  * held: a new process holds none, so server__pin_locked pins the store
  * again at start-up before anything writes to it, and a replaced store
- * (a snapshot installed) drops the old pin and its file first.
+ * (a snapshot installed) drops the old pin and its file first.  A
+ * defragmentation instead keeps the old pin FILE until the new store's
+ * pin is durable: the old store's file stays linked as db/prev.mdb
+ * (defrag.c), which find_aside also looks for after a power loss.
  */
 #include "util/check.h"
 #include <dirent.h>
