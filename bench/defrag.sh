@@ -15,13 +15,17 @@
 # Usage: bench/defrag.sh [SIZE_MB] [DURATION] [DEFRAG_AT]
 #   defaults 1024 30 5.  Env: EBENCH (ebench binary, built by
 #   /work/shared/tools/ebench/build.sh), CETCD_BIN, ETCD_BIN, ETCDCTL,
-#   SERVERS (default "etcd cetcd": which to measure, in that order).
+#   SERVERS (default "etcd cetcd": which to measure, in that order),
+#   BASELINE (seconds of the window without a defrag, default DURATION).
+# DURATION must cover DEFRAG_AT plus the whole defrag (the log line says
+# how long it took): else its switch-over falls outside the window.
 # The machine is shared and loaded: numbers are noisy, say so with them.
 set -euo pipefail
 
 SIZE_MB=${1:-1024}
 DURATION=${2:-30}
 DEFRAG_AT=${3:-5}
+BASELINE=${BASELINE:-$DURATION} # seconds of the window without a defrag
 repo=$(cd "$(dirname "$0")/.." && pwd)
 EBENCH=${EBENCH:-/tmp/eb/ebench}
 CETCD_BIN=${CETCD_BIN:-$repo/build/cetcd}
@@ -87,10 +91,16 @@ one() { # NAME BIN
     rev=$("$ETCDCTL" --endpoints "$ep" get x -w json |
           python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
     "$ETCDCTL" --endpoints "$ep" --command-timeout 300s compact --physical "$rev" >/dev/null
-    # cetcd steps a compaction in the apply batches after it: a few puts.
-    for _ in $(seq 20); do "$ETCDCTL" --endpoints "$ep" put tick 1 >/dev/null; done
+    # cetcd steps a compaction in the apply batches after it: puts until
+    # the pages are free (dbSizeInUse < 60% of dbSize), at most 10 min.
+    local k
+    for k in $(seq 600); do
+        "$ETCDCTL" --endpoints "$ep" put tick 1 >/dev/null
+        [ "$k" -ge 20 ] && sizes "$ep" | python3 -c 'import sys; d=dict(x.split("=") for x in sys.stdin.read().split()); sys.exit(0 if int(d["dbSizeInUse"]) < 0.6*int(d["dbSize"]) else 1)' && break
+        sleep 1
+    done
     echo "$name before: $(sizes "$ep")"
-    echo "$name baseline (no defrag): $(load "$ep")"
+    echo "$name baseline (no defrag): $(DURATION=$BASELINE load "$ep")"
     load "$ep" >"$dir/during.json" &
     local lpid=$! t0 t1
     sleep "$DEFRAG_AT"
