@@ -234,6 +234,8 @@ struct defrag_pause {
     uint64_t close;   /* the old store's pin dropped, its lock file gone */
     uint64_t rename;  /* the copy renamed over db/data.mdb */
     uint64_t reopen;  /* the store, members, leases... opened on it */
+    uint64_t reopen_cpu; /* of reopen: CPU */
+    uint64_t members; /* of reopen: the members table's reload */
     uint64_t old_close; /* after the pause: the old store closed */
     uint64_t cpu;     /* the pause's CPU time (this thread's) */
     uint64_t dst_close; /* after the pause: the copy's env closed */
@@ -294,12 +296,16 @@ static int swap_store(struct server *s, const char *data,
     rc = rename(data, dst) == 0 ? 0 : err_from_errno(errno);
     server__crash_point("defrag-renamed");
     ph->rename = lap(t);
+    uint64_t c = cpu_ns();
     if (rc == 0)
         rc = boot_guard_mark(dir, false); /* already dirty: no write */
     if (rc == 0)
         rc = server__store_open(s, dir);
+    uint64_t m = server__now_ns();
     if (rc == 0 && s->ms != NULL) /* its buckets, on the new env */
         rc = server__members_reload(s, false);
+    ph->members = server__now_ns() - m;
+    ph->reopen_cpu = cpu_ns() - c;
     server__crash_point("defrag-reopened");
     ph->reopen = lap(t);
     return rc;
@@ -602,7 +608,8 @@ static int defrag_run(struct server *s)
              "(CPU %" PRIu64 " us; locks %" PRIu64 " us, last replay of %zu "
              "bytes %" PRIu64 " us, "
              "old store set aside %"
-             PRIu64 " us, rename %" PRIu64 " us, reopen %" PRIu64 " us); "
+             PRIu64 " us, rename %" PRIu64 " us, reopen %" PRIu64 " us "
+             "(CPU %" PRIu64 " us, members %" PRIu64 " us)); "
              "then copy's env closed %" PRIu64 " ms, old store closed %" PRIu64
              " ms, directory fsync %"
              PRIu64 " ms, new pin %" PRIu64 " ms",
@@ -610,6 +617,7 @@ static int defrag_run(struct server *s)
              pause_us, ph.cpu / 1000u, ph.locks / 1000u, ph.bytes,
              ph.replay / 1000u,
              ph.close / 1000u, ph.rename / 1000u, ph.reopen / 1000u,
+             ph.reopen_cpu / 1000u, ph.members / 1000u,
              ph.dst_close / 1000000u, ph.old_close / 1000000u,
              dir_ms, pin_ms);
     return 0;
