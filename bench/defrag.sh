@@ -14,13 +14,18 @@
 #
 # Usage: bench/defrag.sh [SIZE_MB] [DURATION] [DEFRAG_AT]
 #   defaults 1024 30 5.  Env: EBENCH (ebench binary, built by
-#   /work/shared/tools/ebench/build.sh), CETCD_BIN, ETCD_BIN, ETCDCTL.
+#   /work/shared/tools/ebench/build.sh), CETCD_BIN, ETCD_BIN, ETCDCTL,
+#   SERVERS (default "etcd cetcd": which to measure, in that order),
+#   BASELINE (seconds of the window without a defrag, default DURATION).
+# DURATION must cover DEFRAG_AT plus the whole defrag (the log line says
+# how long it took): else its switch-over falls outside the window.
 # The machine is shared and loaded: numbers are noisy, say so with them.
 set -euo pipefail
 
 SIZE_MB=${1:-1024}
 DURATION=${2:-30}
 DEFRAG_AT=${3:-5}
+BASELINE=${BASELINE:-$DURATION} # seconds of the window without a defrag
 repo=$(cd "$(dirname "$0")/.." && pwd)
 EBENCH=${EBENCH:-/tmp/eb/ebench}
 CETCD_BIN=${CETCD_BIN:-$repo/build/cetcd}
@@ -29,6 +34,7 @@ ETCDCTL=${ETCDCTL:-/usr/bin/etcdctl}
 VAL=4096
 KEYS=$((SIZE_MB * 1024 * 1024 / VAL))
 HALF=$((KEYS / 2))
+DEL_SLICE=8192
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -70,20 +76,31 @@ one() { # NAME BIN
     local name=$1 bin=$2 dir
     dir=$(mktemp -d "/tmp/defrag-bench-$name-XXXXXX")
     start "$name" "$bin" "$dir"
+    trap 'kill "$pid" 2>/dev/null || true' EXIT # a failed step stops it
     echo "== $name: filling $SIZE_MB MiB ($KEYS x $VAL B)" >&2
     "$EBENCH" --endpoints "$ep" --op put --conns 10 --clients 100 \
         --total "$KEYS" --sequential-keys --key-space-size "$KEYS" \
         --key-size 16 --val-size $VAL --key-prefix "f/" --json >/dev/null
-    local end rev
-    end=$(printf 'f/%014d' "$HALF")
-    "$ETCDCTL" --endpoints "$ep" --command-timeout 300s del "f/" "$end" >/dev/null
+    local rev i
+    # In slices: one delete of 128k keys exceeds etcd's request timeout.
+    for ((i = 0; i < HALF; i += DEL_SLICE)); do
+        "$ETCDCTL" --endpoints "$ep" --command-timeout 300s del \
+            "$(printf 'f/%014d' "$i")" \
+            "$(printf 'f/%014d' $((i + DEL_SLICE < HALF ? i + DEL_SLICE : HALF)))" >/dev/null
+    done
     rev=$("$ETCDCTL" --endpoints "$ep" get x -w json |
           python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
     "$ETCDCTL" --endpoints "$ep" --command-timeout 300s compact --physical "$rev" >/dev/null
-    # cetcd steps a compaction in the apply batches after it: a few puts.
-    for _ in $(seq 20); do "$ETCDCTL" --endpoints "$ep" put tick 1 >/dev/null; done
+    # cetcd steps a compaction in the apply batches after it: puts until
+    # the pages are free (dbSizeInUse < 60% of dbSize), at most 10 min.
+    local k
+    for k in $(seq 600); do
+        "$ETCDCTL" --endpoints "$ep" put tick 1 >/dev/null
+        [ "$k" -ge 20 ] && sizes "$ep" | python3 -c 'import sys; d=dict(x.split("=") for x in sys.stdin.read().split()); sys.exit(0 if int(d["dbSizeInUse"]) < 0.6*int(d["dbSize"]) else 1)' && break
+        sleep 1
+    done
     echo "$name before: $(sizes "$ep")"
-    echo "$name baseline (no defrag): $(load "$ep")"
+    echo "$name baseline (no defrag): $(DURATION=$BASELINE load "$ep")"
     load "$ep" >"$dir/during.json" &
     local lpid=$! t0 t1
     sleep "$DEFRAG_AT"
@@ -99,5 +116,10 @@ one() { # NAME BIN
     rm -rf "$dir"
 }
 
-one etcd "$ETCD_BIN"
-one cetcd "$CETCD_BIN"
+for name in ${SERVERS:-etcd cetcd}; do
+    case $name in
+    etcd) one etcd "$ETCD_BIN" ;;
+    cetcd) one cetcd "$CETCD_BIN" ;;
+    *) echo "SERVERS: unknown server $name" >&2; exit 2 ;;
+    esac
+done

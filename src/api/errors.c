@@ -86,6 +86,9 @@ grpc_status_code api_error(int err, const char **msg_out)
         E(ERR_DEFRAG_STORE_REPLACED, GRPC_STATUS_UNKNOWN,
           "etcdserver: the store was replaced by a snapshot during "
           "defragmentation")
+        E(ERR_DEFRAG_PIN_PENDING, GRPC_STATUS_UNKNOWN,
+          "etcdserver: the last defragmented store is not pinned yet, try "
+          "again")
         /* Not an etcd error: cetcd ends a Watch stream whose client left
          * more than SVC_STREAM_CTRL_RESERVE control responses unread
          * (etcd stops reading its requests instead); Unavailable, so a

@@ -412,6 +412,11 @@ struct server {
         struct server_defrag_waiter *next; /* under mu: answered after the
                                     * next defragmentation */
         size_t n_next;             /* under mu: their count */
+        atomic_bool prev_linked;   /* db/prev.mdb, the replaced store's
+                                    * file, exists until the new store's
+                                    * pin is durable (defrag.c) */
+        atomic_bool dir_unsynced;  /* under mu when set to false: db/ holds
+                                    * a rename not yet fsynced */
     } defrag;
 };
 
@@ -604,8 +609,18 @@ void server__defrag_init(struct server *s);
 void server__defrag_stop(struct server *s);
 void server__defrag_free(struct server *s);
 /* Start-up, before the store opens: removes a copy left by a
- * defragmentation that did not finish. */
-void server__defrag_cleanup(const struct server *s);
+ * defragmentation that did not finish (and notes a db/prev.mdb left by
+ * one that swapped but whose new store was not pinned yet). */
+void server__defrag_cleanup(struct server *s);
+/* snap_pin.c, before a pin file names the store's file: a defragmented
+ * store renamed into db/ during the switch-over (no fsync while requests
+ * waited) has its directory fsynced first, so that the pin's file is the
+ * one db/data.mdb names after a power loss.  Errors: ERR_IO. */
+int server__defrag_dir_settle(struct server *s);
+/* snap_pin.c, once a pin of the current store is durable and the older
+ * pin files are gone: removes db/prev.mdb (the file the older pin
+ * restored), which frees the replaced store's blocks. */
+void server__defrag_pinned(struct server *s);
 /* Tests: SIGKILL here when CETCD_TEST_CRASH_AT names step. */
 void server__crash_point(const char *step);
 
@@ -694,9 +709,10 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
 void server__pin_drop(struct server *s);
 /* server__pin_drop and removes every pin file (the store is replaced). */
 int server__pin_forget(struct server *s);
-/* Raft thread: a new pin is due: the store's file grew enough since the
- * pin, or a second passed since it became durable and something was
- * applied after it (snap_pin.c, PIN_INTERVAL_MS). */
+/* Raft thread: a new pin is due: the store has none (a defragmentation
+ * swapped it in), its file grew enough since the pin, or PIN_INTERVAL_MS
+ * passed since the pin became durable with enough commits after it
+ * (snap_pin.c). */
 bool server__pin_grown(struct server *s);
 /* Rebuild: db_dir from the newest pin (see server__snap_rebuild).
  * ERR_NOTFOUND: no usable pin (logged when one was there). */

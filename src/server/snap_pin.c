@@ -25,7 +25,10 @@
  * A pin is valid only while its read txn is (or, after a power loss, was)
  * held: a new process holds none, so server__pin_locked pins the store
  * again at start-up before anything writes to it, and a replaced store
- * (a snapshot installed) drops the old pin and its file first.
+ * (a snapshot installed) drops the old pin and its file first.  A
+ * defragmentation instead keeps the old pin FILE until the new store's
+ * pin is durable: the old store's file stays linked as db/prev.mdb
+ * (defrag.c), which find_aside also looks for after a power loss.
  */
 #include "util/check.h"
 #include <dirent.h>
@@ -149,7 +152,9 @@ static int pin_file_write(struct server *s, uint64_t index,
                           const struct backend_pin *p)
 {
     uint64_t dev, ino;
-    int rc = backend_file_id(s->be, &dev, &ino);
+    int rc = server__defrag_dir_settle(s); /* db/data.mdb names that file */
+    if (rc == 0)
+        rc = backend_file_id(s->be, &dev, &ino);
     if (rc != 0)
         return rc;
     CHECK(p->meta_len > 0 && p->meta_len <= PIN_META_MAX);
@@ -293,6 +298,7 @@ static void promote(struct server *s, struct backend_pin *p, uint64_t index,
     memset(p, 0, sizeof *p);
     (void)pin_files_remove(s, index);
     backend_pin_end(&old);
+    server__defrag_pinned(s); /* the older pin's file, if defrag kept it */
 }
 
 int server__pin_locked(struct server *s)
@@ -394,8 +400,10 @@ bool server__pin_grown(struct server *s)
     uint64_t at = sn->pin_bytes, ms = sn->pin_ms, txnid = sn->pin.txnid;
     bool has = sn->pin.txn != NULL;
     pthread_mutex_unlock(&sn->mu);
+    /* No pin: a defragmentation swapped the store (its old pin stays
+     * valid until this one is durable, defrag.c). */
     if (!has)
-        return false;
+        return true;
     uint64_t every = s->cfg.pin_interval_ms ? s->cfg.pin_interval_ms
                                             : PIN_INTERVAL_MS;
     uint64_t now_ms = server__clock_ms(s);
@@ -411,11 +419,14 @@ bool server__pin_grown(struct server *s)
 
 /* --- restoring after a power loss ----------------------------------------- */
 
-/* The newest dir "<member>/db.untrusted.<n>" (server.c sets a distrusted
- * store aside under that name) whose data.mdb is the pinned file. */
+/* The file of the newest dir "<member>/db.untrusted.<n>" (server.c sets
+ * a distrusted store aside under that name) that is the pinned file:
+ * its data.mdb, or its prev.mdb (the store a defragmentation replaced,
+ * kept until the new store's pin is durable: defrag.c). */
 static int find_aside(const struct server *s, const struct server_pin_file *pf,
                       char *out, size_t cap)
 {
+    static const char *const names[] = {"data.mdb", "prev.mdb"};
     DIR *d = opendir(s->member_dir);
     if (d == NULL)
         return err_from_errno(errno);
@@ -424,16 +435,18 @@ static int find_aside(const struct server *s, const struct server_pin_file *pf,
         const char *pre = "db.untrusted.";
         if (strncmp(e->d_name, pre, strlen(pre)) != 0)
             continue;
-        char path[PIN_PATH_MAX];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s/data.mdb", s->member_dir,
-                 e->d_name);
         long long n = strtoll(e->d_name + strlen(pre), NULL, 10);
-        if (stat(path, &st) != 0 || (uint64_t)st.st_dev != pf->dev ||
-            (uint64_t)st.st_ino != pf->ino || n <= best)
-            continue;
-        best = n;
-        snprintf(out, cap, "%s/%s", s->member_dir, e->d_name);
+        for (size_t i = 0; i < 2 && n > best; i++) {
+            char path[PIN_PATH_MAX];
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s/%s", s->member_dir,
+                     e->d_name, names[i]);
+            if (stat(path, &st) != 0 || (uint64_t)st.st_dev != pf->dev ||
+                (uint64_t)st.st_ino != pf->ino)
+                continue;
+            best = n;
+            snprintf(out, cap, "%s", path);
+        }
     }
     closedir(d);
     return best >= 0 ? 0 : ERR_NOTFOUND;
@@ -460,13 +473,16 @@ static int verify(const char *db, const struct server_pin_file *pf)
     return rc;
 }
 
-/* Moves the pinned file from the set-aside dir into db and restores the
- * pinned meta pages; on failure the file goes back where it was. */
-static int restore_into(const struct server *s, const char *aside,
+/* Moves the pinned file `from` (in a set-aside dir) into db and restores
+ * the pinned meta pages; on failure the file goes back where it was. */
+static int restore_into(const struct server *s, const char *from,
                         const char *db, const struct server_pin_file *pf)
 {
-    char from[PIN_PATH_MAX + 16], to[PIN_PATH_MAX + 16], lock[PIN_PATH_MAX + 16];
-    snprintf(from, sizeof from, "%s/data.mdb", aside);
+    char to[PIN_PATH_MAX + 16], lock[PIN_PATH_MAX + 16], aside[PIN_PATH_MAX];
+    snprintf(aside, sizeof aside, "%s", from);
+    char *slash = strrchr(aside, '/');
+    if (slash != NULL)
+        *slash = '\0';
     snprintf(to, sizeof to, "%s/data.mdb", db);
     snprintf(lock, sizeof lock, "%s/lock.mdb", db);
     if (mkdir(db, 0700) != 0 && errno != EEXIST)
@@ -499,7 +515,7 @@ int server__pin_restore(struct server *s, const char *db)
     rc = find_aside(s, &pf, aside, sizeof aside);
     if (rc != 0) {
         log_warn("etcdserver", "the store pinned at index %" PRIu64 " is "
-                 "gone (no set-aside data.mdb is that file)", pf.index);
+                 "gone (no set-aside data.mdb or prev.mdb is that file)", pf.index);
     } else {
         rc = restore_into(s, aside, db, &pf);
         if (rc != 0)
@@ -508,7 +524,7 @@ int server__pin_restore(struct server *s, const char *db)
                       err_str(rc));
         else
             log_warn("etcdserver", "rebuilding the store from its state "
-                     "pinned at index %" PRIu64 " (the file set aside in %s,"
+                     "pinned at index %" PRIu64 " (the file set aside as %s,"
                      " its meta pages restored) and the WAL after it",
                      pf.index, aside);
     }

@@ -126,6 +126,10 @@
     /* operations (-770..-799): config file, corruption checks */          \
     X(CONFIG_FILE, -770, "bad configuration file")                         \
     X(HASH_MISMATCH, -771, "a peer's HashKV differs from this member's")  \
+    /* online defragmentation, session 16 (-880..-889) */                 \
+    X(DEFRAG_PIN_PENDING, -880,                                            \
+      "etcdserver: the last defragmented store is not pinned yet, try "    \
+      "again")                                                             \
     /* logging (-820..-839) */                                             \
     X(LOG_OUTPUT, -820, "cannot open a log output")
 
