@@ -156,3 +156,25 @@ def record(r):
                          "mod_revision": e.prev_kv.mod_revision}
                         if e.HasField("prev_kv") else None)})
     return out
+
+
+def replay(channel, start, last, metadata=None):
+    """Every event of a watch on all keys from revision start (with
+    prev_kv) up to revision last, as tuples (type, key, mod revision,
+    version, value, lease, prev mod revision, prev value): what a server's
+    history replays, to compare two servers."""
+    ws = WatchStream(channel, metadata=metadata)
+    try:
+        ws.create(b"\0", range_end=b"\0", start_revision=start, prev_kv=True)
+        created = ws.next()
+        assert created.created and not created.canceled, created
+        evs = []
+        while not evs or evs[-1][2] < last:
+            r = ws.next()
+            assert not r.canceled, r
+            evs += [(e.type, e.kv.key, e.kv.mod_revision, e.kv.version,
+                     e.kv.value, e.kv.lease, e.prev_kv.mod_revision,
+                     e.prev_kv.value) for e in r.events]
+        return evs
+    finally:
+        ws.close()

@@ -34,7 +34,7 @@ import pytest
 from conftest import ETCDCTL_BIN, Server
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 from common import etcdfill
-from common.watchstream import WatchStream
+from common.watchstream import replay
 from common.servers import ETCD_BIN, REPO, against_etcd
 
 pytestmark = pytest.mark.skipif(
@@ -116,26 +116,6 @@ def kvs(srv, md, rev=0):
              k.lease) for k in r.kvs], r.header.revision
 
 
-def watch_from(srv, md, start, last):
-    """Every event of a watch on all keys from revision start (with
-    prev_kv) up to revision last, as etcd's history replays them."""
-    ws = WatchStream(srv.channel(), metadata=md)
-    try:
-        ws.create(b"\0", range_end=b"\0", start_revision=start, prev_kv=True)
-        created = ws.next()
-        assert created.created and not created.canceled, created
-        evs = []
-        while not evs or evs[-1][2] < last:
-            r = ws.next()
-            assert not r.canceled, r
-            evs += [(e.type, e.kv.key, e.kv.mod_revision, e.kv.version,
-                     e.kv.value, e.kv.lease, e.prev_kv.mod_revision,
-                     e.prev_kv.value) for e in r.events]
-        return evs
-    finally:
-        ws.close()
-
-
 def state(srv, c_at):
     """Everything compared between etcd and the imported cetcd (a watch
     from the compacted revision replays the same history too)."""
@@ -152,7 +132,7 @@ def state(srv, c_at):
     h = srv.maintenance().HashKV(rpc_pb2.HashKVRequest(revision=0),
                                  timeout=10, metadata=md)
     out["hashkv"] = (h.hash, h.compact_revision)
-    out["watch@%d" % c_at] = watch_from(srv, md, c_at, out["rev"])
+    out["watch@%d" % c_at] = replay(srv.channel(), c_at, out["rev"], md)
     lease = rpc_pb2_grpc.LeaseStub(srv.channel())
     ids = sorted(x.ID for x in lease.LeaseLeases(
         rpc_pb2.LeaseLeasesRequest(), timeout=10, metadata=md).leases)
