@@ -45,6 +45,8 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->gone = call->too_large = call->bad_encoding = false;
     call->over_budget = false;
     call->method = NULL;
+    call->count_as = NULL;
+    call->count_code = GRPC_STATUS_OK;
     call->deadline_ns = INT64_MAX;
     call->hdrs.n = 0;
     call->body_n = call->out_n = call->out_off = 0;
@@ -512,7 +514,33 @@ static void answer(struct rpc_call *call)
         }
         rpc__method_handled(call->method, call->code, call->start_ns);
     }
+    if (call->count_as != NULL) { /* an HTTP call counted as a method */
+        if (call->count_code == GRPC_STATUS_OK)
+            metrics_inc(&call->count_as->stats->msg_sent);
+        rpc__method_handled(call->count_as, call->count_code,
+                            call->start_ns);
+    }
     rpc__loop_push(call->conn->loop, &call->item);
+}
+
+void rpc_call_count_as(struct rpc_call *call, const char *method_path)
+{
+    assert(call != NULL && call->http && method_path != NULL);
+    assert(call->state == RPC__CALL_HANDLER && call->count_as == NULL);
+    call->count_as = rpc__method_find(call->conn->loop->srv,
+                                      (const uint8_t *)method_path,
+                                      strlen(method_path));
+    if (call->count_as == NULL)
+        return;
+    call->start_ns = metrics_now_ns();
+    metrics_inc(&call->count_as->stats->started);
+    metrics_inc(&call->count_as->stats->msg_received);
+}
+
+void rpc_call_count_code(struct rpc_call *call, grpc_status_code code)
+{
+    assert(call != NULL && call->http);
+    call->count_code = code;
 }
 
 static bool out_reserve(struct rpc_call *call, size_t n)

@@ -167,8 +167,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
     return 0;
 }
 
-static const struct rpc__method *method_find(const struct rpc_server *srv,
-                                             const uint8_t *p, size_t n)
+const struct rpc__method *rpc__method_find(const struct rpc_server *srv,
+                                           const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < srv->methods_n; i++) {
         const struct rpc__method *m = &srv->methods[i];
@@ -193,7 +193,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     struct rpc_call *call = rpc__container_of(it, struct rpc_call, item);
     if (name_n == 5 && memcmp(name, ":path", 5) == 0)
-        call->method = method_find(c->loop->srv, value, value_n);
+        call->method = rpc__method_find(c->loop->srv, value, value_n);
     else if (name_n == 12 && memcmp(name, "grpc-timeout", 12) == 0)
         call->deadline_ns = rpc__grpc_timeout_ns(value, value_n);
     else if (name_n == 13 && memcmp(name, "grpc-encoding", 13) == 0)

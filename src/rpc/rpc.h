@@ -329,6 +329,19 @@ void rpc_call_reply_http(struct rpc_call *call, int status,
                          const char *ctype, unsigned flags, const void *body,
                          size_t len);
 
+/* rpc_call_count_as counts an HTTP request as a call of the registered
+ * gRPC method method_path ("/etcdserverpb.KV/Range") in the grpc_server_*
+ * series (rpc_server_metrics): etcd's gateway is a gRPC client of its own
+ * server, so its requests show there.  Started and one message received
+ * now; at the answer, handled with the code rpc_call_count_code gave (OK
+ * if none) and, if OK, one message sent.  A path not registered counts
+ * nothing.  Once per call, on the handler's thread before the answer. */
+void rpc_call_count_as(struct rpc_call *call, const char *method_path);
+
+/* rpc_call_count_code: the gRPC code a counted HTTP call ends with (before
+ * its rpc_call_reply_http). */
+void rpc_call_count_code(struct rpc_call *call, grpc_status_code code);
+
 /* --- HTTP answers that stay open (h1_stream.c, h2_stream.c) ---
  *
  * An HTTP request (HTTP/1.x or HTTP/2, plain or TLS) may be answered by a

@@ -78,6 +78,10 @@ struct rpc__method_stats {
 /* rpc__method_stats_new: zeroed counters (mem_free frees), or NULL. */
 struct rpc__method_stats *rpc__method_stats_new(void);
 
+/* rpc__method_find: the registered method at path p (n bytes), or NULL. */
+const struct rpc__method *rpc__method_find(const struct rpc_server *srv,
+                                           const uint8_t *p, size_t n);
+
 /* rpc__method_handled counts one end of a call or stream of m that began
  * at start_ns with code. */
 void rpc__method_handled(const struct rpc__method *m, grpc_status_code code,
@@ -196,6 +200,9 @@ struct rpc_call {
     const struct rpc__method *method;  /* NULL: not registered */
     int64_t deadline_ns;               /* CLOCK_MONOTONIC or INT64_MAX */
     int64_t start_ns;                  /* dispatched (metrics' clock) */
+    const struct rpc__method *count_as; /* an HTTP call counted as this
+                                           method (rpc_call_count_as) */
+    grpc_status_code count_code;       /* ... ended with this code */
     struct rpc__hdrs hdrs;             /* request headers */
     uint8_t *body;                     /* request bytes, 5-byte prefix on */
     size_t body_n, body_cap;           /* used, allocated */

@@ -697,3 +697,50 @@ def test_gateway_max_concurrent_streams(make_server, binary):
         st, text = curl(s.client_url + "/v3/kv/range", "POST",
                         '{"key":"Zm9v"}')
         assert st == 200, text
+
+
+def grpc_counts(server):
+    """{(series, method, code): value} of grpc_server_* for KV/Lease."""
+    status, text = curl(server.client_url + "/metrics", "GET")
+    assert status == 200
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'(grpc_server_(?:started|handled|msg_received|'
+                     r'msg_sent)_total)\{(.*)\} (\S+)$', line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        if labels.get("grpc_service") not in ("etcdserverpb.KV",
+                                              "etcdserverpb.Lease"):
+            continue
+        out[(m.group(1), labels["grpc_method"],
+             labels.get("grpc_code", ""))] = float(m.group(3))
+    return out
+
+
+def gateway_calls(url):
+    b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+    curl(url + "/v3/kv/put", "POST",
+         json.dumps({"key": b64("gw-m"), "value": b64("v")}))
+    curl(url + "/v3/kv/range", "POST", json.dumps({"key": b64("gw-m")}))
+    curl(url + "/v3/kv/range", "POST", json.dumps({"key": b64("gw-m")}))
+    curl(url + "/v3/kv/put", "POST", json.dumps({"value": b64("v")}))  # no key
+    curl(url + "/v3/kv/range", "POST", "{not json")  # the gateway refuses it
+    curl(url + "/v3/lease/grant", "POST", json.dumps({"TTL": 60}))
+
+
+def test_gateway_calls_in_grpc_metrics(pair):
+    """etcd's gateway is a gRPC client of its own server: its unary calls
+    show in grpc_server_started/handled/msg_* with the gRPC method and
+    code (a refused key: InvalidArgument); a body the gateway cannot decode
+    never reaches the server.  The same deltas on both."""
+    deltas = []
+    for server in pair:
+        before = grpc_counts(server)
+        gateway_calls(server.client_url)
+        after = grpc_counts(server)
+        deltas.append({k: v - before.get(k, 0) for k, v in after.items()
+                       if v - before.get(k, 0) != 0})
+    ours, etcd = deltas
+    assert etcd[("grpc_server_started_total", "Range", "")] == 2
+    assert ours == etcd
