@@ -129,8 +129,9 @@ void api__gw_reply_error(struct rpc_call *call, grpc_status_code code,
 int api__gw_status(grpc_status_code c);
 /* gw_stream.c: api__gw_stream serves the stream route path ("/watch")
  * whose request type is d: answers call (now, or through a stream that
- * stays open) and returns true; false: path is not a stream route. */
-bool api__gw_stream(struct server *s, const char *path,
+ * stays open, counted in grpc_server_* as the gRPC method grpc) and
+ * returns true; false: path is not a stream route. */
+bool api__gw_stream(struct server *s, const char *path, const char *grpc,
                     const ProtobufCMessageDescriptor *d,
                     struct rpc_call *call, const uint8_t *body, size_t n);
 /* metrics.c: /metrics.  api__metrics_text returns the exposition

@@ -381,7 +381,7 @@ bool api__gw_serve(struct server *s, struct rpc_call *call, const char *t,
                                 "etcdserver: rpc not supported for "
                                 "learner");
         else if (r->streams)
-            api__gw_stream(s, r->path, r->req, call, body, n);
+            api__gw_stream(s, r->path, r->grpc, r->req, call, body, n);
         else
             serve(s, r, call, body, n);
         return true;

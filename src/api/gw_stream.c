@@ -152,8 +152,10 @@ static int st_send_any(void *ctx, const ProtobufCMessage *msg, bool ctrl)
         h.whole = wait;
         rc = rpc_stream_send_http(g->rs, &h, b.p, b.n, ctrl);
     }
-    if (rc == 0)
+    if (rc == 0) {
         atomic_store(&g->wrote, true);
+        rpc_stream_count_msg(g->rs, true);
+    }
     mem_free(b.p);
     return rc;
 }
@@ -218,6 +220,7 @@ static int st_close(void *ctx, int err)
         grpc_status_code code = api_error(err, &msg);
         if (g->r->errors_unknown)
             code = GRPC_STATUS_UNKNOWN;
+        rpc_stream_count_code(g->rs, code);
         struct json_buf b = {0};
         error_body(g, code, msg, &b);
         struct rpc_http_head h = {api__gw_status(code), JSON_CT, 0,
@@ -274,6 +277,7 @@ static void feed(struct gws *g, const ProtobufCMessageDescriptor *d,
         if (rc != 0)
             break; /* the end, or Go's decoder loop gives up: half-close */
         off += used;
+        rpc_stream_count_msg(g->rs, false);
         g->r->handler->recv(g->state, m);
         protobuf_c_message_free_unpacked(m, NULL);
     }
@@ -311,7 +315,7 @@ static bool first_request(const struct gw_route *r,
     return false;
 }
 
-bool api__gw_stream(struct server *s, const char *path,
+bool api__gw_stream(struct server *s, const char *path, const char *grpc,
                     const ProtobufCMessageDescriptor *d,
                     struct rpc_call *call, const uint8_t *body, size_t n)
 {
@@ -346,6 +350,7 @@ bool api__gw_stream(struct server *s, const char *path,
     };
     g->rs = rs;
     g->r = r;
+    rpc_stream_count_as(rs, grpc); /* as etcd's gateway's gRPC stream */
     atomic_init(&g->refs, 1); /* the runtime's, until on_close */
     rc = r->handler->open(s, &g->st, &g->state);
     if (rc != 0) {
@@ -353,8 +358,10 @@ bool api__gw_stream(struct server *s, const char *path,
     } else {
         g->opened = true;
         atomic_fetch_add(&g->refs, 1); /* the service's, until release */
-        if (first != NULL)
+        if (first != NULL) {
+            rpc_stream_count_msg(rs, false);
             r->handler->recv(g->state, first);
+        }
         if (r->kind == GW_BIDI)
             feed(g, d, (const char *)body, n, off);
         else

@@ -342,6 +342,18 @@ void rpc_call_count_as(struct rpc_call *call, const char *method_path);
  * its rpc_call_reply_http). */
 void rpc_call_count_code(struct rpc_call *call, grpc_status_code code);
 
+/* rpc_stream_count_as counts an HTTP answer that stays open
+ * (rpc_call_http_stream) as a call of the registered gRPC method
+ * method_path in grpc_server_*, as etcd's gateway's streams show there:
+ * started now; rpc_stream_count_msg(s, false) per request message it
+ * takes, (s, true) per message it sends; handled when it ends, Canceled
+ * if its client went away, else the code rpc_stream_count_code gave (OK
+ * if none).  A path not registered counts nothing.  Once, right after
+ * rpc_call_http_stream, before the stream is handed to another thread. */
+void rpc_stream_count_as(struct rpc_stream *s, const char *method_path);
+void rpc_stream_count_msg(struct rpc_stream *s, bool sent);
+void rpc_stream_count_code(struct rpc_stream *s, grpc_status_code code);
+
 /* --- HTTP answers that stay open (h1_stream.c, h2_stream.c) ---
  *
  * An HTTP request (HTTP/1.x or HTTP/2, plain or TLS) may be answered by a

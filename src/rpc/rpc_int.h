@@ -273,6 +273,10 @@ struct rpc_stream {
     struct rpc_call *h1_call;          /* loop: its place in the H1 queue,
                                           NULL once done */
     rpc_http_close_fn http_on_close;   /* immutable: the owner's */
+    const struct rpc__method *count_as; /* HTTP: counted as this method
+                                           (rpc_stream_count_as) */
+    grpc_status_code count_code;       /* ... ending with this code (set
+                                          before the finish, read after) */
     void *http_ctx;                    /* immutable: its argument */
     bool http_head_set;                /* mu: http_head is queued */
     struct rpc_http_head http_head;    /* mu: the answer's head */

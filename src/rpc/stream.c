@@ -99,12 +99,16 @@ void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled)
     pthread_mutex_lock(&s->mu);
     s->closed = true;
     grpc_status_code code = cancelled ? GRPC_STATUS_CANCELLED : s->fin_code;
+    grpc_status_code counted = cancelled ? GRPC_STATUS_CANCELLED
+                                         : s->count_code;
     pthread_mutex_unlock(&s->mu);
     if (s->http) { /* no method: an HTTP answer is not a gRPC call */
         if (s->http_slot) {
             s->http_slot = false;
             rpc__http_slot_give(s->conn->loop->srv);
         }
+        if (s->count_as != NULL) /* the gRPC method it stands for */
+            rpc__method_handled(s->count_as, counted, s->start_ns);
         s->http_on_close(s, cancelled, s->http_ctx);
         return;
     }
@@ -430,4 +434,34 @@ void rpc_stream_release(struct rpc_stream *s)
     pthread_mutex_unlock(&s->mu);
     if (push)
         rpc__loop_push(s->conn->loop, &s->item);
+}
+
+void rpc_stream_count_as(struct rpc_stream *s, const char *method_path)
+{
+    assert(s != NULL && s->http && method_path != NULL);
+    assert(s->count_as == NULL);
+    s->count_as = rpc__method_find(s->conn->loop->srv,
+                                   (const uint8_t *)method_path,
+                                   strlen(method_path));
+    if (s->count_as == NULL)
+        return;
+    s->count_code = GRPC_STATUS_OK;
+    s->start_ns = metrics_now_ns();
+    metrics_inc(&s->count_as->stats->started);
+}
+
+void rpc_stream_count_msg(struct rpc_stream *s, bool sent)
+{
+    assert(s != NULL && s->http);
+    if (s->count_as != NULL)
+        metrics_inc(sent ? &s->count_as->stats->msg_sent
+                         : &s->count_as->stats->msg_received);
+}
+
+void rpc_stream_count_code(struct rpc_stream *s, grpc_status_code code)
+{
+    assert(s != NULL && s->http);
+    pthread_mutex_lock(&s->mu); /* read by the loop when it ends */
+    s->count_code = code;
+    pthread_mutex_unlock(&s->mu);
 }

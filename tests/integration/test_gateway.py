@@ -711,7 +711,8 @@ def grpc_counts(server):
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
         if labels.get("grpc_service") not in ("etcdserverpb.KV",
-                                              "etcdserverpb.Lease"):
+                                              "etcdserverpb.Lease",
+                                              "etcdserverpb.Watch"):
             continue
         out[(m.group(1), labels["grpc_method"],
              labels.get("grpc_code", ""))] = float(m.group(3))
@@ -727,13 +728,23 @@ def gateway_calls(url):
     curl(url + "/v3/kv/put", "POST", json.dumps({"value": b64("v")}))  # no key
     curl(url + "/v3/kv/range", "POST", "{not json")  # the gateway refuses it
     curl(url + "/v3/lease/grant", "POST", json.dumps({"TTL": 60}))
+    # streams: a keep-alive whose body ends (OK), a watch whose client
+    # leaves after its created answer (Canceled)
+    curl(url + "/v3/lease/keepalive", "POST", json.dumps({"ID": 1}))
+    cp = subprocess.run(["curl", "-sS", "-m", "2", "-X", "POST", "--data-binary",
+                         json.dumps({"create_request": {"key": b64("gw-m")}}),
+                         url + "/v3/watch"], capture_output=True, text=True,
+                        timeout=20)
+    assert cp.returncode == 28 and '"created":true' in cp.stdout, cp
+    time.sleep(0.5)  # the server sees the client go
 
 
 def test_gateway_calls_in_grpc_metrics(pair):
     """etcd's gateway is a gRPC client of its own server: its unary calls
-    show in grpc_server_started/handled/msg_* with the gRPC method and
-    code (a refused key: InvalidArgument); a body the gateway cannot decode
-    never reaches the server.  The same deltas on both."""
+    and streams show in grpc_server_started/handled/msg_* with the gRPC
+    method and code (a refused key: InvalidArgument; a watch whose client
+    left: Canceled); a body the gateway cannot decode never reaches the
+    server.  The same deltas on both."""
     deltas = []
     for server in pair:
         before = grpc_counts(server)
@@ -743,4 +754,5 @@ def test_gateway_calls_in_grpc_metrics(pair):
                        if v - before.get(k, 0) != 0})
     ours, etcd = deltas
     assert etcd[("grpc_server_started_total", "Range", "")] == 2
+    assert etcd[("grpc_server_handled_total", "Watch", "Canceled")] == 1
     assert ours == etcd
