@@ -151,7 +151,13 @@ static void setup(void)
         rpc_server_register_stream(srv, "/etcdserverpb.Watch/Watch",
                                    &watch_ops, NULL) != 0)
         abort();
-    rpc_server_set_http(srv, http_fn, NULL, true);
+    /* --cors and --host-whitelist with lists: the Origin and Host
+     * parsing run on every request */
+    static const char *const origins[] = {"http://a.example", "", NULL};
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "::1",
+                                        NULL};
+    struct rpc_http_access access = {origins, hosts};
+    rpc_server_set_http(srv, http_fn, NULL, &access);
     loop = &srv->loops[0];
     if (rpc__loop_init(srv, loop) != 0)
         abort();

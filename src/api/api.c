@@ -80,6 +80,50 @@ void api_gateway_enable(bool on)
     gateway_on = on;
 }
 
+/* --cors and --host-whitelist (api_http_access): NULL-ended lists of
+ * strings, kept for the process's life; etcd's default "*" for both. */
+static const char *const all_allowed[] = {"*", NULL};
+static const char *const *cors_list = all_allowed;
+static const char *const *hosts_list = all_allowed;
+
+/* split_list splits v at commas into a NULL-ended list (one allocation,
+ * never freed: flags live as long as the process). */
+static const char *const *split_list(const char *v)
+{
+    size_t n = 1;
+    for (const char *p = v; *p != '\0'; p++)
+        n += *p == ',';
+    size_t len = strlen(v) + 1;
+    char **list = mem_malloc((n + 1) * sizeof *list + len);
+    if (list == NULL)
+        return NULL;
+    char *copy = (char *)(list + n + 1);
+    memcpy(copy, v, len);
+    size_t i = 0;
+    list[i++] = copy;
+    for (char *p = copy; *p != '\0'; p++)
+        if (*p == ',') {
+            *p = '\0';
+            list[i++] = p + 1;
+        }
+    list[i] = NULL;
+    return (const char *const *)list;
+}
+
+int api_http_access(const char *cors, const char *hosts)
+{
+    const char *const *c = split_list(cors);
+    const char *const *h = split_list(hosts);
+    if (c == NULL || h == NULL) {
+        mem_free((void *)c);
+        mem_free((void *)h);
+        return ERR_NOMEM;
+    }
+    cors_list = c;
+    hosts_list = h;
+    return 0;
+}
+
 int api_start(struct server *s, const char *listen_urls,
               const struct rpc_tls *tls, uint32_t max_streams,
               const struct rpc_keepalive *ka, struct api **api_out)
@@ -108,7 +152,8 @@ int api_start(struct server *s, const char *listen_urls,
     api->http.api = api;
     api->http.health = &api->health;
     api->http.gateway = gateway_on;
-    rpc_server_set_http(api->rpc, api__http_serve, &api->http, true);
+    struct rpc_http_access access = {cors_list, hosts_list};
+    rpc_server_set_http(api->rpc, api__http_serve, &api->http, &access);
     /* etcd's gateway is a gRPC client of this server on one connection:
      * an explicit --max-concurrent-streams bounds its calls too */
     static const char *const gw_prefixes[] = {"/v3/", "/v3beta/", NULL};
@@ -179,7 +224,7 @@ int api_metrics_start(struct api *api, const char *listen_urls,
     api->metrics_http.metrics_only = true;
     api->metrics_http.health = &api->health;
     rpc_server_set_http(api->metrics, api__http_serve, &api->metrics_http,
-                        false);
+                        NULL);
     rc = rpc_server_start(api->metrics);
     if (rc != 0) {
         rpc_server_close(api->metrics);

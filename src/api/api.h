@@ -44,6 +44,13 @@ int api_start(struct server *s, const char *listen_urls,
  * main thread, before api_start. */
 void api_gateway_enable(bool on);
 
+/* api_http_access sets etcd's --cors and --host-whitelist for the client
+ * listeners of the api_start calls after it: comma-separated lists, split
+ * as etcd's flag (no trimming); "*" in a list allows every origin/host
+ * (rpc.h struct rpc_http_access).  Main thread, before api_start.
+ * Errors: ERR_NOMEM. */
+int api_http_access(const char *cors, const char *hosts);
+
 /* api_peer_create builds the member's peer listener on the
  * comma-separated listen_peer_urls (http://, https://, unix://, unixs://),
  * TLS as for api_start, without starting it: the peer transport registers

@@ -902,6 +902,13 @@ static int run(void)
      * is the runtime's bounded default (RPC_DEFAULT_MAX_STREAMS). */
     uint32_t streams = (uint32_t)flags_get_u64("max-concurrent-streams");
     api_gateway_enable(flags_get_bool("enable-grpc-gateway"));
+    if (api_http_access(flags_get("cors"), flags_get("host-whitelist")) !=
+        0) {
+        log_error("etcdmain", "out of memory for --cors/--host-whitelist");
+        listeners_close(&l);
+        server_stop(s);
+        return 1;
+    }
     /* --grpc-keepalive-*: 0 (and, here, a negative value) is grpc-go's
      * default, as in rpc.h; below 1 ms is 1 ms. */
     struct rpc_keepalive ka = {.min_time_ms = ka_ms("grpc-keepalive-min-time"),

@@ -19,7 +19,7 @@
 
 #define CETCD_ETCD_VERSION SERVER_REPORTED_VERSION_DEFAULT
 
-enum ftype { F_STR, F_BOOL, F_UINT, F_U32, F_INT, F_DUR, F_SEMVER };
+enum ftype { F_STR, F_BOOL, F_UINT, F_U32, F_INT, F_DUR, F_SEMVER, F_ORIGINS };
 
 /* Whether cetcd has built what the flag controls. */
 enum fstate {
@@ -100,8 +100,8 @@ static struct flag table[] = {
     /* etcd 3.5's flags (not in 3.4). */
     {"tls-min-version", F_STR, "TLS1.2", BUILT, "Security", "Minimum TLS version supported by etcd. Possible values: TLS1.2, TLS1.3."},
     {"tls-max-version", F_STR, "", BUILT, "Security", "Maximum TLS version supported by etcd. Possible values: TLS1.2, TLS1.3 (empty defers to Go)."},
-    {"cors", F_STR, "*", NOT_YET, "Security", "Comma-separated whitelist of origins for CORS (empty or * means allow all)."},
-    {"host-whitelist", F_STR, "*", NOT_YET, "Security", "Acceptable hostnames from HTTP client requests, if server is not secure (empty or * means allow all)."},
+    {"cors", F_ORIGINS, "*", BUILT, "Security", "Comma-separated whitelist of origins for CORS (empty or * means allow all)."},
+    {"host-whitelist", F_STR, "*", BUILT, "Security", "Acceptable hostnames from HTTP client requests, if server is not secure (empty or * means allow all)."},
     {"auth-token", F_STR, "simple", BUILT, "Auth", "Specify a v3 authentication token type and its options ('simple' or 'jwt')."},
     {"bcrypt-cost", F_UINT, "10", BUILT, "Auth", "Specify the cost / strength of the bcrypt algorithm for hashing auth passwords. Valid values are between 4 and 31."},
     {"auth-token-ttl", F_UINT, "300", BUILT, "Auth", "Time (in seconds) of the auth-token-ttl."},
@@ -304,6 +304,60 @@ static bool parse_semver(const char *v)
     return *v == '\0';
 }
 
+/* origins_why: why v is not a --cors value as etcd's flag (the list "*",
+ * or comma-separated URLs: http/https/unix/unixs, "host:port", no path)
+ * takes it; NULL when it is one.  The reason names the bad item (why,
+ * cap bytes). */
+static const char *origins_why(const char *v, char *why, size_t cap)
+{
+    if (strcmp(v, "*") == 0)
+        return NULL;
+    for (const char *item = v;;) {
+        const char *end = strchr(item, ',');
+        size_t n = end != NULL ? (size_t)(end - item) : strlen(item);
+        while (n > 0 && isspace((unsigned char)*item)) /* Go's TrimSpace */
+            item++, n--;
+        while (n > 0 && isspace((unsigned char)item[n - 1]))
+            n--;
+        const char *sep = n > 3 ? strstr(item, "://") : NULL;
+        size_t sn = sep != NULL && sep < item + n ? (size_t)(sep - item) : 0;
+        bool scheme = (sn == 4 && memcmp(item, "http", 4) == 0) ||
+                      (sn == 5 && memcmp(item, "https", 5) == 0) ||
+                      (sn == 4 && memcmp(item, "unix", 4) == 0) ||
+                      (sn == 5 && memcmp(item, "unixs", 5) == 0);
+        if (!scheme) {
+            snprintf(why, cap, "URL scheme must be http, https, unix, or "
+                     "unixs: %.*s", (int)n, item);
+            return why;
+        }
+        const char *host = item + sn + 3, *stop = item + n;
+        const char *slash = memchr(host, '/', (size_t)(stop - host));
+        const char *hend = slash != NULL ? slash : stop;
+        const char *colon = NULL;
+        for (const char *p = host; p < hend; p++)
+            if (*p == ':')
+                colon = p;
+        bool bracket = host < hend && *host == '[';
+        bool port_ok = colon != NULL &&
+                       (bracket ? colon > host && colon[-1] == ']'
+                                : memchr(host, ':', (size_t)(colon - host)) ==
+                                      NULL);
+        if (!port_ok) {
+            snprintf(why, cap, "URL address does not have the form "
+                     "\"host:port\": %.*s", (int)n, item);
+            return why;
+        }
+        if (slash != NULL) {
+            snprintf(why, cap, "URL must not contain a path: %.*s", (int)n,
+                     item);
+            return why;
+        }
+        if (end == NULL)
+            return NULL;
+        item = end + 1;
+    }
+}
+
 static bool value_ok(const struct flag *f, const char *v)
 {
     bool b;
@@ -324,14 +378,22 @@ static bool value_ok(const struct flag *f, const char *v)
         return true;
     case F_SEMVER:
         return parse_semver(v);
+    case F_ORIGINS: {
+        char why[256];
+        return origins_why(v, why, sizeof why) == NULL;
+    }
     }
     return false;
 }
 
 static int bad_value(const struct flag *f, const char *v)
 {
-    fprintf(stderr, "invalid value \"%s\" for flag -%s: parse error\n", v,
-            f->name);
+    char why[256];
+    const char *reason = f->type == F_ORIGINS
+                             ? origins_why(v, why, sizeof why)
+                             : "parse error";
+    fprintf(stderr, "invalid value \"%s\" for flag -%s: %s\n", v, f->name,
+            reason != NULL ? reason : "parse error");
     flags_print_help();
     return 2;
 }

@@ -47,6 +47,7 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->method = NULL;
     call->count_as = NULL;
     call->count_code = GRPC_STATUS_OK;
+    call->cors_origin = NULL;
     call->deadline_ns = INT64_MAX;
     call->hdrs.n = 0;
     call->body_n = call->out_n = call->out_off = 0;
@@ -301,6 +302,12 @@ static void dispatch_http(struct rpc_server *srv, struct rpc_call *call)
         http_refuse(call, 413);
         return;
     }
+    char host[256];
+    if (!rpc__http_host_allowed(srv, call, host, sizeof host)) {
+        rpc__http_refuse_host(call, host);
+        return;
+    }
+    call->cors_origin = rpc__http_cors_origin(srv, &call->hdrs);
     if (!rpc__http_slot_take(call))
         return; /* parked: rpc__call_redispatch brings it back */
     srv->http(call, call->body, call->body_n, srv->http_ctx);
@@ -670,7 +677,7 @@ static ssize_t http_read(nghttp2_session *ng, int32_t stream_id,
     ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v),    \
                   NGHTTP2_NV_FLAG_NONE})
 
-void rpc__http_nv_make(struct rpc__http_nv *h, const struct rpc_server *srv,
+void rpc__http_nv_make(struct rpc__http_nv *h, const char *cors,
                        int status, const char *ctype, unsigned flags,
                        long long len)
 {
@@ -685,12 +692,12 @@ void rpc__http_nv_make(struct rpc__http_nv *h, const struct rpc_server *srv,
         h->nv[k++] = HNV("content-length", h->len);
     }
     h->nv[k++] = HNV("date", h->date);
-    if (srv->http_cors) {
+    if (cors != NULL) {
         h->nv[k++] = HNV("access-control-allow-headers",
                          "accept, content-type, authorization");
         h->nv[k++] = HNV("access-control-allow-methods",
                          "POST, GET, OPTIONS, PUT, DELETE");
-        h->nv[k++] = HNV("access-control-allow-origin", "*");
+        h->nv[k++] = HNV("access-control-allow-origin", cors);
     }
     if (flags & RPC_HTTP_NOSNIFF)
         h->nv[k++] = HNV("x-content-type-options", "nosniff");
@@ -712,8 +719,9 @@ void rpc__http_submit(struct rpc_call *call)
     if (m != NULL && strcmp(m, "HEAD") == 0)
         call->out_n = 0;
     struct rpc__http_nv h;
-    rpc__http_nv_make(&h, c->loop->srv, call->http_status, call->http_ctype,
-                      call->http_flags, (long long)call->out_n);
+    rpc__http_nv_make(&h, call->cors_origin, call->http_status,
+                      call->http_ctype, call->http_flags,
+                      (long long)call->out_n);
     call->state = RPC__CALL_SUBMITTED;
     c->out_bytes += call->out_n;
     nghttp2_data_provider prd = {.source.ptr = call,

@@ -294,8 +294,8 @@ static bool put(struct rpc__conn *c, struct rpc_call *call)
     if (b == NULL)
         return false;
     c->out = b;
-    char extra[512];
-    rpc__http_extra(c->loop->srv, call->http_flags, extra, sizeof extra);
+    char extra[1024];
+    rpc__http_extra(call->cors_origin, call->http_flags, extra, sizeof extra);
     size_t h = http_response_head((char *)c->out + c->out_n, H1_HEAD_ROOM,
                                   call->http_status, call->http_ctype,
                                   call->out_n, extra,
@@ -373,19 +373,20 @@ void rpc__h1_written(struct rpc__conn *c)
         rpc__conn_kill(c);
 }
 
-size_t rpc__http_extra(const struct rpc_server *srv, unsigned flags,
-                       char *buf, size_t cap)
+size_t rpc__http_extra(const char *cors, unsigned flags, char *buf,
+                       size_t cap)
 {
     assert(cap >= 256);
     size_t n = 0;
     buf[0] = '\0';
-    if (srv->http_cors)
+    if (cors != NULL && strlen(cors) + 256 <= cap)
         n += (size_t)snprintf(buf + n, cap - n,
                               "Access-Control-Allow-Headers: accept, "
                               "content-type, authorization\r\n"
                               "Access-Control-Allow-Methods: POST, GET, "
                               "OPTIONS, PUT, DELETE\r\n"
-                              "Access-Control-Allow-Origin: *\r\n");
+                              "Access-Control-Allow-Origin: %s\r\n",
+                              cors);
     if (flags & RPC_HTTP_ALLOW_GET)
         n += (size_t)snprintf(buf + n, cap - n, "Allow: GET\r\n");
     if (flags & RPC_HTTP_GRPC_META)

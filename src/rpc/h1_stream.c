@@ -54,6 +54,7 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     s->http_ctx = ctx;
     s->start_ns = metrics_now_ns();
     s->hdrs = call->hdrs; /* the metadata moves to the stream */
+    s->cors_origin = call->cors_origin; /* (in hdrs, or static) */
     call->hdrs = (struct rpc__hdrs){0};
     pthread_mutex_init(&s->mu, NULL);
     s->next = c->streams;
@@ -132,8 +133,8 @@ static bool put_head(struct rpc__conn *c, struct rpc_stream *s,
     struct rpc_http_head h = s->http_head_set
                                  ? s->http_head
                                  : (struct rpc_http_head){.status = 200};
-    char extra[512], head[HEAD_ROOM];
-    rpc__http_extra(c->loop->srv, h.flags, extra, sizeof extra);
+    char extra[1024], head[HEAD_ROOM];
+    rpc__http_extra(s->cors_origin, h.flags, extra, sizeof extra);
     struct rpc_call *call = s->h1_call;
     size_t body_n = h.whole ? whole_n : HTTP_BODY_CHUNKED;
     if (call->h1_v10 && !h.whole) {

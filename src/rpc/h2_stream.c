@@ -47,6 +47,7 @@ int rpc__h2_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     s->http_ctx = ctx;
     s->start_ns = metrics_now_ns();
     s->hdrs = call->hdrs; /* the metadata moves to the stream */
+    s->cors_origin = call->cors_origin; /* (in hdrs, or static) */
     call->hdrs = (struct rpc__hdrs){0};
     pthread_mutex_init(&s->mu, NULL);
     s->next = c->streams;
@@ -136,7 +137,7 @@ static bool submit_head(struct rpc_stream *s)
     if (!ready)
         return false;
     struct rpc__http_nv hv;
-    rpc__http_nv_make(&hv, c->loop->srv, h.status, h.ctype, h.flags, len);
+    rpc__http_nv_make(&hv, s->cors_origin, h.status, h.ctype, h.flags, len);
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = h2_read};
     int rv = nghttp2_submit_response(c->ng, s->stream_id, hv.nv, hv.n, &prd);
     if (rv != 0) {

@@ -300,11 +300,25 @@ void rpc_server_close(struct rpc_server *srv);
 typedef void (*rpc_http_fn)(struct rpc_call *call, const uint8_t *body,
                             size_t body_len, void *ctx);
 
-/* rpc_server_set_http installs fn (NULL: HTTP/2 gRPC only).  cors adds
- * etcd's Access-Control-Allow-* headers (--cors "*") to every answer.
- * Before start only. */
+/* etcd's access rules for the HTTP requests of a server (its
+ * accessController: --cors, --host-whitelist), as NULL-ended lists of
+ * strings that outlive the server.
+ * - cors: NULL: no CORS headers.  A "*" entry: every answer carries the
+ *   Access-Control-Allow-* headers with origin "*"; else an answer to a
+ *   request whose Origin header is listed carries them with that origin.
+ * - hosts: NULL or a "*" entry: every host.  Else a plaintext request
+ *   whose Host (HTTP/2: :authority) without its port is not listed is
+ *   refused 421 with etcd's text and a warning (DNS rebinding,
+ *   CVE-2018-5702); requests over TLS are not checked, as etcd's. */
+struct rpc_http_access {
+    const char *const *cors;
+    const char *const *hosts;
+};
+
+/* rpc_server_set_http installs fn (NULL: HTTP/2 gRPC only) with access
+ * (NULL: no CORS headers, every host; copied).  Before start only. */
 void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
-                         bool cors);
+                         const struct rpc_http_access *access);
 
 /* rpc_server_set_http_limit: at most limit HTTP requests whose path
  * starts with one of prefixes (a NULL-ended array that outlives srv) are

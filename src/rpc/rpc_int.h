@@ -202,6 +202,9 @@ struct rpc_call {
     int64_t start_ns;                  /* dispatched (metrics' clock) */
     const struct rpc__method *count_as; /* an HTTP call counted as this
                                            method (rpc_call_count_as) */
+    const char *cors_origin;           /* HTTP: the Access-Control-Allow-
+                                          Origin of its answer ("*", or
+                                          its Origin in hdrs), or NULL */
     grpc_status_code count_code;       /* ... ended with this code */
     struct rpc__hdrs hdrs;             /* request headers */
     uint8_t *body;                     /* request bytes, 5-byte prefix on */
@@ -275,6 +278,7 @@ struct rpc_stream {
     rpc_http_close_fn http_on_close;   /* immutable: the owner's */
     const struct rpc__method *count_as; /* HTTP: counted as this method
                                            (rpc_stream_count_as) */
+    const char *cors_origin;           /* HTTP: as its call's (in hdrs) */
     grpc_status_code count_code;       /* ... ending with this code (set
                                           before the finish, read after) */
     void *http_ctx;                    /* immutable: its argument */
@@ -363,7 +367,7 @@ struct rpc_server {
     atomic_llong refuse_logged_ms;     /* last log line about them */
     rpc_http_fn http;                  /* HTTP requests' handler, or NULL */
     void *http_ctx;                    /* its argument */
-    bool http_cors;                    /* etcd's CORS headers on answers */
+    struct rpc_http_access http_access; /* --cors, --host-whitelist */
     /* rpc_server_set_http_limit (http_limit.c): at most http_limit HTTP
      * requests under those path prefixes are served at once (0: no
      * limit); the others wait on the park list, in order. */
@@ -485,10 +489,23 @@ void rpc__h1_drain(struct rpc__conn *c);
 bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n);
 /* rpc__conn_rearm sets c's epoll events from want_out and rd_paused. */
 void rpc__conn_rearm(struct rpc__conn *c);
-/* rpc__http_extra writes the extra header lines of an HTTP answer
- * (CORS, RPC_HTTP_* flags) into buf; returns its length. */
-size_t rpc__http_extra(const struct rpc_server *srv, unsigned flags,
-                       char *buf, size_t cap);
+/* http_access.c.  rpc__http_host_allowed: call may be served under
+ * --host-whitelist (else host_out, cap bytes, is the host refused).
+ * rpc__http_cors_origin: the Access-Control-Allow-Origin of the answer to
+ * a request with hdrs ("*", the Origin value in hdrs, or NULL: no CORS
+ * headers).  rpc__http_refuse_host answers etcd's 421. */
+bool rpc__http_host_allowed(const struct rpc_server *srv,
+                            const struct rpc_call *call, char *host_out,
+                            size_t cap);
+const char *rpc__http_cors_origin(const struct rpc_server *srv,
+                                  const struct rpc__hdrs *hdrs);
+void rpc__http_refuse_host(struct rpc_call *call, const char *host);
+
+/* rpc__http_extra writes the extra header lines of an HTTP answer (CORS
+ * with origin cors, NULL: none; RPC_HTTP_* flags) into buf (cap >= 256
+ * plus the origin's length); returns its length. */
+size_t rpc__http_extra(const char *cors, unsigned flags, char *buf,
+                       size_t cap);
 
 /* http_limit.c */
 /* rpc__http_slot_take: call (an HTTP request on its loop, HANDLER) may be
@@ -516,7 +533,7 @@ struct rpc__http_nv {
     size_t n;
     char st[8], len[24], date[40];
 };
-void rpc__http_nv_make(struct rpc__http_nv *h, const struct rpc_server *srv,
+void rpc__http_nv_make(struct rpc__http_nv *h, const char *cors,
                        int status, const char *ctype, unsigned flags,
                        long long len);
 extern const nghttp2_nv rpc__resp_headers[2]; /* :status, content-type */

@@ -207,12 +207,12 @@ static int method_add(struct rpc_server *srv, const char *path,
 }
 
 void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
-                         bool cors)
+                         const struct rpc_http_access *access)
 {
     assert(srv != NULL && !srv->started);
     srv->http = fn;
     srv->http_ctx = ctx;
-    srv->http_cors = cors;
+    srv->http_access = access != NULL ? *access : (struct rpc_http_access){0};
 }
 
 void rpc_server_set_gate(struct rpc_server *srv, rpc_unary_gate_fn gate,

@@ -756,3 +756,66 @@ def test_gateway_calls_in_grpc_metrics(pair):
     assert etcd[("grpc_server_started_total", "Range", "")] == 2
     assert etcd[("grpc_server_handled_total", "Watch", "Canceled")] == 1
     assert ours == etcd
+
+
+def access_answer(url, path, *headers):
+    """(status, the CORS headers, body) of a GET with headers."""
+    args = ["curl", "-sS", "-m", "10", "-i"]
+    for h in headers:
+        args += ["-H", h]
+    cp = subprocess.run(args + [url + path], capture_output=True, timeout=20)
+    assert cp.returncode == 0, cp.stderr
+    head, _, body = cp.stdout.decode().partition("\r\n\r\n")
+    lines = head.split("\r\n")
+    status = int(lines[0].split()[1])
+    cors = sorted(line.lower() for line in lines[1:]
+                  if line.lower().startswith("access-control-"))
+    return status, cors, body
+
+
+@pytest.mark.parametrize("cors, hosts", [
+    ("http://a.example:8080,https://c.example:443", "*"),
+    ("*", "good.example,127.0.0.2"),
+])
+def test_cors_and_host_whitelist_same_as_etcd(make_server, cors, hosts):
+    """--cors: listed origins get the Access-Control-Allow-* headers with
+    their origin, others none ("*": every answer, origin "*");
+    --host-whitelist: a plaintext request for another host is refused 421
+    with etcd's text (DNS rebinding), a listed host (port stripped) is
+    served.  The same answers as etcd 3.4.23."""
+    flags = ["--cors", cors, "--host-whitelist", hosts]
+    got = {}
+    for name, binary in (("cetcd", None), ("etcd", ETCD_BIN)):
+        srv = make_server(binary=binary, extra_args=flags)
+        url = srv.client_url
+        got[name] = [
+            access_answer(url, "/health", "Host: good.example:2379",
+                          "Origin: http://a.example:8080"),
+            access_answer(url, "/health", "Host: good.example",
+                          "Origin: http://b.example:8080"),
+            access_answer(url, "/health", "Host: 127.0.0.2:1",
+                          "Origin: https://c.example:443"),
+            access_answer(url, "/health", "Host: evil.example:80",
+                          "Origin: http://a.example:8080"),
+            access_answer(url, "/v3/kv/range", "Host: [::1]:5"),
+        ]
+        srv.stop()
+    assert got["cetcd"] == got["etcd"]
+    assert got["etcd"][0][1], "no CORS headers at all: the test is blind"
+    if hosts != "*":
+        status, _, body = got["etcd"][3]
+        assert status == 421 and '--host-whitelist "evil.example"' in body
+
+
+@pytest.mark.parametrize("cors", ["http://a.example", "ftp://a.example:1",
+                                  "http://a.example:1/x", ""])
+def test_bad_cors_refused_as_etcd(cors):
+    """--cors takes URLs as etcd's flag does: its message, exit 2."""
+    out = {}
+    for name, binary in (("cetcd", os.environ.get("CETCD_BIN")),
+                         ("etcd", ETCD_BIN)):
+        cp = subprocess.run([binary, "--cors", cors], capture_output=True,
+                            text=True, timeout=20)
+        out[name] = (cp.returncode, cp.stderr.splitlines()[0])
+    assert out["cetcd"] == out["etcd"]
+    assert out["etcd"][0] == 2
