@@ -36,40 +36,15 @@ KEYS=$((SIZE_MB * 1024 * 1024 / VAL))
 HALF=$((KEYS / 2))
 DEL_SLICE=8192
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# start NAME BIN DIR -> sets ep and pid
-start() {
-    local name=$1 bin=$2 dir=$3
-    local cp pp
-    cp=$(free_port); pp=$(free_port)
-    ep=127.0.0.1:$cp
-    "$bin" --name "$name" --data-dir "$dir/data" \
-        --listen-client-urls "http://$ep" --advertise-client-urls "http://$ep" \
-        --listen-peer-urls "http://127.0.0.1:$pp" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
-        --initial-cluster "$name=http://127.0.0.1:$pp" \
-        --quota-backend-bytes $((8 << 30)) >"$dir/log" 2>&1 &
-    pid=$!
-    for _ in $(seq 100); do
-        "$ETCDCTL" --endpoints "$ep" get x >/dev/null 2>&1 && return 0
-        sleep 0.2
-    done
-    echo "$name did not start" >&2
-    exit 1
-}
+. "$(dirname "$0")/single_common.sh"
 
 sizes() {
     "$ETCDCTL" --endpoints "$1" endpoint status -w json |
         python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["Status"]; print("dbSize=%d dbSizeInUse=%d" % (s["dbSize"], s.get("dbSizeInUse", 0)))'
 }
 
-load() { # EP -> one JSON line (errors are in it: ebench's exit 1 is kept)
-    "$EBENCH" --endpoints "$1" --op put --conns 10 --clients 100 \
-        --duration "${DURATION}s" --key-size 16 --val-size 256 \
-        --key-prefix "l/" --key-space-size 100000 --json || true
+load() { # EP -> one ebench JSON line
+    load_put "$1" "$DURATION"
 }
 
 one() { # NAME BIN

@@ -39,30 +39,7 @@ export ETCDCTL_API=3
 
 [ -x "$EBENCH" ] || { echo "no ebench at $EBENCH: /work/shared/tools/ebench/build.sh /tmp/eb" >&2; exit 2; }
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# start NAME BIN DIR -> sets ep and pid
-start() {
-    local name=$1 bin=$2 dir=$3
-    local cp pp
-    cp=$(free_port); pp=$(free_port)
-    ep=127.0.0.1:$cp
-    "$bin" --name "$name" --data-dir "$dir/data" \
-        --listen-client-urls "http://$ep" --advertise-client-urls "http://$ep" \
-        --listen-peer-urls "http://127.0.0.1:$pp" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
-        --initial-cluster "$name=http://127.0.0.1:$pp" \
-        --quota-backend-bytes $((8 << 30)) >"$dir/log" 2>&1 &
-    pid=$!
-    for _ in $(seq 150); do
-        "$ETCDCTL" --endpoints "$ep" get x >/dev/null 2>&1 && return 0
-        sleep 0.2
-    done
-    echo "$name did not start" >&2
-    exit 1
-}
+. "$(dirname "$0")/single_common.sh"
 
 rss_mb() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$1/status"; }
 
@@ -108,10 +85,8 @@ print("took %.2f s, VmRSS %d -> peak %d MiB (+%d), RssAnon %d -> peak %d "
 EOF
 }
 
-load() { # EP SECONDS -> one JSON line (errors are in it: ebench's exit 1 is kept)
-    "$EBENCH" --endpoints "$1" --op put --conns 10 --clients 100 \
-        --duration "${2}s" --key-size 16 --val-size 256 \
-        --key-prefix "l/" --key-space-size 100000 --json || true
+load() { # EP SECONDS -> one ebench JSON line
+    load_put "$1" "$2"
 }
 
 brief() { # ebench JSON -> "qps Q, p99 X ms, max Y ms, errors E"
@@ -123,7 +98,7 @@ print("qps %.0f, p50 %.1f ms, p99 %.1f ms, max %.1f ms, errors %d" % (r["qps"], 
 one() { # NAME BIN
     local name=$1 bin=$2 dir
     dir=$(mktemp -d "$BENCH_TMP/snapshot-bench-$name-XXXXXX")
-    start "$name" "$bin" "$dir"
+    start "$name" "$bin" "$dir" 150
     echo "== $name: filling $SIZE_MB MiB ($KEYS x $VAL B)" >&2
     local t0 t1
     t0=$(date +%s)
