@@ -69,9 +69,10 @@
  * again; so under a steady load the file grew by at least PIN_GROW_MIN per
  * pin, to 4x the pages in use with 100k leases (docs/BENCHMARKS.md "The
  * data dir's size").  A pin every 250 ms bounds what is held to the
- * writes of about two pins' fsyncs; each costs one fsync of the pages
- * written meanwhile (written back once either way) and a pin file (three
- * more fsyncs, on cetcd-snap). */
+ * writes of about two pins' fsyncs (a time, not a volume: a fast writer
+ * still grows the file to 4-5x its pages in use); each costs one fsync
+ * of the pages written meanwhile (written back once either way) and a pin
+ * file (three more fsyncs, on cetcd-snap). */
 #define PIN_INTERVAL_MS 250u /* default of cfg.pin_interval_ms */
 /* ... with at least this many commits since the pin: a trickle of writes
  * (a put every few hundred ms) pins every few puts, not after each one.
