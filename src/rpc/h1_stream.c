@@ -46,23 +46,12 @@ int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     struct rpc_server *srv = c->loop->srv;
     if (!call->h1)
         return rpc__h2_http_stream(call, on_close, ctx, stream_out);
-    struct rpc_stream *s = rpc__stream_alloc(c);
+    struct rpc_stream *s = rpc__stream_alloc(call);
     if (s == NULL)
         return ERR_NOMEM;
     s->http = true;
     s->http_on_close = on_close;
     s->http_ctx = ctx;
-    s->start_ns = metrics_now_ns();
-    s->hdrs = call->hdrs; /* the metadata moves to the stream */
-    s->cors_origin = call->cors_origin; /* (in hdrs, or static) */
-    call->hdrs = (struct rpc__hdrs){0};
-    pthread_mutex_init(&s->mu, NULL);
-    s->next = c->streams;
-    if (c->streams != NULL)
-        c->streams->prev = s;
-    c->streams = s;
-    c->refs++;
-    atomic_fetch_add(&srv->streams_n, 1);
     /* The call is no longer a handler's: the loop keeps it in the queue
      * until the stream ends; shutdown now waits for the stream. */
     s->h1_call = call;

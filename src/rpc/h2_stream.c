@@ -37,7 +37,7 @@ int rpc__h2_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     struct rpc__conn *c = call->conn;
     struct rpc_server *srv = c->loop->srv;
     assert(!call->h1 && call->http && c->ng != NULL);
-    struct rpc_stream *s = rpc__stream_alloc(c);
+    struct rpc_stream *s = rpc__stream_alloc(call);
     if (s == NULL)
         return ERR_NOMEM;
     s->http = true;
@@ -45,17 +45,6 @@ int rpc__h2_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
     s->stream_id = call->stream_id;
     s->http_on_close = on_close;
     s->http_ctx = ctx;
-    s->start_ns = metrics_now_ns();
-    s->hdrs = call->hdrs; /* the metadata moves to the stream */
-    s->cors_origin = call->cors_origin; /* (in hdrs, or static) */
-    call->hdrs = (struct rpc__hdrs){0};
-    pthread_mutex_init(&s->mu, NULL);
-    s->next = c->streams;
-    if (c->streams != NULL)
-        c->streams->prev = s;
-    c->streams = s;
-    c->refs++;
-    atomic_fetch_add(&srv->streams_n, 1);
     /* nghttp2's events for this stream now go to s; the call is kept (not
      * a handler's any more) until rpc__h2_call_drop. */
     nghttp2_session_set_stream_user_data(c->ng, s->stream_id, &s->item);

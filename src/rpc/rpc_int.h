@@ -549,10 +549,12 @@ void rpc__health_check(struct rpc_call *call, const uint8_t *req,
                        size_t len, void *ctx);
 
 /* stream.c */
-/* rpc__stream_alloc: a zeroed stream on c with its bounded send queue
- * (the server's stream_queue + RPC_STREAM_CTRL_RESERVE), or NULL; the
- * callers (rpc__stream_open, rpc_call_http_stream) fill in the rest. */
-struct rpc_stream *rpc__stream_alloc(struct rpc__conn *c);
+/* rpc__stream_alloc: a stream for call, on its connection, with its
+ * bounded send queue (the server's stream_queue + RPC_STREAM_CTRL_RESERVE):
+ * the call's metadata (moved) and CORS origin taken, the open time set, linked into the connection's streams (a reference on it); or
+ * NULL.  The callers (rpc__stream_open, rpc_call_http_stream) fill in the
+ * rest. */
+struct rpc_stream *rpc__stream_alloc(struct rpc_call *call);
 struct rpc_stream *rpc__stream_open(struct rpc_call *call);
 void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n);
 void rpc__stream_half_closed(struct rpc_stream *s);

@@ -46,8 +46,9 @@ static void maybe_free(struct rpc_stream *s)
         stream_free(s);
 }
 
-struct rpc_stream *rpc__stream_alloc(struct rpc__conn *c)
+struct rpc_stream *rpc__stream_alloc(struct rpc_call *call)
 {
+    struct rpc__conn *c = call->conn;
     struct rpc_stream *s = mem_calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
@@ -60,23 +61,9 @@ struct rpc_stream *rpc__stream_alloc(struct rpc__conn *c)
     }
     s->item.kind = RPC__KIND_STREAM;
     s->conn = c;
-    return s;
-}
-
-struct rpc_stream *rpc__stream_open(struct rpc_call *call)
-{
-    struct rpc__conn *c = call->conn;
-    struct rpc_server *srv = c->loop->srv;
-    assert(call->state == RPC__CALL_READING && call->method != NULL);
-    assert(call->method->kind == RPC__METHOD_STREAM);
-    struct rpc_stream *s = rpc__stream_alloc(c);
-    if (s == NULL)
-        return NULL;
-    s->stream_id = call->stream_id;
-    s->method = call->method;
     s->start_ns = metrics_now_ns();
-    metrics_inc(&s->method->stats->started);
-    s->hdrs = call->hdrs; /* the call's buffer moves to the stream */
+    s->hdrs = call->hdrs; /* the call's metadata moves to the stream */
+    s->cors_origin = call->cors_origin; /* (in hdrs, or static) */
     call->hdrs = (struct rpc__hdrs){0};
     pthread_mutex_init(&s->mu, NULL);
     s->next = c->streams;
@@ -84,7 +71,21 @@ struct rpc_stream *rpc__stream_open(struct rpc_call *call)
         c->streams->prev = s;
     c->streams = s;
     c->refs++;
-    atomic_fetch_add(&srv->streams_n, 1);
+    atomic_fetch_add(&c->loop->srv->streams_n, 1);
+    return s;
+}
+
+struct rpc_stream *rpc__stream_open(struct rpc_call *call)
+{
+    struct rpc__conn *c = call->conn;
+    assert(call->state == RPC__CALL_READING && call->method != NULL);
+    assert(call->method->kind == RPC__METHOD_STREAM);
+    struct rpc_stream *s = rpc__stream_alloc(call);
+    if (s == NULL)
+        return NULL;
+    s->stream_id = call->stream_id;
+    s->method = call->method;
+    metrics_inc(&s->method->stats->started);
     nghttp2_session_set_stream_user_data(c->ng, s->stream_id, &s->item);
     rpc__call_free(call);
     s->method->ops->on_open(s, s->method->ctx);
