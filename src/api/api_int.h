@@ -30,6 +30,13 @@ int api__maintenance_peer_register(struct rpc_server *peer, struct server *s);
  * does: INTERNAL "grpc: error unmarshalling request". */
 void api__bad_request(struct rpc_call *call);
 
+/* api__on_peer_done: the completion of a peer-listener request (a
+ * promotion forwarded to the leader, a corruption check's HashKV):
+ * ERR_INVAL (another cluster's member) answers FailedPrecondition
+ * "cetcd: cluster ID mismatch", other errors as api__reply_err, else the
+ * reply.  ctx is the struct rpc_call. */
+void api__on_peer_done(void *ctx, int err, const ProtobufCMessage *reply);
+
 /* api__reply_err answers err (an ERR_* code) mapped by api_error. */
 void api__reply_err(struct rpc_call *call, int err);
 

@@ -162,18 +162,6 @@ static void on_join(void *ctx, int err, const ProtobufCMessage *reply)
         rpc_call_reply(call, reply);
 }
 
-static void on_peer_promote(void *ctx, int err, const ProtobufCMessage *reply)
-{
-    struct rpc_call *call = ctx;
-    if (err == ERR_INVAL)
-        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
-                             "cetcd: cluster ID mismatch");
-    else if (err != 0)
-        api__reply_err(call, err);
-    else
-        rpc_call_reply(call, reply);
-}
-
 static void join_members(struct rpc_call *call, const uint8_t *req,
                          size_t len, void *ctx)
 {
@@ -193,7 +181,7 @@ static void peer_promote(struct rpc_call *call, const uint8_t *req,
         cetcdpb__promote_request__unpack(NULL, len, req);
     if (r == NULL)
         return api__bad_request(call);
-    svc_peer_promote(s, r, (struct svc_done){on_peer_promote, call});
+    svc_peer_promote(s, r, (struct svc_done){api__on_peer_done, call});
     cetcdpb__promote_request__free_unpacked(r, NULL);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/api_int.h"
+#include "util/err.h"
 
 void api__bad_request(struct rpc_call *call)
 {
@@ -58,4 +59,16 @@ static void on_done_unknown(void *ctx, int err, const ProtobufCMessage *reply)
 struct svc_done api__done_unknown(struct rpc_call *call)
 {
     return (struct svc_done){on_done_unknown, call, call_metadata};
+}
+
+void api__on_peer_done(void *ctx, int err, const ProtobufCMessage *reply)
+{
+    struct rpc_call *call = ctx;
+    if (err == ERR_INVAL)
+        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
+                             "cetcd: cluster ID mismatch");
+    else if (err != 0)
+        api__reply_err(call, err);
+    else
+        rpc_call_reply(call, reply);
 }

@@ -106,18 +106,6 @@ int api__maintenance_register(struct api *api)
 
 /* --- the peer listener: a member's corruption check asks its peers ------ */
 
-static void on_peer_hash(void *ctx, int err, const ProtobufCMessage *reply)
-{
-    struct rpc_call *call = ctx;
-    if (err == ERR_INVAL)
-        rpc_call_reply_error(call, GRPC_STATUS_FAILED_PRECONDITION,
-                             "cetcd: cluster ID mismatch");
-    else if (err != 0)
-        api__reply_err(call, err);
-    else
-        rpc_call_reply(call, reply);
-}
-
 static void peer_hash_kv(struct rpc_call *call, const uint8_t *req,
                          size_t len, void *ctx)
 {
@@ -126,7 +114,7 @@ static void peer_hash_kv(struct rpc_call *call, const uint8_t *req,
         cetcdpb__peer_hash_request__unpack(NULL, len, req);
     if (r == NULL)
         return api__bad_request(call);
-    svc_peer_hash_kv(s, r, (struct svc_done){on_peer_hash, call});
+    svc_peer_hash_kv(s, r, (struct svc_done){api__on_peer_done, call});
     cetcdpb__peer_hash_request__free_unpacked(r, NULL);
 }
 
