@@ -416,6 +416,9 @@ static void fill_config(struct server_config *c, const char *dir)
         every != NULL ? strtoull(every, NULL, 10) : 0;
     const char *nospec = getenv("CETCD_NO_SPECULATIVE_APPLY");
     c->no_speculation = nospec != NULL && strcmp(nospec, "1") == 0;
+    const char *rpause = getenv("CETCD_TEST_READ_PAUSE_MS");
+    c->test_read_pause_ms =
+        rpause != NULL ? (uint32_t)strtoul(rpause, NULL, 10) : 0;
     const char *noinline = getenv("CETCD_NO_INLINE_RAFT");
     c->no_inline_raft = noinline != NULL && strcmp(noinline, "1") == 0;
     c->heartbeat_ms = flags_get_u64("heartbeat-interval");

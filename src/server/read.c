@@ -12,8 +12,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/thread.h"
+#include "auth/auth.h"
 #include "mvcc/mvcc.h"
 #include "server/kv_range.h"
 #include "server/server_int.h"
@@ -92,6 +94,13 @@ static bool lone_leader(struct server *s)
            atomic_load(&s->lead) == s->member_id;
 }
 
+static void test_pause(uint32_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000,
+                          .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* Serves a read whose consistency point is known: wait, check, read,
  * answer. */
 static void serve(struct server *s, Etcdserverpb__RangeRequest *req,
@@ -100,12 +109,22 @@ static void serve(struct server *s, Etcdserverpb__RangeRequest *req,
 {
     Etcdserverpb__RangeResponse *resp = NULL;
     struct server_read *rd = NULL;
+    uint64_t auth_rev = 0;
     if (err == 0)
         err = wait_applied(s, index);
     if (err == 0 && check != NULL)
-        err = check(s, req, arg);
+        err = check(s, req, arg, &auth_rev);
+    if (err == 0 && auth_rev != 0 && s->cfg.test_read_pause_ms > 0)
+        test_pause(s->cfg.test_read_pause_ms);
     if (err == 0)
         err = range_local(s, req, &resp, &rd);
+    if (err == 0 && auth_rev != 0 &&
+        auth_store_revision(server_auth_store(s)) != auth_rev) {
+        server_read_end(rd); /* void: the permission may have changed */
+        rd = NULL;
+        resp = NULL;
+        err = ERR_AUTH_OLD_REVISION;
+    }
     fn(arg, err, resp);
     server_read_end(rd);
     etcdserverpb__range_request__free_unpacked(req, NULL);

@@ -266,6 +266,10 @@ struct server_config {
     bool no_inline_raft;          /* CETCD_NO_INLINE_RAFT=1: only the raft
                                    * thread runs raft passes, see
                                    * server__raft_poke (for comparisons) */
+    /* Tests only (CETCD_TEST_READ_PAUSE_MS): a Range checked against an
+     * enabled auth store waits this long between its check and its read,
+     * so a test can change the auth store in between (read.c). */
+    uint32_t test_read_pause_ms;
     /* Joining a running cluster (--initial-cluster-state=existing, no WAL
      * yet): what a running member said (cmd learns it through the peer
      * listener's Join service).  NULL: bootstrap a new cluster from
@@ -359,10 +363,17 @@ void server_range_async(struct server *s, Etcdserverpb__RangeRequest *req,
  * doSerialize), so a grant committed before the read arrived is seen even
  * on a member that had not applied it yet.  Returns 0, or the ERR_* given
  * to fn instead of a response.  Runs on the thread fn runs on, with arg
- * (fn's), before fn; req is the read's (borrowed for the call). */
+ * (fn's), before fn; req is the read's (borrowed for the call).
+ *
+ * *auth_rev_out (0 before the call) is the auth store's revision the
+ * check's answer depended on, 0 for none.  When it is not 0 and the auth
+ * store's revision is another once the store has been read, the read is
+ * void and fn gets ERR_AUTH_OLD_REVISION (etcd's doSerialize: a
+ * permission changed while the read was made, so the check may not hold
+ * for what was read; the client retries). */
 typedef int (*server_read_check_fn)(struct server *s,
                                     const Etcdserverpb__RangeRequest *req,
-                                    void *arg);
+                                    void *arg, uint64_t *auth_rev_out);
 
 /* server_range_async_checked: server_range_async with check (NULL: none)
  * made at the read's consistency point (above).  fn gets check's error

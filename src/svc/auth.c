@@ -90,15 +90,19 @@ int svc__auth_stamp(struct server *s, struct svc_done done,
 }
 
 int svc_auth_check_read(struct server *s, struct svc_done done,
-                        ProtobufCBinaryData key, ProtobufCBinaryData end)
+                        ProtobufCBinaryData key, ProtobufCBinaryData end,
+                        uint64_t *rev_out)
 {
     struct auth_store *as = server_auth_store(s);
     char user[AUTH_NAME_MAX + 1];
     uint64_t rev;
+    bool enabled = auth_store_enabled(as);
     int rc = svc_auth_who(s, done, user, sizeof user, &rev);
     if (rc == 0)
         rc = auth_check_range(as, user, rev, key.data, key.len, end.data,
                               end.len, AUTH_READ);
+    if (rev_out != NULL)
+        *rev_out = rc == 0 && enabled ? rev : 0;
     return rc;
 }
 

@@ -26,13 +26,17 @@ static void on_range(void *arg, int err, const Etcdserverpb__RangeResponse *r)
 
 /* The read's permission, at its consistency point (server.h
  * server_read_check_fn): as etcd, after the ReadIndex wait, so a grant
- * committed before the read came is seen (and a token checked then).
- * arg: the held completion; its metadata is valid until it is taken. */
+ * committed before the read came is seen (and a token checked then);
+ * the read is void if the auth store changed while it was made (the
+ * revision given back, server.h).  arg: the held completion; its metadata
+ * is valid until it is taken. */
 static int range_permitted(struct server *s,
-                           const Etcdserverpb__RangeRequest *req, void *arg)
+                           const Etcdserverpb__RangeRequest *req, void *arg,
+                           uint64_t *auth_rev_out)
 {
     const struct svc_done *held = arg;
-    return svc_auth_check_read(s, *held, req->key, req->range_end);
+    return svc_auth_check_read(s, *held, req->key, req->range_end,
+                               auth_rev_out);
 }
 
 void svc_kv_range(struct server *s, Etcdserverpb__RangeRequest *req,

@@ -268,7 +268,7 @@ static int watch_permitted(struct ob *o, const struct watch_create *c)
     ProtobufCBinaryData key = {c->key_len, (uint8_t *)c->key};
     ProtobufCBinaryData end = {c->end_len, (uint8_t *)c->end};
     struct svc_done who = {NULL, o, o_metadata};
-    return svc_auth_check_read(o->s, who, key, end);
+    return svc_auth_check_read(o->s, who, key, end, NULL);
 }
 
 /* do_watch: the leader's key from rev + 1, or name/ from rev. */

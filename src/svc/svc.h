@@ -425,9 +425,13 @@ int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
 int svc_auth_check_admin(struct server *s, struct svc_done done);
 
 /* svc_auth_check_read: may the caller read [key, end)?  0, or the error
- * to answer (etcd's IsRangePermitted with the caller's token). */
+ * to answer (etcd's IsRangePermitted with the caller's token).  rev_out
+ * (NULL: not wanted) gets the auth store's revision the answer was made
+ * at, 0 when it depended on none (auth off: etcd's AuthInfo of such a
+ * request has revision 0). */
 int svc_auth_check_read(struct server *s, struct svc_done done,
-                        ProtobufCBinaryData key, ProtobufCBinaryData end);
+                        ProtobufCBinaryData key, ProtobufCBinaryData end,
+                        uint64_t *rev_out);
 
 /* --- Streams ------------------------------------------------------------- */
 

@@ -201,7 +201,7 @@ static const char *watch_auth_refusal(struct wstream *w,
                                       const Etcdserverpb__WatchCreateRequest *c)
 {
     struct svc_done who = {NULL, w->st->ctx, w->st->metadata};
-    switch (svc_auth_check_read(w->s, who, c->key, c->range_end)) {
+    switch (svc_auth_check_read(w->s, who, c->key, c->range_end, NULL)) {
     case 0:
         return NULL;
     case ERR_AUTH_INVALID_TOKEN:

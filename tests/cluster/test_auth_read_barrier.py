@@ -18,10 +18,19 @@ timeout 3 s; the follower's links to both other members are delayed by
 etcdctl; the token is the follower's own Authenticate (simple tokens live
 on every member) taken before the delay.  Also run against etcd 3.4.23 with
 CETCD_TEST_AGAINST_ETCD=1 (passes).
+
+The second check, after the read (etcd's doSerialize): a permission
+revoked while a read was being made voids it with "etcdserver: revision of
+auth store is old", where a member without the check returns what it read
+(cetcd did until this change).  The window is opened with cetcd's test
+hook CETCD_TEST_READ_PAUSE_MS (a read checked against an enabled auth
+store waits that long between its check and its read, on the follower's
+read worker); etcd has no such hook, so that test runs against cetcd only.
 """
 
 import os
 import subprocess
+import threading
 import time
 
 import grpc
@@ -52,22 +61,32 @@ def read(m, token, serializable=False):
         return e.details()
 
 
-def test_grant_seen_by_read_on_lagging_follower(make_cluster):
-    c = make_cluster(3, election_ms=3000,
-                     extra_args=["--bcrypt-cost", "4"])
+ROOT = ("--user", "root:" + ROOT_PW)
+
+
+def auth_setup(c):
+    """Root, user g in role rg (no permission yet), auth on, /g/k = v, and
+    a follower's own token for g: (leader, follower, token)."""
     lead, _ = c.wait_leader()
     c.learn_ids()
     slow = next(m for m in c.members if m is not lead)
-    root = ("--user", "root:" + ROOT_PW)
     ctl(lead, "user", "add", "root:" + ROOT_PW)
     ctl(lead, "user", "grant-role", "root", "root")
     ctl(lead, "user", "add", "g:gpw")
     ctl(lead, "role", "add", "rg")
     ctl(lead, "user", "grant-role", "g", "rg")
     ctl(lead, "auth", "enable")
-    ctl(lead, *root, "put", "/g/k", "v")
+    ctl(lead, *ROOT, "put", "/g/k", "v")
     token = pbg.AuthStub(slow.channel()).Authenticate(
         pb.AuthenticateRequest(name="g", password="gpw"), timeout=20).token
+    return lead, slow, token
+
+
+def test_grant_seen_by_read_on_lagging_follower(make_cluster):
+    c = make_cluster(3, election_ms=3000,
+                     extra_args=["--bcrypt-cost", "4"])
+    lead, slow, token = auth_setup(c)
+    root = ROOT
     assert read(slow, token) == "etcdserver: permission denied"
     for m in c.members:
         if m is not slow:
@@ -82,3 +101,37 @@ def test_grant_seen_by_read_on_lagging_follower(make_cluster):
         "acknowledged grant: %r" % (got,))
     assert stale == "etcdserver: permission denied", (
         "the follower was not lagging (serializable read: %r)" % (stale,))
+
+
+def timed_read(m, token, out):
+    t0 = time.monotonic()
+    out["got"] = read(m, token)
+    out["took"] = time.monotonic() - t0
+
+
+def test_permission_revoked_during_read_voids_it(make_cluster, monkeypatch):
+    if os.environ.get("CETCD_TEST_AGAINST_ETCD") == "1":
+        pytest.skip("needs cetcd's CETCD_TEST_READ_PAUSE_MS hook to hold "
+                    "a read between its check and its read")
+    monkeypatch.setenv("CETCD_TEST_READ_PAUSE_MS", "2000")
+    c = make_cluster(3, extra_args=["--bcrypt-cost", "4"])
+    lead, slow, token = auth_setup(c)
+    ctl(lead, *ROOT, "role", "grant-permission", "rg", "read", "/g/",
+        "--prefix")
+    # With no auth change during it the paused read answers the key: the
+    # pause alone voids nothing.
+    out = {}
+    timed_read(slow, token, out)
+    assert out["got"] == [b"v"], out
+    assert out["took"] >= 1.5, "the read did not pause: %r" % (out,)
+    # The permission is revoked (acknowledged) while the read waits
+    # between its check and its read: the read is void.
+    out = {}
+    t = threading.Thread(target=timed_read, args=(slow, token, out))
+    t.start()
+    time.sleep(0.5)
+    ctl(lead, *ROOT, "role", "revoke-permission", "rg", "/g/", "--prefix")
+    t.join(30)
+    assert out["got"] == "etcdserver: revision of auth store is old", (
+        "a read checked before a revoke returned data after it: %r" % (out,))
+    assert read(slow, token) == "etcdserver: permission denied"
