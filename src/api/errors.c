@@ -61,6 +61,14 @@ grpc_status_code api_error(int err, const char **msg_out)
         E(ERR_AUTH_OLD_REVISION, GRPC_STATUS_INVALID_ARGUMENT,
           "etcdserver: revision of auth store is old")
         /* not in etcd's rpctypes: gRPC's Unknown with the auth error */
+        E(ERR_AUTH_RAW_USER_EMPTY, GRPC_STATUS_UNKNOWN,
+          "auth: user name is empty")
+        E(ERR_AUTH_RAW_USER_NOT_FOUND, GRPC_STATUS_UNKNOWN,
+          "auth: user not found")
+        E(ERR_AUTH_RAW_PERMISSION_DENIED, GRPC_STATUS_UNKNOWN,
+          "auth: permission denied")
+        E(ERR_AUTH_RAW_INVALID_TOKEN, GRPC_STATUS_UNKNOWN,
+          "auth: invalid auth token")
         E(ERR_AUTH_VERIFY_ONLY, GRPC_STATUS_UNKNOWN,
           "auth: token signing attempted with verify-only key")
         E(ERR_AUTH_INVALID_OPTS, GRPC_STATUS_UNKNOWN,

@@ -114,6 +114,25 @@ int svc_auth_check_admin(struct server *s, struct svc_done done)
     return rc != 0 ? rc : auth_check_admin(server_auth_store(s), user);
 }
 
+/* etcd 3.4's maintenance server hands the auth store's own errors to gRPC
+ * as they are (gRPC Unknown, "auth: ..."), where the other services turn
+ * them into rpctypes ("etcdserver: ...", with a code). */
+int svc__auth_raw(int rc)
+{
+    switch (rc) {
+    case ERR_AUTH_USER_EMPTY: return ERR_AUTH_RAW_USER_EMPTY;
+    case ERR_AUTH_USER_NOT_FOUND: return ERR_AUTH_RAW_USER_NOT_FOUND;
+    case ERR_AUTH_PERMISSION_DENIED: return ERR_AUTH_RAW_PERMISSION_DENIED;
+    case ERR_AUTH_INVALID_TOKEN: return ERR_AUTH_RAW_INVALID_TOKEN;
+    default: return rc;
+    }
+}
+
+int svc_auth_check_maint(struct server *s, struct svc_done done)
+{
+    return svc__auth_raw(svc_auth_check_admin(s, done));
+}
+
 /* --- proposals ------------------------------------------------------------ */
 
 static void on_applied(void *arg, const struct server_response *r)

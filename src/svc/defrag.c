@@ -24,7 +24,7 @@ void svc_maint_defragment(struct server *s,
                           struct svc_done done)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
-    int arc = svc_auth_check_admin(s, done); /* etcd's authMaintenanceServer */
+    int arc = svc_auth_check_maint(s, done); /* etcd's authMaintenanceServer */
     if (arc != 0) {
         done.fn(done.ctx, arc, NULL);
         return;

@@ -179,7 +179,7 @@ static int s_open(struct server *s, struct svc_stream *st, void **state_out)
     CHECK(s != NULL && st != NULL && state_out != NULL);
     /* etcd's authMaintenanceServer: a snapshot needs the root role. */
     struct svc_done who = {NULL, st->ctx, st->metadata};
-    int arc = svc_auth_check_admin(s, who);
+    int arc = svc_auth_check_maint(s, who);
     if (arc != 0)
         return arc;
     struct snap_stream *x = mem_malloc(sizeof *x);

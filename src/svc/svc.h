@@ -424,6 +424,14 @@ int svc_auth_who(struct server *s, struct svc_done done, char *user_out,
  * ERR_AUTH_USER_NOT_FOUND, ERR_AUTH_PERMISSION_DENIED. */
 int svc_auth_check_admin(struct server *s, struct svc_done done);
 
+/* svc_auth_check_maint: svc_auth_check_admin for the Maintenance methods
+ * etcd's authMaintenanceServer guards (Hash, HashKV, Defragment, Snapshot;
+ * and MoveLeader, which etcd 3.4.23 lets anyone call: cetcd needs root),
+ * with etcd's errors for them: gRPC Unknown, "auth: permission denied",
+ * "auth: user name is empty", "auth: user not found", "auth: invalid auth
+ * token" (ERR_AUTH_RAW_*). */
+int svc_auth_check_maint(struct server *s, struct svc_done done);
+
 /* svc_auth_check_read: may the caller read [key, end)?  0, or the error
  * to answer (etcd's IsRangePermitted with the caller's token).  rev_out
  * (NULL: not wanted) gets the auth store's revision the answer was made

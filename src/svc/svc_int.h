@@ -20,6 +20,11 @@ void svc__done_take(struct svc_done *held, int err,
  * caller's metadata, so the inner request runs as the same user. */
 const char *svc__done_metadata(void *held, const char *key, size_t *len);
 
+/* svc__auth_raw: an auth error (ERR_AUTH_USER_EMPTY, _USER_NOT_FOUND,
+ * _PERMISSION_DENIED, _INVALID_TOKEN) as etcd's maintenance server answers
+ * it (ERR_AUTH_RAW_*); any other code unchanged. */
+int svc__auth_raw(int rc);
+
 /* svc__auth_stamp sets ir's auth_user (pointing into buf, cap bytes) and
  * auth_revision from the caller's token (svc_auth_who).  Errors:
  * ERR_AUTH_INVALID_TOKEN. */

@@ -130,6 +130,13 @@
     X(DEFRAG_PIN_PENDING, -880,                                            \
       "etcdserver: the last defragmented store is not pinned yet, try "    \
       "again")                                                             \
+    /* etcd's auth errors as its maintenance server answers them, not
+     * turned into rpctypes (gRPC Unknown): svc_auth_check_maint
+     * (-930..-939) */                                                     \
+    X(AUTH_RAW_USER_EMPTY, -930, "auth: user name is empty")               \
+    X(AUTH_RAW_USER_NOT_FOUND, -931, "auth: user not found")               \
+    X(AUTH_RAW_PERMISSION_DENIED, -932, "auth: permission denied")         \
+    X(AUTH_RAW_INVALID_TOKEN, -933, "auth: invalid auth token")            \
     /* logging (-820..-839) */                                             \
     X(LOG_OUTPUT, -820, "cannot open a log output")
 
