@@ -67,7 +67,7 @@ bool server__quota_room(struct server *s, uint64_t cost)
         return true;
     if (q == 0)
         q = QUOTA_DEFAULT_BYTES;
-    return atomic_load(&s->db_bytes) + cost < (uint64_t)q;
+    return atomic_load(&s->db_used) + cost < (uint64_t)q;
 }
 
 bool server_quota_allows(struct server *s, uint64_t cost)
@@ -125,7 +125,7 @@ void server__quota_log(const struct server *s)
 
 void server__quota_update(struct server *s)
 {
-    atomic_store(&s->db_bytes, backend_file_bytes(s->be));
+    atomic_store(&s->db_used, backend_used_bytes(s->be));
     atomic_store(&s->disk_low, backend_space_low(s->be));
 }
 
