@@ -13,8 +13,8 @@ size").  One fresh single member on free ports per run.
 Printed per phase (loaded, stopped, restarted): every file of the data dir
 with its apparent size and its allocated blocks (du), grouped by part
 (db, wal, snap, other); for LMDB's data.mdb also the extent (last page + 1,
-etcd's dbSize), the pages in use (extent minus the free list, etcd's
-dbSizeInUse) and the pages the trees hold (mdb_stat -a, if lmdb-utils is
+etcd's dbSize), the pages in use (extent minus the free list; Status
+dbSizeInUse, read while the member runs, is the trees' pages) and the pages the trees hold (mdb_stat -a, if lmdb-utils is
 installed); the live data (keys + values as loaded); and the ratios of the
 whole dir's allocated bytes to the store's size in use and to the live data.
 A last line "RESULT ..." has the numbers in one row.

@@ -35,6 +35,7 @@
 /* LMDB numbers named databases from 2 (0: free pages, 1: the names). */
 #define DBI_SLOTS (MAX_BUCKETS + 2)
 #define NAME_MAX_LEN 64
+#define META_PAGES 2u /* LMDB's pages 0 and 1 */
 
 struct backend {
     MDB_env *env;          /* the environment; owned */
@@ -54,6 +55,8 @@ struct backend {
     _Atomic uint64_t last_txnid; /* the last committed write txn's id */
     _Atomic uint64_t extent; /* bytes up to the last committed txn's last
                               page: see extent_update */
+    _Atomic uint64_t used; /* bytes of the trees' pages as of the last
+                              commit: see tree_pages */
     uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
     bool ahead_warned;     /* alloc_ahead failed and said so */
     _Atomic bool low;      /* the disk refused blocks and less than
@@ -132,6 +135,7 @@ static void jtouch(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len)
 
 static void alloc_ahead(struct backend *be);
 static void extent_update(struct backend *be);
+static uint64_t tree_pages(MDB_txn *txn);
 
 static MDB_txn *mtxn(struct backend_txn *t)
 {
@@ -341,6 +345,10 @@ int backend_open(const char *dir, const struct backend_options *opts,
         goto err_env;
     be->page_size = st.ms_psize;
     extent_update(be);
+    /* No bucket is open yet: the meta pages and the names' tree. */
+    atomic_store(&be->used, (META_PAGES + st.ms_branch_pages +
+                             st.ms_leaf_pages + st.ms_overflow_pages) *
+                                be->page_size);
     if (be->write_map)
         alloc_ahead(be);
     CHECK(be->key_max > BACKEND_REVKEY_SUFFIX);
@@ -386,10 +394,12 @@ int backend_bucket_open(struct backend *be, const char *name, unsigned flags,
         mdb_txn_abort(txn);
         return map(rc);
     }
+    uint64_t used = tree_pages(txn) * be->page_size;
     rc = mdb_txn_commit(txn);
     if (rc != 0)
         return map(rc);
     extent_update(be);
+    atomic_store(&be->used, used);
     CHECK(dbi < DBI_SLOTS);
     pthread_mutex_lock(&be->names_mu);
     snprintf(be->names[dbi], NAME_MAX_LEN, "%s", name);
@@ -605,13 +615,19 @@ int backend_write_commit(struct backend_txn *txn)
     }
     if (be->journal != NULL)
         backend__journal_capture(be->journal, mtxn(txn));
+    /* Counted before the commit, in the txn that has the final trees (the
+     * commit itself only rewrites the changed buckets' records in the
+     * names' tree, which keeps its pages). */
+    uint64_t used = tree_pages(mtxn(txn)) * be->page_size;
     int64_t t0 = metrics_now_ns();
     int rc = map(mdb_txn_commit(mtxn(txn)));
     metrics_since(&backend_metrics_commit, t0);
     if (be->journal != NULL)
         backend__journal_end_txn(be->journal, rc == 0);
-    if (rc == 0)
+    if (rc == 0) {
         extent_update(be);
+        atomic_store(&be->used, used);
+    }
     if (rc == 0 && be->write_map)
         alloc_ahead(be);
     return rc;
@@ -873,28 +889,23 @@ size_t backend_key_max(const struct backend *be)
     return be->key_max;
 }
 
-/* free_pages sums the page counts of the freelist (LMDB's dbi 0): each
- * record's value is an array of page numbers whose first element is the
- * count. */
-static int free_pages(MDB_txn *txn, uint64_t *pages_out)
+/* tree_pages counts the pages of the store's trees as txn sees them:
+ * LMDB's two meta pages, the tree of bucket names (dbi 1) and every
+ * bucket this handle opened (a bucket in the file that no module opens is
+ * not counted).  Not the free list (dbi 0): neither its free pages nor
+ * the pages of its own records, whose number follows how long pins held
+ * freed pages, not the data.  LMDB keeps each tree's page counts in its
+ * record as pages are allocated and freed, so this is a dozen reads.  */
+static uint64_t tree_pages(MDB_txn *txn)
 {
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(txn, 0, &c);
-    if (rc != 0)
-        return map(rc);
-    uint64_t pages = 0;
-    MDB_val k, v;
-    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        size_t n;
-        if (v.mv_size < sizeof n)
-            continue;
-        memcpy(&n, v.mv_data, sizeof n);
-        pages += n;
+    uint64_t pages = META_PAGES;
+    for (MDB_dbi dbi = 1; dbi < DBI_SLOTS; dbi++) {
+        MDB_stat st;
+        if (mdb_stat(txn, dbi, &st) != 0)
+            continue; /* a slot no bucket was opened in */
+        pages += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
     }
-    mdb_cursor_close(c);
-    *pages_out = pages;
-    return rc == MDB_NOTFOUND ? 0 : map(rc);
+    return pages;
 }
 
 int backend_size(struct backend *be, uint64_t *total_bytes_out,
@@ -906,21 +917,25 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
     if (rc != 0)
         return map(rc);
     MDB_envinfo info;
-    uint64_t freep = 0;
+    uint64_t pages = tree_pages(txn);
     rc = mdb_env_info(be->env, &info);
-    if (rc == 0)
-        rc = free_pages(txn, &freep) == 0 ? 0 : MDB_CORRUPTED;
     mdb_txn_abort(txn);
     if (rc != 0)
         return map(rc);
     uint64_t total = ((uint64_t)info.me_last_pgno + 1) * be->page_size;
-    uint64_t used = total - freep * be->page_size;
-    CHECK(freep * be->page_size <= total);
+    uint64_t used = pages * be->page_size;
+    CHECK(used <= total); /* the extent read after the txn only grew */
     if (total_bytes_out != NULL)
         *total_bytes_out = total;
     if (in_use_bytes_out != NULL)
         *in_use_bytes_out = used;
     return 0;
+}
+
+uint64_t backend_used_bytes(struct backend *be)
+{
+    CHECK(be != NULL);
+    return atomic_load(&be->used);
 }
 
 /* extent_update reads, after a commit (on the writer's thread), how far

@@ -224,15 +224,18 @@ size_t backend_key_max(const struct backend *be);
 
 /*
  * backend_size reports the file size (total, what etcd calls dbSize) and
- * the bytes in use (total minus free pages, etcd's dbSizeInUse).
+ * the bytes in use (etcd's dbSizeInUse, the live data).
  * "File size" is LMDB's extent: (last page number + 1) * page size, the
  * bytes up to the last page the latest txn reaches.  It is what bbolt's
  * file size is to etcd (the high-water mark of pages, free ones included:
  * it shrinks only with a defragmentation), while the data file itself is
  * sparse and as large as the map with write_map (its blocks, du, are the
- * extent plus what backend_open allocates ahead).  In use is the extent
- * minus the pages on LMDB's free list (bbolt: size minus free pages).
- * Either out may be NULL.  Errors: ERR_BUSY, ERR_IO.
+ * extent plus what backend_open allocates ahead).  In use is the pages of
+ * the store's trees: the two meta pages, the tree of bucket names and
+ * every opened bucket (LMDB's own counts), not the free list nor its
+ * records; the extent minus in use is the free list and its records (bbolt:
+ * size minus free pages).  Either out may be NULL.  Errors: ERR_BUSY,
+ * ERR_IO.
  */
 int backend_size(struct backend *be, uint64_t *total_bytes_out,
                  uint64_t *in_use_bytes_out);
@@ -255,6 +258,13 @@ uint64_t backend_txnid_last(struct backend *be);
 /* backend_file_bytes is backend_size's total without its read txn: the
  * extent of the pages the last committed txn reaches (cheap; any thread). */
 uint64_t backend_file_bytes(struct backend *be);
+
+/* backend_used_bytes is backend_size's in use without its read txn: the
+ * pages of the trees as the last committed write txn left them (counted
+ * in it before its commit; cheap; any thread).  Unlike the extent it does
+ * not depend on how long read txns (pins) kept freed pages from reuse:
+ * the same writes give the same figure (the backend quota's measure). */
+uint64_t backend_used_bytes(struct backend *be);
 
 /*
  * A full disk.  With write_map the store is written through a shared map

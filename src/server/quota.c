@@ -6,8 +6,44 @@
  * applied all the same (every member applies the same log) and answered
  * ErrNoSpace.  The cost is etcd's estimate: 256 bytes of metadata plus the
  * key and value of each put (a txn: the dearer of its two branches, puts
- * at the top level only).  The size is the store's extent after the last
- * committed apply batch (what Status calls dbSize).
+ * at the top level only).
+ *
+ * The measure.  etcd adds the cost to its bbolt file's size (Status
+ * dbSize: bbolt's high-water mark of pages, free ones included).  cetcd
+ * adds it to the store's pages in use as the last committed apply batch
+ * left them (Status dbSizeInUse: its trees' pages, LMDB's own counts,
+ * taken in the batch's txn: backend_used_bytes), not to its extent
+ * (Status dbSize).  The extent holds every page freed since the oldest
+ * open read txn, and the pins (snap_pin.c) hold one for 250 ms and more,
+ * so it is the data plus the copies of the last pins' writes, and follows
+ * the load's speed and the pins' timing: 14 pages on a fresh store (5 in
+ * use; etcd: a 5-page file), 1491 to 1806 after 1000 small puts (48 in
+ * use; etcd: 23).  A quota on the extent refused writes by timing, and a 13-page
+ * quota (etcd's TestCtlV3Alarm) the first one.  The pages in use follow
+ * the writes only, whatever reads, pins or defragmentations did.
+ *
+ * How it differs from etcd's for the same data (docs/ARCHITECTURE.md
+ * "Quota and alarms" has the numbers; bench/quota_sizes.py measures):
+ * - bbolt's free pages count in etcd: after a compaction its file keeps
+ *   its size and the quota still refuses until a defragmentation.  cetcd
+ *   counts what the compaction deleted as free once it is deleted (the
+ *   steps run in the apply batches: see the compaction in ARCHITECTURE.md),
+ *   so compaction alone makes room; a defragmentation changes the figure
+ *   little (LMDB's compacting copy keeps the trees' pages).  The
+ *   NOSPACE alarm stays latched until disarmed either way, as in etcd.
+ * - cetcd stores more for the same keys: the revision index that etcd
+ *   keeps in memory (the `rev` bucket), and versions ordered by key (a
+ *   new version goes in the middle of the `kv` tree, whose pages split
+ *   and stay about half full) where bbolt appends revisions to full
+ *   pages: 1.4x to 2.1x etcd's file for 1000 small puts, 2.4x for 1000
+ *   1 KB puts over 100 keys; the same quota holds less data.
+ * - Like etcd's, the figure is this member's: it follows the member's own
+ *   batches (a compaction steps once per batch), so members may differ by
+ *   a few pages.  The API's check and the quota applier read the same
+ *   figure, and every member applies the same log whatever it answers.
+ *
+ * The full disk (the store's blocks or the WAL's) is a second, separate
+ * measure: backend_space_low, wal_space_low.
  *
  * A write the API refuses for the quota, or for a full disk (the store
  * found no more blocks: backend_space_low), raises the NOSPACE alarm as
@@ -67,7 +103,7 @@ bool server__quota_room(struct server *s, uint64_t cost)
         return true;
     if (q == 0)
         q = QUOTA_DEFAULT_BYTES;
-    return atomic_load(&s->db_bytes) + cost < (uint64_t)q;
+    return atomic_load(&s->db_used) + cost < (uint64_t)q;
 }
 
 bool server_quota_allows(struct server *s, uint64_t cost)
@@ -125,7 +161,7 @@ void server__quota_log(const struct server *s)
 
 void server__quota_update(struct server *s)
 {
-    atomic_store(&s->db_bytes, backend_file_bytes(s->be));
+    atomic_store(&s->db_used, backend_used_bytes(s->be));
     atomic_store(&s->disk_low, backend_space_low(s->be));
 }
 

@@ -362,7 +362,8 @@ struct server {
     _Atomic uint64_t stat_proposals_failed; /* timed out (server_metrics) */
     _Atomic uint64_t stat_wal_syncs;
     _Atomic uint64_t stat_apply_batches;
-    _Atomic uint64_t db_bytes; /* the store's extent (quota.c) */
+    _Atomic uint64_t db_used;  /* the store's pages in use, the quota's
+                                * measure (quota.c) */
     _Atomic bool disk_low;     /* backend_space_low after the last commit
                                 * (quota.c) */
     bool apply_full;           /* under apply_mu: a full disk stopped the
@@ -800,8 +801,8 @@ bool server__member_id_removed(struct server *s, uint64_t id);
 void server__member_removed_by(struct server *s, uint64_t by);
 
 /* quota.c: server__quota_log says at start what the quota is if it is not
- * the default; server__quota_update reads the store's size (at each store
- * open, and on the apply thread after each commit). */
+ * the default; server__quota_update reads the store's pages in use (at
+ * each store open, and on the apply thread after each commit). */
 void server__quota_log(const struct server *s);
 void server__quota_update(struct server *s);
 /* quota.c: the quota in bytes, the default filled in (negative: none). */
