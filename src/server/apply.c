@@ -17,6 +17,8 @@
 #include "util/mem.h"
 
 #define COMPACT_STEP_REVS 1000 /* default revisions compacted per batch */
+#define COMPACT_IDLE_MS 10u    /* a pending compaction steps when idle */
+#define APPLY_LOOK_MS 100u     /* the idle apply thread looks for one */
 
 /* A response waiting for the batch commit. */
 struct pending {
@@ -453,10 +455,59 @@ void server__apply_handoff(struct server *s, struct server_entry *head,
 /* How often entries that a full disk refused are tried again. */
 #define STALL_RETRY_MS 100
 
+/* A compaction left pending (its steps run one per apply batch, after the
+ * batch that scheduled it) goes on when no write comes: the apply thread
+ * takes a step in a batch of its own once the queue stayed empty for
+ * COMPACT_IDLE_MS (etcd pauses 10 ms between its compaction batches), but
+ * not while a tentative batch is out (its readers are pinned below it:
+ * compact_more).  Without it a lone member that received a compaction and
+ * then no write deleted nothing: Status and a defragmentation saw the
+ * whole history still there. */
+static void compact_idle(struct server *s)
+{
+    pthread_mutex_lock(&s->apply_mu);
+    if (!server_queue_is_empty(&s->committed) || server__spec_last(s) != 0 ||
+        !mvcc_compact_pending(s->mvcc)) {
+        pthread_mutex_unlock(&s->apply_mu);
+        return;
+    }
+    struct mvcc_batch *b;
+    int rc = mvcc_batch_begin(s->mvcc, &b);
+    if (rc == 0) {
+        compact_more(s, b, false, 0);
+        rc = mvcc_batch_commit(b, mvcc_consistent_index(s->mvcc));
+    }
+    if (rc == 0)
+        server__quota_update(s);
+    else if (rc != ERR_NOSPC) /* a full disk: said by the apply stall */
+        log_warn("mvcc", "compaction step failed: %s (retried)",
+                 err_str(rc));
+    pthread_mutex_unlock(&s->apply_mu);
+}
+
+/* Waits for committed entries; false once the queue is closed and empty.
+ * Meanwhile it looks for a pending compaction every APPLY_LOOK_MS (a
+ * batch applied inline by the log thread may have left one: it does not
+ * wake this thread) and steps it every COMPACT_IDLE_MS. */
+static bool wait_work(struct server *s)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->apply_mu);
+        bool pending = mvcc_compact_pending(s->mvcc);
+        pthread_mutex_unlock(&s->apply_mu);
+        int w = server_queue_wait_nonempty_ms(
+            &s->committed, pending ? COMPACT_IDLE_MS : APPLY_LOOK_MS);
+        if (w != 0)
+            return w > 0;
+        if (pending)
+            compact_idle(s);
+    }
+}
+
 void *server__apply_main(void *arg)
 {
     struct server *s = arg;
-    while (server_queue_wait_nonempty(&s->committed)) {
+    while (wait_work(s)) {
         pthread_mutex_lock(&s->apply_mu);
         size_t n;
         struct server_entry *head = server_queue_pop_all(&s->committed, &n);

@@ -4,12 +4,18 @@
 
 #include "util/check.h"
 
+#include <time.h>
+
 #include "util/err.h"
 
 void server_queue_init(struct server_queue *q, size_t max)
 {
     pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* wait_nonempty_ms */
+    pthread_cond_init(&q->cv, &ca);
+    pthread_condattr_destroy(&ca);
     q->head = q->tail = NULL;
     q->count = 0;
     q->max = max;
@@ -95,6 +101,25 @@ bool server_queue_wait_nonempty(struct server_queue *q)
     while (q->head == NULL && !q->closed)
         pthread_cond_wait(&q->cv, &q->mu);
     bool some = q->head != NULL;
+    pthread_mutex_unlock(&q->mu);
+    return some;
+}
+
+int server_queue_wait_nonempty_ms(struct server_queue *q, uint32_t ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000u;
+    until.tv_nsec += (long)(ms % 1000u) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&q->mu);
+    int rc = 0;
+    while (q->head == NULL && !q->closed && rc == 0)
+        rc = pthread_cond_timedwait(&q->cv, &q->mu, &until);
+    int some = q->head != NULL ? 1 : q->closed ? -1 : 0;
     pthread_mutex_unlock(&q->mu);
     return some;
 }

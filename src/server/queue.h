@@ -59,6 +59,10 @@ struct server_entry *server_queue_try_pop_all(struct server_queue *q,
 /* wait_nonempty blocks until something is queued (true) or the queue is
  * closed and empty (false); it takes nothing. */
 bool server_queue_wait_nonempty(struct server_queue *q);
+/* wait_nonempty_ms is wait_nonempty for at most ms milliseconds: 1 when
+ * something is queued, 0 when the time passed first, -1 when the queue is
+ * closed and empty. */
+int server_queue_wait_nonempty_ms(struct server_queue *q, uint32_t ms);
 /* is_empty: nothing queued right now. */
 bool server_queue_is_empty(struct server_queue *q);
 

@@ -89,18 +89,66 @@ void server__lone_voter_update(struct server *s)
                                      st.conf.n_voters_outgoing == 0);
 }
 
+/* Does the encoded cetcdpb.InternalRequest p[0..n) carry a compaction
+ * (field 6)?  A walk over its top-level fields; true for bytes that do
+ * not parse (the applier decides what they are). */
+static bool entry_compacts(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag = 0, len = 0;
+        for (int sh = 0;; sh += 7) {
+            if (i >= n || sh > 63)
+                return true;
+            tag |= (uint64_t)(p[i] & 0x7f) << sh;
+            if ((p[i++] & 0x80) == 0)
+                break;
+        }
+        switch (tag & 7) {
+        case 0: /* varint */
+            while (i < n && (p[i] & 0x80))
+                i++;
+            i++;
+            break;
+        case 1: i += 8; break;
+        case 5: i += 4; break;
+        case 2:
+            if (tag >> 3 == 6)
+                return true;
+            for (int sh = 0;; sh += 7) {
+                if (i >= n || sh > 63)
+                    return true;
+                len |= (uint64_t)(p[i] & 0x7f) << sh;
+                if ((p[i++] & 0x80) == 0)
+                    break;
+            }
+            if (len > n - i)
+                return true;
+            i += (size_t)len;
+            break;
+        default:
+            return true;
+        }
+    }
+    return i != n;
+}
+
 /* May rd's new entries be applied while their fsync runs (apply.c,
  * "Speculative apply")?  Only when this member is the only voter (its own
  * fsync commits them and no other leader can replace them), no conf change
  * is among them or committed with them (the voters could change before
- * they commit), and no tentative batch is out. */
+ * they commit), no compaction is among them (a tentative batch may not
+ * delete what its pinned readers see, so a physical compaction there could
+ * not be done before its answer: apply_kv.c do_compact), and no tentative
+ * batch is out. */
 static bool may_speculate(struct server *s, const struct raft_ready *rd)
 {
     if (!s->spec_ok || !s->node.is_leader || rd->n_entries == 0 ||
         rd->n_committed != 0 || rd->snapshot != NULL || !rd->must_sync)
         return false;
     for (size_t i = 0; i < rd->n_entries; i++)
-        if (rd->entries[i].type != RAFT_ENTRY_NORMAL)
+        if (rd->entries[i].type != RAFT_ENTRY_NORMAL ||
+            entry_compacts(rd->entries[i].data, rd->entries[i].len))
             return false;
     return atomic_load(&s->lone_voter) && server__spec_last(s) == 0;
 }
