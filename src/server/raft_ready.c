@@ -89,10 +89,7 @@ void server__lone_voter_update(struct server *s)
                                      st.conf.n_voters_outgoing == 0);
 }
 
-/* Does the encoded cetcdpb.InternalRequest p[0..n) carry a compaction
- * (field 6)?  A walk over its top-level fields; true for bytes that do
- * not parse (the applier decides what they are). */
-static bool entry_compacts(const uint8_t *p, size_t n)
+bool server__entry_compacts(const uint8_t *p, size_t n)
 {
     size_t i = 0;
     while (i < n) {
@@ -148,7 +145,7 @@ static bool may_speculate(struct server *s, const struct raft_ready *rd)
         return false;
     for (size_t i = 0; i < rd->n_entries; i++)
         if (rd->entries[i].type != RAFT_ENTRY_NORMAL ||
-            entry_compacts(rd->entries[i].data, rd->entries[i].len))
+            server__entry_compacts(rd->entries[i].data, rd->entries[i].len))
             return false;
     return atomic_load(&s->lone_voter) && server__spec_last(s) == 0;
 }

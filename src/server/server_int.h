@@ -570,6 +570,11 @@ void *server__apply_main(void *arg);
 /* applier.c: apply one decoded request inside the open mvcc batch
  * through the apply chain (applier.h); returns 0 and the response in
  * *msg_out (arena memory), or an ERR_*. */
+/* raft_ready.c: does the encoded cetcdpb.InternalRequest p[0..n) carry a
+ * Compaction (field 6)?  A walk over its top-level fields, no decoding;
+ * true also for bytes that do not parse (the applier decides what they
+ * are).  Such entries are not applied speculatively. */
+bool server__entry_compacts(const uint8_t *p, size_t n);
 /* apply.c: applies a chain of n committed entries in one batch. */
 int server__apply_entries(struct server *s, struct server_entry *head,
                           size_t n, bool wake_waiters);
