@@ -63,6 +63,10 @@ struct api_stream_method {
     bool errors_unknown;
     /* the method's kind on the wire, for its metrics (zero: bidi) */
     enum rpc_method_type wire_type;
+    /* its messages yield the connection to the other calls on it
+     * (rpc_stream_background: Watch, whose events would otherwise sit in
+     * front of every unary reply on a connection the client reads slowly) */
+    bool background;
 };
 
 /* The HTTP endpoints' context (http.c): one per listener that serves

@@ -101,6 +101,8 @@ static void on_open(struct rpc_stream *rs, void *ctx)
     };
     a->rs = rs;
     a->m = m;
+    if (m->background)
+        rpc_stream_background(rs);
     atomic_init(&a->refs, 1); /* the runtime's, until on_close */
     rpc_stream_data_set(rs, a);
     int rc = m->handler->open(m->server, &a->st, &a->state);

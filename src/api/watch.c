@@ -13,6 +13,7 @@ int api__watch_register(struct api *api)
         .handler = &svc_watch_handler,
         .server = api->server,
         .queue_max = RPC_DEFAULT_STREAM_QUEUE,
+        .background = true,
     };
     return api__stream_register(api->rpc, "/etcdserverpb.Watch/Watch",
                                 &api->watch);

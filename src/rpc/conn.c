@@ -220,6 +220,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
     if (f->hd.type == NGHTTP2_PING &&
         (f->hd.flags & NGHTTP2_FLAG_ACK) == 0)
         rpc__keepalive_ping(c);
+    if (f->hd.type == NGHTTP2_WINDOW_UPDATE && f->hd.stream_id == 0)
+        rpc__conn_bg_update(c); /* stream.c: background streams */
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
     struct rpc__item *it =

@@ -196,6 +196,7 @@ static void keepalive(struct rpc__loop *l, int64_t now)
         }
         if (c->ka_ping_ms != 0 && c->last_read_ms > c->ka_ping_ms)
             c->ka_ping_ms = 0; /* the client answered (or spoke) */
+        rpc__conn_bg_sweep(c); /* background streams' budget (stream.c) */
         if (c->ka_ping_ms != 0 && now - c->ka_ping_ms >= srv->ka_timeout_ms) {
             c->refs++;
             rpc__conn_kill(c);

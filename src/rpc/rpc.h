@@ -473,6 +473,14 @@ int rpc_stream_send(struct rpc_stream *stream, const ProtobufCMessage *msg);
 int rpc_stream_send_ctrl(struct rpc_stream *stream,
                          const ProtobufCMessage *msg);
 
+/* rpc_stream_background marks stream as background traffic (a Watch): its
+ * messages yield the connection to the other calls on it, keeping a
+ * bounded number of bytes unacknowledged by the client (stream.c
+ * "background streams"), and its send queue is bounded in bytes too
+ * (RPC_BG_QUEUE_BYTES, 1 MiB: rpc_stream_send answers ERR_FULL past it).
+ * Call from on_open (the stream's loop), before any send. */
+void rpc_stream_background(struct rpc_stream *stream);
+
 /* rpc_stream_finish ends the stream with code/msg once the queued messages
  * are sent.  Any thread.  Errors: ERR_CLOSED (already ended/finishing). */
 int rpc_stream_finish(struct rpc_stream *stream, grpc_status_code code,

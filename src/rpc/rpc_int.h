@@ -139,6 +139,15 @@ struct rpc__conn {
     nghttp2_session *ng;               /* HTTP/2 state */
     int refs;                          /* see the file comment */
     bool dead;                         /* socket closed, session gone */
+    /* Background streams (rpc_stream_background, stream.c bg_room): the
+     * DATA they may have unacknowledged by the client's connection-level
+     * WINDOW_UPDATEs.  All loop-only. */
+    int32_t win_max;                   /* the largest send window seen */
+    int32_t bg_cap;                    /* their in-flight budget, bytes */
+    bool bg_waiting;                   /* a background stream is deferred */
+    bool bg_updated;                   /* a WINDOW_UPDATE came since the
+                                          last keepalive sweep */
+    unsigned bg_idle;                  /* sweeps deferred without one */
     bool dirty;                        /* on the loop's flush list */
     bool want_out;                     /* EPOLLOUT armed */
     uint8_t *out;                      /* frames not yet written */
@@ -254,6 +263,9 @@ struct rpc_stream {
     bool close_told;                   /* loop: on_close ran */
     bool owner_gone;                   /* loop: release seen */
     bool headers_sent;                 /* loop: response HEADERS queued */
+    bool background;                   /* rpc_stream_background (set on the
+                                          loop before any send) */
+    bool bg_deferred;                  /* loop: waits for the budget */
     bool fin_submitted;                /* loop (read callback): trailers */
     void *data;                        /* owner's pointer */
     pthread_mutex_t mu;                /* guards the fields below */
@@ -285,7 +297,7 @@ struct rpc_stream {
     bool http_head_set;                /* mu: http_head is queued */
     struct rpc_http_head http_head;    /* mu: the answer's head */
     bool http_body_sent;               /* mu: a whole answer's body queued */
-    size_t q_bytes;                    /* mu: HTTP: bytes in the queue */
+    size_t q_bytes;                    /* mu: bytes in the queue */
     /* The same answer on an HTTP/2 stream (h2 set): stream_id is the
      * request's, the bytes go out as DATA frames as the client's window
      * allows, END_STREAM ends it; headers_sent: HEADERS submitted. */
@@ -454,6 +466,8 @@ size_t rpc__status_nv(nghttp2_nv *nv, grpc_status_code code,
  * a gateway watch's events are JSON lines of any size, and 144 of them
  * may be large.  One message is always taken into an empty queue. */
 #define H1_STREAM_BYTES_MAX (4u << 20)
+/* A background stream's queue, bytes (besides its messages; stream.c). */
+#define RPC_BG_QUEUE_BYTES (1u << 20)
 /* rpc__sniff takes a SNIFF connection's first bytes: the HTTP/2 preface
  * makes it H2, anything else H1; the bytes go on to that protocol.  False
  * when the connection died. */
@@ -560,6 +574,13 @@ void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n);
 void rpc__stream_half_closed(struct rpc_stream *s);
 void rpc__stream_trailers_sent(struct rpc_stream *s);
 void rpc__stream_closed(struct rpc_stream *s);
+/* Background streams' budget (stream.c "background streams"): a
+ * connection-level WINDOW_UPDATE came (on_frame_recv, after nghttp2
+ * applied it); resume the deferred ones; the keepalive sweep's check for
+ * a stalled budget (guard.c). */
+void rpc__conn_bg_update(struct rpc__conn *c);
+void rpc__conn_bg_resume(struct rpc__conn *c);
+void rpc__conn_bg_sweep(struct rpc__conn *c);
 void rpc__stream_inbox(struct rpc_stream *s);
 /* rpc__stream_tell_close runs the owner's on_close once. */
 void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled);

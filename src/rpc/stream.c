@@ -205,6 +205,94 @@ void rpc__stream_closed(struct rpc_stream *s)
     maybe_free(s);
 }
 
+/* --- background streams ---------------------------------------------------
+ *
+ * A stream marked background (a Watch) yields its connection to the other
+ * calls on it.  HTTP/2 flow control alone lets a server put a whole
+ * connection window of stream DATA (4 MiB from grpc's C core) in front of
+ * a unary reply, and a client slower to read than the server is to write
+ * keeps that window full: every Put response on the connection then waits
+ * for the client to chew through megabytes of watch events first.  So
+ * background streams keep at most a budget of bytes unacknowledged on the
+ * connection (sent, not yet given back by the client's connection-level
+ * WINDOW_UPDATE); past it they are deferred until an update comes.  Unary
+ * replies and other streams are never held back.
+ *
+ * The budget must not stall a client that gives window back lazily, only
+ * once it consumed some threshold T (grpc-go: a quarter of its window):
+ * it is the larger of RPC_BG_INFLIGHT_MIN and a quarter of the largest
+ * window the client ever gave plus a frame, and a connection whose deferred
+ * streams saw no update for RPC_BG_STALL_SWEEPS keepalive sweeps doubles
+ * it (rpc__conn_bg_sweep), so progress is certain for any client that
+ * reads: the wait is bounded by about a second, once per doubling. */
+
+#define RPC_BG_INFLIGHT_MIN (256 * 1024) /* bytes */
+#define RPC_BG_FRAME (16 * 1024)          /* one DATA frame */
+/* Keepalive sweeps (SWEEP_MS, 250 ms) deferred without an update before
+ * the budget doubles. */
+#define RPC_BG_STALL_SWEEPS 4
+
+void rpc_stream_background(struct rpc_stream *s)
+{
+    assert(s != NULL);
+    s->background = true;
+}
+
+static int32_t bg_budget(const struct rpc__conn *c)
+{
+    int32_t cap = c->bg_cap > RPC_BG_INFLIGHT_MIN ? c->bg_cap
+                                                   : RPC_BG_INFLIGHT_MIN;
+    int32_t lazy = c->win_max / 4 + RPC_BG_FRAME; /* grpc-go's T + a frame */
+    return cap > lazy ? cap : lazy;
+}
+
+/* bg_room: how many bytes background stream s may send now (0: defer). */
+static size_t bg_room(struct rpc_stream *s, nghttp2_session *ng)
+{
+    struct rpc__conn *c = s->conn;
+    int32_t r = nghttp2_session_get_remote_window_size(ng);
+    if (r > c->win_max)
+        c->win_max = r;
+    int32_t used = c->win_max - r, cap = bg_budget(c);
+    return used >= cap ? 0 : (size_t)(cap - used);
+}
+
+void rpc__conn_bg_update(struct rpc__conn *c)
+{
+    int32_t r = nghttp2_session_get_remote_window_size(c->ng);
+    if (r > c->win_max)
+        c->win_max = r;
+    c->bg_updated = true;
+    if (c->bg_waiting)
+        rpc__conn_bg_resume(c);
+}
+
+void rpc__conn_bg_resume(struct rpc__conn *c)
+{
+    c->bg_waiting = false;
+    for (struct rpc_stream *s = c->streams; s != NULL; s = s->next)
+        if (s->bg_deferred) {
+            s->bg_deferred = false;
+            nghttp2_session_resume_data(c->ng, s->stream_id);
+        }
+    rpc__conn_mark_dirty(c);
+}
+
+void rpc__conn_bg_sweep(struct rpc__conn *c)
+{
+    if (!c->bg_waiting || c->bg_updated) {
+        c->bg_idle = 0;
+    } else if (++c->bg_idle >= RPC_BG_STALL_SWEEPS) {
+        /* Deferred that long without an update: the client may wait for
+         * more before it gives any back (above). */
+        int32_t cap = bg_budget(c);
+        c->bg_cap = cap < INT32_MAX / 2 ? 2 * cap : INT32_MAX;
+        c->bg_idle = 0;
+        rpc__conn_bg_resume(c);
+    }
+    c->bg_updated = false;
+}
+
 /* stream_read feeds nghttp2 the queued messages as the window allows, then
  * the trailers once the owner finished. */
 static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
@@ -215,6 +303,11 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
     size_t done = 0;
     ssize_t rv;
     (void)ud;
+    if (s->background) {
+        size_t room = bg_room(s, ng);
+        if (room < length)
+            length = room;
+    }
     pthread_mutex_lock(&s->mu);
     while (done < length && s->q_n > 0) {
         struct rpc__msg *m = &s->queue[s->q_head];
@@ -225,6 +318,8 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
         done += n;
         s->head_off += n;
         if (s->head_off == m->n) {
+            assert(s->q_bytes >= m->n);
+            s->q_bytes -= m->n;
             mem_free(m->p);
             m->p = NULL;
             s->head_off = 0;
@@ -244,6 +339,10 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
             rv = NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     } else if (done == 0) {
         rv = NGHTTP2_ERR_DEFERRED;
+        if (s->q_n > 0) { /* held back by the background budget */
+            s->bg_deferred = true;
+            s->conn->bg_waiting = true;
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return rv;
@@ -322,6 +421,12 @@ int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
     } else if (s->http && limit < s->q_cap && s->q_bytes > 0 &&
                s->q_bytes + n > H1_STREAM_BYTES_MAX) {
         rv = ERR_FULL; /* control sends (limit q_cap) count, not wait */
+    } else if (s->background && limit < s->q_cap && s->q_bytes > 0 &&
+               s->q_bytes + n > RPC_BG_QUEUE_BYTES) {
+        /* A background stream yields its connection (bg_room), so what it
+         * cannot send waits here: bounded in bytes too (a Watch falls
+         * back to catching up from the store, as at 128 messages). */
+        rv = ERR_FULL;
     } else {
         s->q_bytes += n;
         s->queue[(s->q_head + s->q_n) % s->q_cap] =

@@ -13,12 +13,22 @@
  * sanitizer's allocator under ASan) after 3000 calls and after 15000 more
  * on the same connection must differ by less than 256 KiB (retained
  * streams would take some 200 bytes each, 3 MiB).
+ *
+ * test_background_yields: goal: a background stream (a Watch) keeps a
+ * bounded number of bytes unacknowledged on its connection, so a unary
+ * reply is not queued behind a connection window of its DATA, and it
+ * never stalls: a client's WINDOW_UPDATE resumes it, and a client that
+ * gives window back only lazily gets the budget doubled after a few
+ * keepalive sweeps.  Same rig: the client announces a 4 MiB connection
+ * window, opens a stream whose 160 queued messages of 16 KiB (2.5 MiB)
+ * it does not acknowledge, then a unary call.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -34,6 +44,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #include "rpc/rpc_int.h"
 #include "rpc/tls.h"
 #include "util/err.h"
+#include "util/mem.h"
 
 #include <openssl/ssl.h>
 
@@ -192,6 +203,212 @@ static void test_memory_flat_over_calls(void **state)
     rpc_server_close(r.srv);
 }
 
+/* --- background streams -------------------------------------------------- */
+
+#define BG_MSG (16 * 1024)
+#define BG_MSGS 160
+
+static struct rpc_stream *bg_stream;
+
+static void bg_queue(struct rpc_stream *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint8_t *p = mem_malloc(RPC__PREFIX + BG_MSG);
+        assert_non_null(p);
+        rpc__prefix_put(p, BG_MSG);
+        memset(p + RPC__PREFIX, 'w', BG_MSG);
+        assert_int_equal(rpc__stream_queue(s, p, RPC__PREFIX + BG_MSG,
+                                           s->q_cap),
+                         0);
+    }
+}
+
+static void bg_open(struct rpc_stream *s, void *ctx)
+{
+    (void)ctx;
+    bg_stream = s;
+    rpc_stream_background(s);
+}
+
+static void bg_message(struct rpc_stream *s, const uint8_t *m, size_t n,
+                       void *ctx)
+{
+    (void)s, (void)m, (void)n, (void)ctx;
+}
+
+static void bg_close(struct rpc_stream *s, bool cancelled, void *ctx)
+{
+    (void)cancelled, (void)ctx;
+    rpc_stream_release(s);
+}
+
+static const struct rpc_stream_ops bg_ops = {bg_open, bg_message, bg_close,
+                                             RPC_TYPE_BIDI_STREAM};
+
+/* What the client read: DATA bytes on the stream, the unary reply. */
+struct bg_seen {
+    uint8_t buf[1 << 16];
+    size_t n;            /* partial frame bytes kept in buf */
+    size_t data;         /* DATA payload bytes of stream 1 */
+    bool unary_headers;  /* HEADERS on stream 3 */
+};
+
+static void bg_read(struct rig *r, struct bg_seen *v)
+{
+    for (;;) {
+        ssize_t got = read(r->client, v->buf + v->n, sizeof(v->buf) - v->n);
+        if (got <= 0)
+            return;
+        v->n += (size_t)got;
+        size_t off = 0;
+        while (v->n - off >= 9) {
+            const uint8_t *h = v->buf + off;
+            size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
+            uint32_t sid = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 |
+                            (uint32_t)h[7] << 8 | h[8]) & 0x7fffffffu;
+            if (v->n - off < 9 + len)
+                break;
+            if (h[3] == 0 && sid == 1)
+                v->data += len;
+            if (h[3] == 1 && sid == 3)
+                v->unary_headers = true;
+            off += 9 + len;
+        }
+        memmove(v->buf, v->buf + off, v->n - off);
+        v->n -= off;
+    }
+}
+
+/* bg_turns lets the loop run (reads, inbox, writes) and reads its output. */
+static void bg_turns(struct rig *r, struct bg_seen *v)
+{
+    for (int i = 0; i < 20; i++) {
+        rpc__conn_io(r->loop->conns, EPOLLIN | EPOLLOUT);
+        rpc__loop_turn(r->loop);
+        bg_read(r, v);
+    }
+}
+
+static void bg_send(struct rig *r, struct bg_seen *v, const uint8_t *p,
+                    size_t n)
+{
+    assert_int_equal(write(r->client, p, n), (ssize_t)n);
+    bg_turns(r, v);
+}
+
+static size_t window_update(uint8_t *o, uint32_t sid, uint32_t inc)
+{
+    const uint8_t b[4] = {(uint8_t)(inc >> 24), (uint8_t)(inc >> 16),
+                          (uint8_t)(inc >> 8), (uint8_t)inc};
+    return frame(o, 8, 0, sid, b, 4);
+}
+
+static void test_background_yields(void **state)
+{
+    (void)state;
+    struct rig r = {0};
+    struct rpc_server_config cfg = {.urls = {"http://127.0.0.1:0"},
+                                    .urls_n = 1, .threads = 1,
+                                    .stream_queue = BG_MSGS};
+    assert_int_equal(rpc_server_create(&cfg, &r.srv), 0);
+    assert_int_equal(rpc_server_register_unary(
+                         r.srv, "/etcdserverpb.KV/Range", range, NULL),
+                     0);
+    assert_int_equal(rpc_server_register_stream(
+                         r.srv, "/etcdserverpb.Watch/Watch", &bg_ops, NULL),
+                     0);
+    r.loop = &r.srv->loops[0];
+    assert_int_equal(rpc__loop_init(r.srv, r.loop), 0);
+    int fds[2];
+    assert_int_equal(
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+    int big = 8 << 20; /* the socket must not be what holds data back */
+    setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    r.client = fds[1];
+    struct rpc__conn *c = rpc__conn_new(r.loop, fds[0], false);
+    assert_non_null(c);
+    rpc__conn_attach(c);
+    struct bg_seen *v = calloc(1, sizeof *v);
+    assert_non_null(v);
+
+    /* Preface, SETTINGS (stream windows of 64 MiB: only the connection's
+     * budget limits), the connection window to 4 MiB. */
+    uint8_t start[128];
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    size_t n = sizeof(preface) - 1;
+    memcpy(start, preface, n);
+    static const uint8_t win[6] = {0, 4, 0x04, 0, 0, 0}; /* 64 MiB */
+    n += frame(start + n, 4, 0, 0, win, sizeof win);
+    n += window_update(start + n, 0, (4u << 20) - 65535u);
+    bg_send(&r, v, start, n);
+
+    /* The stream: HEADERS without END_STREAM; then its 2.5 MiB queued. */
+    uint8_t h[256];
+    size_t hn = 0;
+    hn += literal(h + hn, ":method", "POST");
+    hn += literal(h + hn, ":scheme", "http");
+    hn += literal(h + hn, ":path", "/etcdserverpb.Watch/Watch");
+    hn += literal(h + hn, ":authority", "127.0.0.1:2379");
+    hn += literal(h + hn, "content-type", "application/grpc");
+    hn += literal(h + hn, "te", "trailers");
+    uint8_t out[512];
+    bg_send(&r, v, out, frame(out, 1, 0x4, 1, h, hn));
+    assert_non_null(bg_stream);
+    bg_queue(bg_stream, BG_MSGS);
+    bg_turns(&r, v);
+    /* The budget: a quarter of the 4 MiB window plus a frame, well below
+     * the 2.5 MiB queued and the 4 MiB the window allows. */
+    size_t budget = (4u << 20) / 4 + 16 * 1024;
+    print_message("background: %zu bytes sent unacknowledged\n", v->data);
+    assert_true(v->data > 0);
+    assert_true(v->data <= budget);
+    assert_true(c->bg_waiting);
+    /* What waits is bounded in bytes too: a send past 1 MiB is refused
+     * (control sends, as bg_queue's, may still pass). */
+    uint8_t *extra = mem_malloc(RPC__PREFIX + BG_MSG);
+    assert_non_null(extra);
+    rpc__prefix_put(extra, BG_MSG);
+    assert_int_equal(rpc__stream_queue(bg_stream, extra, RPC__PREFIX + BG_MSG,
+                                       bg_stream->q_limit),
+                     ERR_FULL);
+    mem_free(extra);
+
+    /* A unary call on the same connection is answered at once. */
+    long answered0 = answered;
+    size_t un = call_frames(out, 3);
+    bg_send(&r, v, out, un);
+    assert_true(v->unary_headers);
+    assert_int_equal(answered, answered0 + 1);
+
+    /* The client gives back what it read: the stream goes on. */
+    size_t first = v->data;
+    bg_send(&r, v, out, window_update(out, 0, (uint32_t)first));
+    assert_true(v->data > first);
+    assert_true(v->data <= first + budget + 64);
+
+    /* A client that gives nothing back: after the stall sweeps the budget
+     * doubles, and the stream goes on without any update. */
+    size_t second = v->data;
+    assert_true(c->bg_waiting);
+    rpc__conn_bg_sweep(c); /* the sweep that saw the update */
+    for (int i = 0; i < 3; i++)
+        rpc__conn_bg_sweep(c);
+    bg_turns(&r, v);
+    assert_int_equal(v->data, second); /* not yet */
+    rpc__conn_bg_sweep(c);
+    bg_turns(&r, v);
+    assert_true(v->data > second);
+    assert_true(c->bg_cap >= (int32_t)(2 * budget));
+
+    free(v);
+    close(r.client);
+    while (r.loop->conns != NULL)
+        rpc__conn_kill(r.loop->conns);
+    rpc__loop_turn(r.loop);
+    rpc_server_close(r.srv);
+}
+
 /* --cipher-suites / --tls-min-version / --tls-max-version: Go's names to
  * OpenSSL's, etcd's messages for bad values. */
 static void test_tls_opts_parse(void **state)
@@ -243,6 +460,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_flat_over_calls),
         cmocka_unit_test(test_tls_opts_parse),
+        cmocka_unit_test(test_background_yields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
