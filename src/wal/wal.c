@@ -487,14 +487,16 @@ static int purge(struct wal *w)
     WAL_ASSERT(w->nsegs >= 1);
     uint64_t keep = w->opts.segments_keep;
     uint64_t kept = 0; /* bytes of the released segments */
-    bool by_bytes = w->opts.released_keep_bytes != UINT64_MAX;
+    bool by_bytes = w->opts.released_keep_bytes != UINT64_MAX &&
+                    keep != WAL_SEGMENTS_KEEP_ALL; /* --max-wals=0: all */
     for (size_t i = 0; by_bytes && i + 1 < w->nsegs &&
                        w->segs[i].max_index < w->released; i++)
         kept += seg_blocks(w, i);
     size_t k = 0;
     int rv = 0;
     while (k + 1 < w->nsegs && w->segs[k].max_index < w->released &&
-           (w->nsegs - k > keep || kept > w->opts.released_keep_bytes)) {
+           (w->nsegs - k > keep ||
+            (by_bytes && kept > w->opts.released_keep_bytes))) {
         uint64_t b = by_bytes ? seg_blocks(w, k) : 0;
         char name[WAL__NAME_BYTES];
         wal__seg_name(name, w->segs[k].seq, w->segs[k].first_index);

@@ -85,7 +85,8 @@ struct wal_options {
     /* ... and the released segments kept take at most this many bytes
      * (allocated blocks), oldest deleted first: --max-wals is a maximum,
      * this keeps the data dir in proportion to the store (the server sets
-     * it with wal_set_sizes).  0 = no limit by bytes. */
+     * it with wal_set_sizes).  0 = no limit by bytes; none either with
+     * WAL_SEGMENTS_KEEP_ALL (--max-wals=0 asks to keep every segment). */
     uint64_t released_keep_bytes;
 };
 
