@@ -68,8 +68,8 @@ def sizes(s):
 # reusable pages of the pin before included) plus what the writers free
 # while that pin's fsyncs run: the one part that still grows with the
 # write rate against the disk's latency (5-16 MiB over the pages in use
-# at 64 clients at load 15-20; before, with a pin every 250 ms, 16-42 MiB
-# at 1-64 clients, 33-43 on a quiet machine).  So this bound is loose for
+# at 1 and 64 clients at load 11-20; before, with a pin every 250 ms,
+# 16-22 MiB there and 33-43 on a quiet machine).  So this bound is loose for
 # a small store; the WAL and whole-dir bounds below are what fail before.
 HELD = 32 * MIB
 AHEAD = 16 * MIB + MIB  # the blocks ahead of a small store, and a chunk
