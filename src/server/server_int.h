@@ -122,6 +122,8 @@ struct server_snap {
     uint64_t pin_in_use;          /* the store's pages in use (bytes) when
                                      it became durable: what the WAL's
                                      budget is measured against */
+    uint64_t in_use_extent;       /* the extent when it was last counted */
+    uint64_t in_use_pins;         /* pins since (promote; like pin) */
     struct backend_pin pin_next;  /* under mu: the one the worker makes */
     uint64_t pin_gen;             /* under mu: bumped by server__pin_drop */
     /* Raft's newest snapshot: the newest durable pin, as of its index.
@@ -141,6 +143,7 @@ struct server_snap {
     uint64_t freed_pin_txnid;     /* the pin whose held pages are counted */
     uint64_t freed_scanned;       /* freelist records read up to this txn */
     uint64_t freed_pages;         /* pages they hold (server__pin_grown) */
+    uint64_t freed_ms;            /* when they were last counted */
     uint64_t wal_sized_at;        /* pin_in_use the WAL was last sized to */
     uint64_t stepped_index;       /* a received MsgSnap stepped into raft */
     uint64_t installed_index;     /* last snapshot installed from a peer */

@@ -87,6 +87,12 @@
  * them (snap_raft.c) and bounds what a power loss replays. */
 #define PIN_GROW_MIN ((uint64_t)4 << 20)
 #define PIN_GROW_DIV 64u
+/* The free list is counted (for the pages in use) at most every this
+ * many pins unless the extent moved (promote). */
+#define PIN_IN_USE_EVERY 64u
+/* The raft thread counts the pages freed since the pin at most this
+ * often (a read txn and a walk of the new free-list records). */
+#define PIN_COUNT_MS 5u
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -306,8 +312,15 @@ static void promote(struct server *s, struct backend_pin *p, uint64_t index,
     memset(p, 0, sizeof *p);
     (void)pin_files_remove(s, index);
     backend_pin_end(&old);
-    uint64_t in_use = 0; /* what the WAL's budget is measured against */
-    if (backend_size(s->be, NULL, &in_use) == 0) {
+    /* The pages in use, what the WAL's budget is measured against: a walk
+     * of the whole free list, so only when the extent moved by 1/16 since
+     * the last count, and every PIN_IN_USE_EVERY pins (deletes). */
+    uint64_t ext = backend_file_bytes(s->be), in_use = 0;
+    if ((sn->in_use_pins++ % PIN_IN_USE_EVERY == 0 ||
+         ext > sn->in_use_extent + sn->in_use_extent / 16 ||
+         ext < sn->in_use_extent) &&
+        backend_size(s->be, NULL, &in_use) == 0) {
+        sn->in_use_extent = ext;
         pthread_mutex_lock(&sn->mu);
         sn->pin_in_use = in_use;
         pthread_mutex_unlock(&sn->mu);
@@ -423,6 +436,10 @@ static bool held_pages(struct server *s, uint64_t txnid, uint64_t *pages)
     *pages = sn->freed_pages;
     if (backend_txnid_last(s->be) <= sn->freed_scanned)
         return true; /* nothing committed since the last count */
+    uint64_t now = server__clock_ms(s);
+    if (now >= sn->freed_ms && now - sn->freed_ms < PIN_COUNT_MS)
+        return true; /* counted a moment ago */
+    sn->freed_ms = now;
     pthread_mutex_lock(&sn->gate_mu); /* never wait on a swap here */
     bool open = !sn->gate_closed;
     if (open)
