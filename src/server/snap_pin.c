@@ -75,10 +75,13 @@
  * rule below) was a ratchet: the pages freed under one pin are reused
  * only after the next is durable, and a pin asked for growth only comes
  * after the file grew again, so the file grew by at least PIN_GROW_MIN
- * per pin.  A pin costs one fsync of the pages written meanwhile (written
- * back once either way: under a pin every page written is a new one) and
- * a pin file (three more fsyncs, on cetcd-snap, beside the writer): at
- * one client about one pin per 60 puts of 256 B with a small store. */
+ * per pin.  A pin costs one sync of the pages written meanwhile (which
+ * write-protects the hot pages again: a fault each at their next write)
+ * and a pin file (three more fsyncs, on cetcd-snap, beside the writer):
+ * about one pin per 100 puts of 256 B at one client with a small store,
+ * one per ~650 at 100 clients, where that is 5-11 % more CPU per put than
+ * a pin every 250 ms at 6000 puts/s (docs/BENCHMARKS.md; PIN_HELD_MIN is
+ * the knob between pins and space). */
 #define PIN_HELD_MIN ((uint64_t)4 << 20)
 #define PIN_HELD_DIV 32u
 /* ... and once the file grew by this much, or by PIN_GROW_DIV-th of its
