@@ -22,7 +22,9 @@ A last line "RESULT ..." has the numbers in one row.
 environment: CETCD_BIN (build/cetcd; etcd's binary works too, with
 NAME=etcd: its layout is member/snap/db and member/wal), CETCD_BENCH
 (build/src/bench/cetcd-bench), FLAGS (extra server flags, e.g.
-"--snapshot-count 10000"), VAL (1000), PASSES (1), KEEP (1: keep the dir).
+"--snapshot-count 10000"), VAL (1000), PASSES (1), KEEP (1: keep the dir),
+CLIENTS (the load's clients: 32 for kv, 100 for leases), CONNS (their
+connections: min(CLIENTS, 4) for kv, min(CLIENTS, 10) for leases).
 """
 
 import json
@@ -45,6 +47,8 @@ NAME = os.environ.get("NAME", "cetcd")
 FLAGS = os.environ.get("FLAGS", "").split()
 VAL = int(os.environ.get("VAL", "1000"))
 PASSES = int(os.environ.get("PASSES", "1"))
+CLIENTS = os.environ.get("CLIENTS")
+CONNS = os.environ.get("CONNS")
 MIB = 1048576.0
 
 
@@ -201,19 +205,26 @@ def breakdown(m, phase, live_bytes, status):
     return row
 
 
+def clients(default, conns_max):
+    c = int(CLIENTS) if CLIENTS else default
+    return str(c), CONNS if CONNS else str(min(c, conns_max))
+
+
 def load(m, mode, arg):
     if mode == "kv":
         keys = arg * 1024
+        cl, co = clients(32, 4)
         for _ in range(PASSES):
-            subprocess.run([BENCH, "--endpoints", m.ep, "--conns", "4",
-                            "--clients", "32", "--total", str(keys),
+            subprocess.run([BENCH, "--endpoints", m.ep, "--conns", co,
+                            "--clients", cl, "--total", str(keys),
                             "--key-size", "16", "--val-size", str(VAL),
                             "--key-space-size", str(keys),
                             "--sequential-keys", "put"],
                            check=True, stdout=subprocess.DEVNULL)
         return keys * (16 + VAL)
-    subprocess.run([BENCH, "--endpoints", m.ep, "--conns", "10",
-                    "--clients", "100", "--total", str(arg), "--key-size",
+    cl, co = clients(100, 10)
+    subprocess.run([BENCH, "--endpoints", m.ep, "--conns", co,
+                    "--clients", cl, "--total", str(arg), "--key-size",
                     "16", "--val-size", "32", "--lease-ttl", "86400",
                     "lease-put"], check=True, stdout=subprocess.DEVNULL)
     return arg * (16 + 32)
@@ -260,7 +271,8 @@ def main():
         rows.append(breakdown(m, "restarted (%.1f s)" % rs, live,
                               m.status()))
         m.stop()
-        print("RESULT %s %s %d: " % (NAME, mode, arg) + "; ".join(
+        print("RESULT %s %s %d (clients %s): " % (
+            NAME, mode, arg, CLIENTS or "default") + "; ".join(
             "%s total %.0f db %.0f wal %.0f snap %.0f in_use %.0f MiB" % (
                 r["phase"].split()[0], r["total_mib"], r["db_mib"],
                 r["wal_mib"], r["snap_mib"], r.get("in_use_mib", 0))

@@ -908,6 +908,48 @@ static uint64_t tree_pages(MDB_txn *txn)
     return pages;
 }
 
+int backend_freed_since(struct backend *be, uint64_t after_txnid,
+                        uint64_t *last_txnid_out, uint64_t *pages_out)
+{
+    CHECK(be != NULL && last_txnid_out != NULL && pages_out != NULL);
+    *last_txnid_out = after_txnid;
+    *pages_out = 0;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0)
+        return map(rc);
+    MDB_cursor *c;
+    rc = mdb_cursor_open(txn, 0, &c);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map(rc);
+    }
+    /* The freelist's keys are txn ids (size_t, MDB_INTEGERKEY). */
+    size_t from = (size_t)after_txnid + 1;
+    MDB_val k = {sizeof from, &from}, v;
+    uint64_t pages = 0;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        size_t id, n;
+        if (k.mv_size != sizeof id || v.mv_size < sizeof n)
+            continue;
+        memcpy(&id, k.mv_data, sizeof id);
+        memcpy(&n, v.mv_data, sizeof n);
+        pages += n;
+        *last_txnid_out = id;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    *pages_out = pages;
+    return rc == MDB_NOTFOUND ? 0 : map(rc);
+}
+
+uint64_t backend_page_bytes(const struct backend *be)
+{
+    CHECK(be != NULL);
+    return be->page_size;
+}
+
 int backend_size(struct backend *be, uint64_t *total_bytes_out,
                  uint64_t *in_use_bytes_out)
 {

@@ -255,6 +255,20 @@ uint64_t backend_ahead_bytes(uint64_t data_bytes);
  * cheap, any thread, as of the last commit on this handle or its open. */
 uint64_t backend_txnid_last(struct backend *be);
 
+/* backend_freed_since sums the pages that the txns after after_txnid
+ * freed and that are still on LMDB's free list (*pages_out), and gives
+ * the last such txn's id (*last_txnid_out; after_txnid if none).  While a
+ * read txn at or before after_txnid is open (a pin), those pages are all
+ * still there (LMDB reuses only pages freed before its oldest reader): it
+ * is what the pin holds back.  One read txn and a cursor walk over the
+ * freelist's records after after_txnid (one per commit): callers go on
+ * from *last_txnid_out.  Any thread.  Errors: ERR_BUSY, ERR_IO. */
+int backend_freed_since(struct backend *be, uint64_t after_txnid,
+                        uint64_t *last_txnid_out, uint64_t *pages_out);
+
+/* backend_page_bytes is the store's page size. */
+uint64_t backend_page_bytes(const struct backend *be);
+
 /* backend_file_bytes is backend_size's total without its read txn: the
  * extent of the pages the last committed txn reaches (cheap; any thread). */
 uint64_t backend_file_bytes(struct backend *be);

@@ -38,11 +38,16 @@ int server__wal_open(struct server *s)
         snprintf(dir, sizeof dir, "%s/wal", s->member_dir);
     struct wal_options wo = {.no_fsync = s->cfg.unsafe_no_fsync,
                              .segments_keep = s->cfg.wal_segments_keep};
-    /* Tests only: small segments show WAL release after snapshots without
-     * writing 64 MB segments (etcd has no such flag either). */
+    /* Tests only: small segments of a fixed size show WAL release after
+     * snapshots without writing 64 MB segments (etcd has no such flag
+     * either).  Else segments are sized to the store (snap_raft.c
+     * wal_budget), the first ones the smallest. */
     const char *seg = getenv("CETCD_TEST_WAL_SEGMENT_BYTES");
     if (seg != NULL)
         wo.segment_bytes = strtoull(seg, NULL, 10);
+    s->wal_seg_fixed = seg != NULL;
+    if (seg == NULL) /* sized to the store from its first pin on */
+        wo.segment_bytes = WAL_SEGMENT_BYTES_STORE_MIN;
     s->wal_existed = wal_exists(dir);
     if (s->wal_existed)
         return wal_open(dir, &wo, &s->wal);

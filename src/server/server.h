@@ -212,9 +212,10 @@ struct server_config {
      * peer/peer.h and dial/dial.h), or NULL: such peers are refused. */
     const struct dial_tls *peer_tls;
     uint64_t snapshot_count;      /* --snapshot-count */
-    /* A new pin of the store is taken this long after the last one became
-     * durable once anything was applied after it (snap_pin.c; 0: 250 ms).
-     * Not a flag: tests that need one pin held set it high. */
+    /* The least time between a pin becoming durable and the next one
+     * asked for the pages it holds (snap_pin.c: pins are asked by the
+     * volume freed since, not by time; 0: no least time).  Not a flag:
+     * tests that need one pin held set it high. */
     uint64_t pin_interval_ms;
     uint32_t max_snapshots;       /* --max-snapshots: snap files kept (0 = all) */
     int64_t quota_backend_bytes;  /* --quota-backend-bytes (0 = 2 GiB,

@@ -119,6 +119,11 @@ struct server_snap {
     uint64_t pin_index;           /* its consistent index (0: none) */
     uint64_t pin_bytes;           /* backend_file_bytes when it was taken */
     uint64_t pin_ms;              /* server__clock_ms when it became durable */
+    uint64_t pin_in_use;          /* the store's pages in use (bytes) when
+                                     it became durable: what the WAL's
+                                     budget is measured against */
+    uint64_t in_use_extent;       /* the extent when it was last counted */
+    uint64_t in_use_pins;         /* pins since (promote; like pin) */
     struct backend_pin pin_next;  /* under mu: the one the worker makes */
     uint64_t pin_gen;             /* under mu: bumped by server__pin_drop */
     /* Raft's newest snapshot: the newest durable pin, as of its index.
@@ -135,6 +140,11 @@ struct server_snap {
     pthread_mutex_t export_mu;    /* one export made at a time */
     /* raft thread only */
     uint64_t copy_asked_at;       /* applied index at the last pin request */
+    uint64_t freed_pin_txnid;     /* the pin whose held pages are counted */
+    uint64_t freed_scanned;       /* freelist records read up to this txn */
+    uint64_t freed_pages;         /* pages they hold (server__pin_grown) */
+    uint64_t freed_ms;            /* when they were last counted */
+    uint64_t wal_sized_at;        /* pin_in_use the WAL was last sized to */
     uint64_t stepped_index;       /* a received MsgSnap stepped into raft */
     uint64_t installed_index;     /* last snapshot installed from a peer */
     struct server_snap_want want[SERVER_MEMBERS_MAX]; /* pending sends */
@@ -299,6 +309,8 @@ struct server {
 
     struct wal *wal;            /* the raft_mu holder's after start */
     bool wal_existed;           /* server__wal_open found a WAL (restart) */
+    bool wal_seg_fixed;         /* CETCD_TEST_WAL_SEGMENT_BYTES: segments of
+                                   that size, not sized to the store */
     struct backend *be;         /* LMDB environment */
     struct mvcc_store *mvcc;    /* the multi-version store */
 
@@ -716,9 +728,9 @@ void server__pin_drop(struct server *s);
 /* server__pin_drop and removes every pin file (the store is replaced). */
 int server__pin_forget(struct server *s);
 /* Raft thread: a new pin is due: the store has none (a defragmentation
- * swapped it in), its file grew enough since the pin, or PIN_INTERVAL_MS
- * passed since the pin became durable with enough commits after it
- * (snap_pin.c). */
+ * swapped it in), the pages freed since the pin (which it holds back from
+ * reuse) passed a budget proportional to the store, or its file grew
+ * enough since the pin (snap_pin.c). */
 bool server__pin_grown(struct server *s);
 /* Rebuild: db_dir from the newest pin (see server__snap_rebuild).
  * ERR_NOTFOUND: no usable pin (logged when one was there). */

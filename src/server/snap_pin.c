@@ -55,31 +55,47 @@
 #define PIN_META_MAX (2u * 65536u) /* two pages of LMDB's largest size */
 #define PIN_PATH_MAX 4400
 
-/* The store's file grows by what is written while a pin is held (freed
- * pages are not reused): a new pin is taken once the file grew by this
- * much, or by PIN_GROW_DIV-th of its size, since the last one. */
+/* What a pin holds, and when the next is taken.  While a pin's read txn
+ * is open LMDB reuses no page freed after it: every copy-on-write page of
+ * every commit since is a new page (the hot pages of each tree are copied
+ * at every commit), and those pages come back only once the next pin is
+ * durable and this one ends.  So the file holds the pages in use plus
+ * what the commits since the older of the two pins freed.
+ *
+ * A new pin is asked for once the pages freed since the durable pin
+ * (backend_freed_since: the freelist's records after its txn, which are
+ * exactly the pages it holds back) pass PIN_HELD_DIV-th of the store's
+ * extent, at least PIN_HELD_MIN: a VOLUME, whatever the write rate.  So
+ * the file stays near in use + 1/32 + what is freed while the next pin is
+ * made durable (its fsync; the one part that still grows with the write
+ * rate against the disk's speed).  Before (session 16) the rule was a
+ * TIME, a pin 250 ms after the last once 16 commits followed it: a fast
+ * writer (64 clients on a quiet machine) freed 30-40 MiB in 250 ms and
+ * the file reached 4-5x its pages in use; before that, growth alone (the
+ * rule below) was a ratchet: the pages freed under one pin are reused
+ * only after the next is durable, and a pin asked for growth only comes
+ * after the file grew again, so the file grew by at least PIN_GROW_MIN
+ * per pin.  A pin costs one sync of the pages written meanwhile (which
+ * write-protects the hot pages again: a fault each at their next write)
+ * and a pin file (three more fsyncs, on cetcd-snap, beside the writer):
+ * about one pin per 100 puts of 256 B at one client with a small store,
+ * one per ~650 at 100 clients, where that is 5-11 % more CPU per put than
+ * a pin every 250 ms at 6000 puts/s (docs/BENCHMARKS.md; PIN_HELD_MIN is
+ * the knob between pins and space). */
+#define PIN_HELD_MIN ((uint64_t)4 << 20)
+#define PIN_HELD_DIV 32u
+/* ... and once the file grew by this much, or by PIN_GROW_DIV-th of its
+ * size, since the last pin: writes that free little (new keys, large
+ * values on overflow pages) still pin, which releases the WAL behind
+ * them (snap_raft.c) and bounds what a power loss replays. */
 #define PIN_GROW_MIN ((uint64_t)4 << 20)
 #define PIN_GROW_DIV 64u
-/* ... and once PIN_INTERVAL_MS (cfg.pin_interval_ms) passed since the
- * pin became durable with PIN_COMMITS_MIN commits after it.  Growth alone
- * is a ratchet: every copy-on-write page of a txn is a new page while the
- * pin is held (the hot pages of each tree are copied at every commit),
- * the pages freed under one pin are reused only after the next is
- * durable, and a pin asked for growth only comes after the file grew
- * again; so under a steady load the file grew by at least PIN_GROW_MIN per
- * pin, to 4x the pages in use with 100k leases (docs/BENCHMARKS.md "The
- * data dir's size").  A pin every 250 ms bounds what is held to the
- * writes of about two pins' fsyncs (a time, not a volume: a fast writer
- * still grows the file to 4-5x its pages in use); each costs one fsync
- * of the pages written meanwhile (written back once either way) and a pin
- * file (three more fsyncs, on cetcd-snap). */
-#define PIN_INTERVAL_MS 250u /* default of cfg.pin_interval_ms */
-/* ... with at least this many commits since the pin: a trickle of writes
- * (a put every few hundred ms) pins every few puts, not after each one.
- * Kept small: under many clients a commit carries a batch of puts and
- * copies many pages (128 let the file reach 4x its pages in use again in
- * test_datadir.py). */
-#define PIN_COMMITS_MIN 16u
+/* The free list is counted (for the pages in use) at most every this
+ * many pins unless the extent moved (promote). */
+#define PIN_IN_USE_EVERY 64u
+/* The raft thread counts the pages freed since the pin at most this
+ * often (a read txn and a walk of the new free-list records). */
+#define PIN_COUNT_MS 5u
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -299,6 +315,19 @@ static void promote(struct server *s, struct backend_pin *p, uint64_t index,
     memset(p, 0, sizeof *p);
     (void)pin_files_remove(s, index);
     backend_pin_end(&old);
+    /* The pages in use, what the WAL's budget is measured against: a walk
+     * of the whole free list, so only when the extent moved by 1/16 since
+     * the last count, and every PIN_IN_USE_EVERY pins (deletes). */
+    uint64_t ext = backend_file_bytes(s->be), in_use = 0;
+    if ((sn->in_use_pins++ % PIN_IN_USE_EVERY == 0 ||
+         ext > sn->in_use_extent + sn->in_use_extent / 16 ||
+         ext < sn->in_use_extent) &&
+        backend_size(s->be, NULL, &in_use) == 0) {
+        sn->in_use_extent = ext;
+        pthread_mutex_lock(&sn->mu);
+        sn->pin_in_use = in_use;
+        pthread_mutex_unlock(&sn->mu);
+    }
     server__defrag_pinned(s); /* the older pin's file, if defrag kept it */
 }
 
@@ -394,6 +423,43 @@ int server__pin_forget(struct server *s)
     return pin_files_remove(s, 0);
 }
 
+/* Raft thread: the pages freed since the durable pin at txnid (which it
+ * holds back), counted from where the last call stopped.  False: the
+ * store is being swapped (not counted now). */
+static bool held_pages(struct server *s, uint64_t txnid, uint64_t *pages)
+{
+    struct server_snap *sn = &s->snap;
+    if (sn->freed_pin_txnid != txnid) { /* a new pin: count afresh */
+        sn->freed_pin_txnid = txnid;
+        /* LMDB reuses a record only below its oldest reader: the pin's
+         * own txn's record is held too. */
+        sn->freed_scanned = txnid > 0 ? txnid - 1 : 0;
+        sn->freed_pages = 0;
+    }
+    *pages = sn->freed_pages;
+    if (backend_txnid_last(s->be) <= sn->freed_scanned)
+        return true; /* nothing committed since the last count */
+    uint64_t now = server__clock_ms(s);
+    if (now >= sn->freed_ms && now - sn->freed_ms < PIN_COUNT_MS)
+        return true; /* counted a moment ago */
+    sn->freed_ms = now;
+    pthread_mutex_lock(&sn->gate_mu); /* never wait on a swap here */
+    bool open = !sn->gate_closed;
+    if (open)
+        sn->gate_users++;
+    pthread_mutex_unlock(&sn->gate_mu);
+    if (!open)
+        return false;
+    uint64_t upto = 0, n = 0;
+    if (backend_freed_since(s->be, sn->freed_scanned, &upto, &n) == 0) {
+        sn->freed_scanned = upto;
+        sn->freed_pages += n;
+    }
+    server__store_leave(s);
+    *pages = sn->freed_pages;
+    return true;
+}
+
 bool server__pin_grown(struct server *s)
 {
     struct server_snap *sn = &s->snap;
@@ -405,17 +471,21 @@ bool server__pin_grown(struct server *s)
      * valid until this one is durable, defrag.c). */
     if (!has)
         return true;
-    uint64_t every = s->cfg.pin_interval_ms ? s->cfg.pin_interval_ms
-                                            : PIN_INTERVAL_MS;
-    uint64_t now_ms = server__clock_ms(s);
-    if (backend_txnid_last(s->be) >= txnid + PIN_COMMITS_MIN &&
-        now_ms >= ms && now_ms - ms >= every)
-        return true;
     uint64_t now = backend_file_bytes(s->be);
     uint64_t grow = at / PIN_GROW_DIV;
     if (grow < PIN_GROW_MIN)
         grow = PIN_GROW_MIN;
-    return now > at + grow;
+    if (now > at + grow)
+        return true;
+    /* Tests that hold one pin set a least interval between pins. */
+    uint64_t least = s->cfg.pin_interval_ms, now_ms = server__clock_ms(s);
+    if (least != 0 && (now_ms < ms || now_ms - ms < least))
+        return false;
+    uint64_t budget = now / PIN_HELD_DIV, pages;
+    if (budget < PIN_HELD_MIN)
+        budget = PIN_HELD_MIN;
+    return held_pages(s, txnid, &pages) &&
+           pages * backend_page_bytes(s->be) >= budget;
 }
 
 /* --- restoring after a power loss ----------------------------------------- */

@@ -75,6 +75,51 @@ static void release_behind(struct server *s, uint64_t index)
                  err_str(rc));
 }
 
+/* The WAL in proportion to the store (its pages in use at the last pin,
+ * etcd's dbSizeInUse): segments of a WAL_SEG_DIV-th of it (2 MiB to
+ * etcd's 64 MB), and the released segments kept (up to --max-wals) within
+ * a WAL_KEEP_DIV-th of it.  So the WAL is about two segments (the one in
+ * use and the next, pre-created) plus the one holding the SNAP_LOG_KEEP
+ * entries behind the pin plus the kept ones: about a sixth of the store,
+ * at least 6 MiB (docs/BENCHMARKS.md "The data dir's size"). */
+#define WAL_SEG_DIV 32u
+#define WAL_KEEP_DIV 16u
+
+static void wal_budget(struct server *s)
+{
+    struct server_snap *sn = &s->snap;
+    pthread_mutex_lock(&sn->mu);
+    uint64_t in_use = sn->pin_in_use;
+    pthread_mutex_unlock(&sn->mu);
+    if (in_use == 0 || in_use == sn->wal_sized_at)
+        return;
+    sn->wal_sized_at = in_use;
+    const uint64_t mib = (uint64_t)1 << 20;
+    uint64_t seg = (in_use / WAL_SEG_DIV + mib - 1) / mib * mib;
+    if (seg < WAL_SEGMENT_BYTES_STORE_MIN)
+        seg = WAL_SEGMENT_BYTES_STORE_MIN;
+    if (seg > WAL_SEGMENT_BYTES_STORE_MAX)
+        seg = WAL_SEGMENT_BYTES_STORE_MAX;
+    uint64_t keep = in_use / WAL_KEEP_DIV;
+    wal_set_sizes(s->wal, s->wal_seg_fixed ? 0 : seg, keep > 0 ? keep : 1);
+}
+
+/* A durable pin at index: the WAL below index - SNAP_LOG_KEEP is no
+ * longer needed here (a restart replays from the store's applied index,
+ * >= index; a rebuild after a power loss from the pin), so it is released
+ * at every pin, not only at raft's snapshots (raft's own log, which
+ * followers catch up from, is compacted only at those). */
+static void release_wal_behind(struct server *s, uint64_t index)
+{
+    wal_budget(s);
+    if (index <= SNAP_LOG_KEEP)
+        return;
+    int rc = wal_release_before(s->wal, index - SNAP_LOG_KEEP);
+    if (rc != 0)
+        log_warn("etcdserver", "cannot release WAL segments: %s",
+                 err_str(rc));
+}
+
 static void save_marker(struct server *s, uint64_t index, uint64_t term)
 {
     struct wal_snapshot ws = {index, term};
@@ -357,6 +402,8 @@ static void take_results(struct server *s)
         copy_done(s, pin, &pin_conf);
     else if (pin != 0)
         server__snap_prune(s); /* a pin that bounds the store's growth only */
+    if (pin != 0)
+        release_wal_behind(s, pin);
     if (exp != 0)
         export_done(s, exp, &exp_conf);
     if (r != NULL)
@@ -368,6 +415,7 @@ void server__snap_tick(struct server *s)
     struct server_snap *sn = &s->snap;
     cleanup_stepped(s);
     take_results(s);
+    wal_budget(s); /* the start-up pin's (a no-op when unchanged) */
     uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
     bool due = s->node.applied_raft >= sn->copy_asked_at + every;
     if ((due || server__pin_grown(s)) &&

@@ -34,18 +34,23 @@
  *
  * Pinning (any member): every --snapshot-count applied entries, whenever
  * the store's file grew by max(4 MB, 1/64 of it) since the last pin, and
- * 250 ms after the last pin became durable once 16 commits followed it
- * (pages freed while a pin is held cannot be reused, so the file
- * grows by what is written between pins; snap_pin.c PIN_INTERVAL_MS says
- * why growth alone did not bound it), the raft thread asks
+ * once the pages freed since the last pin pass 1/32 of the store, at
+ * least 4 MiB (pages freed while a pin is held cannot be reused, so the
+ * file grows by what is freed between pins: bounded by volume, whatever
+ * the write rate; snap_pin.c PIN_HELD_MIN says why neither growth alone
+ * nor a pin every 250 ms bounded it), the raft thread asks
  * the worker for a pin at >= the applied index N.  The worker takes it in
  * a few microseconds under apply_mu (no write txn then), fsyncs the store
  * beside the running writer, waits until the pinned index C is applied
  * (published: its WAL fsync returned), writes the pin file and releases
- * the previous pin.  Then the raft thread records raft's snapshot at C
- * with the members as of C (read with the pin), writes a WAL snapshot
- * marker (C, term) and drops raft's log and WAL segments before
- * C - SNAP_LOG_KEEP.  A log is thus truncated only behind a durable pin.
+ * the previous pin.  Then, for a --snapshot-count pin, the raft thread
+ * records raft's snapshot at C with the members as of C (read with the
+ * pin), writes a WAL snapshot marker (C, term) and drops raft's log
+ * before C - SNAP_LOG_KEEP.  After every durable pin it releases the WAL
+ * segments before C - SNAP_LOG_KEEP (snap_raft.c release_wal_behind: a
+ * restart replays from the store's applied index, >= C, and a rebuild
+ * after a power loss from the pin) and sizes the WAL to the store
+ * (wal_budget).  A log is thus truncated only behind a durable pin.
  *
  * Sending (leader): raft emits MsgSnap for index S when a follower needs
  * entries it dropped.  The raft thread sends the export once one with

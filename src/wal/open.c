@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/err.h"
@@ -146,6 +147,14 @@ static int open_tail(struct wal *w, const struct open_ctx *c,
     w->fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
     if (w->fd < 0)
         return err_from_errno(errno);
+    /* Cut at its own preallocated size (segments are sized to the store,
+     * wal_set_sizes), or at the options' if it is shorter (a file cut
+     * short by a crash: appended to as before). */
+    struct stat st;
+    if (fstat(w->fd, &st) != 0)
+        return err_from_errno(errno);
+    w->seg_bytes = (uint64_t)st.st_size > w->opts.segment_bytes
+                       ? (uint64_t)st.st_size : w->opts.segment_bytes;
     w->offset = sc->end;
     w->head_end = c->head_end;
     w->crc = sc->crc;

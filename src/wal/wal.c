@@ -31,6 +31,8 @@ int wal__opts_fill(const struct wal_options *in, struct wal_options *out)
     if (out->segment_bytes < WAL_SEGMENT_BYTES_MIN ||
         out->segment_bytes > (1ull << 40))
         return ERR_INVAL;
+    if (out->released_keep_bytes == 0)
+        out->released_keep_bytes = UINT64_MAX;
     return 0;
 }
 
@@ -144,8 +146,10 @@ static int seg_start(struct wal *w, uint64_t seq, uint64_t first_index)
     int rv = segs_reserve(w);
     if (rv == 0)
         rv = wal__buf_reserve(w, HEAD_BYTES_MAX);
-    if (rv == 0 && w->tmp_fd < 0)
+    if (rv == 0 && w->tmp_fd < 0) {
         rv = wal__tmp_create(w->dir_fd, w->opts.segment_bytes, &w->tmp_fd);
+        w->tmp_bytes = w->opts.segment_bytes;
+    }
     if (rv != 0)
         return rv;
     uint32_t crc = w->crc;
@@ -166,6 +170,7 @@ static int seg_start(struct wal *w, uint64_t seq, uint64_t first_index)
     if (w->nsegs > 0) /* the old tail is closed: its records end here */
         w->segs[w->nsegs - 1].end = w->offset;
     w->fd = w->tmp_fd;
+    w->seg_bytes = w->tmp_bytes;
     w->tmp_fd = -1;
     w->room_end = 0; /* preallocated up to the segment size */
     w->offset = w->head_end = len;
@@ -276,6 +281,7 @@ static bool next_ready(struct wal *w)
     if (w->next_failed_ms != 0 && now < w->next_failed_ms + NEXT_RETRY_MS)
         return false;
     int rv = wal__tmp_create(w->dir_fd, w->opts.segment_bytes, &w->tmp_fd);
+    w->tmp_bytes = w->opts.segment_bytes;
     bool low = rv != 0;
     w->next_failed_ms = low ? now : 0;
     if (low != atomic_load(&w->low)) {
@@ -383,7 +389,7 @@ static int append_batch(struct wal *w, const struct wal_hardstate *hs,
     rv = wal__buf_reserve(w, bytes > HEAD_BYTES_MAX ? bytes : HEAD_BYTES_MAX);
     if (rv != 0)
         return rv; /* nothing written: the wal stays usable */
-    if (w->offset + bytes > w->opts.segment_bytes && w->offset > w->head_end &&
+    if (w->offset + bytes > w->seg_bytes && w->offset > w->head_end &&
         next_ready(w)) {
         rv = seg_cut(w, n > 0 ? ents[0].index : w->last_index + 1);
         if (rv != 0)
@@ -392,7 +398,7 @@ static int append_batch(struct wal *w, const struct wal_hardstate *hs,
     /* Past a put-off cut the blocks are not preallocated: allocate them
      * first, so that a full disk refuses the batch with nothing written
      * and the wal stays usable (the caller retries it). */
-    if (w->offset + bytes > w->opts.segment_bytes &&
+    if (w->offset + bytes > w->seg_bytes &&
         w->offset + bytes > w->room_end) {
         rv = wal__room(w->fd, w->offset, bytes, &w->room_end);
         if (rv != 0)
@@ -409,7 +415,7 @@ static int append_batch(struct wal *w, const struct wal_hardstate *hs,
     w->dirty = true;
     w->stats.bytes_written += len;
     batch_commit(w, hs, ents, n, snap);
-    if (w->tmp_fd < 0 && w->offset >= w->opts.segment_bytes / 2)
+    if (w->tmp_fd < 0 && w->offset >= w->seg_bytes / 2)
         (void)next_ready(w);
     return 0;
 err_broken:
@@ -460,24 +466,45 @@ int wal_save_snapshot(struct wal *wal, const struct wal_snapshot *snap)
     return wal_sync(wal);
 }
 
+/* seg_blocks: the bytes segment i's file takes on disk (0 if unknown). */
+static uint64_t seg_blocks(const struct wal *w, size_t i)
+{
+    char name[WAL__NAME_BYTES];
+    wal__seg_name(name, w->segs[i].seq, w->segs[i].first_index);
+    struct stat st;
+    if (fstatat(w->dir_fd, name, &st, 0) != 0)
+        return 0;
+    return (uint64_t)st.st_blocks * 512u;
+}
+
 /* purge deletes the oldest released segments (wholly below w->released)
- * while the dir holds more than opts.segments_keep, never the segment in
- * use, and fsyncs the dir after a deletion.  The segments deleted are
- * dropped from w->segs even when a later unlink or the fsync fails. */
+ * while the dir holds more than opts.segments_keep or the released ones
+ * take more than opts.released_keep_bytes, never the segment in use, and
+ * fsyncs the dir after a deletion.  The segments deleted are dropped from
+ * w->segs even when a later unlink or the fsync fails. */
 static int purge(struct wal *w)
 {
     WAL_ASSERT(w->nsegs >= 1);
     uint64_t keep = w->opts.segments_keep;
+    uint64_t kept = 0; /* bytes of the released segments */
+    bool by_bytes = w->opts.released_keep_bytes != UINT64_MAX &&
+                    keep != WAL_SEGMENTS_KEEP_ALL; /* --max-wals=0: all */
+    for (size_t i = 0; by_bytes && i + 1 < w->nsegs &&
+                       w->segs[i].max_index < w->released; i++)
+        kept += seg_blocks(w, i);
     size_t k = 0;
     int rv = 0;
-    while (k + 1 < w->nsegs && w->nsegs - k > keep &&
-           w->segs[k].max_index < w->released) {
+    while (k + 1 < w->nsegs && w->segs[k].max_index < w->released &&
+           (w->nsegs - k > keep ||
+            (by_bytes && kept > w->opts.released_keep_bytes))) {
+        uint64_t b = by_bytes ? seg_blocks(w, k) : 0;
         char name[WAL__NAME_BYTES];
         wal__seg_name(name, w->segs[k].seq, w->segs[k].first_index);
         if (unlinkat(w->dir_fd, name, 0) != 0) {
             rv = err_from_errno(errno);
             break;
         }
+        kept -= b < kept ? b : kept;
         k++;
     }
     if (k > 0) {
@@ -489,6 +516,16 @@ static int purge(struct wal *w)
     }
     WAL_ASSERT(w->nsegs >= 1);
     return rv;
+}
+
+void wal_set_sizes(struct wal *wal, uint64_t segment_bytes,
+                   uint64_t keep_bytes)
+{
+    WAL_ASSERT(wal != NULL);
+    WAL_ASSERT(segment_bytes == 0 || segment_bytes >= WAL_SEGMENT_BYTES_MIN);
+    if (segment_bytes != 0)
+        wal->opts.segment_bytes = segment_bytes;
+    wal->opts.released_keep_bytes = keep_bytes == 0 ? UINT64_MAX : keep_bytes;
 }
 
 int wal_release_before(struct wal *wal, uint64_t index)

@@ -55,6 +55,10 @@
 #define WAL_SEGMENT_BYTES_DEFAULT 64000000ull
 /* The smallest segment size accepted (tests use small segments). */
 #define WAL_SEGMENT_BYTES_MIN 4096ull
+/* The segment sizes a server picks for its store (wal_set_sizes): the
+ * smallest, for a small store, and the largest (etcd's). */
+#define WAL_SEGMENT_BYTES_STORE_MIN (2ull << 20)
+#define WAL_SEGMENT_BYTES_STORE_MAX WAL_SEGMENT_BYTES_DEFAULT
 /* The largest data of one entry; larger appends get ERR_TOO_LARGE. */
 #define WAL_ENTRY_BYTES_MAX (256u * 1024u * 1024u)
 /* The most entries one wal_append takes; more get ERR_TOO_LARGE. */
@@ -78,6 +82,12 @@ struct wal_options {
      * beyond the needed ones (every released segment is deleted at once);
      * WAL_SEGMENTS_KEEP_ALL = delete none (etcd's --max-wals=0). */
     uint64_t segments_keep;
+    /* ... and the released segments kept take at most this many bytes
+     * (allocated blocks), oldest deleted first: --max-wals is a maximum,
+     * this keeps the data dir in proportion to the store (the server sets
+     * it with wal_set_sizes).  0 = no limit by bytes; none either with
+     * WAL_SEGMENTS_KEEP_ALL (--max-wals=0 asks to keep every segment). */
+    uint64_t released_keep_bytes;
 };
 
 /* segments_keep: released segments are never deleted. */
@@ -219,10 +229,12 @@ int wal_save_snapshot(struct wal *wal, const struct wal_snapshot *snap);
 
 /*
  * wal_release_before releases the oldest segments whose entries all have an
- * index < index (call it with a snapshot's index once the snapshot is saved),
+ * index < index (call it with a snapshot's index once the snapshot is saved,
+ * or any index the caller's durable state no longer needs the log below),
  * never the segment in use.  Released segments are deleted, oldest first,
  * while the dir holds more than wal_options.segments_keep segments (at once
- * with the default 0), here and again after each later cut; the dir is
+ * with the default 0) or the released ones take more than
+ * released_keep_bytes, here and again after each later cut; the dir is
  * fsync'ed after a deletion.  Release is remembered by this handle only: a
  * reopened wal deletes nothing before its first wal_release_before.
  * Metadata, the latest HardState and snapshot marker are repeated at every
@@ -230,6 +242,18 @@ int wal_save_snapshot(struct wal *wal, const struct wal_snapshot *snap);
  * unlink/fsync errors, or the error of a broken wal.
  */
 int wal_release_before(struct wal *wal, uint64_t index);
+
+/*
+ * wal_set_sizes changes, from now on, the size of the segments pre-created
+ * (segment_bytes, >= WAL_SEGMENT_BYTES_MIN; the segment in use and one
+ * already pre-created keep theirs: each is cut at its own size) and the
+ * bytes the released segments kept may take (keep_bytes, as
+ * wal_options.released_keep_bytes; 0 = no limit; the next release or cut
+ * applies it).  segment_bytes 0 = unchanged.  The server sizes both to its
+ * store (snap_raft.c wal_budget).
+ */
+void wal_set_sizes(struct wal *wal, uint64_t segment_bytes,
+                   uint64_t keep_bytes);
 
 /* wal_stats copies the counters into *stats_out. */
 void wal_stats(const struct wal *wal, struct wal_stats *stats_out);

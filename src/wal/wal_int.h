@@ -145,6 +145,10 @@ struct wal {
     int fd;                    /* the last segment (appends go here) */
     int tmp_fd;                /* pre-created next segment, -1 = none */
     uint64_t offset;           /* write offset in the last segment */
+    uint64_t seg_bytes;        /* the last segment's preallocated size: it
+                                  is cut there (opts.segment_bytes when it
+                                  was pre-created, or its size at open) */
+    uint64_t tmp_bytes;        /* the pre-created one's size */
     uint64_t head_end;         /* offset after the last segment's head */
     uint32_t crc;              /* CRC of the last record written */
     uint64_t node_id;          /* metadata */

@@ -626,6 +626,87 @@ static void test_segments_keep(void **state)
     wal_close(w);
 }
 
+/* The released segments kept stay within released_keep_bytes (counted in
+ * allocated blocks), whatever segments_keep allows; the needed ones stay
+ * whatever their size; a reopened WAL replays what was kept. */
+static void test_released_keep_bytes(void **state)
+{
+    struct fx *f = *state;
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/bytes", f->root);
+    /* up to 1000 released segments, but only 3 segments' worth of bytes */
+    const struct wal_options o = {.segment_bytes = SMALL_SEG,
+                                  .no_fsync = true, .segments_keep = 1000,
+                                  .released_keep_bytes = 3 * SMALL_SEG};
+    struct wal *w;
+    assert_int_equal(wal_create(dir, &o, 1, 2, &w), 0);
+    append_range(w, 1, 300, 5, 100);
+    struct wal_stats st0, st1;
+    wal_stats(w, &st0);
+    assert_true(st0.segments > 6);
+    assert_int_equal(wal_release_before(w, 250), 0);
+    wal_stats(w, &st1);
+    int need = needed_segs(dir, 250);
+    assert_int_equal((int)st1.segments, need + 3);
+    /* a smaller budget applies at the next release; 0 = no byte limit */
+    wal_set_sizes(w, 0, 1);
+    assert_int_equal(wal_release_before(w, 250), 0);
+    wal_stats(w, &st1);
+    assert_int_equal((int)st1.segments, need);
+    wal_close(w);
+    assert_int_equal(wal_open(dir, &o, &w), 0);
+    struct got g;
+    assert_int_equal(replay(w, 249, 5, &g), 0);
+    assert_log(&g, 250, 300);
+    wal_close(w);
+}
+
+/* wal_set_sizes: segments pre-created after it have the new size; the one
+ * in use (and one already pre-created) is cut at its own size, also after
+ * a reopen with other options. */
+static void test_segment_resize(void **state)
+{
+    struct fx *f = *state;
+    char dir[128], path[256];
+    snprintf(dir, sizeof dir, "%s/resize", f->root);
+    const struct wal_options o = {.segment_bytes = 4 * SMALL_SEG,
+                                  .no_fsync = true};
+    struct wal *w;
+    assert_int_equal(wal_create(dir, &o, 1, 2, &w), 0);
+    wal_set_sizes(w, 2 * SMALL_SEG, 0);
+    append_range(w, 1, 400, 5, 100); /* ~60 KiB of records */
+    char names[256][64];
+    int n = seg_names(dir, names, 256);
+    assert_true(n >= 4);
+    struct stat st;
+    seg_path(dir, 0, path, sizeof path);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 4 * SMALL_SEG); /* made before the change */
+    seg_path(dir, -1, path, sizeof path);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 2 * SMALL_SEG);
+    /* reopened with smaller options: the last segment is still cut at
+     * its own size (it is not written past it) */
+    const struct wal_options one = {.segment_bytes = SMALL_SEG,
+                                    .no_fsync = true};
+    char last[256];
+    snprintf(last, sizeof last, "%s", path);
+    w = sync_reopen(w, dir, &one);
+    wal_set_sizes(w, 3 * SMALL_SEG, 0);
+    append_range(w, 401, 500, 5, 100);
+    assert_true(seg_names(dir, names, 256) > n);
+    assert_int_equal(stat(last, &st), 0);
+    assert_int_equal(st.st_size, 2 * SMALL_SEG);
+    seg_path(dir, -1, path, sizeof path);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 3 * SMALL_SEG);
+    w = sync_reopen(w, dir, &one);
+    struct got g;
+    assert_int_equal(replay(w, 0, 0, &g), 0);
+    assert_log(&g, 1, 500);
+    wal_close(w);
+}
+
 /* ---- damage ---- */
 
 /* make5 writes 5 entries (the last, of last_len data bytes, alone in its
@@ -1050,6 +1131,8 @@ int main(void)
         T(test_truncation_overwrites_tail),
         T(test_release_before),
         T(test_segments_keep),
+        T(test_released_keep_bytes),
+        T(test_segment_resize),
         T(test_torn_short_record_every_offset),
         T(test_torn_tail_every_offset),
         T(test_bitflip_tail_record_is_corrupt),
