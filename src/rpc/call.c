@@ -54,6 +54,7 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->code = GRPC_STATUS_OK;
     call->msg = NULL;
     call->grpc_ct = call->http = call->h1 = call->h1_close = false;
+    call->bad_ct = false;
     call->http_status = 0;
     call->http_ctype = NULL;
     call->http_flags = 0;
@@ -329,6 +330,26 @@ void rpc__call_redispatch(struct rpc_call *call)
     dispatch_http(srv, call);
 }
 
+/* bad_ct_msg: grpc-go's words for a request that is not gRPC, the
+ * content-type quoted as Go's %q does for printable text. */
+static void bad_ct_msg(const struct rpc_call *call, char *buf, size_t cap)
+{
+    size_t n = 0;
+    const char *ct = rpc__hdrs_find(&call->hdrs, "content-type", &n);
+    size_t o = (size_t)snprintf(buf, cap, "invalid gRPC request "
+                                "content-type \"");
+    for (size_t i = 0; ct != NULL && i < n && o + 8 < cap; i++) {
+        unsigned char ch = (unsigned char)ct[i];
+        if (ch == '"' || ch == '\\')
+            buf[o++] = '\\';
+        if (ch < 0x20 || ch >= 0x7f)
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", ch);
+        else
+            buf[o++] = (char)ch;
+    }
+    snprintf(buf + o, cap - o, "\"");
+}
+
 /* dispatch_one checks a complete request and hands it to its handler. */
 static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
 {
@@ -337,6 +358,11 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
     atomic_fetch_add(&srv->active_n, 1);
     if (call->http) {
         dispatch_http(srv, call);
+        return;
+    }
+    if (call->bad_ct) {
+        bad_ct_msg(call, msg, sizeof msg);
+        rpc_call_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT, msg);
         return;
     }
     if (call->method != NULL) {
@@ -489,7 +515,11 @@ void rpc__call_inbox(struct rpc_call *call)
         rv = nghttp2_submit_response(c->ng, call->stream_id,
                                      rpc__resp_headers, 2, &prd);
     } else {
-        nghttp2_nv nv[4] = {rpc__resp_headers[0], rpc__resp_headers[1]};
+        static const nghttp2_nv st415 = {
+            (uint8_t *)":status", (uint8_t *)"415", 7, 3,
+            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+        nghttp2_nv nv[4] = {call->bad_ct ? st415 : rpc__resp_headers[0],
+                            rpc__resp_headers[1]};
         char code_buf[12], msg_buf[1024];
         size_t k = rpc__status_nv(nv + 2, call->code, call->msg, code_buf,
                                   msg_buf, sizeof(msg_buf));
@@ -534,7 +564,7 @@ void rpc_call_count_as(struct rpc_call *call, const char *method_path)
 {
     assert(call != NULL && call->http && method_path != NULL);
     assert(call->state == RPC__CALL_HANDLER && call->count_as == NULL);
-    call->count_as = rpc__method_find(call->conn->loop->srv,
+    call->count_as = rpc__method_find(rpc__count_srv(call->conn->loop->srv),
                                       (const uint8_t *)method_path,
                                       strlen(method_path));
     if (call->count_as == NULL)

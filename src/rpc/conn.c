@@ -238,7 +238,15 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     bool req_headers = f->hd.type == NGHTTP2_HEADERS &&
                        f->headers.cat == NGHTTP2_HCAT_REQUEST;
-    if (req_headers && !call->grpc_ct && c->loop->srv->http != NULL) {
+    struct rpc_server *srv = c->loop->srv;
+    if (req_headers && !call->grpc_ct && srv->http == NULL) {
+        /* gRPC only: grpc-go answers at once, whatever the path */
+        call->bad_ct = true;
+        rpc__call_ready(call);
+        return 0;
+    }
+    if (req_headers && (!call->grpc_ct || srv->http_only) &&
+        srv->http != NULL) {
         /* Not gRPC (curl --http2): an HTTP request, as etcd routes by
          * content-type; it is dispatched once its body is in. */
         call->http = true;

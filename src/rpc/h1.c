@@ -256,6 +256,12 @@ bool rpc__sniff(struct rpc__conn *c, const uint8_t *p, size_t n)
     }
     size_t had = c->sniff_n;
     c->sniff_n = 0;
+    if (match && c->loop->srv->http_only && c->ssl == NULL) {
+        /* HTTP only in plain text (etcd 3.5's cmux has only its HTTP/1
+         * matcher there): no h2c, the connection closes unanswered */
+        rpc__conn_kill(c);
+        return false;
+    }
     if (match) {
         c->proto = RPC__PROTO_H2;
         if (!rpc__h2_feed(c, (const uint8_t *)preface, 24))

@@ -320,6 +320,30 @@ struct rpc_http_access {
 void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
                          const struct rpc_http_access *access);
 
+/* rpc_server_set_http_only makes a server with an HTTP handler serve
+ * HTTP only, as etcd 3.5's --listen-client-http-urls listeners (cmux
+ * with only its HTTP/1 matcher; Go's net/http over TLS): every HTTP/2
+ * request goes to the handler whatever its content-type (a gRPC call
+ * gets the handler's 404), and a plaintext connection that opens with
+ * the HTTP/2 preface is closed at once, unanswered (etcd serves no h2c
+ * there).  Over TLS, ALPN h2 is served as HTTP.  Before start only.
+ *
+ * A server WITHOUT an HTTP handler is gRPC only, as grpc-go's server
+ * (etcd 3.5's --listen-client-urls once HTTP has listeners of its own):
+ * HTTP/1.x bytes get the server's SETTINGS and the connection closes at
+ * the bad preface, and an HTTP/2 request whose content-type is not
+ * application/grpc* is answered at once with :status 415, grpc-status 3
+ * and "invalid gRPC request content-type \"<its type>\"". */
+void rpc_server_set_http_only(struct rpc_server *srv);
+
+/* rpc_server_set_count_in: srv's HTTP requests counted with
+ * rpc_call_count_as / rpc_stream_count_as count in grpc's methods (an
+ * HTTP-only listener's gateway calls show in the gRPC listener's
+ * grpc_server_* series, as etcd 3.5's gateway dials its gRPC listener);
+ * grpc must outlive srv.  Before start only. */
+void rpc_server_set_count_in(struct rpc_server *srv,
+                             const struct rpc_server *grpc);
+
 /* rpc_server_set_http_limit: at most limit HTTP requests whose path
  * starts with one of prefixes (a NULL-ended array that outlives srv) are
  * served at once, answers that stay open included; the others wait, in

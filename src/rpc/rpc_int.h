@@ -215,6 +215,8 @@ struct rpc_call {
     char *msg;                         /* its message or NULL; owned */
     struct rpc_call *ready_next;       /* dispatch list link */
     bool grpc_ct;                      /* content-type application/grpc* */
+    bool bad_ct;                       /* not gRPC on a server without an
+                                          HTTP handler: grpc-go's 415 */
     bool http;                         /* an HTTP request, not a gRPC call */
     bool h1;                           /* ... on an HTTP/1.x connection */
     bool h1_close;                     /* H1: close after this answer */
@@ -368,6 +370,10 @@ struct rpc_server {
     rpc_http_fn http;                  /* HTTP requests' handler, or NULL */
     void *http_ctx;                    /* its argument */
     struct rpc_http_access http_access; /* --cors, --host-whitelist */
+    bool http_only;                    /* rpc_server_set_http_only */
+    /* rpc_server_set_count_in: whose methods rpc_call_count_as and
+     * rpc_stream_count_as count in (NULL: this server's) */
+    const struct rpc_server *count_in;
     /* rpc_server_set_http_limit (http_limit.c): at most http_limit HTTP
      * requests under those path prefixes are served at once (0: no
      * limit); the others wait on the park list, in order. */
@@ -437,6 +443,13 @@ void rpc__conn_kill(struct rpc__conn *c);
 void rpc__conn_unref(struct rpc__conn *c);
 int rpc__hdrs_add(struct rpc__hdrs *h, const uint8_t *name, size_t name_n,
                   const uint8_t *value, size_t value_n);
+/* rpc__count_srv: the server whose methods srv's HTTP calls count in. */
+static inline const struct rpc_server *
+rpc__count_srv(const struct rpc_server *srv)
+{
+    return srv->count_in != NULL ? srv->count_in : srv;
+}
+
 const char *rpc__hdrs_find(const struct rpc__hdrs *h, const char *key,
                            size_t *len_out);
 int64_t rpc__grpc_timeout_ns(const uint8_t *v, size_t n);

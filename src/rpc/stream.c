@@ -441,7 +441,7 @@ void rpc_stream_count_as(struct rpc_stream *s, const char *method_path)
 {
     assert(s != NULL && s->http && method_path != NULL);
     assert(s->count_as == NULL);
-    s->count_as = rpc__method_find(s->conn->loop->srv,
+    s->count_as = rpc__method_find(rpc__count_srv(s->conn->loop->srv),
                                    (const uint8_t *)method_path,
                                    strlen(method_path));
     if (s->count_as == NULL)
