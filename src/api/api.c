@@ -147,6 +147,13 @@ static void http_install(struct api *api, struct rpc_server *srv,
     static const char *const gw_prefixes[] = {"/v3/", "/v3beta/", NULL};
     if (gateway_on && api->max_streams != 0)
         rpc_server_set_http_limit(srv, api->max_streams, gw_prefixes);
+    /* the gateway's bidirectional streams read requests from a body that
+     * stays open (gw_stream.c) */
+    static const char *const open_paths[] = {
+        "/v3/watch", "/v3beta/watch", "/v3/lease/keepalive",
+        "/v3beta/lease/keepalive", NULL};
+    if (gateway_on)
+        rpc_server_set_http_open_paths(srv, open_paths);
 }
 
 int api_start(struct server *s, const char *listen_urls,

@@ -107,4 +107,29 @@ int json_pb_decode_next(const ProtobufCMessageDescriptor *d,
                         const char *text, size_t n, size_t *used_out,
                         ProtobufCMessage **m_out, char *err, size_t cap);
 
+/* A reader of a sequence of JSON values that arrives in pieces (a
+ * gateway stream's request body that stays open: each piece is parsed
+ * once, whatever the pieces' sizes, by one json-c tokener kept between
+ * them).  Owned by one thread at a time. */
+struct json_pb_reader;
+
+/* json_pb_reader_new makes a reader; json_pb_reader_free frees it (NULL
+ * is fine).  Errors: ERR_NOMEM. */
+int json_pb_reader_new(struct json_pb_reader **r_out);
+void json_pb_reader_free(struct json_pb_reader *r);
+
+/* json_pb_reader_next feeds text[0..n) (more of the sequence) and reads
+ * the next value as a message of type d, as json_pb_decode_next does.
+ * end: no bytes follow text (the body ended; n may be 0).  Returns 0 with
+ * *m_out and *used_out (the bytes of text taken, through the value's
+ * end: call again with the rest), ERR_MORE (all n taken, the value is not
+ * complete: call again with the next piece), ERR_NOTFOUND (end, and only
+ * blanks since the last value), ERR_INVAL (why in err; the sequence is
+ * not to be read further; also a value longer than max bytes), ERR_NOMEM. */
+int json_pb_reader_next(struct json_pb_reader *r,
+                        const ProtobufCMessageDescriptor *d,
+                        const char *text, size_t n, bool end, size_t max,
+                        size_t *used_out, ProtobufCMessage **m_out,
+                        char *err, size_t cap);
+
 #endif

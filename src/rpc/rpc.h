@@ -437,6 +437,38 @@ typedef void (*rpc_http_close_fn)(struct rpc_stream *stream, bool cancelled,
 int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
                          void *ctx, struct rpc_stream **stream_out);
 
+/* --- HTTP request bodies that stay open ---
+ *
+ * etcd's gateway reads the body of /v3/watch and /v3/lease/keepalive as a
+ * sequence of JSON requests while it streams the answer, so a client may
+ * add and cancel watches on an open request.  A request on one of the
+ * paths rpc_server_set_http_open_paths lists (exact, the query cut off)
+ * whose body has not ended (HTTP/1.1 chunked, HTTP/2 without END_STREAM)
+ * is dispatched at once with the body bytes in so far
+ * (rpc_call_http_body_open is then true); the handler turns it into a
+ * stream (rpc_call_http_stream) and calls rpc_stream_http_body before it
+ * returns to get the rest: fn runs on the loop with each piece, then once
+ * with end set (err: Go's text of a chunked framing error, else NULL).
+ * Pieces are not buffered for the owner: it takes them during the call
+ * (the socket is read as fast as the owner takes them).  A call answered
+ * without a stream while its body is open closes the HTTP/1.1
+ * connection after its answer (its body is not read); on HTTP/2 the rest
+ * of the stream's DATA is dropped.  Other paths and other requests get
+ * their whole body, chunked ones decoded (bounded by the receive limit,
+ * else 413), within the slow-client timeout; a framing error gives the
+ * handler what came before it and rpc_call_http_body_error.  paths: a
+ * NULL-ended array that outlives srv; before start. */
+typedef void (*rpc_http_body_fn)(struct rpc_stream *stream, const uint8_t *p,
+                                 size_t n, bool end, const char *err,
+                                 void *ctx);
+void rpc_server_set_http_open_paths(struct rpc_server *srv,
+                                    const char *const *paths);
+bool rpc_call_http_body_open(const struct rpc_call *call);
+const char *rpc_call_http_body_error(const struct rpc_call *call);
+/* rpc_stream_http_body: fn (with the stream's ctx) gets the rest of the
+ * open body of the request stream was made from. */
+void rpc_stream_http_body(struct rpc_stream *stream, rpc_http_body_fn fn);
+
 /* rpc_stream_send_http queues n bytes (copied; n may be 0) of an HTTP
  * stream's answer; head (copied) is the answer's head when none was
  * queued yet, else ignored: the first send decides it.  ctrl may use the

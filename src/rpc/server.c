@@ -221,6 +221,13 @@ void rpc_server_set_http_only(struct rpc_server *srv)
     srv->http_only = true;
 }
 
+void rpc_server_set_http_open_paths(struct rpc_server *srv,
+                                    const char *const *paths)
+{
+    assert(srv != NULL && !srv->started);
+    srv->http_open_paths = paths;
+}
+
 void rpc_server_set_count_in(struct rpc_server *srv,
                              const struct rpc_server *grpc)
 {

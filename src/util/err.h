@@ -131,7 +131,9 @@
       "etcdserver: the last defragmented store is not pinned yet, try "    \
       "again")                                                             \
     /* logging (-820..-839) */                                             \
-    X(LOG_OUTPUT, -820, "cannot open a log output")
+    X(LOG_OUTPUT, -820, "cannot open a log output")                        \
+    /* HTTP request bodies that stay open, session 17 (-900..-909) */      \
+    X(MORE, -900, "the value goes on in bytes still to come")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),
