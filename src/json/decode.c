@@ -672,7 +672,8 @@ int json_pb_reader_next(struct json_pb_reader *r,
     *used_out = n;
     size_t lead = 0;
     if (!r->started) { /* blanks between values are not the value's */
-        while (lead < n && strchr(" \t\r\n", text[lead]) != NULL)
+        while (lead < n && (text[lead] == ' ' || text[lead] == '\t' ||
+                            text[lead] == '\r' || text[lead] == '\n'))
             lead++;
         if (lead < n) {
             r->started = true;
