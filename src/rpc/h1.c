@@ -198,6 +198,8 @@ static bool chunked_begin(struct rpc__conn *c, struct http_request *req)
     }
     c->h1_body_call = call;
     call->body_open = rpc__http_open_path(c->loop->srv, call);
+    if (!call->body_open)
+        busy(c, true); /* the whole body within the request timeout */
     if (call->body_open) {
         /* Go's server closes after such an answer (its request body is
          * not all read when the answer starts; with curl's Expect:
