@@ -12,7 +12,11 @@
  *
  * HTTP/1.x.  Bytes read are kept in h1_in (at most HTTP_HEAD_MAX plus the
  * receive limit plus one read); each complete request (head parsed by
- * http/, then Content-Length body bytes) becomes a call (rpc_call, http
+ * http/, then Content-Length body bytes, or a chunked body decoded in
+ * place by http_chunked_decode into the call held in h1_body_call until
+ * its last chunk; on an open path the call goes at its head and the rest
+ * of its body to its stream: rpc.h "HTTP request bodies that stay
+ * open") becomes a call (rpc_call, http
  * and h1 set; ":method", ":path" and the headers in lower case as its
  * metadata) on the connection's queue, dispatched like a unary call.
  * Answers may come back in any order from any thread; they are written in
