@@ -168,8 +168,9 @@ def test_http_split_tls(certs):  # noqa: F811
         # HTTP/1.1 over TLS there: Go lets an http/1.1 client in without
         # ALPN, then grpc-go closes at the bad preface
         rc, err = curl_fails("https://localhost:%d/health" % s.client_port,
-                             "--http1.1", *ca)
+                             "--http1.1", "-v", *ca)
         assert rc != 0
+        assert "server did not agree" in err, err  # no ALPN, as Go's
         # gRPC over TLS to the HTTP listener: an HTTP request there, 404
         ch = grpc.secure_channel("localhost:%d" % s.http_port, s.creds)
         with pytest.raises(grpc.RpcError) as e:
