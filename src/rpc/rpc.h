@@ -331,7 +331,8 @@ void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
  * A server WITHOUT an HTTP handler is gRPC only, as grpc-go's server
  * (etcd 3.5's --listen-client-urls once HTTP has listeners of its own):
  * HTTP/1.x bytes get the server's SETTINGS and the connection closes at
- * the bad preface, and an HTTP/2 request whose content-type is not
+ * the bad preface (over TLS, ALPN offers "h2" only: an http/1.1 client is
+ * let in without ALPN, as Go's), and an HTTP/2 request whose content-type is not
  * application/grpc* is answered at once with :status 415, grpc-status 3
  * and "invalid gRPC request content-type \"<its type>\"". */
 void rpc_server_set_http_only(struct rpc_server *srv);
