@@ -607,6 +607,12 @@ int json_pb_decode_next(const ProtobufCMessageDescriptor *md,
 
 struct json_pb_reader {
     struct json_tokener *tok; /* json-c's state inside the current value */
+    /* The current value's bytes: json-c's incremental parse only finds
+     * where a value ends (it takes some malformed numbers, "17-85", when
+     * they come in pieces, which its one-shot parse refuses), then the
+     * value is read in one shot from here, as json_pb_decode reads it. */
+    char *buf;
+    size_t buf_cap;
     size_t value_n;           /* bytes fed since the last value ended */
     bool started;             /* a non-blank byte since then */
     bool bare;                /* that byte began a literal or a number */
@@ -634,7 +640,28 @@ void json_pb_reader_free(struct json_pb_reader *r)
     if (r == NULL)
         return;
     json_tokener_free(r->tok);
+    mem_free(r->buf);
     mem_free(r);
+}
+
+/* keep appends n bytes of the current value to r->buf. */
+static int keep(struct json_pb_reader *r, const char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (r->value_n + n > r->buf_cap) {
+        size_t cap = r->buf_cap < 256 ? 256 : r->buf_cap;
+        while (cap < r->value_n + n)
+            cap *= 2;
+        char *b = mem_realloc(r->buf, cap);
+        if (b == NULL)
+            return ERR_NOMEM;
+        r->buf = b;
+        r->buf_cap = cap;
+    }
+    memcpy(r->buf + r->value_n, p, n);
+    r->value_n += n;
+    return 0;
 }
 
 /* reader_done turns a value json-c finished (o, or its error je) into a
@@ -653,6 +680,12 @@ static int reader_done(struct json_pb_reader *r,
     else
         rc = decode_obj(&d, md, o, m_out);
     json_object_put(o);
+    if (rc == 0) { /* read again in one shot: json_pb_decode's verdict */
+        protobuf_c_message_free_unpacked(*m_out, NULL);
+        *m_out = NULL;
+        size_t end = 0;
+        rc = decode(md, r->buf, r->value_n, m_out, NULL, err, cap, &end);
+    }
     json_tokener_reset(r->tok);
     r->value_n = 0;
     r->started = r->bare = false;
@@ -693,17 +726,22 @@ int json_pb_reader_next(struct json_pb_reader *r,
         o = json_tokener_parse_ex(r->tok, text + lead, (int)(n - lead));
     enum json_tokener_error je =
         n > lead ? json_tokener_get_error(r->tok) : json_tokener_continue;
-    if (je == json_tokener_continue && !end) {
-        r->value_n += n - lead;
-        return ERR_MORE;
+    size_t took = n - lead;
+    if (je != json_tokener_continue)
+        took = json_tokener_get_parse_end(r->tok);
+    if (keep(r, text + lead, took) != 0) {
+        json_object_put(o);
+        return ERR_NOMEM;
     }
+    if (je == json_tokener_continue && !end)
+        return ERR_MORE;
     if (je == json_tokener_continue && r->bare) {
         /* a bare literal or number ends only at a delimiter: give json-c
          * the end of the input as one */
         o = json_tokener_parse_ex(r->tok, "", 1);
         je = json_tokener_get_error(r->tok);
     } else if (je != json_tokener_continue) {
-        *used_out = lead + json_tokener_get_parse_end(r->tok);
+        *used_out = lead + took;
     }
     return reader_done(r, md, o, je, m_out, err, cap);
 }
