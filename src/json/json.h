@@ -108,9 +108,12 @@ int json_pb_decode_next(const ProtobufCMessageDescriptor *d,
                         ProtobufCMessage **m_out, char *err, size_t cap);
 
 /* A reader of a sequence of JSON values that arrives in pieces (a
- * gateway stream's request body that stays open: each piece is parsed
- * once, whatever the pieces' sizes, by one json-c tokener kept between
- * them).  Owned by one thread at a time. */
+ * gateway stream's request body that stays open).  One json-c tokener
+ * kept between the pieces finds where each value ends, whatever the
+ * pieces' sizes; the value's bytes (kept, at most max) are then read in
+ * one shot as json_pb_decode reads them (json-c's incremental parse takes
+ * some malformed numbers its one-shot parse refuses), so each byte is
+ * parsed twice at most.  Owned by one thread at a time. */
 struct json_pb_reader;
 
 /* json_pb_reader_new makes a reader; json_pb_reader_free frees it (NULL
