@@ -8,7 +8,11 @@
  * find the same head length as one call over all of it.  A complete head
  * is parsed with a 64-byte body limit; on success the method, target and
  * headers must lie within the head, the content length within the limit,
- * and the query walk must end.  Seeds: fuzz/corpus/http_parse.
+ * and the query walk must end.  A chunked request's body (the bytes after
+ * the head) goes through http_chunked_decode in place, in reads of the
+ * same size and in one call: both must take the same bytes, give the same
+ * data (never more than they took) and the same error.  Seeds:
+ * fuzz/corpus/http_parse (chunked_* for the body decoder).
  */
 #include <assert.h>
 #include <stdint.h>
@@ -24,6 +28,52 @@ static void inside(const uint8_t *buf, size_t n, const char *p, size_t len)
         return;
     if (p < b || p + len > b + n)
         abort();
+}
+
+/* dechunk decodes body[0..n) in reads of step bytes, in place in a copy;
+ * returns the bytes taken, the data in out (*out_n), the error in *err. */
+static size_t dechunk(const uint8_t *body, size_t n, size_t step,
+                      uint8_t *out, size_t *out_n, const char **err)
+{
+    uint8_t *work = malloc(n > 0 ? n : 1);
+    if (work == NULL)
+        abort();
+    memcpy(work, body, n);
+    struct http_chunked st;
+    http_chunked_init(&st);
+    size_t i = 0, o = 0;
+    while (i < n && !http_chunked_done(&st) && st.err == NULL) {
+        size_t k = n - i < step ? n - i : step;
+        size_t got = 0;
+        size_t used = http_chunked_decode(&st, work + i, k, work + i, &got);
+        if (used > k || got > used)
+            abort();
+        memcpy(out + o, work + i, got);
+        o += got;
+        i += used;
+        if (used < k && !http_chunked_done(&st) && st.err == NULL)
+            abort(); /* stops early only at the end or an error */
+    }
+    free(work);
+    *out_n = o;
+    *err = st.err;
+    return i;
+}
+
+static void check_body(const uint8_t *body, size_t n, size_t step)
+{
+    uint8_t *a = malloc(n + 1), *b = malloc(n + 1);
+    if (a == NULL || b == NULL)
+        abort();
+    size_t an, bn;
+    const char *ae, *be;
+    size_t at = dechunk(body, n, step, a, &an, &ae);
+    size_t bt = dechunk(body, n, n > 0 ? n : 1, b, &bn, &be);
+    if (at != bt || an != bn || memcmp(a, b, an) != 0 || ae != be ||
+        an > at)
+        abort();
+    free(a);
+    free(b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -60,6 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         inside(buf, head, req.headers[i].name, req.headers[i].name_n);
         inside(buf, head, req.headers[i].value, req.headers[i].value_n);
     }
+    if (req.chunked)
+        check_body(buf + head, n - head, step);
     char k[16], v[16];
     size_t pos = 0, walks = 0;
     while (http_query_next(req.target, req.target_n, &pos, k, sizeof k, v,

@@ -43,6 +43,7 @@ CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
     tests/integration/test_rpc_runtime.py tests/integration/test_quota.py \
     tests/integration/test_conn_limits.py tests/integration/test_full_disk.py \
     tests/integration/test_http.py tests/integration/test_gateway.py \
+    tests/integration/test_gateway_body.py tests/integration/test_http_split.py \
     tests/integration/test_config_file.py tests/integration/test_flags_ops.py \
     tests/integration/test_snapshot_etcd.py tests/integration/test_import_etcd.py \
     tests/integration/test_auth_cn.py tests/integration/test_differential_auth.py \

@@ -74,10 +74,16 @@ static bool learner_gate(void *ctx, const char *method, const uint8_t *req,
 }
 
 static bool gateway_on = true; /* api_gateway_enable; main thread */
+static bool http_split;        /* api_client_http_split; main thread */
 
 void api_gateway_enable(bool on)
 {
     gateway_on = on;
+}
+
+void api_client_http_split(bool on)
+{
+    http_split = on;
 }
 
 /* --cors and --host-whitelist (api_http_access): NULL-ended lists of
@@ -124,6 +130,32 @@ int api_http_access(const char *cors, const char *hosts)
     return 0;
 }
 
+/* http_install puts the client HTTP endpoints (h, the gateway as
+ * api_gateway_enable says) on srv with --cors and --host-whitelist. */
+static void http_install(struct api *api, struct rpc_server *srv,
+                         struct api_http *h)
+{
+    h->server = api->server;
+    h->api = api;
+    h->health = &api->health;
+    h->gateway = gateway_on;
+    struct rpc_http_access access = {cors_list, hosts_list};
+    rpc_server_set_http(srv, api__http_serve, h, &access);
+    /* etcd's gateway is a gRPC client of its own server on one
+     * connection: an explicit --max-concurrent-streams bounds its calls
+     * too */
+    static const char *const gw_prefixes[] = {"/v3/", "/v3beta/", NULL};
+    if (gateway_on && api->max_streams != 0)
+        rpc_server_set_http_limit(srv, api->max_streams, gw_prefixes);
+    /* the gateway's bidirectional streams read requests from a body that
+     * stays open (gw_stream.c) */
+    static const char *const open_paths[] = {
+        "/v3/watch", "/v3beta/watch", "/v3/lease/keepalive",
+        "/v3beta/lease/keepalive", NULL};
+    if (gateway_on)
+        rpc_server_set_http_open_paths(srv, open_paths);
+}
+
 int api_start(struct server *s, const char *listen_urls,
               const struct rpc_tls *tls, uint32_t max_streams,
               const struct rpc_keepalive *ka, struct api **api_out)
@@ -148,17 +180,9 @@ int api_start(struct server *s, const char *listen_urls,
         return rc;
     }
     rpc_server_set_gate(api->rpc, learner_gate, api);
-    api->http.server = s;
-    api->http.api = api;
-    api->http.health = &api->health;
-    api->http.gateway = gateway_on;
-    struct rpc_http_access access = {cors_list, hosts_list};
-    rpc_server_set_http(api->rpc, api__http_serve, &api->http, &access);
-    /* etcd's gateway is a gRPC client of this server on one connection:
-     * an explicit --max-concurrent-streams bounds its calls too */
-    static const char *const gw_prefixes[] = {"/v3/", "/v3beta/", NULL};
-    if (gateway_on && max_streams != 0)
-        rpc_server_set_http_limit(api->rpc, max_streams, gw_prefixes);
+    api->max_streams = max_streams;
+    if (!http_split) /* else gRPC only: api_http_start serves the HTTP */
+        http_install(api, api->rpc, &api->http);
     rc = api__kv_register(api);
     if (rc == 0)
         rc = api__maintenance_register(api);
@@ -233,6 +257,29 @@ int api_metrics_start(struct api *api, const char *listen_urls,
     return rc;
 }
 
+int api_http_start(struct api *api, const char *listen_urls,
+                   const struct rpc_tls *tls)
+{
+    CHECK(api != NULL && api->http_only == NULL && http_split);
+    char buf[4096];
+    struct rpc_server_config cfg;
+    config_init(&cfg, buf, sizeof buf, listen_urls, tls);
+    cfg.max_request_bytes = server_max_request_bytes(api->server);
+    cfg.max_concurrent_streams = api->max_streams;
+    int rc = rpc_server_create(&cfg, &api->http_only);
+    if (rc != 0)
+        return rc;
+    http_install(api, api->http_only, &api->split_http);
+    rpc_server_set_http_only(api->http_only);
+    rpc_server_set_count_in(api->http_only, api->rpc);
+    rc = rpc_server_start(api->http_only);
+    if (rc != 0) {
+        rpc_server_close(api->http_only);
+        api->http_only = NULL;
+    }
+    return rc;
+}
+
 void api_metrics_extensive(struct api *api, bool on)
 {
     CHECK(api != NULL);
@@ -245,6 +292,8 @@ void api_stop(struct api *api)
         return;
     if (api->metrics != NULL)
         rpc_server_close(api->metrics);
+    if (api->http_only != NULL)
+        rpc_server_close(api->http_only);
     rpc_server_close(api->rpc);
     mem_free(api);
 }

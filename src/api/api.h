@@ -44,6 +44,23 @@ int api_start(struct server *s, const char *listen_urls,
  * main thread, before api_start. */
 void api_gateway_enable(bool on);
 
+/* api_client_http_split: etcd 3.5's --listen-client-http-urls is set, so
+ * the client listeners of the api_start calls after it serve gRPC only
+ * (no HTTP handler: rpc.h rpc_server_set_http_only has what each side
+ * answers to the other's requests) and api_http_start serves the HTTP.
+ * Main thread, before api_start. */
+void api_client_http_split(bool on);
+
+/* api_http_start serves HTTP only (the /v3 gateway, /health, /livez,
+ * /readyz, /version, /metrics: what the client listeners serve beside
+ * gRPC otherwise) on the comma-separated listen_urls, as etcd 3.5's
+ * --listen-client-http-urls; https:// ones with tls (the client TLS, as
+ * etcd), with --cors, --host-whitelist and the gateway's
+ * --max-concurrent-streams bound as on the client listeners.  api_stop
+ * closes it.  Errors: as api_start. */
+int api_http_start(struct api *api, const char *listen_urls,
+                   const struct rpc_tls *tls);
+
 /* api_http_access sets etcd's --cors and --host-whitelist for the client
  * listeners of the api_start calls after it: comma-separated lists, split
  * as etcd's flag (no trimming); "*" in a list allows every origin/host

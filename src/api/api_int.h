@@ -101,6 +101,9 @@ struct api {
     struct api_http http;   /* the client listener's endpoints */
     struct api_http metrics_http; /* the metrics listener's */
     struct rpc_server *metrics; /* --listen-metrics-urls, or NULL */
+    struct api_http split_http; /* the HTTP-only listener's endpoints */
+    struct rpc_server *http_only; /* --listen-client-http-urls, or NULL */
+    uint32_t max_streams;    /* api_start's, for the HTTP-only listener */
     struct api_health_stats health; /* both listeners' /health counts */
     bool metrics_extensive; /* --metrics extensive: the gRPC histograms */
     struct api_stream_method watch; /* the Watch stream (watch.c) */

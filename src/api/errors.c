@@ -173,6 +173,10 @@ grpc_status_code api_error(int err, const char **msg_out)
           "import: the etcd data dir holds a record cetcd cannot import")
         E(ERR_IMPORT_LAYOUT, GRPC_STATUS_UNKNOWN,
           "import: the etcd data dir's layout cannot be imported")
+        /* Inside the gateway only (json_pb_reader: a request body that
+         * stays open has more to come); never an answer. */
+        E(ERR_MORE, GRPC_STATUS_UNKNOWN,
+          "the value goes on in bytes still to come")
 #undef E
     default:
         *msg_out = err_str(err);

@@ -332,8 +332,21 @@ static void serve(struct server *s, const struct route *r,
     char why[JSON_PB_ERR_MAX];
     int rc = json_pb_decode(r->req, (const char *)body, n, &req, &info, why,
                             sizeof why);
+    /* a chunked body that broke off: etcd's gateway decodes what came
+     * before the bad framing, and fails with the read's error if that is
+     * not a whole request */
+    const char *berr = rpc_call_http_body_error(call);
+    size_t lead = 0;
+    while (lead < n && (body[lead] == ' ' || body[lead] == '\t' ||
+                        body[lead] == '\r' || body[lead] == '\n'))
+        lead++;
+    if (berr != NULL && rc == 0 && lead == n) { /* nothing before it */
+        protobuf_c_message_free_unpacked(req, NULL);
+        rc = ERR_INVAL;
+    }
     if (rc == ERR_INVAL)
-        return api__gw_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT, why);
+        return api__gw_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT,
+                                   berr != NULL ? berr : why);
     if (rc != 0)
         return reply_err(call, rc);
     if (!gate(s, r, req)) {

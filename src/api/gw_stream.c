@@ -91,14 +91,22 @@ struct gws {
     bool opened;                 /* the service's open succeeded */
     atomic_bool wrote;           /* a result line was queued */
     atomic_int refs;             /* holders left */
+    /* A bidi route's request body that stays open (loop only): */
+    const ProtobufCMessageDescriptor *d; /* its requests' type */
+    struct json_pb_reader *rd;   /* the sequence read so far */
+    size_t value_max;            /* bytes one request may take */
+    bool first_pending;          /* no request decoded yet */
+    bool reading_done;           /* the rest of the body is ignored */
 };
 
 static void unref(struct gws *g)
 {
     int left = atomic_fetch_sub(&g->refs, 1) - 1;
     CHECK(left >= 0);
-    if (left == 0)
+    if (left == 0) {
+        json_pb_reader_free(g->rd);
         mem_free(g);
+    }
 }
 
 static const struct rpc_http_head stream_head = {
@@ -284,6 +292,15 @@ static void feed(struct gws *g, const ProtobufCMessageDescriptor *d,
     g->r->handler->recv(g->state, NULL);
 }
 
+/* blank: n bytes of JSON whitespace only. */
+static bool blank(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i] != ' ' && t[i] != '\t' && t[i] != '\r' && t[i] != '\n')
+            return false;
+    return true;
+}
+
 /* first_request decodes the request the stream opens with; false when
  * call was answered with the decoder's refusal.  *off_out: where the
  * rest of a bidi body starts. */
@@ -295,11 +312,19 @@ static bool first_request(const struct gw_route *r,
     char why[JSON_PB_ERR_MAX];
     *m_out = NULL;
     *off_out = n;
+    /* a chunked body that broke off: the request before the bad framing
+     * is read, else the read's error is the answer (as Go's decoder) */
+    const char *berr = rpc_call_http_body_error(call);
     if (r->kind != GW_BIDI) {
         int rc = json_pb_decode(d, body, n, m_out, NULL, why, sizeof why);
+        if (rc == 0 && berr != NULL && blank(body, n)) {
+            protobuf_c_message_free_unpacked(*m_out, NULL);
+            *m_out = NULL;
+            rc = ERR_INVAL;
+        }
         if (rc == 0)
             return true;
-        const char *msg = why;
+        const char *msg = berr != NULL ? berr : why;
         grpc_status_code code = rc == ERR_INVAL
                                     ? GRPC_STATUS_INVALID_ARGUMENT
                                     : api_error(rc, &msg);
@@ -307,12 +332,129 @@ static bool first_request(const struct gw_route *r,
         return false;
     }
     int rc = json_pb_decode_next(d, body, n, off_out, m_out, why, sizeof why);
-    if (rc == 0 || rc == ERR_NOTFOUND)
+    if (rc == 0 || (rc == ERR_NOTFOUND && berr == NULL))
         return true; /* an empty body: the stream opens, then half-closes */
     /* the gateway's error before the stream exists: not a gRPC status */
     api__gw_reply_error(call, GRPC_STATUS_UNKNOWN,
-                        rc == ERR_INVAL ? why : err_str(rc));
+                        berr != NULL         ? berr
+                        : rc == ERR_INVAL ? why
+                                             : err_str(rc));
     return false;
+}
+
+/* first_fail answers an open bidi stream whose first request does not
+ * decode as the gateway answers one before its stream exists: 500, code
+ * 2, as one whole answer (nothing was written before it). */
+static void first_fail(struct gws *g, const char *msg)
+{
+    struct json_buf b = {0};
+    json_buf_str(&b, "{\"error\":");
+    json_pb_string(&b, msg, strlen(msg));
+    json_buf_str(&b, ",\"message\":");
+    json_pb_string(&b, msg, strlen(msg));
+    json_buf_str(&b, ",\"code\":2}");
+    struct rpc_http_head h = {500, JSON_CT, 0, true};
+    rpc_stream_count_code(g->rs, GRPC_STATUS_CANCELLED);
+    if (!b.nomem)
+        rpc_stream_send_http(g->rs, &h, b.p, b.n, true);
+    mem_free(b.p);
+    rpc_stream_finish(g->rs, GRPC_STATUS_OK, NULL);
+}
+
+/* open_more reads the requests in n more bytes of an open body (end: the
+ * body ended; err: its framing broke) and hands each to the service as
+ * it completes, as etcd's gateway's decoder loop sends each request on
+ * its gRPC stream; the end (or a request that does not decode) is the
+ * half-close, the first one failing is first_fail.  On the loop. */
+static void open_more(struct gws *g, const uint8_t *p, size_t n, bool end,
+                      const char *err)
+{
+    char why[JSON_PB_ERR_MAX];
+    size_t off = 0;
+    bool last = end || err != NULL;
+    while (!g->reading_done) {
+        ProtobufCMessage *m = NULL;
+        size_t used = 0;
+        int rc = json_pb_reader_next(g->rd, g->d, (const char *)p + off,
+                                     n - off, last, g->value_max, &used,
+                                     &m, why, sizeof why);
+        if (rc == ERR_MORE)
+            return; /* the rest of the request is still to come */
+        if (rc == 0) {
+            off += used;
+            g->first_pending = false;
+            rpc_stream_count_msg(g->rs, false);
+            g->r->handler->recv(g->state, m);
+            protobuf_c_message_free_unpacked(m, NULL);
+            continue;
+        }
+        g->reading_done = true;
+        if (g->first_pending && (rc != ERR_NOTFOUND || err != NULL))
+            first_fail(g, err != NULL         ? err
+                          : rc == ERR_INVAL ? why
+                                            : err_str(rc));
+        else
+            g->r->handler->recv(g->state, NULL); /* the half-close */
+    }
+}
+
+/* The runtime's rpc_http_body_fn: the rest of an open body. */
+static void on_body(struct rpc_stream *rs, const uint8_t *p, size_t n,
+                    bool end, const char *err, void *ctx)
+{
+    (void)rs;
+    struct gws *g = ctx;
+    if (g->opened)
+        open_more(g, p, n, end, err);
+}
+
+/* open_body serves a bidi route whose request body is still coming: the
+ * stream opens now (etcd's gateway opens its gRPC stream before it reads
+ * the body) and each request is handed on as it completes. */
+static void open_body(struct server *s, const struct gw_route *r,
+                      const char *grpc, const ProtobufCMessageDescriptor *d,
+                      struct rpc_call *call, const uint8_t *body, size_t n)
+{
+    struct gws *g = mem_calloc(1, sizeof *g);
+    struct rpc_stream *rs = NULL;
+    int rc = g == NULL ? ERR_NOMEM : json_pb_reader_new(&g->rd);
+    if (rc == 0)
+        rc = rpc_call_http_stream(call, on_close, g, &rs);
+    if (rc != 0) {
+        if (g != NULL)
+            json_pb_reader_free(g->rd);
+        mem_free(g);
+        api__gw_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                            err_str(rc));
+        return;
+    }
+    g->st = (struct svc_stream){
+        .send = st_send,
+        .send_ctrl = st_send_ctrl,
+        .close = st_close,
+        .release = st_release,
+        .metadata = st_metadata,
+        .ctx = g,
+        .queue_max = r->queue_max,
+    };
+    g->rs = rs;
+    g->r = r;
+    g->d = d;
+    g->first_pending = true;
+    /* one request may be as large as a gRPC message may */
+    g->value_max = (size_t)server_max_request_bytes(s) + 512 * 1024;
+    rpc_stream_count_as(rs, grpc);
+    atomic_init(&g->refs, 1); /* the runtime's, until on_close */
+    rpc_stream_http_body(rs, on_body);
+    rc = r->handler->open(s, &g->st, &g->state);
+    if (rc != 0) {
+        g->reading_done = true;
+        st_close(g, rc); /* the runtime's on_close releases rs */
+        return;
+    }
+    g->opened = true;
+    atomic_fetch_add(&g->refs, 1); /* the service's, until release */
+    open_more(g, body, n, false, NULL);
 }
 
 bool api__gw_stream(struct server *s, const char *path, const char *grpc,
@@ -322,6 +464,10 @@ bool api__gw_stream(struct server *s, const char *path, const char *grpc,
     const struct gw_route *r = route_find(path);
     if (r == NULL)
         return false;
+    if (r->kind == GW_BIDI && rpc_call_http_body_open(call)) {
+        open_body(s, r, grpc, d, call, body, n);
+        return true;
+    }
     ProtobufCMessage *first = NULL;
     size_t off = 0;
     if (!first_request(r, d, call, (const char *)body, n, &first, &off))

@@ -534,7 +534,7 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
 
 /* print_serving prints etcd's line per client listener: tools (and
  * people) look for "serving client requests on" to know TLS is on. */
-static void print_serving(const char *urls)
+static void print_serving(const char *urls, const char *traffic)
 {
     for (const char *u = urls; u != NULL && *u; u = strchr(u, ',')) {
         u += *u == ',';
@@ -549,7 +549,13 @@ static void print_serving(const char *urls)
             alen = (int)strcspn(addr, "/,");
         char a[300];
         snprintf(a, sizeof a, "%.*s", alen, addr);
-        if (log_is_zap())
+        /* etcd 3.5 names the traffic once HTTP has its own listeners */
+        if (log_is_zap() && traffic != NULL)
+            log_zap(LOG_INFO, secure ? "serving client traffic securely"
+                                     : "serving client traffic insecurely; "
+                                       "this is strongly discouraged!",
+                    LOG_STR("traffic", traffic), LOG_STR("address", a));
+        else if (log_is_zap())
             log_zap(LOG_INFO, secure ? "serving client traffic securely"
                                      : "serving client traffic insecurely; "
                                        "this is strongly discouraged!",
@@ -714,10 +720,66 @@ static void listeners_close(struct listeners *l)
     rpc_tls_free(l->client_tls);
 }
 
+/* url_addr: the address part of a listen URL as etcd 3.5 compares them
+ * (host:port, or a unix socket's path), its length in *n_out. */
+static const char *url_addr(const char *u, size_t n, size_t *n_out)
+{
+    const char *sep = strstr(u, "://");
+    if (sep == NULL || sep >= u + n) {
+        *n_out = n;
+        return u;
+    }
+    const char *a = sep + 3;
+    size_t an = n - (size_t)(a - u);
+    if (strncmp(u, "unix", 4) != 0)
+        an = strcspn(a, "/,") < an ? strcspn(a, "/,") : an;
+    *n_out = an;
+    return a;
+}
+
+/* url_listed: the address of u (n bytes) is one of the list's. */
+static bool url_listed(const char *list, const char *u, size_t n)
+{
+    size_t an, bn;
+    const char *a = url_addr(u, n, &an);
+    for (const char *v = list; *v != '\0'; v += *v == ',') {
+        size_t vn = strcspn(v, ",");
+        const char *b = url_addr(v, vn, &bn);
+        if (vn > 0 && an == bn && memcmp(a, b, an) == 0)
+            return true;
+        v += vn;
+    }
+    return false;
+}
+
+/* http_urls_check: etcd 3.5 refuses a --listen-client-http-urls URL on
+ * the address of a --listen-client-urls one (embed/etcd.go
+ * configureClientListeners). */
+static int http_urls_check(void)
+{
+    const char *h = flags_get("listen-client-http-urls");
+    for (const char *u = h; *u != '\0'; u += *u == ',') {
+        size_t n = strcspn(u, ",");
+        if (n > 0 && url_listed(flags_get("listen-client-urls"), u, n)) {
+            log_error("etcdmain", "cannot bind both --client-listen-urls and "
+                      "--client-listen-http-urls on the same url %.*s",
+                      (int)n, u);
+            return 1;
+        }
+        u += n;
+    }
+    return 0;
+}
+
 static int listeners_open(struct listeners *l, const char *dir)
 {
-    const struct tls_kind client = {"client", "", "client-crl-file",
-                                    flags_get("listen-client-urls")};
+    /* The client TLS serves the HTTP-only listeners too (etcd 3.5 checks
+     * both lists for an https:// URL without a cert, in this order). */
+    char curls[8192];
+    const char *h = flags_get("listen-client-http-urls");
+    snprintf(curls, sizeof curls, "%s%s%s", flags_get("listen-client-urls"),
+             *h ? "," : "", h);
+    const struct tls_kind client = {"client", "", "client-crl-file", curls};
     const struct tls_kind peer = {"peer", "peer-", "peer-crl-file",
                                   flags_get("listen-peer-urls")};
     memset(l, 0, sizeof *l);
@@ -840,7 +902,7 @@ static int run(void)
     bool has_data = log_has_data(&cfg);
     print_startup(&cfg, has_data);
     check_data_dir_mode(cfg.data_dir);
-    if (listeners_open(&l, cfg.data_dir) != 0)
+    if (http_urls_check() != 0 || listeners_open(&l, cfg.data_dir) != 0)
         return 1;
     struct server *s;
     cfg.peer_listener = l.peer;
@@ -905,6 +967,8 @@ static int run(void)
      * is the runtime's bounded default (RPC_DEFAULT_MAX_STREAMS). */
     uint32_t streams = (uint32_t)flags_get_u64("max-concurrent-streams");
     api_gateway_enable(flags_get_bool("enable-grpc-gateway"));
+    const char *hurls = flags_get("listen-client-http-urls");
+    api_client_http_split(hurls[0] != '\0');
     if (api_http_access(flags_get("cors"), flags_get("host-whitelist")) !=
         0) {
         log_error("etcdmain", "out of memory for --cors/--host-whitelist");
@@ -922,6 +986,15 @@ static int run(void)
     if (rc != 0) {
         log_error("etcdmain", "failed to listen on client urls %s: %s",
                   flags_get("listen-client-urls"), err_str(rc));
+        listeners_close(&l);
+        server_stop(s);
+        return 1;
+    }
+    if (hurls[0] != '\0' &&
+        (rc = api_http_start(api, hurls, l.client_tls)) != 0) {
+        log_error("etcdmain", "failed to listen on client http urls %s: %s",
+                  hurls, err_str(rc));
+        api_stop(api);
         listeners_close(&l);
         server_stop(s);
         return 1;
@@ -953,7 +1026,8 @@ static int run(void)
         log_info("etcdserver/api", "enabled capabilities for version 3.4");
         log_info("embed", "ready to serve client requests");
     }
-    print_serving(flags_get("listen-client-urls"));
+    print_serving(flags_get("listen-client-urls"), *hurls ? "grpc" : NULL);
+    print_serving(hurls, "http");
     struct corrupt_monitor *cm = NULL;
     int64_t check_ns = flags_get_dur_ns("experimental-corrupt-check-time");
     if (check_ns > 0 &&

@@ -106,6 +106,7 @@ static const struct key keys[] = {
     {"unsafe-no-fsync", K_BOOL, "bool", NULL},
     {"listen-peer-urls", K_STR, "string", NULL},
     {"listen-client-urls", K_STR, "string", NULL},
+    {"listen-client-http-urls", K_STR, "string", NULL},
     {"initial-advertise-peer-urls", K_STR, "string", NULL},
     {"advertise-client-urls", K_STR, "string", NULL},
     {"cors", K_STR, "string", NULL},

@@ -55,6 +55,7 @@ static struct flag table[] = {
     {"initial-election-tick-advance", F_BOOL, "true", BUILT, "Member", "Whether to fast-forward initial election ticks on boot for faster election."},
     {"listen-peer-urls", F_STR, "http://localhost:2380", BUILT, "Member", "List of URLs to listen on for peer traffic."},
     {"listen-client-urls", F_STR, "http://localhost:2379", BUILT, "Member", "List of URLs to listen on for client traffic."},
+    {"listen-client-http-urls", F_STR, "", BUILT, "Member", "List of URLs to listen on for http only client traffic. Enabling this flag removes http services from --listen-client-urls."},
     {"max-snapshots", F_UINT, "5", BUILT, "Member", "Maximum number of snapshot files to retain (0 is unlimited)."},
     {"max-wals", F_UINT, "5", BUILT, "Member", "Maximum number of wal files to retain (0 is unlimited)."},
     {"quota-backend-bytes", F_INT, "0", BUILT, "Member", "Raise alarms when backend size exceeds the given quota (0 defaults to low space quota)."},

@@ -19,8 +19,11 @@
  * ("/path?query") or "*"; header lines "name: value" (name a token, value
  * without CR, LF or NUL; surrounding blanks trimmed); lines ended by CRLF
  * or a bare LF; no line folding.  Content-Length must be digits, the same
- * when repeated, at most body_max.  A Transfer-Encoding (a chunked request
- * body) is refused with 501: no endpoint served takes one yet.
+ * when repeated, at most body_max.  Transfer-Encoding, as Go's net/http:
+ * one coding, "chunked" (any case), on an HTTP/1.1 request (req.chunked;
+ * its Content-Length is then ignored; the body is read with
+ * http_chunked_decode), anything else 501 ("Unsupported transfer
+ * encoding"); ignored on HTTP/1.0.
  *
  * Limits: HTTP_HEAD_MAX bytes of head, HTTP_HEADERS_MAX headers.  Every
  * error is an HTTP status for the answer (then the connection closes).
@@ -54,7 +57,8 @@ struct http_request {
     size_t target_n;       /* its length */
     int minor;             /* 0 (HTTP/1.0) or 1 (HTTP/1.1) */
     bool keep_alive;       /* the connection stays open after the answer */
-    size_t content_length; /* body bytes after the head */
+    size_t content_length; /* body bytes after the head (0 if chunked) */
+    bool chunked;          /* the body is chunked (Transfer-Encoding) */
     size_t head_n;         /* bytes of the head, blank line included */
     struct http_header headers[HTTP_HEADERS_MAX]; /* in arrival order */
     size_t headers_n;      /* used */
@@ -73,6 +77,43 @@ size_t http_head_len(const uint8_t *buf, size_t n, size_t *scan_io);
  * Transfer-Encoding), 505 (an HTTP version other than 1.0 and 1.1). */
 int http_request_parse(const uint8_t *buf, size_t head_n, size_t body_max,
                        struct http_request *req_out);
+
+/* A chunked request body being decoded (RFC 9112 7.1, as Go's
+ * net/http/internal chunkedReader reads it): size lines of hex digits
+ * (at most 16) with optional ";extensions" and trailing blanks, ended by
+ * CRLF or LF and shorter than HTTP_CHUNK_LINE_MAX; each chunk's data
+ * followed by exactly CRLF; a 0 size, then trailer lines (skipped, at
+ * most HTTP_HEAD_MAX bytes) up to an empty line.  Zero-initialise it
+ * (or http_chunked_init) per body.  No allocation: the state is a few
+ * counters, whatever the sizes announced. */
+#define HTTP_CHUNK_LINE_MAX 4096
+struct http_chunked {
+    unsigned state;    /* where in the framing (parse.c's enum) */
+    uint64_t left;     /* data bytes left of the current chunk */
+    size_t line_n;     /* bytes of the current size or trailer line */
+    size_t trailer_n;  /* trailer bytes so far */
+    unsigned digits;   /* hex digits of the size line */
+    bool blank;        /* a blank after them: only blanks may follow */
+    bool ext;          /* inside a ";extension" */
+    const char *bad;   /* the size line's error, told at its end */
+    const char *err;   /* Go's text of the framing error, or NULL */
+};
+
+void http_chunked_init(struct http_chunked *st);
+
+/* http_chunked_decode decodes the next bytes of a chunked body, in[0..n),
+ * and writes its data bytes to out (at most n; out may be in: decoding in
+ * place moves bytes only backwards), their count in *out_n.  Returns the
+ * bytes of in taken: all n, or fewer once the body ended
+ * (http_chunked_done: the rest is the next request's) or on a framing
+ * error (st->err: "invalid byte in chunk length", "http chunk length too
+ * large", "empty hex number for chunk length", "malformed chunked
+ * encoding", "header line too long"; every later call takes nothing). */
+size_t http_chunked_decode(struct http_chunked *st, const uint8_t *in,
+                           size_t n, uint8_t *out, size_t *out_n);
+
+/* http_chunked_done: the last chunk and the trailer are in. */
+bool http_chunked_done(const struct http_chunked *st);
 
 /* http_request_header returns the value of the first header called name
  * (case-insensitive) and its length in *len_out, or NULL. */

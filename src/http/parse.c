@@ -159,13 +159,25 @@ static int content_length(const struct http_header *h, size_t body_max,
 static int framing(struct http_request *r, size_t body_max)
 {
     bool seen = false, close = false, keep = false;
+    size_t te_n = 0;
+    for (size_t i = 0; i < r->headers_n; i++) {
+        const struct http_header *h = &r->headers[i];
+        if (!name_is(h, "transfer-encoding"))
+            continue;
+        /* Go: one coding, "chunked", on HTTP/1.1 (1.0 ignores it) */
+        if (r->minor == 0)
+            continue;
+        if (++te_n > 1 || h->value_n != 7 ||
+            strncasecmp(h->value, "chunked", 7) != 0)
+            return 501;
+        r->chunked = true;
+    }
     for (size_t i = 0; i < r->headers_n; i++) {
         const struct http_header *h = &r->headers[i];
         int rv = 0;
         if (name_is(h, "content-length"))
-            rv = content_length(h, body_max, &r->content_length, &seen);
-        else if (name_is(h, "transfer-encoding"))
-            rv = 501;
+            rv = content_length(h, r->chunked ? SIZE_MAX : body_max,
+                                &r->content_length, &seen);
         else if (name_is(h, "connection")) {
             close |= has_token(h->value, h->value_n, "close");
             keep |= has_token(h->value, h->value_n, "keep-alive");
@@ -174,6 +186,8 @@ static int framing(struct http_request *r, size_t body_max)
             return rv;
     }
     r->keep_alive = !close && (r->minor == 1 || keep);
+    if (r->chunked)
+        r->content_length = 0; /* the chunks say it (Go drops the CL) */
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "json/json.h"
 #include "json/json_int.h"
 #include "util/err.h"
+#include "util/mem.h"
 
 /* One decode's state. */
 struct dec {
@@ -600,4 +601,147 @@ int json_pb_decode_next(const ProtobufCMessageDescriptor *md,
         end = n; /* defensive: always make progress */
     *used_out = end;
     return rc;
+}
+
+/* --- a sequence read in pieces (json.h json_pb_reader) --- */
+
+struct json_pb_reader {
+    struct json_tokener *tok; /* json-c's state inside the current value */
+    /* The current value's bytes: json-c's incremental parse only finds
+     * where a value ends (it takes some malformed numbers, "17-85", when
+     * they come in pieces, which its one-shot parse refuses), then the
+     * value is read in one shot from here, as json_pb_decode reads it. */
+    char *buf;
+    size_t buf_cap;
+    size_t value_n;           /* bytes fed since the last value ended */
+    bool started;             /* a non-blank byte since then */
+    bool bare;                /* that byte began a literal or a number */
+};
+
+int json_pb_reader_new(struct json_pb_reader **r_out)
+{
+    assert(r_out != NULL);
+    struct json_pb_reader *r = mem_calloc(1, sizeof *r);
+    if (r == NULL)
+        return ERR_NOMEM;
+    r->tok = json_tokener_new_ex(JSON_PB_DEPTH_MAX);
+    if (r->tok == NULL) {
+        mem_free(r);
+        return ERR_NOMEM;
+    }
+    json_tokener_set_flags(r->tok, JSON_TOKENER_STRICT |
+                                       JSON_TOKENER_ALLOW_TRAILING_CHARS);
+    *r_out = r;
+    return 0;
+}
+
+void json_pb_reader_free(struct json_pb_reader *r)
+{
+    if (r == NULL)
+        return;
+    json_tokener_free(r->tok);
+    mem_free(r->buf);
+    mem_free(r);
+}
+
+/* keep appends n bytes of the current value to r->buf. */
+static int keep(struct json_pb_reader *r, const char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (r->value_n + n > r->buf_cap) {
+        size_t cap = r->buf_cap < 256 ? 256 : r->buf_cap;
+        while (cap < r->value_n + n)
+            cap *= 2;
+        char *b = mem_realloc(r->buf, cap);
+        if (b == NULL)
+            return ERR_NOMEM;
+        r->buf = b;
+        r->buf_cap = cap;
+    }
+    memcpy(r->buf + r->value_n, p, n);
+    r->value_n += n;
+    return 0;
+}
+
+/* reader_done turns a value json-c finished (o, or its error je) into a
+ * message, and readies r for the next value. */
+static int reader_done(struct json_pb_reader *r,
+                       const ProtobufCMessageDescriptor *md,
+                       struct json_object *o, enum json_tokener_error je,
+                       ProtobufCMessage **m_out, char *err, size_t cap)
+{
+    struct dec d = {.err = err, .cap = cap};
+    int rc;
+    if (je == json_tokener_continue)
+        rc = fail(&d, "unexpected EOF%s%s", "", "");
+    else if (je != json_tokener_success)
+        rc = fail(&d, "%s%s", json_tokener_error_desc(je), "");
+    else
+        rc = decode_obj(&d, md, o, m_out);
+    json_object_put(o);
+    if (rc == 0) { /* read again in one shot: json_pb_decode's verdict */
+        protobuf_c_message_free_unpacked(*m_out, NULL);
+        *m_out = NULL;
+        size_t end = 0;
+        rc = decode(md, r->buf, r->value_n, m_out, NULL, err, cap, &end);
+    }
+    json_tokener_reset(r->tok);
+    r->value_n = 0;
+    r->started = r->bare = false;
+    return rc;
+}
+
+int json_pb_reader_next(struct json_pb_reader *r,
+                        const ProtobufCMessageDescriptor *md,
+                        const char *text, size_t n, bool end, size_t max,
+                        size_t *used_out, ProtobufCMessage **m_out,
+                        char *err, size_t cap)
+{
+    assert(r != NULL && md != NULL && used_out != NULL && m_out != NULL);
+    assert(err != NULL && cap > 0 && (text != NULL || n == 0));
+    struct dec d = {.err = err, .cap = cap};
+    err[0] = '\0';
+    *used_out = n;
+    size_t lead = 0;
+    if (!r->started) { /* blanks between values are not the value's */
+        while (lead < n && (text[lead] == ' ' || text[lead] == '\t' ||
+                            text[lead] == '\r' || text[lead] == '\n'))
+            lead++;
+        if (lead < n) {
+            r->started = true;
+            r->bare = strchr("{[\"", text[lead]) == NULL;
+        }
+    }
+    if (!r->started)
+        return end ? ERR_NOTFOUND : ERR_MORE;
+    if (n - lead > INT_MAX || r->value_n + (n - lead) > max) {
+        json_tokener_reset(r->tok);
+        r->value_n = 0;
+        r->started = r->bare = false;
+        return fail(&d, "http: request body too large%s%s", "", "");
+    }
+    struct json_object *o = NULL;
+    if (n > lead)
+        o = json_tokener_parse_ex(r->tok, text + lead, (int)(n - lead));
+    enum json_tokener_error je =
+        n > lead ? json_tokener_get_error(r->tok) : json_tokener_continue;
+    size_t took = n - lead;
+    if (je != json_tokener_continue)
+        took = json_tokener_get_parse_end(r->tok);
+    if (keep(r, text + lead, took) != 0) {
+        json_object_put(o);
+        return ERR_NOMEM;
+    }
+    if (je == json_tokener_continue && !end)
+        return ERR_MORE;
+    if (je == json_tokener_continue && r->bare) {
+        /* a bare literal or number ends only at a delimiter: give json-c
+         * the end of the input as one */
+        o = json_tokener_parse_ex(r->tok, "", 1);
+        je = json_tokener_get_error(r->tok);
+    } else if (je != json_tokener_continue) {
+        *used_out = lead + took;
+    }
+    return reader_done(r, md, o, je, m_out, err, cap);
 }

@@ -107,4 +107,32 @@ int json_pb_decode_next(const ProtobufCMessageDescriptor *d,
                         const char *text, size_t n, size_t *used_out,
                         ProtobufCMessage **m_out, char *err, size_t cap);
 
+/* A reader of a sequence of JSON values that arrives in pieces (a
+ * gateway stream's request body that stays open).  One json-c tokener
+ * kept between the pieces finds where each value ends, whatever the
+ * pieces' sizes; the value's bytes (kept, at most max) are then read in
+ * one shot as json_pb_decode reads them (json-c's incremental parse takes
+ * some malformed numbers its one-shot parse refuses), so each byte is
+ * parsed twice at most.  Owned by one thread at a time. */
+struct json_pb_reader;
+
+/* json_pb_reader_new makes a reader; json_pb_reader_free frees it (NULL
+ * is fine).  Errors: ERR_NOMEM. */
+int json_pb_reader_new(struct json_pb_reader **r_out);
+void json_pb_reader_free(struct json_pb_reader *r);
+
+/* json_pb_reader_next feeds text[0..n) (more of the sequence) and reads
+ * the next value as a message of type d, as json_pb_decode_next does.
+ * end: no bytes follow text (the body ended; n may be 0).  Returns 0 with
+ * *m_out and *used_out (the bytes of text taken, through the value's
+ * end: call again with the rest), ERR_MORE (all n taken, the value is not
+ * complete: call again with the next piece), ERR_NOTFOUND (end, and only
+ * blanks since the last value), ERR_INVAL (why in err; the sequence is
+ * not to be read further; also a value longer than max bytes), ERR_NOMEM. */
+int json_pb_reader_next(struct json_pb_reader *r,
+                        const ProtobufCMessageDescriptor *d,
+                        const char *text, size_t n, bool end, size_t max,
+                        size_t *used_out, ProtobufCMessage **m_out,
+                        char *err, size_t cap);
+
 #endif

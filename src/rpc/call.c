@@ -54,6 +54,8 @@ struct rpc_call *rpc__call_new(struct rpc__conn *c, int32_t stream_id)
     call->code = GRPC_STATUS_OK;
     call->msg = NULL;
     call->grpc_ct = call->http = call->h1 = call->h1_close = false;
+    call->bad_ct = call->body_open = call->body_ended = false;
+    call->body_err = NULL;
     call->http_status = 0;
     call->http_ctype = NULL;
     call->http_flags = 0;
@@ -149,8 +151,82 @@ void rpc__call_ready(struct rpc_call *call)
     l->ready_tail = call;
 }
 
+bool rpc__http_open_path(const struct rpc_server *srv,
+                         const struct rpc_call *call)
+{
+    size_t n = 0;
+    const char *t = rpc__hdrs_find(&call->hdrs, ":path", &n);
+    if (srv->http_open_paths == NULL || t == NULL)
+        return false;
+    n = http_path_len(t, n);
+    for (const char *const *p = srv->http_open_paths; *p != NULL; p++)
+        if (strlen(*p) == n && memcmp(*p, t, n) == 0)
+            return true;
+    return false;
+}
+
+bool rpc_call_http_body_open(const struct rpc_call *call)
+{
+    assert(call != NULL && call->http);
+    return call->body_open && !call->body_ended;
+}
+
+const char *rpc_call_http_body_error(const struct rpc_call *call)
+{
+    assert(call != NULL && call->http);
+    return call->body_err;
+}
+
+bool rpc__http_body_more(struct rpc_call *call, const uint8_t *p, size_t n,
+                         bool end, const char *err)
+{
+    assert(call->body_open && !call->body_ended);
+    /* (an HTTP/2 call that became a stream gets no more DATA: nghttp2
+     * hands them to the stream, rpc__stream_data) */
+    struct rpc_stream *s = call->h1 ? call->h1_stream : NULL;
+    if (s != NULL) { /* became a stream: its owner reads on */
+        if (s->http_on_body != NULL && !s->http_body_ended &&
+            !s->close_told) {
+            s->http_body_ended = end;
+            s->http_on_body(s, p, n, end, err, s->http_ctx);
+        }
+        call->body_ended = end;
+        return true;
+    }
+    if (call->state != RPC__CALL_READY && call->state != RPC__CALL_PARKED) {
+        call->body_ended = end;
+        return true; /* answered without a stream: dropped */
+    }
+    /* waits for its handler: kept as the body it is given */
+    size_t max = call->conn->loop->srv->max_recv_bytes;
+    if (call->body_n + n > max || !rpc__guard_in_add(call->conn, n))
+        return false;
+    uint8_t *b = rpc__buf_grow(call->body, &call->body_cap,
+                               call->body_n + n, 1024);
+    if (b == NULL) {
+        rpc__guard_in_sub(call->conn, n);
+        return false;
+    }
+    call->body = b;
+    if (n > 0)
+        memcpy(call->body + call->body_n, p, n);
+    call->body_n += n;
+    call->body_ended = end;
+    if (end)
+        call->body_err = err;
+    return true;
+}
+
 void rpc__call_data(struct rpc_call *call, const uint8_t *p, size_t n)
 {
+    if (call->body_open && !call->body_ended &&
+        (call->state == RPC__CALL_READY || call->state == RPC__CALL_PARKED)) {
+        if (!rpc__http_body_more(call, p, n, false, NULL))
+            nghttp2_submit_rst_stream(call->conn->ng, NGHTTP2_FLAG_NONE,
+                                      call->stream_id,
+                                      NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
+    }
     if (call->state != RPC__CALL_READING)
         return; /* answered early (too large, unknown method) */
     size_t max = call->conn->loop->srv->max_recv_bytes;
@@ -287,7 +363,11 @@ static void unimplemented_msg(const struct rpc_server *srv, const char *path,
 static void http_refuse(struct rpc_call *call, int status)
 {
     char body[64];
-    int n = snprintf(body, sizeof body, "%d %s", status, http_reason(status));
+    /* the parser's only 501 is a Transfer-Encoding Go does not take */
+    int n = status == 501
+                ? snprintf(body, sizeof body, "Unsupported transfer encoding")
+                : snprintf(body, sizeof body, "%d %s", status,
+                           http_reason(status));
     rpc_call_reply_http(call, status, "text/plain; charset=utf-8", 0, body,
                         (size_t)n);
 }
@@ -329,6 +409,26 @@ void rpc__call_redispatch(struct rpc_call *call)
     dispatch_http(srv, call);
 }
 
+/* bad_ct_msg: grpc-go's words for a request that is not gRPC, the
+ * content-type quoted as Go's %q does for printable text. */
+static void bad_ct_msg(const struct rpc_call *call, char *buf, size_t cap)
+{
+    size_t n = 0;
+    const char *ct = rpc__hdrs_find(&call->hdrs, "content-type", &n);
+    size_t o = (size_t)snprintf(buf, cap, "invalid gRPC request "
+                                "content-type \"");
+    for (size_t i = 0; ct != NULL && i < n && o + 8 < cap; i++) {
+        unsigned char ch = (unsigned char)ct[i];
+        if (ch == '"' || ch == '\\')
+            buf[o++] = '\\';
+        if (ch < 0x20 || ch >= 0x7f)
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", ch);
+        else
+            buf[o++] = (char)ch;
+    }
+    snprintf(buf + o, cap - o, "\"");
+}
+
 /* dispatch_one checks a complete request and hands it to its handler. */
 static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
 {
@@ -337,6 +437,11 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
     atomic_fetch_add(&srv->active_n, 1);
     if (call->http) {
         dispatch_http(srv, call);
+        return;
+    }
+    if (call->bad_ct) {
+        bad_ct_msg(call, msg, sizeof msg);
+        rpc_call_reply_error(call, GRPC_STATUS_INVALID_ARGUMENT, msg);
         return;
     }
     if (call->method != NULL) {
@@ -489,7 +594,11 @@ void rpc__call_inbox(struct rpc_call *call)
         rv = nghttp2_submit_response(c->ng, call->stream_id,
                                      rpc__resp_headers, 2, &prd);
     } else {
-        nghttp2_nv nv[4] = {rpc__resp_headers[0], rpc__resp_headers[1]};
+        static const nghttp2_nv st415 = {
+            (uint8_t *)":status", (uint8_t *)"415", 7, 3,
+            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+        nghttp2_nv nv[4] = {call->bad_ct ? st415 : rpc__resp_headers[0],
+                            rpc__resp_headers[1]};
         char code_buf[12], msg_buf[1024];
         size_t k = rpc__status_nv(nv + 2, call->code, call->msg, code_buf,
                                   msg_buf, sizeof(msg_buf));
@@ -534,7 +643,7 @@ void rpc_call_count_as(struct rpc_call *call, const char *method_path)
 {
     assert(call != NULL && call->http && method_path != NULL);
     assert(call->state == RPC__CALL_HANDLER && call->count_as == NULL);
-    call->count_as = rpc__method_find(call->conn->loop->srv,
+    call->count_as = rpc__method_find(rpc__count_srv(call->conn->loop->srv),
                                       (const uint8_t *)method_path,
                                       strlen(method_path));
     if (call->count_as == NULL)

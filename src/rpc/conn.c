@@ -236,15 +236,29 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         return 0;
     }
     struct rpc_call *call = rpc__container_of(it, struct rpc_call, item);
+    if (end && call->body_open && !call->body_ended &&
+        !rpc__http_body_more(call, NULL, 0, true, NULL))
+        return 0;
     if (call->state != RPC__CALL_READING)
         return 0;
     bool req_headers = f->hd.type == NGHTTP2_HEADERS &&
                        f->headers.cat == NGHTTP2_HCAT_REQUEST;
-    if (req_headers && !call->grpc_ct && c->loop->srv->http != NULL) {
+    struct rpc_server *srv = c->loop->srv;
+    if (req_headers && !call->grpc_ct && srv->http == NULL) {
+        /* gRPC only: grpc-go answers at once, whatever the path */
+        call->bad_ct = true;
+        rpc__call_ready(call);
+        return 0;
+    }
+    if (req_headers && (!call->grpc_ct || srv->http_only) &&
+        srv->http != NULL) {
         /* Not gRPC (curl --http2): an HTTP request, as etcd routes by
          * content-type; it is dispatched once its body is in. */
         call->http = true;
-        if (end)
+        /* a body that may stay open (a gateway watch): dispatched now,
+         * the rest follows (rpc.h "HTTP request bodies that stay open") */
+        call->body_open = !end && rpc__http_open_path(srv, call);
+        if (end || call->body_open)
             rpc__call_ready(call);
         return 0;
     }

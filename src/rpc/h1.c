@@ -12,7 +12,11 @@
  *
  * HTTP/1.x.  Bytes read are kept in h1_in (at most HTTP_HEAD_MAX plus the
  * receive limit plus one read); each complete request (head parsed by
- * http/, then Content-Length body bytes) becomes a call (rpc_call, http
+ * http/, then Content-Length body bytes, or a chunked body decoded in
+ * place by http_chunked_decode into the call held in h1_body_call until
+ * its last chunk; on an open path the call goes at its head and the rest
+ * of its body to its stream: rpc.h "HTTP request bodies that stay
+ * open") becomes a call (rpc_call, http
  * and h1 set; ":method", ":path" and the headers in lower case as its
  * metadata) on the connection's queue, dispatched like a unary call.
  * Answers may come back in any order from any thread; they are written in
@@ -121,11 +125,12 @@ static bool add_hdr(struct rpc_call *call, const char *name, size_t name_n,
 /* take makes a call of the complete request req (head and body in
  * h1_in); header names are lowered in place.  False: out of memory or
  * header space (the caller refuses it). */
-static bool take(struct rpc__conn *c, struct http_request *req)
+static struct rpc_call *call_make(struct rpc__conn *c,
+                                  struct http_request *req)
 {
     struct rpc_call *call = rpc__call_new(c, 0);
     if (call == NULL)
-        return false;
+        return NULL;
     call->http = call->h1 = true;
     call->h1_close = !req->keep_alive;
     call->h1_v10 = req->minor == 0;
@@ -138,6 +143,19 @@ static bool take(struct rpc__conn *c, struct http_request *req)
             name[k] = (char)tolower((unsigned char)name[k]);
         ok = add_hdr(call, name, h->name_n, h->value, h->value_n);
     }
+    if (!ok) {
+        call->http_status = 431;
+        call->h1_close = true;
+    }
+    return call;
+}
+
+static bool take(struct rpc__conn *c, struct http_request *req)
+{
+    struct rpc_call *call = call_make(c, req);
+    if (call == NULL)
+        return false;
+    bool ok = call->http_status == 0;
     size_t n = req->content_length;
     if (ok && n > 0) {
         uint8_t *b = rpc__buf_grow(call->body, &call->body_cap, n, 1024);
@@ -152,13 +170,123 @@ static bool take(struct rpc__conn *c, struct http_request *req)
             call->h1_close = true;
         }
     }
-    if (!ok) {
-        call->http_status = 431;
-        call->h1_close = true;
-    }
     if (call->h1_close)
         c->h1_close = true;
     enqueue(c, call);
+    return true;
+}
+
+static void continue_once(struct rpc__conn *c, const struct http_request *r);
+
+/* chunked_begin takes the head of a request with a chunked body: a call
+ * on an open path (rpc__http_open_path) is queued (dispatched) now and
+ * its body follows it; any other waits in h1_body_call until its last
+ * chunk.  The head leaves h1_in; body_step reads the rest. */
+static bool chunked_begin(struct rpc__conn *c, struct http_request *req)
+{
+    struct rpc_call *call = call_make(c, req);
+    if (call == NULL)
+        return false;
+    continue_once(c, req); /* curl asks before a chunked upload */
+    c->h1_continued = false;
+    memmove(c->h1_in, c->h1_in + req->head_n, c->h1_in_n - req->head_n);
+    c->h1_in_n -= req->head_n;
+    c->h1_scan = 0;
+    http_chunked_init(&c->h1_chunk);
+    if (call->http_status != 0) { /* refused: its body is not read */
+        c->h1_close = true;
+        c->h1_in_n = 0;
+        busy(c, false);
+        enqueue(c, call);
+        return true;
+    }
+    c->h1_body_call = call;
+    call->body_open = rpc__http_open_path(c->loop->srv, call);
+    if (!call->body_open)
+        busy(c, true); /* the whole body within the request timeout */
+    if (call->body_open) {
+        /* Go's server closes after such an answer (its request body is
+         * not all read when the answer starts; with curl's Expect:
+         * 100-continue etcd streams both ways and says so) */
+        call->h1_close = true;
+        busy(c, false); /* it may stay open for as long as it streams */
+        enqueue(c, call);
+    }
+    return true;
+}
+
+/* held_more adds n decoded bytes to the body of the held call; false:
+ * past the receive limit (413, the connection closes after it). */
+static bool held_more(struct rpc__conn *c, struct rpc_call *call,
+                      const uint8_t *p, size_t n)
+{
+    size_t max = c->loop->srv->max_recv_bytes;
+    if (call->body_n + n > max || !rpc__guard_in_add(c, n))
+        return false;
+    uint8_t *b = rpc__buf_grow(call->body, &call->body_cap,
+                               call->body_n + n, 1024);
+    if (b == NULL) {
+        rpc__guard_in_sub(c, n);
+        return false;
+    }
+    call->body = b;
+    memcpy(call->body + call->body_n, p, n);
+    call->body_n += n;
+    return true;
+}
+
+/* held_done queues the held call once its body ended (or failed). */
+static void held_done(struct rpc__conn *c, struct rpc_call *call, int st,
+                      const char *err)
+{
+    c->h1_body_call = NULL;
+    call->body_err = err;
+    if (st != 0)
+        call->http_status = st;
+    if (st != 0 || err != NULL) /* the framing is lost: no next request */
+        call->h1_close = true;
+    if (call->h1_close) {
+        c->h1_close = true;
+        c->h1_in_n = 0;
+    }
+    busy(c, false);
+    enqueue(c, call);
+}
+
+/* body_step decodes the chunked body bytes in h1_in (in place) and hands
+ * them on; false: out of memory or an open body past its bound (the
+ * caller closes).  *wait_out: more bytes are needed. */
+static bool body_step(struct rpc__conn *c, bool *wait_out)
+{
+    struct rpc_call *call = c->h1_body_call;
+    size_t out_n = 0;
+    size_t used = http_chunked_decode(&c->h1_chunk, c->h1_in, c->h1_in_n,
+                                      c->h1_in, &out_n);
+    bool end = http_chunked_done(&c->h1_chunk);
+    const char *err = c->h1_chunk.err;
+    *wait_out = !end && err == NULL;
+    if (call->body_open) {
+        if (!rpc__http_body_more(call, c->h1_in, out_n, end || err != NULL,
+                                 err))
+            return false;
+        if (err != NULL) {
+            c->h1_close = true; /* the framing is lost */
+            c->h1_in_n = 0;
+        }
+        if (end || err != NULL)
+            c->h1_body_call = NULL;
+    } else if (!held_more(c, call, c->h1_in, out_n)) {
+        held_done(c, call, 413, NULL);
+        return true;
+    } else if (end || err != NULL) {
+        held_done(c, call, 0, err);
+    } else {
+        busy(c, true); /* the whole body within the request timeout */
+    }
+    if (c->h1_in_n > 0) {
+        memmove(c->h1_in, c->h1_in + used, c->h1_in_n - used);
+        c->h1_in_n -= used;
+    }
     return true;
 }
 
@@ -194,6 +322,14 @@ static bool process(struct rpc__conn *c)
     struct http_request req;
     while (!c->dead && !c->h1_close && c->h1_in_n > 0 &&
            c->h1_pending < H1_PIPELINE_MAX) {
+        if (c->h1_body_call != NULL) { /* a chunked body goes on */
+            bool wait = false;
+            if (!body_step(c, &wait))
+                return false;
+            if (wait)
+                break;
+            continue;
+        }
         size_t head = http_head_len(c->h1_in, c->h1_in_n, &c->h1_scan);
         if (head == 0 && c->h1_in_n >= HTTP_HEAD_MAX)
             return refuse(c, 431);
@@ -205,6 +341,11 @@ static bool process(struct rpc__conn *c)
                                     &req);
         if (st != 0)
             return refuse(c, st);
+        if (req.chunked) {
+            if (!chunked_begin(c, &req))
+                return false;
+            continue;
+        }
         size_t total = head + req.content_length;
         if (c->h1_in_n < total) {
             continue_once(c, &req);
@@ -256,6 +397,12 @@ bool rpc__sniff(struct rpc__conn *c, const uint8_t *p, size_t n)
     }
     size_t had = c->sniff_n;
     c->sniff_n = 0;
+    if (match && c->loop->srv->http_only && c->ssl == NULL) {
+        /* HTTP only in plain text (etcd 3.5's cmux has only its HTTP/1
+         * matcher there): no h2c, the connection closes unanswered */
+        rpc__conn_kill(c);
+        return false;
+    }
     if (match) {
         c->proto = RPC__PROTO_H2;
         if (!rpc__h2_feed(c, (const uint8_t *)preface, 24))
@@ -323,6 +470,12 @@ void rpc__h1_drain(struct rpc__conn *c)
         if (c->h1_head == NULL)
             c->h1_tail = NULL;
         c->h1_pending--;
+        if (done == c->h1_body_call) {
+            /* answered while its body is still coming: not read, so
+             * the connection ends after this answer */
+            c->h1_body_call = NULL;
+            done->h1_close = true;
+        }
         bool ok = put(c, done);
         if (done->h1_close)
             c->h1_close = true;

@@ -197,6 +197,10 @@ static void done(struct rpc__conn *c, struct rpc_stream *s)
     if (c->h1_head == NULL)
         c->h1_tail = NULL;
     c->h1_pending--;
+    if (call == c->h1_body_call) { /* ended before its request body */
+        c->h1_body_call = NULL;
+        call->h1_close = true;
+    }
     if (call->h1_close)
         c->h1_close = true;
     call->h1_stream = NULL;

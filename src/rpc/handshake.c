@@ -128,11 +128,13 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
                        unsigned char *out_n, const unsigned char *in,
                        unsigned int in_n, void *arg)
 {
-    (void)ssl;
     (void)arg;
     /* "h2" first, as Go's server prefers it; "http/1.1" for HTTP/1.x
-     * clients (curl --http1.1).  A server without an HTTP handler still
-     * speaks HTTP/2 on such a connection (conn.c alpn_pick). */
+     * clients (curl --http1.1).  A server without an HTTP handler (gRPC
+     * only) offers "h2" only, as grpc-go's: an http/1.1 client is let in
+     * without ALPN (Go's fallback) and meets HTTP/2 (conn.c alpn_pick). */
+    const struct rpc_server *srv = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    bool grpc_only = srv != NULL && srv->http == NULL;
     const unsigned char *h1 = NULL;
     for (unsigned i = 0; i < in_n; i += 1u + in[i]) {
         if (in[i] == 2 && i + 2 < in_n && memcmp(in + i + 1, "h2", 2) == 0) {
@@ -144,7 +146,7 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
             memcmp(in + i + 1, "http/1.1", 8) == 0)
             h1 = in + i + 1;
     }
-    if (h1 != NULL) {
+    if (h1 != NULL && !grpc_only) {
         *out = h1;
         *out_n = 8;
         return SSL_TLSEXT_ERR_OK;

@@ -320,6 +320,31 @@ struct rpc_http_access {
 void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
                          const struct rpc_http_access *access);
 
+/* rpc_server_set_http_only makes a server with an HTTP handler serve
+ * HTTP only, as etcd 3.5's --listen-client-http-urls listeners (cmux
+ * with only its HTTP/1 matcher; Go's net/http over TLS): every HTTP/2
+ * request goes to the handler whatever its content-type (a gRPC call
+ * gets the handler's 404), and a plaintext connection that opens with
+ * the HTTP/2 preface is closed at once, unanswered (etcd serves no h2c
+ * there).  Over TLS, ALPN h2 is served as HTTP.  Before start only.
+ *
+ * A server WITHOUT an HTTP handler is gRPC only, as grpc-go's server
+ * (etcd 3.5's --listen-client-urls once HTTP has listeners of its own):
+ * HTTP/1.x bytes get the server's SETTINGS and the connection closes at
+ * the bad preface (over TLS, ALPN offers "h2" only: an http/1.1 client is
+ * let in without ALPN, as Go's), and an HTTP/2 request whose content-type is not
+ * application/grpc* is answered at once with :status 415, grpc-status 3
+ * and "invalid gRPC request content-type \"<its type>\"". */
+void rpc_server_set_http_only(struct rpc_server *srv);
+
+/* rpc_server_set_count_in: srv's HTTP requests counted with
+ * rpc_call_count_as / rpc_stream_count_as count in grpc's methods (an
+ * HTTP-only listener's gateway calls show in the gRPC listener's
+ * grpc_server_* series, as etcd 3.5's gateway dials its gRPC listener);
+ * grpc must outlive srv.  Before start only. */
+void rpc_server_set_count_in(struct rpc_server *srv,
+                             const struct rpc_server *grpc);
+
 /* rpc_server_set_http_limit: at most limit HTTP requests whose path
  * starts with one of prefixes (a NULL-ended array that outlives srv) are
  * served at once, answers that stay open included; the others wait, in
@@ -412,6 +437,38 @@ typedef void (*rpc_http_close_fn)(struct rpc_stream *stream, bool cancelled,
                                   void *ctx);
 int rpc_call_http_stream(struct rpc_call *call, rpc_http_close_fn on_close,
                          void *ctx, struct rpc_stream **stream_out);
+
+/* --- HTTP request bodies that stay open ---
+ *
+ * etcd's gateway reads the body of /v3/watch and /v3/lease/keepalive as a
+ * sequence of JSON requests while it streams the answer, so a client may
+ * add and cancel watches on an open request.  A request on one of the
+ * paths rpc_server_set_http_open_paths lists (exact, the query cut off)
+ * whose body has not ended (HTTP/1.1 chunked, HTTP/2 without END_STREAM)
+ * is dispatched at once with the body bytes in so far
+ * (rpc_call_http_body_open is then true); the handler turns it into a
+ * stream (rpc_call_http_stream) and calls rpc_stream_http_body before it
+ * returns to get the rest: fn runs on the loop with each piece, then once
+ * with end set (err: Go's text of a chunked framing error, else NULL).
+ * Pieces are not buffered for the owner: it takes them during the call
+ * (the socket is read as fast as the owner takes them).  A call answered
+ * without a stream while its body is open closes the HTTP/1.1
+ * connection after its answer (its body is not read); on HTTP/2 the rest
+ * of the stream's DATA is dropped.  Other paths and other requests get
+ * their whole body, chunked ones decoded (bounded by the receive limit,
+ * else 413), within the slow-client timeout; a framing error gives the
+ * handler what came before it and rpc_call_http_body_error.  paths: a
+ * NULL-ended array that outlives srv; before start. */
+typedef void (*rpc_http_body_fn)(struct rpc_stream *stream, const uint8_t *p,
+                                 size_t n, bool end, const char *err,
+                                 void *ctx);
+void rpc_server_set_http_open_paths(struct rpc_server *srv,
+                                    const char *const *paths);
+bool rpc_call_http_body_open(const struct rpc_call *call);
+const char *rpc_call_http_body_error(const struct rpc_call *call);
+/* rpc_stream_http_body: fn (with the stream's ctx) gets the rest of the
+ * open body of the request stream was made from. */
+void rpc_stream_http_body(struct rpc_stream *stream, rpc_http_body_fn fn);
 
 /* rpc_stream_send_http queues n bytes (copied; n may be 0) of an HTTP
  * stream's answer; head (copied) is the answer's head when none was

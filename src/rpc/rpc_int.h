@@ -38,6 +38,7 @@
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 
+#include "http/http.h"
 #include "rpc/rpc.h"
 #include "rpc/tls.h"
 
@@ -174,6 +175,11 @@ struct rpc__conn {
                                           once the queue is answered */
     bool h1_shut;                      /* H1: our side shut (SHUT_WR) */
     bool h1_eof;                       /* H1: the client shut its side */
+    /* H1: a chunked request body being read (rpc_call with body_open:
+     * dispatched at its head, the rest goes to its stream; else held
+     * here, not yet queued, until its last chunk), or NULL */
+    struct rpc_call *h1_body_call;
+    struct http_chunked h1_chunk;      /* H1: that body's framing */
     bool h1_continued;                 /* H1: 100 Continue sent for the
                                           request being read */
     int64_t last_read_ms;              /* H2: bytes last read (keepalive) */
@@ -224,9 +230,18 @@ struct rpc_call {
     char *msg;                         /* its message or NULL; owned */
     struct rpc_call *ready_next;       /* dispatch list link */
     bool grpc_ct;                      /* content-type application/grpc* */
+    bool bad_ct;                       /* not gRPC on a server without an
+                                          HTTP handler: grpc-go's 415 */
     bool http;                         /* an HTTP request, not a gRPC call */
     bool h1;                           /* ... on an HTTP/1.x connection */
     bool h1_close;                     /* H1: close after this answer */
+    /* A request body that stays open (rpc_server_set_http_open_paths):
+     * dispatched before its body ended; body_ended once it did (before
+     * the handler took it: then it is a whole body after all). */
+    bool body_open;
+    bool body_ended;
+    const char *body_err;              /* Go's text of a framing error of
+                                          a chunked body, or NULL */
     int http_status;                   /* answer's status; before dispatch
                                           nonzero: refused with it (h1.c) */
     const char *http_ctype;            /* answer's content type (static) */
@@ -294,6 +309,10 @@ struct rpc_stream {
     grpc_status_code count_code;       /* ... ending with this code (set
                                           before the finish, read after) */
     void *http_ctx;                    /* immutable: its argument */
+    /* rpc_stream_http_body: the rest of an open request body, or NULL
+     * (the rest is dropped); http_body_ended once it was told the end */
+    rpc_http_body_fn http_on_body;
+    bool http_body_ended;
     bool http_head_set;                /* mu: http_head is queued */
     struct rpc_http_head http_head;    /* mu: the answer's head */
     bool http_body_sent;               /* mu: a whole answer's body queued */
@@ -380,6 +399,11 @@ struct rpc_server {
     rpc_http_fn http;                  /* HTTP requests' handler, or NULL */
     void *http_ctx;                    /* its argument */
     struct rpc_http_access http_access; /* --cors, --host-whitelist */
+    bool http_only;                    /* rpc_server_set_http_only */
+    const char *const *http_open_paths; /* rpc_server_set_http_open_paths */
+    /* rpc_server_set_count_in: whose methods rpc_call_count_as and
+     * rpc_stream_count_as count in (NULL: this server's) */
+    const struct rpc_server *count_in;
     /* rpc_server_set_http_limit (http_limit.c): at most http_limit HTTP
      * requests under those path prefixes are served at once (0: no
      * limit); the others wait on the park list, in order. */
@@ -449,6 +473,13 @@ void rpc__conn_kill(struct rpc__conn *c);
 void rpc__conn_unref(struct rpc__conn *c);
 int rpc__hdrs_add(struct rpc__hdrs *h, const uint8_t *name, size_t name_n,
                   const uint8_t *value, size_t value_n);
+/* rpc__count_srv: the server whose methods srv's HTTP calls count in. */
+static inline const struct rpc_server *
+rpc__count_srv(const struct rpc_server *srv)
+{
+    return srv->count_in != NULL ? srv->count_in : srv;
+}
+
 const char *rpc__hdrs_find(const struct rpc__hdrs *h, const char *key,
                            size_t *len_out);
 int64_t rpc__grpc_timeout_ns(const uint8_t *v, size_t n);
@@ -483,6 +514,16 @@ void rpc__h1_answered(struct rpc_call *call);
 /* rpc__h1_written: c's output buffer was written out. */
 void rpc__h1_written(struct rpc__conn *c);
 /* h1_stream.c: HTTP/1.x answers that stay open. */
+/* rpc__http_open_path: call's :path (query cut) is one whose request
+ * body may stay open (rpc_server_set_http_open_paths). */
+bool rpc__http_open_path(const struct rpc_server *srv,
+                         const struct rpc_call *call);
+/* rpc__http_body_more hands n more bytes of an open body to call: kept
+ * with its body while it waits for its handler, given to the stream it
+ * became, or dropped once answered; end (err: a framing error) once.
+ * False: more than the receive limit waiting (the caller closes). */
+bool rpc__http_body_more(struct rpc_call *call, const uint8_t *p, size_t n,
+                         bool end, const char *err);
 /* rpc__h1_pump moves the queued bytes of the stream answering c's first
  * request into c's buffer (within its bound), ends it once finished and
  * goes on with the requests after it. */

@@ -215,6 +215,26 @@ void rpc_server_set_http(struct rpc_server *srv, rpc_http_fn fn, void *ctx,
     srv->http_access = access != NULL ? *access : (struct rpc_http_access){0};
 }
 
+void rpc_server_set_http_only(struct rpc_server *srv)
+{
+    assert(srv != NULL && !srv->started && srv->http != NULL);
+    srv->http_only = true;
+}
+
+void rpc_server_set_http_open_paths(struct rpc_server *srv,
+                                    const char *const *paths)
+{
+    assert(srv != NULL && !srv->started);
+    srv->http_open_paths = paths;
+}
+
+void rpc_server_set_count_in(struct rpc_server *srv,
+                             const struct rpc_server *grpc)
+{
+    assert(srv != NULL && !srv->started && grpc != NULL);
+    srv->count_in = grpc;
+}
+
 void rpc_server_set_gate(struct rpc_server *srv, rpc_unary_gate_fn gate,
                          void *ctx)
 {

@@ -120,6 +120,11 @@ void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled)
 void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
 {
     size_t max = s->conn->loop->srv->max_recv_bytes;
+    if (s->http && s->http_on_body != NULL && !s->http_body_ended &&
+        !s->close_told) {
+        s->http_on_body(s, p, n, false, NULL, s->http_ctx); /* open body */
+        return;
+    }
     if (s->reading_done || s->close_told || s->http)
         return; /* an HTTP answer's request was read whole before it */
     if (!rpc__guard_in_add(s->conn, n)) {
@@ -170,6 +175,12 @@ void rpc__stream_data(struct rpc_stream *s, const uint8_t *p, size_t n)
 
 void rpc__stream_half_closed(struct rpc_stream *s)
 {
+    if (s->http && s->http_on_body != NULL && !s->http_body_ended &&
+        !s->close_told) {
+        s->http_body_ended = true; /* an open body's END_STREAM */
+        s->http_on_body(s, NULL, 0, true, NULL, s->http_ctx);
+        return;
+    }
     if (s->reading_done || s->http)
         return;
     s->reading_done = true;
@@ -546,7 +557,7 @@ void rpc_stream_count_as(struct rpc_stream *s, const char *method_path)
 {
     assert(s != NULL && s->http && method_path != NULL);
     assert(s->count_as == NULL);
-    s->count_as = rpc__method_find(s->conn->loop->srv,
+    s->count_as = rpc__method_find(rpc__count_srv(s->conn->loop->srv),
                                    (const uint8_t *)method_path,
                                    strlen(method_path));
     if (s->count_as == NULL)
@@ -570,4 +581,10 @@ void rpc_stream_count_code(struct rpc_stream *s, grpc_status_code code)
     pthread_mutex_lock(&s->mu); /* read by the loop when it ends */
     s->count_code = code;
     pthread_mutex_unlock(&s->mu);
+}
+
+void rpc_stream_http_body(struct rpc_stream *s, rpc_http_body_fn fn)
+{
+    assert(s != NULL && s->http && fn != NULL && s->http_on_body == NULL);
+    s->http_on_body = fn;
 }

@@ -138,7 +138,9 @@
     X(AUTH_RAW_PERMISSION_DENIED, -932, "auth: permission denied")         \
     X(AUTH_RAW_INVALID_TOKEN, -933, "auth: invalid auth token")            \
     /* logging (-820..-839) */                                             \
-    X(LOG_OUTPUT, -820, "cannot open a log output")
+    X(LOG_OUTPUT, -820, "cannot open a log output")                        \
+    /* HTTP request bodies that stay open, session 17 (-900..-909) */      \
+    X(MORE, -900, "the value goes on in bytes still to come")
 
 enum {
 #define ERR_ENUM(name, code, msg) ERR_##name = (code),

@@ -14,17 +14,30 @@ import time
 
 
 class GwStream:
-    def __init__(self, port, path, body, rcvbuf=None, host="127.0.0.1"):
+    def __init__(self, port, path, body, rcvbuf=None, host="127.0.0.1",
+                 chunked=False):
+        """chunked: the body is sent with Transfer-Encoding: chunked and
+        stays open: body (if any) is its first chunk, send() adds more,
+        end_body() ends it."""
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.connect((host, port))
         if isinstance(body, str):
             body = body.encode()
-        self.sock.sendall(b"POST %s HTTP/1.1\r\nHost: %s\r\n"
-                          b"Content-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n%s"
-                          % (path.encode(), host.encode(), len(body), body))
+        if chunked:
+            self.sock.sendall(b"POST %s HTTP/1.1\r\nHost: %s\r\n"
+                              b"Content-Type: application/json\r\n"
+                              b"Transfer-Encoding: chunked\r\n\r\n"
+                              % (path.encode(), host.encode()))
+            if body:
+                self.send(body)
+        else:
+            self.sock.sendall(b"POST %s HTTP/1.1\r\nHost: %s\r\n"
+                              b"Content-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s"
+                              % (path.encode(), host.encode(), len(body),
+                                 body))
         self.raw = bytearray()  # bytes read, not yet decoded
         self.status = None    # the answer's status, once its head is in
         self.headers = {}     # its headers (lower-case names)
@@ -36,6 +49,19 @@ class GwStream:
 
     def close(self):
         self.sock.close()
+
+    def send(self, data):
+        """One more chunk of an open (chunked) request body."""
+        if isinstance(data, str):
+            data = data.encode()
+        self.sock.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def send_raw(self, data):
+        """Bytes as they are (framing of the test's own)."""
+        self.sock.sendall(data)
+
+    def end_body(self):
+        self.sock.sendall(b"0\r\n\r\n")
 
     def _read(self, deadline):
         left = deadline - time.time()

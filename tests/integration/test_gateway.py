@@ -26,7 +26,8 @@ a waiting call's error is not compared).  With a raw client
 (tests/common/gwstream.py): a client that drops its connection frees its
 watchers (the watcher gauge) and its waiting Lock's key; a client that
 does not read holds bounded memory and later gets every event once.
-Over HTTP/2 the streams answer 501, code 12 (not built).
+Request bodies that stay open (a watch fed on an open body):
+test_gateway_body.py.
 """
 import base64
 import json

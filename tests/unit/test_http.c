@@ -100,8 +100,16 @@ static void test_errors(void **state)
     assert_int_equal(parse("GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
                            &r),
                      400);
-    assert_int_equal(parse("GET / HTTP/1.1\r\nTransfer-Encoding: chunked"
+    assert_int_equal(parse("GET / HTTP/1.1\r\nTransfer-Encoding: gzip"
                            "\r\n\r\n",
+                           &r),
+                     501);
+    assert_int_equal(parse("GET / HTTP/1.1\r\nTransfer-Encoding: gzip, "
+                           "chunked\r\n\r\n",
+                           &r),
+                     501);
+    assert_int_equal(parse("GET / HTTP/1.1\r\nTransfer-Encoding: chunked"
+                           "\r\nTransfer-Encoding: chunked\r\n\r\n",
                            &r),
                      501);
     char many[HTTP_HEADERS_MAX * 8 + 64];
@@ -110,6 +118,113 @@ static void test_errors(void **state)
         o += (size_t)snprintf(many + o, sizeof many - o, "a: b\r\n");
     snprintf(many + o, sizeof many - o, "\r\n");
     assert_int_equal(parse(many, &r), 431);
+}
+
+/* Transfer-Encoding: chunked, as Go takes it. */
+static void test_chunked_framing(void **state)
+{
+    (void)state;
+    struct http_request r;
+    assert_int_equal(parse("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked"
+                           "\r\nContent-Length: 999\r\n\r\n",
+                           &r),
+                     0);
+    assert_true(r.chunked);
+    assert_int_equal(r.content_length, 0); /* the CL is dropped */
+    /* HTTP/1.0 ignores it: the Content-Length frames the body */
+    assert_int_equal(parse("POST / HTTP/1.0\r\nTransfer-Encoding: gzip"
+                           "\r\nContent-Length: 2\r\n\r\n",
+                           &r),
+                     0);
+    assert_false(r.chunked);
+    assert_int_equal(r.content_length, 2);
+}
+
+/* decode feeds s in pieces of step bytes (0: all at once) into a fresh
+ * decoder; returns the data in out (NUL-ended) and the bytes taken, or
+ * -1 with *err set. */
+static long decode(const char *s, size_t step, char *out, const char **err)
+{
+    struct http_chunked st;
+    http_chunked_init(&st);
+    size_t n = strlen(s), i = 0, o = 0;
+    char buf[512];
+    while (i < n && !http_chunked_done(&st)) {
+        size_t k = step == 0 || n - i < step ? n - i : step;
+        memcpy(buf, s + i, k); /* a private copy: decoded in place */
+        size_t got = 0;
+        size_t used = http_chunked_decode(&st, (uint8_t *)buf, k,
+                                          (uint8_t *)buf, &got);
+        assert_true(used <= k && got <= used);
+        memcpy(out + o, buf, got);
+        o += got;
+        i += used;
+        if (st.err != NULL) {
+            *err = st.err;
+            out[o] = '\0';
+            return -1;
+        }
+        if (used < k)
+            break;
+    }
+    out[o] = '\0';
+    *err = NULL;
+    return http_chunked_done(&st) ? (long)i : -2;
+}
+
+static void test_chunked_decode(void **state)
+{
+    (void)state;
+    char out[512];
+    const char *err;
+    const char *body = "5\r\n{\"key\r\n9;ext=1\r\n\":\"YQ==\"}\r\n"
+                       "0\r\nX-Trailer: 1\r\n\r\nGET /next";
+    for (size_t step = 0; step <= 7; step++) { /* split anywhere */
+        long used = decode(body, step, out, &err);
+        assert_int_equal(used, (long)strlen(body) - 9);
+        assert_string_equal(out, "{\"key\":\"YQ==\"}");
+    }
+    assert_int_equal(decode("A \r\n0123456789\r\n0\n\n", 0, out, &err),
+                     19);
+    assert_string_equal(out, "0123456789");
+    assert_int_equal(decode("2\r\n{}\r\n", 1, out, &err), -2);
+    assert_string_equal(out, "{}"); /* not done yet: more to come */
+    static const struct {
+        const char *in, *err;
+    } bad[] = {
+        {"zz\r\n{}\r\n0\r\n\r\n", "invalid byte in chunk length"},
+        {"2 ;x\r\n{}\r\n", "invalid byte in chunk length"},
+        {"\r\n", "empty hex number for chunk length"},
+        {"ffffffffffffffffff\r\n", "http chunk length too large"},
+        {"2\r\n{}XX0\r\n\r\n", "malformed chunked encoding"},
+        {"2\r\n{}\rX", "malformed chunked encoding"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(decode(bad[i].in, 1, out, &err), -1);
+        assert_string_equal(err, bad[i].err);
+    }
+    assert_string_equal(out, "{}"); /* the data before the bad framing */
+    /* a size line past 4096 bytes (extensions) */
+    static char longline[HTTP_CHUNK_LINE_MAX + 16];
+    memset(longline, ';', sizeof longline - 1);
+    longline[0] = '1';
+    longline[sizeof longline - 1] = '\0';
+    struct http_chunked st;
+    http_chunked_init(&st);
+    size_t got;
+    static char copy[sizeof longline];
+    memcpy(copy, longline, sizeof longline);
+    http_chunked_decode(&st, (uint8_t *)copy, strlen(copy), (uint8_t *)copy,
+                        &got);
+    assert_string_equal(st.err, "header line too long");
+    /* a huge announced size holds no memory: only a counter */
+    http_chunked_init(&st);
+    char big[] = "7fffffffffffffff\r\nabc";
+    size_t used = http_chunked_decode(&st, (uint8_t *)big, strlen(big),
+                                      (uint8_t *)big, &got);
+    assert_int_equal(used, strlen(big));
+    assert_int_equal(got, 3);
+    assert_null(st.err);
 }
 
 static void test_query(void **state)
@@ -167,6 +282,8 @@ int main(void)
         cmocka_unit_test(test_request_line),
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_chunked_framing),
+        cmocka_unit_test(test_chunked_decode),
         cmocka_unit_test(test_query),
         cmocka_unit_test(test_response_head),
     };

@@ -8,6 +8,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -348,6 +349,76 @@ static void test_decode_sequence(void **state)
     assert_string_equal(why, "unexpected EOF");
 }
 
+/* json_pb_reader: a sequence fed in pieces of every size gives the same
+ * requests as one read, waits (ERR_MORE) inside a value, tells the end
+ * (ERR_NOTFOUND) and refuses a value past its bound. */
+static void test_reader_pieces(void **state)
+{
+    (void)state;
+    const char *body = "{\"create_request\":{\"key\":\"Zm9v\"}}\n  "
+                       "{\"cancel_request\":{\"watch_id\":\"3\"}}"
+                       "{\"progress_request\":{}}  ";
+    size_t n = strlen(body);
+    for (size_t step = 1; step <= n; step++) {
+        struct json_pb_reader *r;
+        assert_int_equal(json_pb_reader_new(&r), 0);
+        int got = 0, more = 0, rc = 0;
+        for (size_t off = 0; off < n || rc != ERR_NOTFOUND;) {
+            size_t k = n - off < step ? n - off : step;
+            bool end = off + k == n;
+            size_t used = 0;
+            ProtobufCMessage *m = NULL;
+            char err[JSON_PB_ERR_MAX];
+            rc = json_pb_reader_next(r, &etcdserverpb__watch_request__descriptor,
+                                     body + off, k, end, 1 << 20, &used, &m,
+                                     err, sizeof err);
+            if (rc == ERR_MORE) {
+                more++;
+                off += k;
+                continue;
+            }
+            if (rc == ERR_NOTFOUND)
+                break;
+            assert_int_equal(rc, 0);
+            assert_true(used <= k);
+            Etcdserverpb__WatchRequest *w = (Etcdserverpb__WatchRequest *)m;
+            assert_int_equal(w->request_union_case,
+                             got == 0   ? ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST
+                             : got == 1 ? ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST
+                                        : ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST);
+            if (got == 1)
+                assert_int_equal(w->cancel_request->watch_id, 3);
+            protobuf_c_message_free_unpacked(m, NULL);
+            got++;
+            off += used;
+        }
+        assert_int_equal(got, 3);
+        assert_true(step >= 10 || more > 0); /* small pieces wait */
+        json_pb_reader_free(r);
+    }
+    /* garbage, and a value past its bound */
+    struct json_pb_reader *r;
+    assert_int_equal(json_pb_reader_new(&r), 0);
+    size_t used;
+    ProtobufCMessage *m = NULL;
+    char err[JSON_PB_ERR_MAX];
+    assert_int_equal(json_pb_reader_next(r, &etcdserverpb__watch_request__descriptor,
+                                         "{\"create_request\":", 18, false, 20,
+                                         &used, &m, err, sizeof err),
+                     ERR_MORE);
+    assert_int_equal(json_pb_reader_next(r, &etcdserverpb__watch_request__descriptor,
+                                         "{\"key\":\"Zm9v\"}}", 15, false, 20,
+                                         &used, &m, err, sizeof err),
+                     ERR_INVAL);
+    assert_string_equal(err, "http: request body too large");
+    assert_int_equal(json_pb_reader_next(r, &etcdserverpb__watch_request__descriptor,
+                                         "xx", 2, false, 20, &used, &m, err,
+                                         sizeof err),
+                     ERR_INVAL);
+    assert_null(m);
+    json_pb_reader_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_txn),
         cmocka_unit_test(test_decode_member_add),
         cmocka_unit_test(test_decode_sequence),
+        cmocka_unit_test(test_reader_pieces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
