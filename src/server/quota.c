@@ -14,9 +14,10 @@
  * left them (Status dbSizeInUse: its trees' pages, LMDB's own counts,
  * taken in the batch's txn: backend_used_bytes), not to its extent
  * (Status dbSize).  The extent holds every page freed since the oldest
- * open read txn, and the pins (snap_pin.c) hold one for 250 ms and more,
- * so it is the data plus the copies of the last pins' writes, and follows
- * the load's speed and the pins' timing: 14 pages on a fresh store (5 in
+ * open read txn, and the pins (snap_pin.c) hold one until some MiB were
+ * freed after it and the next pin's fsyncs ran, so it is the data plus
+ * the copies of the last pins' writes, and follows the load and the
+ * pins' timing (measured with session 16's pins, one per 250 ms): 14 pages on a fresh store (5 in
  * use; etcd: a 5-page file), 1491 to 1806 after 1000 small puts (48 in
  * use; etcd: 23).  A quota on the extent refused writes by timing, and a 13-page
  * quota (etcd's TestCtlV3Alarm) the first one.  The pages in use follow
