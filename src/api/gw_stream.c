@@ -408,6 +408,27 @@ static void on_body(struct rpc_stream *rs, const uint8_t *p, size_t n,
         open_more(g, p, n, end, err);
 }
 
+/* gws_bind ties g to its route and its runtime stream rs: the service's
+ * end of the stream, the metrics name (as etcd's gateway's gRPC stream),
+ * the runtime's reference (until on_close). */
+static void gws_bind(struct gws *g, const struct gw_route *r,
+                     struct rpc_stream *rs, const char *grpc)
+{
+    g->st = (struct svc_stream){
+        .send = st_send,
+        .send_ctrl = st_send_ctrl,
+        .close = st_close,
+        .release = st_release,
+        .metadata = st_metadata,
+        .ctx = g,
+        .queue_max = r->queue_max,
+    };
+    g->rs = rs;
+    g->r = r;
+    rpc_stream_count_as(rs, grpc);
+    atomic_init(&g->refs, 1);
+}
+
 /* open_body serves a bidi route whose request body is still coming: the
  * stream opens now (etcd's gateway opens its gRPC stream before it reads
  * the body) and each request is handed on as it completes. */
@@ -428,23 +449,11 @@ static void open_body(struct server *s, const struct gw_route *r,
                             err_str(rc));
         return;
     }
-    g->st = (struct svc_stream){
-        .send = st_send,
-        .send_ctrl = st_send_ctrl,
-        .close = st_close,
-        .release = st_release,
-        .metadata = st_metadata,
-        .ctx = g,
-        .queue_max = r->queue_max,
-    };
-    g->rs = rs;
-    g->r = r;
+    gws_bind(g, r, rs, grpc);
     g->d = d;
     g->first_pending = true;
     /* one request may be as large as a gRPC message may */
     g->value_max = (size_t)server_max_request_bytes(s) + 512 * 1024;
-    rpc_stream_count_as(rs, grpc);
-    atomic_init(&g->refs, 1); /* the runtime's, until on_close */
     rpc_stream_http_body(rs, on_body);
     rc = r->handler->open(s, &g->st, &g->state);
     if (rc != 0) {
@@ -485,19 +494,7 @@ bool api__gw_stream(struct server *s, const char *path, const char *grpc,
         return true;
     }
     /* call is gone: from here on everything goes through rs */
-    g->st = (struct svc_stream){
-        .send = st_send,
-        .send_ctrl = st_send_ctrl,
-        .close = st_close,
-        .release = st_release,
-        .metadata = st_metadata,
-        .ctx = g,
-        .queue_max = r->queue_max,
-    };
-    g->rs = rs;
-    g->r = r;
-    rpc_stream_count_as(rs, grpc); /* as etcd's gateway's gRPC stream */
-    atomic_init(&g->refs, 1); /* the runtime's, until on_close */
+    gws_bind(g, r, rs, grpc);
     rc = r->handler->open(s, &g->st, &g->state);
     if (rc != 0) {
         st_close(g, rc); /* the runtime's on_close releases rs */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "http/http_int.h"
 
 enum {
     CH_SIZE,    /* in a size line */
@@ -31,16 +32,6 @@ bool http_chunked_done(const struct http_chunked *st)
     return st->state == CH_DONE;
 }
 
-static int hex(uint8_t c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 static void fail(struct http_chunked *st, const char *why)
 {
@@ -78,7 +69,7 @@ static void size_byte(struct http_chunked *st, uint8_t c)
         st->ext = true;
         return;
     }
-    int v = hex(c);
+    int v = http__hex(c);
     if (v < 0 || st->blank) {
         st->bad = "invalid byte in chunk length";
         return;

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "http/http.h"
+#include "http/http_int.h"
 
 /* tchar of RFC 9110: the bytes a method or header name may hold. */
 static bool is_tchar(uint8_t c)
@@ -239,16 +240,6 @@ size_t http_path_len(const char *target, size_t target_n)
     return q != NULL ? (size_t)(q - target) : target_n;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 /* unescape decodes s[0..n) into out (cap >= 1), NUL-ended, truncated. */
 static void unescape(const char *s, size_t n, char *out, size_t cap)
@@ -258,9 +249,9 @@ static void unescape(const char *s, size_t n, char *out, size_t cap)
         char c = s[i];
         if (c == '+') {
             c = ' ';
-        } else if (c == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 &&
-                   hexval(s[i + 2]) >= 0) {
-            c = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+        } else if (c == '%' && i + 2 < n && http__hex((unsigned char)s[i + 1]) >= 0 &&
+                   http__hex((unsigned char)s[i + 2]) >= 0) {
+            c = (char)(http__hex((unsigned char)s[i + 1]) << 4 | http__hex((unsigned char)s[i + 2]));
             i += 2;
         }
         out[o++] = c;

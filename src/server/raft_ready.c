@@ -89,39 +89,38 @@ void server__lone_voter_update(struct server *s)
                                      st.conf.n_voters_outgoing == 0);
 }
 
+/* Reads the varint at p[*i..n) into *v and moves *i past it; false when
+ * it does not end within n bytes or 64 bits. */
+static bool varint_at(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    *v = 0;
+    for (int sh = 0; *i < n && sh <= 63; sh += 7) {
+        uint8_t b = p[(*i)++];
+        *v |= (uint64_t)(b & 0x7f) << sh;
+        if ((b & 0x80) == 0)
+            return true;
+    }
+    return false;
+}
+
 bool server__entry_compacts(const uint8_t *p, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        uint64_t tag = 0, len = 0;
-        for (int sh = 0;; sh += 7) {
-            if (i >= n || sh > 63)
-                return true;
-            tag |= (uint64_t)(p[i] & 0x7f) << sh;
-            if ((p[i++] & 0x80) == 0)
-                break;
-        }
+        uint64_t tag, v;
+        if (!varint_at(p, n, &i, &tag))
+            return true;
         switch (tag & 7) {
         case 0: /* varint */
-            while (i < n && (p[i] & 0x80))
-                i++;
-            i++;
+            if (!varint_at(p, n, &i, &v))
+                return true;
             break;
         case 1: i += 8; break;
         case 5: i += 4; break;
-        case 2:
-            if (tag >> 3 == 6)
+        case 2: /* length-delimited: field 6 is the Compaction */
+            if (tag >> 3 == 6 || !varint_at(p, n, &i, &v) || v > n - i)
                 return true;
-            for (int sh = 0;; sh += 7) {
-                if (i >= n || sh > 63)
-                    return true;
-                len |= (uint64_t)(p[i] & 0x7f) << sh;
-                if ((p[i++] & 0x80) == 0)
-                    break;
-            }
-            if (len > n - i)
-                return true;
-            i += (size_t)len;
+            i += (size_t)v;
             break;
         default:
             return true;
