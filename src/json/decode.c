@@ -365,6 +365,19 @@ static int one(struct dec *d, const ProtobufCFieldDescriptor *f,
     }
 }
 
+/* parsed: json-c's verdict on a value (je) as Go's decoder words it, or
+ * the value o decoded into *m_out. */
+static int parsed(struct dec *d, const ProtobufCMessageDescriptor *md,
+                  struct json_object *o, enum json_tokener_error je,
+                  ProtobufCMessage **m_out)
+{
+    if (je == json_tokener_continue)
+        return fail(d, "unexpected EOF%s%s", "", "");
+    if (je != json_tokener_success)
+        return fail(d, "%s%s", json_tokener_error_desc(je), "");
+    return decode_obj(d, md, o, m_out);
+}
+
 static size_t elem_size(const ProtobufCFieldDescriptor *f)
 {
     switch (f->type) {
@@ -565,13 +578,7 @@ static int decode(const ProtobufCMessageDescriptor *md, const char *text,
     } else {
         *end_out = json_tokener_get_parse_end(tok);
     }
-    int rc;
-    if (je == json_tokener_continue)
-        rc = fail(&d, "unexpected EOF%s%s", "", "");
-    else if (je != json_tokener_success)
-        rc = fail(&d, "%s%s", json_tokener_error_desc(je), "");
-    else
-        rc = decode_obj(&d, md, o, m_out);
+    int rc = parsed(&d, md, o, je, m_out);
     json_object_put(o);
     json_tokener_free(tok);
     return rc;
@@ -672,13 +679,7 @@ static int reader_done(struct json_pb_reader *r,
                        ProtobufCMessage **m_out, char *err, size_t cap)
 {
     struct dec d = {.err = err, .cap = cap};
-    int rc;
-    if (je == json_tokener_continue)
-        rc = fail(&d, "unexpected EOF%s%s", "", "");
-    else if (je != json_tokener_success)
-        rc = fail(&d, "%s%s", json_tokener_error_desc(je), "");
-    else
-        rc = decode_obj(&d, md, o, m_out);
+    int rc = parsed(&d, md, o, je, m_out);
     json_object_put(o);
     if (rc == 0) { /* read again in one shot: json_pb_decode's verdict */
         protobuf_c_message_free_unpacked(*m_out, NULL);
