@@ -43,13 +43,14 @@ struct backend {
     size_t key_max;        /* mdb_env_get_maxkeysize */
     void *map_addr;        /* the data file's mapping (for rss_trim) */
     size_t map_len;        /* its length; 0 if it was not found */
-    bool write_map;        /* MDB_WRITEMAP: see alloc_ahead */
+    bool write_map;        /* MDB_WRITEMAP (else pwrite): see alloc_ahead */
+    bool room_ok;          /* LMDB's txn layout is known: room_check runs */
     _Atomic uint64_t unmaps; /* trims and syncs so far (any thread): each
                               unmaps or write-protects populated pages */
     uint64_t pop_end;      /* the map is populated up to here (writer) */
     uint64_t pop_unmaps;   /* unmaps when pop_end was set (writer) */
     bool pop_ok;           /* MADV_POPULATE_WRITE works here (writer) */
-    int fd;                /* the data file (write_map) */
+    int fd;                /* the data file */
     uint64_t page_size;    /* the store's page size */
     uint64_t map_size;     /* the map's size (the file's, with write_map) */
     _Atomic uint64_t last_txnid; /* the last committed write txn's id */
@@ -57,7 +58,7 @@ struct backend {
                               page: see extent_update */
     _Atomic uint64_t used; /* bytes of the trees' pages as of the last
                               commit: see tree_pages */
-    uint64_t ahead_end;    /* blocks allocated up to here (write_map) */
+    uint64_t ahead_end;    /* blocks allocated up to here (room_ok) */
     bool ahead_warned;     /* alloc_ahead failed and said so */
     _Atomic bool low;      /* the disk refused blocks and less than
                               LOW_BYTES are left allocated: see
@@ -109,8 +110,11 @@ static void jtouch(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len)
 /* With write_map, the data file is as large as the map but sparse, and a
  * page LMDB adds past the data is a hole until it is written: a write
  * fault on a hole of a full disk is SIGBUS, where a pwrite would have
- * returned ENOSPC.  So the blocks after LMDB's last page are allocated
- * ahead (fallocate, the file's size unchanged), up to AHEAD_BYTES past
+ * returned ENOSPC.  Without it, a pwrite refused by a full disk fails the
+ * whole commit, deletes included, and nothing is kept for them.  So in
+ * both modes the blocks after LMDB's last page are allocated ahead
+ * (fallocate; the file's size unchanged: with write_map it is the map's
+ * already, without it FALLOC_FL_KEEP_SIZE), up to AHEAD_BYTES past
  * the data, ALLOC_CHUNK at a time (a disk that cannot give all of it
  * gives what it has), topped up after each commit that leaves less than
  * half of it.  And no page past the allocated blocks is ever written:
@@ -327,7 +331,8 @@ int backend_open(const char *dir, const struct backend_options *opts,
     pthread_mutex_init(&be->names_mu, NULL);
     bool write_map = opts != NULL && opts->write_map;
     int rc = env_open(be, dir, opts, write_map);
-    if (rc == 0 && write_map && !txn_layout_ok(be)) {
+    be->room_ok = rc == 0 && txn_layout_ok(be);
+    if (rc == 0 && write_map && !be->room_ok) {
         /* Without the txn's next page a full disk could SIGBUS us. */
         log_warn("backend", "this LMDB's txn layout is not the one cetcd "
                  "knows; writing the store with pwrite (no write map)");
@@ -339,7 +344,7 @@ int backend_open(const char *dir, const struct backend_options *opts,
     be->key_max = (size_t)mdb_env_get_maxkeysize(be->env);
     MDB_stat st;
     rc = map(mdb_env_stat(be->env, &st));
-    if (rc == 0 && be->write_map)
+    if (rc == 0)
         rc = map(mdb_env_get_fd(be->env, &be->fd));
     if (rc != 0)
         goto err_env;
@@ -349,7 +354,7 @@ int backend_open(const char *dir, const struct backend_options *opts,
     atomic_store(&be->used, (META_PAGES + st.ms_branch_pages +
                              st.ms_leaf_pages + st.ms_overflow_pages) *
                                 be->page_size);
-    if (be->write_map)
+    if (be->room_ok)
         alloc_ahead(be);
     CHECK(be->key_max > BACKEND_REVKEY_SUFFIX);
     find_map(be);
@@ -441,7 +446,7 @@ static struct backend *txn_backend(MDB_txn *txn)
  * what it has; the writer only.  Returns 0 or the errno of the refusal. */
 static int alloc_to(struct backend *be, uint64_t to)
 {
-    CHECK(be->write_map);
+    CHECK(be->room_ok);
     if (to > be->map_size)
         to = be->map_size;
     uint64_t used = atomic_load(&be->extent);
@@ -451,7 +456,8 @@ static int alloc_to(struct backend *be, uint64_t to)
         uint64_t n = to - be->ahead_end;
         if (n > ALLOC_CHUNK)
             n = ALLOC_CHUNK;
-        if (fallocate(be->fd, 0, (off_t)be->ahead_end, (off_t)n) != 0)
+        if (fallocate(be->fd, be->write_map ? 0 : FALLOC_FL_KEEP_SIZE,
+                      (off_t)be->ahead_end, (off_t)n) != 0)
             return errno;
         be->ahead_end += n;
     }
@@ -549,7 +555,8 @@ static void populate(struct backend *be, size_t next_pgno)
         be->pop_end = 0;
     }
     uint64_t at = (uint64_t)next_pgno * be->page_size;
-    if (be->map_len == 0 || !be->pop_ok || at + POP_CHUNK / 2 < be->pop_end)
+    if (!be->write_map || be->map_len == 0 || !be->pop_ok ||
+        at + POP_CHUNK / 2 < be->pop_end)
         return;
     uint64_t from = at > be->pop_end ? at : be->pop_end;
     uint64_t to = from + POP_CHUNK;
@@ -571,8 +578,8 @@ static void populate(struct backend *be, size_t next_pgno)
 static int room_check(MDB_txn *txn, size_t bytes)
 {
     struct backend *be = txn_backend(txn);
-    if (!be->write_map)
-        return 0; /* pwrite reports a full disk itself */
+    if (!be->room_ok)
+        return 0; /* pwrite reports a full disk itself (the commit) */
     if (be->txn_refused)
         return ERR_NOSPC;
     uint64_t need = (uint64_t)txn_next_pgno(txn) * be->page_size +
@@ -628,7 +635,7 @@ int backend_write_commit(struct backend_txn *txn)
         extent_update(be);
         atomic_store(&be->used, used);
     }
-    if (rc == 0 && be->write_map)
+    if (rc == 0 && be->room_ok)
         alloc_ahead(be);
     return rc;
 }
@@ -1006,6 +1013,12 @@ uint64_t backend_map_bytes(struct backend *be)
     if (mdb_env_info(be->env, &info) != 0)
         return 0;
     return info.me_mapsize;
+}
+
+bool backend_write_map(const struct backend *be)
+{
+    CHECK(be != NULL);
+    return be->write_map;
 }
 
 uint64_t backend_file_bytes(struct backend *be)

@@ -43,7 +43,9 @@
  *   documents "a system crash can corrupt the database" for NOSYNC).
  * - opts.write_map: MDB_WRITEMAP (see the option).  Written pages are
  *   counted in RSS, and a stray pointer could scribble on the map.
- * The member opens its store with no_fsync AND write_map
+ *   Without it LMDB keeps the freed buffers of its largest txn's dirty
+ *   pages until the store is closed (its own page pool).
+ * The member opens its store with no_fsync and without write_map
  * (src/server/store.c server__store_open): the WAL fsync is the only one
  * on the write path, and what covers a power loss is the server's boot
  * guard (src/server/boot_guard.h): a store not shut down cleanly before a
@@ -86,10 +88,13 @@ struct backend_options {
     /* MDB_WRITEMAP: a write txn changes its pages in place in a writable
      * shared map instead of copying each into a buffer that the commit
      * pwrite()s (about 3 us of kernel time per 4 KiB page on the project's
-     * VMs, 1.4-2.2 pages per put).  LMDB then sizes the file to the map
-     * size up front: a sparse file whose apparent size is map_size_bytes,
-     * while its blocks (du) are what is written.  No nested txns (cetcd
-     * uses none). */
+     * VMs, 1.4-2.2 pages per put).  But every sync of the file (and the
+     * kernel's writeback) write-protects the pages it wrote, and the next
+     * write to each is a fault (8-14 us here): a store synced often (the
+     * member's pins) pays far more than the pwrite (store.c).  LMDB sizes
+     * the file to the map size up front: a sparse file whose apparent size
+     * is map_size_bytes, while its blocks (du) are what is written.  No
+     * nested txns (cetcd uses none). */
     bool write_map;
 };
 
@@ -229,8 +234,9 @@ size_t backend_key_max(const struct backend *be);
  * bytes up to the last page the latest txn reaches.  It is what bbolt's
  * file size is to etcd (the high-water mark of pages, free ones included:
  * it shrinks only with a defragmentation), while the data file itself is
- * sparse and as large as the map with write_map (its blocks, du, are the
- * extent plus what backend_open allocates ahead).  In use is the pages of
+ * sparse and as large as the map with write_map, or ends at the data
+ * without (its blocks, du, are the extent plus what the backend allocates
+ * ahead either way).  In use is the pages of
  * the store's trees: the two meta pages, the tree of bucket names and
  * every opened bucket (LMDB's own counts), not the free list nor its
  * records; the extent minus in use is the free list and its records (bbolt:
@@ -244,11 +250,17 @@ int backend_size(struct backend *be, uint64_t *total_bytes_out,
  * apparent size: LMDB sizes the file to it at open). */
 uint64_t backend_map_bytes(struct backend *be);
 
-/* backend_ahead_bytes is how much a write_map store allocates ahead of
- * data_bytes of data (an eighth, 16 to 64 MiB; less on a disk short of
- * room): what a file made to become a store (a defragmented copy) can be
- * given up front. */
+/* backend_ahead_bytes is how much a store allocates ahead of data_bytes
+ * of data (an eighth, 16 to 64 MiB; less on a disk short of room): what
+ * a file made to become a store (a defragmented copy) can be given up
+ * front. */
 uint64_t backend_ahead_bytes(uint64_t data_bytes);
+
+/* backend_write_map tells whether be writes through its map (opened with
+ * write_map, and LMDB's layout known): its file is then as large as the
+ * map; otherwise it ends at the data and the blocks ahead are allocated
+ * past its size (FALLOC_FL_KEEP_SIZE). */
+bool backend_write_map(const struct backend *be);
 
 /* backend_txnid_last is the id of the last committed write txn (LMDB's
  * txn ids count commits; a read txn's id is the last commit it sees):
@@ -283,14 +295,16 @@ uint64_t backend_used_bytes(struct backend *be);
 /*
  * A full disk.  With write_map the store is written through a shared map
  * of a sparse file, where a page without blocks on a full disk would be
- * SIGBUS, not an error.  So no page past the blocks the backend allocated
- * ahead (fallocate) is ever written: every write of a write txn (put,
+ * SIGBUS, not an error; without it a pwrite refused fails the whole
+ * commit, a delete's as well.  So in both modes no page past the blocks
+ * the backend allocated ahead (fallocate) is ever written: every write of a write txn (put,
  * the reserves, del, cursor_del) first checks that what it may add, plus
  * a reserve for the commit, fits in the allocated blocks, allocating more
  * if the disk has it, and returns ERR_NOSPC if not.  The txn is then
  * refused: every later write and its commit return ERR_NOSPC, and nothing
  * of it is committed (the caller aborts or commits it, either frees it).
- * Without write_map a full disk shows as ERR_NOSPC from the commit.
+ * (Where LMDB's txn layout is not the one known, write_map is refused
+ * and a full disk shows as ERR_NOSPC from the commit.)
  *
  * backend_space_low tells (any thread, cheap) that the disk refused to
  * give the store more blocks and less than 8 MiB are left allocated: the

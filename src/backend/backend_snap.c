@@ -16,8 +16,8 @@
  *   read txn reaches; a page freed by txn F is reused only once every
  *   reader began at or after F.  So while the pin's read txn is open,
  *   later commits write other pages and the meta slots only.
- * - WRITEMAP writes the meta page in place through the map; pread of the
- *   file sees the same page cache pages.
+ * - LMDB writes the meta page with pwrite, or in place through the map
+ *   with WRITEMAP; pread of the file sees the same page cache pages.
  */
 #include "backend/backend.h"
 

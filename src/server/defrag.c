@@ -169,18 +169,22 @@ static void journal_abort(struct server *s, uint64_t gen)
 
 /* Before the switch-over, the copy's file gets the size and the blocks
  * the reopened store gives it (LMDB sizes a write_map file to the map;
- * backend.c allocates backend_ahead_bytes ahead), synced: that metadata then costs no
- * fsync while requests wait.  Failures only move that cost back. */
+ * backend.c allocates backend_ahead_bytes ahead, past the file's size
+ * without write_map), synced: that metadata then costs no fsync while
+ * requests wait.  Failures only move that cost back. */
 static void presize(struct server *s, struct backend *dst, const char *data)
 {
+    bool in_map = backend_write_map(s->be);
     uint64_t map = backend_map_bytes(s->be), end = backend_file_bytes(dst);
     int fd = open(data, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return;
     struct stat st;
-    if (map > 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size < map)
+    if (in_map && map > 0 && fstat(fd, &st) == 0 &&
+        (uint64_t)st.st_size < map)
         (void)ftruncate(fd, (off_t)map);
-    (void)fallocate(fd, 0, (off_t)end, (off_t)backend_ahead_bytes(end));
+    (void)fallocate(fd, in_map ? 0 : FALLOC_FL_KEEP_SIZE, (off_t)end,
+                    (off_t)backend_ahead_bytes(end));
     (void)fdatasync(fd);
     close(fd);
 }
@@ -257,7 +261,7 @@ static uint64_t lap(uint64_t *t)
 }
 
 /* The store a swap replaced: closed once requests run again (unmapping
- * a large write_map costs tens of ms). */
+ * a large map costs tens of ms). */
 struct defrag_old {
     struct mvcc_store *mvcc;
     struct backend *be;

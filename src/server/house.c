@@ -30,14 +30,12 @@
  * (binaries and the hot pages mapped again since).  A look is one pread
  * of /proc/self/statm; a trim ~30 µs plus re-faulting the hot pages.
  *
- * The store is written in place (write_map, server__store_open), so a
- * trim also unmaps the pages LMDB writes, and each is a write fault the
- * next time (about what the pwrite it replaced cost).  The budget is the
- * trade: with 24 MiB a random-key put load on a growing store (4 x 40k
- * puts) faulted 4 times per put and cost 8% more CPU than pwrite; with
- * 48 MiB 1.4-2.6 faults and 7% less CPU than pwrite, and the 1M-key load
- * peaks at 117-121 MiB (24 MiB: 89-143; 64 MiB: 132-134; the goal is 150,
- * etcd 3.4.23 takes ~600).  docs/BENCHMARKS.md, session 8. */
+ * The budget was set (session 8, docs/BENCHMARKS.md) when the store was
+ * written in place through the map, where a trim also unmapped the pages
+ * LMDB writes: 48 MiB let the 1M-key load peak at 117-121 MiB (24 MiB:
+ * 89-143; 64 MiB: 132-134; the goal is 150, etcd 3.4.23 takes ~600).
+ * Since session 18 LMDB writes with pwrite (server__store_open): a trim
+ * costs only the read faults that map the hot pages again. */
 #define HOUSE_MAP_BUDGET (48u << 20)
 #define HOUSE_TICK_MS 5
 #define HOUSE_IDLE_MS 100

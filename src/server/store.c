@@ -50,12 +50,16 @@ static int set_aside(const char *dir)
 
 /* The store is durable through the WAL (a crash replays it above the
  * store's index; the boot guard rebuilds a store torn by a power loss),
- * so LMDB neither fsyncs nor copies pages for pwrite: write_map measured
- * 7-16% less CPU per put (docs/BENCHMARKS.md, session 8; the map budget
- * below is part of that). */
+ * so LMDB does not fsync.  It writes its pages with pwrite, not through a
+ * writable map (write_map): each sync of the store (a pin's, snap_pin.c)
+ * and the kernel's own writeback write-protect the map's dirty pages, and
+ * every later write to one is a fault, 8-14 us of CPU on these VMs.  At
+ * 100 Go clients that was 2 faults and 128-138 us of CPU per put against
+ * 0.1 and 44-47 with pwrite (docs/BENCHMARKS.md, session 18; session 8
+ * had measured write_map 7-16% cheaper, before pins synced the store). */
 int server__store_open(struct server *s, const char *dir)
 {
-    struct backend_options bo = {.no_fsync = true, .write_map = true};
+    struct backend_options bo = {.no_fsync = true, .write_map = false};
     int rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
         rc = mvcc_store_open(s->be,
