@@ -375,8 +375,9 @@ void log_go_duration(int64_t ns, char *buf, size_t cap)
     uint64_t whole = u / unit, rest = u % unit;
     if (rest != 0) {
         snprintf(frac, sizeof frac, ".%0*llu", digits, (unsigned long long)rest);
-        for (size_t k = strlen(frac); frac[k - 1] == '0'; k--)
-            frac[k - 1] = '\0';
+        size_t k = strlen(frac); /* ".", then a nonzero digit somewhere */
+        while (k > 1 && frac[k - 1] == '0')
+            frac[--k] = '\0';
     }
     if (unit == 1000) {
         snprintf(buf, cap, "%s%llu%s\xc2\xb5s", sign,
