@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "backend/backend_int.h"
 #include "util/err.h"
@@ -45,6 +46,8 @@ struct backend {
     size_t map_len;        /* its length; 0 if it was not found */
     bool write_map;        /* MDB_WRITEMAP (else pwrite): see alloc_ahead */
     bool room_ok;          /* LMDB's txn layout is known: room_check runs */
+    bool write_behind;     /* backend_options.write_behind, not write_map */
+    int64_t behind_ns;     /* the last write-behind's start (writer) */
     _Atomic uint64_t unmaps; /* trims and syncs so far (any thread): each
                               unmaps or write-protects populated pages */
     uint64_t pop_end;      /* the map is populated up to here (writer) */
@@ -281,6 +284,7 @@ static int env_open(struct backend *be, const char *dir,
     }
     mdb_env_set_userctx(be->env, be);
     be->write_map = write_map;
+    be->write_behind = !write_map && opts != NULL && opts->write_behind;
     be->pop_ok = true;
     return 0;
 }
@@ -605,6 +609,20 @@ bool backend_space_low(struct backend *be)
     return atomic_load(&be->low);
 }
 
+/* See backend_options.write_behind: the writer, after a commit. */
+#define WRITE_BEHIND_MS 5
+
+static void write_behind(struct backend *be)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (now - be->behind_ns < (int64_t)WRITE_BEHIND_MS * 1000000)
+        return;
+    be->behind_ns = now;
+    (void)sync_file_range(be->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 int backend_write_commit(struct backend_txn *txn)
 {
     CHECK(txn != NULL);
@@ -637,6 +655,8 @@ int backend_write_commit(struct backend_txn *txn)
     }
     if (rc == 0 && be->room_ok)
         alloc_ahead(be);
+    if (rc == 0 && be->write_behind)
+        write_behind(be);
     return rc;
 }
 

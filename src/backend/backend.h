@@ -96,6 +96,12 @@ struct backend_options {
      * is map_size_bytes, while its blocks (du) are what is written.  No
      * nested txns (cetcd uses none). */
     bool write_map;
+    /* Without write_map: a commit at least WRITE_BEHIND_MS after the last
+     * one that did starts the writeback of every dirty page of the file
+     * (sync_file_range, not waited for), so that a later sync (a pin's)
+     * finds little left to write instead of a burst that delays the
+     * WAL's fsync beside it. */
+    bool write_behind;
 };
 
 /* Bucket flags. */
