@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 
 #include "backend/backend_int.h"
 #include "util/err.h"
@@ -46,8 +45,6 @@ struct backend {
     size_t map_len;        /* its length; 0 if it was not found */
     bool write_map;        /* MDB_WRITEMAP (else pwrite): see alloc_ahead */
     bool room_ok;          /* LMDB's txn layout is known: room_check runs */
-    bool write_behind;     /* backend_options.write_behind, not write_map */
-    int64_t behind_ns;     /* the last write-behind's start (writer) */
     _Atomic uint64_t unmaps; /* trims and syncs so far (any thread): each
                               unmaps or write-protects populated pages */
     uint64_t pop_end;      /* the map is populated up to here (writer) */
@@ -284,7 +281,6 @@ static int env_open(struct backend *be, const char *dir,
     }
     mdb_env_set_userctx(be->env, be);
     be->write_map = write_map;
-    be->write_behind = !write_map && opts != NULL && opts->write_behind;
     be->pop_ok = true;
     return 0;
 }
@@ -609,20 +605,6 @@ bool backend_space_low(struct backend *be)
     return atomic_load(&be->low);
 }
 
-/* See backend_options.write_behind: the writer, after a commit. */
-#define WRITE_BEHIND_MS 5
-
-static void write_behind(struct backend *be)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    if (now - be->behind_ns < (int64_t)WRITE_BEHIND_MS * 1000000)
-        return;
-    be->behind_ns = now;
-    (void)sync_file_range(be->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-}
-
 int backend_write_commit(struct backend_txn *txn)
 {
     CHECK(txn != NULL);
@@ -655,8 +637,6 @@ int backend_write_commit(struct backend_txn *txn)
     }
     if (rc == 0 && be->room_ok)
         alloc_ahead(be);
-    if (rc == 0 && be->write_behind)
-        write_behind(be);
     return rc;
 }
 
@@ -1052,6 +1032,23 @@ int backend_sync(struct backend *be)
     CHECK(be != NULL);
     atomic_fetch_add(&be->unmaps, 1); /* msync write-protects the map */
     return map(mdb_env_sync(be->env, 1));
+}
+
+#define SYNC_PACE_BYTES ((uint64_t)256 << 10)
+
+int backend_sync_paced(struct backend *be)
+{
+    CHECK(be != NULL);
+    if (!be->write_map) {
+        uint64_t end = atomic_load(&be->extent);
+        for (uint64_t off = 0; off < end; off += SYNC_PACE_BYTES)
+            if (sync_file_range(be->fd, (off64_t)off, SYNC_PACE_BYTES,
+                                SYNC_FILE_RANGE_WAIT_BEFORE |
+                                    SYNC_FILE_RANGE_WRITE |
+                                    SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+                break; /* the sync below says what failed */
+    }
+    return backend_sync(be);
 }
 
 /* A copy reads the whole store through the map, faster than any clock

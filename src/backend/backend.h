@@ -96,12 +96,6 @@ struct backend_options {
      * is map_size_bytes, while its blocks (du) are what is written.  No
      * nested txns (cetcd uses none). */
     bool write_map;
-    /* Without write_map: a commit at least WRITE_BEHIND_MS after the last
-     * one that did starts the writeback of every dirty page of the file
-     * (sync_file_range, not waited for), so that a later sync (a pin's)
-     * finds little left to write instead of a burst that delays the
-     * WAL's fsync beside it. */
-    bool write_behind;
 };
 
 /* Bucket flags. */
@@ -323,6 +317,14 @@ bool backend_space_low(struct backend *be);
 /* backend_sync forces everything committed to disk (used at clean shutdown
  * and after no_fsync runs).  Errors: ERR_IO. */
 int backend_sync(struct backend *be);
+
+/* backend_sync_paced is backend_sync for a thread beside the writer (a
+ * pin): without write_map it first writes the file's dirty pages out
+ * SYNC_PACE_BYTES of the file at a time, each waited for before the next
+ * (sync_file_range), so that an fsync of the WAL meanwhile queues behind
+ * one small write, not behind all of them; the final sync then finds
+ * little left.  Errors: ERR_IO. */
+int backend_sync_paced(struct backend *be);
 
 /*
  * backend_copy_fd writes a consistent copy of the env's data file to fd

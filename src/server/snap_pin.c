@@ -377,7 +377,7 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
         sn->pin_next = p; /* a store swap ends it (server__pin_drop) */
     pthread_mutex_unlock(&sn->mu);
     if (rc == 0)
-        rc = backend_sync(s->be); /* the writer goes on meanwhile */
+        rc = backend_sync_paced(s->be); /* the writer goes on meanwhile */
     server__store_leave(s);
     /* A lone voter's store may hold a tentative batch (speculative apply,
      * apply.c) whose WAL fsync has not returned: the pin stands for a

@@ -59,8 +59,7 @@ static int set_aside(const char *dir)
  * had measured write_map 7-16% cheaper, before pins synced the store). */
 int server__store_open(struct server *s, const char *dir)
 {
-    struct backend_options bo = {.no_fsync = true, .write_map = false,
-                                 .write_behind = true};
+    struct backend_options bo = {.no_fsync = true, .write_map = false};
     int rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
         rc = mvcc_store_open(s->be,
