@@ -75,13 +75,17 @@
  * rule below) was a ratchet: the pages freed under one pin are reused
  * only after the next is durable, and a pin asked for growth only comes
  * after the file grew again, so the file grew by at least PIN_GROW_MIN
- * per pin.  A pin costs one sync of the pages written meanwhile (which
- * write-protects the hot pages again: a fault each at their next write)
- * and a pin file (three more fsyncs, on cetcd-snap, beside the writer):
- * about one pin per 100 puts of 256 B at one client with a small store,
- * one per ~650 at 100 clients, where that is 5-11 % more CPU per put than
- * a pin every 250 ms at 6000 puts/s (docs/BENCHMARKS.md; PIN_HELD_MIN is
- * the knob between pins and space). */
+ * per pin.  A pin costs one sync of the pages written meanwhile and a pin
+ * file (three more fsyncs), on cetcd-snap, beside the writer: about one
+ * pin per 100 puts of 256 B at one client with a small store, one per
+ * ~800 at 100 clients (PIN_HELD_MIN is the knob between pins and space).
+ * Every page a commit writes is a new one until the next pin, so the sync
+ * writes them all, a few MiB: done at once it held the WAL's fsync beside
+ * it for several ms (1 client p99 3.6-4.5 ms, etcd 2.4), so it is paced
+ * (backend_sync_paced: 2.0 ms, docs/BENCHMARKS.md session 18).  Until
+ * session 18 the store was written through a writable map and the sync
+ * also write-protected its hot pages, a fault each at their next write:
+ * a quarter of a put's CPU at 100 clients. */
 #define PIN_HELD_MIN ((uint64_t)4 << 20)
 #define PIN_HELD_DIV 32u
 /* ... and once the file grew by this much, or by PIN_GROW_DIV-th of its
