@@ -487,16 +487,18 @@ static void test_cursor_del_to_empty(void **state)
 }
 
 /* A 32 MiB tmpfs (mounted here; skipped where mount is not permitted)
- * with a 12 MiB filler file: write_map puts of 10 KiB values, 20 per txn,
- * until the disk is full.  The store must refuse a write with ERR_NOSPC
- * (before: the process died of SIGBUS writing a page without blocks),
- * say it is low, keep every committed put, refuse the commit of the txn
- * that was refused, and take writes again once the filler is deleted. */
-static void test_full_disk(void **state)
+ * with a 12 MiB filler file: puts of 10 KiB values, 20 per txn, until the
+ * disk is full, with write_map and without (the member's mode since
+ * session 18).  The store must refuse a write with ERR_NOSPC (before:
+ * with write_map the process died of SIGBUS writing a page without
+ * blocks), say it is low, keep every committed put, refuse the commit of
+ * the txn that was refused, and take writes again once the filler is
+ * deleted.  Without write_map the file ends at the data, its blocks
+ * allocated past its size. */
+static void full_disk_run(struct fixture *f, bool write_map)
 {
-    struct fixture *f = *state;
     char mnt[128], db[160], filler[160];
-    snprintf(mnt, sizeof mnt, "%s/small", f->dir);
+    snprintf(mnt, sizeof mnt, "%s/small%d", f->dir, (int)write_map);
     assert_int_equal(mkdir(mnt, 0700), 0);
     if (mount("tmpfs", mnt, "tmpfs", 0, "size=32m") != 0) {
         fprintf(stderr, "mount tmpfs: %s: skipped\n", strerror(errno));
@@ -508,9 +510,10 @@ static void test_full_disk(void **state)
     assert_true(fd >= 0);
     assert_int_equal(posix_fallocate(fd, 0, 12 << 20), 0);
     close(fd);
-    struct backend_options o = {.write_map = true, .no_fsync = true};
+    struct backend_options o = {.write_map = write_map, .no_fsync = true};
     struct backend *be;
     assert_int_equal(backend_open(db, &o, &be), 0);
+    assert_true(backend_write_map(be) == write_map);
     backend_bucket b;
     assert_int_equal(backend_bucket_open(be, "kv", 0, &b), 0);
     static char val[10240];
@@ -554,8 +557,28 @@ static void test_full_disk(void **state)
     }
     assert_int_equal(backend_write_commit(t), 0);
     assert_false(backend_space_low(be));
+    struct stat st;
+    char data[200];
+    snprintf(data, sizeof data, "%s/data.mdb", db);
+    assert_int_equal(stat(data, &st), 0);
+    if (write_map) {
+        assert_int_equal((uint64_t)st.st_size, backend_map_bytes(be));
+    } else {
+        assert_int_equal((uint64_t)st.st_size, backend_file_bytes(be));
+        assert_true((uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size);
+    }
     backend_close(be);
     assert_int_equal(umount(mnt), 0);
+}
+
+static void test_full_disk(void **state)
+{
+    full_disk_run(*state, true);
+}
+
+static void test_full_disk_pwrite(void **state)
+{
+    full_disk_run(*state, false);
 }
 
 /* faults_open counts this thread's page-fault exceptions (perf's software
@@ -647,6 +670,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cursor_del_to_empty, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_pwrite, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
