@@ -30,6 +30,7 @@ Request bodies that stay open (a watch fed on an open body):
 test_gateway_body.py.
 """
 import base64
+import concurrent.futures
 import json
 import os
 import re
@@ -449,13 +450,22 @@ def run_stream_steps(url, *extra):
     return out
 
 
+def steps_on_both(etcd_url, ours_url, *extra):
+    """run_stream_steps on etcd and on cetcd at the same time (two
+    threads: the steps mostly wait for their streams' windows), (want,
+    got)."""
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        want = ex.submit(run_stream_steps, etcd_url, *extra)
+        got = ex.submit(run_stream_steps, ours_url, *extra)
+        return want.result(), got.result()
+
+
 def test_gateway_streams_same_as_etcd(pair):
     """The gateway's streams and waits against etcd 3.4.23's: each step's
     status and lines equal once ids, leases and snapshot bytes are
     normalised (module docstring of gw_stream.c has the rules)."""
     ours, etcd = pair
-    want = run_stream_steps(etcd.client_url)
-    got = run_stream_steps(ours.client_url)
+    want, got = steps_on_both(etcd.client_url, ours.client_url)
     diffs = ["%s %r (%s)\n  etcd:  %s\n  cetcd: %s" % (w[0] + (w[1], g[1]))
              for w, g in zip(want, got) if w[1] != g[1]]
     assert not diffs, "\n".join(diffs)
@@ -486,8 +496,8 @@ def test_gateway_streams_http2_same_as_etcd(certs):  # noqa: F811
         ours.start()
         extra = ("--http2", "--cacert", certs.path("ca.crt"))
         url = "https://localhost:%d"
-        want = run_stream_steps(url % etcd.client_port, *extra)
-        got = run_stream_steps(url % ours.client_port, *extra)
+        want, got = steps_on_both(url % etcd.client_port,
+                                  url % ours.client_port, *extra)
     finally:
         etcd.cleanup()
         ours.cleanup()
@@ -504,8 +514,8 @@ def test_gateway_streams_http10_same_as_etcd(pair):
     and closes the connection at the end; cetcd's HTTP/1.0 answers are
     compared with etcd 3.4.23's (their unary answers are 1.0 too)."""
     ours, etcd = pair
-    want = run_stream_steps(etcd.client_url, "--http1.0")
-    got = run_stream_steps(ours.client_url, "--http1.0")
+    want, got = steps_on_both(etcd.client_url, ours.client_url,
+                              "--http1.0")
     diffs = ["%s %r (%s)\n  etcd:  %s\n  cetcd: %s" % (w[0] + (w[1], g[1]))
              for w, g in zip(want, got) if w[1] != g[1]]
     assert not diffs, "\n".join(diffs)
