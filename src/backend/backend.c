@@ -113,8 +113,8 @@ static void jtouch(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len)
  * returned ENOSPC.  Without it, a pwrite refused by a full disk fails the
  * whole commit, deletes included, and nothing is kept for them.  So in
  * both modes the blocks after LMDB's last page are allocated ahead
- * (fallocate; the file's size unchanged: with write_map it is the map's
- * already, without it FALLOC_FL_KEEP_SIZE), up to AHEAD_BYTES past
+ * (fallocate with FALLOC_FL_KEEP_SIZE: a write_map file is the map's size
+ * already, the other ends at the data), up to AHEAD_BYTES past
  * the data, ALLOC_CHUNK at a time (a disk that cannot give all of it
  * gives what it has), topped up after each commit that leaves less than
  * half of it.  And no page past the allocated blocks is ever written:
@@ -456,8 +456,8 @@ static int alloc_to(struct backend *be, uint64_t to)
         uint64_t n = to - be->ahead_end;
         if (n > ALLOC_CHUNK)
             n = ALLOC_CHUNK;
-        if (fallocate(be->fd, be->write_map ? 0 : FALLOC_FL_KEEP_SIZE,
-                      (off_t)be->ahead_end, (off_t)n) != 0)
+        if (fallocate(be->fd, FALLOC_FL_KEEP_SIZE, (off_t)be->ahead_end,
+                      (off_t)n) != 0)
             return errno;
         be->ahead_end += n;
     }

@@ -183,7 +183,7 @@ static void presize(struct server *s, struct backend *dst, const char *data)
     if (in_map && map > 0 && fstat(fd, &st) == 0 &&
         (uint64_t)st.st_size < map)
         (void)ftruncate(fd, (off_t)map);
-    (void)fallocate(fd, in_map ? 0 : FALLOC_FL_KEEP_SIZE, (off_t)end,
+    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)end,
                     (off_t)backend_ahead_bytes(end));
     (void)fdatasync(fd);
     close(fd);
