@@ -318,7 +318,7 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
             rpc__container_of(it, struct rpc_stream, item));
     /* Answered before the request ended (an early refusal, a stream's
      * status while the client still sends): RST_STREAM NO_ERROR asks the
-     * client to stop sending (RFC 7540 8.1), as grpc-go does; without it
+     * client to stop sending (RFC 9113 8.1), as grpc-go does; without it
      * a client that stopped sending at the answer (curl) waits on. */
     if (nghttp2_session_get_stream_remote_close(ng, f->hd.stream_id) == 0)
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id,
