@@ -45,6 +45,7 @@ struct backend {
     size_t map_len;        /* its length; 0 if it was not found */
     bool write_map;        /* MDB_WRITEMAP (else pwrite): see alloc_ahead */
     bool room_ok;          /* LMDB's txn layout is known: room_check runs */
+    bool no_ahead;         /* backend_options.no_ahead */
     _Atomic uint64_t unmaps; /* trims and syncs so far (any thread): each
                               unmaps or write-protects populated pages */
     uint64_t pop_end;      /* the map is populated up to here (writer) */
@@ -354,7 +355,8 @@ int backend_open(const char *dir, const struct backend_options *opts,
     atomic_store(&be->used, (META_PAGES + st.ms_branch_pages +
                              st.ms_leaf_pages + st.ms_overflow_pages) *
                                 be->page_size);
-    if (be->room_ok)
+    be->no_ahead = opts != NULL && opts->no_ahead;
+    if (be->room_ok && !be->no_ahead)
         alloc_ahead(be);
     CHECK(be->key_max > BACKEND_REVKEY_SUFFIX);
     find_map(be);
@@ -635,7 +637,7 @@ int backend_write_commit(struct backend_txn *txn)
         extent_update(be);
         atomic_store(&be->used, used);
     }
-    if (rc == 0 && be->room_ok)
+    if (rc == 0 && be->room_ok && !be->no_ahead)
         alloc_ahead(be);
     return rc;
 }

@@ -96,6 +96,14 @@ struct backend_options {
      * is map_size_bytes, while its blocks (du) are what is written.  No
      * nested txns (cetcd uses none). */
     bool write_map;
+    /* A short open that reads the store, or writes a copy sized by its
+     * caller (a pin's check, reading a store's meta, a defragmentation's
+     * copy): no blocks are allocated ahead of the data (AHEAD_BYTES in
+     * backend.c), neither at the open nor after commits, so such an open
+     * takes no space and, on a full disk, neither fails nor says the disk
+     * is full.  A write still gets the blocks it needs first (refused
+     * with ERR_NOSPC when the disk has none). */
+    bool no_ahead;
 };
 
 /* Bucket flags. */

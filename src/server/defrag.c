@@ -485,7 +485,7 @@ static int copy_and_catch_up(struct server *s, const char *tmp,
                              struct backend **dst_out)
 {
     int rc = copy_store(s, data);
-    struct backend_options bo = {.no_fsync = true};
+    struct backend_options bo = {.no_fsync = true, .no_ahead = true};
     if (rc == 0)
         rc = backend_open(tmp, &bo, dst_out);
     if (rc == 0) {

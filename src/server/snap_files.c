@@ -113,7 +113,8 @@ int server__snap_read_meta(const char *dir, uint64_t *index_out,
                            struct raft_conf_state *conf_out,
                            int *conf_rc_out)
 {
-    struct backend_options bo = {.no_fsync = true, .max_readers = 8};
+    struct backend_options bo = {.no_fsync = true, .max_readers = 8,
+                                .no_ahead = true};
     struct backend *be;
     struct mvcc_store *mv;
     int rc = backend_open(dir, &bo, &be);

@@ -530,7 +530,8 @@ static int find_aside(const struct server *s, const struct server_pin_file *pf,
 /* The store in db opens as the pinned state: its txn id and index. */
 static int verify(const char *db, const struct server_pin_file *pf)
 {
-    struct backend_options bo = {.no_fsync = true, .max_readers = 8};
+    struct backend_options bo = {.no_fsync = true, .max_readers = 8,
+                                .no_ahead = true};
     struct backend *be;
     struct mvcc_store *mv;
     int rc = backend_open(db, &bo, &be);

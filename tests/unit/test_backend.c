@@ -581,6 +581,45 @@ static void test_full_disk_pwrite(void **state)
     full_disk_run(*state, false);
 }
 
+/* The short opens of a store (a pin's check, reading a store's meta, a
+ * defragmentation's copy) allocate no blocks ahead: before, each took 16
+ * MiB past the data and, on a full disk, said the disk was full.  Writes
+ * through such an open still get their blocks (room_check); the member's
+ * own open (the default) allocates ahead again. */
+static void test_no_ahead(void **state)
+{
+    struct fixture *f = *state;
+    char db[128], data[160];
+    snprintf(db, sizeof db, "%s/na", f->dir);
+    snprintf(data, sizeof data, "%s/data.mdb", db);
+    for (int pass = 0; pass < 2; pass++) {
+        struct backend_options o = {.no_fsync = true, .no_ahead = pass == 0};
+        struct backend *be;
+        assert_int_equal(backend_open(db, &o, &be), 0);
+        backend_bucket b;
+        assert_int_equal(backend_bucket_open(be, "kv", 0, &b), 0);
+        static char val[1024];
+        memset(val, 'v', sizeof val);
+        struct backend_txn *t;
+        assert_int_equal(backend_write_begin(be, &t), 0);
+        for (int j = 0; j < 2000; j++) {
+            char k[16];
+            snprintf(k, sizeof k, "%d-%08d", pass, j);
+            assert_int_equal(backend_put(t, b, k, 10, val, sizeof val), 0);
+        }
+        assert_int_equal(backend_write_commit(t), 0);
+        struct stat st;
+        assert_int_equal(stat(data, &st), 0);
+        uint64_t blocks = (uint64_t)st.st_blocks * 512, size = st.st_size;
+        assert_true(size >= 2000u * 1024);
+        if (pass == 0) /* a write's own room: under 4 MiB past the data */
+            assert_true(blocks < size + (4u << 20));
+        else /* the member's open: 16 MiB ahead, topped up at half */
+            assert_true(blocks >= size + (8u << 20));
+        backend_close(be);
+    }
+}
+
 /* faults_open counts this thread's page-fault exceptions (perf's software
  * event: faults the MMU raised, not the pages madvise populates). */
 static int faults_open(void)
@@ -669,6 +708,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_copy_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cursor_del_to_empty, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_no_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_pwrite, setup,
                                         teardown),
