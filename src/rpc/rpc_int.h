@@ -435,7 +435,9 @@ int rpc__loop_init(struct rpc_server *srv, struct rpc__loop *l);
 /* rpc__loop_push puts it on l's inbox (any thread). */
 void rpc__loop_push(struct rpc__loop *l, struct rpc__item *it);
 /* rpc__loop_turn does what a loop does after its socket events: dispatch
- * the complete requests, take the inbox, write what nghttp2 has to send. */
+ * the complete requests, end the thread's turn (the work its handlers
+ * deferred, util/thread.h), take the inbox, write what nghttp2 has to
+ * send. */
 void rpc__loop_turn(struct rpc__loop *l);
 
 /* gRPC message framing: a flag byte (1: compressed) and a big-endian

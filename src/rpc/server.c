@@ -537,7 +537,12 @@ static void stop_loop(struct rpc__loop *l)
 
 void rpc__loop_turn(struct rpc__loop *l)
 {
+    /* The handlers' deferred work (util/thread.h, turns), a lone voter's
+     * raft pass, runs once after every call of the turn; its answers are
+     * written below. */
+    thread_turn_begin();
     rpc__call_dispatch(l);
+    thread_turn_end();
     run_inbox(l);
     flush_dirty(l);
 }

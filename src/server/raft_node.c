@@ -222,6 +222,17 @@ void server__raft_poke(struct server *s)
     server__kick(s);
 }
 
+static void raft_poke_deferred(void *arg)
+{
+    server__raft_poke(arg);
+}
+
+void server__raft_poke_turn(struct server *s)
+{
+    if (!thread_turn_defer(raft_poke_deferred, s))
+        server__raft_poke(s);
+}
+
 void *server__raft_main(void *arg)
 {
     struct server *s = arg;

@@ -374,7 +374,7 @@ int server_propose(struct server *s, Cetcdpb__InternalRequest *req,
     }
     rc = server_queue_push(&s->proposals, e, false);
     if (rc == 0)
-        server__raft_poke(s);
+        server__raft_poke_turn(s);
     if (rc != 0) {
         server_done_fn d;
         void *a;

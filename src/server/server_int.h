@@ -511,6 +511,11 @@ void server__kick(struct server *s);
  * no lock of the server's (the pass takes them, and may call waiters'
  * callbacks). */
 void server__raft_poke(struct server *s);
+/* raft_node.c: server__raft_poke at the end of the calling thread's turn
+ * (util/thread.h: an rpc loop, after every call it read this turn, so
+ * their proposals share one pass and one fdatasync), or now on a thread
+ * without one.  Nothing on a turn's thread may wait for the proposal. */
+void server__raft_poke_turn(struct server *s);
 /* raft_node.c: server__raft_receive queues a peer message (copied) for
  * the raft thread (any thread); the caller pokes raft (server__raft_poke)
  * once its batch is queued.  Errors: ERR_FULL (SERVER_INBOX_MAX messages

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "util/check.h"
 #include "util/thread.h"
 
 struct timespec thread_deadline_ms(clockid_t clock, uint64_t ms)
@@ -27,4 +28,48 @@ void thread_name_set(pthread_t t, const char *name)
     strncpy(buf, name, sizeof(buf) - 1);
     buf[sizeof(buf) - 1] = '\0';
     (void)pthread_setname_np(t, buf);
+}
+
+/* --- turns --------------------------------------------------------------- */
+
+struct turn_work {
+    thread_turn_fn fn;
+    void *arg;
+};
+
+static __thread bool turn_open;
+static __thread size_t turn_head, turn_n; /* [turn_head, turn_n) to run */
+static __thread struct turn_work turn_q[THREAD_TURN_MAX];
+
+void thread_turn_begin(void)
+{
+    CHECK(!turn_open && turn_n == 0);
+    turn_open = true;
+}
+
+bool thread_turn_defer(thread_turn_fn fn, void *arg)
+{
+    if (!turn_open)
+        return false;
+    for (size_t i = turn_head; i < turn_n; i++)
+        if (turn_q[i].fn == fn && turn_q[i].arg == arg)
+            return true;
+    if (turn_n == THREAD_TURN_MAX)
+        return false;
+    turn_q[turn_n++] = (struct turn_work){fn, arg};
+    return true;
+}
+
+void thread_turn_end(void)
+{
+    CHECK(turn_open);
+    /* The turn stays open while the work runs: work it defers is queued
+     * behind it (and runs in this loop), not run nested.  Only work not
+     * yet run is matched against a new (fn, arg). */
+    while (turn_head < turn_n) {
+        struct turn_work w = turn_q[turn_head++];
+        w.fn(w.arg);
+    }
+    turn_head = turn_n = 0;
+    turn_open = false;
 }

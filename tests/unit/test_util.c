@@ -24,6 +24,7 @@
 #include "util/fs.h"
 #include "util/mem.h"
 #include "util/str.h"
+#include "util/thread.h"
 #include "util/tls_alert.h"
 
 static void test_crc32c_vectors(void **state)
@@ -213,6 +214,63 @@ static void test_str_trim(void **state)
 
 /* Go's words for alerts, and OpenSSL's error texts read back (the gRPC
  * core logs them: dial/gprlog.c). */
+/* Turns (thread.h): work deferred inside a turn runs once at its end, in
+ * order, the same (fn, arg) once; work deferred while the end runs runs
+ * too, even the same (fn, arg) again; outside a turn (and with the queue
+ * full) the caller is told to do it now. */
+struct turn_log {
+    char s[64];
+    size_t n;
+};
+static struct turn_log tl;
+
+static void turn_a(void *arg)
+{
+    tl.s[tl.n++] = *(const char *)arg;
+}
+
+static void turn_again(void *arg)
+{
+    tl.s[tl.n++] = 'r';
+    if (tl.n < 2) /* defers itself once more while the turn ends */
+        assert_true(thread_turn_defer(turn_again, arg));
+}
+
+static void test_thread_turns(void **state)
+{
+    (void)state;
+    static const char a = 'a', b = 'b';
+    memset(&tl, 0, sizeof tl);
+    assert_false(thread_turn_defer(turn_a, (void *)&a)); /* no turn */
+    thread_turn_begin();
+    assert_true(thread_turn_defer(turn_a, (void *)&a));
+    assert_true(thread_turn_defer(turn_a, (void *)&b));
+    assert_true(thread_turn_defer(turn_a, (void *)&a)); /* queued already */
+    assert_int_equal(tl.n, 0);                           /* nothing ran */
+    thread_turn_end();
+    assert_string_equal(tl.s, "ab");
+    assert_false(thread_turn_defer(turn_a, (void *)&a)); /* closed */
+
+    memset(&tl, 0, sizeof tl);
+    thread_turn_begin();
+    assert_true(thread_turn_defer(turn_again, NULL));
+    thread_turn_end();
+    assert_string_equal(tl.s, "rr");
+
+    /* a full queue: the caller runs the work itself */
+    static char k[THREAD_TURN_MAX + 1];
+    memset(&tl, 0, sizeof tl);
+    thread_turn_begin();
+    for (int i = 0; i < THREAD_TURN_MAX; i++) {
+        k[i] = (char)('0' + i);
+        assert_true(thread_turn_defer(turn_a, &k[i]));
+    }
+    assert_false(thread_turn_defer(turn_a, &k[THREAD_TURN_MAX]));
+    thread_turn_end();
+    assert_int_equal(tl.n, THREAD_TURN_MAX);
+    assert_memory_equal(tl.s, "01234567", THREAD_TURN_MAX);
+}
+
 static void test_tls_alert(void **state)
 {
     (void)state;
@@ -248,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_str_go_duration),
         cmocka_unit_test(test_fs_all),
         cmocka_unit_test(test_tls_alert),
+        cmocka_unit_test(test_thread_turns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
