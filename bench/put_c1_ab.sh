@@ -3,18 +3,18 @@
 # alternating, each run on a fresh single member (2 x N puts); prints the
 # medians of qps, p50, p99, p99.9 and max per server.
 # usage: bench/put_c1_ab.sh ROUNDS label=BIN [label=BIN ...]
-#   N (4000 puts per run), EBENCH (default /tmp/eb/ebench)
+#   N (4000 puts per run), EBENCH (default /tmp/eb/ebench), ETCDCTL
 R=$1; shift
-EB=${EBENCH:-/tmp/eb/ebench}
-port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
+EBENCH=${EBENCH:-/tmp/eb/ebench}
+ETCDCTL=${ETCDCTL:-/usr/bin/etcdctl}
+. "$(dirname "$0")/single_common.sh"
 one() {
-  W=$(mktemp -d /tmp/cetcd-c1.XXXXXX); P=$(port); PP=$(port)
-  $1 --data-dir $W/d --listen-client-urls http://127.0.0.1:$P --advertise-client-urls http://127.0.0.1:$P --listen-peer-urls http://127.0.0.1:$PP --initial-advertise-peer-urls http://127.0.0.1:$PP --initial-cluster default=http://127.0.0.1:$PP > $W/log 2>&1 & SP=$!
-  sleep 1
+  W=$(mktemp -d /tmp/cetcd-c1.XXXXXX)
+  start m "$1" "$W"
   for i in 1 2; do
-    $EB --endpoints 127.0.0.1:$P --op put --conns 1 --clients 1 --total ${N:-4000} --key-space-size 100000 --val-size 256 --json | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("qps=%.0f p50=%.2f p99=%.2f p999=%.2f max=%.2f" % (d["qps"], d["p50_ms"], d["p99_ms"], d["p999_ms"], d["max_ms"]))'
+    "$EBENCH" --endpoints $ep --op put --conns 1 --clients 1 --total ${N:-4000} --key-space-size 100000 --val-size 256 --json | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("qps=%.0f p50=%.2f p99=%.2f p999=%.2f max=%.2f" % (d["qps"], d["p50_ms"], d["p99_ms"], d["p999_ms"], d["max_ms"]))'
   done
-  kill $SP; wait $SP 2>/dev/null; rm -rf $W
+  kill $pid; wait $pid 2>/dev/null; rm -rf $W
 }
 OUT=$(mktemp)
 for r in $(seq 1 "$R"); do
