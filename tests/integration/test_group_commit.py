@@ -26,37 +26,36 @@ def fsyncs(server):
     return int(float(m.group(1)))
 
 
-def test_puts_read_in_one_turn_share_one_fsync(server):
-    c = h2raw.Conn(server.client_port)
-    # settle the connection (SETTINGS both ways) with one Put of its own
-    sid, out = c.request("/etcdserverpb.KV/Put",
-                         h2raw.pb_bytes_field(1, b"warm") +
-                         h2raw.pb_bytes_field(2, b"up"))
-    c.send(out)
-    done = set()
-    while sid not in done:
-        f = c.read_frame(timeout=10)
-        assert f is not None
-        if f[0] == h2raw.HEADERS and f[1] & h2raw.END_STREAM:
-            assert c.decode_headers(f[3])[b"grpc-status"] == b"0"
-            done.add(f[2])
-    before = fsyncs(server)
-    batch, sids = b"", []
-    for i in range(CALLS):
-        sid, out = c.request("/etcdserverpb.KV/Put",
-                             h2raw.pb_bytes_field(1, b"gc%02d" % i) +
-                             h2raw.pb_bytes_field(2, b"v%02d" % i))
-        batch += out
-        sids.append(sid)
-    c.send(batch)  # one write: the server reads them in one or two turns
-    ok = set()
-    while len(ok) < CALLS:
+def put(c, key, value):
+    """One Put call's frames on c: (stream id, bytes)."""
+    return c.request("/etcdserverpb.KV/Put", h2raw.pb_bytes_field(1, key) +
+                     h2raw.pb_bytes_field(2, value))
+
+
+def wait_ok(c, sids):
+    """Reads frames until every stream of sids has ended with grpc-status
+    0."""
+    left = set(sids)
+    while left:
         f = c.read_frame(timeout=10)
         assert f is not None, "connection closed"
         if f[0] == h2raw.HEADERS and f[1] & h2raw.END_STREAM and \
-                f[2] in sids:
+                f[2] in left:
             assert c.decode_headers(f[3])[b"grpc-status"] == b"0"
-            ok.add(f[2])
+            left.discard(f[2])
+
+
+def test_puts_read_in_one_turn_share_one_fsync(server):
+    c = h2raw.Conn(server.client_port)
+    # settle the connection (SETTINGS both ways) with one Put of its own
+    sid, out = put(c, b"warm", b"up")
+    c.send(out)
+    wait_ok(c, [sid])
+    before = fsyncs(server)
+    calls = [put(c, b"gc%02d" % i, b"v%02d" % i) for i in range(CALLS)]
+    # one write: the server reads them in one or two turns
+    c.send(b"".join(out for _, out in calls))
+    wait_ok(c, [sid for sid, _ in calls])
     c.close()
     synced = fsyncs(server) - before
     # before the change: one fsync per call (20); now one per turn
