@@ -87,6 +87,18 @@ bool backend__writing(const struct backend *be)
     return be->writing;
 }
 
+MDB_env *backend__env(struct backend *be)
+{
+    CHECK(be != NULL);
+    return be->env;
+}
+
+int backend__fd(const struct backend *be)
+{
+    CHECK(be != NULL);
+    return be->fd;
+}
+
 bool backend__bucket_name(struct backend *be, MDB_dbi dbi, char *name,
                           unsigned *flags_out)
 {

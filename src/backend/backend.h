@@ -404,7 +404,8 @@ void backend_journal_stop(struct backend *be);
  *   1. backend_pin_begin, with no write txn running (the caller excludes
  *      the writer): a read txn on P, and a copy of the two meta pages as
  *      they are then (P's is the newer).
- *   2. backend_sync: P's pages are on disk.
+ *   2. backend_sync, or backend_pin_sync from the durable pin before:
+ *      P's pages are on disk.
  *   3. The caller saves pin.meta durably beside the store.
  * As long as the read txn is open LMDB writes no page P reaches (it is
  * copy-on-write and reuses only pages freed before its oldest reader),
@@ -444,6 +445,43 @@ int backend_meta_check(const void *meta, size_t len, uint64_t txnid);
  * head of <dir>/data.mdb and fdatasyncs it.  The env must not be open.
  * Errors: ERR_INVAL (len), ERR_IO and the errno codes of open/pwrite. */
 int backend_meta_restore(const char *dir, const void *meta, size_t len);
+/* A run of pages: pages [first, first + pages). */
+struct backend_run {
+    uint64_t first;
+    uint64_t pages;
+};
+
+/*
+ * backend_pin_pages lists the pages pin p's state reaches that pin since's
+ * state did not (since NULL: every page p reaches), as sorted, merged runs
+ * in *out (mem_free it).  Both pins must be open on be, since the older.
+ * While since's read txn is open these are exactly the pages committed
+ * after it that p still uses (backend_pages.c says why); the others p
+ * reaches are since's.  Reads p's pages (pread) and since's free list.
+ * Any thread, beside the writer.  Errors: ERR_CORRUPT (a page that is not
+ * LMDB 0.9's layout), ERR_INVAL (since not open, or not the older),
+ * ERR_NOMEM, ERR_IO.
+ */
+int backend_pin_pages(struct backend *be, const struct backend_pin *since,
+                      const struct backend_pin *p, struct backend_run **out,
+                      size_t *n_out);
+
+/*
+ * backend_pin_sync puts pin p's state on disk (step 2 of a pin) given
+ * that the durable pin since's state is: it writes only the pages of
+ * backend_pin_pages(since, p), then makes them and the file's metadata
+ * durable (backend_pages.c: sync_file_range, then one page rewritten with
+ * RWF_DSYNC).  The pages dirtied since that p does not reach (most of
+ * them: each commit copies its path's pages again) are left to the
+ * kernel.  It syncs the whole file instead (backend_sync_paced; *pages_out
+ * UINT64_MAX) when since is NULL or not open, with write_map, on a file
+ * system other than ext4, XFS or tmpfs, or when the walk fails; else
+ * *pages_out is the pages written.  Any thread, beside the writer.
+ * Errors: ERR_IO and the errno codes of the writes.
+ */
+int backend_pin_sync(struct backend *be, const struct backend_pin *since,
+                     const struct backend_pin *p, uint64_t *pages_out);
+
 /* backend_txnid is LMDB's txn id of the latest committed state (0 if no
  * reader slot was free). */
 uint64_t backend_txnid(struct backend *be);

@@ -21,6 +21,10 @@ struct backend_journal **backend__journal_slot(struct backend *be);
 /* A write txn is open (valid with the writer excluded, for asserts). */
 bool backend__writing(const struct backend *be);
 
+/* The LMDB env and its data file's descriptor (backend_pages.c). */
+MDB_env *backend__env(struct backend *be);
+int backend__fd(const struct backend *be);
+
 /* Writer: the open write txn writes (dbi, key) of journal j.  A failure
  * (memory) fails the journal, never the write. */
 void backend__journal_touch(struct backend_journal *j, MDB_dbi dbi,

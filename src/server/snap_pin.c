@@ -79,10 +79,15 @@
  * file (three more fsyncs), on cetcd-snap, beside the writer: about one
  * pin per 100 puts of 256 B at one client with a small store, one per
  * ~800 at 100 clients (PIN_HELD_MIN is the knob between pins and space).
- * Every page a commit writes is a new one until the next pin, so the sync
- * writes them all, a few MiB: done at once it held the WAL's fsync beside
- * it for several ms (1 client p99 3.6-4.5 ms, etcd 2.4), so it is paced
- * (backend_sync_paced: 2.0 ms, docs/BENCHMARKS.md session 18).  Until
+ * Every page a commit writes is a new one until the next pin, and a sync
+ * of the file writes them all, a few MiB: done at once it held the WAL's
+ * fsync beside it for several ms (1 client p99 3.6-4.5 ms, etcd 2.4), so
+ * it is paced (backend_sync_paced: 2.0 ms, docs/BENCHMARKS.md session 18).
+ * Since session 20 a pin after the first writes only the pages it reaches
+ * that the durable pin did not (backend_pin_sync): most pages written
+ * between two pins are copied again before the next one and need no
+ * write at all (at one client ~11 pages written per put before, ~4
+ * after, docs/BENCHMARKS.md session 20).  Until
  * session 18 the store was written through a writable map and the sync
  * also write-protected its hot pages, a fault each at their next write:
  * a quarter of a put's CPU at 100 clients. */
@@ -380,8 +385,16 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
     if (rc == 0)
         sn->pin_next = p; /* a store swap ends it (server__pin_drop) */
     pthread_mutex_unlock(&sn->mu);
-    if (rc == 0)
-        rc = backend_sync_paced(s->be); /* the writer goes on meanwhile */
+    if (rc == 0) {
+        /* The durable pin: only promote (this thread) and a store swap
+         * (the gate closed: not while we are inside) end it. */
+        pthread_mutex_lock(&sn->mu);
+        struct backend_pin since = sn->pin;
+        pthread_mutex_unlock(&sn->mu);
+        uint64_t pages; /* the writer goes on meanwhile */
+        rc = backend_pin_sync(s->be, since.txn != NULL ? &since : NULL, &p,
+                              &pages);
+    }
     server__store_leave(s);
     /* A lone voter's store may hold a tentative batch (speculative apply,
      * apply.c) whose WAL fsync has not returned: the pin stands for a
