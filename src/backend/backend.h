@@ -49,9 +49,10 @@
  * (src/server/store.c server__store_open): the WAL fsync is the only one
  * on the write path, and what covers a power loss is the server's boot
  * guard (src/server/boot_guard.h): a store not shut down cleanly before a
- * reboot is distrusted and rebuilt from its last durable pin (pins are
- * backend_sync'ed, see backend_pin) plus the WAL.  --unsafe-no-fsync only
- * turns off the WAL's fsync; the store is the same either way.
+ * reboot is distrusted and rebuilt from its last durable pin (made
+ * durable by backend_pin_sync, see "Pins") plus the WAL.
+ * --unsafe-no-fsync only turns off the WAL's fsync; the store is the same
+ * either way.
  * MDB_NORDAHEAD: the db may be larger than RAM and is read at random.
  */
 #ifndef CETCD_BACKEND_BACKEND_H
