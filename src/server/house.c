@@ -53,6 +53,33 @@ static void house_wait(struct server *s, uint64_t ms)
     pthread_cond_timedwait(&s->house_cv, &s->house_mu, &ts);
 }
 
+/* house_unmap drops the store map's pages from the RSS.  The member
+ * writes its store with pwrite (no write map): the write txn's pages are
+ * LMDB's own buffers, not the map, so the trim runs beside the writer,
+ * inside the store gate (which keeps the store from being swapped).
+ * Until session 20 it took apply_mu, as a write map needs (below), and
+ * waited for it behind back-to-back apply batches: 9 ms at the median,
+ * 124 ms at p99 and up to 227 ms during the 1M-key load, while the map
+ * grew (peak RSS 255-281 MiB, goal 150; docs/BENCHMARKS.md session 20).
+ * With a write map, a trim in the middle of a write txn would unmap the
+ * pages it has dirtied, and LMDB's commit touches every dirty page again
+ * (mdb_page_flush), a write fault each: that mode trims between batches,
+ * under apply_mu (house_mu -> apply_mu is in lock order). */
+static void house_unmap(struct server *s)
+{
+    server__store_enter(s);
+    bool in_place = s->be != NULL && backend_write_map(s->be);
+    if (s->be != NULL && !in_place)
+        backend_rss_trim(s->be);
+    server__store_leave(s);
+    if (in_place) {
+        pthread_mutex_lock(&s->apply_mu);
+        if (s->be != NULL)
+            backend_rss_trim(s->be);
+        pthread_mutex_unlock(&s->apply_mu);
+    }
+}
+
 /* house_trim trims the store map when its pages passed the budget;
  * returns the file-backed RSS growth since the last look. */
 static size_t house_trim(struct server *s, size_t *base, size_t *last)
@@ -61,17 +88,7 @@ static size_t house_trim(struct server *s, size_t *base, size_t *last)
     size_t grew = now > *last ? now - *last : 0;
     *last = now;
     if (now == 0 || now > *base + HOUSE_MAP_BUDGET) {
-        /* Between apply batches: a trim in the middle of a write txn
-         * unmaps the pages it has dirtied, and LMDB's commit touches
-         * every dirty page again (mdb_page_flush), a write fault each.
-         * A trim still costs the next big txn a write fault per page it
-         * touches (~150 us each on these VMs): a 10k-key delete of 1 KB
-         * values takes 1.1-1.8 s after one, 0.16-0.27 s without (etcd
-         * 0.14 s); not solved here.  apply_mu also keeps the store from
-         * being swapped (house_mu -> apply_mu is in lock order). */
-        pthread_mutex_lock(&s->apply_mu);
-        backend_rss_trim(s->be);
-        pthread_mutex_unlock(&s->apply_mu);
+        house_unmap(s);
         *base = *last = mem_rss_shared();
     } else if (now < *base) {
         *base = now; /* something else unmapped */

@@ -100,7 +100,8 @@
  *      under raft_mu); server__snap_install (snap_raft.c) takes it
  *      blocking under raft_mu; the snap worker's pin takes it alone; the
  *      house thread takes it (under house_mu) to trim the store map
- *      between apply batches (house.c house_trim).
+ *      between apply batches only with a write map (house.c house_unmap;
+ *      the member's pwrite store is trimmed inside the gate instead).
  *   3a. snap.export_mu (snap_worker.c, one export at a time): taken with
  *      no other server lock held; under it the gate and applied_mu.  The
  *      defrag switch-over (defrag.c) takes it first, then raft_mu and

@@ -5,7 +5,9 @@
  * of growing, and takes work again once it drains: the wait registry
  * (SERVER_WAIT_MAX), the commit-apply gap that bounds the committed queue
  * (SERVER_APPLY_GAP_MAX), linearizable reads waiting for their ReadIndex
- * round (SERVER_READS_MAX) and membership jobs (SERVER_MS_JOBS_MAX).
+ * round (SERVER_READS_MAX) and membership jobs (SERVER_MS_JOBS_MAX); the
+ * store map's pages are dropped past their budget even while a writer
+ * holds apply_mu (house.c).
  * Method: the wait registry alone; the rest on a real single member on a
  * temporary data dir, where the test holds raft_mu (which every raft pass
  * needs) so that nothing drains what it queues, or sets the committed
@@ -141,6 +143,47 @@ static void wait_calls_of(struct box *b, int n)
     for (int i = 0; i < 500 && atomic_load(&b->calls) < n; i++)
         sleep_ms(10);
     assert_int_equal(atomic_load(&b->calls), n);
+}
+
+/* --- the store map's pages (house.c) ------------------------------------ */
+
+/* The house thread drops the store map's pages once they pass its budget
+ * even while the writer holds apply_mu without pause (before: it waited
+ * for apply_mu, up to 227 ms behind back-to-back batches, while the map
+ * grew).  The test is the writer that never lets go: it holds apply_mu
+ * while HashKV reads every page of a ~72 MB store through the map, and
+ * the mapped pages must be under 56 MiB more than before within 3 s. */
+static void test_map_trim_beside_writer(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    size_t n = (size_t)1 << 20;
+    char *v = malloc(n);
+    assert_non_null(v);
+    memset(v, 'v', n - 1);
+    v[n - 1] = 0;
+    for (int i = 0; i < 72; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "big%02d", i);
+        v[0] = (char)('a' + i % 26);
+        assert_int_equal(harness_put(s, k, v), 0);
+    }
+    free(v);
+    sleep_ms(300); /* the puts' own pages: let a trim pass first */
+    pthread_mutex_lock(&s->apply_mu);
+    size_t before = mem_rss_shared();
+    struct server_hash h;
+    assert_int_equal(server_hash_kv(s, 0, &h), 0); /* maps ~72 MB */
+    /* Without a trim meanwhile the map now holds >= 72 MB more than
+     * before; the budget is 48 MiB over what the last trim left. */
+    bool dropped = false;
+    for (int i = 0; i < 300 && !dropped; i++) {
+        dropped = mem_rss_shared() < before + ((size_t)56 << 20);
+        sleep_ms(10);
+    }
+    pthread_mutex_unlock(&s->apply_mu);
+    server_stop(s);
+    assert_true(dropped);
 }
 
 static void test_apply_gap_bounded(void **state)
@@ -315,6 +358,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_registry_bounded),
+        cmocka_unit_test_setup_teardown(test_map_trim_beside_writer, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_apply_gap_bounded, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reads_bounded, setup, teardown),
