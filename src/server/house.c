@@ -35,7 +35,13 @@
  * LMDB writes: 48 MiB let the 1M-key load peak at 117-121 MiB (24 MiB:
  * 89-143; 64 MiB: 132-134; the goal is 150, etcd 3.4.23 takes ~600).
  * Since session 18 LMDB writes with pwrite (server__store_open): a trim
- * costs only the read faults that map the hot pages again. */
+ * costs only the read faults that map the hot pages again.  That is dear
+ * under random keys over a store larger than the budget (every put reads
+ * a random leaf; a fault maps 16 neighbours, so the budget fills within
+ * a fraction of a second): at 100 clients, 30 s, the member spent ~126
+ * us of CPU per put against ~53 with no trims (docs/BENCHMARKS.md session
+ * 20); a budget that grew under such loads also let the 1M-key load's
+ * peak reach 466 MiB, so it was not kept. */
 #define HOUSE_MAP_BUDGET (48u << 20)
 #define HOUSE_TICK_MS 5
 #define HOUSE_IDLE_MS 100
@@ -60,7 +66,7 @@ static void house_wait(struct server *s, uint64_t ms)
  * Until session 20 it took apply_mu, as a write map needs (below), and
  * waited for it behind back-to-back apply batches: 9 ms at the median,
  * 124 ms at p99 and up to 227 ms during the 1M-key load, while the map
- * grew (peak RSS 255-281 MiB, goal 150; docs/BENCHMARKS.md session 20).
+ * grew (peak RSS 231-281 MiB, goal 150; docs/BENCHMARKS.md session 20).
  * With a write map, a trim in the middle of a write txn would unmap the
  * pages it has dirtied, and LMDB's commit touches every dirty page again
  * (mdb_page_flush), a write fault each: that mode trims between batches,
