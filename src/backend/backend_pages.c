@@ -381,6 +381,10 @@ static int dsync_one(struct backend *be, uint64_t pgno)
     ssize_t n = rc == 0 ? pwritev2(fd, &iov, 1, (off_t)(pgno * psize),
                                    RWF_DSYNC)
                         : 0;
+    if (rc == 0 && n < 0 && (errno == EOPNOTSUPP || errno == EINVAL)) {
+        /* A kernel without RWF_DSYNC (before 4.7): the whole file. */
+        n = fdatasync(fd) == 0 ? (ssize_t)psize : -1;
+    }
     if (rc == 0)
         rc = n == (ssize_t)psize ? 0 : n < 0 ? err_from_errno(errno) : ERR_IO;
     mem_free(buf);
