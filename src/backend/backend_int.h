@@ -8,9 +8,35 @@
 #include <lmdb.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 struct backend;
 struct backend_journal;
+
+/* Reads of a 16-, 32- or 64-bit field in this machine's order at any
+ * alignment: LMDB's pages and meta (backend_snap.c, backend_pages.c) and
+ * the journal's records (backend_journal.c). */
+static inline uint16_t backend__get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline uint32_t backend__get32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline uint64_t backend__get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 
 /* Most buckets (named databases) an env holds. */
 #define BACKEND__MAX_BUCKETS 16

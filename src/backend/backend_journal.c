@@ -100,12 +100,6 @@ static void put32(uint8_t *p, uint32_t v)
     memcpy(p, &v, sizeof v);
 }
 
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 /* The journal fails with err: everything it holds is dropped. */
 static void fail(struct backend_journal *j, int err)
@@ -172,7 +166,7 @@ void backend__journal_capture(struct backend_journal *j, MDB_txn *txn)
     size_t off = 0;
     while (off < j->touched.len) {
         const uint8_t *p = j->touched.p + off;
-        uint32_t dbi = get32(p), klen = get32(p + 4);
+        uint32_t dbi = backend__get32(p), klen = backend__get32(p + 4);
         int rc = capture_one(j, txn, dbi, p + 8, klen);
         if (rc != 0) {
             fail(j, rc);
@@ -257,7 +251,8 @@ static int buckets_map(struct backend *be, struct backend *dst,
     for (const struct jchunk *c = list; c != NULL; c = c->next) {
         for (size_t off = 0; off < c->len;) {
             const uint8_t *p = c->data + off;
-            uint32_t dbi = get32(p), klen = get32(p + 4), vlen = get32(p + 8);
+            uint32_t dbi = backend__get32(p), klen = backend__get32(p + 4);
+            uint32_t vlen = backend__get32(p + 8);
             CHECK(dbi < BACKEND__MAX_BUCKETS + 2);
             off += REC_HEAD + klen + (vlen == JOURNAL_DELETED ? 0 : vlen);
             if (dst_dbi[dbi] != 0)
@@ -280,7 +275,8 @@ static int buckets_map(struct backend *be, struct backend *dst,
 static int replay_one(struct backend_txn *txn, const uint8_t *p,
                       const MDB_dbi *dst_dbi, size_t *len_out)
 {
-    uint32_t dbi = get32(p), klen = get32(p + 4), vlen = get32(p + 8);
+    uint32_t dbi = backend__get32(p), klen = backend__get32(p + 4);
+    uint32_t vlen = backend__get32(p + 8);
     const uint8_t *key = p + REC_HEAD;
     int rc;
     if (vlen == JOURNAL_DELETED) {

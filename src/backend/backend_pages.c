@@ -88,26 +88,6 @@
 /* How many bytes of pages are written before waiting for them. */
 #define PACE_BYTES ((uint64_t)256 << 10)
 
-static uint16_t get16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 /* A growable array of uint64_t. */
 struct u64s {
@@ -117,14 +97,10 @@ struct u64s {
 
 static int push(struct u64s *a, uint64_t x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
-        uint64_t *v = mem_realloc(a->v, cap * sizeof *v);
-        if (v == NULL)
-            return ERR_NOMEM;
-        a->v = v;
-        a->cap = cap;
-    }
+    uint64_t *v = mem_grow(a->v, &a->cap, a->n, sizeof *v, 256);
+    if (v == NULL)
+        return ERR_NOMEM;
+    a->v = v;
     a->v[a->n++] = x;
     return 0;
 }
@@ -140,7 +116,8 @@ static const uint8_t *newest_meta(const struct backend_pin *p)
 {
     size_t ps = p->meta_len / 2;
     const uint8_t *a = p->meta, *b = p->meta + ps;
-    return get64(b + META_TXNID) > get64(a + META_TXNID) ? b : a;
+    uint64_t ta = backend__get64(a + META_TXNID);
+    return backend__get64(b + META_TXNID) > ta ? b : a;
 }
 
 /* The walk's state. */
@@ -190,13 +167,13 @@ static int read_free(struct backend_txn *q, struct u64s *out)
             rc = ERR_CORRUPT;
             break;
         }
-        uint64_t n = get64(d);
+        uint64_t n = backend__get64(d);
         if (n > (v.mv_size - 8) / 8) {
             rc = ERR_CORRUPT;
             break;
         }
         for (uint64_t i = 0; i < n && rc == 0; i++)
-            rc = push(out, get64(d + 8 + 8 * i));
+            rc = push(out, backend__get64(d + 8 + 8 * i));
     }
     mdb_cursor_close(c);
     if (rc == 0 && mrc != MDB_NOTFOUND)
@@ -216,11 +193,11 @@ static int visit(struct walk *w, uint64_t pgno)
     int rc = fs_pread_all(w->fd, pg, w->psize, pgno * w->psize);
     if (rc != 0)
         return rc;
-    uint16_t flags = get16(pg + 10);
-    if (get64(pg) != pgno)
+    uint16_t flags = backend__get16(pg + 10);
+    if (backend__get64(pg) != pgno)
         return ERR_CORRUPT;
     if (flags & P_OVERFLOW) {
-        uint64_t n = get32(pg + 12);
+        uint64_t n = backend__get32(pg + 12);
         if (n == 0 || pgno + n - 1 > w->last_pg)
             return ERR_CORRUPT;
         rc = push(&w->runs, pgno);
@@ -233,17 +210,18 @@ static int visit(struct walk *w, uint64_t pgno)
         return rc; /* LEAF2 pages hold fixed-size keys only */
     if (!(flags & (P_BRANCH | P_LEAF)))
         return ERR_CORRUPT;
-    uint16_t lower = get16(pg + 12), upper = get16(pg + 14);
+    uint16_t lower = backend__get16(pg + 12), upper = backend__get16(pg + 14);
     if (lower < PAGE_HDR || lower > upper || upper > w->psize)
         return ERR_CORRUPT;
     unsigned keys = (lower - PAGE_HDR) / 2;
     for (unsigned i = 0; i < keys && rc == 0; i++) {
-        uint16_t off = get16(pg + PAGE_HDR + 2 * i);
+        uint16_t off = backend__get16(pg + PAGE_HDR + 2 * i);
         if (off < upper || off + NODE_HDR > w->psize)
             return ERR_CORRUPT;
         const uint8_t *node = pg + off;
-        uint64_t lo = get16(node), hi = get16(node + 2);
-        uint64_t nflags = get16(node + 4), ksize = get16(node + 6);
+        uint64_t lo = backend__get16(node), hi = backend__get16(node + 2);
+        uint64_t nflags = backend__get16(node + 4);
+        uint64_t ksize = backend__get16(node + 6);
         if (flags & P_BRANCH) {
             rc = consider(w, lo | hi << 16 | nflags << 32);
             continue;
@@ -254,11 +232,11 @@ static int visit(struct walk *w, uint64_t pgno)
         if (nflags & F_BIGDATA) {
             if (end + 8 > w->psize)
                 return ERR_CORRUPT;
-            rc = consider(w, get64(data));
+            rc = consider(w, backend__get64(data));
         } else if (nflags & F_SUBDATA) {
             if (dsize < DB_SIZE || end + DB_SIZE > w->psize)
                 return ERR_CORRUPT;
-            rc = consider(w, get64(data + DB_ROOT_OFF));
+            rc = consider(w, backend__get64(data + DB_ROOT_OFF));
         }
     }
     return rc;
@@ -303,7 +281,7 @@ int backend_pin_pages(struct backend *be, const struct backend_pin *since,
         (since != NULL && since->meta_len != p->meta_len))
         return ERR_CORRUPT;
     const uint8_t *m = newest_meta(p);
-    w.last_pg = get64(m + META_LAST_PG);
+    w.last_pg = backend__get64(m + META_LAST_PG);
     if ((w.last_pg + 1) * w.psize > info.me_mapsize)
         return ERR_CORRUPT;
     w.page = mem_malloc(w.psize);
@@ -315,13 +293,13 @@ int backend_pin_pages(struct backend *be, const struct backend_pin *since,
             mem_free(w.page);
             return ERR_INVAL;
         }
-        w.since_last = get64(newest_meta(since) + META_LAST_PG);
+        w.since_last = backend__get64(newest_meta(since) + META_LAST_PG);
         rc = read_free(since->txn, &w.free);
     }
     if (rc == 0)
-        rc = consider(&w, get64(m + META_FREE_DB + DB_ROOT_OFF));
+        rc = consider(&w, backend__get64(m + META_FREE_DB + DB_ROOT_OFF));
     if (rc == 0)
-        rc = consider(&w, get64(m + META_MAIN_DB + DB_ROOT_OFF));
+        rc = consider(&w, backend__get64(m + META_MAIN_DB + DB_ROOT_OFF));
     while (rc == 0 && w.stack.n > 0)
         rc = visit(&w, w.stack.v[--w.stack.n]);
     mem_free(w.free.v);

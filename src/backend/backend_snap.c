@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/backend_int.h"
 #include "util/err.h"
 #include "util/fs.h"
 #include "util/mem.h"
@@ -49,19 +50,6 @@ static MDB_txn *mtxn(struct backend_txn *t)
     return (MDB_txn *)t;
 }
 
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 int backend_meta_check(const void *meta, size_t len, uint64_t txnid)
 {
@@ -75,9 +63,9 @@ int backend_meta_check(const void *meta, size_t len, uint64_t txnid)
     const uint8_t *newest = NULL;
     for (size_t i = 0; i < 2; i++) {
         const uint8_t *p = m + i * ps;
-        if (get32(p + META_MAGIC_OFF) != META_MAGIC)
+        if (backend__get32(p + META_MAGIC_OFF) != META_MAGIC)
             continue;
-        uint64_t t = get64(p + META_TXNID_OFF);
+        uint64_t t = backend__get64(p + META_TXNID_OFF);
         if (newest == NULL || t > best) {
             best = t;
             newest = p;
@@ -85,7 +73,7 @@ int backend_meta_check(const void *meta, size_t len, uint64_t txnid)
     }
     /* The page LMDB will open must say the page size it was cut at. */
     return newest != NULL && best == txnid &&
-                   get32(newest + META_PSIZE_OFF) == ps
+                   backend__get32(newest + META_PSIZE_OFF) == ps
                ? 0
                : ERR_CORRUPT;
 }
