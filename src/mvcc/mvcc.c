@@ -11,6 +11,7 @@
 #include "util/mem.h"
 
 static const char state_key[] = "mvcc_state";
+const char mvcc__format_key[] = "mvcc_format";
 
 /* --- codec ----------------------------------------------------------- */
 
@@ -49,29 +50,119 @@ void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb,
                         bool long_)
 {
     CHECK(tomb || kv->version >= 1);
-    CHECK(!tomb || kv->value_len == 0);
     dst[0] = long_ ? MVCC_FORMAT_LONG : MVCC_FORMAT;
     dst[1] = tomb ? 1 : 0;
     mvcc__put_le64(dst + 2, (uint64_t)kv->create_rev);
     mvcc__put_le64(dst + 10, (uint64_t)kv->version);
     mvcc__put_le64(dst + 18, (uint64_t)kv->lease);
-    size_t off = MVCC_HDR;
     if (long_) {
         CHECK(kv->key_len <= MVCC_KEY_MAX);
         for (int i = 0; i < 4; i++)
             dst[MVCC_HDR + i] = (uint8_t)(kv->key_len >> (8 * i));
         memcpy(dst + MVCC_HDR_LONG, kv->key, kv->key_len);
-        off = MVCC_HDR_LONG + kv->key_len;
     }
+}
+
+void mvcc__log_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb)
+{
+    CHECK(!tomb || kv->value_len == 0);
+    CHECK(kv->key_len >= 1 && kv->key_len <= MVCC_KEY_MAX);
+    dst[0] = tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT;
+    mvcc__put_le64(dst + 1, (uint64_t)kv->create_rev);
+    mvcc__put_le64(dst + 9, (uint64_t)kv->version);
+    mvcc__put_le64(dst + 17, (uint64_t)kv->lease);
+    for (int i = 0; i < 4; i++)
+        dst[25 + i] = (uint8_t)(kv->key_len >> (8 * i));
+    memcpy(dst + MVCC_LOG_HDR, kv->key, kv->key_len);
     if (kv->value_len > 0)
-        memcpy(dst + off, kv->value, kv->value_len);
+        memcpy(dst + MVCC_LOG_HDR + kv->key_len, kv->value, kv->value_len);
+}
+
+/* header_check validates the decoded header of a version at mod_rev. */
+static int header_check(const struct mvcc_kv *kv, bool tomb)
+{
+    if (tomb ? kv->create_rev != 0 || kv->version != 0 || kv->lease != 0
+             : kv->create_rev <= 0 || kv->create_rev > kv->mod_rev ||
+                   kv->version <= 0)
+        return ERR_CORRUPT;
+    return 0;
+}
+
+int mvcc__log_decode(const struct backend_val *k, const struct backend_val *v,
+                     struct mvcc_event *ev)
+{
+    const uint8_t *p = v->data;
+    if (k->len != MVCC_REVKEY_LEN || v->len < MVCC_LOG_HDR + 1 ||
+        p[0] > MVCC_KIND_TOMB)
+        return ERR_CORRUPT;
+    uint64_t m = mvcc__get_be64(k->data);
+    uint64_t sb = mvcc__get_be64((const uint8_t *)k->data + 8);
+    size_t n = 0;
+    for (int i = 3; i >= 0; i--)
+        n = (n << 8) | p[25 + i];
+    if (m == 0 || m > INT64_MAX || sb >= INT64_MAX || n == 0 ||
+        n > MVCC_KEY_MAX || n > v->len - MVCC_LOG_HDR)
+        return ERR_CORRUPT;
+    bool tomb = p[0] == MVCC_KIND_TOMB;
+    memset(ev, 0, sizeof *ev);
+    ev->type = tomb ? MVCC_EVENT_DELETE : MVCC_EVENT_PUT;
+    ev->sub_rev = (int64_t)sb;
+    struct mvcc_kv *kv = &ev->kv;
+    kv->mod_rev = (mvcc_rev)m;
+    kv->create_rev = (mvcc_rev)mvcc__get_le64(p + 1);
+    kv->version = (int64_t)mvcc__get_le64(p + 9);
+    kv->lease = (int64_t)mvcc__get_le64(p + 17);
+    kv->key = p + MVCC_LOG_HDR;
+    kv->key_len = n;
+    size_t off = MVCC_LOG_HDR + n;
+    if (tomb && v->len != off)
+        return ERR_CORRUPT;
+    kv->value = tomb ? NULL : p + off;
+    kv->value_len = v->len - off;
+    return header_check(kv, tomb);
+}
+
+int mvcc_log_decode(const void *rkey, size_t rkey_len, const void *val,
+                    size_t val_len, struct mvcc_event *ev)
+{
+    if (rkey == NULL || val == NULL || ev == NULL)
+        return ERR_CORRUPT;
+    struct backend_val k = {rkey_len, (void *)rkey};
+    struct backend_val v = {val_len, (void *)val};
+    return mvcc__log_decode(&k, &v, ev);
+}
+
+int mvcc__value_load(struct backend_cursor *revc, struct mvcc_kv *kv,
+                     int64_t sub, bool tomb)
+{
+    uint8_t rk[MVCC_REVKEY_LEN];
+    struct backend_val k, v;
+    struct mvcc_event ev;
+    mvcc__put_be64(rk, (uint64_t)kv->mod_rev);
+    mvcc__put_be64(rk + 8, (uint64_t)sub);
+    int rc = backend_cursor_seek(revc, rk, sizeof rk, &k, &v);
+    if (rc == ERR_NOTFOUND || (rc == 0 && (k.len != sizeof rk ||
+                                           memcmp(k.data, rk, sizeof rk))))
+        return ERR_CORRUPT; /* the index names a version the log lacks */
+    if (rc == 0)
+        rc = mvcc__log_decode(&k, &v, &ev);
+    if (rc != 0)
+        return rc;
+    if ((ev.type == MVCC_EVENT_DELETE) != tomb ||
+        ev.kv.key_len != kv->key_len ||
+        memcmp(ev.kv.key, kv->key, kv->key_len) != 0 ||
+        ev.kv.create_rev != kv->create_rev || ev.kv.version != kv->version ||
+        ev.kv.lease != kv->lease)
+        return ERR_CORRUPT;
+    kv->value = ev.kv.value;
+    kv->value_len = ev.kv.value_len;
+    return 0;
 }
 
 /* long_key finds the full key of a `kvl` value (ul: the index's length)
- * and checks it against the index's prefix; *off_out = where the value
- * bytes start. */
+ * and checks it against the index's prefix. */
 static int long_key(const struct backend_val *k, const struct backend_val *v,
-                    size_t ul, struct mvcc_kv *kv, size_t *off_out)
+                    size_t ul, struct mvcc_kv *kv)
 {
     const uint8_t *p = v->data;
     if (v->len < MVCC_HDR_LONG || p[0] != MVCC_FORMAT_LONG ||
@@ -80,20 +171,20 @@ static int long_key(const struct backend_val *k, const struct backend_val *v,
     size_t n = 0;
     for (int i = 3; i >= 0; i--)
         n = (n << 8) | p[MVCC_HDR + i];
-    if (n <= ul || n > v->len - MVCC_HDR_LONG ||
+    if (n <= ul || n != v->len - MVCC_HDR_LONG ||
         memcmp(p + MVCC_HDR_LONG, k->data, ul - MVCC_HASH_LEN) != 0)
         return ERR_CORRUPT;
     kv->key = p + MVCC_HDR_LONG;
     kv->key_len = n;
-    *off_out = MVCC_HDR_LONG + n;
     return 0;
 }
 
 int mvcc__entry_decode(const struct backend_val *k,
-                       const struct backend_val *v, bool keys_only,
-                       bool long_, struct mvcc_kv *kv, bool *tomb_out)
+                       const struct backend_val *v,
+                       struct backend_cursor *revc, bool long_,
+                       struct mvcc_kv *kv, bool *tomb_out)
 {
-    size_t ul, off = MVCC_HDR;
+    size_t ul;
     int64_t sub;
     int kind;
     int rc = mvcc__ckey_parse(k, &ul, &kv->mod_rev, &sub, &kind);
@@ -103,8 +194,8 @@ int mvcc__entry_decode(const struct backend_val *k,
     if (v->len < MVCC_HDR || p[1] != kind)
         return ERR_CORRUPT;
     if (long_)
-        rc = long_key(k, v, ul, kv, &off);
-    else if (p[0] != MVCC_FORMAT)
+        rc = long_key(k, v, ul, kv);
+    else if (p[0] != MVCC_FORMAT || v->len != MVCC_HDR)
         rc = ERR_CORRUPT;
     if (rc != 0)
         return rc;
@@ -115,15 +206,13 @@ int mvcc__entry_decode(const struct backend_val *k,
     kv->create_rev = (mvcc_rev)mvcc__get_le64(p + 2);
     kv->version = (int64_t)mvcc__get_le64(p + 10);
     kv->lease = (int64_t)mvcc__get_le64(p + 18);
+    kv->value = NULL;
+    kv->value_len = 0;
     bool tomb = kind == MVCC_KIND_TOMB;
-    if (tomb ? (v->len != off || kv->create_rev != 0 || kv->version != 0)
-             : (kv->create_rev <= 0 || kv->create_rev > kv->mod_rev ||
-                kv->version <= 0))
-        return ERR_CORRUPT;
-    kv->value = keys_only || tomb ? NULL : p + off;
-    kv->value_len = keys_only ? 0 : v->len - off;
+    if ((rc = header_check(kv, tomb)) != 0)
+        return rc;
     *tomb_out = tomb;
-    return 0;
+    return revc != NULL && !tomb ? mvcc__value_load(revc, kv, sub, tomb) : 0;
 }
 
 uint64_t mvcc__hash_mask = UINT64_MAX;
@@ -155,7 +244,7 @@ int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
     if (ckey == NULL || val == NULL || kv == NULL || tombstone_out == NULL)
         return ERR_CORRUPT;
     bool long_ = val_len > 0 && ((const uint8_t *)val)[0] == MVCC_FORMAT_LONG;
-    int rc = mvcc__entry_decode(&k, &v, false, long_, kv, tombstone_out);
+    int rc = mvcc__entry_decode(&k, &v, NULL, long_, kv, tombstone_out);
     if (rc != 0 || !long_)
         return rc;
     /* The full check of a long key's index: its hash too. */
@@ -263,6 +352,18 @@ static int store_load(struct mvcc_store *s)
         rc = 0;
     } else if (rc == 0) {
         rc = mvcc__state_decode(&v, &s->st);
+        /* a store with state must be of this layout (mvcc_int.h) */
+        int frc = rc == 0 ? backend_get(txn, s->meta, mvcc__format_key,
+                                        sizeof mvcc__format_key - 1, &v)
+                          : 0;
+        if (rc == 0 && frc == ERR_NOTFOUND)
+            rc = ERR_UNSUPPORTED;
+        else if (rc == 0 && frc != 0)
+            rc = frc;
+        else if (rc == 0 && (v.len != 1 ||
+                             ((const uint8_t *)v.data)[0] != MVCC_LAYOUT))
+            rc = ERR_UNSUPPORTED;
+        s->formatted = rc == 0;
     }
     backend_read_end(txn);
     if (rc != 0)
@@ -339,6 +440,7 @@ static void read_free(struct mvcc_read *r)
 {
     backend_cursor_close(r->kv);
     backend_cursor_close(r->revc);
+    backend_cursor_close(r->revv);
     backend_cursor_close(r->lk);
     backend_cursor_close(r->kvl);
     backend_read_end(r->txn);
@@ -411,6 +513,12 @@ void mvcc_store_set_observer(struct mvcc_store *s, mvcc_observer_fn fn,
     s->observer_arg = arg;
 }
 
+void mvcc_store_set_prev_values(struct mvcc_store *s, bool on)
+{
+    CHECK(s != NULL);
+    atomic_store(&s->prev_values, on);
+}
+
 /* --- read snapshots -------------------------------------------------- */
 
 static int read_new(struct mvcc_store *s, struct mvcc_read **out)
@@ -441,6 +549,8 @@ static int read_renew(struct mvcc_read *r)
         rc = backend_cursor_renew(r->txn, r->kv);
     if (rc == 0 && r->revc != NULL)
         rc = backend_cursor_renew(r->txn, r->revc);
+    if (rc == 0 && r->revv != NULL)
+        rc = backend_cursor_renew(r->txn, r->revv);
     if (rc == 0 && r->lk != NULL)
         rc = backend_cursor_renew(r->txn, r->lk);
     if (rc == 0 && r->kvl != NULL)

@@ -206,6 +206,8 @@ struct mvcc_event {
     mvcc_rev sub_rev;          /* position inside its main revision */
     struct mvcc_kv kv;         /* the new version (or the deletion) */
     struct mvcc_kv prev_kv;    /* previous version; mod_rev 0 = none */
+    bool prev_no_value;        /* prev_kv's value was not read (its
+                                  value NULL): see below */
 };
 
 /* Called on the apply thread after each committed batch that changed
@@ -218,6 +220,16 @@ typedef void (*mvcc_observer_fn)(void *arg, const struct mvcc_event *events,
  * is installed (they cost a copy of each value). */
 void mvcc_store_set_observer(struct mvcc_store *s, mvcc_observer_fn fn,
                              void *arg);
+/* mvcc_store_set_prev_values says whether the observer's events carry
+ * their previous version's value (default off; any thread).  A value is
+ * a read of the revision log, where the version it replaced was written
+ * (a random page of the log), so a store without watchers that want
+ * prev_kv does not pay it.  A batch takes the setting when it begins:
+ * events of a batch begun before it was switched on have prev_no_value
+ * set (prev_kv's header and key are there), and the observer must get
+ * the values another way (the watch hub replays such a batch from the
+ * store, mvcc_events_read with want_prev). */
+void mvcc_store_set_prev_values(struct mvcc_store *s, bool on);
 
 /* Called per event by mvcc_events_read; pointers valid during the call.
  * Return 0 to continue, anything else to stop (it is returned). */
@@ -429,12 +441,18 @@ int mvcc_hash_kv_compacted(struct mvcc_read *r, uint32_t *hash_out);
 /* --- record codec (exposed for the fuzzer and tests) ------------------ */
 
 /* mvcc_kv_decode parses one `kv` or `kvl` bucket entry (composite key +
- * value record; the value's format byte tells which) into kv (pointing
- * into the inputs; a long key's bytes are in the value, its index checked
+ * index record; the value's format byte tells which) into kv (value NULL:
+ * values are in the log; pointing into the inputs; a long key's bytes are
+ * in the index record, its index checked
  * against them, hash included) and *tombstone_out.  Returns 0 or
  * ERR_CORRUPT; never asserts on its input. */
 int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
                    size_t val_len, struct mvcc_kv *kv, bool *tombstone_out);
+/* mvcc_log_decode parses one `rev` bucket entry (revision key + record)
+ * into ev (pointing into the inputs; no prev_kv).  Returns 0 or
+ * ERR_CORRUPT; never asserts on its input. */
+int mvcc_log_decode(const void *rkey, size_t rkey_len, const void *val,
+                    size_t val_len, struct mvcc_event *ev);
 
 /* Process-wide counts of what the stores were asked, as etcd's mvcc
  * metrics (etcd_mvcc_{range,put,delete,txn}_total): every Range (the

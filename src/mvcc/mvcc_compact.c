@@ -100,7 +100,7 @@ static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     struct mvcc_kv kv;
     struct backend_val k;
     bool tomb;
-    int rc = mvcc__visible(b->kv, u, ul, c, true, &kv, &tomb);
+    int rc = mvcc__visible(b->kv, u, ul, c, NULL, &kv, &tomb);
     if (rc == ERR_NOTFOUND)
         return 0; /* every version <= c is already gone */
     if (rc != 0)
@@ -128,7 +128,7 @@ static int compact_long(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     bool tomb;
     int rc = mvcc__batch_kvl(b);
     if (rc == 0)
-        rc = mvcc__visible_long(l, b->kvl, u, ul, c, true, &kv, &tomb);
+        rc = mvcc__visible_long(l, b->kvl, u, ul, c, NULL, &kv, &tomb);
     if (rc == ERR_NOTFOUND)
         return 0;
     if (rc != 0)
@@ -142,7 +142,7 @@ static int compact_long(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     while (rc == 0 && mvcc__same_ukey(&k, idx, l)) {
         rc = backend_cursor_current(b->kvl, &k, &v);
         if (rc == 0)
-            rc = mvcc__entry_decode(&k, &v, true, true, &kv, &tomb);
+            rc = mvcc__entry_decode(&k, &v, NULL, true, &kv, &tomb);
         if (rc != 0)
             break;
         rc = kv.key_len == ul && memcmp(kv.key, u, ul) == 0
@@ -164,14 +164,12 @@ static int next_rev(struct mvcc_batch *b, size_t *ul, bool *done)
     *done = rc == ERR_NOTFOUND;
     if (rc != 0)
         return *done ? 0 : rc;
-    if (k.len != MVCC_REVKEY_LEN || v.len < 2 || v.len - 1 > MVCC_KEY_MAX)
-        return ERR_CORRUPT;
-    uint64_t main = mvcc__get_be64(k.data);
-    uint64_t sub = mvcc__get_be64((const uint8_t *)k.data + 8);
-    if (main > INT64_MAX || sub >= INT64_MAX)
-        return ERR_CORRUPT;
-    *done = (mvcc_rev)main > b->st.compact;
-    *ul = v.len - 1;
+    struct mvcc_event ev;
+    if ((rc = mvcc__log_decode(&k, &v, &ev)) != 0)
+        return rc;
+    mvcc_rev main = ev.kv.mod_rev;
+    *done = main > b->st.compact;
+    *ul = ev.kv.key_len;
     if (*ul > b->ubuf_cap) {
         uint8_t *p = mem_realloc(b->ubuf, *ul);
         if (p == NULL)
@@ -180,9 +178,9 @@ static int next_rev(struct mvcc_batch *b, size_t *ul, bool *done)
         b->ubuf_cap = *ul;
     }
     /* pages move as we delete: keep a copy */
-    memcpy(b->ubuf, (const uint8_t *)v.data + 1, *ul);
-    b->st.next_main = (mvcc_rev)main;
-    b->st.next_sub = (int64_t)sub + 1;
+    memcpy(b->ubuf, ev.kv.key, *ul);
+    b->st.next_main = main;
+    b->st.next_sub = ev.sub_rev + 1;
     return 0;
 }
 

@@ -27,7 +27,7 @@ int mvcc_batch_import(struct mvcc_batch *b, const struct mvcc_kv *kv,
         b->t.sub = 0;
     struct mvcc_kv prev;
     bool live;
-    int rc = mvcc__latest(b, kv->key, kv->key_len, &prev, &live);
+    int rc = mvcc__latest(b, kv->key, kv->key_len, false, &prev, &live);
     if (rc != 0)
         return mvcc__batch_fail(b, rc);
     struct mvcc_kv w = *kv;

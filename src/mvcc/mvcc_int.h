@@ -5,6 +5,18 @@
  * ON-DISK FORMATS (LMDB buckets of the backend; integers are two's
  * complement; BE = big-endian, LE = little-endian).
  *
+ * Every version is stored twice: its record, value included, appended to
+ * the revision log `rev` (sequential writes: the log's right edge), and a
+ * small index entry in `kv` (or `kvl`) filed by key, newest first, whose
+ * value is the record's header only.  A put so touches one leaf of a tree
+ * of ~60-byte entries, not of whole records: an index of 100k keys x a few
+ * versions fits in a few MiB, and the pages a commit copies per put fall
+ * from a random leaf of the record tree to a random leaf of the index plus
+ * the log's edge (docs/BENCHMARKS.md, session 21).  Reads that want values
+ * go index -> log (one more seek per key); counts, keys-only ranges and
+ * writes' version lookups read the index alone; the history replay of
+ * watchers and the hashes walk the log alone.
+ *
  * Bucket `kv` (BACKEND_BUCKET_REVKEY order: user key, then the 17-byte
  * suffix bytewise).  One entry per version of every short key: L = the
  * store's short_max = LMDB's key limit - 17 (494 bytes with LMDB's default
@@ -17,12 +29,12 @@
  *     so "the version of k visible at rev R" is one seek to (k, ~R, ~MAX,
  *     0) (MDB_SET_RANGE).  The kind lives in the key so that counting and
  *     skipping deleted keys never touches value pages.
- *   value: [0]         format = 1
+ *   value: [0]         format = 3 (MVCC_FORMAT)
  *          [1]         flags: bit 0 = tombstone (must equal the key's kind)
  *          [2, 10)     create_rev, i64 LE (0 for tombstones)
  *          [10, 18)    version, i64 LE (0 for tombstones)
  *          [18, 26)    lease, i64 LE (0 for tombstones)
- *          [26, ...)   the value bytes (none for tombstones)
+ *     26 bytes exactly: the value bytes are in the version's `rev` entry.
  *
  * Bucket `kvl` (BACKEND_BUCKET_REVKEY order).  One entry per version of
  * every long key (n > L bytes), which LMDB cannot hold as a key.  With
@@ -30,11 +42,10 @@
  *   key:   [0, P)      K's first P bytes
  *          [P, L)      mvcc__key_hash(K), u64 BE
  *          [L, L+17)   ~main, ~sub, kind, as in `kv`
- *   value: [0]         format = 2
+ *   value: [0]         format = 4 (MVCC_FORMAT_LONG)
  *          [1, 26)     flags, create_rev, version, lease, as in `kv`
  *          [26, 30)    n = the length of K, u32 LE (n > L)
  *          [30, 30+n)  K itself: the index does not identify it
- *          [30+n, ...) the value bytes (none for tombstones)
  *   Keys that share their first P bytes form a "group", and a group's
  *   entries are contiguous (I(K) starts with K's first P bytes).  The
  *   hash only spreads a group: two long keys may share an index (a
@@ -46,10 +57,19 @@
  *   and K's first L bytes do, S first when equal, and the range walk
  *   merges both buckets by full key (mvcc_read.c).
  *
- * Bucket `rev` (bytewise order = revision order).  One entry per version
- * still in `kv`; the revision log for watch replay and compaction.
+ * Bucket `rev` (bytewise order = revision order), the revision log.  One
+ * entry per version still in `kv` or `kvl`, with its whole record:
  *   key:   [0, 8) main u64 BE, [8, 16) sub u64 BE
- *   value: [0] kind (as above), [1, ...) user key bytes (short or long)
+ *   value: [0]          kind (as above)
+ *          [1, 9)       create_rev, i64 LE (0 for tombstones)
+ *          [9, 17)      version, i64 LE (0 for tombstones)
+ *          [17, 25)     lease, i64 LE (0 for tombstones)
+ *          [25, 29)     n = the user key's length, u32 LE (n >= 1)
+ *          [29, 29+n)   the user key (short or long)
+ *          [29+n, ...)  the value bytes (none for tombstones)
+ *   The header repeats the index entry's: a record read from the log alone
+ *   (replay, hashes, export) is whole; a value read through the index is
+ *   checked against it (same kind and key).
  *
  * Bucket `lkey` (bytewise).  One entry per live short key attached to a
  * lease, and one per (lease, index of `kvl`) that live long keys with that
@@ -61,6 +81,11 @@
  *          live long keys under that index hold the lease, u64 LE (>= 1).
  *          The keys themselves are found in `kvl` (those whose newest
  *          version is a put holding the lease).
+ *
+ * Bucket `meta` (bytewise), entry "mvcc_format": the layout above, one
+ * byte, MVCC_LAYOUT (2).  Written by the first commit of an empty store; a
+ * store with state but another layout (or none: cetcd before session 21
+ * kept whole records in `kv`) is refused at open (ERR_UNSUPPORTED).
  *
  * Bucket `meta` (bytewise), entry "mvcc_state", 52 bytes:
  *          [0, 8)   consistent_index u64 LE
@@ -86,9 +111,11 @@
 #define MVCC_SUFFIX BACKEND_REVKEY_SUFFIX /* ~main, ~sub, kind */
 #define MVCC_REVKEY_LEN 16                /* `rev` bucket key */
 #define MVCC_HDR 26                       /* `kv` value header */
+#define MVCC_LOG_HDR 29                   /* `rev` value header */
 #define MVCC_STATE_LEN 52                 /* `meta` mvcc_state */
-#define MVCC_FORMAT 1
-#define MVCC_FORMAT_LONG 2
+#define MVCC_FORMAT 3
+#define MVCC_FORMAT_LONG 4
+#define MVCC_LAYOUT 2                     /* `meta` mvcc_format */
 #define MVCC_HDR_LONG (MVCC_HDR + 4)      /* `kvl` value header */
 #define MVCC_HASH_LEN 8                   /* hash at the end of an index */
 /* Longest user key: the request size limit (--max-request-bytes) is the
@@ -103,6 +130,7 @@
 
 _Static_assert(MVCC_SUFFIX == 8 + 8 + 1, "kv key suffix layout");
 _Static_assert(MVCC_HDR == 1 + 1 + 8 + 8 + 8, "kv value header layout");
+_Static_assert(MVCC_LOG_HDR == 1 + 8 + 8 + 8 + 4, "rev value header layout");
 _Static_assert(MVCC_STATE_LEN == 6 * 8 + 4, "mvcc_state layout");
 _Static_assert(sizeof(mvcc_rev) == 8, "revisions are 64-bit");
 
@@ -148,6 +176,7 @@ struct mvcc_batch {
     struct backend_txn *txn;      /* the LMDB write txn */
     struct backend_cursor *kv;    /* cursor on `kv` (freed with txn) */
     struct backend_cursor *revc;  /* cursor on `rev` (freed with txn) */
+    struct backend_cursor *revv;  /* on `rev` for values, lazily (ditto) */
     struct backend_cursor *lk;    /* cursor on `lkey`, lazily (ditto) */
     struct backend_cursor *kvl;   /* cursor on `kvl`, lazily (ditto) */
     uint8_t *ubuf;                /* compaction's copy of a user key */
@@ -156,6 +185,8 @@ struct mvcc_batch {
     struct mvcc_state st;         /* state as of this batch */
     int err;                      /* poisoning error, 0 = healthy */
     int64_t keys_delta;           /* live keys made less deleted */
+    bool prev_values;             /* events carry prev values (begin's
+                                     copy of the store's flag) */
     bool open;                    /* between begin and commit/abort */
     struct mvcc_txn t;            /* the one request txn */
     struct mvcc_arena arena;      /* copies handed to the caller */
@@ -170,6 +201,7 @@ struct mvcc_read {
     struct backend_txn *txn;       /* read txn (reset while pooled) */
     struct backend_cursor *kv;     /* cursor on `kv` */
     struct backend_cursor *revc;   /* cursor on `rev`, opened lazily */
+    struct backend_cursor *revv;   /* on `rev` for values, lazily */
     struct backend_cursor *lk;     /* cursor on `lkey`, opened lazily */
     struct backend_cursor *kvl;    /* cursor on `kvl`, opened lazily */
     mvcc_rev rev;                  /* snapshot's current revision */
@@ -195,6 +227,8 @@ struct mvcc_store {
     _Atomic mvcc_rev lim_compact;  /* ... and this compact rev (if lim) */
     struct mvcc_state st;          /* committed state (apply thread) */
     struct mvcc_batch batch;       /* the reusable batch */
+    bool formatted;                /* meta holds mvcc_format */
+    _Atomic bool prev_values;      /* mvcc_store_set_prev_values */
     mvcc_observer_fn observer;     /* event consumer or NULL */
     void *observer_arg;            /* its argument */
     pthread_mutex_t pool_mu;       /* guards the read pool */
@@ -286,17 +320,32 @@ size_t mvcc__ckey(uint8_t *buf, const void *key, size_t key_len, mvcc_rev main,
 /* mvcc__ckey_parse splits a composite key; ERR_CORRUPT if malformed. */
 int mvcc__ckey_parse(const struct backend_val *k, size_t *ulen_out,
                      mvcc_rev *main_out, int64_t *sub_out, int *kind_out);
-/* mvcc__value_encode writes the value record of kv into dst: the `kv`
- * layout (MVCC_HDR + value_len bytes), or with long the `kvl` one
- * (MVCC_HDR_LONG + key_len + value_len bytes). */
+/* mvcc__value_encode writes the index entry's value of kv into dst: the
+ * `kv` layout (MVCC_HDR bytes), or with long the `kvl` one (MVCC_HDR_LONG
+ * + key_len bytes).  The value bytes go to the log (mvcc__log_encode). */
 void mvcc__value_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb,
                         bool long_);
+/* mvcc__log_encode writes the `rev` value of kv (MVCC_LOG_HDR + key_len +
+ * value_len bytes) into dst. */
+void mvcc__log_encode(uint8_t *dst, const struct mvcc_kv *kv, bool tomb);
+/* mvcc__log_decode = mvcc_log_decode on backend values. */
+int mvcc__log_decode(const struct backend_val *k, const struct backend_val *v,
+                     struct mvcc_event *ev);
 /* mvcc__entry_decode = mvcc_kv_decode on backend values of `kv` (long =
- * false) or `kvl` (long = true, the index's prefix checked, not its hash),
- * skipping the value bytes when keys_only. */
+ * false) or `kvl` (long = true, the index's prefix checked, not its
+ * hash); with revc (a cursor on `rev`) a put's value is read from the log
+ * (mvcc__value_load), without it value is NULL. */
 int mvcc__entry_decode(const struct backend_val *k,
-                       const struct backend_val *v, bool keys_only,
-                       bool long_, struct mvcc_kv *kv, bool *tomb_out);
+                       const struct backend_val *v,
+                       struct backend_cursor *revc, bool long_,
+                       struct mvcc_kv *kv, bool *tomb_out);
+/* mvcc__value_load points kv->value at the value of version (kv->mod_rev,
+ * sub) in the log (cursor revc), checking that the log's record is that
+ * of kv (kind tomb, key, header); ERR_CORRUPT when it is not there. */
+int mvcc__value_load(struct backend_cursor *revc, struct mvcc_kv *kv,
+                     int64_t sub, bool tomb);
+/* meta's layout entry ("mvcc_format") */
+extern const char mvcc__format_key[];
 /* mvcc__key_hash is the hash at the end of a long key's index, ANDed with
  * mvcc__hash_mask: all ones, but for tests, which narrow it (before opening
  * a store, and for that store's life) to make index collisions common. */
@@ -327,9 +376,12 @@ int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st);
 int mvcc__write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
                         bool tomb, int64_t old_lease);
 /* mvcc__latest finds the newest version of key written so far (this
- * batch's too): *found false when there is none or it is a deletion. */
+ * batch's too): *found false when there is none or it is a deletion; its
+ * value is read from the log only with value (else NULL). */
 int mvcc__latest(struct mvcc_batch *b, const void *key, size_t key_len,
-                 struct mvcc_kv *kv, bool *found);
+                 bool value, struct mvcc_kv *kv, bool *found);
+/* mvcc__batch_revv opens b's value cursor on `rev` if it is not yet. */
+int mvcc__batch_revv(struct mvcc_batch *b);
 
 /* --- mvcc_read.c ----------------------------------------------------- */
 
@@ -346,16 +398,19 @@ int mvcc__seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
                   struct backend_val *v);
 /* mvcc__scan runs a range over cursors kv and kvl (kvl may be NULL for a
  * single short key) at rev (already validated) into res (grown with
- * mem_realloc).  Pointers are those of the cursors' txn. */
+ * mem_realloc), reading values through revc (a cursor on `rev`, NULL only
+ * with MVCC_RANGE_KEYS_ONLY or COUNT_ONLY).  Pointers are those of the
+ * cursors' txn. */
 int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
-               const struct mvcc_span *sp, mvcc_rev rev, int64_t limit,
+               struct backend_cursor *revc, const struct mvcc_span *sp, mvcc_rev rev, int64_t limit,
                unsigned flags, struct mvcc_range_result *res);
 /* mvcc__visible seeks the version of key visible at rev: 0 and out, tomb_out
- * filled if the key has a version <= rev, ERR_NOTFOUND if not.  The
- * cursor is left on that version. */
+ * filled if the key has a version <= rev, ERR_NOTFOUND if not; the value
+ * is read through revc (NULL: none, value NULL).  The cursor is left on
+ * that version. */
 int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
-                  mvcc_rev rev, bool keys_only, struct mvcc_kv *out,
-                  bool *tomb_out);
+                  mvcc_rev rev, struct backend_cursor *revc,
+                  struct mvcc_kv *out, bool *tomb_out);
 
 /* --- mvcc_long.c ----------------------------------------------------- */
 
@@ -367,21 +422,25 @@ void mvcc__lindex(size_t l, uint8_t *idx, const void *key,
  * the cursor is left on the version found. */
 int mvcc__visible_long(size_t l, struct backend_cursor *kvl,
                        const void *key, size_t key_len, mvcc_rev rev,
-                       bool keys_only, struct mvcc_kv *out, bool *tomb_out);
+                       struct backend_cursor *revc, struct mvcc_kv *out,
+                       bool *tomb_out);
 /* mvcc__lbuf_push appends an entry; ERR_NOMEM. */
 int mvcc__lbuf_push(struct mvcc_lbuf *b, const struct mvcc_kv *kv, bool tomb);
 /* mvcc__idx_gather appends to buf the newest version <= rev of every long
- * key filed under index idx (L bytes), and leaves *k on the first entry
- * after them (returns ERR_NOTFOUND when there is none). */
+ * key filed under index idx (L bytes), values read through revc (NULL:
+ * none), and leaves *k on the first entry after them (returns ERR_NOTFOUND
+ * when there is none). */
 int mvcc__idx_gather(size_t l, struct backend_cursor *kvl,
-                     const uint8_t *idx, mvcc_rev rev, bool keys_only,
+                     const uint8_t *idx, mvcc_rev rev,
+                     struct backend_cursor *revc,
                      struct mvcc_lbuf *buf, struct backend_val *k);
 /* mvcc__group_gather does mvcc__idx_gather for every index of the group
  * whose first entry is at *k, leaving *k on the next group's first entry;
  * *end when no entry is left. */
 int mvcc__group_gather(size_t l, struct backend_cursor *kvl,
-                       struct backend_val *k, mvcc_rev rev, bool keys_only,
-                       struct mvcc_lbuf *buf, bool *end);
+                       struct backend_val *k, mvcc_rev rev,
+                       struct backend_cursor *revc, struct mvcc_lbuf *buf,
+                       bool *end);
 /* mvcc__lbuf_sort sorts buf by full key. */
 void mvcc__lbuf_sort(struct mvcc_lbuf *buf);
 

@@ -2,7 +2,8 @@
  * mvcc_long.c - long keys: those longer than the store's L (LMDB's key
  * limit minus the version suffix), filed in the `kvl` bucket under an
  * index made of their first L - 8 bytes and a hash, with the full key in
- * the value (layout in mvcc_int.h).
+ * the index entry's value and the value bytes in the log (layout in
+ * mvcc_int.h).
  *
  * Two long keys may share an index (a hash collision); their versions then
  * interleave under it, newest first.  So nothing here trusts the index:
@@ -48,7 +49,8 @@ static bool same_key(const struct mvcc_kv *kv, const void *key, size_t len)
 
 int mvcc__visible_long(size_t l, struct backend_cursor *kvl,
                        const void *key, size_t key_len, mvcc_rev rev,
-                       bool keys_only, struct mvcc_kv *out, bool *tomb_out)
+                       struct backend_cursor *revc, struct mvcc_kv *out,
+                       bool *tomb_out)
 {
     uint8_t idx[MVCC_CKEY_MAX];
     struct backend_val k, v;
@@ -58,11 +60,13 @@ int mvcc__visible_long(size_t l, struct backend_cursor *kvl,
     for (; rc == 0; rc = backend_cursor_next(kvl, &k, &v)) {
         if (!mvcc__same_ukey(&k, idx, l))
             return ERR_NOTFOUND;
-        rc = mvcc__entry_decode(&k, &v, keys_only, true, out, tomb_out);
+        rc = mvcc__entry_decode(&k, &v, NULL, true, out, tomb_out);
         if (rc != 0)
             return rc;
         if (same_key(out, key, key_len))
-            return 0;
+            return revc == NULL ? 0
+                                : mvcc__entry_decode(&k, &v, revc, true, out,
+                                                     tomb_out);
     }
     return rc;
 }
@@ -78,8 +82,9 @@ static bool seen(const struct mvcc_lbuf *b, size_t from,
 }
 
 int mvcc__idx_gather(size_t l, struct backend_cursor *kvl,
-                     const uint8_t *idx, mvcc_rev rev, bool keys_only,
-                     struct mvcc_lbuf *buf, struct backend_val *k)
+                     const uint8_t *idx, mvcc_rev rev,
+                     struct backend_cursor *revc, struct mvcc_lbuf *buf,
+                     struct backend_val *k)
 {
     struct backend_val v;
     size_t from = buf->n;
@@ -90,13 +95,17 @@ int mvcc__idx_gather(size_t l, struct backend_cursor *kvl,
         bool tomb;
         if (!mvcc__same_ukey(k, idx, l))
             return 0;
-        rc = mvcc__entry_decode(k, &v, keys_only, true, &kv, &tomb);
+        rc = mvcc__entry_decode(k, &v, NULL, true, &kv, &tomb);
         /* versions of one key follow each other, newest first: only a
          * collision makes the seen() search look at more than one */
         if (rc == 0 && from < buf->n &&
             same_key(&buf->v[buf->n - 1].kv, kv.key, kv.key_len))
             continue;
-        if (rc == 0 && !seen(buf, from, &kv))
+        if (rc == 0 && seen(buf, from, &kv))
+            continue;
+        if (rc == 0 && revc != NULL && !tomb) /* the value, from the log */
+            rc = mvcc__entry_decode(k, &v, revc, true, &kv, &tomb);
+        if (rc == 0)
             rc = mvcc__lbuf_push(buf, &kv, tomb);
         if (rc != 0)
             return rc;
@@ -105,8 +114,9 @@ int mvcc__idx_gather(size_t l, struct backend_cursor *kvl,
 }
 
 int mvcc__group_gather(size_t l, struct backend_cursor *kvl,
-                       struct backend_val *k, mvcc_rev rev, bool keys_only,
-                       struct mvcc_lbuf *buf, bool *end)
+                       struct backend_val *k, mvcc_rev rev,
+                       struct backend_cursor *revc, struct mvcc_lbuf *buf,
+                       bool *end)
 {
     uint8_t q[MVCC_CKEY_MAX], idx[MVCC_CKEY_MAX];
     size_t p = l - MVCC_HASH_LEN;
@@ -117,7 +127,7 @@ int mvcc__group_gather(size_t l, struct backend_cursor *kvl,
     memcpy(q, k->data, p);
     while (rc == 0 && memcmp(k->data, q, p) == 0) {
         memcpy(idx, k->data, l);
-        rc = mvcc__idx_gather(l, kvl, idx, rev, keys_only, buf, k);
+        rc = mvcc__idx_gather(l, kvl, idx, rev, revc, buf, k);
         if (rc == 0 && k->len != l + MVCC_SUFFIX)
             return ERR_CORRUPT;
     }

@@ -58,17 +58,17 @@ int mvcc__result_grow(struct mvcc_range_result *res)
     return 0;
 }
 
-/* emit appends the live version under the cursor to res. */
+/* emit appends the live version under the cursor to res, its value read
+ * through revc (NULL: keys only). */
 static int emit(struct mvcc_range_result *res, const struct backend_val *k,
-                const struct backend_val *v, unsigned flags)
+                const struct backend_val *v, struct backend_cursor *revc)
 {
     int rc = mvcc__result_grow(res);
     if (rc != 0)
         return rc;
     bool tomb;
     struct mvcc_kv *kv = &res->kvs[res->n_kvs];
-    rc = mvcc__entry_decode(k, v, flags & MVCC_RANGE_KEYS_ONLY, false, kv,
-                            &tomb);
+    rc = mvcc__entry_decode(k, v, revc, false, kv, &tomb);
     if (rc != 0)
         return rc;
     CHECK(!tomb);
@@ -148,7 +148,7 @@ struct lstream {
     struct backend_cursor *c;   /* on `kvl` (NULL: no long key wanted) */
     const struct mvcc_span *sp; /* the range */
     mvcc_rev rev;               /* the revision read */
-    bool keys_only;             /* decode without values */
+    struct backend_cursor *revc; /* values from `rev` (NULL: keys only) */
     struct mvcc_lbuf buf;       /* the live keys of the current group */
     size_t i;                   /* next entry of buf */
     struct backend_val k;       /* first entry of the next group */
@@ -187,7 +187,7 @@ static int long_fill(struct lstream *ls)
             break;
         ls->buf.n = ls->i = 0;
         int rc = mvcc__group_gather(sp->short_max, ls->c, &ls->k, ls->rev,
-                                    ls->keys_only, &ls->buf, &ls->end);
+                                    ls->revc, &ls->buf, &ls->end);
         if (rc != 0)
             return rc;
         long_filter(ls);
@@ -206,7 +206,7 @@ static int long_start(struct lstream *ls)
         struct mvcc_kv kv;
         bool tomb;
         int rc = mvcc__visible_long(sp->short_max, ls->c, sp->key,
-                                    sp->key_len, ls->rev, ls->keys_only, &kv,
+                                    sp->key_len, ls->rev, ls->revc, &kv,
                                     &tomb);
         if (rc == 0 && !tomb)
             rc = mvcc__lbuf_push(&ls->buf, &kv, false);
@@ -234,6 +234,7 @@ static bool take_long(const struct sstream *ss, const struct lstream *ls)
 /* scan_merge walks both streams in key order; *count_out = live keys. */
 static int scan_merge(struct sstream *ss,
                       struct lstream *ls, int64_t limit, unsigned flags,
+                      struct backend_cursor *revc,
                       struct mvcc_range_result *res, int64_t *count_out)
 {
     bool want = !(flags & MVCC_RANGE_COUNT_ONLY);
@@ -253,7 +254,7 @@ static int scan_merge(struct sstream *ss,
             continue;
         }
         if (out)
-            rc = emit(res, &ss->k, &ss->v, flags);
+            rc = emit(res, &ss->k, &ss->v, revc);
         if (rc == 0)
             rc = short_advance(ss);
     }
@@ -262,17 +263,21 @@ static int scan_merge(struct sstream *ss,
 }
 
 int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
-               const struct mvcc_span *sp, mvcc_rev rev, int64_t limit,
-               unsigned flags, struct mvcc_range_result *res)
+               struct backend_cursor *revc, const struct mvcc_span *sp,
+               mvcc_rev rev, int64_t limit, unsigned flags,
+               struct mvcc_range_result *res)
 {
     CHECK(kv != NULL && sp != NULL && res != NULL && rev >= 1);
     CHECK(kvl != NULL || (sp->single && sp->key_len <= sp->short_max));
+    if (flags & (MVCC_RANGE_KEYS_ONLY | MVCC_RANGE_COUNT_ONLY))
+        revc = NULL;
+    else
+        CHECK(revc != NULL);
     struct sstream ss = {.c = kv, .sp = sp, .rev = rev};
-    struct lstream ls = {.c = kvl, .sp = sp, .rev = rev,
-                         .keys_only = flags & MVCC_RANGE_KEYS_ONLY};
+    struct lstream ls = {.c = kvl, .sp = sp, .rev = rev, .revc = revc};
     int64_t count = 0;
     res->n_kvs = 0;
-    int rc = scan_merge(&ss, &ls, limit, flags, res, &count);
+    int rc = scan_merge(&ss, &ls, limit, flags, revc, res, &count);
     mem_free(ls.buf.v);
     if (rc != 0) {
         res->n_kvs = 0;
@@ -286,8 +291,8 @@ int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
 }
 
 int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
-                  mvcc_rev rev, bool keys_only, struct mvcc_kv *out,
-                  bool *tomb_out)
+                  mvcc_rev rev, struct backend_cursor *revc,
+                  struct mvcc_kv *out, bool *tomb_out)
 {
     CHECK(kv != NULL && key_len > 0);
     struct backend_val k, v;
@@ -296,7 +301,7 @@ int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
         return rc;
     if (!mvcc__same_ukey(&k, key, key_len))
         return ERR_NOTFOUND;
-    return mvcc__entry_decode(&k, &v, keys_only, false, out, tomb_out);
+    return mvcc__entry_decode(&k, &v, revc, false, out, tomb_out);
 }
 
 static int lazy_cursor(struct mvcc_read *r, backend_bucket b,
@@ -333,9 +338,13 @@ int mvcc__range(struct mvcc_read *r, const void *key, size_t key_len,
     /* a single short key is never in `kvl`: no cursor (nor seek) there */
     if (rc == 0 && !(sp.single && key_len <= sp.short_max))
         rc = lazy_cursor(r, r->s->kvl, &r->kvl);
+    bool values = !(flags & (MVCC_RANGE_KEYS_ONLY | MVCC_RANGE_COUNT_ONLY));
+    if (rc == 0 && values)
+        rc = lazy_cursor(r, r->s->rev, &r->revv);
     if (rc != 0)
         return rc;
-    return mvcc__scan(r->kv, r->kvl, &sp, rev, limit, flags, res);
+    return mvcc__scan(r->kv, r->kvl, values ? r->revv : NULL, &sp, rev,
+                      limit, flags, res);
 }
 
 int mvcc_range(struct mvcc_read *r, const void *key, size_t key_len,
@@ -357,10 +366,11 @@ void mvcc_range_result_close(struct mvcc_range_result *res)
 /* --- events ---------------------------------------------------------- */
 
 /* long_prev finds, after the version of long key u under the cursor,
- * the key's previous version (*found false if none is left). */
-static int long_prev(struct backend_cursor *kvl, const uint8_t *idx,
-                     size_t l, const uint8_t *u, size_t ul,
-                     struct mvcc_kv *prev, bool *found)
+ * the key's previous version (*found false if none is left, or if it is a
+ * deletion), its value read through revv. */
+static int long_prev(struct backend_cursor *kvl, struct backend_cursor *revv,
+                     const uint8_t *idx, size_t l, const uint8_t *u,
+                     size_t ul, struct mvcc_kv *prev, bool *found)
 {
     struct backend_val k, v;
     bool tomb;
@@ -368,75 +378,50 @@ static int long_prev(struct backend_cursor *kvl, const uint8_t *idx,
     *found = false;
     while ((rc = backend_cursor_next(kvl, &k, &v)) == 0 &&
            mvcc__same_ukey(&k, idx, l)) {
-        rc = mvcc__entry_decode(&k, &v, false, true, prev, &tomb);
+        rc = mvcc__entry_decode(&k, &v, NULL, true, prev, &tomb);
         if (rc != 0)
             return rc;
         if (prev->key_len == ul && memcmp(prev->key, u, ul) == 0) {
             *found = !tomb;
-            return 0;
+            return tomb ? 0
+                        : mvcc__entry_decode(&k, &v, revv, true, prev, &tomb);
         }
     }
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
-/* event_fill loads the kv entry of revision (main, sub) of user key u and,
- * with want_prev, the version before it (c: the `kv` cursor, or the `kvl`
- * one for a long key, l the store's L). */
-static int event_fill(struct backend_cursor *c, size_t l, const uint8_t *u,
-                      size_t ul, mvcc_rev main, int64_t sub, int kind,
-                      bool want_prev, struct mvcc_event *ev)
+/* prev_fill fills ev->prev_kv (decoded from the log) with the version of
+ * its key before it, if that is a put still stored: found through the
+ * index (c: the `kv` cursor, or the `kvl` one for a long key; l the
+ * store's L), its value read through revv. */
+static int prev_fill(struct backend_cursor *c, struct backend_cursor *revv,
+                     size_t l, struct mvcc_event *ev)
 {
     uint8_t buf[MVCC_CKEY_MAX];
-    bool tomb, lg = ul > l, found = true;
+    const uint8_t *u = ev->kv.key;
+    size_t ul = ev->kv.key_len;
+    bool tomb = false, lg = ul > l, found = true;
+    int kind = ev->type == MVCC_EVENT_DELETE ? MVCC_KIND_TOMB : MVCC_KIND_PUT;
     size_t n = lg ? (mvcc__lindex(l, buf, u, ul), l) : ul;
-    n = mvcc__ckey(buf, lg ? buf : u, n, main, sub, kind);
+    n = mvcc__ckey(buf, lg ? buf : u, n, ev->kv.mod_rev, ev->sub_rev, kind);
     struct backend_val k, v;
     int rc = backend_cursor_seek(c, buf, n, &k, &v);
-    if (rc != 0 || k.len != n || memcmp(k.data, buf, n) != 0)
-        return ERR_CORRUPT; /* the rev log names a version kv lacks */
-    memset(ev, 0, sizeof *ev);
-    rc = mvcc__entry_decode(&k, &v, false, lg, &ev->kv, &tomb);
-    if (rc == 0 && (ev->kv.key_len != ul || memcmp(ev->kv.key, u, ul) != 0))
-        rc = ERR_CORRUPT;
-    if (rc != 0)
-        return rc;
-    ev->type = tomb ? MVCC_EVENT_DELETE : MVCC_EVENT_PUT;
-    ev->sub_rev = sub;
-    if (!want_prev)
-        return 0;
-    bool ptomb = false;
-    if (lg) {
-        rc = long_prev(c, buf, l, u, ul, &ev->prev_kv, &found);
-    } else {
+    if (rc == ERR_NOTFOUND || (rc == 0 && (k.len != n ||
+                                           memcmp(k.data, buf, n) != 0)))
+        return ERR_CORRUPT; /* the log names a version the index lacks */
+    if (rc == 0 && lg) {
+        rc = long_prev(c, revv, buf, l, u, ul, &ev->prev_kv, &found);
+    } else if (rc == 0) {
         rc = backend_cursor_next(c, &k, &v);
         found = rc == 0 && mvcc__same_ukey(&k, u, ul);
         if (found)
-            rc = mvcc__entry_decode(&k, &v, false, false, &ev->prev_kv,
-                                    &ptomb);
+            rc = mvcc__entry_decode(&k, &v, revv, false, &ev->prev_kv, &tomb);
         else if (rc == ERR_NOTFOUND)
             rc = 0;
     }
-    if (rc == 0 && (!found || ptomb))
+    if (rc == 0 && (!found || tomb))
         memset(&ev->prev_kv, 0, sizeof ev->prev_kv);
     return rc;
-}
-
-/* rev_entry_parse splits a `rev` bucket entry. */
-static int rev_entry_parse(const struct backend_val *k,
-                           const struct backend_val *v, mvcc_rev *main,
-                           int64_t *sub, int *kind)
-{
-    if (k->len != MVCC_REVKEY_LEN || v->len < 2)
-        return ERR_CORRUPT;
-    uint64_t m = mvcc__get_be64(k->data);
-    uint64_t sb = mvcc__get_be64((const uint8_t *)k->data + 8);
-    int kd = ((const uint8_t *)v->data)[0];
-    if (m == 0 || m > INT64_MAX || sb > INT64_MAX || kd > MVCC_KIND_TOMB)
-        return ERR_CORRUPT;
-    *main = (mvcc_rev)m;
-    *sub = (int64_t)sb;
-    *kind = kd;
-    return 0;
 }
 
 static bool span_contains(const struct mvcc_span *sp, const uint8_t *u,
@@ -479,6 +464,10 @@ int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
         rc = lazy_cursor(r, r->s->rev, &r->revc);
     if (rc != 0)
         return rc;
+    if (rc == 0 && sc->want_prev)
+        rc = lazy_cursor(r, r->s->rev, &r->revv);
+    if (rc != 0)
+        return rc;
     uint8_t rk[MVCC_REVKEY_LEN];
     mvcc__put_be64(rk, (uint64_t)start_rev);
     mvcc__put_be64(rk + 8, 0);
@@ -487,10 +476,10 @@ int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
     mvcc_rev main = 0, last = 0;
     rc = backend_cursor_seek(r->revc, rk, sizeof rk, &k, &v);
     for (; rc == 0; rc = backend_cursor_next(r->revc, &k, &v)) {
-        int64_t sub;
-        int kind;
-        if ((rc = rev_entry_parse(&k, &v, &main, &sub, &kind)) != 0)
+        struct mvcc_event ev;
+        if ((rc = mvcc__log_decode(&k, &v, &ev)) != 0)
             return rc;
+        main = ev.kv.mod_rev;
         if (main > r->rev)
             break;
         /* Stop only between revisions: a revision is never split. */
@@ -500,15 +489,14 @@ int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
             break;
         last = main;
         sc->walked = ++walked;
-        const uint8_t *u = (const uint8_t *)v.data + 1;
-        if (!span_contains(&sp, u, v.len - 1))
+        if (!span_contains(&sp, ev.kv.key, ev.kv.key_len))
             continue;
-        struct mvcc_event ev;
-        bool lg = v.len - 1 > sp.short_max;
-        if (lg && (rc = lazy_cursor(r, r->s->kvl, &r->kvl)) != 0)
-            return rc;
-        rc = event_fill(lg ? r->kvl : r->kv, sp.short_max, u, v.len - 1,
-                        main, sub, kind, sc->want_prev, &ev);
+        if (sc->want_prev) {
+            bool lg = ev.kv.key_len > sp.short_max;
+            if (lg && (rc = lazy_cursor(r, r->s->kvl, &r->kvl)) != 0)
+                return rc;
+            rc = prev_fill(lg ? r->kvl : r->kv, r->revv, sp.short_max, &ev);
+        }
         if (rc == 0)
             rc = fn(arg, &ev);
         if (rc != 0)
@@ -548,6 +536,28 @@ static int hash_bucket(struct backend_cursor *c, mvcc_rev rev,
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
+/* hash_log extends *crc with the log's entries by the same rule: they
+ * hold the values (the index entries hold the rest). */
+static int hash_log(struct backend_cursor *c, mvcc_rev rev, mvcc_rev compact,
+                    uint32_t *crc)
+{
+    struct backend_val k, v;
+    int rc;
+    for (rc = backend_cursor_first(c, &k, &v); rc == 0;
+         rc = backend_cursor_next(c, &k, &v)) {
+        struct mvcc_event ev;
+        if ((rc = mvcc__log_decode(&k, &v, &ev)) != 0)
+            return rc;
+        if (ev.kv.mod_rev > rev)
+            break;
+        if (ev.kv.mod_rev == compact && ev.type == MVCC_EVENT_DELETE)
+            continue;
+        *crc = crc32c_extend(*crc, k.data, k.len);
+        *crc = crc32c_extend(*crc, v.data, v.len);
+    }
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
 int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
                  mvcc_rev *compact_rev_out)
 {
@@ -560,6 +570,10 @@ int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
         rc = hash_bucket(r->kv, rev, r->compact, &crc);
     if (rc == 0) /* long keys after short ones, in `kvl` order */
         rc = hash_bucket(r->kvl, rev, r->compact, &crc);
+    if (rc == 0)
+        rc = lazy_cursor(r, r->s->rev, &r->revc);
+    if (rc == 0) /* then the records, values included, in revision order */
+        rc = hash_log(r->revc, rev, r->compact, &crc);
     if (rc != 0)
         return rc;
     *hash_out = crc;
@@ -577,7 +591,7 @@ static int long_lease_keys(struct mvcc_read *r, const uint8_t *idx,
     struct backend_val k;
     int rc = lazy_cursor(r, r->s->kvl, &r->kvl);
     if (rc == 0)
-        rc = mvcc__idx_gather(r->s->short_max, r->kvl, idx, INT64_MAX, true,
+        rc = mvcc__idx_gather(r->s->short_max, r->kvl, idx, INT64_MAX, NULL,
                               &buf, &k);
     rc = rc == ERR_NOTFOUND ? 0 : rc;
     for (size_t i = 0; rc == 0 && i < buf.n; i++)
@@ -618,28 +632,17 @@ int mvcc__rev_walk(struct mvcc_read *r, mvcc_rev to, mvcc_event_fn fn,
                    void *arg)
 {
     int rc = lazy_cursor(r, r->s->rev, &r->revc);
-    if (rc == 0)
-        rc = lazy_cursor(r, r->s->kvl, &r->kvl);
     if (rc != 0)
         return rc;
-    size_t l = r->s->short_max;
     struct backend_val k, v;
     for (rc = backend_cursor_first(r->revc, &k, &v); rc == 0;
          rc = backend_cursor_next(r->revc, &k, &v)) {
-        mvcc_rev main;
-        int64_t sub;
-        int kind;
-        if ((rc = rev_entry_parse(&k, &v, &main, &sub, &kind)) != 0)
-            return rc;
-        if (main > to)
-            return 0;
-        const uint8_t *u = (const uint8_t *)v.data + 1;
         struct mvcc_event ev;
-        rc = event_fill(v.len - 1 > l ? r->kvl : r->kv, l, u, v.len - 1,
-                        main, sub, kind, false, &ev);
-        if (rc == 0)
-            rc = fn(arg, &ev);
-        if (rc != 0)
+        if ((rc = mvcc__log_decode(&k, &v, &ev)) != 0)
+            return rc;
+        if (ev.kv.mod_rev > to)
+            return 0;
+        if ((rc = fn(arg, &ev)) != 0)
             return rc;
     }
     return rc == ERR_NOTFOUND ? 0 : rc;

@@ -111,6 +111,8 @@ int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
     b->keys_delta = 0;
     b->lk = NULL;
     b->kvl = NULL;
+    b->revv = NULL;
+    b->prev_values = atomic_load(&s->prev_values);
     int rc = backend_write_begin(s->be, &b->txn);
     if (rc != 0)
         return rc;
@@ -133,7 +135,7 @@ static void batch_close(struct mvcc_batch *b)
     b->open = false;
     b->t.open = false;
     b->txn = NULL;
-    b->kv = b->revc = b->lk = b->kvl = NULL; /* freed with the txn */
+    b->kv = b->revc = b->revv = b->lk = b->kvl = NULL; /* with the txn */
 }
 
 void mvcc_batch_abort(struct mvcc_batch *b)
@@ -156,6 +158,10 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
         rc = backend_put(b->txn, s->meta, state_key, sizeof state_key - 1, st,
                          sizeof st);
     }
+    static const uint8_t layout = MVCC_LAYOUT;
+    if (rc == 0 && !s->formatted)
+        rc = backend_put(b->txn, s->meta, mvcc__format_key,
+                         strlen(mvcc__format_key), &layout, 1);
     if (rc != 0) {
         mvcc_batch_abort(b);
         return rc;
@@ -164,6 +170,7 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
     batch_close(b);
     if (rc != 0)
         return rc;
+    s->formatted = true;
     s->st = b->st;
     atomic_store(&s->cur_rev, s->st.rev);
     atomic_store(&s->compact_rev, s->st.compact);
@@ -190,6 +197,14 @@ int mvcc__batch_kvl(struct mvcc_batch *b)
     if (b->kvl != NULL)
         return 0;
     return backend_cursor_open(b->txn, b->s->kvl, &b->kvl);
+}
+
+int mvcc__batch_revv(struct mvcc_batch *b)
+{
+    CHECK(b->open);
+    if (b->revv != NULL)
+        return 0;
+    return backend_cursor_open(b->txn, b->s->rev, &b->revv);
 }
 
 /* --- request txns ---------------------------------------------------- */
@@ -235,6 +250,8 @@ mvcc_rev mvcc_txn_rev(const struct mvcc_txn *t)
     return t->rev;
 }
 
+/* event_push records an event; prev (NULL: none) without its value
+ * when the batch does not read prev values (prev_no_value). */
 static int event_push(struct mvcc_batch *b, enum mvcc_event_type type,
                       const struct mvcc_kv *kv, int64_t sub,
                       const struct mvcc_kv *prev)
@@ -249,8 +266,12 @@ static int event_push(struct mvcc_batch *b, enum mvcc_event_type type,
     ev->type = type;
     ev->sub_rev = sub;
     ev->kv = *kv;
-    if (prev != NULL)
+    if (prev != NULL) {
         ev->prev_kv = *prev;
+        ev->prev_no_value = !b->prev_values;
+        if (!b->prev_values)
+            ev->prev_kv.value_len = 0, ev->prev_kv.value = NULL;
+    }
     return 0;
 }
 
@@ -329,8 +350,7 @@ static int put_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
     } else {
         n = mvcc__ckey(ck, kv->key, kv->key_len, t->rev, t->sub, kind);
     }
-    size_t vlen = lg ? MVCC_HDR_LONG + kv->key_len + kv->value_len
-                     : MVCC_HDR + kv->value_len;
+    size_t vlen = lg ? MVCC_HDR_LONG + kv->key_len : MVCC_HDR;
     /* the cursor is at or near the key's latest version (mvcc__visible,
      * by every caller), on the page the new version goes to */
     int rc = backend_cursor_put_reserve(lg ? b->kvl : b->kv, ck, n, vlen,
@@ -348,7 +368,6 @@ int mvcc__write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
 {
     struct mvcc_batch *b = t->b;
     uint8_t rk[MVCC_REVKEY_LEN];
-    int kind = tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT;
     void *dst;
     int rc = put_version(t, kv, tomb);
     if (rc != 0)
@@ -356,11 +375,11 @@ int mvcc__write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
     mvcc__put_be64(rk, (uint64_t)t->rev);
     mvcc__put_be64(rk + 8, (uint64_t)t->sub);
     rc = backend_append_reserve(b->txn, b->s->rev, rk, sizeof rk,
-                                1 + kv->key_len, &dst);
+                                MVCC_LOG_HDR + kv->key_len + kv->value_len,
+                                &dst);
     if (rc != 0)
         return rc;
-    ((uint8_t *)dst)[0] = (uint8_t)kind;
-    memcpy((uint8_t *)dst + 1, kv->key, kv->key_len);
+    mvcc__log_encode(dst, kv, tomb);
     rc = lease_move(b, kv, old_lease, tomb ? 0 : kv->lease);
     if (rc == 0)
         t->sub++;
@@ -370,15 +389,18 @@ int mvcc__write_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
 /* latest finds the live version of key (including this batch's writes):
  * *found false if the key does not exist or is deleted. */
 int mvcc__latest(struct mvcc_batch *b, const void *key, size_t key_len,
-                 struct mvcc_kv *kv, bool *found)
+                 bool value, struct mvcc_kv *kv, bool *found)
 {
     bool tomb;
     size_t l = b->s->short_max;
     int rc = key_len <= l ? 0 : mvcc__batch_kvl(b);
+    if (rc == 0 && value)
+        rc = mvcc__batch_revv(b);
+    struct backend_cursor *revc = value ? b->revv : NULL;
     if (rc == 0 && key_len <= l)
-        rc = mvcc__visible(b->kv, key, key_len, INT64_MAX, false, kv, &tomb);
+        rc = mvcc__visible(b->kv, key, key_len, INT64_MAX, revc, kv, &tomb);
     else if (rc == 0)
-        rc = mvcc__visible_long(l, b->kvl, key, key_len, INT64_MAX, false, kv,
+        rc = mvcc__visible_long(l, b->kvl, key, key_len, INT64_MAX, revc, kv,
                                 &tomb);
     *found = rc == 0 && !tomb;
     return rc == ERR_NOTFOUND ? 0 : rc;
@@ -404,7 +426,11 @@ int mvcc_txn_put(struct mvcc_txn *t, const void *key, size_t key_len,
     int rc = b->err ? b->err : check_key(b->s, key, key_len);
     if (rc != 0)
         return rc;
-    if ((rc = mvcc__latest(b, key, key_len, &prev, &has_prev)) != 0)
+    /* the previous value costs a read of the log: only when it is asked
+     * for, or when events carry it (mvcc_store_set_prev_values) */
+    bool pval = prev_out != NULL || (flags & MVCC_PUT_IGNORE_VALUE) ||
+                (observed && b->prev_values);
+    if ((rc = mvcc__latest(b, key, key_len, pval, &prev, &has_prev)) != 0)
         return mvcc__batch_fail(b, rc);
     if (flags && !has_prev)
         return ERR_KEY_NOT_FOUND;
@@ -481,10 +507,12 @@ int mvcc_txn_delete_range(struct mvcc_txn *t, const void *key,
                     : mvcc__span_init(&sp, b->s, key, key_len, end, end_len);
     if (rc != 0)
         return rc;
-    bool values = prev_kvs_out != NULL || b->s->observer != NULL;
-    if ((rc = mvcc__batch_kvl(b)) != 0)
+    bool values = prev_kvs_out != NULL ||
+                  (b->s->observer != NULL && b->prev_values);
+    if ((rc = mvcc__batch_kvl(b)) != 0 ||
+        (values && (rc = mvcc__batch_revv(b)) != 0))
         return mvcc__batch_fail(b, rc);
-    rc = mvcc__scan(b->kv, b->kvl, &sp, INT64_MAX, 0,
+    rc = mvcc__scan(b->kv, b->kvl, b->revv, &sp, INT64_MAX, 0,
                     values ? 0 : MVCC_RANGE_KEYS_ONLY, &b->scratch);
     if (rc == 0)
         rc = copy_result(&b->arena, b->scratch.kvs, b->scratch.n_kvs, &dead);
@@ -522,7 +550,9 @@ int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
     if (!(sp.single && key_len <= sp.short_max) &&
         (rc = mvcc__batch_kvl(b)) != 0)
         return mvcc__batch_fail(b, rc);
-    rc = mvcc__scan(b->kv, b->kvl, &sp, rev, limit, flags, res);
+    if ((rc = mvcc__batch_revv(b)) != 0)
+        return mvcc__batch_fail(b, rc);
+    rc = mvcc__scan(b->kv, b->kvl, b->revv, &sp, rev, limit, flags, res);
     for (size_t i = 0; rc == 0 && i < res->n_kvs; i++)
         rc = copy_kv(&b->arena, &res->kvs[i], &res->kvs[i]);
     if (rc != 0) {
@@ -550,7 +580,7 @@ static int collect_long(struct mvcc_batch *b, const uint8_t *idx,
     struct backend_val k;
     int rc = mvcc__batch_kvl(b);
     if (rc == 0)
-        rc = mvcc__idx_gather(b->s->short_max, b->kvl, idx, INT64_MAX, true,
+        rc = mvcc__idx_gather(b->s->short_max, b->kvl, idx, INT64_MAX, NULL,
                               &buf, &k);
     rc = rc == ERR_NOTFOUND ? 0 : rc;
     for (size_t i = 0; rc == 0 && i < buf.n; i++)
@@ -595,7 +625,7 @@ static int walk_long(struct mvcc_batch *b, const uint8_t *idx, int64_t lease,
     struct backend_val k;
     int rc = mvcc__batch_kvl(b);
     if (rc == 0)
-        rc = mvcc__idx_gather(b->s->short_max, b->kvl, idx, INT64_MAX, true,
+        rc = mvcc__idx_gather(b->s->short_max, b->kvl, idx, INT64_MAX, NULL,
                               &buf, &k);
     rc = rc == ERR_NOTFOUND ? 0 : rc;
     for (size_t i = 0; rc == 0 && *fn_rc == 0 && i < buf.n; i++)
@@ -652,7 +682,9 @@ int mvcc_txn_delete_lease(struct mvcc_txn *t, int64_t lease,
         const struct mvcc_kv *k = &b->scratch.kvs[i];
         struct mvcc_kv prev;
         bool live;
-        rc = mvcc__latest(b, k->key, k->key_len, &prev, &live);
+        rc = mvcc__latest(b, k->key, k->key_len,
+                          b->s->observer != NULL && b->prev_values, &prev,
+                          &live);
         if (rc != 0 || !live)
             continue;
         rc = copy_kv(&b->arena, &prev, &prev);

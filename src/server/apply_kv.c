@@ -84,8 +84,9 @@ static int do_put(struct kv_txn *k, const Etcdserverpb__PutRequest *p,
         mvcc_txn_note_range(k->t); /* etcd's applyPut ranges first */
     struct mvcc_kv prev;
     memset(&prev, 0, sizeof prev);
+    /* prev only when asked: its value is a read of the revision log */
     rc = mvcc_txn_put(k->t, p->key.data, p->key.len, p->value.data,
-                      p->value.len, p->lease, flags, &prev);
+                      p->value.len, p->lease, flags, p->prev_kv ? &prev : NULL);
     if (rc != 0)
         return rc;
     k->changed = true;

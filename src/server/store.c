@@ -65,6 +65,11 @@ int server__store_open(struct server *s, const char *dir)
         rc = mvcc_store_open(s->be,
                              &(struct mvcc_options){.count_keys = true},
                              &s->mvcc);
+    if (rc == ERR_UNSUPPORTED) /* mvcc_int.h "mvcc_format" */
+        log_error("etcdserver", "the store in %s has another layout than "
+                  "this cetcd's (mvcc_format %d: the key index and a "
+                  "revision log with the values); a store written before "
+                  "that layout cannot be read by this version", dir, 2);
     if (rc == 0)
         rc = server__watch_store_opened(s); /* the hub, the observer */
     if (rc == 0)

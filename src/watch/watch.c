@@ -189,6 +189,8 @@ void watch__remove(struct watch_hub *h, struct watch_watcher *w)
         w->snext->sprev = w->sprev;
     st->n_watchers--;
     h->n_watchers--;
+    if (w->prev_kv && --h->n_prev_kv == 0)
+        mvcc_store_set_prev_values(h->store, false);
     if (w->busy)
         w->dead = true; /* the sync step frees it */
     else
@@ -422,6 +424,10 @@ static int attach(struct watch_hub *h, struct watch_stream *st,
     w->created_pending = true;
     h->n_watchers++;
     st->n_watchers++;
+    /* Before w can be synced: a batch begun before this reads no prev
+     * values, and its events then send w back to the store (deliver). */
+    if (w->prev_kv && h->n_prev_kv++ == 0)
+        mvcc_store_set_prev_values(h->store, true);
     w->snext = st->ws;
     if (st->ws != NULL)
         st->ws->sprev = w;

@@ -104,6 +104,9 @@ struct watch_hub {
     struct watch_options o;        /* options with defaults applied */
     mvcc_rev rev;                  /* last observed store revision */
     size_t n_watchers;             /* all live watchers */
+    size_t n_prev_kv;              /* of them, those with prev_kv: while
+                                      any, the store's events carry prev
+                                      values (mvcc_store_set_prev_values) */
     size_t n_unsynced;             /* length of the unsynced list */
     struct watch_watcher *unsynced; /* unsynced list head (round robin) */
     struct watch_watcher **keys;   /* key hash buckets (synced, single) */

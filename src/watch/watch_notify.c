@@ -91,15 +91,20 @@ static void deliver(struct watch_hub *h, const struct mvcc_event *evs,
                     mvcc_rev first_rev, mvcc_rev rev)
 {
     size_t n = to - from;
+    bool replay = false;
     CHECK(n > 0 && n <= h->out_cap);
     for (size_t i = 0; i < n; i++) {
         h->out[i] = evs[h->order[from + i]];
         if (!w->prev_kv)
             memset(&h->out[i].prev_kv, 0, sizeof h->out[i].prev_kv);
+        else if (h->out[i].prev_no_value)
+            replay = true; /* begun before w asked for values */
+        h->out[i].prev_no_value = false;
     }
-    if (watch__send_events(h, w, h->out, n, rev) == 0)
+    if (!replay && watch__send_events(h, w, h->out, n, rev) == 0)
         return;
-    /* Full: everything from the batch's first revision is replayed. */
+    /* Full, or prev values missing: everything from the batch's first
+     * revision is replayed from the store. */
     if (w->next_rev < first_rev)
         w->next_rev = first_rev;
     watch__to_unsynced(h, w);
@@ -192,6 +197,7 @@ void watch_hub_restore(struct watch_hub *h, struct mvcc_store *s)
     mvcc_rev first_rev = h->rev + 1;
     h->store = s;
     h->rev = mvcc_current_rev(s);
+    mvcc_store_set_prev_values(s, h->n_prev_kv > 0);
     /* etcd's watchableStore.Restore: every synced watcher goes back to the
      * unsynced group and is caught up from the new store (or canceled
      * with compact_revision when what it needs was compacted there). */

@@ -1719,6 +1719,190 @@ static void test_import_versions(void **state)
     mvcc_read_end(r);
 }
 
+/* --- the layout: index entries, records in the log (mvcc_int.h) ------ */
+
+/* log_edit rewrites the `rev` entry of (main, sub) through the backend:
+ * at byte off (counted from the end when negative) to byte c, or deletes
+ * it when off is 0. */
+static void log_edit(struct fixture *f, mvcc_rev main, int64_t sub, long off,
+                     uint8_t c)
+{
+    backend_bucket rb;
+    struct backend_txn *t;
+    struct backend_val v;
+    uint8_t rk[16], buf[256];
+    for (int i = 0; i < 8; i++) {
+        rk[i] = (uint8_t)((uint64_t)main >> (56 - 8 * i));
+        rk[8 + i] = (uint8_t)((uint64_t)sub >> (56 - 8 * i));
+    }
+    assert_int_equal(backend_bucket_open(f->be, "rev", 0, &rb), 0);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    assert_int_equal(backend_get(t, rb, rk, sizeof rk, &v), 0);
+    assert_true(v.len <= sizeof buf);
+    size_t n = v.len;
+    memcpy(buf, v.data, n);
+    if (off == 0) {
+        assert_int_equal(backend_del(t, rb, rk, sizeof rk), 0);
+    } else {
+        buf[off > 0 ? (size_t)off : n - (size_t)-off] = c;
+        assert_int_equal(backend_put(t, rb, rk, sizeof rk, buf, n), 0);
+    }
+    assert_int_equal(backend_write_commit(t), 0);
+}
+
+static uint32_t kv_hash_now(struct mvcc_store *s)
+{
+    struct mvcc_read *r;
+    uint32_t h;
+    assert_int_equal(mvcc_read_begin(s, &r), 0);
+    assert_int_equal(mvcc_hash_kv(r, 0, &h, NULL), 0);
+    mvcc_read_end(r);
+    return h;
+}
+
+static int count_keys(struct mvcc_store *s, const char *k, unsigned flags)
+{
+    struct mvcc_read *r;
+    struct mvcc_range_result res = {0};
+    assert_int_equal(mvcc_read_begin(s, &r), 0);
+    int rc = mvcc_range(r, k, strlen(k), NULL, 0, 0, 0, flags, &res);
+    int n = rc == 0 ? (int)res.count : rc;
+    mvcc_read_end(r);
+    mvcc_range_result_close(&res);
+    return n;
+}
+
+/* A value is read from the log, checked against the index entry that led
+ * there; the log is part of the hash. */
+static void test_values_in_the_log(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_kv kv;
+    char val[32];
+    put(f->s, "k", "hello", 0); /* rev 2 */
+    put(f->s, "k", "world", 0); /* rev 3 */
+    uint32_t h = kv_hash_now(f->s);
+    log_edit(f, 3, 0, -1, 'D');
+    assert_int_equal(get(f->s, "k", 0, &kv, val, sizeof val), 0);
+    assert_string_equal(val, "worlD");
+    assert_int_not_equal(kv_hash_now(f->s), h);
+    log_edit(f, 3, 0, -1, 'd');
+    assert_int_equal(kv_hash_now(f->s), h);
+    /* the log's record must be the index entry's: its key ... */
+    log_edit(f, 3, 0, 29, 'x');
+    assert_int_equal(get(f->s, "k", 0, &kv, val, sizeof val), ERR_CORRUPT);
+    assert_int_equal(count_keys(f->s, "k", MVCC_RANGE_KEYS_ONLY), 1);
+    log_edit(f, 3, 0, 29, 'k');
+    /* ... its header (version, at [9, 17)) ... */
+    log_edit(f, 3, 0, 9, 7);
+    assert_int_equal(get(f->s, "k", 0, &kv, val, sizeof val), ERR_CORRUPT);
+    log_edit(f, 3, 0, 9, 2);
+    assert_int_equal(get(f->s, "k", 0, &kv, val, sizeof val), 0);
+    assert_string_equal(val, "world");
+    /* ... and it must be there */
+    log_edit(f, 2, 0, 0, 0);
+    assert_int_equal(get(f->s, "k", 2, &kv, val, sizeof val), ERR_CORRUPT);
+    assert_int_equal(count_keys(f->s, "k", MVCC_RANGE_COUNT_ONLY), 1);
+}
+
+#define MVCC_LAYOUT_FOR_TEST 2 /* mvcc_int.h MVCC_LAYOUT */
+
+/* A store with state but without this layout's mark (cetcd before the
+ * log held the values, or another layout) is refused, not misread. */
+static void test_layout_refused(void **state)
+{
+    struct fixture *f = *state;
+    backend_bucket mb;
+    struct backend_txn *t;
+    struct backend_val v;
+    static const char key[] = "mvcc_format";
+    put(f->s, "a", "1", 0);
+    assert_int_equal(backend_bucket_open(f->be, "meta", 0, &mb), 0);
+    assert_int_equal(backend_read_begin(f->be, &t), 0);
+    assert_int_equal(backend_get(t, mb, key, sizeof key - 1, &v), 0);
+    assert_int_equal(v.len, 1);
+    uint8_t layout = ((const uint8_t *)v.data)[0];
+    assert_int_equal(layout, MVCC_LAYOUT_FOR_TEST);
+    backend_read_end(t);
+    mvcc_store_close(f->s);
+    uint8_t marks[3] = {1, MVCC_LAYOUT_FOR_TEST, 0}; /* 1; 2 as 2 bytes */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(backend_write_begin(f->be, &t), 0);
+        if (i < 2) /* another layout; this one's byte, but two bytes */
+            assert_int_equal(backend_put(t, mb, key, sizeof key - 1,
+                                         &marks[i], 1 + (size_t)i), 0);
+        else
+            assert_int_equal(backend_del(t, mb, key, sizeof key - 1), 0);
+        assert_int_equal(backend_write_commit(t), 0);
+        assert_int_equal(mvcc_store_open(f->be, NULL, &f->s),
+                         ERR_UNSUPPORTED);
+    }
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    assert_int_equal(backend_put(t, mb, key, sizeof key - 1, &layout, 1), 0);
+    assert_int_equal(backend_write_commit(t), 0);
+    assert_int_equal(mvcc_store_open(f->be, NULL, &f->s), 0);
+    assert_int_equal(count_keys(f->s, "a", 0), 1);
+}
+
+struct prevs {
+    int n;
+    mvcc_rev mod[8];     /* prev_kv.mod_rev */
+    bool no_value[8];    /* prev_no_value */
+    char val[8][8];      /* prev_kv's value ("-" when NULL) */
+};
+
+static void observe_prev(void *arg, const struct mvcc_event *ev, size_t n,
+                         mvcc_rev rev)
+{
+    struct prevs *p = arg;
+    (void)rev;
+    for (size_t i = 0; i < n && p->n < 8; i++, p->n++) {
+        p->mod[p->n] = ev[i].prev_kv.mod_rev;
+        p->no_value[p->n] = ev[i].prev_no_value;
+        const struct mvcc_kv *kv = &ev[i].prev_kv;
+        snprintf(p->val[p->n], sizeof p->val[p->n], "%.*s",
+                 kv->value ? (int)kv->value_len : 1,
+                 kv->value ? (const char *)kv->value : "-");
+    }
+}
+
+/* Events carry the previous value only while asked to (a read of the log
+ * per write); a put's prev_out always has it. */
+static void test_prev_values(void **state)
+{
+    struct fixture *f = *state;
+    struct prevs p = {0};
+    struct mvcc_kv prev;
+    struct mvcc_batch *b;
+    put(f->s, "a", "1", 0); /* rev 2 */
+    mvcc_store_set_observer(f->s, observe_prev, &p);
+    put(f->s, "a", "2", 0); /* rev 3: no value */
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b); /* rev 4 */
+    assert_int_equal(mvcc_txn_put(t, "a", 1, "3", 1, 0, 0, &prev), 0);
+    assert_int_equal(prev.mod_rev, 3);
+    assert_memory_equal(prev.value, "2", 1);
+    mvcc_txn_end(t);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    mvcc_store_set_prev_values(f->s, true);
+    put(f->s, "a", "4", 0); /* rev 5: with its value */
+    del(f->s, "a", NULL, 0); /* rev 6 */
+    put(f->s, "b", "5", 0); /* rev 7: no previous version */
+    put(f->s, "b", "6", 0); /* rev 8 */
+    mvcc_store_set_prev_values(f->s, false);
+    del(f->s, "b", NULL, 0); /* rev 9 */
+    mvcc_store_set_observer(f->s, NULL, NULL);
+    assert_int_equal(p.n, 7);
+    mvcc_rev mods[] = {2, 3, 4, 5, 0, 7, 8};
+    bool nv[] = {true, true, false, false, false, false, true};
+    const char *vals[] = {"-", "-", "3", "4", "-", "5", "-"};
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(p.mod[i], mods[i]);
+        assert_int_equal(p.no_value[i], nv[i]);
+        assert_string_equal(p.val[i], vals[i]);
+    }
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1742,6 +1926,9 @@ int main(void)
         T(test_long_keys_history),
         T(test_compaction_keeps_delete_at_rev),
         T(test_nomem),
+        T(test_values_in_the_log),
+        T(test_layout_refused),
+        T(test_prev_values),
         T(test_random_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

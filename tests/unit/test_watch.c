@@ -499,6 +499,56 @@ static void test_filters_prev_kv(void **state)
     assert_string_equal(r->evs[1].prev_value, "1");
 }
 
+/* A watcher that wants prev_kv, created while a batch that reads no prev
+ * values is open (the store reads them only while such a watcher exists,
+ * mvcc_store_set_prev_values): that batch's events reach it from the
+ * store, with the values; later batches read them at once.  The values
+ * go when the last such watcher does. */
+static void test_prev_values_switched_on_mid_batch(void **state)
+{
+    struct fixture *f = *state;
+    int64_t plain = watch_key(f, "k", 0);
+    put(f, "k", "1");
+    put(f, "j", "a");
+    struct mvcc_batch *b;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "k", 1, "2", 1, 0, 0, NULL), 0);
+    int64_t n;
+    assert_int_equal(mvcc_txn_delete_range(t, "j", 1, NULL, 0, &n, NULL), 0);
+    mvcc_txn_end(t);
+    int64_t pw = watch_on(f->st, 0, "j", "l", 1, 0, 0, true);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    struct rec *r = rec_of(f, pw);
+    assert_int_equal(r->n, 0); /* sent back to the store */
+    assert_int_equal(rec_of(f, plain)->n, 2); /* the others are not */
+    assert_false(rec_of(f, plain)->evs[1].has_prev);
+    sync_all(f);
+    assert_int_equal(r->n, 2);
+    assert_true(r->evs[0].has_prev && r->evs[1].has_prev);
+    assert_string_equal(r->evs[0].prev_value, "1");
+    assert_string_equal(r->evs[1].prev_value, "a");
+    put(f, "k", "3"); /* now read at once, delivered synced */
+    assert_int_equal(r->n, 3);
+    assert_string_equal(r->evs[2].prev_value, "2");
+    assert_int_equal(watch_hub_pending(f->h), 0);
+    /* with pw gone, a batch reads no prev values again: one begun now
+     * sends a new prev_kv watcher to the store as above */
+    watch_cancel(f->st, pw);
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "k", 1, "4", 1, 0, 0, NULL), 0);
+    mvcc_txn_end(t);
+    int64_t pw2 = watch_on(f->st, 0, "k", NULL, 0, 0, 0, true);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(rec_of(f, pw2)->n, 0);
+    assert_int_equal(watch_hub_pending(f->h), 1);
+    sync_all(f);
+    assert_int_equal(rec_of(f, pw2)->n, 1);
+    assert_string_equal(rec_of(f, pw2)->evs[0].prev_value, "3");
+    assert_int_equal(rec_of(f, plain)->n, 4);
+}
+
 static void test_txn_atomic(void **state)
 {
     struct fixture *f = *state;
@@ -1712,6 +1762,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_step_and_create_nomem, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_random_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_prev_values_switched_on_mid_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
