@@ -140,7 +140,12 @@ int mvcc__value_load(struct backend_cursor *revc, struct mvcc_kv *kv,
     struct mvcc_event ev;
     mvcc__put_be64(rk, (uint64_t)kv->mod_rev);
     mvcc__put_be64(rk + 8, (uint64_t)sub);
-    int rc = backend_cursor_seek(revc, rk, sizeof rk, &k, &v);
+    /* Keys written in key order sit in the log in that order too: a range
+     * over them finds the next value right after the last one read (one
+     * step on the same page instead of a descent from the root). */
+    int rc = backend_cursor_next(revc, &k, &v);
+    if (rc != 0 || k.len != sizeof rk || memcmp(k.data, rk, sizeof rk) != 0)
+        rc = backend_cursor_seek(revc, rk, sizeof rk, &k, &v);
     if (rc == ERR_NOTFOUND || (rc == 0 && (k.len != sizeof rk ||
                                            memcmp(k.data, rk, sizeof rk))))
         return ERR_CORRUPT; /* the index names a version the log lacks */

@@ -4,11 +4,12 @@
  * Every write request that changes something gets the next main revision;
  * the changes inside it are told apart by a sub revision (0, 1, ...).  Every
  * version of every key is kept in LMDB until compaction, so a range can be
- * read at any revision >= the compact revision.  The key index lives in
- * LMDB too (versions sort by key, then revision descending), so opening a
- * store with millions of keys costs a few page reads: nothing is rebuilt
- * in memory at start-up.  The on-disk formats are documented in
- * mvcc_int.h.  Keys of any length are stored (as etcd, which limits them
+ * read at any revision >= the compact revision.  The records, values
+ * included, are appended to a revision log; the key index lives in LMDB
+ * too (one small entry per version, sorted by key, then revision
+ * descending), so opening a store with millions of keys costs a few page
+ * reads: nothing is rebuilt in memory at start-up.  The on-disk formats
+ * are documented in mvcc_int.h.  Keys of any length are stored (as etcd, which limits them
  * by the request size only): those longer than LMDB's key limit allows
  * (about 494 bytes) live in a second bucket under a prefix-plus-hash
  * index, with the same semantics; ranges over them cost a walk over each
