@@ -41,7 +41,10 @@
  * a fraction of a second): at 100 clients, 30 s, the member spent ~126
  * us of CPU per put against ~53 with no trims (docs/BENCHMARKS.md session
  * 20); a budget that grew under such loads also let the 1M-key load's
- * peak reach 466 MiB, so it was not kept. */
+ * peak reach 466 MiB, so it was not kept.  Session 21 (the key index apart
+ * from the revision log, its hot set much smaller): 95 us per put against
+ * 61 without trims; a 128 MiB budget gave 66 us but a 1M-key peak of 200
+ * MiB.  A trim that spared the index's pages could have both (not built). */
 #define HOUSE_MAP_BUDGET (48u << 20)
 #define HOUSE_TICK_MS 5
 #define HOUSE_IDLE_MS 100
