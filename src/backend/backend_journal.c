@@ -100,7 +100,6 @@ static void put32(uint8_t *p, uint32_t v)
     memcpy(p, &v, sizeof v);
 }
 
-
 /* The journal fails with err: everything it holds is dropped. */
 static void fail(struct backend_journal *j, int err)
 {

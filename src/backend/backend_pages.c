@@ -88,7 +88,6 @@
 /* How many bytes of pages are written before waiting for them. */
 #define PACE_BYTES ((uint64_t)256 << 10)
 
-
 /* A growable array of uint64_t. */
 struct u64s {
     uint64_t *v;

@@ -50,7 +50,6 @@ static MDB_txn *mtxn(struct backend_txn *t)
     return (MDB_txn *)t;
 }
 
-
 int backend_meta_check(const void *meta, size_t len, uint64_t txnid)
 {
     const uint8_t *m = meta;

@@ -462,8 +462,6 @@ int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
                              sc->end_len);
     if (rc == 0)
         rc = lazy_cursor(r, r->s->rev, &r->revc);
-    if (rc != 0)
-        return rc;
     if (rc == 0 && sc->want_prev)
         rc = lazy_cursor(r, r->s->rev, &r->revv);
     if (rc != 0)

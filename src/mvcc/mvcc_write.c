@@ -269,8 +269,10 @@ static int event_push(struct mvcc_batch *b, enum mvcc_event_type type,
     if (prev != NULL) {
         ev->prev_kv = *prev;
         ev->prev_no_value = !b->prev_values;
-        if (!b->prev_values)
-            ev->prev_kv.value_len = 0, ev->prev_kv.value = NULL;
+        if (!b->prev_values) {
+            ev->prev_kv.value = NULL;
+            ev->prev_kv.value_len = 0;
+        }
     }
     return 0;
 }
@@ -550,7 +552,8 @@ int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
     if (!(sp.single && key_len <= sp.short_max) &&
         (rc = mvcc__batch_kvl(b)) != 0)
         return mvcc__batch_fail(b, rc);
-    if ((rc = mvcc__batch_revv(b)) != 0)
+    if (!(flags & (MVCC_RANGE_KEYS_ONLY | MVCC_RANGE_COUNT_ONLY)) &&
+        (rc = mvcc__batch_revv(b)) != 0)
         return mvcc__batch_fail(b, rc);
     rc = mvcc__scan(b->kv, b->kvl, b->revv, &sp, rev, limit, flags, res);
     for (size_t i = 0; rc == 0 && i < res->n_kvs; i++)

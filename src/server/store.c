@@ -67,9 +67,9 @@ int server__store_open(struct server *s, const char *dir)
                              &s->mvcc);
     if (rc == ERR_UNSUPPORTED) /* mvcc_int.h "mvcc_format" */
         log_error("etcdserver", "the store in %s has another layout than "
-                  "this cetcd's (mvcc_format %d: the key index and a "
-                  "revision log with the values); a store written before "
-                  "that layout cannot be read by this version", dir, 2);
+                  "this cetcd's (the key index and a revision log with the "
+                  "values); a store written before that layout cannot be "
+                  "read by this version", dir);
     if (rc == 0)
         rc = server__watch_store_opened(s); /* the hub, the observer */
     if (rc == 0)
