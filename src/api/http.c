@@ -167,42 +167,15 @@ struct probe {
     unsigned checks;        /* 1 << enum check, the checks it runs */
     unsigned failed;        /* those that failed */
     char reason[3][64];     /* why, per failed check */
-    bool sub;               /* a sub-path (/readyz/<check>): one check */
 };
 
-/* sub_answer: a sub-path's answer, as etcd 3.6's newHealthHandler writes
- * it for its per-check handlers: "ok\n" (the check's line before it with
- * ?verbose); a failure is http.Error's, the line and Fprintln's newline. */
-static void sub_answer(struct probe *p)
-{
-    int c = 0;
-    while (c < 3 && p->checks != 1u << c)
-        c++;
-    CHECK(c < 3); /* exactly one check */
-    char body[160];
-    if (p->failed != 0) {
-        snprintf(body, sizeof body, "[-]%s failed: %s\n\n", check_names[c],
-                 p->reason[c]);
-        log_warn(LOGPKG, "/%s/%s error (status code 503)", p->name,
-                 check_names[c]);
-        reply_text(p->call, 503, RPC_HTTP_NOSNIFF, body);
-    } else if (p->q.verbose) {
-        snprintf(body, sizeof body, "[+]%s ok\nok\n", check_names[c]);
-        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, body);
-    } else {
-        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, "ok\n");
-    }
-}
-
+/* probe_answer writes the answer as etcd 3.6's newHealthHandler does for
+ * a root and a sub-path alike: one line per check run (excluded ones are
+ * not run and not listed), "[+]<check> ok" or "[-]<check> failed: why";
+ * 200 "ok\n" with those lines first under ?verbose; on a failure 503 with
+ * the lines, always, and the newline http.Error (Fprintln) adds. */
 static void probe_answer(struct probe *p)
 {
-    if (p->sub) {
-        sub_answer(p);
-        mem_free(p);
-        return;
-    }
-    char body[1024];
-    size_t o = 0;
     for (size_t i = 0; i < p->q.exclude_n; i++) {
         bool known = false;
         for (int c = 0; c < 3; c++)
@@ -212,13 +185,12 @@ static void probe_answer(struct probe *p)
             log_warn(LOGPKG, "/%s: cannot exclude health check %s: no "
                      "such check", p->name, p->q.exclude[i]);
     }
+    char body[512];
+    size_t o = 0;
     for (int c = 0; c < 3; c++) {
-        if (!(p->checks & (1u << c)))
+        if (!(p->checks & (1u << c)) || excluded(&p->q, check_names[c]))
             continue;
-        if (excluded(&p->q, check_names[c]))
-            o += (size_t)snprintf(body + o, sizeof body - o,
-                                  "[+]%s excluded: ok\n", check_names[c]);
-        else if (p->failed & (1u << c))
+        if (p->failed & (1u << c))
             o += (size_t)snprintf(body + o, sizeof body - o,
                                   "[-]%s failed: %s\n", check_names[c],
                                   p->reason[c]);
@@ -226,15 +198,15 @@ static void probe_answer(struct probe *p)
             o += (size_t)snprintf(body + o, sizeof body - o, "[+]%s ok\n",
                                   check_names[c]);
     }
+    CHECK(o < sizeof body); /* 3 lines of at most 100 bytes */
     if (p->failed != 0) {
-        snprintf(body + o, sizeof body - o, "%s check failed\n", p->name);
+        snprintf(body + o, sizeof body - o, "\n");
         log_warn(LOGPKG, "/%s error (status code 503)", p->name);
         reply_text(p->call, 503, RPC_HTTP_NOSNIFF, body);
-    } else if (p->q.verbose) {
-        snprintf(body + o, sizeof body - o, "%s check passed\n", p->name);
-        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, body);
     } else {
-        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, "ok");
+        snprintf(p->q.verbose ? body + o : body,
+                 p->q.verbose ? sizeof body - o : sizeof body, "ok\n");
+        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, body);
     }
     mem_free(p);
 }
@@ -265,7 +237,6 @@ static void probe(struct server *s, struct rpc_call *call, const char *name,
     p->name = name;
     p->q = *q;
     p->checks = checks;
-    p->sub = sub;
     if (sub)
         p->q.exclude_n = 0;
     bool nospace, corrupt;
