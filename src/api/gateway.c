@@ -78,6 +78,7 @@ WRAP(member_promote, Etcdserverpb__MemberPromoteRequest,
 WRAP(m_status, Etcdserverpb__StatusRequest, svc_maint_status)
 WRAP(m_alarm, Etcdserverpb__AlarmRequest, svc_maint_alarm)
 WRAP(m_hash, Etcdserverpb__HashRequest, svc_maint_hash)
+WRAP(m_defrag, Etcdserverpb__DefragmentRequest, svc_maint_defragment)
 WRAP(lock_unlock, V3lockpb__UnlockRequest, svc_lock_unlock)
 WRAP(el_proclaim, V3electionpb__ProclaimRequest, svc_election_proclaim)
 WRAP(el_leader, V3electionpb__LeaderRequest, svc_election_leader)
@@ -192,6 +193,8 @@ static const struct route routes[] = {
      D(etcdserverpb__status_request), m_status, false, true, false},
     {"/maintenance/hash", "/etcdserverpb.Maintenance/Hash",
      D(etcdserverpb__hash_request), m_hash, false, false, false},
+    {"/maintenance/defragment", "/etcdserverpb.Maintenance/Defragment",
+     D(etcdserverpb__defragment_request), m_defrag, false, false, false},
     {"/maintenance/snapshot", "/etcdserverpb.Maintenance/Snapshot",
      D(etcdserverpb__snapshot_request), NULL, false, false, true},
     {"/maintenance/transfer-leadership",

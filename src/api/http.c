@@ -3,7 +3,8 @@
  * etcd serves them: rpc.h "HTTP requests") and on the --listen-metrics-urls
  * listener: /health (etcd 3.4, with 3.5's ?exclude= and
  * ?serializable=true), /version (3.4), /livez and /readyz (etcd 3.6's
- * checks, ?verbose and ?exclude=), /metrics (metrics.c), and Go's 404 and
+ * checks, ?verbose and ?exclude=, and a sub-path per check such as
+ * /readyz/linearizable_read), /metrics (metrics.c), and Go's 404 and
  * 405 answers for the rest.
  *
  * Every handler runs on a loop of the runtime; the linearizable checks
@@ -18,6 +19,7 @@
 #include "http/http.h"
 #include "rpc/rpc.h"
 #include "server/server.h"
+#include "util/check.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -167,10 +169,13 @@ struct probe {
     char reason[3][64];     /* why, per failed check */
 };
 
+/* probe_answer writes the answer as etcd 3.6's newHealthHandler does for
+ * a root and a sub-path alike: one line per check run (excluded ones are
+ * not run and not listed), "[+]<check> ok" or "[-]<check> failed: why";
+ * 200 "ok\n" with those lines first under ?verbose; on a failure 503 with
+ * the lines, always, and the newline http.Error (Fprintln) adds. */
 static void probe_answer(struct probe *p)
 {
-    char body[1024];
-    size_t o = 0;
     for (size_t i = 0; i < p->q.exclude_n; i++) {
         bool known = false;
         for (int c = 0; c < 3; c++)
@@ -180,13 +185,12 @@ static void probe_answer(struct probe *p)
             log_warn(LOGPKG, "/%s: cannot exclude health check %s: no "
                      "such check", p->name, p->q.exclude[i]);
     }
+    char body[512];
+    size_t o = 0;
     for (int c = 0; c < 3; c++) {
-        if (!(p->checks & (1u << c)))
+        if (!(p->checks & (1u << c)) || excluded(&p->q, check_names[c]))
             continue;
-        if (excluded(&p->q, check_names[c]))
-            o += (size_t)snprintf(body + o, sizeof body - o,
-                                  "[+]%s excluded: ok\n", check_names[c]);
-        else if (p->failed & (1u << c))
+        if (p->failed & (1u << c))
             o += (size_t)snprintf(body + o, sizeof body - o,
                                   "[-]%s failed: %s\n", check_names[c],
                                   p->reason[c]);
@@ -194,15 +198,15 @@ static void probe_answer(struct probe *p)
             o += (size_t)snprintf(body + o, sizeof body - o, "[+]%s ok\n",
                                   check_names[c]);
     }
+    CHECK(o < sizeof body); /* 3 lines of at most 100 bytes */
     if (p->failed != 0) {
-        snprintf(body + o, sizeof body - o, "%s check failed\n", p->name);
+        snprintf(body + o, sizeof body - o, "\n");
         log_warn(LOGPKG, "/%s error (status code 503)", p->name);
         reply_text(p->call, 503, RPC_HTTP_NOSNIFF, body);
-    } else if (p->q.verbose) {
-        snprintf(body + o, sizeof body - o, "%s check passed\n", p->name);
-        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, body);
     } else {
-        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, "ok");
+        snprintf(p->q.verbose ? body + o : body,
+                 p->q.verbose ? sizeof body - o : sizeof body, "ok\n");
+        reply_text(p->call, 200, RPC_HTTP_NOSNIFF, body);
     }
     mem_free(p);
 }
@@ -218,9 +222,12 @@ static void probe_read_done(void *arg, int err)
     probe_answer(p);
 }
 
+/* probe runs checks for /livez or /readyz (name); sub: a sub-path's one
+ * check, which etcd runs whatever ?exclude= says. */
 static void probe(struct server *s, struct rpc_call *call, const char *name,
-                  unsigned checks, const struct query *q)
+                  unsigned checks, bool sub, const struct query *q)
 {
+    CHECK(checks != 0 && checks < 1u << 3);
     struct probe *p = mem_calloc(1, sizeof *p);
     if (p == NULL) {
         reply_text(call, 500, RPC_HTTP_NOSNIFF, "out of memory\n");
@@ -230,6 +237,8 @@ static void probe(struct server *s, struct rpc_call *call, const char *name,
     p->name = name;
     p->q = *q;
     p->checks = checks;
+    if (sub)
+        p->q.exclude_n = 0;
     bool nospace, corrupt;
     server_alarms_active(s, &nospace, &corrupt);
     if ((checks & (1u << CHECK_CORRUPTION)) && corrupt &&
@@ -269,6 +278,57 @@ static void version(struct rpc_call *call, const char *m,
                         n > 0 && (size_t)n < sizeof v ? (size_t)n : 0);
 }
 
+/* The checks of /livez and /readyz (etcd 3.6's registries). */
+#define LIVEZ_CHECKS (1u << CHECK_SERIALIZABLE)
+#define READYZ_CHECKS                                                      \
+    (1u << CHECK_CORRUPTION | 1u << CHECK_SERIALIZABLE |                   \
+     1u << CHECK_LINEARIZABLE)
+
+/* sub_check: for a path root + "/" + a check's name among checks, that
+ * check's bit; 0 for any other path. */
+static unsigned sub_check(const char *t, size_t pn, const char *root,
+                          unsigned checks)
+{
+    size_t rn = strlen(root);
+    if (pn <= rn + 1 || memcmp(t, root, rn) != 0 || t[rn] != '/')
+        return 0;
+    for (int c = 0; c < 3; c++)
+        if ((checks & (1u << c)) && path_is(t + rn + 1, pn - rn - 1,
+                                             check_names[c]))
+            return 1u << c;
+    return 0;
+}
+
+/* health_route serves /livez, /readyz and their per-check sub-paths
+ * (/readyz/linearizable_read); false for any other path, which includes
+ * a sub-path naming no check (Go's mux: 404). */
+static bool health_route(struct server *s, struct rpc_call *call,
+                         const char *m, const char *t, size_t pn,
+                         const struct query *q)
+{
+    static const struct {
+        const char *name; /* "livez" */
+        const char *root; /* "/livez" */
+        unsigned checks;  /* its registry */
+    } roots[] = {{"livez", "/livez", LIVEZ_CHECKS},
+                 {"readyz", "/readyz", READYZ_CHECKS}};
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        bool root = path_is(t, pn, roots[i].root);
+        unsigned one = sub_check(t, pn, roots[i].root, roots[i].checks);
+        if (!root && one == 0)
+            continue;
+        if (strcmp(m, "GET") != 0) {
+            log_warn(LOGPKG, "/%s error (status code 405)", roots[i].name);
+            not_allowed(call);
+        } else {
+            probe(s, call, roots[i].name, root ? roots[i].checks : one,
+                  !root, q);
+        }
+        return true;
+    }
+    return false;
+}
+
 void api__http_serve(struct rpc_call *call, const uint8_t *body,
                      size_t body_len, void *ctx)
 {
@@ -294,13 +354,6 @@ void api__http_serve(struct rpc_call *call, const uint8_t *body,
         not_found(call);
     else if (path_is(t, pn, "/version"))
         version(call, m, h);
-    else if (path_is(t, pn, "/livez"))
-        probe(h->server, call, "livez", 1u << CHECK_SERIALIZABLE, &q);
-    else if (path_is(t, pn, "/readyz"))
-        probe(h->server, call, "readyz",
-              1u << CHECK_CORRUPTION | 1u << CHECK_SERIALIZABLE |
-                  1u << CHECK_LINEARIZABLE,
-              &q);
-    else
+    else if (!health_route(h->server, call, m, t, pn, &q))
         not_found(call);
 }

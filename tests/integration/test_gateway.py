@@ -157,6 +157,8 @@ STEPS = [
     ("POST", "/v3/maintenance/alarm", '{}'),
     ("POST", "/v3/maintenance/alarm", '{"action":"GET"}'),
     ("POST", "/v3/maintenance/hash", '{}'),
+    ("POST", "/v3/maintenance/defragment", '{}'),
+    ("POST", "/v3beta/maintenance/defragment", '{}'),
     ("POST", "/v3/maintenance/transfer-leadership", '{"targetID":"12345"}'),
     ("POST", "/v3/election/leader", '{"name":"ZWw="}'),
     ("POST", "/v3/election/proclaim", '{"leader":{"name":"ZWw=",'

@@ -4,7 +4,8 @@ Goal: the client listener answers HTTP/1.1 (curl) and non-gRPC HTTP/2
 requests with etcd's endpoints while gRPC keeps working on the same port:
 /health (3.4: {"health":"true"} 200; {"health":"false"} 503 under an alarm,
 ?exclude= lifts it, 405 for other methods), /version, Go's 404; /livez and
-/readyz as etcd 3.6 (cetcd only: 3.4 has neither and answers 404);
+/readyz as etcd 3.6, with their per-check sub-paths (/readyz/<check>;
+cetcd only: 3.4 has neither and answers 404);
 /metrics in Prometheus text that python3-prometheus-client's parser takes,
 with etcd's types; the same over TLS with ALPN http/1.1 and h2; keep-alive
 and pipelined requests answered in order; a garbage client gets 400 and a
@@ -31,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from common.servers import against_etcd, free_port
 from etcd3.etcdrpc import rpc_pb2 as pb
 from etcd3.etcdrpc import rpc_pb2_grpc
+from test_alarm_corrupt import activate
 from test_quota import QUOTA, fill
 from test_tls import TLSServer, certs, creds, server_args  # noqa: F401
 
@@ -300,15 +302,70 @@ def test_health_under_nospace_alarm(make_server):
 
 @pytest.mark.skipif(against_etcd(), reason="/livez, /readyz are etcd 3.6's")
 def test_livez_readyz(server):
+    """etcd 3.6's root handlers: "ok\n"; under ?verbose a line per check
+    run first (in etcd's map order, which varies: ours is fixed); an
+    excluded check is neither run nor listed; an unknown exclusion is
+    ignored."""
     url = server.client_url
-    assert curl(url + "/livez")[::2] == (200, "ok")
-    assert curl(url + "/readyz")[::2] == (200, "ok")
+    assert curl(url + "/livez")[::2] == (200, "ok\n")
+    assert curl(url + "/readyz")[::2] == (200, "ok\n")
     st, _, body = curl(url + "/readyz?verbose")
     assert st == 200
     assert body == ("[+]data_corruption ok\n[+]serializable_read ok\n"
-                    "[+]linearizable_read ok\nreadyz check passed\n")
+                    "[+]linearizable_read ok\nok\n")
     st, _, body = curl(url + "/livez?verbose&exclude=serializable_read")
-    assert body == "[+]serializable_read excluded: ok\nlivez check passed\n"
+    assert (st, body) == (200, "ok\n")
+    st, _, body = curl(url + "/readyz?verbose&exclude=serializable_read"
+                       "&exclude=nope")
+    assert (st, body) == (200, "[+]data_corruption ok\n"
+                          "[+]linearizable_read ok\nok\n")
+
+
+@pytest.mark.skipif(against_etcd(), reason="/livez, /readyz are etcd 3.6's")
+def test_livez_readyz_sub_paths(server):
+    """etcd 3.6's per-check sub-paths: /readyz/<check> runs that check
+    only, whatever ?exclude= says, and answers with its own handler's
+    bodies ("ok\n"; the check's line first with ?verbose; a failure is
+    http.Error's, the line and a newline); a name that is no check of that
+    endpoint is Go's 404; other methods 405 (the roots' too)."""
+    url = server.client_url
+    for path in ("/livez/serializable_read", "/readyz/data_corruption",
+                 "/readyz/serializable_read", "/readyz/linearizable_read"):
+        st, h, body = curl(url + path)
+        assert (st, body) == (200, "ok\n"), path
+        assert h["content-type"] == TEXT
+        assert h["x-content-type-options"] == "nosniff"
+    st, _, body = curl(url + "/readyz/linearizable_read?verbose")
+    assert (st, body) == (200, "[+]linearizable_read ok\nok\n")
+    st, _, body = curl(url + "/livez/serializable_read?verbose"
+                       "&exclude=serializable_read")
+    assert (st, body) == (200, "[+]serializable_read ok\nok\n")
+    for path in ("/readyz/nope", "/livez/linearizable_read",
+                 "/livez/data_corruption", "/readyz/", "/livez/",
+                 "/readyz/linearizable_read/", "/readyz/linearizable_readx"):
+        assert curl(url + path)[::2] == (404, "404 page not found\n"), path
+    for path in ("/readyz/linearizable_read", "/readyz", "/livez"):
+        st, h, body = curl(url + path, "-X", "POST")
+        assert (st, body, h["allow"]) == (405, "Method Not Allowed\n",
+                                          "GET"), path
+    # A CORRUPT alarm fails data_corruption alone.
+    activate(server, pb.CORRUPT)
+    st, h, body = curl(url + "/readyz/data_corruption?verbose")
+    assert (st, body) == (503, "[-]data_corruption failed: alarm "
+                          "activated: CORRUPT\n\n")
+    assert h["content-type"] == TEXT
+    st, _, body = curl(url + "/readyz/data_corruption")
+    assert (st, body) == (503, "[-]data_corruption failed: alarm "
+                          "activated: CORRUPT\n\n")
+    assert curl(url + "/readyz/serializable_read")[::2] == (200, "ok\n")
+    assert curl(url + "/readyz/linearizable_read")[::2] == (200, "ok\n")
+    assert curl(url + "/livez/serializable_read")[::2] == (200, "ok\n")
+    assert curl(url + "/readyz")[::2] == (503, "[-]data_corruption failed: "
+                                          "alarm activated: CORRUPT\n[+]"
+                                          "serializable_read ok\n[+]"
+                                          "linearizable_read ok\n\n")
+    assert curl(url + "/readyz?exclude=data_corruption")[::2] == (200,
+                                                                  "ok\n")
 
 
 def test_listen_metrics_urls(make_server):

@@ -138,7 +138,7 @@ def test_http_on_its_own_listener(make_server):
         st, _, body = curl(h + "/health")
         assert (st, body) == (200, '{"health":"true"}')
         assert curl(h + "/version")[0] == 200
-        assert curl(h + "/livez")[::2] == (200, "ok")
+        assert curl(h + "/livez")[::2] == (200, "ok\n")
         st, _, metrics0 = curl(h + "/metrics")
         assert st == 200 and "etcd_server_has_leader 1" in metrics0
         st, _, body = curl(h + "/v3/kv/put", "-d",
