@@ -377,7 +377,7 @@ static void disk_series(struct expo *e, const struct api *api)
            "The total number of bytes sent to grpc clients.", (double)tx);
 }
 
-enum peer_family { P_ACTIVE, P_FAILURES, P_RTT };
+enum peer_family { P_ACTIVE, P_FAILURES, P_SENT, P_RECEIVED, P_RTT };
 
 struct peer_pass {
     struct expo *e;
@@ -399,6 +399,17 @@ static void peer_one(const struct server_peer_metrics *p, void *ctx)
         snprintf(lab, sizeof lab, "{To=\"%llx\"}", (unsigned long long)p->id);
         value(g->e, "etcd_network_peer_sent_failures_total", lab,
               (double)p->sent_failures);
+        break;
+    case P_SENT:
+        snprintf(lab, sizeof lab, "{To=\"%llx\"}", (unsigned long long)p->id);
+        value(g->e, "etcd_network_peer_sent_bytes_total", lab,
+              (double)p->sent_bytes);
+        break;
+    case P_RECEIVED:
+        snprintf(lab, sizeof lab, "{From=\"%llx\"}",
+                 (unsigned long long)p->id);
+        value(g->e, "etcd_network_peer_received_bytes_total", lab,
+              (double)p->received_bytes);
         break;
     case P_RTT: {
         static const struct metrics_hist shape =
@@ -431,6 +442,10 @@ static void peer_series(struct expo *e, const struct api_http *h,
          "The current number of active peer connections."},
         {P_FAILURES, "etcd_network_peer_sent_failures_total", "counter",
          "The total number of send failures from peers."},
+        {P_SENT, "etcd_network_peer_sent_bytes_total", "counter",
+         "The total number of bytes sent to peers."},
+        {P_RECEIVED, "etcd_network_peer_received_bytes_total", "counter",
+         "The total number of bytes received from peers."},
         {P_RTT, "etcd_network_peer_round_trip_time_seconds", "histogram",
          "Round-Trip-Time histogram between peers"},
     };

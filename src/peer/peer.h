@@ -218,6 +218,10 @@ struct peer_stats {
     uint64_t failures;       /* streams that failed or broke */
     uint64_t refusals;       /* of those, refused by the peer (another
                                 cluster, unknown or removed member) */
+    uint64_t sent_bytes;     /* raft messages and snapshot chunks sent to
+                                the peer: PeerBatch and SnapshotChunk bytes
+                                gRPC took (etcd_network_peer_sent_bytes) */
+    uint64_t received_bytes; /* ... received from it and accepted */
     size_t queued_msgs;      /* in the queue right now */
     bool active;             /* the stream is up (acknowledged) */
     int64_t active_since_ms; /* CLOCK_MONOTONIC ms the stream has been up

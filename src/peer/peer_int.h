@@ -176,6 +176,7 @@ struct peer__stream {
     bool acked;                   /* the receiver's PeerAck arrived */
     int64_t send_start_ms;        /* when the in-flight send started */
     size_t send_msgs;             /* messages in the in-flight send */
+    size_t send_bytes;            /* ... and its encoded bytes */
     grpc_byte_buffer *send_bb;    /* its buffer */
     struct peer__buf *take;       /* scratch for one batch (take_max) */
     size_t take_max;              /* messages per batch at most */
@@ -309,6 +310,9 @@ struct peer__peer *peer__find(struct peer_transport *t, raft_id id);
  * NULL (nothing held) if there is no such peer; peer__unhold lets go of
  * what peer__hold took. */
 struct peer__peer *peer__hold(struct peer_transport *t, raft_id id);
+/* peer__bytes_note adds to peer id's byte counters (none: no such peer). */
+void peer__bytes_note(struct peer_transport *t, raft_id id, uint64_t sent,
+                      uint64_t received);
 void peer__unhold(struct peer_transport *t, struct peer__peer *p);
 
 /* peer__known says whether id is a peer (takes the read lock). */

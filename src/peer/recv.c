@@ -147,6 +147,8 @@ static void in_message(struct rpc_stream *stream, const uint8_t *msg,
     }
     if (ok && b.n > 0)
         peer__rtt_note(t, from, b.msgs, b.n);
+    if (ok && b.n > 0)
+        peer__bytes_note(t, from, 0, len);
     if (ok && b.n > 0 && t->cb.on_messages != NULL)
         t->cb.on_messages(t->cb.arg, from, b.msgs, b.n);
     peer__batch_free(&b);

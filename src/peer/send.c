@@ -75,6 +75,7 @@ static void write_start(struct peer__peer *p, const struct peer__buf *msgs,
     assert(!s->sending);
     s->sending = true;
     s->send_msgs = n;
+    s->send_bytes = len;
     s->send_start_ms = peer__now_ms();
     batch_start(s, ops, k, &s->send_tag);
 }
@@ -204,6 +205,7 @@ static void on_sent(struct peer__peer *p, bool ok)
     if (ok && s->send_msgs > 0) {
         p->stats.sent_msgs += s->send_msgs;
         p->stats.sent_batches++;
+        p->stats.sent_bytes += s->send_bytes;
     } else if (!ok) {
         p->stats.dropped_msgs += s->send_msgs;
     }

@@ -219,6 +219,7 @@ static void chunk(struct peer_transport *t, struct rpc_stream *stream,
                                     : "cannot write the snapshot");
     EVP_DigestUpdate(si->md, c->data.data, c->data.len);
     si->received += c->data.len;
+    peer__bytes_note(t, si->hdr.from, 0, c->data.len);
     if (c->last)
         complete(t, stream, si, c);
 }

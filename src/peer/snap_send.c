@@ -144,6 +144,11 @@ static int chunk_send(struct snap_out *so, uint64_t off, size_t n,
     wait_for(so, &so->send_busy, t->lim.snapshot_timeout_ms);
     grpc_byte_buffer_destroy(so->send_bb);
     so->send_bb = NULL;
+    if (so->send_ok) { /* p lives until this transfer ends */
+        pthread_mutex_lock(&so->p->mu);
+        so->p->stats.sent_bytes += len;
+        pthread_mutex_unlock(&so->p->mu);
+    }
     return so->send_ok ? 0 : ERR_IO;
 }
 

@@ -380,6 +380,17 @@ void peer__rtt_note(struct peer_transport *t, raft_id from,
     peer__unhold(t, p);
 }
 
+void peer__bytes_note(struct peer_transport *t, raft_id id, uint64_t sent,
+                      uint64_t received)
+{
+    struct peer__peer *p = peer__hold(t, id);
+    if (p == NULL)
+        return;
+    p->stats.sent_bytes += sent; /* peer__hold locked p->mu */
+    p->stats.received_bytes += received;
+    peer__unhold(t, p);
+}
+
 int peer_stats(struct peer_transport *t, raft_id id, struct peer_stats *out)
 {
     assert(t != NULL && out != NULL);

@@ -6,6 +6,7 @@
  * batches, in bounded steps.
  */
 #include "util/check.h"
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -168,9 +169,34 @@ static void compact_more(struct server *s, struct mvcc_batch *b,
     uint32_t step = s->cfg.compaction_batch_limit;
     if (step == 0)
         step = COMPACT_STEP_REVS;
-    int rc = mvcc_compact_step(b, step, &more);
+    int rc = server__compact_step(s, b, step, &more);
     if (rc != 0)
         log_warn("mvcc", "compaction step failed: %s", err_str(rc));
+}
+
+int server__compact_step(struct server *s, struct mvcc_batch *b,
+                         size_t max_revs, bool *more)
+{
+    int rc = mvcc_compact_step(b, max_revs, more);
+    if (rc != 0 || *more)
+        return rc;
+    /* etcd's mvcc/kvstore_compaction.go line, "took" from the schedule
+     * (0 when the compaction was scheduled before this process began) */
+    int64_t rev = mvcc_batch_compact_rev(b);
+    uint64_t began = s->compact_began_ns, now = server__now_ns();
+    int64_t took = began != 0 && now > began ? (int64_t)(now - began) : 0;
+    s->compact_began_ns = 0;
+    if (log_is_zap()) {
+        log_zap(LOG_INFO, "finished scheduled compaction",
+                LOG_INT("compact-revision", rev),
+                LOG_DUR_NS("took", took));
+    } else {
+        char d[32];
+        log_go_duration(took, d, sizeof d);
+        log_info("mvcc", "finished scheduled compaction at %" PRId64
+                 " (took %s)", rev, d);
+    }
+    return 0;
 }
 
 /* A committed apply batch whose responses wait in ps[0..n) (in an arena). */

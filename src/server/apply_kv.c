@@ -535,6 +535,7 @@ static int do_compact(struct server *s, struct mvcc_batch *b,
     }
     if (rc != 0)
         return rc;
+    s->compact_began_ns = server__now_ns(); /* its finished line's "took" */
     /* etcd's applyCompaction reads the key "compaction" for the header's
      * revision: counted as etcd counts that Range (etcd_mvcc_range_total). */
     metrics_inc(&mvcc_metrics.range);
@@ -544,7 +545,7 @@ static int do_compact(struct server *s, struct mvcc_batch *b,
     if (c->physical && !s->apply_tentative) {
         bool more = true;
         while (more && rc == 0)
-            rc = mvcc_compact_step(b, 10000, &more);
+            rc = server__compact_step(s, b, 10000, &more);
         if (rc != 0)
             return rc;
     }

@@ -481,6 +481,8 @@ void server_peer_metrics(struct server *s,
         struct server_peer_metrics p = {.id = id,
                                         .active = st.active,
                                         .sent_failures = st.dropped_msgs,
+                                        .sent_bytes = st.sent_bytes,
+                                        .received_bytes = st.received_bytes,
                                         .rtt = st.rtt};
         fn(&p, ctx);
     }

@@ -457,6 +457,8 @@ struct server_peer_metrics {
     uint64_t id;                  /* the peer's member id */
     bool active;                  /* its stream is up */
     uint64_t sent_failures;       /* messages that could not be sent */
+    uint64_t sent_bytes;          /* raft traffic sent to it (peer.h) */
+    uint64_t received_bytes;      /* ... received from it */
     struct metrics_hist_snap rtt; /* round trips (peer.h peer_rtt_bounds) */
 };
 void server_peer_metrics(struct server *s,

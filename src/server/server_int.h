@@ -336,6 +336,7 @@ struct server {
     int fatal;                        /* log/apply thread hit an I/O error */
 
     _Atomic bool compacted_at_zero; /* apply thread writes: see do_compact */
+    uint64_t compact_began_ns;  /* apply_mu: the pending compaction's start */
     struct arena apply_arena;   /* apply thread: responses of one batch */
     struct arena spec_arena;    /* responses of the tentative batch */
     struct {                    /* speculative apply, see apply.c */
@@ -650,6 +651,14 @@ void server__crash_point(const char *step);
 /* --- store.c ---------------------------------------------------------- */
 /* Opens the store in dir (s->be, s->mvcc) the way the member keeps it. */
 int server__store_open(struct server *s, const char *dir);
+/* server__compact_step (apply.c, apply_mu held): a step of the pending
+ * compaction in b (mvcc_compact_step), logging etcd's "finished scheduled
+ * compaction" line when it ends. */
+int server__compact_step(struct server *s, struct mvcc_batch *b,
+                         size_t max_revs, bool *more);
+/* server__compact_log_restored (store.c): etcd's line for the compact
+ * revision found in a store just opened, if any. */
+void server__compact_log_restored(struct server *s);
 /* Start-up: the boot guard's check (a distrusted store is set aside and
  * rebuilt, server__snap_rebuild), then server__store_open of <member>/db. */
 int server__store_boot(struct server *s);

@@ -70,6 +70,8 @@ int server__store_open(struct server *s, const char *dir)
                   "this cetcd's (the key index and a revision log with the "
                   "values); a store written before that layout cannot be "
                   "read by this version", dir);
+    if (rc == 0 && !s->defrag.swapping)
+        server__compact_log_restored(s);
     if (rc == 0)
         rc = server__watch_store_opened(s); /* the hub, the observer */
     if (rc == 0)
@@ -82,6 +84,30 @@ int server__store_open(struct server *s, const char *dir)
     if (rc == 0)
         server__quota_update(s);
     return rc;
+}
+
+/* etcd's mvcc restore lines (kvstore.go): the compact revision a store
+ * opened with, or the compaction it will go on with. */
+void server__compact_log_restored(struct server *s)
+{
+    mvcc_rev rev = mvcc_compact_rev(s->mvcc);
+    if (rev <= 0)
+        return;
+    bool pending = mvcc_compact_pending(s->mvcc);
+    if (log_is_zap() && !pending)
+        log_zap(LOG_INFO, "restored last compact revision",
+                LOG_STR("meta-bucket-name", "meta"),
+                LOG_STR("meta-bucket-name-key", "finishedCompactRev"),
+                LOG_INT("restored-compact-revision", rev));
+    else if (log_is_zap())
+        log_zap(LOG_INFO, "resume scheduled compaction",
+                LOG_STR("meta-bucket-name", "meta"),
+                LOG_STR("meta-bucket-name-key", "scheduledCompactRev"),
+                LOG_INT("scheduled-compact-revision", rev));
+    else if (!pending)
+        log_info("mvcc", "restore compact to %" PRId64, rev);
+    else
+        log_info("mvcc", "resume scheduled compaction at %" PRId64, rev);
 }
 
 /* Start-up: the store in <member>/db, set aside and rebuilt when the boot
