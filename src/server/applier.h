@@ -28,8 +28,9 @@
  *              authApplierV3: "user name is empty", "revision of auth
  *              store is old", "permission denied") and applies the auth
  *              requests (admin checks, the auth store, its bucket).
- *   quota      (quota.c) a Put or Txn that finds the store at its quota is
- *              applied all the same and answered ERR_NO_SPACE.
+ *   quota      (quota.c) a Put, Txn or LeaseGrant that finds the store at
+ *              its quota is applied all the same and answered
+ *              ERR_NO_SPACE.
  *   store      (apply_kv.c) the mvcc one: answers every slot (leases
  *              through lease.c).  Requests this build does not serve
  *              (auth, an unknown kind) get ERR_UNSUPPORTED.

@@ -1,12 +1,13 @@
 /*
  * quota.c - the backend quota (--quota-backend-bytes), as etcd 3.4 keeps
- * it: a Put or a Txn with puts whose cost would take the store to the
- * quota or past it is refused with ErrNoSpace before it is proposed; one
- * that passed that check but finds the store full when it is applied is
- * applied all the same (every member applies the same log) and answered
- * ErrNoSpace.  The cost is etcd's estimate: 256 bytes of metadata plus the
- * key and value of each put (a txn: the dearer of its two branches, puts
- * at the top level only).
+ * it: a Put, a Txn with puts or a LeaseGrant whose cost would take the
+ * store to the quota or past it is refused with ErrNoSpace before it is
+ * proposed; one that passed that check but finds the store full when it
+ * is applied is applied all the same (every member applies the same log)
+ * and answered ErrNoSpace.  The cost is etcd's estimate: 256 bytes of
+ * metadata plus the key and value of each put (a txn: the dearer of its
+ * two branches, puts at the top level only), and 64 bytes for a
+ * LeaseGrant.
  *
  * The measure.  etcd adds the cost to its bbolt file's size (Status
  * dbSize: bbolt's high-water mark of pages, free ones included).  cetcd
@@ -68,6 +69,7 @@
 #define QUOTA_DEFAULT_BYTES ((int64_t)2 << 30) /* --quota-backend-bytes 0 */
 #define QUOTA_SUGGESTED_MAX ((int64_t)8 << 30) /* etcd warns above it */
 #define KV_OVERHEAD 256                        /* etcd's per-put estimate */
+#define LEASE_OVERHEAD 64                      /* etcd's per-grant estimate */
 
 uint64_t server_put_cost(const Etcdserverpb__PutRequest *p)
 {
@@ -82,6 +84,14 @@ static uint64_t branch_cost(Etcdserverpb__RequestOp *const *ops, size_t n)
             ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
             c += server_put_cost(ops[i]->request_put);
     return c;
+}
+
+/* etcd's leaseOverhead: the same for every grant, whatever its TTL or id
+ * (the lease's keys are charged by their puts). */
+uint64_t server_lease_grant_cost(const Etcdserverpb__LeaseGrantRequest *g)
+{
+    CHECK(g != NULL);
+    return LEASE_OVERHEAD;
 }
 
 uint64_t server_txn_cost(const Etcdserverpb__TxnRequest *t)
@@ -187,12 +197,24 @@ static int quota_txn(const struct applier *self, struct applier_call *c)
     return rc == 0 && !room ? ERR_NO_SPACE : rc;
 }
 
-/* LeaseGrant is etcd's third charged request; leases are not built (the
- * store answers it ERR_UNSUPPORTED), so it passes. */
+/* LeaseGrant is etcd's third charged request (quotaApplierV3.LeaseGrant):
+ * without room the lease is granted all the same and the grant answered
+ * ErrNoSpace, as a put. */
+static int quota_lease_grant(const struct applier *self,
+                             struct applier_call *c)
+{
+    CHECK(c->slot == APPLIER_LEASE_GRANT);
+    bool room = server__quota_room(
+        c->s, server_lease_grant_cost(c->req->lease_grant));
+    int rc = server__applier_next(self, c);
+    return rc == 0 && !room ? ERR_NO_SPACE : rc;
+}
+
 const struct applier_ops server__applier_quota_ops = {
     .name = "quota",
     .fn = {
         [APPLIER_PUT] = quota_put,
         [APPLIER_TXN] = quota_txn,
+        [APPLIER_LEASE_GRANT] = quota_lease_grant,
     },
 };

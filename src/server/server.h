@@ -416,6 +416,7 @@ uint32_t server_max_txn_ops(const struct server *s);
  * API threads only (it may propose the alarm). */
 uint64_t server_put_cost(const Etcdserverpb__PutRequest *p);
 uint64_t server_txn_cost(const Etcdserverpb__TxnRequest *t);
+uint64_t server_lease_grant_cost(const Etcdserverpb__LeaseGrantRequest *g);
 bool server_quota_allows(struct server *s, uint64_t cost);
 
 /* server_stats: counters for tests, metrics and benchmarks. */

@@ -15,9 +15,6 @@
 #include "util/err.h"
 #include "util/mem.h"
 
-/* What a grant costs against the quota (etcd's leaseOverhead, about). */
-#define GRANT_COST 64
-
 /* Runs on the apply thread, or inline when the proposal was refused. */
 static void on_applied(void *arg, const struct server_response *r)
 {
@@ -39,7 +36,7 @@ void svc_lease_grant(struct server *s, const Etcdserverpb__LeaseGrantRequest *re
                      struct svc_done done)
 {
     CHECK(s != NULL && req != NULL && done.fn != NULL);
-    if (!server_quota_allows(s, GRANT_COST)) {
+    if (!server_quota_allows(s, server_lease_grant_cost(req))) {
         done.fn(done.ctx, ERR_NO_SPACE, NULL);
         return;
     }

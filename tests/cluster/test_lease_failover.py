@@ -10,7 +10,11 @@ after the new leader took over (+ the lessor tick and the polling, 1.5 s
 here), so not a full TTL after it: the new leader continues the lease
 from the last checkpoint;
 (c) a burst of renewals on one stream to a follower is answered in full
-and in order.
+and in order; (d) LeaseTimeToLive never answers a nonsense TTL around a
+leader change (etcd #17642): asked through both survivors every 50 ms
+while the leader is killed and a new one elected, each answer is an error
+or a TTL in (0, granted TTL], and once the new leader is up it answers a
+TTL > 0 (the lease, renewed just before the kill, lives).
 
 Method: 3-member clusters (cluster.py, election timeout 1 s).  (a) one
 keep-alive a second on a raw LeaseKeepAlive stream to a follower, each
@@ -23,8 +27,12 @@ whole seconds, so it leaves at most 12 - (6 - 2.5) + 1 = 9.5 s: the key
 must go within 9.5 + 1.5 s of the new leader's election (measured: the time a
 survivor first reports a leader; an election takes 1-2 election timeouts,
 more after a split vote, 2.4 s in one CI run).  Without checkpoints it
-would go 12 s after the election, past the bound.  Bounds: (a) ~25 s,
-(b) ~20 s.
+would go 12 s after the election, past the bound.  (d) a 10 s lease
+renewed on the leader, one poller thread per survivor (1 s deadline a
+call), the leader killed 0.5 s later, polling until each survivor has
+answered 5 TTLs after a new leader was seen (at most 20 s); passes on
+etcd 3.4.23 too (CETCD_TEST_AGAINST_ETCD=1).  Bounds: (a)
+~25 s, (b) ~20 s, (d) ~5 s.
 """
 
 import time
@@ -313,3 +321,71 @@ def test_partitioned_minority_leader_cannot_expire_or_revoke(make_cluster):
     lids = [x.ID for x in lease_stub(lead).LeaseLeases(
         rpc_pb2.LeaseLeasesRequest(), timeout=10).leases]
     assert lids == [keep], lids
+
+
+def test_time_to_live_sane_across_leader_kill(make_cluster):
+    """etcd #17642: TimeToLive answered nonsense TTLs around a leader
+    change.  Every answer through a survivor, while the leader dies and a
+    new one is elected, is an error (no leader, timed out, unavailable)
+    or 0 < TTL <= the granted TTL, never "lease not found" (TTL -1) or a
+    TTL above the grant; after the election it is a TTL > 0."""
+    import threading
+    ttl = 10
+    c = make_cluster(3)
+    lead, _ = c.wait_leader()
+    lid = lease_stub(lead).LeaseGrant(
+        rpc_pb2.LeaseGrantRequest(TTL=ttl, ID=0x1764), timeout=10).ID
+    survivors = followers(c, lead)
+    stop = threading.Event()
+    answers = {m.name: [] for m in survivors}  # (time, TTL, granted) or
+    # (time, None, (code, details))
+
+    def poll(m):
+        stub = lease_stub(m)
+        while not stop.is_set():
+            t0 = time.monotonic()
+            try:
+                r = stub.LeaseTimeToLive(
+                    rpc_pb2.LeaseTimeToLiveRequest(ID=lid), timeout=1.0)
+                answers[m.name].append((t0, r.TTL, r.grantedTTL))
+            except grpc.RpcError as e:
+                answers[m.name].append((t0, None, (e.code(), e.details())))
+            time.sleep(max(0.0, 0.05 - (time.monotonic() - t0)))
+    ts = [threading.Thread(target=poll, args=(m,)) for m in survivors]
+    for t in ts:
+        t.start()
+    try:
+        assert keep_alive_once(lead, lid) == ttl
+        time.sleep(0.5)
+        c.kill(lead)
+        killed = time.monotonic()
+        c.wait_leader(exclude=(lead,))
+        elected = time.monotonic()
+        deadline = elected + 20.0
+        while time.monotonic() < deadline:
+            if all(sum(1 for a in answers[m.name]
+                       if a[0] >= elected and a[1] is not None) >= 5
+                   for m in survivors):
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join(10)
+    for name, got in answers.items():
+        oks = [a for a in got if a[1] is not None]
+        errs = [a for a in got if a[1] is None]
+        bad = [a for a in oks if not (0 < a[1] <= ttl and a[2] == ttl)]
+        assert not bad, (name, bad, killed)
+        # An error is fine (no leader, timed out, unavailable), but not
+        # one saying the lease is gone.
+        gone = [a for a in errs if a[2][0] == grpc.StatusCode.NOT_FOUND]
+        assert not gone, (name, gone)
+        after = [a for a in oks if a[0] >= elected]
+        assert len(after) >= 5, (name, got[-10:])
+        assert got[-1][1] is not None and got[-1][1] > 0, (name, got[-5:])
+        assert any(a[0] < killed for a in oks), (name, got[:5])
+        print("%s: %d answers, %d errors %s, TTLs after the election %s" % (
+            name, len(got), len(errs),
+            sorted({(a[2][0].name, a[2][1]) for a in errs}),
+            [a[1] for a in after][:8]))

@@ -6,7 +6,10 @@ waiter whose client goes away (its key is deleted, the next one gets the
 lock), an unknown lease, lease 0 (a 60 s lease is granted), a lease that
 expires while its holder waits; Campaign/Leader/Proclaim/Resign with
 "election: no leader", "election: not leader" and a missing leader key;
-Observe giving the leader now and at every change, in order.
+Observe giving the leader now and at every change, in order.  A holder
+whose lease expires (not kept alive) loses what it holds: a waiter on a
+kept-alive lease gets the lock, a second campaigner becomes leader and
+Observe reports it, within the TTL + a few seconds.
 
 Method: a fresh single-member server per test (conftest `server`); the
 stubs are tests/common/lockpb.py (no grpc_tools here).  The checks marked
@@ -14,6 +17,7 @@ stubs are tests/common/lockpb.py (no grpc_tools here).  The checks marked
 pass against /usr/bin/etcd (CETCD_TEST_AGAINST_ETCD=1).
 """
 
+import threading
 import time
 
 import grpc
@@ -30,6 +34,36 @@ UNKNOWN = grpc.StatusCode.UNKNOWN
 def lease(server, ttl=30):
     ls = rpc_pb2_grpc.LeaseStub(server.channel())
     return ls.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=ttl), timeout=10).ID
+
+
+class KeepAlive:
+    """Keeps lease lid alive on one LeaseKeepAlive stream, a renewal every
+    second, until stop(); ttls holds the answers."""
+
+    def __init__(self, server, lid):
+        self.lid = lid
+        self.done = threading.Event()
+        self.ttls = []
+        stream = rpc_pb2_grpc.LeaseStub(server.channel()).LeaseKeepAlive(
+            self._requests(), timeout=120)
+        self.thread = threading.Thread(target=self._read, args=(stream,))
+        self.thread.start()
+
+    def _requests(self):
+        while not self.done.is_set():
+            yield rpc_pb2.LeaseKeepAliveRequest(ID=self.lid)
+            self.done.wait(1.0)
+
+    def _read(self, stream):
+        try:
+            for r in stream:
+                self.ttls.append(r.TTL)
+        except grpc.RpcError:
+            pass  # ended by stop()
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(10)
 
 
 def lock_stub(server):
@@ -222,3 +256,73 @@ def test_middle_waiter_goes_away(server):
     assert not fc.done()  # a still holds it
     L.Unlock(lockpb.UnlockRequest(key=ra.key), timeout=10)
     assert fc.result().key == b"w/%x" % lc
+
+
+def test_expired_holder_loses_the_lock(server):
+    """The holder's lease (3 s, never renewed) expires: its key is deleted
+    and the waiter, on a kept-alive lease, gets the lock then, not
+    before."""
+    L = lock_stub(server)
+    ttl = 3
+    t0 = time.monotonic()
+    holder = lease(server, ttl)
+    waiter = lease(server, 10)
+    ka = KeepAlive(server, waiter)
+    try:
+        r1 = L.Lock(lockpb.LockRequest(name=b"exp", lease=holder),
+                    timeout=10)
+        f = L.Lock.future(lockpb.LockRequest(name=b"exp", lease=waiter),
+                          timeout=30)
+        time.sleep(1.0)
+        assert not f.done()
+        r2 = f.result()
+        took = time.monotonic() - t0
+        assert r2.key == b"exp/%x" % waiter
+        assert ttl - 0.5 <= took <= ttl + 4.0, took
+        assert get(server, r1.key) is None
+        assert get(server, r2.key).lease == waiter
+        assert ka.ttls and all(t == 10 for t in ka.ttls), ka.ttls
+    finally:
+        ka.stop()
+
+
+def test_expired_leader_loses_the_election(server):
+    """A Campaign leader on a 3 s lease, never renewed: at its expiry the
+    second campaigner (kept alive) becomes leader, Leader names it, and an
+    Observe stream opened before reports the first leader then the
+    second."""
+    E = elect_stub(server)
+    ttl = 3
+    obs = E.Observe(lockpb.LeaderRequest(name=b"ex"), timeout=30)
+    time.sleep(0.3)  # observing with no leader yet
+    t0 = time.monotonic()
+    l1 = lease(server, ttl)
+    l2 = lease(server, 10)
+    ka = KeepAlive(server, l2)
+    try:
+        c1 = E.Campaign(lockpb.CampaignRequest(name=b"ex", lease=l1,
+                                               value=b"a"), timeout=10)
+        f2 = E.Campaign.future(lockpb.CampaignRequest(
+            name=b"ex", lease=l2, value=b"b"), timeout=30)
+        time.sleep(1.0)
+        assert not f2.done()
+        c2 = f2.result()
+        took = time.monotonic() - t0
+        assert c2.leader.key == b"ex/%x" % l2
+        assert ttl - 0.5 <= took <= ttl + 4.0, took
+        ld = E.Leader(lockpb.LeaderRequest(name=b"ex"), timeout=10)
+        assert (ld.kv.key, ld.kv.value, ld.kv.lease) == \
+            (c2.leader.key, b"b", l2)
+        seen = []
+        for m in obs:
+            seen.append((m.kv.key, m.kv.value))
+            if len(seen) == 2:
+                break
+        obs.cancel()
+        assert seen == [(c1.leader.key, b"a"), (c2.leader.key, b"b")]
+        # the expired leader is not leader any more
+        assert grpc_error(E.Proclaim, lockpb.ProclaimRequest(
+            leader=c1.leader, value=b"x"), timeout=10) == \
+            (UNKNOWN, "election: not leader")
+    finally:
+        ka.stop()

@@ -9,7 +9,8 @@ a bad value is refused at start.  Method: raw gRPC against a fresh server
 with a 1 MB quota, filled with 20 kB values.  Runs against etcd as well
 (CETCD_TEST_AGAINST_ETCD=1).  The refusal raises the NOSPACE alarm, as in
 etcd: `etcdctl alarm list` shows it, and while it is active even a small
-put that fits the quota is refused, until `etcdctl alarm disarm`.
+put that fits the quota is refused, until `etcdctl alarm disarm`.  A
+LeaseGrant is charged too (etcd's 64 bytes) and refused the same way.
 etcd compares its bbolt file's size (Status dbSize) with the quota, cetcd
 its pages in use (Status dbSizeInUse; server/quota.c says why): a fresh
 store fits the 13-page quota of etcd's TestCtlV3Alarm, and compaction,
@@ -24,6 +25,7 @@ import grpc
 from conftest import against_etcd, grpc_error
 from common.servers import server_bin
 from etcd3.etcdrpc import rpc_pb2 as pb
+from etcd3.etcdrpc import rpc_pb2_grpc
 
 QUOTA = 1000000
 VALUE = b"x" * 20000
@@ -109,6 +111,37 @@ def test_refusal_raises_nospace_alarm(make_server):
     else:
         assert r.error_line == NOSPACE[1]
         assert s.ctl("alarm", "list").out == line
+    assert n > 0
+
+
+def test_lease_grant_over_quota_refused(make_server):
+    """LeaseGrant is etcd's third charged request (leaseOverhead, 64
+    bytes): refused while the NOSPACE alarm is active, and, with the alarm
+    disarmed, once the leases granted take the store to the quota; that
+    refusal raises the alarm again, and the refused lease does not exist."""
+    s = make_server(extra_args=["--quota-backend-bytes", str(QUOTA)])
+    lease = rpc_pb2_grpc.LeaseStub(s.channel())
+    n = fill(s.kv())
+    member = s.maintenance().Status(pb.StatusRequest()).header.member_id
+    line = "memberID:%d alarm:NOSPACE \n" % member
+    assert s.ctl("alarm", "list").out == line
+    assert grpc_error(lease.LeaseGrant,
+                      pb.LeaseGrantRequest(TTL=60, ID=1)) == NOSPACE
+    assert s.ctl("alarm", "disarm").out == line
+    assert s.ctl("alarm", "list").out == ""
+    # The fill left less room than a 20 kB put: leases fill the rest.
+    for i in range(2, 20000):
+        try:
+            lease.LeaseGrant(pb.LeaseGrantRequest(TTL=600, ID=i), timeout=10)
+        except grpc.RpcError as e:
+            assert (e.code(), e.details()) == NOSPACE
+            break
+    else:
+        raise AssertionError("20000 leases fit in the room a put left")
+    assert s.ctl("alarm", "list").out == line
+    ids = {x.ID for x in lease.LeaseLeases(pb.LeaseLeasesRequest()).leases}
+    assert i not in ids and 1 not in ids
+    assert ids == set(range(2, i))
     assert n > 0
 
 

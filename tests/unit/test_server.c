@@ -25,6 +25,7 @@
 #include "server/boot_guard.h"
 #include "server/server.h"
 #include "util/err.h"
+#include "util/mem.h"
 
 #define THREADS 8
 #define PER_THREAD 200
@@ -69,6 +70,35 @@ static int put_sync(struct server *s, const char *key, const char *val,
     pthread_mutex_unlock(&b.mu);
     if (rev_out)
         *rev_out = b.rev;
+    return b.err;
+}
+
+static void on_err(void *arg, const struct server_response *r)
+{
+    struct done_box *b = arg;
+    pthread_mutex_lock(&b->mu);
+    b->err = r->err;
+    b->done = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* A LeaseGrant proposed directly (past the API's quota check). */
+static int lease_grant_sync(struct server *s, int64_t id)
+{
+    struct done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                         0, 0, 0};
+    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    g.id = id;
+    g.ttl = 60;
+    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
+    ir.lease_grant = &g;
+    server_propose(s, &ir, on_err, &b);
+    pthread_mutex_lock(&b.mu);
+    while (!b.done)
+        pthread_cond_wait(&b.cv, &b.mu);
+    pthread_mutex_unlock(&b.mu);
     return b.err;
 }
 
@@ -308,6 +338,18 @@ static void test_quota_at_apply(void **state)
     quota = 0;
     assert_int_equal(put_sync(s, "q/a", "v", NULL), ERR_NO_SPACE);
     assert_int_equal(count_prefix(s, "q/", 1), 1);
+    /* So is a LeaseGrant (etcd's quotaApplierV3.LeaseGrant): the lease is
+     * granted, and the grant answered ErrNoSpace. */
+    assert_int_equal(lease_grant_sync(s, 7), ERR_NO_SPACE);
+    int64_t *ids;
+    size_t n_ids;
+    assert_int_equal(server_lease_list(s, &ids, &n_ids), 0);
+    assert_int_equal(n_ids, 1);
+    assert_int_equal(ids[0], 7);
+    mem_free(ids);
+    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    assert_int_equal(server_lease_grant_cost(&g), 64);
+    assert_false(server_quota_allows(s, server_lease_grant_cost(&g)));
     Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
     p.key.data = (uint8_t *)"abc";
     p.key.len = 3;

@@ -237,7 +237,7 @@ static void check_normal(struct server *s)
                         "auth");
     assert_string_equal(server__applier_answering(s, APPLIER_ALARM), "store");
     assert_string_equal(server__applier_answering(s, APPLIER_LEASE_GRANT),
-                        "store");
+                        "quota");
     assert_string_equal(server__applier_answering(s, APPLIER_AUTH_ENABLE),
                         "auth");
     assert_string_equal(server__applier_answering(s, APPLIER_COMPACTION),
