@@ -175,6 +175,29 @@ def test_initial_election_tick_advance(advance):
             m.cleanup()
 
 
+def test_status_errors_no_leader():
+    """Maintenance.Status's errors (etcdctl endpoint status -w json): none
+    with a leader; "etcdserver: no leader" on a member left alone of three,
+    as etcd 3.4's Status."""
+    ms, errs = start_cluster([])
+    try:
+        assert not errs, errs
+
+        def errors(m):
+            st = json.loads(m.ctl("endpoint", "status", "-w", "json").out)
+            return st[0]["Status"].get("errors", [])
+        assert errors(ms[0]) == []
+        ms[1].stop()
+        ms[2].stop()
+        deadline = time.monotonic() + 30
+        while errors(ms[0]) == [] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert errors(ms[0]) == ["etcdserver: no leader"]
+    finally:
+        for m in ms:
+            m.cleanup()
+
+
 # -- --max-wals ------------------------------------------------------------
 
 SEG_BYTES = 16384
