@@ -51,8 +51,8 @@
  * guard (src/server/boot_guard.h): a store not shut down cleanly before a
  * reboot is distrusted and rebuilt from its last durable pin (made
  * durable by backend_pin_sync, see "Pins") plus the WAL.
- * --unsafe-no-fsync only turns off the WAL's fsync; the store is the same
- * either way.
+ * --unsafe-no-fsync turns off the WAL's fsync and the pins' syncs
+ * (snap_pin.c); the store is opened the same either way.
  * MDB_NORDAHEAD: the db may be larger than RAM and is read at random.
  */
 #ifndef CETCD_BACKEND_BACKEND_H

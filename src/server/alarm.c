@@ -79,6 +79,11 @@ static void list_changed(struct server *s)
     bool corrupt = count_type(al, ETCDSERVERPB__ALARM_TYPE__CORRUPT) > 0;
     atomic_store(&al->nospace, nospace);
     atomic_store(&al->corrupt, corrupt);
+    CHECK(al->n <= SERVER_ALARMS_MAX);
+    pthread_mutex_lock(&al->pub_mu);
+    memcpy(al->pub, al->v, al->n * sizeof *al->v);
+    al->pub_n = al->n;
+    pthread_mutex_unlock(&al->pub_mu);
     server__appliers_link(s, nospace, corrupt);
 }
 
@@ -143,6 +148,19 @@ void server_alarms_active(struct server *s, bool *nospace_out,
 {
     *nospace_out = atomic_load(&s->alarms.nospace);
     *corrupt_out = atomic_load(&s->alarms.corrupt);
+}
+
+size_t server_alarms_list(struct server *s, struct server_alarm *out,
+                          size_t max)
+{
+    CHECK(s != NULL && (out != NULL || max == 0));
+    struct server_alarms *al = &s->alarms;
+    pthread_mutex_lock(&al->pub_mu);
+    size_t n = al->pub_n < max ? al->pub_n : max;
+    memcpy(out, al->pub, n * sizeof *out);
+    pthread_mutex_unlock(&al->pub_mu);
+    CHECK(n <= SERVER_ALARMS_MAX);
+    return n;
 }
 
 bool server__alarm_nospace(struct server *s)

@@ -20,7 +20,7 @@
  *
  * Threads: the list is the apply side's (whoever holds apply_mu: the apply
  * thread, or the store's open before the threads run); `nospace` is read by
- * any thread.
+ * any thread, and so is the copy under pub_mu (server_alarms_list).
  *
  * On disk: one key per alarm in the "alarm" bucket, the value empty.  The
  * key is 12 bytes: the member id (8 bytes, big-endian), then the alarm
@@ -30,6 +30,7 @@
 #ifndef CETCD_SERVER_ALARM_H
 #define CETCD_SERVER_ALARM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,20 +39,19 @@
 #include "backend/backend.h"
 #include "server/server.h"
 
-/* Most alarms kept (one per member and type is the most etcd has). */
-#define SERVER_ALARMS_MAX 64
 #define SERVER_ALARM_KEY_BYTES 12
 
-struct server_alarm {
-    uint64_t member_id; /* who raised it */
-    uint32_t type;      /* etcdserverpb.AlarmType (never NONE) */
-};
-
-/* Part of struct server (server_int.h). */
+/* Part of struct server (server_int.h).  SERVER_ALARMS_MAX and struct
+ * server_alarm are in server.h (server_alarms_list). */
 struct server_alarms {
     backend_bucket bucket;                 /* the "alarm" bucket */
     struct server_alarm v[SERVER_ALARMS_MAX]; /* the active alarms */
     size_t n;                              /* entries in v */
+    pthread_mutex_t pub_mu;                /* guards pub and pub_n */
+    struct server_alarm pub[SERVER_ALARMS_MAX]; /* a copy of v for other
+                                              threads, made whenever the
+                                              list changes or is read */
+    size_t pub_n;                          /* entries in pub */
     _Atomic bool nospace;                  /* a NOSPACE alarm is in v */
     _Atomic bool corrupt;                  /* a CORRUPT alarm is in v */
     _Atomic uint64_t raised_ms;            /* last ACTIVATE this member

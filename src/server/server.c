@@ -189,6 +189,7 @@ static void init_state(struct server *s, const struct server_config *cfg)
     arena_init(&s->apply_arena);
     arena_init(&s->spec_arena);
     pthread_mutex_init(&s->spec.mu, NULL);
+    pthread_mutex_init(&s->alarms.pub_mu, NULL);
 }
 
 /* Request ids are unique across the cluster and across restarts: the
@@ -335,6 +336,7 @@ void server_stop(struct server *s)
     arena_free(&s->apply_arena);
     arena_free(&s->spec_arena);
     pthread_mutex_destroy(&s->spec.mu);
+    pthread_mutex_destroy(&s->alarms.pub_mu);
     mem_free(s);
 }
 

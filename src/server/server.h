@@ -472,6 +472,22 @@ void server_peer_metrics(struct server *s,
 void server_alarms_active(struct server *s, bool *nospace_out,
                           bool *corrupt_out);
 
+/* Most alarms kept (one per member and type is the most etcd has). */
+#define SERVER_ALARMS_MAX 64
+
+/* One active alarm (alarm.h). */
+struct server_alarm {
+    uint64_t member_id; /* who raised it */
+    uint32_t type;      /* etcdserverpb.AlarmType (never NONE) */
+};
+
+/* server_alarms_list copies the active alarms (any member's, in the
+ * store's key order: member id, then type) into out, at most max, and
+ * returns how many it copied: the list as the apply side last loaded or
+ * changed it (Maintenance.Status's errors).  Any thread. */
+size_t server_alarms_list(struct server *s, struct server_alarm *out,
+                          size_t max);
+
 /* Most Defragment requests waiting at once (server_defrag). */
 #define SERVER_DEFRAG_WAITERS_MAX 64
 

@@ -19,8 +19,13 @@
  *     48+meta_len   CRC-32C of every byte before it (u32)
  *
  * Written to a temp name, fsynced, renamed, dir fsynced; the older pin
- * file is then removed.  Two may exist after a crash: the newest valid one
- * wins (the older one's read txn was held until the newer was durable).
+ * file is then removed.  With --unsafe-no-fsync none of a pin's syncs is
+ * made (the store's pages, the pin file, the dir), as etcd turns off all
+ * of its fsyncs with that flag: a kill -9 or a clean stop still loses
+ * nothing (the page cache holds every write), but after a power loss the
+ * pin the boot guard rebuilds from may be torn, as the WAL may be.
+ * Two may exist after a crash: the newest valid one wins (the older one's
+ * read txn was held until the newer was durable).
  *
  * A pin is valid only while its read txn is (or, after a power loss, was)
  * held: a new process holds none, so server__pin_locked pins the store
@@ -153,6 +158,12 @@ static int pin_list(const struct server *s, uint64_t **out, size_t *n_out)
     return server__snap_indexes(dir, ".pin", out, n_out);
 }
 
+/* --unsafe-no-fsync: the pins are not made durable (the file's head). */
+static bool no_sync(const struct server *s)
+{
+    return s->cfg.unsafe_no_fsync;
+}
+
 /* Removes every pin file but `keep`'s (keep 0: all) and syncs the dir. */
 static int pin_files_remove(const struct server *s, uint64_t keep)
 {
@@ -170,7 +181,7 @@ static int pin_files_remove(const struct server *s, uint64_t keep)
     mem_free(v);
     char dir[PIN_PATH_MAX];
     pin_dir(s, dir, sizeof dir);
-    return rc == 0 ? fs_fsync_dir(dir) : rc;
+    return rc == 0 && !no_sync(s) ? fs_fsync_dir(dir) : rc;
 }
 
 /* Writes the pin file of p (consistent index `index`) durably. */
@@ -204,14 +215,14 @@ static int pin_file_write(struct server *s, uint64_t index,
     pin_dir(s, dir, sizeof dir);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     rc = fd < 0 ? err_from_errno(errno) : fs_write_all(fd, buf, len);
-    if (rc == 0 && fsync(fd) != 0)
+    if (rc == 0 && !no_sync(s) && fsync(fd) != 0)
         rc = err_from_errno(errno);
     if (fd >= 0)
         close(fd);
     mem_free(buf);
     if (rc == 0 && rename(tmp, path) != 0)
         rc = err_from_errno(errno);
-    if (rc == 0)
+    if (rc == 0 && !no_sync(s))
         rc = fs_fsync_dir(dir);
     if (rc != 0)
         unlink(tmp);
@@ -347,7 +358,7 @@ int server__pin_locked(struct server *s)
     struct raft_conf_state conf;
     uint64_t index = 0, bytes = 0;
     int rc = capture(s, &p, &index, &conf, &bytes);
-    if (rc == 0)
+    if (rc == 0 && !no_sync(s))
         rc = backend_sync(s->be);
     if (rc == 0)
         rc = pin_file_write(s, index, &p);
@@ -385,7 +396,7 @@ int server__pin_worker(struct server *s, uint64_t *index_out,
     if (rc == 0)
         sn->pin_next = p; /* a store swap ends it (server__pin_drop) */
     pthread_mutex_unlock(&sn->mu);
-    if (rc == 0) {
+    if (rc == 0 && !no_sync(s)) {
         /* The durable pin: only promote (this thread) and a store swap
          * (the gate closed: not while we are inside) end it. */
         pthread_mutex_lock(&sn->mu);

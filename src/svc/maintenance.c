@@ -7,6 +7,8 @@
  */
 #include "svc/svc.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "auth/auth.h"
@@ -15,6 +17,39 @@
 #include "util/check.h"
 #include "util/err.h"
 #include "util/mem.h"
+
+/* Longest Status error: an alarm's "memberID:<20 digits> alarm:CORRUPT ". */
+#define STATUS_ERROR_BYTES 64
+
+/* status_errors fills errs (at most SERVER_ALARMS_MAX + 1 strings, in
+ * bufs) as etcd 3.4's Status does: "etcdserver: no leader" when there is
+ * no leader, then one per active alarm, the AlarmMember in the protobuf
+ * compact text form (fields at their zero value left out, each followed
+ * by a space), e.g. "memberID:1234 alarm:NOSPACE ".  Returns the count. */
+static size_t status_errors(struct server *s, bool no_leader,
+                            char bufs[][STATUS_ERROR_BYTES], char **errs)
+{
+    struct server_alarm al[SERVER_ALARMS_MAX];
+    size_t n = server_alarms_list(s, al, SERVER_ALARMS_MAX);
+    size_t k = 0;
+    if (no_leader)
+        errs[k++] = "etcdserver: no leader";
+    for (size_t i = 0; i < n; i++) {
+        const char *type =
+            al[i].type == ETCDSERVERPB__ALARM_TYPE__NOSPACE ? "NOSPACE"
+                                                            : "CORRUPT";
+        CHECK(al[i].type == ETCDSERVERPB__ALARM_TYPE__NOSPACE ||
+              al[i].type == ETCDSERVERPB__ALARM_TYPE__CORRUPT);
+        if (al[i].member_id != 0)
+            snprintf(bufs[i], STATUS_ERROR_BYTES,
+                     "memberID:%" PRIu64 " alarm:%s ", al[i].member_id, type);
+        else
+            snprintf(bufs[i], STATUS_ERROR_BYTES, "alarm:%s ", type);
+        errs[k++] = bufs[i];
+    }
+    CHECK(k <= SERVER_ALARMS_MAX + 1);
+    return k;
+}
 
 void svc_maint_status(struct server *s, const Etcdserverpb__StatusRequest *req,
                       struct svc_done done)
@@ -38,6 +73,10 @@ void svc_maint_status(struct server *s, const Etcdserverpb__StatusRequest *req,
     r.raftterm = st.raft_term;
     r.raftappliedindex = st.applied_index;
     r.islearner = st.is_learner;
+    char bufs[SERVER_ALARMS_MAX][STATUS_ERROR_BYTES];
+    char *errs[SERVER_ALARMS_MAX + 1];
+    r.n_errors = status_errors(s, st.leader == 0, bufs, errs);
+    r.errors = r.n_errors > 0 ? errs : NULL;
     done.fn(done.ctx, 0, &r.base);
 }
 

@@ -175,6 +175,29 @@ def test_initial_election_tick_advance(advance):
             m.cleanup()
 
 
+def test_status_errors_no_leader():
+    """Maintenance.Status's errors (etcdctl endpoint status -w json): none
+    with a leader; "etcdserver: no leader" on a member left alone of three,
+    as etcd 3.4's Status."""
+    ms, errs = start_cluster([])
+    try:
+        assert not errs, errs
+
+        def errors(m):
+            st = json.loads(m.ctl("endpoint", "status", "-w", "json").out)
+            return st[0]["Status"].get("errors", [])
+        assert errors(ms[0]) == []
+        ms[1].stop()
+        ms[2].stop()
+        deadline = time.monotonic() + 30
+        while errors(ms[0]) == [] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert errors(ms[0]) == ["etcdserver: no leader"]
+    finally:
+        for m in ms:
+            m.cleanup()
+
+
 # -- --max-wals ------------------------------------------------------------
 
 SEG_BYTES = 16384
@@ -268,6 +291,48 @@ def test_max_wals(make_server, monkeypatch, max_wals):
     assert r.count == n
     got = s.kv().Range(pb.RangeRequest(key=b"k%05d" % (n - 1)), timeout=10)
     assert got.kvs[0].value == b"v" * 64
+
+
+def pin_indexes(s):
+    """The consistent index of each pin file (src/server/snap_pin.c)."""
+    d = os.path.join(s.data_dir, "member", "snap")
+    return sorted(int(n[:16], 16) for n in os.listdir(d)
+                  if n.endswith(".pin"))
+
+
+def test_unsafe_no_fsync_restarts(make_server):
+    """--unsafe-no-fsync turns off the WAL's fsyncs and the store's pins'
+    (snap_pin.c), as etcd turns off all of its own: pins are still taken
+    (without their syncs), and the member restarts with every write after
+    a clean stop and after a kill -9 (the page cache holds them)."""
+    s = make_server(extra_args=["--unsafe-no-fsync"])
+    kv = s.kv()
+    first = None if against_etcd() else pin_indexes(s)
+    for i in range(1500):  # overwrites: the freed pages ask for new pins
+        kv.Put(pb.PutRequest(key=b"k%03d" % (i % 100), value=b"%05d" % i +
+                             b"v" * 4096))
+    if not against_etcd():
+        deadline = time.monotonic() + 10
+        while pin_indexes(s) == first and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pin_indexes(s) != first, first
+        assert pin_indexes(s)[-1] > first[-1]
+
+    def check():
+        r = s.kv().Range(pb.RangeRequest(key=b"k", range_end=b"l"),
+                         timeout=10)
+        assert len(r.kvs) == 100
+        assert all(x.value[:5] == b"%05d" % (1400 + i)
+                   for i, x in enumerate(r.kvs))
+    rc = s.stop()
+    assert rc == 0 or against_etcd()  # etcd re-raises SIGTERM: -15
+    s.start()
+    check()
+    s.kv().Put(pb.PutRequest(key=b"after", value=b"v"))
+    s.kill()
+    s.start()
+    check()
+    assert s.kv().Range(pb.RangeRequest(key=b"after")).count == 1
 
 
 # -- lease checkpoints ---------------------------------------------------------

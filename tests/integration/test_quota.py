@@ -85,13 +85,32 @@ def test_put_over_quota_refused(make_server):
                                     count_only=True)).count == n - 2
 
 
+def status_errors(s):
+    """Status.errors, from etcdctl's JSON (the Python stubs predate the
+    field; etcdctl leaves it out when empty)."""
+    st = json.loads(s.ctl("endpoint", "status", "-w", "json").out)[0]
+    return st["Status"].get("errors", [])
+
+
 def test_refusal_raises_nospace_alarm(make_server):
     s = make_server(extra_args=["--quota-backend-bytes", str(QUOTA)])
     kv = s.kv()
+    lease = rpc_pb2_grpc.LeaseStub(s.channel())
+    lid = lease.LeaseGrant(pb.LeaseGrantRequest(TTL=600)).ID
+    kv.Put(pb.PutRequest(key=b"leased", value=b"v", lease=lid))
+    assert status_errors(s) == []
     n = fill(kv)
     member = s.maintenance().Status(pb.StatusRequest()).header.member_id
     line = "memberID:%d alarm:NOSPACE \n" % member
     assert s.ctl("alarm", "list").out == line
+    # Status lists the active alarm in etcd's form (AlarmMember's String).
+    assert status_errors(s) == ["memberID:%d alarm:NOSPACE " % member]
+    # A lease revoke is allowed while the alarm is active (etcd's capped
+    # applier refuses only puts and grants), and deletes the lease's keys.
+    lease.LeaseRevoke(pb.LeaseRevokeRequest(ID=lid))
+    assert kv.Range(pb.RangeRequest(key=b"leased")).count == 0
+    assert grpc_error(lease.LeaseGrant, pb.LeaseGrantRequest(TTL=600)) == \
+        NOSPACE
     # Room is made, but the alarm caps writes: a small put is refused...
     kv.DeleteRange(pb.DeleteRangeRequest(key=b"k", range_end=b"l"))
     r = s.ctl("put", "small", "v", check=False)
@@ -101,6 +120,7 @@ def test_refusal_raises_nospace_alarm(make_server):
     assert s.ctl("del", "nothing").out == "0\n"
     assert s.ctl("alarm", "disarm").out == line
     assert s.ctl("alarm", "list").out == ""
+    assert status_errors(s) == []
     # Disarmed, a put is checked against the quota again: the deletes left
     # tombstones and freed nothing (no compaction), so whether it fits
     # depends on how each store counts its size (etcd's bbolt file is
