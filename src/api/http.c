@@ -11,6 +11,7 @@
  * (/health's read, /readyz's linearizable_read) pass a ReadIndex barrier
  * (server_barrier_async) and answer from its callback.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,13 +124,21 @@ static void health(const struct api_http *h, struct rpc_call *call,
         not_allowed(call);
         return;
     }
-    bool nospace, corrupt;
-    server_alarms_active(s, &nospace, &corrupt);
-    const char *alarm = nospace && !excluded(q, "NOSPACE")   ? "NOSPACE"
-                        : corrupt && !excluded(q, "CORRUPT") ? "CORRUPT"
-                                                             : NULL;
-    if (alarm != NULL) {
-        log_warn(LOGPKG, "/health error due to alarm:%s", alarm);
+    /* etcd 3.4 logs the first alarm not excluded, as its AlarmMember's
+     * text ("memberID:<id> alarm:NOSPACE "). */
+    struct server_alarm al[SERVER_ALARMS_MAX];
+    size_t n = server_alarms_list(s, al, SERVER_ALARMS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const char *alarm =
+            al[i].type == ETCDSERVERPB__ALARM_TYPE__NOSPACE ? "NOSPACE"
+                                                            : "CORRUPT";
+        if (excluded(q, alarm))
+            continue;
+        if (al[i].member_id != 0)
+            log_warn(LOGPKG, "/health error due to memberID:%" PRIu64
+                     " alarm:%s ", al[i].member_id, alarm);
+        else
+            log_warn(LOGPKG, "/health error due to alarm:%s ", alarm);
         health_false(h->health, call);
         return;
     }

@@ -298,6 +298,11 @@ def test_health_under_nospace_alarm(make_server):
     assert (st, body) == (200, '{"health":"true"}')
     st, _, _ = curl(s.client_url + "/health?exclude=CORRUPT")
     assert st == 503
+    # etcd 3.4's log line names the alarm as its AlarmMember's text.
+    mid = s.kv().Range(pb.RangeRequest(key=b"x")).header.member_id
+    with open(s.log_path, errors="replace") as f:
+        log = f.read()
+    assert "/health error due to memberID:%d alarm:NOSPACE \n" % mid in log
 
 
 @pytest.mark.skipif(against_etcd(), reason="/livez, /readyz are etcd 3.6's")
