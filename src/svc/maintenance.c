@@ -238,6 +238,9 @@ static void hash_answer(struct hash_job *j)
     r.header = &h;
     r.hash = hv.hash;
     r.compact_revision = hv.compact_rev;
+    /* etcd 3.5's field: the revision hashed up to (the request's, or the
+     * store's current one for 0) */
+    r.hash_revision = j->revision > 0 ? j->revision : hv.rev;
     svc__done_take(j->held, 0, &r.base);
 }
 

@@ -23,6 +23,7 @@ import os
 import grpc
 import pytest
 
+from common.servers import against_etcd
 from etcd3.etcdrpc import rpc_pb2
 from test_differential import Gen, pair, step  # noqa: F401 (pair: fixture)
 
@@ -81,3 +82,60 @@ def test_hashkv_fresh_store_and_hash(server):
     assert h.header.revision == 1
     server.kv().Put(rpc_pb2.PutRequest(key=b"a", value=b"1"), timeout=10)
     assert m.Hash(rpc_pb2.HashRequest(), timeout=10).hash != h.hash
+
+
+def varint_fields(buf):
+    """{field number: value} of a protobuf message's varint fields."""
+    out, i = {}, 0
+    while i < len(buf):
+        key, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            key |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v, shift = 0, 0
+            while True:
+                b = buf[i]
+                i += 1
+                v |= (b & 0x7F) << shift
+                shift += 7
+                if b < 0x80:
+                    break
+            out[field] = v
+        elif wire == 2:
+            n, shift = 0, 0
+            while True:
+                b = buf[i]
+                i += 1
+                n |= (b & 0x7F) << shift
+                shift += 7
+                if b < 0x80:
+                    break
+            i += n
+        else:
+            raise AssertionError("unexpected wire type %d" % wire)
+    return out
+
+
+@pytest.mark.skipif(against_etcd(), reason="hash_revision is etcd 3.5's")
+def test_hashkv_hash_revision(server):
+    """etcd 3.5's HashKVResponse.hash_revision (field 4): the revision the
+    hash was computed up to: the request's, or the current one for 0."""
+    for i in range(5):
+        server.kv().Put(rpc_pb2.PutRequest(key=b"k%d" % i, value=b"v"),
+                        timeout=10)
+    call = server.channel().unary_unary(
+        "/etcdserverpb.Maintenance/HashKV",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=lambda b: b)
+    for rev, want in ((0, 6), (3, 3), (6, 6)):
+        raw = call(rpc_pb2.HashKVRequest(revision=rev), timeout=10)
+        f = varint_fields(raw)
+        assert f.get(4) == want, (rev, f)
+        typed = rpc_pb2.HashKVResponse.FromString(raw)
+        assert f[2] == typed.hash and typed.header.revision == 6
