@@ -125,6 +125,7 @@ static int64_t count_prefix(struct server *s, const char *prefix,
 
 static char dir[256];
 static int64_t quota; /* --quota-backend-bytes of the next start() */
+static uint32_t batch_limit; /* --experimental-compaction-batch-limit */
 
 /* start_flags starts the member on dir with these --initial-* flags. */
 static struct server *start_flags(const char *token, const char *cluster,
@@ -132,6 +133,7 @@ static struct server *start_flags(const char *token, const char *cluster,
 {
     struct server_config c = {
         .quota_backend_bytes = quota,
+        .compaction_batch_limit = batch_limit,
         .name = "default",
         .data_dir = dir,
         .peer_urls = peer_urls,
@@ -495,6 +497,45 @@ static void test_compaction_progresses_under_writes(void **state)
     backend_close(be);
 }
 
+/* --experimental-compaction-batch-limit: each apply batch (and each idle
+ * step, every 10 ms) deletes at most that many revisions.  A compaction of
+ * ~500 dead revisions is done by the batch of the next put at the default
+ * limit (1000; test_compaction_progresses_under_writes), but at limit 1 it
+ * is still pending when the member stops right after that put, and the
+ * store opened again has it pending, with the compact revision kept. */
+static void test_compaction_batch_limit(void **state)
+{
+    (void)state;
+    batch_limit = 1;
+    struct server *s = start();
+    batch_limit = 0;
+    char key[16];
+    for (int i = 0; i < 600; i++) {
+        snprintf(key, sizeof key, "c/%03d", i % 50);
+        assert_int_equal(put_sync(s, key, "v", NULL), 0);
+    }
+    struct done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                         0, 0, 0};
+    compact_async(s, 550, &b);
+    pthread_mutex_lock(&b.mu);
+    while (!b.done)
+        pthread_cond_wait(&b.cv, &b.mu);
+    pthread_mutex_unlock(&b.mu);
+    assert_int_equal(b.err, 0);
+    assert_int_equal(put_sync(s, "d/0", "v", NULL), 0);
+    server_stop(s);
+    char db[300];
+    struct backend *be;
+    struct mvcc_store *st;
+    snprintf(db, sizeof db, "%s/member/db", dir);
+    assert_int_equal(backend_open(db, NULL, &be), 0);
+    assert_int_equal(mvcc_store_open(be, NULL, &st), 0);
+    assert_int_equal(mvcc_compact_rev(st), 550);
+    assert_true(mvcc_compact_pending(st));
+    mvcc_store_close(st);
+    backend_close(be);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -527,6 +568,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_quota_at_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quota_counts_pages_in_use, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_compaction_batch_limit, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_compaction_progresses_under_writes,
                                         setup, teardown),
