@@ -113,8 +113,10 @@ static void health_read_done(void *arg, int err)
 }
 
 /* health: etcd 3.4's checkHealth: no alarm (but the excluded ones), a
- * leader, and a linearizable read (3.4's QGET; a ReadIndex barrier here),
- * unless 3.5's ?serializable=true asks for none. */
+ * leader, and a linearizable read (3.4's QGET; a ReadIndex barrier here).
+ * etcd 3.5's ?serializable=true checks the local member only: the alarms
+ * still, but neither the leader nor a linearizable read (3.5's checkHealth
+ * skips "RAFT NO LEADER" then, and its Range is serializable). */
 static void health(const struct api_http *h, struct rpc_call *call,
                    const char *m, const struct query *q)
 {
@@ -142,7 +144,7 @@ static void health(const struct api_http *h, struct rpc_call *call,
         health_false(h->health, call);
         return;
     }
-    if (!server_has_leader(s)) {
+    if (!q->serializable && !server_has_leader(s)) {
         log_warn(LOGPKG, "/health error; no leader (status code 503)");
         health_false(h->health, call);
         return;

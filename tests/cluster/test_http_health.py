@@ -3,7 +3,9 @@ leader.
 
 Goal: as etcd 3.4, /health of a member without a leader is 503
 {"health":"false"}, and etcd_server_has_leader says 0; it is 200 again once
-the member is back in the cluster.  etcd 3.6's /readyz fails its
+the member is back in the cluster.  etcd 3.5's /health?serializable=true
+skips the leader check: 200 {"health":"true"} meanwhile (cetcd only: 3.4
+ignores the option).  etcd 3.6's /readyz fails its
 linearizable_read check meanwhile while /livez (a serializable read) stays
 ok (cetcd only: 3.4 has neither).
 
@@ -58,6 +60,16 @@ def test_health_without_leader(make_cluster):
         assert time.monotonic() - t0 < 15, "has_leader stays 1"
         time.sleep(0.2)
     assert get(url + "/health") == (503, '{"health":"false"}\n')
+    # etcd 3.5's ?serializable=true checks the member alone: no leader
+    # check, a local read (3.5's checkHealth); etcd 3.4 ignores it.
+    if against_etcd():
+        assert get(url + "/health?serializable=true") == (
+            503, '{"health":"false"}\n')
+    else:
+        assert get(url + "/health?serializable=true") == (
+            200, '{"health":"true"}')
+    assert get(url + "/health?serializable=false") == (
+        503, '{"health":"false"}\n')
     if not against_etcd():
         code, body = get(url + "/readyz?verbose")
         assert code == 503

@@ -3,14 +3,17 @@
 Goal: the client listener answers HTTP/1.1 (curl) and non-gRPC HTTP/2
 requests with etcd's endpoints while gRPC keeps working on the same port:
 /health (3.4: {"health":"true"} 200; {"health":"false"} 503 under an alarm,
-?exclude= lifts it, 405 for other methods), /version, Go's 404; /livez and
-/readyz as etcd 3.6, with their per-check sub-paths (/readyz/<check>;
-cetcd only: 3.4 has neither and answers 404);
+?exclude= lifts it, 3.5's ?serializable=true, 405 for other methods),
+/version, Go's 404; /livez and /readyz as etcd 3.6, with their per-check
+sub-paths (/readyz/<check>; cetcd only: 3.4 has neither and answers 404);
 /metrics in Prometheus text that python3-prometheus-client's parser takes,
-with etcd's types; the same over TLS with ALPN http/1.1 and h2; keep-alive
-and pipelined requests answered in order; a garbage client gets 400 and a
-closed connection, a slow one is cut off and neither stops other clients;
---listen-metrics-urls serves /metrics and /health only.
+with etcd's types; each of /health, /livez, /readyz, /version and /metrics
+over plaintext HTTP/1.1, h2c (prior knowledge), TLS with ALPN http/1.1 and
+TLS with ALPN h2 (check_endpoints); keep-alive and pipelined requests
+answered in order; a garbage client gets 400 and a closed connection, a
+slow one is cut off and neither stops other clients; --listen-metrics-urls
+(http:// and https://, the latter with the client TLS, HTTP/1.1 and h2)
+serves /metrics and /health only.
 
 Method: black box, curl and raw sockets against a live member; every
 expectation that etcd 3.4.23 shares is also checked against it
@@ -76,6 +79,14 @@ def test_health_version_and_404(server):
     assert h["x-content-type-options"] == "nosniff"
     st, h, body = curl(url + "/health", "-X", "POST")
     assert (st, body, h["allow"]) == (405, "Method Not Allowed\n", "GET")
+    # etcd 3.5's ?serializable=true (a local read, no leader check; etcd
+    # 3.4 ignores it): the same answer on a healthy member; any other
+    # value is the default linearizable check.
+    for q in ("?serializable=true", "?serializable=false",
+              "?serializable=yes"):
+        st, h, body = curl(url + "/health" + q)
+        assert (st, body) == (200, '{"health":"true"}'), q
+        assert h["content-type"] == TEXT
     # gRPC still works on the same port.
     server.kv().Put(pb.PutRequest(key=b"http-k", value=b"v"))
     assert server.kv().Range(pb.RangeRequest(key=b"http-k")).count == 1
@@ -100,20 +111,77 @@ def test_http2_requests(server):
         assert (st, body) == (404, "404 page not found\n")
 
 
+def fetch(url, *args):
+    """Runs curl; returns (HTTP version as curl names it: "1.1", "2";
+    status, body)."""
+    cp = subprocess.run(["curl", "-sS", "-m", "10", "-w",
+                         "\n%{http_code} %{http_version}"] + list(args) +
+                        [url], capture_output=True, text=True, timeout=20)
+    assert cp.returncode == 0, (url, args, cp.stderr)
+    body, _, tail = cp.stdout.rpartition("\n")
+    code, version = tail.split()
+    return version, int(code), body
+
+
+def _version_ok(body):
+    return json.loads(body) == {"etcdserver": VERSION, "etcdcluster": "3.4.0"}
+
+
+# What a healthy member's endpoints answer with 200, by path.
+SHAPES = {
+    "/health": lambda b: json.loads(b) == {"health": "true"},
+    "/livez": lambda b: b == "ok\n",
+    "/readyz": lambda b: b == "ok\n",
+    "/version": _version_ok,
+    "/metrics": lambda b: "\netcd_server_has_leader 1\n" in b and
+    "# TYPE etcd_server_has_leader gauge\n" in b,
+}
+# /livez and /readyz are etcd 3.6's: etcd 3.4 answers 404.
+ENDPOINTS = [p for p in SHAPES
+             if not (against_etcd() and p in ("/livez", "/readyz"))]
+# The HTTP version each curl option must end up with.
+PROTOS = {"--http1.1": "1.1", "--http2": "2",
+          "--http2-prior-knowledge": "2"}
+
+
+def check_endpoints(base, protos, *args, paths=ENDPOINTS):
+    """Fetches every path in paths from base with each curl option in
+    protos (and args); each must answer 200 over the HTTP version the
+    option asks for, with the body SHAPES expects.  Collects every miss
+    before failing, so one run shows the whole matrix."""
+    bad = []
+    for proto in protos:
+        for path in paths:
+            version, st, body = fetch(base + path, proto, *args)
+            try:
+                shape = SHAPES[path](body)
+            except ValueError:  # not JSON
+                shape = False
+            if (version, st) != (PROTOS[proto], 200) or not shape:
+                bad.append((proto, path, version, st, body[:120]))
+    assert bad == []
+
+
+def test_endpoints_plaintext(server):
+    """Every endpoint over HTTP/1.1 and over h2c with prior knowledge (no
+    upgrade) on the plaintext client listener.  etcd 3.4 closes the
+    latter (cmux: test_http2_requests), so against it HTTP/1.1 only."""
+    protos = ["--http1.1"] + ([] if against_etcd()
+                              else ["--http2-prior-knowledge"])
+    check_endpoints(server.client_url, protos)
+
+
 def test_http_over_tls(certs):  # noqa: F811
+    """Every endpoint over TLS on the client listener, ALPN http/1.1 and
+    h2, while gRPC works on the same port."""
     s = TLSServer(server_args(certs), ready_creds=lambda: creds(certs, False))
     s.start()
     try:
         url = "https://localhost:%d" % s.client_port
         ca = ["--cacert", certs.path("ca.crt")]
-        for proto in ("--http1.1", "--http2"):
-            st, _, body = curl(url + "/health", proto, *ca)
-            assert (st, json.loads(body)) == (200, {"health": "true"})
-            cp = subprocess.run(["curl", "-sS", "-m", "5", proto] + ca +
-                                ["-o", "/dev/null", "-w", "%{http_version}",
-                                 url + "/version"],
-                                capture_output=True, text=True)
-            assert cp.stdout == ("1.1" if proto == "--http1.1" else "2")
+        check_endpoints(url, ["--http1.1", "--http2"], *ca)
+        st, _, body = curl(url + "/nope", "--http2", *ca)
+        assert (st, body) == (404, "404 page not found\n")
         kv = rpc_pb2_grpc.KVStub(s.probe_channel())
         r = kv.Range(pb.RangeRequest(key=b"x"))  # gRPC over TLS too
         assert r.count == 0
@@ -298,6 +366,14 @@ def test_health_under_nospace_alarm(make_server):
     assert (st, body) == (200, '{"health":"true"}')
     st, _, _ = curl(s.client_url + "/health?exclude=CORRUPT")
     assert st == 503
+    # etcd 3.5's ?serializable=true skips the leader check and reads the
+    # local store, not the alarms: they fail it as /health (etcd 3.4
+    # ignores the option: the same answers).
+    st, _, body = curl(s.client_url + "/health?serializable=true")
+    assert (st, body) == (503, '{"health":"false"}\n')
+    st, _, body = curl(s.client_url +
+                       "/health?serializable=true&exclude=NOSPACE")
+    assert (st, body) == (200, '{"health":"true"}')
     # etcd 3.4's log line names the alarm as its AlarmMember's text.
     mid = s.kv().Range(pb.RangeRequest(key=b"x")).header.member_id
     with open(s.log_path, errors="replace") as f:
@@ -384,6 +460,43 @@ def test_listen_metrics_urls(make_server):
     assert "access-control-allow-origin" not in h  # no CORS there
     assert curl(url + "/version")[0] == 404
     assert s.kv().Range(pb.RangeRequest(key=b"x")).count == 0
+
+
+def test_listen_metrics_urls_https(certs):  # noqa: F811
+    """An https:// --listen-metrics-urls URL is served with the client
+    TLS configuration (etcd: the client's TLS info): /metrics and /health
+    over TLS with the CA, ALPN http/1.1 and h2, nothing else; plaintext
+    HTTP to that port is closed unanswered, as etcd 3.4 does."""
+    port = free_port()
+    s = TLSServer(server_args(certs, "--listen-metrics-urls",
+                              "https://127.0.0.1:%d" % port),
+                  ready_creds=lambda: creds(certs, False))
+    s.start()
+    try:
+        url = "https://127.0.0.1:%d" % port
+        ca = ["--cacert", certs.path("ca.crt")]
+        check_endpoints(url, ["--http1.1", "--http2"], *ca,
+                        paths=["/metrics", "/health"])
+        st, _, body = curl(url + "/health?serializable=true", *ca)
+        assert (st, body) == (200, '{"health":"true"}')
+        assert curl(url + "/version", *ca)[0] == 404
+        # a client that does not trust the CA is refused
+        cp = subprocess.run(["curl", "-sS", "-m", "5", url + "/health"],
+                            capture_output=True, text=True, timeout=20)
+        assert cp.returncode == 60, cp.stderr  # peer certificate
+        # plaintext HTTP to the TLS port
+        cp = subprocess.run(["curl", "-sS", "-m", "5", "-o", "/dev/null",
+                             "-w", "%{http_code}",
+                             "http://127.0.0.1:%d/health" % port],
+                            capture_output=True, text=True, timeout=20)
+        # closed unanswered: etcd 3.4 with a FIN (curl 52, "Empty reply
+        # from server"), cetcd with a reset (56, the request left unread)
+        assert cp.stdout == "000" and cp.returncode in (52, 56), cp.stderr
+        # the client port keeps serving
+        st, _, body = curl(s.client_url + "/health", *ca)
+        assert (st, body) == (200, '{"health":"true"}')
+    finally:
+        s.cleanup()
 
 
 def test_expect_100_continue(server):
