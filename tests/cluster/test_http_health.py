@@ -11,7 +11,8 @@ ok (cetcd only: 3.4 has neither).
 
 Method: a 3-member cluster behind the peer proxy (cluster.py); one
 follower is isolated, so it loses its leader after an election timeout;
-HTTP with curl on its client URL.  Checked against etcd 3.4.23 too
+HTTP with curl on its client URL.  Also with the two other members
+killed (-9): the one left answers the same.  Checked against etcd 3.4.23 too
 (CETCD_TEST_AGAINST_ETCD=1), but for the 3.6 endpoints.
 """
 
@@ -79,3 +80,25 @@ def test_health_without_leader(make_cluster):
     c.heal()
     assert wait_status(url + "/health", 200, timeout=30) == (
         200, '{"health":"true"}')
+
+
+def test_health_with_two_members_stopped(make_cluster):
+    """The issue's case: two of three members stopped, the one left has no
+    leader: /health 503 false, /readyz 503 (cetcd), /livez still ok."""
+    c = make_cluster(3)
+    lead, _ = c.wait_leader()
+    left = next(m for m in c.members if m is not lead)
+    url = left.client_url
+    assert get(url + "/health") == (200, '{"health":"true"}')
+    for m in c.members:
+        if m is not left:
+            c.kill(m)
+    assert wait_status(url + "/health", 503) == (503,
+                                                 '{"health":"false"}\n')
+    t0 = time.monotonic()
+    while "\netcd_server_has_leader 0\n" not in get(url + "/metrics")[1]:
+        assert time.monotonic() - t0 < 15, "has_leader stays 1"
+        time.sleep(0.2)
+    if not against_etcd():
+        assert wait_status(url + "/readyz", 503)[0] == 503
+        assert get(url + "/livez") == (200, "ok\n")
