@@ -228,7 +228,7 @@ def test_lock_under_faults(make_cluster):
         except grpc.RpcError as e:
             left = e
         time.sleep(0.2)
-    print("lock keys gone %.1f s after the clients stopped (%r)" % (
+    print("lock keys %.1f s after the clients stopped: %r" % (
         time.monotonic() - t_stop, left))
     assert isinstance(left, list), left
     if not left:
