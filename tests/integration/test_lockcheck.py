@@ -3,7 +3,9 @@ under contention.
 
 Goal: the checker rejects hand-made bad histories (two overlapping
 critical sections, a later holder with a smaller fencing token, a
-duplicate token) and accepts a good one; then 8 clients taking and
+duplicate token, a hold never given back, a hold or a waiter whose key
+is still there after the leases had time to expire) and accepts a good
+one (also with holds revoked or left to expire); then 8 clients taking and
 releasing one lock 5 times each through v3lockpb.Lock (each with its own
 lease) give a history the checker accepts, with every hold's token = its
 key's create revision.
@@ -33,6 +35,16 @@ def test_checker_rejects_bad_histories():
     assert len(v) == 1 and v[0].startswith("token order")
     dup = [Hold("a", 5, 1.0, 2.0), Hold("b", 5, 2.5, 3.0)]
     assert any(x.startswith("duplicate token") for x in check(dup))
+    ended = [Hold("a", 5, 1.0, 2.0, "revoke"), Hold("b", 7, 2.5, 3.0,
+                                                     "expire")]
+    assert check(ended) == []
+    kept = [Hold("a", 5, 1.0, 2.0), Hold("b", 7, 2.5, 3.0, None)]
+    v = check(kept)
+    assert len(v) == 1 and v[0].startswith("not released"), v
+    v = check(ended, remaining=[7])
+    assert len(v) == 1 and v[0].startswith("still held"), v
+    v = check(good, remaining=[8])
+    assert len(v) == 1 and v[0].startswith("leftover key"), v
 
 
 def test_contended_lock_history(server):
