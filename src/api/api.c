@@ -284,6 +284,7 @@ void api_metrics_extensive(struct api *api, bool on)
 {
     CHECK(api != NULL);
     api->metrics_extensive = on;
+    rpc_metrics_time_handling(on); /* the histogram's clock reads */
 }
 
 void api_stop(struct api *api)

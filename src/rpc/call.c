@@ -445,7 +445,7 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
         return;
     }
     if (call->method != NULL) {
-        call->start_ns = metrics_now_ns();
+        call->start_ns = rpc__handling_start();
         metrics_inc(&call->method->stats->started);
         metrics_inc(&call->method->stats->msg_received);
     }
@@ -648,7 +648,7 @@ void rpc_call_count_as(struct rpc_call *call, const char *method_path)
                                       strlen(method_path));
     if (call->count_as == NULL)
         return;
-    call->start_ns = metrics_now_ns();
+    call->start_ns = rpc__handling_start();
     metrics_inc(&call->count_as->stats->started);
     metrics_inc(&call->count_as->stats->msg_received);
 }

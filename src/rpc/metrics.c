@@ -6,6 +6,7 @@
  * and the handling time).
  */
 #include <assert.h>
+#include <stdatomic.h>
 
 #include "rpc/rpc_int.h"
 #include "util/mem.h"
@@ -15,6 +16,21 @@
 static const double handling_bounds[] = {0.005, 0.01, 0.025, 0.05,
                                          0.1,   0.25, 0.5,   1,
                                          2.5,   5,    10};
+
+/* --metrics extensive (rpc_metrics_time_handling). */
+static atomic_bool time_handling;
+
+void rpc_metrics_time_handling(bool on)
+{
+    atomic_store(&time_handling, on);
+}
+
+int64_t rpc__handling_start(void)
+{
+    return atomic_load_explicit(&time_handling, memory_order_relaxed)
+               ? metrics_now_ns()
+               : 0;
+}
 
 void rpc_server_bytes(const struct rpc_server *srv, uint64_t *received_out,
                       uint64_t *sent_out)
@@ -41,7 +57,8 @@ void rpc__method_handled(const struct rpc__method *m, grpc_status_code code,
     if ((unsigned)code >= RPC_STATUS_CODES)
         code = GRPC_STATUS_UNKNOWN;
     metrics_inc(&m->stats->handled[code]);
-    metrics_since(&m->stats->handling, start_ns);
+    if (start_ns != 0) /* timed (rpc__handling_start) */
+        metrics_since(&m->stats->handling, start_ns);
 }
 
 void rpc_server_metrics(const struct rpc_server *srv,

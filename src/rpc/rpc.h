@@ -231,6 +231,13 @@ void rpc_server_metrics(const struct rpc_server *srv,
                                    void *ctx),
                         void *ctx);
 
+/* rpc_metrics_time_handling turns the timing of each call and stream for
+ * grpc_server_handling_seconds on or off (off by default: two clock reads
+ * and a histogram per call that only --metrics extensive shows, as etcd
+ * turns go-grpc-prometheus' handling-time histogram on only then).
+ * Process-wide, as that histogram; any thread. */
+void rpc_metrics_time_handling(bool on);
+
 /* rpc_server_bytes: the gRPC message bytes (without their 5-byte
  * prefixes, as etcd's codec counts them) srv received and queued for
  * sending since start (etcd's

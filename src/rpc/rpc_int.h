@@ -87,6 +87,9 @@ const struct rpc__method *rpc__method_find(const struct rpc_server *srv,
  * at start_ns with code. */
 void rpc__method_handled(const struct rpc__method *m, grpc_status_code code,
                          int64_t start_ns);
+/* rpc__handling_start: the metrics clock now when handling times are on
+ * (rpc_metrics_time_handling), else 0 (rpc__method_handled times none). */
+int64_t rpc__handling_start(void);
 
 /* One registered method.  Written by the owner before start, read-only
  * afterwards by every thread. */

@@ -61,7 +61,7 @@ struct rpc_stream *rpc__stream_alloc(struct rpc_call *call)
     }
     s->item.kind = RPC__KIND_STREAM;
     s->conn = c;
-    s->start_ns = metrics_now_ns();
+    s->start_ns = rpc__handling_start();
     s->hdrs = call->hdrs; /* the call's metadata moves to the stream */
     s->cors_origin = call->cors_origin; /* (in hdrs, or static) */
     call->hdrs = (struct rpc__hdrs){0};
@@ -563,7 +563,7 @@ void rpc_stream_count_as(struct rpc_stream *s, const char *method_path)
     if (s->count_as == NULL)
         return;
     s->count_code = GRPC_STATUS_OK;
-    s->start_ns = metrics_now_ns();
+    s->start_ns = rpc__handling_start();
     metrics_inc(&s->count_as->stats->started);
 }
 
