@@ -50,6 +50,16 @@ static void on_done(void *arg, const struct server_response *r)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* box_wait waits for b's answer and returns its error. */
+static int box_wait(struct done_box *b)
+{
+    pthread_mutex_lock(&b->mu);
+    while (!b->done)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    return b->err;
+}
+
 static int put_sync(struct server *s, const char *key, const char *val,
                     int64_t *rev_out)
 {
@@ -64,13 +74,10 @@ static int put_sync(struct server *s, const char *key, const char *val,
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_PUT;
     ir.put = &p;
     server_propose(s, &ir, on_done, &b);
-    pthread_mutex_lock(&b.mu);
-    while (!b.done)
-        pthread_cond_wait(&b.cv, &b.mu);
-    pthread_mutex_unlock(&b.mu);
+    int err = box_wait(&b);
     if (rev_out)
         *rev_out = b.rev;
-    return b.err;
+    return err;
 }
 
 static void on_err(void *arg, const struct server_response *r)
@@ -95,11 +102,7 @@ static int lease_grant_sync(struct server *s, int64_t id)
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
     ir.lease_grant = &g;
     server_propose(s, &ir, on_err, &b);
-    pthread_mutex_lock(&b.mu);
-    while (!b.done)
-        pthread_cond_wait(&b.cv, &b.mu);
-    pthread_mutex_unlock(&b.mu);
-    return b.err;
+    return box_wait(&b);
 }
 
 static int64_t count_prefix(struct server *s, const char *prefix,
@@ -435,26 +438,49 @@ static void test_quota_counts_pages_in_use(void **state)
     server_stop(s);
 }
 
-static void on_compacted(void *arg, const struct server_response *r)
+/* compact_sync proposes a (not physical) compaction at rev and waits for
+ * its answer. */
+static int compact_sync(struct server *s, int64_t rev)
 {
-    struct done_box *b = arg;
-    pthread_mutex_lock(&b->mu);
-    b->err = r->err;
-    b->done = 1;
-    pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-}
-
-/* compact_async proposes a (not physical) compaction at rev; b learns. */
-static void compact_async(struct server *s, int64_t rev, struct done_box *b)
-{
-    static Etcdserverpb__CompactionRequest c =
-        ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+    struct done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                         0, 0, 0};
+    Etcdserverpb__CompactionRequest c = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
     c.revision = rev;
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION;
     ir.compaction = &c;
-    server_propose(s, &ir, on_compacted, b);
+    server_propose(s, &ir, on_err, &b);
+    return box_wait(&b);
+}
+
+/* compaction_pending_after: a fresh member, `puts` puts over 50 keys, a
+ * compaction at rev answered, one more put, a stop; the store opened again
+ * has compact revision rev.  Returns whether its compaction is still
+ * pending; *finished: its finished compact revision. */
+static bool compaction_pending_after(int puts, int64_t rev,
+                                     mvcc_rev *finished)
+{
+    struct server *s = start();
+    char key[16];
+    for (int i = 0; i < puts; i++) {
+        snprintf(key, sizeof key, "c/%03d", i % 50);
+        assert_int_equal(put_sync(s, key, "v", NULL), 0);
+    }
+    assert_int_equal(compact_sync(s, rev), 0);
+    assert_int_equal(put_sync(s, "d/0", "v", NULL), 0);
+    server_stop(s);
+    char db[300];
+    struct backend *be;
+    struct mvcc_store *st;
+    snprintf(db, sizeof db, "%s/member/db", dir);
+    assert_int_equal(backend_open(db, NULL, &be), 0);
+    assert_int_equal(mvcc_store_open(be, NULL, &st), 0);
+    assert_int_equal(mvcc_compact_rev(st), rev);
+    bool pending = mvcc_compact_pending(st);
+    *finished = mvcc_compact_finished_rev(st);
+    mvcc_store_close(st);
+    backend_close(be);
+    return pending;
 }
 
 /* A lone voter applies speculatively: with one client writing in
@@ -468,33 +494,9 @@ static void compact_async(struct server *s, int64_t rev, struct done_box *b)
 static void test_compaction_progresses_under_writes(void **state)
 {
     (void)state;
-    struct server *s = start();
-    char key[16];
-    for (int i = 0; i < 300; i++) {
-        snprintf(key, sizeof key, "c/%03d", i % 50);
-        assert_int_equal(put_sync(s, key, "v", NULL), 0);
-    }
-    struct done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                         0, 0, 0};
-    compact_async(s, 250, &b);
-    pthread_mutex_lock(&b.mu);
-    while (!b.done)
-        pthread_cond_wait(&b.cv, &b.mu);
-    pthread_mutex_unlock(&b.mu);
-    assert_int_equal(b.err, 0);
-    assert_int_equal(put_sync(s, "d/0", "v", NULL), 0);
-    server_stop(s);
-    char db[300];
-    struct backend *be;
-    struct mvcc_store *st;
-    snprintf(db, sizeof db, "%s/member/db", dir);
-    assert_int_equal(backend_open(db, NULL, &be), 0);
-    assert_int_equal(mvcc_store_open(be, NULL, &st), 0);
-    assert_int_equal(mvcc_compact_rev(st), 250);
-    assert_false(mvcc_compact_pending(st));
-    assert_int_equal(mvcc_compact_finished_rev(st), 250);
-    mvcc_store_close(st);
-    backend_close(be);
+    mvcc_rev finished;
+    assert_false(compaction_pending_after(300, 250, &finished));
+    assert_int_equal(finished, 250);
 }
 
 /* --experimental-compaction-batch-limit: each apply batch (and each idle
@@ -506,34 +508,11 @@ static void test_compaction_progresses_under_writes(void **state)
 static void test_compaction_batch_limit(void **state)
 {
     (void)state;
-    batch_limit = 1;
-    struct server *s = start();
+    mvcc_rev finished;
+    batch_limit = 1; /* the start in compaction_pending_after */
+    bool pending = compaction_pending_after(600, 550, &finished);
     batch_limit = 0;
-    char key[16];
-    for (int i = 0; i < 600; i++) {
-        snprintf(key, sizeof key, "c/%03d", i % 50);
-        assert_int_equal(put_sync(s, key, "v", NULL), 0);
-    }
-    struct done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                         0, 0, 0};
-    compact_async(s, 550, &b);
-    pthread_mutex_lock(&b.mu);
-    while (!b.done)
-        pthread_cond_wait(&b.cv, &b.mu);
-    pthread_mutex_unlock(&b.mu);
-    assert_int_equal(b.err, 0);
-    assert_int_equal(put_sync(s, "d/0", "v", NULL), 0);
-    server_stop(s);
-    char db[300];
-    struct backend *be;
-    struct mvcc_store *st;
-    snprintf(db, sizeof db, "%s/member/db", dir);
-    assert_int_equal(backend_open(db, NULL, &be), 0);
-    assert_int_equal(mvcc_store_open(be, NULL, &st), 0);
-    assert_int_equal(mvcc_compact_rev(st), 550);
-    assert_true(mvcc_compact_pending(st));
-    mvcc_store_close(st);
-    backend_close(be);
+    assert_true(pending);
 }
 
 static int setup(void **state)
