@@ -44,6 +44,14 @@ def wait_status(url, code, timeout=15):
                                                              timeout, got))
 
 
+def wait_no_leader(url, timeout=15):
+    """Until the member's /metrics says etcd_server_has_leader 0."""
+    t0 = time.monotonic()
+    while "\netcd_server_has_leader 0\n" not in get(url + "/metrics")[1]:
+        assert time.monotonic() - t0 < timeout, "has_leader stays 1"
+        time.sleep(0.2)
+
+
 def test_health_without_leader(make_cluster):
     c = make_cluster(3)
     c.learn_ids()
@@ -56,10 +64,7 @@ def test_health_without_leader(make_cluster):
                                                  '{"health":"false"}\n')
     # /health fails as soon as its read does (etcd: 1 s); the member
     # forgets its leader an election timeout later.
-    t0 = time.monotonic()
-    while "\netcd_server_has_leader 0\n" not in get(url + "/metrics")[1]:
-        assert time.monotonic() - t0 < 15, "has_leader stays 1"
-        time.sleep(0.2)
+    wait_no_leader(url)
     assert get(url + "/health") == (503, '{"health":"false"}\n')
     # etcd 3.5's ?serializable=true checks the member alone: no leader
     # check, a local read (3.5's checkHealth); etcd 3.4 ignores it.
@@ -95,10 +100,7 @@ def test_health_with_two_members_stopped(make_cluster):
             c.kill(m)
     assert wait_status(url + "/health", 503) == (503,
                                                  '{"health":"false"}\n')
-    t0 = time.monotonic()
-    while "\netcd_server_has_leader 0\n" not in get(url + "/metrics")[1]:
-        assert time.monotonic() - t0 < 15, "has_leader stays 1"
-        time.sleep(0.2)
+    wait_no_leader(url)
     if not against_etcd():
         assert wait_status(url + "/readyz", 503)[0] == 503
         assert get(url + "/livez") == (200, "ok\n")
