@@ -24,6 +24,7 @@
 #include "server/alarm.h"
 #include "server/boot_guard.h"
 #include "server/server.h"
+#include "server_harness.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -80,29 +81,16 @@ static int put_sync(struct server *s, const char *key, const char *val,
     return err;
 }
 
-static void on_err(void *arg, const struct server_response *r)
-{
-    struct done_box *b = arg;
-    pthread_mutex_lock(&b->mu);
-    b->err = r->err;
-    b->done = 1;
-    pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-}
-
 /* A LeaseGrant proposed directly (past the API's quota check). */
 static int lease_grant_sync(struct server *s, int64_t id)
 {
-    struct done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                         0, 0, 0};
     Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
     g.id = id;
     g.ttl = 60;
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
     ir.lease_grant = &g;
-    server_propose(s, &ir, on_err, &b);
-    return box_wait(&b);
+    return harness_propose(s, &ir);
 }
 
 static int64_t count_prefix(struct server *s, const char *prefix,
@@ -442,15 +430,12 @@ static void test_quota_counts_pages_in_use(void **state)
  * its answer. */
 static int compact_sync(struct server *s, int64_t rev)
 {
-    struct done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                         0, 0, 0};
     Etcdserverpb__CompactionRequest c = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
     c.revision = rev;
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_COMPACTION;
     ir.compaction = &c;
-    server_propose(s, &ir, on_err, &b);
-    return box_wait(&b);
+    return harness_propose(s, &ir);
 }
 
 /* compaction_pending_after: a fresh member, `puts` puts over 50 keys, a

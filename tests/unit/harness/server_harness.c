@@ -92,6 +92,18 @@ static void answered(void *arg, const struct server_response *r)
     pthread_mutex_unlock(&a->mu);
 }
 
+int harness_propose(struct server *s, Cetcdpb__InternalRequest *ir)
+{
+    struct answer a = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                       0, 0};
+    server_propose(s, ir, answered, &a); /* answers even a refusal */
+    pthread_mutex_lock(&a.mu);
+    while (!a.done)
+        pthread_cond_wait(&a.cv, &a.mu);
+    pthread_mutex_unlock(&a.mu);
+    return a.err;
+}
+
 int harness_put(struct server *s, const char *key, const char *value)
 {
     Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
@@ -100,14 +112,7 @@ int harness_put(struct server *s, const char *key, const char *value)
     Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
     ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_PUT;
     ir.put = &p;
-    struct answer a = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                       0, 0};
-    server_propose(s, &ir, answered, &a); /* answers even a refusal */
-    pthread_mutex_lock(&a.mu);
-    while (!a.done)
-        pthread_cond_wait(&a.cv, &a.mu);
-    pthread_mutex_unlock(&a.mu);
-    return a.err;
+    return harness_propose(s, &ir);
 }
 
 static int saved_fd = -1;

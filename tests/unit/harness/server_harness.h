@@ -42,6 +42,10 @@ struct server *harness_start(const struct server_config *c);
 /* Waits (real time, up to 5 s) until s has published itself; asserts it. */
 void harness_wait_published(struct server *s);
 
+/* Proposes ir through raft and waits for its answer: the answer's error
+ * (0 = applied; a refusal before raft is answered too). */
+int harness_propose(struct server *s, Cetcdpb__InternalRequest *ir);
+
 /* Proposes a put of key=value through raft and waits for its answer:
  * the answer's error (0 = applied). */
 int harness_put(struct server *s, const char *key, const char *value);
