@@ -11,7 +11,6 @@
  * (/health's read, /readyz's linearizable_read) pass a ReadIndex barrier
  * (server_barrier_async) and answer from its callback.
  */
-#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -136,11 +135,9 @@ static void health(const struct api_http *h, struct rpc_call *call,
                                                             : "CORRUPT";
         if (excluded(q, alarm))
             continue;
-        if (al[i].member_id != 0)
-            log_warn(LOGPKG, "/health error due to memberID:%" PRIu64
-                     " alarm:%s ", al[i].member_id, alarm);
-        else
-            log_warn(LOGPKG, "/health error due to alarm:%s ", alarm);
+        char text[64];
+        log_warn(LOGPKG, "/health error due to %s",
+                 server_alarm_text(&al[i], text, sizeof text));
         health_false(h->health, call);
         return;
     }

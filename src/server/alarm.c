@@ -7,6 +7,7 @@
  */
 #include "util/check.h"
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -161,6 +162,22 @@ size_t server_alarms_list(struct server *s, struct server_alarm *out,
     pthread_mutex_unlock(&al->pub_mu);
     CHECK(n <= SERVER_ALARMS_MAX);
     return n;
+}
+
+const char *server_alarm_text(const struct server_alarm *a, char *buf,
+                              size_t cap)
+{
+    CHECK(a != NULL && buf != NULL && cap > 0);
+    CHECK(a->type == ETCDSERVERPB__ALARM_TYPE__NOSPACE ||
+          a->type == ETCDSERVERPB__ALARM_TYPE__CORRUPT);
+    const char *type =
+        a->type == ETCDSERVERPB__ALARM_TYPE__NOSPACE ? "NOSPACE" : "CORRUPT";
+    if (a->member_id != 0)
+        snprintf(buf, cap, "memberID:%" PRIu64 " alarm:%s ", a->member_id,
+                 type);
+    else
+        snprintf(buf, cap, "alarm:%s ", type);
+    return buf;
 }
 
 bool server__alarm_nospace(struct server *s)

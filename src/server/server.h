@@ -487,6 +487,11 @@ struct server_alarm {
  * changed it (Maintenance.Status's errors).  Any thread. */
 size_t server_alarms_list(struct server *s, struct server_alarm *out,
                           size_t max);
+/* server_alarm_text writes a's text as etcd prints an AlarmMember (the
+ * protobuf compact text: "memberID:1234 alarm:NOSPACE ", the member left
+ * out when 0) into buf; returns buf. */
+const char *server_alarm_text(const struct server_alarm *a, char *buf,
+                              size_t cap);
 
 /* Most Defragment requests waiting at once (server_defrag). */
 #define SERVER_DEFRAG_WAITERS_MAX 64

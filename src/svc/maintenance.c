@@ -7,8 +7,6 @@
  */
 #include "svc/svc.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <time.h>
 
 #include "auth/auth.h"
@@ -35,16 +33,7 @@ static size_t status_errors(struct server *s, bool no_leader,
     if (no_leader)
         errs[k++] = "etcdserver: no leader";
     for (size_t i = 0; i < n; i++) {
-        const char *type =
-            al[i].type == ETCDSERVERPB__ALARM_TYPE__NOSPACE ? "NOSPACE"
-                                                            : "CORRUPT";
-        CHECK(al[i].type == ETCDSERVERPB__ALARM_TYPE__NOSPACE ||
-              al[i].type == ETCDSERVERPB__ALARM_TYPE__CORRUPT);
-        if (al[i].member_id != 0)
-            snprintf(bufs[i], STATUS_ERROR_BYTES,
-                     "memberID:%" PRIu64 " alarm:%s ", al[i].member_id, type);
-        else
-            snprintf(bufs[i], STATUS_ERROR_BYTES, "alarm:%s ", type);
+        server_alarm_text(&al[i], bufs[i], STATUS_ERROR_BYTES);
         errs[k++] = bufs[i];
     }
     CHECK(k <= SERVER_ALARMS_MAX + 1);
