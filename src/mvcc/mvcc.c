@@ -270,20 +270,22 @@ void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
     mvcc__put_le64(dst + 24, (uint64_t)st->compact_fin);
     mvcc__put_le64(dst + 32, (uint64_t)st->next_main);
     mvcc__put_le64(dst + 40, (uint64_t)st->next_sub);
-    uint32_t crc = crc32c_extend(0, dst, 48);
+    mvcc__put_le64(dst + 48, (uint64_t)st->keys);
+    uint32_t crc = crc32c_extend(0, dst, 56);
     for (int i = 0; i < 4; i++)
-        dst[48 + i] = (uint8_t)(crc >> (8 * i));
+        dst[56 + i] = (uint8_t)(crc >> (8 * i));
 }
 
 int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st)
 {
     const uint8_t *p = v->data;
-    if (v->len != MVCC_STATE_LEN)
+    if (v->len != MVCC_STATE_LEN && v->len != MVCC_STATE_LEN_NOKEYS)
         return ERR_CORRUPT;
+    size_t body = v->len - 4;
     uint32_t crc = 0;
     for (int i = 3; i >= 0; i--)
-        crc = (crc << 8) | p[48 + i];
-    if (crc != crc32c_extend(0, p, 48))
+        crc = (crc << 8) | p[body + i];
+    if (crc != crc32c_extend(0, p, body))
         return ERR_CORRUPT;
     st->ci = mvcc__get_le64(p);
     st->rev = (mvcc_rev)mvcc__get_le64(p + 8);
@@ -291,9 +293,10 @@ int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st)
     st->compact_fin = (mvcc_rev)mvcc__get_le64(p + 24);
     st->next_main = (mvcc_rev)mvcc__get_le64(p + 32);
     st->next_sub = (int64_t)mvcc__get_le64(p + 40);
+    st->keys = body > 48 ? (int64_t)mvcc__get_le64(p + 48) : -1;
     if (st->rev < 1 || st->compact < 0 || st->compact > st->rev ||
         st->compact_fin < 0 || st->compact_fin > st->compact ||
-        st->next_main < 0 || st->next_sub < 0)
+        st->next_main < 0 || st->next_sub < 0 || st->keys < -1)
         return ERR_CORRUPT;
     return 0;
 }
@@ -354,6 +357,7 @@ static int store_load(struct mvcc_store *s)
     if (rc == ERR_NOTFOUND) {
         memset(&s->st, 0, sizeof s->st);
         s->st.rev = 1; /* etcd: the empty store is at revision 1 */
+        s->st.keys = 0;
         rc = 0;
     } else if (rc == 0) {
         rc = mvcc__state_decode(&v, &s->st);
@@ -377,11 +381,13 @@ static int store_load(struct mvcc_store *s)
     atomic_store(&s->compact_rev, s->st.compact);
     atomic_store(&s->compact_fin, s->st.compact_fin);
     atomic_store(&s->ci, s->st.ci);
+    atomic_store(&s->keys, s->st.keys);
     return 0;
 }
 
-/* keys_count counts the live keys once, at open: a count-only range of
- * every key (keys read, values not); commits keep it from then on. */
+/* keys_count counts the live keys of a store whose state has no count
+ * (written before the count was kept): a count-only range of every key
+ * (keys read, values not).  The next commit stores it. */
 static int keys_count(struct mvcc_store *s)
 {
     static const uint8_t all[1] = {0}; /* key and range end "\0": all */
@@ -391,8 +397,10 @@ static int keys_count(struct mvcc_store *s)
     if (rc != 0)
         return rc;
     rc = mvcc__range(r, all, 1, all, 1, 0, 0, MVCC_RANGE_COUNT_ONLY, &res);
-    if (rc == 0)
+    if (rc == 0) {
+        s->st.keys = res.count;
         atomic_store(&s->keys, res.count);
+    }
     mvcc_range_result_close(&res);
     mvcc_read_end(r);
     return rc;
@@ -427,8 +435,8 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
                               ? opts->arena_keep_bytes
                               : (16u << 20);
     pthread_mutex_init(&s->pool_mu, NULL);
-    atomic_init(&s->keys, -1);
-    if (opts != NULL && opts->count_keys && (rc = keys_count(s)) != 0) {
+    if (s->st.keys < 0 && opts != NULL && opts->count_keys &&
+        (rc = keys_count(s)) != 0) {
         mvcc_store_close(s);
         return rc;
     }

@@ -107,8 +107,10 @@ struct mvcc_options {
     size_t arena_keep_bytes; /* batch arena kept between batches; larger
                                 arenas are freed. 0 = 16 MiB */
     /* Count the live keys at open (one pass over the keys, no values)
-     * and keep the count as batches commit: mvcc_keys (etcd's
-     * etcd_debugging_mvcc_keys_total). */
+     * when the store's state has no count yet (a store written before
+     * the count was kept, mvcc_int.h "mvcc_state"): mvcc_keys (etcd's
+     * etcd_debugging_mvcc_keys_total).  Batches keep the count in the
+     * state from then on, so later opens read it. */
     bool count_keys;
 };
 
@@ -125,7 +127,8 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
 void mvcc_store_close(struct mvcc_store *s);
 
 /* mvcc_keys: the live keys (keys, not versions) as of the last commit,
- * or -1 when the store was opened without count_keys.  Any thread. */
+ * or -1 when the store's state has no count and it was opened without
+ * count_keys.  Any thread. */
 int64_t mvcc_keys(const struct mvcc_store *s);
 
 /* Latest committed state, readable from any thread (atomics). */

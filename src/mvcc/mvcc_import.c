@@ -41,6 +41,8 @@ int mvcc_batch_import(struct mvcc_batch *b, const struct mvcc_kv *kv,
     rc = mvcc__write_version(t, &w, tomb, live ? prev.lease : 0);
     if (rc != 0)
         return mvcc__batch_fail(b, rc);
+    if (live != !tomb) /* a key made live, or a live one deleted */
+        b->keys_delta += tomb ? -1 : 1;
     b->st.rev = kv->mod_rev;
     CHECK(t->sub == sub + 1);
     return 0;

@@ -87,15 +87,20 @@
  * store with state but another layout (or none: cetcd before session 21
  * kept whole records in `kv`) is refused at open (ERR_UNSUPPORTED).
  *
- * Bucket `meta` (bytewise), entry "mvcc_state", 52 bytes:
+ * Bucket `meta` (bytewise), entry "mvcc_state", 60 bytes:
  *          [0, 8)   consistent_index u64 LE
  *          [8, 16)  current_rev i64 LE (1 on an empty store)
  *          [16, 24) compact_scheduled i64 LE (0 = never compacted)
  *          [24, 32) compact_finished i64 LE (<= compact_scheduled)
  *          [32, 40) compact_next_main i64 LE \ next `rev` entry the running
  *          [40, 48) compact_next_sub i64 LE  / compaction examines
- *          [48, 52) CRC32C of bytes [0, 48), u32 LE
- * The state is rewritten by every batch commit, in the batch's txn.
+ *          [48, 56) live keys i64 LE (-1: not counted)
+ *          [56, 60) CRC32C of bytes [0, 56), u32 LE
+ * The state is rewritten by every batch commit, in the batch's txn, so the
+ * live key count is as durable as the keys: an open reads it instead of
+ * counting every key (tens of ms per 100k keys, in the restart and in a
+ * defragmentation's switch-over).  A 52-byte record (no count, the
+ * layout before session 23) is read as "not counted".
  */
 #ifndef CETCD_MVCC_MVCC_INT_H
 #define CETCD_MVCC_MVCC_INT_H
@@ -112,7 +117,8 @@
 #define MVCC_REVKEY_LEN 16                /* `rev` bucket key */
 #define MVCC_HDR 26                       /* `kv` value header */
 #define MVCC_LOG_HDR 29                   /* `rev` value header */
-#define MVCC_STATE_LEN 52                 /* `meta` mvcc_state */
+#define MVCC_STATE_LEN 60                 /* `meta` mvcc_state */
+#define MVCC_STATE_LEN_NOKEYS 52          /* the same without the count */
 #define MVCC_FORMAT 3
 #define MVCC_FORMAT_LONG 4
 #define MVCC_LAYOUT 2                     /* `meta` mvcc_format */
@@ -131,7 +137,7 @@
 _Static_assert(MVCC_SUFFIX == 8 + 8 + 1, "kv key suffix layout");
 _Static_assert(MVCC_HDR == 1 + 1 + 8 + 8 + 8, "kv value header layout");
 _Static_assert(MVCC_LOG_HDR == 1 + 8 + 8 + 8 + 4, "rev value header layout");
-_Static_assert(MVCC_STATE_LEN == 6 * 8 + 4, "mvcc_state layout");
+_Static_assert(MVCC_STATE_LEN == 7 * 8 + 4, "mvcc_state layout");
 _Static_assert(sizeof(mvcc_rev) == 8, "revisions are 64-bit");
 
 /* The persisted state (meta "mvcc_state"), decoded. */
@@ -142,6 +148,7 @@ struct mvcc_state {
     mvcc_rev compact_fin;  /* finished compact revision */
     mvcc_rev next_main;    /* compaction position: main */
     int64_t next_sub;      /* compaction position: sub */
+    int64_t keys;          /* live keys, -1: not counted */
 };
 
 /* One chunk of the batch arena. */

@@ -154,6 +154,12 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
     int rc = b->err;
     if (rc == 0) {
         b->st.ci = consistent_index;
+        /* (a count gone negative could only be a bug: "not counted",
+         * so the next open counts again, rather than a stop) */
+        if (b->st.keys >= 0 && b->st.keys + b->keys_delta >= 0)
+            b->st.keys += b->keys_delta;
+        else
+            b->st.keys = -1;
         mvcc__state_encode(st, &b->st);
         rc = backend_put(b->txn, s->meta, state_key, sizeof state_key - 1, st,
                          sizeof st);
@@ -176,8 +182,7 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
     atomic_store(&s->compact_rev, s->st.compact);
     atomic_store(&s->compact_fin, s->st.compact_fin);
     atomic_store(&s->ci, s->st.ci);
-    if (b->keys_delta != 0 && atomic_load(&s->keys) >= 0)
-        atomic_fetch_add(&s->keys, b->keys_delta);
+    atomic_store(&s->keys, s->st.keys);
     if (s->observer != NULL && b->n_events > 0)
         s->observer(s->observer_arg, b->events, b->n_events, s->st.rev);
     return 0;

@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "mvcc/mvcc.h"
+#include "util/crc32c.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -1564,6 +1565,15 @@ static void compact_more_steps(struct mvcc_batch *b, struct mcompact *mc)
     mc->finished = !mc->pending;
 }
 
+/* model_live: the model's live keys at rev (mvcc_keys's count). */
+static int64_t model_live(mvcc_rev rev)
+{
+    int64_t n = 0;
+    for (int i = 0; i < NKEYS; i++)
+        n += model[rev][i].live != 0;
+    return n;
+}
+
 static unsigned model_seed(void)
 {
     const char *env = getenv("CETCD_TEST_SEED");
@@ -1613,6 +1623,7 @@ static void test_random_model(void **state)
     struct mcompact mc = {0};
     while (rev < MAXREV - 10) {
         random_batch(f, &rev, &mc);
+        assert_int_equal(mvcc_keys(f->s), model_live(rev));
         if (mc.finished) {
             assert_int_equal(mvcc_compact_finished_rev(f->s), mc.scheduled);
             check_physical(f, mc.scheduled);
@@ -1620,7 +1631,8 @@ static void test_random_model(void **state)
         check_some(f->s, mc.scheduled);
         if (rand() % 50 == 0) { /* a restart, maybe mid-compaction */
             fx_close(f);
-            fx_open(f);
+            fx_open(f); /* the count read back from the state, not made */
+            assert_int_equal(mvcc_keys(f->s), model_live(rev));
         }
     }
     assert_int_equal(mvcc_current_rev(f->s), rev);
@@ -1697,6 +1709,7 @@ static void test_import_versions(void **state)
     assert_int_equal(mvcc_current_rev(f->s), 12);
     assert_int_equal(mvcc_compact_rev(f->s), 8);
     assert_int_equal(mvcc_consistent_index(f->s), 42);
+    assert_int_equal(mvcc_keys(f->s), 2); /* b and c; a deleted */
     struct mvcc_read *r;
     struct mvcc_range_result res = {0};
     assert_int_equal(mvcc_read_begin(f->s, &r), 0);
@@ -1717,6 +1730,58 @@ static void test_import_versions(void **state)
     assert_int_equal(n, 1);
     mvcc_range_result_close(&res);
     mvcc_read_end(r);
+}
+
+/* The live key count is kept in the state record by every commit and read
+ * back at open, not recounted; a state record without it (52 bytes, the
+ * layout before the count) is counted at open when count_keys asks, else
+ * reads as -1, and the next commit stores the count. */
+static void test_keys_count_kept(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(mvcc_keys(f->s), 0); /* an empty store: 0, known */
+    put(f->s, "a", "1", 0);
+    put(f->s, "b", "1", 0);
+    put(f->s, "b", "2", 0); /* not a new key */
+    put(f->s, "c", "1", 0);
+    assert_int_equal(del(f->s, "c", NULL, 0), 1);
+    assert_int_equal(del(f->s, "c", NULL, 0), 0); /* deleted already */
+    assert_int_equal(mvcc_keys(f->s), 2);
+    fx_close(f);
+    fx_open(f); /* without count_keys: read from the state */
+    assert_int_equal(mvcc_keys(f->s), 2);
+    /* The state record as a store before the count wrote it: the first
+     * 48 bytes, then their CRC32C. */
+    fx_close(f);
+    assert_int_equal(backend_open(f->dir, NULL, &f->be), 0);
+    backend_bucket meta;
+    struct backend_txn *t;
+    struct backend_val v;
+    uint8_t rec[52];
+    assert_int_equal(backend_bucket_open(f->be, "meta", 0, &meta), 0);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    assert_int_equal(backend_get(t, meta, "mvcc_state", 10, &v), 0);
+    assert_int_equal(v.len, 60);
+    memcpy(rec, v.data, 48);
+    uint32_t crc = crc32c_extend(0, rec, 48);
+    for (int i = 0; i < 4; i++)
+        rec[48 + i] = (uint8_t)(crc >> (8 * i));
+    assert_int_equal(backend_put(t, meta, "mvcc_state", 10, rec, 52), 0);
+    assert_int_equal(backend_write_commit(t), 0);
+    assert_int_equal(mvcc_store_open(f->be, NULL, &f->s), 0);
+    assert_int_equal(mvcc_keys(f->s), -1); /* not counted, not known */
+    assert_int_equal(mvcc_current_rev(f->s), 6); /* the rest as written */
+    mvcc_store_close(f->s);
+    assert_int_equal(mvcc_store_open(f->be,
+                                     &(struct mvcc_options){.count_keys = true},
+                                     &f->s),
+                     0);
+    assert_int_equal(mvcc_keys(f->s), 2); /* counted */
+    put(f->s, "d", "1", 0);               /* ...and stored by a commit */
+    assert_int_equal(mvcc_keys(f->s), 3);
+    fx_close(f);
+    fx_open(f);
+    assert_int_equal(mvcc_keys(f->s), 3);
 }
 
 /* --- the layout: index entries, records in the log (mvcc_int.h) ------ */
@@ -1930,6 +1995,7 @@ int main(void)
         T(test_layout_refused),
         T(test_prev_values),
         T(test_random_model),
+        T(test_keys_count_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
