@@ -1073,13 +1073,44 @@ int backend_sync_paced(struct backend *be)
  * its own two 1 MiB buffers.  A trim costs ~30 µs. */
 #define COPY_TRIM_BYTES (1u << 20)
 #define COPY_CHUNK (64u << 10) /* a pipe holds 64 KiB */
+/* The copy's writeback, paced: left to the kernel, a 1 GiB copy stayed
+ * dirty in the page cache (24 GiB of RAM, the default dirty ratios) until
+ * its fdatasync wrote it all at once, and the WAL fsyncs queued behind
+ * that burst held puts 400-700 ms (session 23).  So every COPY_PACE_BYTES
+ * of a regular file are sent to the disk as they are written, and the
+ * relay waits for the chunk before them: at most two chunks are dirty or
+ * in flight, and a WAL fsync waits behind one chunk at most. */
+#define COPY_PACE_BYTES ((uint64_t)4 << 20)
 
 struct copy_relay {
     struct backend *be; /* whose map to trim */
     int in;             /* the pipe's read end */
     int out;            /* the destination */
     int err;            /* 0 or the first error (ERR_*) */
+    bool pace;          /* out is a regular file: pace its writeback */
+    uint64_t off;       /* bytes written to out */
+    uint64_t sent;      /* of them, sent to the disk (a chunk boundary) */
 };
+
+/* relay_pace starts the writeback of the chunk just completed and waits
+ * for the one before it.  Errors are the final fdatasync's to report. */
+static void relay_pace(struct copy_relay *r)
+{
+    if (!r->pace || r->off - r->sent < COPY_PACE_BYTES)
+        return;
+    uint64_t end = r->off - (r->off - r->sent) % COPY_PACE_BYTES;
+    if (sync_file_range(r->out, (off64_t)r->sent, (off64_t)(end - r->sent),
+                        SYNC_FILE_RANGE_WRITE) != 0)
+        r->pace = false;
+    if (r->pace && r->sent >= COPY_PACE_BYTES &&
+        sync_file_range(r->out, (off64_t)(r->sent - COPY_PACE_BYTES),
+                        (off64_t)COPY_PACE_BYTES,
+                        SYNC_FILE_RANGE_WAIT_BEFORE |
+                            SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+        r->pace = false;
+    r->sent = end;
+}
 
 /* relay_main moves everything from the pipe to the file; after a write
  * error it keeps draining (LMDB must not block) and keeps the error. */
@@ -1099,6 +1130,8 @@ static void *relay_main(void *arg)
         }
         if (r->err == 0)
             r->err = fs_write_all(r->out, buf, (size_t)n);
+        r->off += (uint64_t)n;
+        relay_pace(r);
         since_trim += (size_t)n;
         if (since_trim >= COPY_TRIM_BYTES) {
             backend_rss_trim(r->be);
@@ -1114,7 +1147,10 @@ int backend_copy_fd(struct backend *be, int fd, bool compact)
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)
         return err_from_errno(errno);
-    struct copy_relay r = {.be = be, .in = p[0], .out = fd};
+    struct stat st;
+    struct copy_relay r = {.be = be, .in = p[0], .out = fd,
+                           .pace = fstat(fd, &st) == 0 &&
+                                   S_ISREG(st.st_mode)};
     pthread_t t;
     if (pthread_create(&t, NULL, relay_main, &r) != 0) {
         close(p[0]);

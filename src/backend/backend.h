@@ -341,7 +341,10 @@ int backend_sync_paced(struct backend *be);
  * free pages dropped).  Runs in its own read txn, concurrently with the
  * writer.  LMDB writes into a pipe that a relay thread empties into fd,
  * trimming the map (backend_rss_trim) every 1 MiB, so the copy does not map
- * the whole store into the process's RSS.  Errors: ERR_IO, ERR_NOSPC and
+ * the whole store into the process's RSS; into a regular file it sends
+ * every 4 MiB to the disk as it goes and waits for the 4 MiB before them
+ * (sync_file_range), so that the copy is never a burst of dirty pages that
+ * WAL fsyncs would queue behind.  Errors: ERR_IO, ERR_NOSPC and
  * the other write errors mapped by err_from_errno, ERR_NOMEM.
  */
 int backend_copy_fd(struct backend *be, int fd, bool compact);
