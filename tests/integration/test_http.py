@@ -455,6 +455,11 @@ def test_listen_metrics_urls(make_server):
     url = "http://127.0.0.1:%d" % port
     st, _, body = curl(url + "/metrics")
     assert st == 200 and "etcd_server_has_leader 1" in body
+    # HTTP/1.1 and h2c with prior knowledge, as on the client listener
+    # (etcd 3.4's metrics listener is a plain net/http server: no h2c)
+    check_endpoints(url, ["--http1.1"] + ([] if against_etcd()
+                                          else ["--http2-prior-knowledge"]),
+                    paths=["/metrics", "/health"])
     st, h, body = curl(url + "/health")
     assert (st, json.loads(body)) == (200, {"health": "true"})
     assert "access-control-allow-origin" not in h  # no CORS there
