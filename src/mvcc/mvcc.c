@@ -226,6 +226,11 @@ uint64_t mvcc__hash_mask = UINT64_MAX;
  * collisions cost time, never correctness, see mvcc_int.h). */
 uint64_t mvcc__key_hash(const uint8_t *key, size_t key_len)
 {
+    return mvcc__key_hash64(key, key_len) & mvcc__hash_mask;
+}
+
+uint64_t mvcc__key_hash64(const uint8_t *key, size_t key_len)
+{
     const uint64_t m = 0x9e3779b97f4a7c15u;
     uint64_t h = 0x6a09e667f3bcc909u ^ ((uint64_t)key_len * m);
     size_t i = 0;
@@ -238,7 +243,7 @@ uint64_t mvcc__key_hash(const uint8_t *key, size_t key_len)
         h ^= h >> 31;
     }
     h ^= h >> 32;
-    return (h * m ^ (h >> 29)) & mvcc__hash_mask;
+    return h * m ^ (h >> 29);
 }
 
 int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,

@@ -358,6 +358,15 @@ extern const char mvcc__format_key[];
  * a store, and for that store's life) to make index collisions common. */
 extern uint64_t mvcc__hash_mask;
 uint64_t mvcc__key_hash(const uint8_t *key, size_t key_len);
+/* Keys per page of the hash's pass over the key index (mvcc_hash.c);
+ * tests make it tiny. */
+extern size_t mvcc__keep_page;
+/* mvcc__key_hash64: the same hash, never narrowed. */
+uint64_t mvcc__key_hash64(const uint8_t *key, size_t key_len);
+/* mvcc__range flag of internal walks that read a range in pages: stop
+ * once limit keys are out (res->more says whether more follow; res->count
+ * is then not the range's count, which would read the whole range). */
+#define MVCC__RANGE_NO_COUNT (1u << 30)
 /* mvcc__range is mvcc_range without counting it in mvcc_metrics (the
  * hashes' own lookups are not client ranges). */
 int mvcc__range(struct mvcc_read *r, const void *key, size_t key_len,

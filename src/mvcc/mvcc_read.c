@@ -242,7 +242,12 @@ static int scan_merge(struct sstream *ss,
     int rc = short_start(ss);
     if (rc == 0)
         rc = long_start(ls);
+    bool stop = (flags & MVCC__RANGE_NO_COUNT) && limit > 0;
     while (rc == 0 && (ss->has || ls->i < ls->buf.n)) {
+        if (stop && count == limit) {
+            count++; /* one more is there: res->more */
+            break;
+        }
         bool out = want && (limit <= 0 || count < limit);
         count++;
         if (take_long(ss, ls)) {

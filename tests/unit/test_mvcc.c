@@ -1565,6 +1565,31 @@ static void compact_more_steps(struct mvcc_batch *b, struct mcompact *mc)
     mc->finished = !mc->pending;
 }
 
+extern size_t mvcc__keep_page;
+
+/* check_hash_pages: the hash (etcd's keep(R) below the compact revision,
+ * read from the key index in pages) is the same with pages of 1-3 keys
+ * as with the default's single page. */
+static uint32_t hash_etcd_now(struct fixture *f)
+{
+    struct mvcc_read *r;
+    uint32_t h;
+    assert_int_equal(mvcc_read_begin(f->s, &r), 0);
+    assert_int_equal(mvcc_hash_kv_etcd(r, 0, &h, NULL), 0);
+    mvcc_read_end(r);
+    return h;
+}
+
+static void check_hash_pages(struct fixture *f)
+{
+    uint32_t whole = hash_etcd_now(f);
+    size_t saved = mvcc__keep_page;
+    mvcc__keep_page = 1 + (size_t)(rand() % 3);
+    uint32_t paged = hash_etcd_now(f);
+    mvcc__keep_page = saved;
+    assert_int_equal(paged, whole);
+}
+
 /* model_live: the model's live keys at rev (mvcc_keys's count). */
 static int64_t model_live(mvcc_rev rev)
 {
@@ -1629,6 +1654,8 @@ static void test_random_model(void **state)
             check_physical(f, mc.scheduled);
         }
         check_some(f->s, mc.scheduled);
+        if (rand() % 10 == 0)
+            check_hash_pages(f);
         if (rand() % 50 == 0) { /* a restart, maybe mid-compaction */
             fx_close(f);
             fx_open(f); /* the count read back from the state, not made */
