@@ -194,7 +194,6 @@ static int load(struct server *s)
     pthread_mutex_lock(&ls->mu);
     clear(ls);
     ls->epoch = 0; /* promoted again by the next tick or keep-alive */
-    ls->cp_running = false;
     int rc = read_all(s, ls);
     pthread_mutex_unlock(&ls->mu);
     if (rc == ERR_CORRUPT)
@@ -292,8 +291,10 @@ int server__lease_grant_apply(struct server *s, struct mvcc_batch *b,
         rc = ERR_TOO_MANY_REQUESTS;
     if (rc == 0)
         rc = persist(s, b, &l);
-    if (rc == 0 && ls->epoch != 0)
-        l.expiry_ms = server__clock_ms(s) + (uint64_t)l.ttl * 1000u;
+    if (rc == 0 && ls->epoch != 0) { /* a next leader: the full TTL */
+        l.cp_ms = server__clock_ms(s);
+        l.expiry_ms = l.cp_ms + (uint64_t)l.ttl * 1000u;
+    }
     if (rc == 0)
         rc = insert(ls, &l);
     pthread_mutex_unlock(&ls->mu);
@@ -345,7 +346,8 @@ int server__lease_revoke_apply(struct server *s, struct mvcc_batch *b,
 
 /* One checkpoint (mu held).  On the leader its own expiry stands: it only
  * records what a next leader starts from; a cleared record (0) is a
- * renewal that waited for it (lease_primary.c), and renews. */
+ * renewal that waited for it (lease_primary.c), and renews.  Either way
+ * the checkpoint proposed here is no longer on its way (cp_sent). */
 static int checkpoint_one(struct server *s, struct mvcc_batch *b,
                           const Etcdserverpb__LeaseCheckpoint *cp)
 {
@@ -355,8 +357,11 @@ static int checkpoint_one(struct server *s, struct mvcc_batch *b,
     int64_t rem = cp->remaining_ttl < 0 ? 0 : cp->remaining_ttl;
     if (rem > SERVER_LEASE_TTL_MAX)
         rem = SERVER_LEASE_TTL_MAX;
-    if (rem == 0 && s->leases.epoch != 0)
-        l->expiry_ms = server__clock_ms(s) + (uint64_t)l->ttl * 1000u;
+    l->cp_sent = false;
+    if (rem == 0 && s->leases.epoch != 0) {
+        l->cp_ms = server__clock_ms(s);
+        l->expiry_ms = l->cp_ms + (uint64_t)l->ttl * 1000u;
+    }
     if (rem == l->remaining)
         return 0;
     l->remaining = rem;

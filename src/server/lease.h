@@ -19,21 +19,28 @@
  * are local to the leader and not logged, like etcd; the leader then
  * proposes LeaseRevoke for expired leases, at most SERVER_LEASE_REVOKE_RATE
  * a second (a proposal that fails is retried after
- * SERVER_LEASE_RETRY_MS), and every checkpoint interval
- * (--experimental-lease-checkpoint-interval, default 5 min) it proposes
- * checkpoints of the leases whose remaining TTL is longer than the
- * interval or that have a record already, SERVER_LEASE_CHECKPOINT_BATCH
- * per entry.
+ * SERVER_LEASE_RETRY_MS), and checkpoints each lease's remaining TTL on
+ * its own cadence: a lease is due once its checkpoint period
+ * (server__lease_cp_period_ms: half its TTL, at least
+ * SERVER_LEASE_CHECKPOINT_MIN_MS, at most the checkpoint interval,
+ * --experimental-lease-checkpoint-interval, default 5 min) has passed
+ * since what a next leader would start it from was last this leader's:
+ * its grant, renewal, last checkpoint or the promotion.  A lease renewed
+ * more often than every half TTL (etcd's clients renew every third)
+ * so costs no checkpoint; one left alone gets one about every half TTL.
+ * The due leases go SERVER_LEASE_CHECKPOINT_BATCH per entry, at most
+ * SERVER_LEASE_CHECKPOINT_RATE a second, round robin over the table.
  *
- * The bound (docs/ARCHITECTURE.md "Leases"): a lease not kept alive
- * expires no earlier than its TTL after its last acknowledged keep-alive
- * and no later than TTL + checkpoint interval + election timeout (plus the
- * lessor tick, 500 ms) after it.  For the lower bound, a renewal of a
- * lease with a checkpoint on record (or one on its way) is acknowledged
- * only once a checkpoint clearing that record is applied (etcd proposes
- * the same one without waiting); so is one that comes while checkpoints
- * of a sweep are on their way, which may carry a remaining TTL older than
- * the renewal.
+ * The bound (docs/ARCHITECTURE.md "Leases" derives it): a lease not kept
+ * alive expires no earlier than its TTL after its last acknowledged
+ * keep-alive, and no later than TTL + m * (P + 2 s) + the m elections
+ * after it, where m is the number of leader changes meanwhile and P its
+ * checkpoint period (each change costs at most the age of the last
+ * record, P + a tick + rounding, and the election).  For the lower bound,
+ * a renewal of a lease with a checkpoint on record, or one proposed and
+ * not applied yet (cp_sent), is acknowledged only once a checkpoint
+ * clearing that record is applied (etcd proposes the same one without
+ * waiting).
  *
  * Threads and locks.  leases.mu is a leaf (server.h "Lock order"): the
  * apply side (apply_mu holder) changes the table under it; API threads
@@ -69,6 +76,8 @@
 #define SERVER_LEASE_CHECKPOINT_RATE 1000    /* checkpoints a second */
 #define SERVER_LEASE_TICK_MS 500             /* the lessor tick */
 #define SERVER_LEASE_CHECKPOINT_MS (5u * 60u * 1000u) /* default interval */
+#define SERVER_LEASE_CHECKPOINT_MIN_MS 1000u /* shortest period (unless the
+                                              * interval is shorter) */
 #define SERVER_LEASE_KEY_BYTES 8
 #define SERVER_LEASE_VAL_BYTES 16
 
@@ -80,6 +89,15 @@ struct server_lease {
     uint64_t expiry_ms;        /* primary: expires then; 0: never */
     uint64_t retry_ms;         /* primary: revoke proposed, not again
                                 * before this */
+    uint64_t cp_ms;            /* primary: when what a next leader would
+                                * start it from (its record, else its TTL)
+                                * was last true here: grant, renewal,
+                                * checkpoint taken or promotion */
+    bool cp_sent;              /* a checkpoint of it proposed here and not
+                                * applied yet */
+    uint32_t clears;           /* renewals proposed here waiting for their
+                                * cleared record (none is taken for a
+                                * checkpoint meanwhile) */
     struct server_lease *next; /* hash chain */
 };
 
@@ -92,12 +110,14 @@ struct server_leases {
     size_t cap;                  /* slots in tab */
     size_t n;                    /* leases held */
     uint64_t epoch;              /* primary for this lead epoch (0: not) */
-    uint64_t cp_next_ms;         /* primary: next checkpoint sweep */
     uint64_t tick_next_ms;       /* the next lessor tick */
-    size_t cp_slot;              /* primary: the sweep's next slot */
-    bool cp_running;             /* primary: a sweep is under way */
-    _Atomic uint32_t cp_inflight; /* sweep entries proposed, not answered
-                                  * (any thread; see lease_primary.c) */
+    size_t cp_slot;              /* primary: where the next look for due
+                                  * checkpoints starts (round robin) */
+    _Atomic bool cp_failed;      /* a checkpoint entry failed: every lease
+                                  * is due again (any thread) */
+    _Atomic uint64_t cp_total;   /* checkpoints proposed by the cadence
+                                  * (leases, not entries; for tests and
+                                  * measurements) */
     /* Forwards to the leader waiting to try again (lease_forward.c). */
     pthread_mutex_t fwd_mu;      /* leaf lock: the list below */
     struct server_lease_fwd *fwd_head, *fwd_tail;
@@ -152,6 +172,10 @@ bool server__lease_exists(struct server *s, int64_t id);
 struct server_lease *server__lease_find(struct server_leases *ls, int64_t id);
 /* etcd's minimum TTL in seconds: 1.5 election timeouts, rounded up. */
 int64_t server__lease_min_ttl(const struct server *s);
+/* The checkpoint period of a lease of ttl_s seconds under checkpoint
+ * interval interval_ms (> 0): min(interval, max(TTL / 2,
+ * SERVER_LEASE_CHECKPOINT_MIN_MS)), in ms.  Pure. */
+uint64_t server__lease_cp_period_ms(int64_t ttl_s, uint64_t interval_ms);
 
 /* server__leases_tick: the lessor tick (house thread, no server lock but
  * house_mu): promotion, revokes of expired leases, checkpoints. */

@@ -34,9 +34,21 @@ static bool leading(struct server *s)
     return atomic_load(&s->lead) == s->member_id;
 }
 
+uint64_t server__lease_cp_period_ms(int64_t ttl_s, uint64_t interval_ms)
+{
+    CHECK(ttl_s >= 1 && interval_ms > 0);
+    uint64_t half = (uint64_t)ttl_s * 1000u / 2u;
+    uint64_t p = half < SERVER_LEASE_CHECKPOINT_MIN_MS
+                     ? SERVER_LEASE_CHECKPOINT_MIN_MS : half;
+    p = p < interval_ms ? p : interval_ms;
+    CHECK(p > 0 && p <= interval_ms);
+    return p;
+}
+
 /* mu held: true when this member is the primary lessor now, promoting it
  * first at a new leadership: each lease then expires its remaining TTL
- * (the last checkpoint, else its TTL) from now. */
+ * (the last checkpoint, else its TTL) from now, which is also what a next
+ * leader would start it from (cp_ms). */
 static bool primary(struct server *s, uint64_t now)
 {
     struct server_leases *ls = &s->leases;
@@ -52,10 +64,9 @@ static bool primary(struct server *s, uint64_t now)
             int64_t rem = l->remaining > 0 ? l->remaining : l->ttl;
             l->expiry_ms = now + (uint64_t)rem * 1000u;
             l->retry_ms = 0;
+            l->cp_ms = now;
         }
     ls->epoch = ep;
-    ls->cp_running = false;
-    ls->cp_next_ms = now + checkpoint_ms(s);
     CHECK(ep != 0);
     return true;
 }
@@ -89,13 +100,16 @@ static void revoked(void *arg, const struct server_response *r)
                  err_str(r->err));
 }
 
+/* A failed entry leaves its leases without the record their cp_ms says
+ * they have: the next tick makes every lease due again. */
 static void checkpointed(void *arg, const struct server_response *r)
 {
     struct server *s = arg;
-    atomic_fetch_sub(&s->leases.cp_inflight, 1);
-    if (r->err != 0)
+    if (r->err != 0) {
+        atomic_store(&s->leases.cp_failed, true);
         log_warn("lessor", "failed to checkpoint leases: %s",
                  err_str(r->err));
+    }
 }
 
 /* mu held: up to max expired leases into ids (not proposed again for
@@ -114,39 +128,47 @@ static size_t take_expired(struct server_leases *ls, uint64_t now,
     return n;
 }
 
-/* mu held: the sweep's next leases whose time left is longer than the
- * interval (etcd checkpoints only those) or that have a record already
- * (else a record taken with more than an interval left would stand for up
- * to two intervals and break the bound, lease.h), with that time rounded
- * up (so never 0: a 0 would renew).  An expired lease is left to its
- * revoke. */
+/* mu held: is l due a checkpoint now?  Its period has passed since what
+ * a next leader would start it from was last true (cp_ms), it has time
+ * left (an expired lease is left to its revoke), and no renewal of it
+ * waits for a cleared record (a record taken now would be applied after
+ * the clearing, with the time left before the renewal). */
+static bool due(const struct server_lease *l, uint64_t now, uint64_t iv)
+{
+    return l->expiry_ms > now && l->clears == 0 &&
+           now - l->cp_ms >= server__lease_cp_period_ms(l->ttl, iv);
+}
+
+/* mu held: up to max due leases, looking round robin from where the last
+ * tick stopped, with their time left rounded up (so never 0: a 0 would
+ * renew).  Each is then fresh again (cp_ms) and on its way (cp_sent). */
 static size_t take_checkpoints(struct server *s, uint64_t now,
                                Etcdserverpb__LeaseCheckpoint *cps, size_t max)
 {
     struct server_leases *ls = &s->leases;
     uint64_t iv = checkpoint_ms(s);
-    if (!ls->cp_running && now >= ls->cp_next_ms) {
-        ls->cp_running = true;
-        ls->cp_slot = 0;
-    }
+    bool all = atomic_exchange(&ls->cp_failed, false);
     size_t n = 0;
-    while (ls->cp_running && n < max) {
-        if (ls->cp_slot >= ls->cap) {
-            ls->cp_running = false;
-            ls->cp_next_ms = now + iv;
-            break;
+    for (size_t k = 0; k < ls->cap && (n < max || all); k++) {
+        size_t i = (ls->cp_slot + k) & (ls->cap - 1);
+        bool room = n < max;
+        for (struct server_lease *l = ls->tab[i]; l; l = l->next) {
+            if (all)
+                l->cp_ms = 0;
+            if (n == max || !due(l, now, iv))
+                continue;
+            etcdserverpb__lease_checkpoint__init(&cps[n]);
+            cps[n].id = l->id;
+            cps[n].remaining_ttl =
+                (int64_t)((l->expiry_ms - now + 999) / 1000);
+            l->cp_ms = now;
+            l->cp_sent = true;
+            n++;
         }
-        for (struct server_lease *l = ls->tab[ls->cp_slot]; l; l = l->next)
-            if (n < max && l->expiry_ms > now &&
-                (l->expiry_ms > now + iv || l->remaining > 0)) {
-                etcdserverpb__lease_checkpoint__init(&cps[n]);
-                cps[n].id = l->id;
-                cps[n].remaining_ttl =
-                    (int64_t)((l->expiry_ms - now + 999) / 1000);
-                n++;
-            }
-        ls->cp_slot++;
+        if (room && n == max) /* the next tick starts at this slot */
+            ls->cp_slot = i;
     }
+    CHECK(n <= max);
     return n;
 }
 
@@ -187,7 +209,7 @@ static void propose_checkpoints(struct server *s,
         Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
         ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_CHECKPOINT;
         ir.lease_checkpoint = &cr;
-        atomic_fetch_add(&s->leases.cp_inflight, 1);
+        atomic_fetch_add(&s->leases.cp_total, k);
         server_propose(s, &ir, checkpointed, s); /* done: even refused */
     }
 }
@@ -227,26 +249,29 @@ struct renew {
     void *arg;
 };
 
-/* The cleared checkpoint is applied: on the leader that renewed it. */
+/* The cleared checkpoint is applied (or refused): on the leader that
+ * renewed it. */
 static void renew_cleared(void *arg, const struct server_response *r)
 {
     struct renew *w = arg;
     int err = r->err;
     int64_t ttl = 0;
-    if (err == 0) {
-        pthread_mutex_lock(&w->s->leases.mu);
-        struct server_lease *l = server__lease_find(&w->s->leases, w->id);
-        if (l == NULL)
-            err = ERR_LEASE_NOT_FOUND;
-        else
-            ttl = l->ttl;
-        pthread_mutex_unlock(&w->s->leases.mu);
-    }
+    pthread_mutex_lock(&w->s->leases.mu);
+    struct server_lease *l = server__lease_find(&w->s->leases, w->id);
+    if (l != NULL && l->clears > 0) /* 0: the table was read again */
+        l->clears--;
+    if (err == 0 && l == NULL)
+        err = ERR_LEASE_NOT_FOUND;
+    else if (err == 0)
+        ttl = l->ttl;
+    pthread_mutex_unlock(&w->s->leases.mu);
     w->fn(w->arg, err, ttl);
     mem_free(w);
 }
 
-/* Renew on the primary.  w is freed here (or by renew_cleared). */
+/* Renew on the primary.  A lease with a record, or with a checkpoint on
+ * its way, is renewed by a cleared record (renew_cleared answers); else
+ * here.  w is freed here (or by renew_cleared). */
 static void renew_now(struct renew *w)
 {
     struct server *s = w->s;
@@ -262,12 +287,12 @@ static void renew_now(struct renew *w)
     else if ((l = server__lease_find(ls, w->id)) == NULL ||
              (l->expiry_ms != 0 && l->expiry_ms <= now))
         err = ERR_LEASE_NOT_FOUND; /* expired: its revoke is on its way */
-    else if (l->remaining > 0 ||
-             (atomic_load(&ls->cp_inflight) > 0 &&
-              (uint64_t)l->ttl * 1000u > checkpoint_ms(s)))
+    else if (l->remaining > 0 || l->cp_sent) {
         clear_cp = true;
-    else {
+        l->clears++;
+    } else {
         l->expiry_ms = now + (uint64_t)l->ttl * 1000u;
+        l->cp_ms = now;
         ttl = l->ttl;
     }
     pthread_mutex_unlock(&ls->mu);

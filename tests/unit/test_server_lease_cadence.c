@@ -1,0 +1,286 @@
+/*
+ * test_server_lease_cadence.c - goal: the checkpoint cadence of the
+ * leader's lessor (lease.h, issue 17).  A lease's period is half its TTL,
+ * at least SERVER_LEASE_CHECKPOINT_MIN_MS, at most the checkpoint
+ * interval; a lease left alone gets a record once its period has passed
+ * since its grant, renewal, last record or the promotion; a lease renewed
+ * more often than that gets none (it costs nothing); due leases go at
+ * most SERVER_LEASE_CHECKPOINT_RATE a second (half of it a tick); a
+ * renewal of a lease with a record or a checkpoint on its way clears the
+ * record before it answers; and across a chain of leader changes (here:
+ * restarts of a single member, each a new leadership) a 10 s lease not
+ * kept alive expires within the bound of docs/ARCHITECTURE.md "Leases",
+ * where it lived from each new leader's start for its full TTL before.
+ *
+ * Method: a real single member (unit/harness) on a fake clock (an atomic
+ * the test sets; server.h "struct server_clock").  tick_at() sets the
+ * clock and waits for the events, not for time: the lessor tick at that
+ * time (tick_next_ms moves past it), the end of the house pass that ran
+ * it (house_mu free: its proposals are in), then a put applied after
+ * them (entries apply in order).  Nothing else moves the fake clock, so
+ * every lease time below is exact.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server/lease.h"
+#include "server/server.h"
+#include "server/server_int.h"
+#include "server_harness.h"
+#include "util/err.h"
+
+static char dir[256];
+static _Atomic uint64_t fake_ms;
+static uint64_t t0; /* the fake time the test starts at */
+
+static uint64_t fake_now(void *ctx)
+{
+    return atomic_load((_Atomic uint64_t *)ctx);
+}
+
+static struct server *start(void)
+{
+    struct server_config c = harness_config(dir);
+    c.clock = (struct server_clock){.now_ms = fake_now, .ctx = &fake_ms};
+    struct server *s = harness_start(&c);
+    harness_wait_published(s);
+    return s;
+}
+
+static uint64_t tick_next(struct server *s)
+{
+    pthread_mutex_lock(&s->leases.mu);
+    uint64_t t = s->leases.tick_next_ms;
+    pthread_mutex_unlock(&s->leases.mu);
+    return t;
+}
+
+/* The lessor tick at t0 + ms (at least a tick after the last one), its
+ * proposals applied. */
+static void tick_at(struct server *s, uint64_t ms)
+{
+    uint64_t t = t0 + ms;
+    atomic_store(&fake_ms, t);
+    for (int i = 0; i < 1000 && tick_next(s) != t + SERVER_LEASE_TICK_MS;
+         i++)
+        harness_sleep_ms(5);
+    assert_int_equal(tick_next(s), t + SERVER_LEASE_TICK_MS);
+    pthread_mutex_lock(&s->house_mu); /* the pass that ticked is over */
+    pthread_mutex_unlock(&s->house_mu);
+    assert_int_equal(harness_put(s, "sync", "x"), 0);
+}
+
+static void grant(struct server *s, int64_t id, int64_t ttl)
+{
+    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    g.id = id;
+    g.ttl = ttl;
+    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
+    ir.lease_grant = &g;
+    assert_int_equal(harness_propose(s, &ir), 0);
+}
+
+/* The lease's record (-1: not held). */
+static int64_t record_of(struct server *s, int64_t id)
+{
+    pthread_mutex_lock(&s->leases.mu);
+    struct server_lease *l = server__lease_find(&s->leases, id);
+    int64_t r = l != NULL ? l->remaining : -1;
+    pthread_mutex_unlock(&s->leases.mu);
+    return r;
+}
+
+static uint64_t checkpoints(struct server *s)
+{
+    return atomic_load(&s->leases.cp_total);
+}
+
+static _Atomic int renew_err;
+
+static void on_renew(void *arg, int err, int64_t ttl)
+{
+    (void)arg;
+    (void)ttl;
+    atomic_store(&renew_err, err);
+}
+
+static int renew(struct server *s, int64_t id)
+{
+    atomic_store(&renew_err, 1);
+    server_lease_renew(s, id, true, on_renew, NULL);
+    for (int i = 0; i < 1000 && atomic_load(&renew_err) == 1; i++)
+        harness_sleep_ms(5);
+    return atomic_load(&renew_err);
+}
+
+static void test_period(void **state)
+{
+    (void)state;
+    const uint64_t iv = SERVER_LEASE_CHECKPOINT_MS;
+    assert_int_equal(server__lease_cp_period_ms(10, iv), 5000);
+    assert_int_equal(server__lease_cp_period_ms(1, iv), 1000); /* floor */
+    assert_int_equal(server__lease_cp_period_ms(3, iv), 1500);
+    assert_int_equal(server__lease_cp_period_ms(3600, iv), iv); /* cap */
+    /* --experimental-lease-checkpoint-interval bounds it, even below the
+     * floor (the flag's smallest value is 1 ms). */
+    assert_int_equal(server__lease_cp_period_ms(10, 2000), 2000);
+    assert_int_equal(server__lease_cp_period_ms(10, 1), 1);
+}
+
+static void test_left_alone_then_renewed(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0); /* promoted */
+    grant(s, 1, 10);
+    tick_at(s, 4500);
+    assert_int_equal(record_of(s, 1), 0);
+    assert_int_equal(checkpoints(s), 0);
+    tick_at(s, 5000); /* half the TTL since the grant */
+    assert_int_equal(record_of(s, 1), 5);
+    assert_int_equal(checkpoints(s), 1);
+    tick_at(s, 9500); /* the next is due at 10 s: expired then */
+    assert_int_equal(record_of(s, 1), 5);
+    assert_int_equal(checkpoints(s), 1);
+    /* A renewal clears the record before it answers, and starts a new
+     * period. */
+    assert_int_equal(renew(s, 1), 0);
+    assert_int_equal(record_of(s, 1), 0);
+    tick_at(s, 14000);
+    assert_int_equal(record_of(s, 1), 0);
+    tick_at(s, 14500);
+    assert_int_equal(record_of(s, 1), 5);
+    /* A renewal of a lease whose checkpoint is on its way (the window
+     * between proposal and apply, set here by hand) clears it too. */
+    assert_int_equal(renew(s, 1), 0);
+    pthread_mutex_lock(&s->leases.mu);
+    server__lease_find(&s->leases, 1)->cp_sent = true;
+    pthread_mutex_unlock(&s->leases.mu);
+    uint64_t applied = atomic_load(&s->applied_index);
+    assert_int_equal(renew(s, 1), 0);
+    assert_true(atomic_load(&s->applied_index) > applied); /* an entry */
+    pthread_mutex_lock(&s->leases.mu);
+    assert_false(server__lease_find(&s->leases, 1)->cp_sent);
+    pthread_mutex_unlock(&s->leases.mu);
+    server_stop(s);
+}
+
+static void test_kept_alive_costs_nothing(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    grant(s, 2, 10);
+    /* Renewed every 4 s (< 5 s, half the TTL) for a minute: no record,
+     * and each renewal is answered without an entry. */
+    for (uint64_t ms = 500; ms <= 60000; ms += 500) {
+        tick_at(s, ms);
+        if (ms % 4000 == 0) {
+            uint64_t applied = atomic_load(&s->applied_index);
+            assert_int_equal(renew(s, 2), 0);
+            assert_int_equal(atomic_load(&s->applied_index), applied);
+        }
+    }
+    assert_int_equal(checkpoints(s), 0);
+    assert_int_equal(record_of(s, 2), 0);
+    server_stop(s);
+}
+
+static void test_rate(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    for (int64_t id = 1; id <= 1200; id++)
+        grant(s, id, 4); /* period 2 s */
+    tick_at(s, 1500);
+    assert_int_equal(checkpoints(s), 0);
+    /* Half a second of the rate a tick, the rest at the next ticks. */
+    tick_at(s, 2000);
+    assert_int_equal(checkpoints(s), SERVER_LEASE_CHECKPOINT_RATE / 2);
+    tick_at(s, 2500);
+    assert_int_equal(checkpoints(s), SERVER_LEASE_CHECKPOINT_RATE);
+    tick_at(s, 3000);
+    assert_int_equal(checkpoints(s), 1200);
+    tick_at(s, 3500);
+    assert_int_equal(checkpoints(s), 1200);
+    size_t with = 0;
+    for (int64_t id = 1; id <= 1200; id++)
+        with += record_of(s, id) >= 1 && record_of(s, id) <= 2;
+    assert_int_equal(with, 1200);
+    server_stop(s);
+}
+
+/* Restart the member at t0 + ms: a new leadership on the same table. */
+static struct server *restart(struct server *s, uint64_t ms)
+{
+    server_stop(s);
+    atomic_store(&fake_ms, t0 + ms);
+    s = start();
+    tick_at(s, ms); /* promoted */
+    return s;
+}
+
+static void test_chain_of_leader_changes(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    grant(s, 3, 10); /* granted (as renewed) at 0: expires at 10 s */
+    tick_at(s, 5000);
+    assert_int_equal(record_of(s, 3), 5);
+    /* Two leader changes less than a TTL apart, none within the lease's
+     * life of a keep-alive.  Each new leader starts it from the record:
+     * 7 + 5 = 12 s, then (its next period would end at 12 s, expired)
+     * 11 + 5 = 16 s.  Before, each started it from its full TTL: 7 + 10,
+     * then 11 + 10 = 21 s. */
+    s = restart(s, 7000);
+    tick_at(s, 10000);
+    assert_int_equal(record_of(s, 3), 5);
+    s = restart(s, 11000);
+    tick_at(s, 15500);
+    assert_int_equal(record_of(s, 3), 5);
+    tick_at(s, 16000);
+    /* Revoked at 16 s: within the documented bound, TTL + m (P + 2 s)
+     * with m = 2 changes, period P = 5 s and no election time on the fake
+     * clock (24 s), and no earlier than the TTL. */
+    assert_int_equal(record_of(s, 3), -1);
+    server_stop(s);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    t0 = harness_now_ms();
+    atomic_store(&fake_ms, t0);
+    return harness_dir_make(dir, sizeof dir, "lease-cadence");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return harness_dir_remove(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_period),
+        cmocka_unit_test_setup_teardown(test_left_alone_then_renewed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kept_alive_costs_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_of_leader_changes, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
