@@ -806,7 +806,11 @@ static int listeners_open(struct listeners *l, const char *dir)
             .key_file = *c && *k ? k : NULL,
             .ca_file = *flags_get("peer-trusted-ca-file")
                            ? flags_get("peer-trusted-ca-file")
-                           : NULL};
+                           : NULL,
+            /* etcd checks them on the certificates of the members it
+             * dials too (one tls.Config for both ends). */
+            .allowed_cn = l->peer_tls->allowed_cn,
+            .allowed_hostname = l->peer_tls->allowed_hostname};
     }
     int rc = api_peer_create(peer.urls, l->peer_tls, &l->peer);
     if (rc != 0) {
