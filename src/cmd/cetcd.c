@@ -494,6 +494,11 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
         .allowed_hostname = kflag_cert_allowed_hostname(k),
         .client_cert_auth = flags_get_bool(
             *k->prefix ? "peer-client-cert-auth" : "client-cert-auth"),
+        /* etcd's peer listener (rafthttp.NewListener -> wrapTLS) checks
+         * client certificates' SANs; its client listeners do not. */
+        .check_client_san =
+            *k->prefix &&
+            !flags_get_bool("experimental-peer-skip-client-san-verification"),
         .opts = &tls_opts};
     bool empty = !*f.cert_file && !*f.key_file;
     *tls_out = NULL;
