@@ -494,6 +494,11 @@ static int tls_setup(const struct tls_kind *k, const char *dir,
         .allowed_hostname = kflag_cert_allowed_hostname(k),
         .client_cert_auth = flags_get_bool(
             *k->prefix ? "peer-client-cert-auth" : "client-cert-auth"),
+        /* etcd's peer listener (rafthttp.NewListener -> wrapTLS) checks
+         * client certificates' SANs; its client listeners do not. */
+        .check_client_san =
+            *k->prefix &&
+            !flags_get_bool("experimental-peer-skip-client-san-verification"),
         .opts = &tls_opts};
     bool empty = !*f.cert_file && !*f.key_file;
     *tls_out = NULL;
@@ -806,7 +811,11 @@ static int listeners_open(struct listeners *l, const char *dir)
             .key_file = *c && *k ? k : NULL,
             .ca_file = *flags_get("peer-trusted-ca-file")
                            ? flags_get("peer-trusted-ca-file")
-                           : NULL};
+                           : NULL,
+            /* etcd checks them on the certificates of the members it
+             * dials too (one tls.Config for both ends). */
+            .allowed_cn = l->peer_tls->allowed_cn,
+            .allowed_hostname = l->peer_tls->allowed_hostname};
     }
     int rc = api_peer_create(peer.urls, l->peer_tls, &l->peer);
     if (rc != 0) {

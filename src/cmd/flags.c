@@ -135,7 +135,7 @@ static struct flag table[] = {
     /* Not an etcd 3.4 flag (3.5 has it): how often the leader checkpoints. */
     {"experimental-lease-checkpoint-interval", F_DUR, "5m", BUILT, "Experimental feature", "Duration of periodic lease checkpoints (cetcd: always on)."},
     {"experimental-compaction-batch-limit", F_UINT, "1000", BUILT, "Experimental feature", "Sets the maximum revisions deleted in each compaction batch."},
-    {"experimental-peer-skip-client-san-verification", F_BOOL, "false", NOT_YET, "Experimental feature", "Skip verification of SAN field in client certificate for peer connections."},
+    {"experimental-peer-skip-client-san-verification", F_BOOL, "false", BUILT, "Experimental feature", "Skip verification of SAN field in client certificate for peer connections."},
     {"experimental-watch-progress-notify-interval", F_DUR, "10m", BUILT, "Experimental feature", "Duration of periodical watch progress notification."},
     {"experimental-warning-apply-duration", F_DUR, "100ms", BUILT, "Experimental feature", "Warning is generated if requests take more than this duration."},
     {"experimental-reported-version", F_SEMVER, SERVER_REPORTED_VERSION_DEFAULT, BUILT, "Experimental feature", "The etcd version this member reports (Status, the startup log; cetcd only): major.minor.patch."},

@@ -94,7 +94,29 @@ struct dial_tls {
     const char *cert_file;
     const char *key_file;
     const char *ca_file;
+    /* etcd's --peer-cert-allowed-cn / --peer-cert-allowed-hostname on the
+     * dialling side (etcd 3.4 installs the check in both ends of a peer
+     * tls.Config, transport.TLSInfo.baseConfig): the server's leaf
+     * certificate must carry this common name, or be valid for this
+     * hostname (an IP or a DNS name, SANs only, as Go), or the connection
+     * is refused: the dialler logs "client certificate authentication
+     * failed" (Go's words, though the certificate is the server's) and
+     * the server is told with a "bad certificate" alert (see verify.c).
+     * With skip_verify every server is refused, as etcd's check finds no
+     * verified chain then.  At most one of the two; NULL: no check. */
+    const char *allowed_cn;
+    const char *allowed_hostname;
+    /* The "host:port" the credentials' channel dials, where that alert
+     * is sent; NULL: none is sent (gRPC tells the verifier the host
+     * only, so credentials shared by channels to several ports cannot
+     * know it).  Only read with allowed_cn or allowed_hostname. */
+    const char *alert_target;
 };
+
+/* dial_tls_copy returns a copy of tls and of every string it points to,
+ * in one block that the caller frees with mem_free (util/mem.h); NULL
+ * when out of memory. */
+struct dial_tls *dial_tls_copy(const struct dial_tls *tls);
 
 #define DIAL_TLS_REFRESH_S 1
 

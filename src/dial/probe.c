@@ -26,6 +26,7 @@
 #include <openssl/x509v3.h>
 
 #include "dial/dial.h"
+#include "dial/dial_int.h"
 #include "util/err.h"
 
 /* split_host copies the host of "host:port" / "[v6]:port" into host and
@@ -233,4 +234,38 @@ int dial_tls_probe(const char *target, const struct dial_tls *tls,
     ERR_clear_error();
     assert(rv == 0 || why[0] != '\0');
     return rv;
+}
+
+/* refuse_cb fails the server's certificate, whatever it is: OpenSSL then
+ * sends the alert of X509_V_ERR_CERT_REJECTED, "bad certificate". */
+static int refuse_cb(int ok, X509_STORE_CTX *xs)
+{
+    (void)ok;
+    X509_STORE_CTX_set_error(xs, X509_V_ERR_CERT_REJECTED);
+    return 0;
+}
+
+void dial__tls_refuse(const char *target, int timeout_ms)
+{
+    static const unsigned char alpn[] = "\x02h2";
+    char host[256], why[160];
+    assert(target != NULL && timeout_ms > 0);
+    int fd = sock_open(target, timeout_ms, host, sizeof host, why,
+                       sizeof why);
+    if (fd < 0)
+        return;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = ctx != NULL ? SSL_new(ctx) : NULL;
+    if (ssl != NULL) {
+        SSL_set_alpn_protos(ssl, alpn, sizeof alpn - 1);
+        SSL_set_verify(ssl, SSL_VERIFY_PEER, refuse_cb);
+        SSL_set_fd(ssl, fd);
+        /* Fails in refuse_cb as soon as the server's certificate comes
+         * (a server that sends none gets no alert: nothing to refuse). */
+        (void)SSL_connect(ssl);
+    }
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+    ERR_clear_error();
 }

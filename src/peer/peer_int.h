@@ -294,6 +294,11 @@ struct peer_transport {
     grpc_channel_credentials *plain; /* immutable: http://, unix:// */
     grpc_channel_credentials *tls;   /* immutable: https://, unixs://, or
                                         NULL (no TLS configured) */
+    /* immutable: a copy of the TLS config when it has an allowed CN or
+     * hostname, else NULL: each TLS channel then gets credentials of its
+     * own, whose verifier knows the address to send a refusal's alert
+     * to (dial.h alert_target). */
+    struct dial_tls *tls_named;
     pthread_mutex_t in_mu;        /* guards ins and their marked fields */
     struct peer__in *ins;         /* in_mu: incoming Stream calls */
     pthread_mutex_t calls_mu;     /* guards calls[].used, closing */

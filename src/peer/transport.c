@@ -47,7 +47,12 @@ static int creds_open(struct peer_transport *t, const struct dial_tls *tls)
     if (tls == NULL)
         return 0;
     t->tls = dial_creds_create(tls);
-    return t->tls != NULL ? 0 : ERR_INVAL;
+    if (t->tls == NULL)
+        return ERR_INVAL;
+    if (tls->allowed_cn == NULL && tls->allowed_hostname == NULL)
+        return 0;
+    t->tls_named = dial_tls_copy(tls);
+    return t->tls_named != NULL ? 0 : ERR_NOMEM;
 }
 
 static void creds_close(struct peer_transport *t)
@@ -57,6 +62,8 @@ static void creds_close(struct peer_transport *t)
     if (t->plain != NULL)
         grpc_channel_credentials_release(t->plain);
     t->tls = t->plain = NULL;
+    mem_free(t->tls_named);
+    t->tls_named = NULL;
 }
 
 static bool config_valid(const struct peer_config *cfg)
@@ -426,5 +433,14 @@ grpc_channel *peer__channel_create(struct peer_transport *t, const char *url)
         .backoff_min_ms = (int)t->lim.backoff_min_ms,
         .backoff_max_ms = (int)t->lim.backoff_max_ms,
         .connect_timeout_ms = (int)t->lim.connect_timeout_ms};
-    return dial_channel_create(target, tls ? t->tls : t->plain, &o);
+    if (!tls || t->tls_named == NULL)
+        return dial_channel_create(target, tls ? t->tls : t->plain, &o);
+    struct dial_tls named = *t->tls_named;
+    named.alert_target = target;
+    grpc_channel_credentials *creds = dial_creds_create(&named);
+    if (creds == NULL)
+        return NULL;
+    grpc_channel *ch = dial_channel_create(target, creds, &o);
+    grpc_channel_credentials_release(creds); /* the channel holds its own */
+    return ch;
 }

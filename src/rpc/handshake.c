@@ -3,7 +3,8 @@
  * on the loops' non-blocking sockets: the server context built from the
  * PEM material of struct rpc_server_config, and the handshake of one
  * connection, in which the extra check on the client certificate
- * (tls_check: CRL, allowed CN or hostname) has its say.
+ * (tls_check: CRL, allowed CN or hostname, the peer listener's SAN
+ * check) has its say.
  *
  * As etcd (Go's crypto/tls with gRPC): TLS 1.2 or later (or the
  * versions of --tls-min-version / --tls-max-version), the TLS 1.2 suites
@@ -174,22 +175,48 @@ static const char *chain_why(long err)
     }
 }
 
+/* remote_ip writes the text of fd's remote IP into buf (an IPv4-mapped
+ * IPv6 address as IPv4, as Go prints it) and returns buf; NULL for a
+ * socket that is not IP (unix) or has no peer. */
+static const char *remote_ip(int fd, char *buf, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t n = sizeof ss;
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &n) != 0)
+        return NULL;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        return inet_ntop(AF_INET, &a->sin_addr, buf, (socklen_t)cap);
+    }
+    if (ss.ss_family != AF_INET6)
+        return NULL;
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+        return inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf,
+                         (socklen_t)cap);
+    return inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)cap);
+}
+
 /* verify_cb: a client certificate that fails verification, or the extra
  * check, ends the handshake with a "bad certificate" alert, as Go's
- * crypto/tls sends (OpenSSL would say "unknown ca" and the like). */
+ * crypto/tls sends (OpenSSL would say "unknown ca" and the like).  etcd
+ * makes its listener's checks (SANs, CRL) after the handshake and closes
+ * the connection without an alert; the client is refused either way and
+ * the server logs the same line. */
 static int verify_cb(int ok, X509_STORE_CTX *xs)
 {
     int idx = SSL_get_ex_data_X509_STORE_CTX_idx();
     SSL *ssl = X509_STORE_CTX_get_ex_data(xs, idx);
     const struct rpc_server *srv =
         ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
-    char why[256] = "";
+    char why[256] = "", ip[INET6_ADDRSTRLEN];
     if (!ok)
         snprintf(why, sizeof why, "tls: failed to verify client certificate:"
                  " x509: %s", chain_why(X509_STORE_CTX_get_error(xs)));
     else if (X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
              srv->tls_check != NULL &&
              !srv->tls_check(X509_STORE_CTX_get_current_cert(xs),
+                             remote_ip(SSL_get_fd(ssl), ip, sizeof ip),
                              srv->tls_check_ctx, why, sizeof why) &&
              why[0] == '\0')
         snprintf(why, sizeof why, "client certificate refused");

@@ -142,11 +142,13 @@ struct rpc_server_config {
     bool tls_verify_clients;
     /* An extra decision on every verified client certificate (OpenSSL's
      * X509, borrowed for the call), made on a loop during the handshake:
-     * false refuses the connection (CRLs, allowed CN/hostname), with the
-     * reason for the log in why (cap bytes).  NULL: none.  Needs
-     * tls_verify_clients; tls_check_ctx must outlive the server. */
-    bool (*tls_check)(struct x509_st *cert, void *ctx, char *why,
-                      size_t cap);
+     * false refuses the connection (CRLs, allowed CN/hostname, SANs
+     * against the address), with the reason for the log in why (cap
+     * bytes).  remote_ip is the text of the client's IP address, or NULL
+     * for a unix socket.  NULL: none.  Needs tls_verify_clients;
+     * tls_check_ctx must outlive the server. */
+    bool (*tls_check)(struct x509_st *cert, const char *remote_ip,
+                      void *ctx, char *why, size_t cap);
     void *tls_check_ctx;
     /* --client-cert-auth: the common name of a connection's verified
      * client certificate names its caller (etcd's AuthInfoFromTLS), read

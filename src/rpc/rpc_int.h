@@ -381,8 +381,8 @@ struct rpc_server {
     char *tls_ciphers;                 /* cfg's, copied (NULL: default) */
     int tls_min_version;               /* cfg's */
     int tls_max_version;               /* cfg's */
-    bool (*tls_check)(struct x509_st *cert, void *ctx, char *why,
-                      size_t cap);     /* or NULL */
+    bool (*tls_check)(struct x509_st *cert, const char *remote_ip,
+                      void *ctx, char *why, size_t cap); /* or NULL */
     void *tls_check_ctx;               /* its argument */
     bool tls_cn_identity;              /* cfg's: keep the peer's CN */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
@@ -667,6 +667,15 @@ void rpc__over_budget_msg(char *buf, size_t cap, const struct rpc__conn *c);
 void rpc__not_reading_msg(char *buf, size_t cap, const struct rpc__conn *c);
 /* rpc__guard_out_full: c has more reply bytes queued than allowed. */
 bool rpc__guard_out_full(const struct rpc__conn *c);
+
+/* tls_san.c */
+
+/* rpc__tls_san_check: the client certificate x fits remote_ip (the
+ * text of the client's IP, NULL for a unix socket) as etcd 3.4's checkSAN
+ * decides, without its DNS lookups (a certificate with DNS SANs passes);
+ * false with Go's words in why (cap bytes) otherwise.  Pure. */
+bool rpc__tls_san_check(struct x509_st *x, const char *remote_ip, char *why,
+                        size_t cap);
 
 /* handshake.c */
 SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg);

@@ -32,6 +32,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "rpc/rpc_int.h"
 #include "util/err.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -558,6 +559,8 @@ int rpc_tls_load(const struct rpc_tls_files *f, struct rpc_tls **tls_out)
     for (int i = 0; i < 4; i++)
         stamp_take(names[i], &before[i]);
     t->verify_clients = given(f->trusted_ca_file) || f->client_cert_auth;
+    /* No client certificate is asked for otherwise: nothing to check. */
+    t->check_san = f->check_client_san && t->verify_clients;
     if (f->opts != NULL)
         t->opts = *f->opts;
     else
@@ -610,7 +613,8 @@ int rpc_tls_reload(struct rpc_tls *t, struct rpc_tls **fresh_out)
         .cert_file = t->files[0], .key_file = t->files[1],
         .trusted_ca_file = t->files[2], .crl_file = t->files[3],
         .allowed_cn = t->allowed_cn, .allowed_hostname = t->allowed_hostname,
-        .client_cert_auth = t->client_cert_auth, .opts = &t->opts};
+        .client_cert_auth = t->client_cert_auth,
+        .check_client_san = t->check_san, .opts = &t->opts};
     struct rpc_tls *fresh = NULL;
     int rc = rpc_tls_load(&f, &fresh);
     if (rc != 0) {
@@ -635,7 +639,7 @@ int rpc_tls_reload(struct rpc_tls *t, struct rpc_tls **fresh_out)
 bool rpc_tls_has_client_check(const struct rpc_tls *tls)
 {
     return tls != NULL && (tls->crl != NULL || tls->allowed_cn != NULL ||
-                           tls->allowed_hostname != NULL);
+                           tls->allowed_hostname != NULL || tls->check_san);
 }
 
 /* cn_is: the subject's common name is exactly cn. */
@@ -659,7 +663,23 @@ static void serial_hex(X509 *x, char *buf, size_t cap)
     BN_free(bn);
 }
 
-bool rpc_tls_client_check(X509 *x, void *ctx, char *why, size_t cap)
+/* revoked: x's serial is in t's CRL.  etcd compares serials only (its
+ * checkCRL), so an expired CRL still revokes; OpenSSL's own CRL check
+ * would refuse everything then.  The lock: rpc_tls_reload may swap the
+ * CRL meanwhile. */
+static bool revoked(struct rpc_tls *t, X509 *x)
+{
+    X509_REVOKED *rev = NULL;
+    pthread_mutex_lock(&t->mu);
+    bool r = t->crl != NULL &&
+             X509_CRL_get0_by_serial(t->crl, &rev,
+                                     X509_get_serialNumber(x)) == 1;
+    pthread_mutex_unlock(&t->mu);
+    return r;
+}
+
+bool rpc_tls_client_check(X509 *x, const char *remote_ip, void *ctx,
+                          char *why, size_t cap)
 {
     struct rpc_tls *t = ctx;
     assert(t != NULL && why != NULL && cap > 0);
@@ -667,30 +687,28 @@ bool rpc_tls_client_check(X509 *x, void *ctx, char *why, size_t cap)
         snprintf(why, cap, "tls: client didn't provide a certificate");
         return false;
     }
-    X509_REVOKED *rev = NULL;
-    /* etcd compares serials only (its checkCRL), so an expired CRL still
-     * revokes; OpenSSL's own CRL check would refuse everything then.  The
-     * lock: rpc_tls_reload may swap the CRL meanwhile. */
-    pthread_mutex_lock(&t->mu);
-    bool revoked = t->crl != NULL &&
-                   X509_CRL_get0_by_serial(t->crl, &rev,
-                                           X509_get_serialNumber(x)) == 1;
-    pthread_mutex_unlock(&t->mu);
-    bool ok = !revoked;
-    if (ok && t->allowed_cn != NULL)
+    /* etcd's order: the allowed names inside the handshake
+     * (VerifyPeerCertificate), then its listener's checkSAN and checkCRL. */
+    bool ok = true;
+    if (t->allowed_cn != NULL)
         ok = cn_is(x, t->allowed_cn);
     if (ok && t->allowed_hostname != NULL)
         ok = X509_check_host(x, t->allowed_hostname, 0, 0, NULL) == 1 ||
              X509_check_ip_asc(x, t->allowed_hostname, 0) == 1;
     ERR_clear_error();
-    if (revoked) {
+    if (!ok) {
+        snprintf(why, cap, "client certificate authentication failed");
+        return false;
+    }
+    if (t->check_san && !rpc__tls_san_check(x, remote_ip, why, cap))
+        return false;
+    if (revoked(t, x)) {
         char hex[128];
         serial_hex(x, hex, sizeof hex);
         snprintf(why, cap, "transport: certificate serial %s revoked", hex);
-    } else if (!ok) {
-        snprintf(why, cap, "client certificate authentication failed");
+        return false;
     }
-    return ok;
+    return true;
 }
 
 void rpc_tls_free(struct rpc_tls *tls)

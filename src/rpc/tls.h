@@ -91,6 +91,17 @@ struct rpc_tls_files {
     const char *allowed_cn;       /* --peer-cert-allowed-cn */
     const char *allowed_hostname; /* --{client,peer}-cert-allowed-hostname */
     bool client_cert_auth;        /* --client-cert-auth */
+    /* The peer listener, unless --experimental-peer-skip-client-san-
+     * verification: a client certificate with IP or DNS SANs must be
+     * valid for the address it connects from (etcd 3.4's checkSAN in
+     * transport/listener_tls.go, on every listener made by
+     * transport.NewListener).  An IP SAN equal to the address passes.
+     * etcd then resolves the DNS SANs (a reverse lookup of the address,
+     * forward lookups of the names); cetcd makes no lookup on its event
+     * loops and lets a certificate with DNS SANs pass (see
+     * docs/ARCHITECTURE.md, TLS row): only a certificate with IP SANs
+     * and no DNS SAN can be refused. */
+    bool check_client_san;
     const struct rpc_tls_opts *opts; /* versions and ciphers, or NULL */
 };
 
@@ -105,6 +116,7 @@ struct rpc_tls {
     void *crl;              /* X509_CRL of revoked client certs, or NULL */
     char *allowed_cn;       /* client cert CN must be this, or NULL */
     char *allowed_hostname; /* client cert must be valid for it, or NULL */
+    bool check_san;         /* f->check_client_san, with verify_clients */
     struct rpc_tls_opts opts; /* versions and ciphers (defaults: zeroed
                                * ciphers, min TLS 1.2) */
     /* Reloading (rpc_tls_stale / rpc_tls_reload); the strings are copies
@@ -175,16 +187,19 @@ bool rpc_tls_has_client_check(const struct rpc_tls *tls);
 
 /*
  * rpc_tls_client_check decides on a client certificate (OpenSSL's X509,
- * borrowed) that passed chain verification, as etcd does: refused when
- * its serial is in the CRL (expiry of the CRL ignored, as in etcd's
- * checkCRL) or when it lacks the allowed CN or hostname; why (cap bytes)
- * then gets etcd's words ("transport: certificate serial 0a1b revoked",
- * "client certificate authentication failed").  tls is a struct
- * rpc_tls.  Thread-safe (read-only); runs on the runtime's event loops,
- * inside the handshake (handshake.c).
+ * borrowed) that passed chain verification, as etcd does, in etcd's
+ * order: refused when it lacks the allowed CN or hostname ("client
+ * certificate authentication failed"); with check_san, when its SANs do
+ * not fit remote_ip (see struct rpc_tls_files check_client_san; Go's
+ * "x509: certificate is valid for 10.0.0.1, not 127.0.0.1", "address @:
+ * missing port in address" for a unix socket, remote_ip NULL); when its
+ * serial is in the CRL, expiry of the CRL ignored as in etcd's checkCRL
+ * ("transport: certificate serial 0a1b revoked").  why (cap bytes) gets
+ * those words.  tls is a struct rpc_tls.  Thread-safe (read-only); runs
+ * on the runtime's event loops, inside the handshake (handshake.c).
  */
-bool rpc_tls_client_check(struct x509_st *cert, void *tls, char *why,
-                          size_t cap);
+bool rpc_tls_client_check(struct x509_st *cert, const char *remote_ip,
+                          void *tls, char *why, size_t cap);
 
 /* rpc_tls_free frees tls (NULL is fine). */
 void rpc_tls_free(struct rpc_tls *tls);

@@ -20,6 +20,7 @@ checked against the real etcd too (CETCD_TEST_AGAINST_ETCD=1).
 """
 
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -76,6 +77,10 @@ class Certs:
                    "DNS:localhost,IP:127.0.0.1", "serverAuth,clientAuth")
         _make_leaf(d, "ca", "client", "client", None, "clientAuth")
         _make_leaf(d, "other-ca", "stranger", "client", None, "clientAuth")
+        # Client certificates for the peer listener's SAN check.
+        _make_leaf(d, "ca", "near", "near", "IP:127.0.0.1", "clientAuth")
+        _make_leaf(d, "ca", "far", "far", "IP:10.0.0.1,IP:10.0.0.2",
+                   "clientAuth")
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -519,6 +524,81 @@ def test_peer_cert_allowed_names(make_tls_server, flag, value, ok):
     # server.crt: CN example.com, SANs localhost and 127.0.0.1.
     assert tls_accepts(s.peer_port, f("server.crt"),
                        f("server.key.insecure")) == ok
+
+
+def peer_ca_args(certs, *more):
+    return ["--peer-cert-file", certs.path("server.crt"),
+            "--peer-key-file", certs.path("server.key"),
+            "--peer-trusted-ca-file", certs.path("ca.crt"),
+            "--peer-client-cert-auth"] + list(more)
+
+
+def wait_log(s, pattern, timeout=10):
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(s.log_path, errors="replace") as fh:
+            log = fh.read()
+        if re.search(pattern, log):
+            return
+        assert time.monotonic() < deadline, log[-3000:]
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("who,skip,ok", [
+    ("client", False, True),  # no SANs: nothing to compare
+    ("near", False, True),    # IP SAN 127.0.0.1, the address it comes from
+    ("far", False, False),    # IP SANs 10.0.0.1, 10.0.0.2 only
+    ("far", True, True),      # the check switched off
+])
+def test_peer_client_cert_san(make_tls_server, certs, who, skip, ok):
+    """The peer listener refuses a client certificate whose IP SANs do not
+    include the address the client connects from (etcd 3.4's checkSAN,
+    after its handshake), unless
+    --experimental-peer-skip-client-san-verification; the refusal is
+    logged with Go's words."""
+    more = ["--experimental-peer-skip-client-san-verification"] if skip \
+        else []
+    s = make_tls_server(peer_ca_args(certs, *more), client_tls=False,
+                        peer_tls=True)
+    assert tls_accepts(s.peer_port, certs.path(who + ".crt"),
+                       certs.path(who + ".key")) == ok
+    if not ok:
+        wait_log(s, r'rejected connection from "127\.0\.0\.1:\d+" \(error '
+                 r'"x509: certificate is valid for 10\.0\.0\.1, 10\.0\.0\.2, '
+                 r'not 127\.0\.0\.1", ServerName ""')
+
+
+def test_client_listener_no_san_check(make_tls_server, certs):
+    """The client listener makes no SAN check (etcd's client listeners are
+    not made by transport.NewListener): the same certificate is served."""
+    s = make_tls_server(
+        server_args(certs, "--trusted-ca-file", certs.path("ca.crt"),
+                    "--client-cert-auth"),
+        ready_creds=lambda: creds(certs))
+    assert tls_accepts(s.client_port, certs.path("far.crt"),
+                       certs.path("far.key"))
+
+
+@pytest.mark.parametrize("value,near_ok", [("localhost", False),
+                                           ("127.0.0.1", True)])
+def test_client_cert_allowed_hostname(make_tls_server, certs, value,
+                                      near_ok):
+    """--client-cert-allowed-hostname (etcd 3.4.23 has it): the client
+    listener accepts only client certificates valid for that hostname, by
+    their SANs (server.crt: DNS localhost and IP 127.0.0.1; near.crt: IP
+    127.0.0.1; client.crt: none)."""
+    s = make_tls_server(
+        server_args(certs, "--trusted-ca-file", certs.path("ca.crt"),
+                    "--client-cert-auth",
+                    "--client-cert-allowed-hostname", value),
+        ready_creds=lambda: creds(certs, who="server"))
+    assert range_ok(s, creds(certs, who="server"))
+    assert tls_accepts(s.client_port, certs.path("near.crt"),
+                       certs.path("near.key")) == near_ok
+    assert not tls_accepts(s.client_port, certs.path("client.crt"),
+                           certs.path("client.key"))
+    wait_log(s, r'rejected connection from "127\.0\.0\.1:\d+" \(error '
+             r'"client certificate authentication failed"')
 
 
 @pytest.mark.skipif(bool(os.environ.get("CETCD_TEST_AGAINST_ETCD")),

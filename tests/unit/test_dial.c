@@ -26,6 +26,7 @@
 
 #include "dial/dial.h"
 #include "util/err.h"
+#include "util/mem.h"
 
 static int parse(const char *url, char *out, size_t cap,
                  enum dial_security *sec)
@@ -114,6 +115,9 @@ static void test_creds_and_channel(void **state)
         {.ca_pem = "-----BEGIN CERTIFICATE-----\n"},
         {.cert_pem = "c", .key_pem = "k", .skip_verify = true},
         {0}, /* the system's CAs */
+        /* the allowed-name verifier, with and without an alert target */
+        {.allowed_cn = "example.com", .alert_target = "127.0.0.1:1"},
+        {.allowed_hostname = "localhost", .skip_verify = true},
     };
     const struct dial_channel_opts o = {
         .max_recv_bytes = 1 << 20, .backoff_min_ms = 10, .backoff_max_ms = 20,
@@ -137,6 +141,32 @@ static void test_creds_and_channel(void **state)
         grpc_channel_credentials_release(c);
     }
     grpc_shutdown_blocking();
+}
+
+/* dial_tls_copy copies every string into its own block: the copy stays
+ * whole when the original's strings change, and NULL fields stay NULL. */
+static void test_tls_copy(void **state)
+{
+    char cn[] = "example.com", target[] = "127.0.0.1:2380";
+    const struct dial_tls t = {.cert_pem = "C", .key_pem = "K",
+                               .skip_verify = true, .cert_file = "/c",
+                               .allowed_cn = cn, .alert_target = target};
+    (void)state;
+    struct dial_tls *c = dial_tls_copy(&t);
+    assert_non_null(c);
+    cn[0] = 'X';
+    target[0] = 'X';
+    assert_string_equal(c->allowed_cn, "example.com");
+    assert_string_equal(c->alert_target, "127.0.0.1:2380");
+    assert_string_equal(c->cert_pem, "C");
+    assert_string_equal(c->key_pem, "K");
+    assert_string_equal(c->cert_file, "/c");
+    assert_true(c->skip_verify);
+    assert_null(c->ca_pem);
+    assert_null(c->key_file);
+    assert_null(c->allowed_hostname);
+    assert_ptr_not_equal(c->cert_pem, t.cert_pem);
+    mem_free(c);
 }
 
 static int64_t now_ms(void)
@@ -218,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_url_slice),
         cmocka_unit_test(test_url_capacity),
         cmocka_unit_test(test_creds_and_channel),
+        cmocka_unit_test(test_tls_copy),
         cmocka_unit_test(test_connect_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
