@@ -14,8 +14,7 @@
 # the puts.  The difference on - off is what recording costs in
 # instructions.  What instructions do not show: the cycles an atomic add
 # waits for a cache line another core wrote (callgrind runs one thread at
-# a time); the script's last part measures that apart, with two threads
-# adding to one counter (cetcd-metrics-contend, bench/metrics_contend.c).
+# a time): docs/BENCHMARKS.md bounds that part apart.
 #
 # PUTS (default 3000) puts of 256 B values on 1000 keys from CLIENTS
 # (default 10) clients of cetcd-bench over one connection; ROUNDS (2)
@@ -42,7 +41,7 @@ one() { # NAME BIN -> prints "NAME ir_per_put=N"
     dir=$(mktemp -d "$work/$name-XXXX")
     cp=$(free_port); pp=$(free_port)
     out="$dir/callgrind.out"
-    CETCD_MAP_BYTES=$((1 << 30)) valgrind --tool=callgrind --collect-atstart=no \
+    CETCD_MAP_BYTES=$((1 << 30)) valgrind --tool=callgrind --instr-atstart=no \
         --callgrind-out-file="$out" "$bin" --name m --data-dir "$dir/data" \
         --listen-client-urls "http://127.0.0.1:$cp" \
         --advertise-client-urls "http://127.0.0.1:$cp" \
@@ -86,4 +85,5 @@ on, off = statistics.mean(v["on"]), statistics.mean(v["off"])
 print("instructions per put: on %.0f, off %.0f: recording %.0f = %.2f %% "
       "of on" % (on, off, on - off, 100 * (on - off) / on))
 PY
-rm -rf "$work" "$res"
+[ -n "${KEEP:-}" ] && echo "callgrind outputs kept in $work" || rm -rf "$work"
+rm -f "$res"

@@ -1040,16 +1040,18 @@ static int run(void)
     struct corrupt_monitor *cm = NULL;
     int64_t check_ns = flags_get_dur_ns("experimental-corrupt-check-time");
     if (check_ns > 0 &&
-        corrupt_monitor_start(s, cfg.election_ms,
-                              (uint64_t)(check_ns + 999999) / 1000000,
-                              false, &cm) != 0)
+        corrupt_monitor_start(
+            s, cfg.election_ms, (uint64_t)(check_ns + 999999) / 1000000,
+            false, !flags_was_set("experimental-corrupt-check-time"),
+            &cm) != 0)
         log_error("etcdmain", "cannot start the corruption check");
     struct corrupt_monitor *chm = NULL;
     check_ns = flags_get_dur_ns("experimental-compact-hash-check-time");
     if (flags_get_bool("experimental-compact-hash-check-enabled") &&
-        corrupt_monitor_start(s, cfg.election_ms,
-                              (uint64_t)(check_ns + 999999) / 1000000,
-                              true, &chm) != 0)
+        corrupt_monitor_start(
+            s, cfg.election_ms, (uint64_t)(check_ns + 999999) / 1000000,
+            true, !flags_was_set("experimental-compact-hash-check-time"),
+            &chm) != 0)
         log_error("etcdmain", "cannot start the compact hash check");
     rc = notify_ready(); /* systemd Type=notify, as etcd */
     if (rc != 0)

@@ -150,6 +150,7 @@ struct corrupt_monitor {
     struct server *s;           /* the member */
     uint32_t election_ms;       /* for the request timeout */
     uint64_t interval_ms;       /* between passes */
+    bool budget;                /* stretch the wait to the CPU budget */
     bool compact;               /* the compaction-time check, not the
                                    periodic one */
     int64_t checked_rev;        /* compact: the last compaction revision
@@ -345,9 +346,25 @@ static bool is_leader(struct server *s)
     return mt.is_leader;
 }
 
+uint64_t corrupt_next_wait_ms(uint64_t interval_ms, uint64_t pass_cpu_ns,
+                              bool budget)
+{
+    uint64_t least = pass_cpu_ns / 1000000u * CORRUPT_CPU_BUDGET;
+    return budget && least > interval_ms ? least : interval_ms;
+}
+
+/* This thread's CPU time in ns (its hashes run on it). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *loop(void *arg)
 {
     struct corrupt_monitor *m = arg;
+    uint64_t wait_ms = m->interval_ms;
     struct peer_hash *peers = mem_calloc(CORRUPT_PEERS_MAX, sizeof *peers);
     if (m->compact)
         log_info("etcdserver", "enabled compact hash check with %" PRIu64
@@ -356,8 +373,7 @@ static void *loop(void *arg)
         log_info("etcdserver", "enabled corruption checking with %" PRIu64
                  "ms interval", m->interval_ms);
     for (;;) {
-        struct timespec dl =
-            thread_deadline_ms(CLOCK_MONOTONIC, m->interval_ms);
+        struct timespec dl = thread_deadline_ms(CLOCK_MONOTONIC, wait_ms);
         pthread_mutex_lock(&m->mu);
         while (!m->stop &&
                pthread_cond_timedwait(&m->cv, &m->mu, &dl) == 0)
@@ -368,18 +384,28 @@ static void *loop(void *arg)
             break;
         bool nospace, corrupt;
         server_alarms_active(m->s, &nospace, &corrupt);
+        uint64_t c0 = thread_cpu_ns();
         if (peers != NULL && !corrupt && is_leader(m->s) && m->compact)
             compact_pass(m, peers);
         else if (peers != NULL && !corrupt && is_leader(m->s))
             check_pass(m, peers);
+        uint64_t cpu = thread_cpu_ns() - c0;
+        wait_ms = corrupt_next_wait_ms(m->interval_ms, cpu, m->budget);
+        if (wait_ms > m->interval_ms)
+            log_info("etcdserver", "%s took %" PRIu64 " ms of CPU; the "
+                     "next in %" PRIu64 " s (the default interval, "
+                     "stretched to the checks' CPU budget)",
+                     m->compact ? "compaction hash check"
+                                : "corruption check",
+                     cpu / 1000000u, wait_ms / 1000u);
     }
     mem_free(peers);
     return NULL;
 }
 
 int corrupt_monitor_start(struct server *s, uint32_t election_ms,
-                          uint64_t interval_ms,
-                          bool compact, struct corrupt_monitor **out)
+                          uint64_t interval_ms, bool compact, bool budget,
+                          struct corrupt_monitor **out)
 {
     CHECK(s != NULL && out != NULL && interval_ms > 0);
     struct corrupt_monitor *m = mem_calloc(1, sizeof *m);
@@ -388,6 +414,7 @@ int corrupt_monitor_start(struct server *s, uint32_t election_ms,
     *m = (struct corrupt_monitor){.s = s,
                                   .election_ms = election_ms,
                                   .interval_ms = interval_ms,
+                                  .budget = budget,
                                   .compact = compact};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

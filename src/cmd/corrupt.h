@@ -42,10 +42,11 @@
  *
  * Defaults (cmd/flags.c; etcd has them all off): the initial check on,
  * the periodic check every 5 minutes, the compaction-time check every
- * minute.  Each pass hashes every revision the store keeps (a full scan,
- * not an incremental hash), a cost per pass that grows with the store;
- * measured in docs/BENCHMARKS.md "Corruption checks".  An explicit false
- * or 0 turns a check off.
+ * minute, both stretched to a CPU budget (CORRUPT_CPU_BUDGET below).  Each
+ * pass hashes every revision the store keeps (a full scan, not an
+ * incremental hash), a cost per pass that grows with the store; measured
+ * in docs/BENCHMARKS.md "Corruption checks".  An explicit false or 0
+ * turns a check off.
  */
 #ifndef CETCD_CMD_CORRUPT_H
 #define CETCD_CMD_CORRUPT_H
@@ -67,11 +68,29 @@ int corrupt_check_initial(struct server *s, uint32_t election_ms);
 
 struct corrupt_monitor;
 
+/* The CPU budget of a monitor whose interval is cetcd's default: after a
+ * pass that took C of this thread's CPU (its own hashes), the next waits
+ * at least CORRUPT_CPU_BUDGET x C, so each monitor spends at most 1/200
+ * of a core on this member, and its peers' answers (one hash each per
+ * pass, the leader hashes one or two) at most as much: both monitors
+ * together stay under 1 % of one core on every member whatever the
+ * store's size and the compaction rate (docs/BENCHMARKS.md "Corruption
+ * checks", session 23: at the fixed defaults a 1-minute auto-compaction
+ * over 100k keys cost 5.7 % of the members' CPU).  An interval given
+ * explicitly (flag, variable or config file) is kept as given, as etcd. */
+#define CORRUPT_CPU_BUDGET 200
+
+/* corrupt_next_wait_ms: the wait after a pass of pass_cpu_ns: interval_ms,
+ * or with budget at least CORRUPT_CPU_BUDGET x the pass.  Pure. */
+uint64_t corrupt_next_wait_ms(uint64_t interval_ms, uint64_t pass_cpu_ns,
+                              bool budget);
+
 /* corrupt_monitor_start starts the periodic check's thread (interval_ms >
- * 0), or with compact the compaction-time check's.  Returns 0, ERR_NOMEM,
- * or ERR_IO (no thread). */
+ * 0), or with compact the compaction-time check's; budget: interval_ms is
+ * the default, stretched to the CPU budget (above).  Returns 0,
+ * ERR_NOMEM, or ERR_IO (no thread). */
 int corrupt_monitor_start(struct server *s, uint32_t election_ms,
-                          uint64_t interval_ms, bool compact,
+                          uint64_t interval_ms, bool compact, bool budget,
                           struct corrupt_monitor **out);
 
 /* corrupt_monitor_stop stops and joins the thread (within one peer call's
