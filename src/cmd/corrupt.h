@@ -70,15 +70,18 @@ struct corrupt_monitor;
 
 /* The CPU budget of a monitor whose interval is cetcd's default: after a
  * pass that took C of this thread's CPU (its own hashes), the next waits
- * at least CORRUPT_CPU_BUDGET x C, so each monitor spends at most 1/200
- * of a core on this member, and its peers' answers (one hash each per
- * pass, the leader hashes one or two) at most as much: both monitors
- * together stay under 1 % of one core on every member whatever the
- * store's size and the compaction rate (docs/BENCHMARKS.md "Corruption
- * checks", session 23: at the fixed defaults a 1-minute auto-compaction
- * over 100k keys cost 5.7 % of the members' CPU).  An interval given
- * explicitly (flag, variable or config file) is kept as given, as etcd. */
-#define CORRUPT_CPU_BUDGET 200
+ * at least CORRUPT_CPU_BUDGET x C, so each monitor spends at most 1/1000
+ * of a core on this member once past its first pass, and its peers'
+ * answers (one hash each per pass, the leader hashes one or two) about as
+ * much: both monitors together stay near 0.2 % of one core on every
+ * member whatever the store's size and the compaction rate
+ * (docs/BENCHMARKS.md "Corruption checks", session 23: at the fixed
+ * defaults a 1-minute auto-compaction over 100k keys cost 5.7 % of the
+ * members' CPU; a budget of 200 still 2.7 % over 400 s).  A check then
+ * runs less often on a large store (a 1 s hash: every ~17 minutes).  An
+ * interval given explicitly (flag, variable or config file) is kept as
+ * given, as etcd. */
+#define CORRUPT_CPU_BUDGET 1000
 
 /* corrupt_next_wait_ms: the wait after a pass of pass_cpu_ns: interval_ms,
  * or with budget at least CORRUPT_CPU_BUDGET x the pass.  Pure. */

@@ -20,13 +20,14 @@
 static void test_budget_stretches_default_interval(void **state)
 {
     (void)state;
-    /* 5 min interval: a pass of 1 s of CPU fits (200 s < 300 s) */
-    assert_int_equal(corrupt_next_wait_ms(300000, 1000 * MS, true), 300000);
-    /* 1.5 s is the break-even; 2 s waits 400 s */
-    assert_int_equal(corrupt_next_wait_ms(300000, 1500 * MS, true), 300000);
-    assert_int_equal(corrupt_next_wait_ms(300000, 2000 * MS, true), 400000);
-    /* a 1 min compaction check after a 700 ms hash: 140 s */
-    assert_int_equal(corrupt_next_wait_ms(60000, 700 * MS, true), 140000);
+    /* 5 min interval: a pass of 200 ms of CPU fits (200 s < 300 s) */
+    assert_int_equal(corrupt_next_wait_ms(300000, 200 * MS, true), 300000);
+    /* 300 ms is the break-even; 2 s waits 2000 s */
+    assert_int_equal(corrupt_next_wait_ms(300000, 300 * MS, true), 300000);
+    assert_int_equal(corrupt_next_wait_ms(300000, 2000 * MS, true),
+                     2000000);
+    /* a 1 min compaction check after a 700 ms hash: 700 s */
+    assert_int_equal(corrupt_next_wait_ms(60000, 700 * MS, true), 700000);
     /* no pass (a follower, an alarm): the interval */
     assert_int_equal(corrupt_next_wait_ms(60000, 0, true), 60000);
 }
