@@ -14,7 +14,9 @@
 # the puts.  The difference on - off is what recording costs in
 # instructions.  What instructions do not show: the cycles an atomic add
 # waits for a cache line another core wrote (callgrind runs one thread at
-# a time): docs/BENCHMARKS.md bounds that part apart.
+# a time): the last step times that apart (bench/metrics_contend.c).
+# With KEEP=1 the profiles stay, for callgrind_annotate's attribution of
+# every instruction of util/metrics.[ch] (docs/BENCHMARKS.md, session 23).
 #
 # PUTS (default 3000) puts of 256 B values on 1000 keys from CLIENTS
 # (default 10) clients of cetcd-bench over one connection; ROUNDS (2)
@@ -87,3 +89,5 @@ print("instructions per put: on %.0f, off %.0f: recording %.0f = %.2f %% "
 PY
 [ -n "${KEEP:-}" ] && echo "callgrind outputs kept in $work" || rm -rf "$work"
 rm -f "$res"
+gcc -O2 -pthread -o "${TMPDIR:-/tmp}/metrics_contend" bench/metrics_contend.c
+"${TMPDIR:-/tmp}/metrics_contend"
