@@ -164,7 +164,11 @@ static void clear(struct server_leases *ls)
 
 /* --- loading ------------------------------------------------------------ */
 
-static int read_all(struct server *s, struct server_leases *ls)
+/* Reads the table; a record read here is anchored at now (read_ms): it
+ * was proposed before, so it still ends no earlier than its leader's
+ * deadline then (lease.h, "The bound"). */
+static int read_all(struct server *s, struct server_leases *ls,
+                    uint64_t read_ms)
 {
     struct backend_txn *t;
     struct backend_cursor *c = NULL;
@@ -178,6 +182,8 @@ static int read_all(struct server *s, struct server_leases *ls)
     while (rc == 0) {
         struct server_lease l;
         rc = server__lease_decode(k.data, k.len, v.data, v.len, &l);
+        if (rc == 0 && l.remaining > 0)
+            l.rec_ms = read_ms;
         if (rc == 0)
             rc = insert(ls, &l);
         if (rc == 0)
@@ -194,7 +200,7 @@ static int load(struct server *s)
     pthread_mutex_lock(&ls->mu);
     clear(ls);
     ls->epoch = 0; /* promoted again by the next tick or keep-alive */
-    int rc = read_all(s, ls);
+    int rc = read_all(s, ls, server__clock_ms(s));
     pthread_mutex_unlock(&ls->mu);
     if (rc == ERR_CORRUPT)
         log_error("etcdserver", "the store's lease bucket does not decode");
@@ -344,10 +350,15 @@ int server__lease_revoke_apply(struct server *s, struct mvcc_batch *b,
     return 0;
 }
 
-/* One checkpoint (mu held).  On the leader its own expiry stands: it only
- * records what a next leader starts from; a cleared record (0) is a
- * renewal that waited for it (lease_primary.c), and renews.  Either way
- * the checkpoint proposed here is no longer on its way (cp_sent). */
+/* One checkpoint (mu held).  Every member anchors a record at the time
+ * it applies it (rec_ms): the entry was proposed before, when its leader
+ * had at most rem seconds left, so rec_ms + rem is no earlier than that
+ * leader's deadline, and a next leader starts the lease from there
+ * (lease_primary.c: promote).  On the leader its own expiry stands: it
+ * only records what a next leader starts from; a cleared record (0) is a
+ * renewal that waited for it (lease_primary.c), renews, and leaves no
+ * anchor.  Either way the checkpoint proposed here is no longer on its
+ * way (cp_sent). */
 static int checkpoint_one(struct server *s, struct mvcc_batch *b,
                           const Etcdserverpb__LeaseCheckpoint *cp)
 {
@@ -357,11 +368,16 @@ static int checkpoint_one(struct server *s, struct mvcc_batch *b,
     int64_t rem = cp->remaining_ttl < 0 ? 0 : cp->remaining_ttl;
     if (rem > SERVER_LEASE_TTL_MAX)
         rem = SERVER_LEASE_TTL_MAX;
+    uint64_t now = server__clock_ms(s);
     l->cp_sent = false;
+    l->rec_ms = rem > 0 ? now : 0;
+    l->rec_live = rem > 0;
+    l->inherited = l->inherited && rem > 0;
     if (rem == 0 && s->leases.epoch != 0) {
-        l->cp_ms = server__clock_ms(s);
-        l->expiry_ms = l->cp_ms + (uint64_t)l->ttl * 1000u;
+        l->cp_ms = now;
+        l->expiry_ms = now + (uint64_t)l->ttl * 1000u;
     }
+    CHECK((l->rec_ms != 0) == (rem > 0));
     if (rem == l->remaining)
         return 0;
     l->remaining = rem;

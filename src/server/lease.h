@@ -14,8 +14,11 @@
  * gives leases an expiry (server clock, server__clock_ms); on a follower
  * a lease never expires.  When this member becomes leader (each new
  * leadership epoch, s->lead_epoch) it is promoted at the first lessor
- * tick or keep-alive: each lease expires its remaining TTL (the last
- * checkpoint, else the granted TTL) from then.  Renewals (LeaseKeepAlive)
+ * tick or keep-alive once it has applied its term's first entry
+ * (s->lead_index): a lease with a record (a checkpoint) expires its
+ * remaining TTL from the time this member applied the record, or read it
+ * (start-up, snapshot, reload): its anchor, rec_ms; one with none, its
+ * granted TTL from then.  Renewals (LeaseKeepAlive)
  * are local to the leader and not logged, like etcd; the leader then
  * proposes LeaseRevoke for expired leases, at most SERVER_LEASE_REVOKE_RATE
  * a second (a proposal that fails is retried after
@@ -24,23 +27,31 @@
  * (server__lease_cp_period_ms: half its TTL, at least
  * SERVER_LEASE_CHECKPOINT_MIN_MS, at most the checkpoint interval,
  * --experimental-lease-checkpoint-interval, default 5 min) has passed
- * since what a next leader would start it from was last this leader's:
- * its grant, renewal, last checkpoint or the promotion.  A lease renewed
- * more often than every half TTL (etcd's clients renew every third)
- * so costs no checkpoint; one left alone gets one about every half TTL.
- * The due leases go SERVER_LEASE_CHECKPOINT_BATCH per entry, at most
- * SERVER_LEASE_CHECKPOINT_RATE a second, round robin over the table.
+ * since its grant, renewal or last checkpoint here.  A new leader records
+ * at once the leases it started with no record, and never those it
+ * started from a record it applied (inherited: an anchored record does
+ * not age); those it started from a record only read, P later.  A lease
+ * renewed more often than every half TTL (etcd's clients renew every
+ * third) so costs no checkpoint; one left alone gets one about every
+ * half TTL.  The due leases go SERVER_LEASE_CHECKPOINT_BATCH per entry,
+ * at most SERVER_LEASE_CHECKPOINT_RATE a second, round robin over the
+ * table.
  *
  * The bound (docs/ARCHITECTURE.md "Leases" derives it): a lease not kept
  * alive expires no earlier than its TTL after its last acknowledged
- * keep-alive, and no later than TTL + m * (P + 2 s) + the m elections
- * after it, where m is the number of leader changes meanwhile and P its
- * checkpoint period (each change costs at most the age of the last
- * record, P + a tick + rounding, and the election).  For the lower bound,
- * a renewal of a lease with a checkpoint on record, or one proposed and
- * not applied yet (cp_sent), is acknowledged only once a checkpoint
- * clearing that record is applied (etcd proposes the same one without
- * waiting).
+ * keep-alive, and no later than TTL + P + e + 2 s (2 lessor ticks and
+ * the rounding up of a record) + 3 apply lags (+ the revoking tick) after
+ * it, for any number of leader changes, where P is its checkpoint
+ * period and e the first election after the keep-alive; given the checkpoint rate, every later leader
+ * having applied the lease's last record when it committed (a member
+ * that restarted or lagged since anchors it later: the lease lives
+ * longer, never shorter), and the first new leader living until its
+ * promotion records commit.  Monotonic clocks are assumed to run at the
+ * same rate.  For the lower bound, a renewal of a lease with a checkpoint
+ * on record, or one proposed and not applied yet (cp_sent), is
+ * acknowledged only once a checkpoint clearing that record (and its
+ * anchor) is applied (etcd proposes the same one without waiting), and a
+ * new leader is promoted only after applying it.
  *
  * Threads and locks.  leases.mu is a leaf (server.h "Lock order"): the
  * apply side (apply_mu holder) changes the table under it; API threads
@@ -86,6 +97,11 @@ struct server_lease {
     int64_t id;                /* not 0 (a client may choose < 0) */
     int64_t ttl;               /* granted TTL, s (>= the minimum TTL) */
     int64_t remaining;         /* checkpointed remaining TTL, s (0: none) */
+    uint64_t rec_ms;           /* the record's anchor: when this member
+                                * applied its entry (server__clock_ms), or
+                                * read the table holding it (start-up,
+                                * snapshot, reload); 0: no record */
+    bool rec_live;             /* rec_ms is an apply time, not a read */
     uint64_t expiry_ms;        /* primary: expires then; 0: never */
     uint64_t retry_ms;         /* primary: revoke proposed, not again
                                 * before this */
@@ -93,6 +109,10 @@ struct server_lease {
                                 * start it from (its record, else its TTL)
                                 * was last true here: grant, renewal,
                                 * checkpoint taken or promotion */
+    bool inherited;            /* primary: started from a record applied
+                                * here (rec_live), which every member
+                                * that applied it too starts from alike:
+                                * no record is taken of it until renewed */
     bool cp_sent;              /* a checkpoint of it proposed here and not
                                 * applied yet */
     uint32_t clears;           /* renewals proposed here waiting for their

@@ -45,10 +45,43 @@ uint64_t server__lease_cp_period_ms(int64_t ttl_s, uint64_t interval_ms)
     return p;
 }
 
+/* Has this member applied everything committed before its leadership
+ * (the term's first entry, s->lead_index)?  A renewal acknowledged by the
+ * last leader may be among it: its cleared record must be applied before
+ * an older record's anchor can expire the lease here. */
+static bool caught_up(struct server *s)
+{
+    return atomic_load(&s->applied_index) >= atomic_load(&s->lead_index);
+}
+
+/* mu held: a new leader's start for l.  A record (remaining > 0) is
+ * anchored where this member applied it, or read it (rec_ms): it ends
+ * rec_ms + remaining, which a record's age does not move, so a chain of
+ * leader changes does not add up (lease.h, "The bound").  A record
+ * applied here is what any member that applied it starts from too:
+ * inherited, no new one is taken.  One only read here (a restart, a
+ * snapshot) may be late: the cadence takes a new one from now.  No record
+ * (kept alive until lately, or granted by the last leader): the full TTL
+ * from now, due for a record at once (cp_ms 0), so that a next failure
+ * finds an anchor instead of the full TTL again. */
+static void promote(struct server_lease *l, uint64_t now)
+{
+    l->retry_ms = 0;
+    l->inherited = l->remaining > 0 && l->rec_live;
+    if (l->remaining > 0) {
+        CHECK(l->rec_ms != 0); /* may be a little after now: an apply
+                                * reads the clock after this tick did */
+        l->expiry_ms = l->rec_ms + (uint64_t)l->remaining * 1000u;
+        l->cp_ms = now;
+    } else {
+        l->expiry_ms = now + (uint64_t)l->ttl * 1000u;
+        l->cp_ms = 0;
+    }
+    CHECK(l->expiry_ms != 0);
+}
+
 /* mu held: true when this member is the primary lessor now, promoting it
- * first at a new leadership: each lease then expires its remaining TTL
- * (the last checkpoint, else its TTL) from now, which is also what a next
- * leader would start it from (cp_ms). */
+ * first at a new leadership once it has caught up (caught_up). */
 static bool primary(struct server *s, uint64_t now)
 {
     struct server_leases *ls = &s->leases;
@@ -59,13 +92,13 @@ static bool primary(struct server *s, uint64_t now)
     uint64_t ep = atomic_load(&s->lead_epoch);
     if (ls->epoch == ep)
         return true;
+    if (!caught_up(s)) {
+        ls->epoch = 0; /* not yet: the next tick or renewal looks again */
+        return false;
+    }
     for (size_t i = 0; i < ls->cap; i++)
-        for (struct server_lease *l = ls->tab[i]; l != NULL; l = l->next) {
-            int64_t rem = l->remaining > 0 ? l->remaining : l->ttl;
-            l->expiry_ms = now + (uint64_t)rem * 1000u;
-            l->retry_ms = 0;
-            l->cp_ms = now;
-        }
+        for (struct server_lease *l = ls->tab[i]; l != NULL; l = l->next)
+            promote(l, now);
     ls->epoch = ep;
     CHECK(ep != 0);
     return true;
@@ -128,15 +161,18 @@ static size_t take_expired(struct server_leases *ls, uint64_t now,
     return n;
 }
 
-/* mu held: is l due a checkpoint now?  Its period has passed since what
- * a next leader would start it from was last true (cp_ms), it has time
- * left (an expired lease is left to its revoke), and no renewal of it
- * waits for a cleared record (a record taken now would be applied after
- * the clearing, with the time left before the renewal). */
+/* mu held: is l due a checkpoint now?  Its expiry is this leader's own
+ * (not inherited: that record holds as it is), its period has passed
+ * since what a next leader would start it from was last true (cp_ms; 0:
+ * at once), it has time left (an expired lease is left to its revoke),
+ * and no renewal of it waits for a cleared record (a record taken now
+ * would be applied after the clearing, with the time left before the
+ * renewal). */
 static bool due(const struct server_lease *l, uint64_t now, uint64_t iv)
 {
-    return l->expiry_ms > now && l->clears == 0 &&
-           now - l->cp_ms >= server__lease_cp_period_ms(l->ttl, iv);
+    return !l->inherited && l->expiry_ms > now && l->clears == 0 &&
+           (l->cp_ms == 0 ||
+            now - l->cp_ms >= server__lease_cp_period_ms(l->ttl, iv));
 }
 
 /* mu held: up to max due leases, looking round robin from where the last
@@ -293,6 +329,7 @@ static void renew_now(struct renew *w)
     } else {
         l->expiry_ms = now + (uint64_t)l->ttl * 1000u;
         l->cp_ms = now;
+        CHECK(!l->inherited); /* inherited: a record, cleared above */
         ttl = l->ttl;
     }
     pthread_mutex_unlock(&ls->mu);
@@ -344,8 +381,9 @@ void server_lease_renew(struct server *s, int64_t id, bool local_only,
     }
     *w = (struct renew){s, id, fn, arg};
     /* etcd's waitAppliedIndex: a new leader may not have applied the
-     * grant yet. */
-    if (atomic_load(&s->applied_index) < atomic_load(&s->committed_index))
+     * grant yet (nor, caught_up, a cleared record). */
+    if (atomic_load(&s->applied_index) < atomic_load(&s->committed_index) ||
+        !caught_up(s))
         server_barrier_async(s, renew_barrier, w);
     else
         renew_now(w);
@@ -468,7 +506,8 @@ void server_lease_time_to_live(struct server *s, int64_t id, bool want_keys,
         return;
     }
     *q = (struct ttl_req){s, id, want_keys, fn, arg};
-    if (atomic_load(&s->applied_index) < atomic_load(&s->committed_index))
+    if (atomic_load(&s->applied_index) < atomic_load(&s->committed_index) ||
+        !caught_up(s))
         server_barrier_async(s, ttl_barrier, q);
     else
         ttl_now(q, false);

@@ -14,6 +14,7 @@
 #include "raft/raft.h"
 #include "server/boot_guard.h"
 #include "server/server_int.h"
+#include "util/check.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -328,6 +329,18 @@ static void log_leader(struct server *s, const struct raft_ready *rd)
                  (unsigned long long)was, (unsigned long long)lead, term);
 }
 
+/* A new lessor epoch, with the index its lessor waits to have applied
+ * before it is promoted (the empty entry of the new term is in the log
+ * already: raft appends it on becoming leader). */
+static void lead_epoch_bump(struct server *s)
+{
+    struct raft_status st;
+    raft_status(s->node.raft, &st);
+    CHECK(st.last_index > 0);
+    atomic_store(&s->lead_index, st.last_index);
+    atomic_fetch_add(&s->lead_epoch, 1);
+}
+
 /* Takes the next Ready: installs its snapshot, records the leader, and
  * (a leader) sends its messages and (nothing to sync) hands its committed
  * entries before the write. */
@@ -346,7 +359,7 @@ static int ready_begin(struct server *s, struct server_held_ready *h)
         bool was = s->node.is_leader;
         s->node.is_leader = rd->soft_state.role == RAFT_LEADER;
         if (s->node.is_leader && !was) /* a new lessor epoch */
-            atomic_fetch_add(&s->lead_epoch, 1);
+            lead_epoch_bump(s);
         log_leader(s, rd);
         atomic_store(&s->lead, rd->soft_state.lead);
     }

@@ -402,6 +402,11 @@ struct server {
     /* Bumped by the raft thread each time this member becomes leader:
      * the lessor is primary for one epoch at a time (lease.h). */
     _Atomic uint64_t lead_epoch;
+    /* Written with it (before the bump): the raft log's last index when
+     * this member became leader, its term's first entry or later.  The
+     * lessor is promoted only once it has applied that far: everything
+     * committed under earlier leaders is applied then (lease.h). */
+    _Atomic uint64_t lead_index;
     _Atomic uint64_t lease_id_next; /* server_lease_id_next's counter */
     struct server_appliers appliers; /* the apply chain (applier.h) */
     /* The auth store and simple tokens (auth_apply.c); the store is

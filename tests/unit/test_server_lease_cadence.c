@@ -7,10 +7,18 @@
  * more often than that gets none (it costs nothing); due leases go at
  * most SERVER_LEASE_CHECKPOINT_RATE a second (half of it a tick); a
  * renewal of a lease with a record or a checkpoint on its way clears the
- * record before it answers; and across a chain of leader changes (here:
- * restarts of a single member, each a new leadership) a 10 s lease not
- * kept alive expires within the bound of docs/ARCHITECTURE.md "Leases",
- * where it lived from each new leader's start for its full TTL before.
+ * record before it answers; across a chain of leader changes (here:
+ * restarts of a single member, each a new leadership, whose records are
+ * anchored when the table is read at start-up) a 10 s lease not kept
+ * alive expires within the bound of docs/ARCHITECTURE.md "Leases", where
+ * it lived from each new leader's start for its full TTL before; and
+ * across a chain of four leader changes with no restart (a new lead
+ * epoch on a table whose records were applied here, as on a member that
+ * was up when they committed) its expiry does not move with the number of
+ * changes: each new leader starts it from the record's anchor (its apply
+ * time), or, with no record, from its full TTL and records it at once; a
+ * renewal clears the anchor; a new leader is promoted only once it has
+ * applied its term's first entry.
  *
  * Method: a real single member (unit/harness) on a fake clock (an atomic
  * the test sets; server.h "struct server_clock").  tick_at() sets the
@@ -249,10 +257,142 @@ static void test_chain_of_leader_changes(void **state)
     tick_at(s, 15500);
     assert_int_equal(record_of(s, 3), 5);
     tick_at(s, 16000);
-    /* Revoked at 16 s: within the documented bound, TTL + m (P + 2 s)
-     * with m = 2 changes, period P = 5 s and no election time on the fake
-     * clock (24 s), and no earlier than the TTL. */
+    /* Revoked at 16 s: each restart anchored the record when it read the
+     * table (7 s, then 11 s), later than it was taken (5 s): the lease
+     * lives longer, never shorter (here a single member has nothing
+     * better).  Within TTL + m (P + 2 s) for m = 2, no earlier than the
+     * TTL. */
     assert_int_equal(record_of(s, 3), -1);
+    server_stop(s);
+}
+
+/* The lease's expiry on the primary (0: none or not held). */
+static uint64_t expiry_of(struct server *s, int64_t id)
+{
+    pthread_mutex_lock(&s->leases.mu);
+    struct server_lease *l = server__lease_find(&s->leases, id);
+    uint64_t e = l != NULL ? l->expiry_ms : 0;
+    pthread_mutex_unlock(&s->leases.mu);
+    return e;
+}
+
+/* A leader change at t0 + ms without a restart: a new lead epoch, as the
+ * raft thread makes when this member becomes leader, on a table whose
+ * records were applied here (a member that was up and caught up when they
+ * committed), then the promoting tick. */
+static void new_leader(struct server *s, uint64_t ms)
+{
+    atomic_fetch_add(&s->lead_epoch, 1);
+    tick_at(s, ms);
+}
+
+static void test_chain_from_an_anchored_record(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    grant(s, 4, 10); /* expires at 10 s */
+    tick_at(s, 5000);
+    assert_int_equal(record_of(s, 4), 5); /* applied at 5 s: ends 10 s */
+    assert_int_equal(checkpoints(s), 1);
+    /* Four leader changes a second apart: each new leader starts it from
+     * the record's anchor, 5 + 5 = 10 s, whatever the number of changes
+     * (it was 6 + 5, 7 + 5, ... 9 + 5 = 14 s, from each promotion), and
+     * takes no record of its own (inherited). */
+    for (uint64_t ms = 6000; ms <= 9000; ms += 1000) {
+        new_leader(s, ms);
+        assert_int_equal(expiry_of(s, 4), t0 + 10000);
+    }
+    assert_int_equal(checkpoints(s), 1);
+    tick_at(s, 9500);
+    assert_int_equal(record_of(s, 4), 5);
+    tick_at(s, 10000); /* revoked at its TTL, no later */
+    assert_int_equal(record_of(s, 4), -1);
+    server_stop(s);
+}
+
+static void test_chain_from_no_record(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    grant(s, 5, 10);
+    /* A leader change before the lease's first record (its period is
+     * 5 s): the full TTL from the promotion, 2 + 10 = 12 s, and a record
+     * at once (10 s left, exact), applied at 2 s. */
+    new_leader(s, 2000);
+    assert_int_equal(expiry_of(s, 5), t0 + 12000);
+    assert_int_equal(record_of(s, 5), 10);
+    assert_int_equal(checkpoints(s), 1);
+    /* Then more leader changes, each less than a period after the last:
+     * 12 s every time (before, each restarted it from the full TTL, with
+     * no record ever taken: 3 + 10, 4 + 10, 6 + 10 and 8 + 10 = 18 s). */
+    for (uint64_t ms = 3000; ms <= 8000; ms += ms < 4000 ? 1000 : 2000) {
+        new_leader(s, ms);
+        assert_int_equal(expiry_of(s, 5), t0 + 12000);
+    }
+    assert_int_equal(checkpoints(s), 1);
+    tick_at(s, 11500);
+    assert_int_equal(record_of(s, 5), 10);
+    tick_at(s, 12000);
+    assert_int_equal(record_of(s, 5), -1);
+    server_stop(s);
+}
+
+static void test_renewal_clears_the_anchor(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    grant(s, 6, 10);
+    tick_at(s, 5000); /* a record applied at 5 s: ends 10 s */
+    new_leader(s, 6000);
+    assert_int_equal(expiry_of(s, 6), t0 + 10000);
+    /* A renewal at 6 s, acknowledged once the cleared record is applied:
+     * no anchor is left, the lease ends 16 s on this leader... */
+    assert_int_equal(renew(s, 6), 0);
+    assert_int_equal(record_of(s, 6), 0);
+    assert_int_equal(expiry_of(s, 6), t0 + 16000);
+    /* ... and a next leader starts it from the full TTL (7 + 10 s), not
+     * from the old anchor (10 s, before the renewal's 16 s), with a new
+     * record at once, which the leader after it starts from. */
+    new_leader(s, 7000);
+    assert_int_equal(expiry_of(s, 6), t0 + 17000);
+    assert_int_equal(record_of(s, 6), 10);
+    new_leader(s, 8000);
+    assert_int_equal(expiry_of(s, 6), t0 + 17000);
+    tick_at(s, 16500);
+    assert_int_equal(record_of(s, 6), 10);
+    tick_at(s, 17000);
+    assert_int_equal(record_of(s, 6), -1);
+    server_stop(s);
+}
+
+/* A new leader is promoted only once it has applied its term's first
+ * entry (s->lead_index): a renewal's cleared record committed under the
+ * last leader may not be applied here yet, and an older anchor must not
+ * expire the lease meanwhile.  The tick is called here directly at a time
+ * the house thread does not reach (the fake clock stays behind). */
+static void test_promotion_waits_for_the_log(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    grant(s, 7, 10);
+    tick_at(s, 5000); /* ends 10 s */
+    uint64_t applied = atomic_load(&s->applied_index);
+    uint64_t lead_index = atomic_load(&s->lead_index);
+    atomic_store(&s->lead_index, applied + 1000);
+    atomic_fetch_add(&s->lead_epoch, 1);
+    server__leases_tick(s, t0 + 11000); /* past the anchor */
+    pthread_mutex_lock(&s->leases.mu);
+    assert_int_equal(s->leases.epoch, 0); /* not promoted */
+    assert_int_equal(s->leases.tick_next_ms, t0 + 5500);
+    pthread_mutex_unlock(&s->leases.mu);
+    assert_int_equal(record_of(s, 7), 5); /* no revoke */
+    atomic_store(&s->lead_index, lead_index);
+    tick_at(s, 6000); /* caught up: promoted, from the anchor */
+    assert_int_equal(expiry_of(s, 7), t0 + 10000);
     server_stop(s);
 }
 
@@ -281,6 +421,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_of_leader_changes, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_chain_from_an_anchored_record,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_from_no_record, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_renewal_clears_the_anchor, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_waits_for_the_log,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
