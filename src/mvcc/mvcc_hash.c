@@ -76,10 +76,9 @@ static int keep_push(struct hash_walk *w, mvcc_rev main, uint64_t kh)
 
 /* keep_build: every key's newest version at w->at that is a put at or
  * below C, read in one pass over the key index (pages of mvcc__keep_page
- * keys),
- * sorted by revision: the versions below C that the walk hashes.  One
- * lookup per version (what this replaced) cost ~10x more: a random
- * descent of the index for each of them. */
+ * keys), sorted by revision: the versions below C that the walk hashes.
+ * One lookup per version (what this replaced) cost ~8x more: a random
+ * descent of the index for each (docs/BENCHMARKS.md, session 23). */
 static int keep_build(struct hash_walk *w)
 {
     static const uint8_t all = 0;

@@ -63,8 +63,15 @@ int server__store_open(struct server *s, const char *dir)
     /* CETCD_MAP_BYTES (README's knobs): a smaller map than the default
      * 64 GiB, for running under valgrind, whose address space is smaller */
     const char *mb = getenv("CETCD_MAP_BYTES");
-    if (mb != NULL)
-        bo.map_size_bytes = strtoull(mb, NULL, 10);
+    if (mb != NULL) {
+        char *end;
+        bo.map_size_bytes = strtoull(mb, &end, 10);
+        if (end == mb || *end != '\0' || bo.map_size_bytes < (1u << 20)) {
+            log_error("etcdserver", "CETCD_MAP_BYTES=%s: not a size in "
+                      "bytes of at least 1 MiB", mb);
+            return ERR_INVAL;
+        }
+    }
     int rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
         rc = mvcc_store_open(s->be,
