@@ -303,6 +303,8 @@ int server__lease_grant_apply(struct server *s, struct mvcc_batch *b,
     }
     if (rc == 0)
         rc = insert(ls, &l);
+    if (rc == 0 && ls->epoch != 0)
+        server__lease_wake(s, &l);
     pthread_mutex_unlock(&ls->mu);
     if (rc != 0)
         return rc;
@@ -378,6 +380,8 @@ static int checkpoint_one(struct server *s, struct mvcc_batch *b,
         l->expiry_ms = now + (uint64_t)l->ttl * 1000u;
     }
     CHECK((l->rec_ms != 0) == (rem > 0));
+    if (s->leases.epoch != 0) /* renewed, or no longer inherited */
+        server__lease_wake(s, l);
     if (rem == l->remaining)
         return 0;
     l->remaining = rem;

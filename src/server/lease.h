@@ -133,6 +133,11 @@ struct server_leases {
     uint64_t tick_next_ms;       /* the next lessor tick */
     size_t cp_slot;              /* primary: where the next look for due
                                   * checkpoints starts (round robin) */
+    uint64_t wake_ms;            /* primary: no lease expires, is retried
+                                  * or falls due before this (a lower
+                                  * bound; 0: look at the next tick) */
+    _Atomic uint64_t looks;      /* ticks that looked at every lease (for
+                                  * tests and measurements) */
     _Atomic bool cp_failed;      /* a checkpoint entry failed: every lease
                                   * is due again (any thread) */
     _Atomic uint64_t cp_total;   /* checkpoints proposed by the cadence
@@ -196,6 +201,12 @@ int64_t server__lease_min_ttl(const struct server *s);
  * interval interval_ms (> 0): min(interval, max(TTL / 2,
  * SERVER_LEASE_CHECKPOINT_MIN_MS)), in ms.  Pure. */
 uint64_t server__lease_cp_period_ms(int64_t ttl_s, uint64_t interval_ms);
+
+/* server__lease_wake (mu held, on the primary): lowers leases.wake_ms to
+ * l's next event (its expiry, or when it falls due for a checkpoint); every
+ * change of a lease that may bring its next event earlier calls it, so the
+ * tick looks at the table only when something can happen. */
+void server__lease_wake(struct server *s, const struct server_lease *l);
 
 /* server__leases_tick: the lessor tick (house thread, no server lock but
  * house_mu): promotion, revokes of expired leases, checkpoints. */

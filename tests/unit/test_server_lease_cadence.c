@@ -311,6 +311,32 @@ static void test_chain_from_an_anchored_record(void **state)
     server_stop(s);
 }
 
+/* The tick looks at the lease table only when a lease may expire or fall
+ * due by then (leases.wake_ms): none between, the record and the revoke
+ * on time. */
+static void test_no_look_while_nothing_can_happen(void **state)
+{
+    (void)state;
+    struct server *s = start();
+    tick_at(s, 0);
+    grant(s, 6, 100); /* period 50 s, expires at 100 s */
+    uint64_t looks = atomic_load(&s->leases.looks);
+    for (uint64_t ms = 500; ms < 50000; ms += 500)
+        tick_at(s, ms);
+    assert_int_equal(atomic_load(&s->leases.looks), looks);
+    assert_int_equal(checkpoints(s), 0);
+    tick_at(s, 50000); /* due: one look, one record */
+    assert_int_equal(atomic_load(&s->leases.looks), looks + 1);
+    assert_int_equal(checkpoints(s), 1);
+    for (uint64_t ms = 50500; ms < 100000; ms += 500)
+        tick_at(s, ms);
+    assert_int_equal(atomic_load(&s->leases.looks), looks + 1);
+    assert_int_equal(record_of(s, 6), 50);
+    tick_at(s, 100000); /* expired: revoked at its TTL, no later */
+    assert_int_equal(record_of(s, 6), -1);
+    server_stop(s);
+}
+
 static void test_chain_from_no_record(void **state)
 {
     (void)state;
@@ -422,6 +448,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chain_of_leader_changes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_chain_from_an_anchored_record,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_look_while_nothing_can_happen,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_from_no_record, setup,
                                         teardown),
