@@ -84,13 +84,7 @@ static int put_sync(struct server *s, const char *key, const char *val,
 /* A LeaseGrant proposed directly (past the API's quota check). */
 static int lease_grant_sync(struct server *s, int64_t id)
 {
-    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
-    g.id = id;
-    g.ttl = 60;
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
-    ir.lease_grant = &g;
-    return harness_propose(s, &ir);
+    return harness_lease_grant(s, id, 60);
 }
 
 static int64_t count_prefix(struct server *s, const char *prefix,

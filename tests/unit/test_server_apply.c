@@ -23,6 +23,7 @@
 
 #include "server/applier.h"
 #include "server/server.h"
+#include "server_harness.h"
 #include "util/err.h"
 
 static char dir[256];
@@ -137,13 +138,7 @@ static int compact(struct server *s, int64_t rev)
 
 static int lease_grant(struct server *s)
 {
-    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
-    g.ttl = 10;
-    g.id = 5;
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
-    ir.lease_grant = &g;
-    return propose(s, &ir).err;
+    return harness_lease_grant(s, 5, 10);
 }
 
 /* An AlarmRequest for this member through the apply path. */

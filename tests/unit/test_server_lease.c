@@ -31,6 +31,7 @@
 
 #include "server/lease.h"
 #include "server/server.h"
+#include "server_harness.h"
 #include "server/server_int.h"
 #include "util/err.h"
 
@@ -100,13 +101,7 @@ static void propose(struct server *s, Cetcdpb__InternalRequest *ir)
 
 static void grant(struct server *s, int64_t id, int64_t ttl)
 {
-    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
-    g.id = id;
-    g.ttl = ttl;
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
-    ir.lease_grant = &g;
-    propose(s, &ir);
+    assert_int_equal(harness_lease_grant(s, id, ttl), 0);
 }
 
 static void put(struct server *s, const char *key, int64_t lease)
@@ -159,23 +154,11 @@ static int64_t key_count(struct server *s, const char *key)
     return n;
 }
 
-static _Atomic int renew_err = 1;
-static _Atomic int64_t renew_ttl;
-
-static void on_renew(void *arg, int err, int64_t ttl)
-{
-    (void)arg;
-    atomic_store(&renew_ttl, ttl);
-    atomic_store(&renew_err, err);
-}
+static int64_t renew_ttl; /* the last renewal's TTL */
 
 static int renew(struct server *s, int64_t id)
 {
-    atomic_store(&renew_err, 1);
-    server_lease_renew(s, id, true, on_renew, NULL);
-    for (int i = 0; i < 500 && atomic_load(&renew_err) == 1; i++)
-        sleep_ms(5);
-    return atomic_load(&renew_err);
+    return harness_lease_renew(s, id, &renew_ttl);
 }
 
 static void test_expiry_and_renewal(void **state)
@@ -191,7 +174,7 @@ static void test_expiry_and_renewal(void **state)
     assert_int_equal(advance(s, 4900), 1);
     /* A renewal at 4.9 s moves the expiry to 5 s from now. */
     assert_int_equal(renew(s, 7), 0);
-    assert_int_equal(atomic_load(&renew_ttl), 5);
+    assert_int_equal(renew_ttl, 5);
     assert_int_equal(advance(s, 4900), 1);
     assert_true(server__lease_exists(s, 7));
     /* The next tick (ticks are SERVER_LEASE_TICK_MS apart) finds it
@@ -249,7 +232,7 @@ static void test_checkpoint_renew_and_restart(void **state)
     assert_true(rem >= 98 && rem <= 100);
     /* A renewal clears the record before it answers. */
     assert_int_equal(renew(s, 9), 0);
-    assert_int_equal(atomic_load(&renew_ttl), 100);
+    assert_int_equal(renew_ttl, 100);
     assert_int_equal(remaining_of(s, 9), 0);
     /* The next sweep records it again; a restart (a new leadership)
      * continues from the record, not from the full TTL. */

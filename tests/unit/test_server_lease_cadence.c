@@ -87,13 +87,7 @@ static void tick_at(struct server *s, uint64_t ms)
 
 static void grant(struct server *s, int64_t id, int64_t ttl)
 {
-    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
-    g.id = id;
-    g.ttl = ttl;
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
-    ir.lease_grant = &g;
-    assert_int_equal(harness_propose(s, &ir), 0);
+    assert_int_equal(harness_lease_grant(s, id, ttl), 0);
 }
 
 /* The lease's record (-1: not held). */
@@ -111,22 +105,9 @@ static uint64_t checkpoints(struct server *s)
     return atomic_load(&s->leases.cp_total);
 }
 
-static _Atomic int renew_err;
-
-static void on_renew(void *arg, int err, int64_t ttl)
-{
-    (void)arg;
-    (void)ttl;
-    atomic_store(&renew_err, err);
-}
-
 static int renew(struct server *s, int64_t id)
 {
-    atomic_store(&renew_err, 1);
-    server_lease_renew(s, id, true, on_renew, NULL);
-    for (int i = 0; i < 1000 && atomic_load(&renew_err) == 1; i++)
-        harness_sleep_ms(5);
-    return atomic_load(&renew_err);
+    return harness_lease_renew(s, id, NULL);
 }
 
 static void test_period(void **state)

@@ -97,14 +97,7 @@ static void propose(struct server *s, Cetcdpb__InternalRequest *ir)
 
 static void grant(struct server *s, int64_t id)
 {
-    Etcdserverpb__LeaseGrantRequest g =
-        ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
-    g.id = id;
-    g.ttl = 600;
-    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
-    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
-    ir.lease_grant = &g;
-    propose(s, &ir);
+    assert_int_equal(harness_lease_grant(s, id, 600), 0);
 }
 
 static void put(struct server *s, const char *key, int64_t lease)

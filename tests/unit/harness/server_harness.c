@@ -115,6 +115,48 @@ int harness_put(struct server *s, const char *key, const char *value)
     return harness_propose(s, &ir);
 }
 
+int harness_lease_grant(struct server *s, int64_t id, int64_t ttl)
+{
+    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    g.id = id;
+    g.ttl = ttl;
+    Cetcdpb__InternalRequest ir = CETCDPB__INTERNAL_REQUEST__INIT;
+    ir.request_case = CETCDPB__INTERNAL_REQUEST__REQUEST_LEASE_GRANT;
+    ir.lease_grant = &g;
+    return harness_propose(s, &ir);
+}
+
+struct renewed {
+    struct answer a;
+    int64_t ttl;
+};
+
+static void on_renewed(void *arg, int err, int64_t ttl)
+{
+    struct renewed *r = arg;
+    pthread_mutex_lock(&r->a.mu);
+    r->a.err = err;
+    r->ttl = ttl;
+    r->a.done = 1;
+    pthread_cond_signal(&r->a.cv);
+    pthread_mutex_unlock(&r->a.mu);
+}
+
+int harness_lease_renew(struct server *s, int64_t id, int64_t *ttl_out)
+{
+    struct renewed r = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                         0, 0},
+                        0};
+    server_lease_renew(s, id, true, on_renewed, &r);
+    pthread_mutex_lock(&r.a.mu);
+    while (!r.a.done)
+        pthread_cond_wait(&r.a.cv, &r.a.mu);
+    pthread_mutex_unlock(&r.a.mu);
+    if (ttl_out != NULL)
+        *ttl_out = r.ttl;
+    return r.a.err;
+}
+
 static int saved_fd = -1;
 
 void harness_log_begin(const char *path)

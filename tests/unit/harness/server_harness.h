@@ -50,6 +50,15 @@ int harness_propose(struct server *s, Cetcdpb__InternalRequest *ir);
  * the answer's error (0 = applied). */
 int harness_put(struct server *s, const char *key, const char *value);
 
+/* Proposes a LeaseGrant of lease id with ttl seconds (past the API's
+ * checks) and waits for its answer: its error (0 = applied). */
+int harness_lease_grant(struct server *s, int64_t id, int64_t ttl);
+
+/* Renews lease id on this member (server_lease_renew, local only) and
+ * waits for the answer: its error, and the TTL into *ttl_out (may be
+ * NULL). */
+int harness_lease_renew(struct server *s, int64_t id, int64_t *ttl_out);
+
 void harness_sleep_ms(long ms);
 uint64_t harness_now_ms(void); /* CLOCK_MONOTONIC */
 
