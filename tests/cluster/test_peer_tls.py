@@ -38,6 +38,7 @@ import time
 import pytest
 
 import cluster as clusterlib
+from common import servers
 from cluster import against_etcd
 
 pytestmark = pytest.mark.cluster
@@ -153,16 +154,7 @@ def test_peer_wrong_ca_is_cut_off(tls_cluster):
     wrong = list(CA_TLS)
     wrong[wrong.index("--peer-trusted-ca-file") + 1] = OTHER_CA
     c = tls_cluster(CA_TLS, start=False, per_member={"m3": wrong})
-    for m in c.members:
-        c.spawn(m)
-    m1, m2, m3 = c.members
-    for m in (m1, m2):
-        c.wait_ready(m, timeout=30)
-        m.id = c.status(m, timeout=5).header.member_id
-    lm, _ = c.wait_leader(timeout=20, among=[m1, m2])
-    etcdctl(m1, "put", "only-two", "yes")
-    assert etcdctl(m2, "get", "only-two",
-                   "--print-value-only").strip() == "yes"
+    _, _, m3 = two_serve(c)
     # m3 never heard from a leader and never received the entry.  (etcd
     # does not answer clients before it has a leader; cetcd answers after
     # a while, without the key.)
@@ -357,19 +349,12 @@ CRL = os.path.join(FIXTURES, "revoke.crl")  # revokes server-revoked.crt
 
 
 def wait_log(m, pattern, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        with open(m.log_path, errors="replace") as f:
-            log = f.read()
-        if re.search(pattern, log):
-            return
-        assert time.monotonic() < deadline, (pattern, log[-3000:])
-        time.sleep(0.3)
+    servers.wait_log(m.log_path, pattern, timeout)
 
 
-def two_serve_third_cut_off(c):
-    """m1 and m2 elect a leader and commit; m3 runs but never receives the
-    entry (no member accepts a connection to or from it)."""
+def two_serve(c):
+    """Starts c's members; m1 and m2 elect a leader between them and
+    commit a key."""
     for m in c.members:
         c.spawn(m)
     m1, m2, m3 = c.members
@@ -380,6 +365,13 @@ def two_serve_third_cut_off(c):
     etcdctl(m1, "put", "only-two", "yes")
     assert etcdctl(m2, "get", "only-two",
                    "--print-value-only").strip() == "yes"
+    return m1, m2, m3
+
+
+def two_serve_third_cut_off(c):
+    """m1 and m2 elect a leader and commit; m3 runs but never receives the
+    entry (no member accepts a connection to or from it)."""
+    m1, m2, m3 = two_serve(c)
     time.sleep(2)
     assert m3.running, m3.log_tail()
     assert serializable_get(m3, "only-two") in (None, ""), m3.log_tail()
@@ -424,13 +416,7 @@ def test_peer_crl_refuses_revoked_member(tls_cluster):
     revoked[revoked.index("--peer-cert-file") + 1] = REVOKED_CERT
     revoked[revoked.index("--peer-key-file") + 1] = REVOKED_KEY
     c = tls_cluster(base, start=False, per_member={"m3": revoked})
-    for m in c.members:
-        c.spawn(m)
-    m1, m2, m3 = c.members
-    for m in (m1, m2):
-        c.wait_ready(m, timeout=30)
-        m.id = c.status(m, timeout=5).header.member_id
-    c.wait_leader(timeout=20, among=[m1, m2])
+    m1, m2, m3 = two_serve(c)
     wait_log(m1, r'rejected connection from "127\.0\.0\.1:\d+" \(error '
              r'"transport: certificate serial 4a3cf9f9dcc21a01b4a0efaef7546aae'
              r'e8fbd194 revoked"')

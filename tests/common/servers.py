@@ -10,7 +10,9 @@ peer proxies in tests/cluster/cluster.py).
 """
 
 import os
+import re
 import socket
+import time
 
 import grpc
 
@@ -69,6 +71,20 @@ def log_tail(path, n):
     except OSError as e:
         return "(no log: %s)" % e
     return "\n".join(lines[-n:])
+
+
+def wait_log(path, pattern, timeout):
+    """Waits until the log file at path matches the regular expression
+    pattern; asserts it does within timeout seconds (the log's tail in
+    the message)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(path, errors="replace") as f:
+            log = f.read()
+        if re.search(pattern, log):
+            return
+        assert time.monotonic() < deadline, (pattern, log[-3000:])
+        time.sleep(0.2)
 
 
 def range_answers(ch):

@@ -20,7 +20,6 @@ checked against the real etcd too (CETCD_TEST_AGAINST_ETCD=1).
 """
 
 import os
-import re
 import shutil
 import socket
 import ssl
@@ -32,6 +31,7 @@ import grpc
 import pytest
 
 from conftest import Server, run_etcdctl
+from common import servers
 from common.servers import against_etcd
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
@@ -534,14 +534,7 @@ def peer_ca_args(certs, *more):
 
 
 def wait_log(s, pattern, timeout=10):
-    deadline = time.monotonic() + timeout
-    while True:
-        with open(s.log_path, errors="replace") as fh:
-            log = fh.read()
-        if re.search(pattern, log):
-            return
-        assert time.monotonic() < deadline, log[-3000:]
-        time.sleep(0.2)
+    servers.wait_log(s.log_path, pattern, timeout)
 
 
 @pytest.mark.parametrize("who,skip,ok", [
