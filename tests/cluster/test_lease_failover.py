@@ -62,6 +62,18 @@ def keep_alive_once(m, lid):
     return next(it).TTL
 
 
+def key_kept_alive(lead, ttl, lid, key):
+    """Grants lease lid of ttl seconds on lead, puts key with it and keeps
+    it alive once; returns the lease's id and when that keep-alive was
+    acknowledged (time.monotonic)."""
+    lid = lease_stub(lead).LeaseGrant(
+        rpc_pb2.LeaseGrantRequest(TTL=ttl, ID=lid), timeout=10).ID
+    lead.kv().Put(rpc_pb2.PutRequest(key=key, value=b"v", lease=lid),
+                  timeout=10)
+    assert keep_alive_once(lead, lid) == ttl
+    return lid, time.monotonic()
+
+
 def get(m, key):
     return m.kv().Range(rpc_pb2.RangeRequest(key=key), timeout=5)
 
@@ -110,12 +122,7 @@ def test_expiry_bound_across_leader_kill(make_cluster):
     c = make_cluster(3, extra_args=(
         "--experimental-lease-checkpoint-interval", "2s"))
     lead, _ = c.wait_leader()
-    lid = lease_stub(lead).LeaseGrant(
-        rpc_pb2.LeaseGrantRequest(TTL=ttl, ID=0x99), timeout=10).ID
-    lead.kv().Put(rpc_pb2.PutRequest(key=b"gone", value=b"v", lease=lid),
-                  timeout=10)
-    assert keep_alive_once(lead, lid) == ttl
-    acked = time.monotonic()
+    _, acked = key_kept_alive(lead, ttl, 0x99, b"gone")
     time.sleep(6.0)
     c.kill(lead)
     killed = time.monotonic() - acked
@@ -172,12 +179,7 @@ def test_expiry_bound_across_a_chain_of_leader_kills(make_cluster):
     ttl, period, first, term, n_kills = 12, 6.0, 2.0, 4.0, 3
     c = make_cluster(7)
     lead, _ = c.wait_leader()
-    lid = lease_stub(lead).LeaseGrant(
-        rpc_pb2.LeaseGrantRequest(TTL=ttl, ID=0x17), timeout=10).ID
-    lead.kv().Put(rpc_pb2.PutRequest(key=b"chain", value=b"v", lease=lid),
-                  timeout=10)
-    assert keep_alive_once(lead, lid) == ttl
-    acked = time.monotonic()
+    _, acked = key_kept_alive(lead, ttl, 0x17, b"chain")
     kills = []  # (killed, elected), seconds after the keep-alive
     next_kill, gone, dead = acked + first, None, [lead]
     watch = followers(c, lead)[0]
