@@ -66,10 +66,10 @@ CONFIGS = {
 T975 = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23]
 
 
-def ebench(endpoints, *args):
+def ebench(endpoints, *args, timeout=600):
     out = subprocess.run([EB, "--endpoints", endpoints, "--json"] +
                          list(args), capture_output=True, text=True,
-                         timeout=600)
+                         timeout=timeout)
     line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
     try:
         return json.loads(line)

@@ -23,18 +23,16 @@ process CPU, and the passes the logs show.
 environment: CETCD_BIN (build/cetcd), EBENCH_BIN (/tmp/eb/ebench), PRELOAD
 (100000), RATE (2000), DURATION (400), COMPACT (1m).
 """
-import json
 import os
-import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import cluster as clusterlib  # noqa: E402
+from corrupt_cost import cpu_s, ebench  # noqa: E402
 
-EB = os.environ.get("EBENCH_BIN", "/tmp/eb/ebench")
 PRELOAD = int(os.environ.get("PRELOAD", "100000"))
 RATE = int(os.environ.get("RATE", "2000"))
 DURATION = int(os.environ.get("DURATION", "400"))
@@ -62,25 +60,6 @@ def threads_cpu(pid):
     return out
 
 
-def process_cpu(pid):
-    hz = os.sysconf("SC_CLK_TCK")
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / hz
-
-
-def ebench(endpoints, *args):
-    out = subprocess.run([EB, "--endpoints", endpoints, "--json"] +
-                         list(args), capture_output=True, text=True,
-                         timeout=DURATION + 600)
-    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-    try:
-        return json.loads(line)
-    except ValueError:
-        raise RuntimeError("ebench: %s %s" % (out.stdout[-500:],
-                                              out.stderr[-500:]))
-
-
 def main():
     c = clusterlib.Cluster(3, extra_args=[
         "--auto-compaction-mode", "periodic",
@@ -91,20 +70,20 @@ def main():
         ebench(lm.endpoint, "--op", "put", "--total", str(PRELOAD),
                "--clients", "16", "--sequential-keys", "--key-size", "16",
                "--key-space-size", str(PRELOAD), "--val-size", "256",
-               "--prefill", "no")
+               "--prefill", "no", timeout=DURATION + 600)
         pids = [m.proc.pid for m in c.members]
         passes0 = [sum(open(m.log_path).read().count(t) for t in PASS_LINES)
                    for m in c.members]
         th0 = [threads_cpu(p) for p in pids]
-        pr0 = [process_cpu(p) for p in pids]
+        pr0 = [cpu_s([p]) for p in pids]
         eps = ",".join(m.endpoint for m in c.members)
         j = ebench(eps, "--op", "put", "--total", "0", "--duration",
                    "%ds" % DURATION, "--rate", str(RATE), "--conns", "6",
                    "--clients", "32", "--key-size", "16",
                    "--key-space-size", str(PRELOAD), "--val-size", "256",
-                   "--prefill", "no")
+                   "--prefill", "no", timeout=DURATION + 600)
         th1 = [threads_cpu(p) for p in pids]
-        pr1 = [process_cpu(p) for p in pids]
+        pr1 = [cpu_s([p]) for p in pids]
         passes = [sum(open(m.log_path).read().count(t) for t in PASS_LINES)
                   - p0 for m, p0 in zip(c.members, passes0)]
         print("load: %.0f put/s for %d s, %d errors, p99 %.1f ms" % (
