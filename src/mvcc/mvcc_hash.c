@@ -166,6 +166,8 @@ static bool kept(struct hash_walk *w, const struct mvcc_event *ev)
         return false;
     while (w->pos < w->n_keep && w->keep[w->pos].main < ev->kv.mod_rev)
         w->pos++;
+    if (w->pos == w->n_keep || w->keep[w->pos].main != ev->kv.mod_rev)
+        return false; /* nothing kept at this revision: no key to hash */
     uint64_t kh = mvcc__key_hash64(ev->kv.key, ev->kv.key_len);
     for (size_t i = w->pos;
          i < w->n_keep && w->keep[i].main == ev->kv.mod_rev; i++)
