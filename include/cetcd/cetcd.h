@@ -148,6 +148,14 @@ struct cetcd_tls {
                                   not at all */
     bool insecure_skip_verify; /* accept any server certificate unverified
                                   (still encrypted); ca_pem is ignored */
+    const char *allowed_cn;       /* the server's certificate must carry
+                                     this common name (etcd's
+                                     --peer-cert-allowed-cn); NULL = any */
+    const char *allowed_hostname; /* or be valid for this host name or IP
+                                     by its SANs (never its CN); NULL =
+                                     any.  At most one of the two; with
+                                     insecure_skip_verify every server is
+                                     refused */
 };
 
 /* Options for cetcd_client_open(); zero-initialise, then set what you need. */

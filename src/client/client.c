@@ -16,9 +16,12 @@
 /* creds_for returns the credentials for an endpoint (tls: it is dialled
  * with TLS), creating them on first use in creds[0] (plain) or creds[1]
  * (TLS); NULL if gRPC refuses.  With no cetcd_tls, https:// and unixs://
- * endpoints verify the server against the system's CAs, as clientv3 does. */
+ * endpoints verify the server against the system's CAs, as clientv3 does.
+ * only: the target when the client has one endpoint, told of a refusal
+ * for the allowed names (dial_tls alert_target), else NULL. */
 static grpc_channel_credentials *creds_for(grpc_channel_credentials *creds[2],
-                                           bool tls, const struct cetcd_tls *t)
+                                           bool tls, const struct cetcd_tls *t,
+                                           const char *only)
 {
     struct dial_tls d = {0};
     if (creds[tls] != NULL)
@@ -26,7 +29,10 @@ static grpc_channel_credentials *creds_for(grpc_channel_credentials *creds[2],
     if (tls && t != NULL)
         d = (struct dial_tls){.cert_pem = t->cert_pem, .key_pem = t->key_pem,
                               .ca_pem = t->ca_pem,
-                              .skip_verify = t->insecure_skip_verify};
+                              .skip_verify = t->insecure_skip_verify,
+                              .allowed_cn = t->allowed_cn,
+                              .allowed_hostname = t->allowed_hostname,
+                              .alert_target = only};
     creds[tls] = dial_creds_create(tls ? &d : NULL);
     return creds[tls];
 }
@@ -48,7 +54,8 @@ static int channels_open(struct cetcd_client *c,
 
     for (size_t i = 0; i < c->n_eps && rc == 0; i++) {
         grpc_channel_credentials *cr =
-            creds_for(creds, c->eps[i].tls, opts->tls);
+            creds_for(creds, c->eps[i].tls, opts->tls,
+                      c->n_eps == 1 ? c->eps[0].target : NULL);
         if (cr != NULL)
             c->eps[i].channel = dial_channel_create(c->eps[i].target, cr,
                                                     &o);
@@ -62,10 +69,12 @@ static int channels_open(struct cetcd_client *c,
     return rc;
 }
 
-/* tls_valid: no cetcd_tls, or one with both or neither of cert and key. */
+/* tls_valid: no cetcd_tls, or one with both or neither of cert and key
+ * and at most one allowed name. */
 static bool tls_valid(const struct cetcd_tls *t)
 {
-    return t == NULL || (t->cert_pem == NULL) == (t->key_pem == NULL);
+    return t == NULL || ((t->cert_pem == NULL) == (t->key_pem == NULL) &&
+                         (t->allowed_cn == NULL || t->allowed_hostname == NULL));
 }
 
 /* client_alloc parses the endpoints into a new client (no channels yet).
@@ -120,7 +129,9 @@ int cetcd_client_open(const struct cetcd_client_opts *opts,
     *client_out = NULL;
     if (!tls_valid(opts->tls))
         return client__status_set(st, CETCD_INVALID_ARGUMENT,
-                                  "TLS: cert_pem and key_pem go together");
+                                  "TLS: cert_pem and key_pem go together, "
+                                  "and allowed_cn and allowed_hostname "
+                                  "do not");
     rc = client_alloc(opts, &c, st);
     if (rc != 0)
         return rc;

@@ -714,6 +714,7 @@ static bool log_has_data(const struct server_config *c)
 struct listeners {
     struct rpc_tls *client_tls; /* NULL: no client TLS */
     struct rpc_tls *peer_tls;   /* NULL: no peer TLS */
+    struct rpc_tls *metrics_tls; /* client_tls with the SAN check, or NULL */
     struct rpc_server *peer;    /* the peer listener */
     struct dial_tls peer_dial;  /* peer_tls's material for dialling */
 };
@@ -723,6 +724,7 @@ static void listeners_close(struct listeners *l)
     api_peer_stop(l->peer);
     rpc_tls_free(l->peer_tls);
     rpc_tls_free(l->client_tls);
+    rpc_tls_free(l->metrics_tls);
 }
 
 /* url_addr: the address part of a listen URL as etcd 3.5 compares them
@@ -1012,8 +1014,18 @@ static int run(void)
      * only; so does cetcd. */
     api_metrics_extensive(api, strcmp(flags_get("metrics"), "extensive") == 0);
     const char *murls = flags_get("listen-metrics-urls");
+    char first[512];
+    /* etcd's https metrics listener checks client certificates' SANs
+     * (transport.NewListener), with the client TLS material. */
+    if (l.client_tls != NULL && has_tls_url(murls, first, sizeof first) &&
+        rpc_tls_with_san(l.client_tls, &l.metrics_tls) != 0) {
+        api_stop(api);
+        listeners_close(&l);
+        server_stop(s);
+        return 1;
+    }
     if (murls[0] != '\0' && (rc = api_metrics_start(api, murls,
-                                                    l.client_tls)) != 0) {
+                                                    l.metrics_tls)) != 0) {
         log_error("etcdmain", "failed to listen on metrics urls %s: %s",
                   murls, err_str(rc));
         api_stop(api);

@@ -7,7 +7,9 @@
  * The running members do not compare --initial-cluster-token (as etcd).  https://
  * and unixs:// peers are dialled with the member's own peer TLS material
  * (--peer-cert-file/--peer-key-file/--peer-trusted-ca-file, or unverified
- * with --peer-auto-tls), as its peer transport dials them later.
+ * with --peer-auto-tls), as its peer transport dials them later, with
+ * --peer-cert-allowed-cn / --peer-cert-allowed-hostname checked on their
+ * certificates (etcd's peer TLS config checks them on both ends).
  */
 #include "cmd/join.h"
 
@@ -124,7 +126,9 @@ static int ask_one(const char *url, const struct server_config *cfg,
         ct = (struct cetcd_tls){.ca_pem = tls->ca_pem,
                                 .cert_pem = tls->cert_pem,
                                 .key_pem = tls->key_pem,
-                                .insecure_skip_verify = tls->skip_verify};
+                                .insecure_skip_verify = tls->skip_verify,
+                                .allowed_cn = tls->allowed_cn,
+                                .allowed_hostname = tls->allowed_hostname};
     struct cetcd_client_opts o = {.endpoints = url,
                                   /* election_ms <= 50000: checked */
                                   .dial_timeout_ms =

@@ -165,7 +165,10 @@ grpc_channel *dial_channel_create(const char *target,
  * a client certificate only after the handshake.  Returns 0 when all of
  * that went well (the failure lies elsewhere), else writes the reason
  * into why (cap bytes, e.g. "TLS handshake failed: the server
- * certificate: unable to get local issuer certificate") and returns
+ * certificate: unable to get local issuer certificate"; or, with an
+ * allowed CN or hostname the server's certificate does not carry,
+ * "TLS handshake failed: client certificate authentication failed (...)")
+ * and returns
  * ERR_IO (connect, handshake or refusal), ERR_INVAL (material OpenSSL
  * cannot use) or ERR_NOMEM.  Blocks the calling thread.
  */

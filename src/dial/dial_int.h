@@ -5,7 +5,10 @@
 #ifndef CETCD_DIAL_DIAL_INT_H
 #define CETCD_DIAL_DIAL_INT_H
 
+#include <stdbool.h>
+
 #include <grpc/grpc_security.h>
+#include <openssl/x509.h>
 
 #include "dial/dial.h"
 
@@ -18,6 +21,15 @@
  */
 grpc_tls_certificate_verifier *
 dial__verifier_create(const struct dial_tls *tls);
+
+/*
+ * dial__cert_allowed: the certificate x carries the common name cn (the
+ * subject's last, as Go's Subject.CommonName), or, when cn is NULL, is
+ * valid for hostname as Go's VerifyHostname decides (an IP against the IP
+ * SANs, a name against the DNS SANs, never the CN).  Exactly one of cn
+ * and hostname is set.  False for a NULL x (verify.c).
+ */
+bool dial__cert_allowed(X509 *x, const char *cn, const char *hostname);
 
 /*
  * dial__tls_refuse connects to target ("host:port"), starts a TLS

@@ -187,6 +187,24 @@ static void host_check(SSL *ssl, const char *host)
     }
 }
 
+/* names_allowed: tls has no allowed CN or hostname, or the server's
+ * certificate on ssl fits them (as the credentials' verifier decides;
+ * with skip_verify none does, as etcd's check then has no chain). */
+static bool names_allowed(SSL *ssl, const struct dial_tls *tls)
+{
+    if (tls->allowed_cn == NULL && tls->allowed_hostname == NULL)
+        return true;
+    if (tls->skip_verify)
+        return false;
+    X509 *x = SSL_get1_peer_certificate(ssl);
+    bool ok = dial__cert_allowed(x, tls->allowed_cn,
+                                 tls->allowed_cn != NULL
+                                     ? NULL
+                                     : tls->allowed_hostname);
+    X509_free(x);
+    return ok;
+}
+
 int dial_tls_probe(const char *target, const struct dial_tls *tls,
                    int timeout_ms, char *why, size_t cap)
 {
@@ -212,6 +230,15 @@ int dial_tls_probe(const char *target, const struct dial_tls *tls,
             ssl_why(ssl, rc, "TLS handshake failed", why, cap);
             rv = ERR_IO;
         }
+    }
+    if (rv == 0 && !names_allowed(ssl, tls)) {
+        snprintf(why, cap, "TLS handshake failed: client certificate "
+                 "authentication failed (the server certificate lacks "
+                 "the allowed %s \"%s\")",
+                 tls->allowed_cn != NULL ? "CN" : "hostname",
+                 tls->allowed_cn != NULL ? tls->allowed_cn
+                                         : tls->allowed_hostname);
+        rv = ERR_IO;
     }
     if (rv == 0) {
         /* A gRPC server speaks first (HTTP/2 settings); a refusal of our

@@ -81,7 +81,8 @@ static bool last_cn(X509 *x, char *buf, size_t cap)
 }
 
 /* valid_for: x is valid for host, as Go's Certificate.VerifyHostname: an
- * IP against the IP SANs, a name against the DNS SANs (never the CN). */
+ * IP against the IP SANs, a name against the DNS SANs (never the CN), a
+ * wildcard only as a whole leftmost label. */
 static bool valid_for(X509 *x, const char *host)
 {
     unsigned char ip[16];
@@ -89,7 +90,20 @@ static bool valid_for(X509 *x, const char *host)
         inet_pton(AF_INET6, host, ip) == 1)
         return X509_check_ip_asc(x, host, 0) == 1;
     return X509_check_host(x, host, strlen(host),
-                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, NULL) == 1;
+                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT |
+                               X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
+                           NULL) == 1;
+}
+
+bool dial__cert_allowed(X509 *x, const char *cn, const char *hostname)
+{
+    assert((cn == NULL) != (hostname == NULL));
+    char have[256];
+    bool ok = x != NULL && (cn != NULL ? last_cn(x, have, sizeof have) &&
+                                             strcmp(have, cn) == 0
+                                       : valid_for(x, hostname));
+    ERR_clear_error();
+    return ok;
 }
 
 /* leaf_allowed: the PEM leaf certificate has the allowed CN or is valid
@@ -100,11 +114,7 @@ static bool leaf_allowed(const struct verifier *v, const char *pem)
         return false;
     BIO *b = BIO_new_mem_buf(pem, -1);
     X509 *x = b != NULL ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
-    char cn[256];
-    bool ok = x != NULL &&
-              (v->cn != NULL ? last_cn(x, cn, sizeof cn) &&
-                                   strcmp(cn, v->cn) == 0
-                             : valid_for(x, v->hostname));
+    bool ok = dial__cert_allowed(x, v->cn, v->hostname);
     X509_free(x);
     BIO_free(b);
     ERR_clear_error();

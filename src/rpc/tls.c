@@ -636,6 +636,19 @@ int rpc_tls_reload(struct rpc_tls *t, struct rpc_tls **fresh_out)
     return 0;
 }
 
+int rpc_tls_with_san(const struct rpc_tls *tls, struct rpc_tls **out)
+{
+    assert(tls != NULL && out != NULL);
+    struct rpc_tls_files f = {
+        .cert_file = tls->files[0], .key_file = tls->files[1],
+        .trusted_ca_file = tls->files[2], .crl_file = tls->files[3],
+        .allowed_cn = tls->allowed_cn,
+        .allowed_hostname = tls->allowed_hostname,
+        .client_cert_auth = tls->client_cert_auth,
+        .check_client_san = true, .opts = &tls->opts};
+    return rpc_tls_load(&f, out);
+}
+
 bool rpc_tls_has_client_check(const struct rpc_tls *tls)
 {
     return tls != NULL && (tls->crl != NULL || tls->allowed_cn != NULL ||
@@ -649,6 +662,24 @@ static bool cn_is(X509 *x, const char *cn)
     int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x),
                                       NID_commonName, buf, sizeof buf);
     return n >= 0 && (size_t)n == strlen(cn) && strcmp(buf, cn) == 0;
+}
+
+/* host_fits: x is valid for host as Go's x509 VerifyHostname decides
+ * (etcd's --client/--peer-cert-allowed-hostname): an IP literal against
+ * the IP SANs only, a name against the DNS SANs only, with a wildcard
+ * only as a whole leftmost label.  Go (1.15 and later, with which etcd
+ * 3.4.23 is built) never falls back to the subject's CN, where OpenSSL
+ * does by default for a certificate without DNS SANs. */
+static bool host_fits(X509 *x, const char *host)
+{
+    unsigned char ip[16];
+    if (inet_pton(AF_INET, host, ip) == 1 ||
+        inet_pton(AF_INET6, host, ip) == 1)
+        return X509_check_ip_asc(x, host, 0) == 1;
+    return X509_check_host(x, host, 0,
+                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT |
+                               X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
+                           NULL) == 1;
 }
 
 /* serial_hex writes x's serial as Go's %x of its bytes (lower case). */
@@ -693,8 +724,7 @@ bool rpc_tls_client_check(X509 *x, const char *remote_ip, void *ctx,
     if (t->allowed_cn != NULL)
         ok = cn_is(x, t->allowed_cn);
     if (ok && t->allowed_hostname != NULL)
-        ok = X509_check_host(x, t->allowed_hostname, 0, 0, NULL) == 1 ||
-             X509_check_ip_asc(x, t->allowed_hostname, 0) == 1;
+        ok = host_fits(x, t->allowed_hostname);
     ERR_clear_error();
     if (!ok) {
         snprintf(why, cap, "client certificate authentication failed");

@@ -181,6 +181,15 @@ bool rpc_tls_stale(const struct rpc_tls *tls,
  */
 int rpc_tls_reload(struct rpc_tls *tls, struct rpc_tls **fresh_out);
 
+/*
+ * rpc_tls_with_san loads tls's files once more into *out, as rpc_tls_load
+ * did but with check_client_san set: etcd's https --listen-metrics-urls
+ * listener uses the client TLS material with the SAN check of
+ * transport.NewListener, which the client listeners do not make.
+ * Main thread, at start-up.  Errors: as rpc_tls_load.
+ */
+int rpc_tls_with_san(const struct rpc_tls *tls, struct rpc_tls **out);
+
 /* rpc_tls_has_client_check: tls has a CRL or an allowed CN/hostname, so
  * rpc_tls_client_check must see every verified client certificate. */
 bool rpc_tls_has_client_check(const struct rpc_tls *tls);

@@ -260,17 +260,13 @@ def test_join_tls_cluster(tls_cluster, tls):
         wait_value(m, "via-m4", "yes")
 
 
-def test_join_with_untrusted_cert_refused(tls_cluster):
-    """A joining member whose certificate is not signed by the CA the
-    cluster trusts cannot get the cluster from any member (they refuse its
-    client certificate): it exits with an error and a message instead of
-    hanging or crashing, and the cluster carries on."""
-    if not os.path.exists(CERT) or not os.path.exists(STRANGER_KEY):
-        pytest.skip("etcd's test fixtures are not installed")
-    stranger = ["--peer-cert-file", STRANGER_CERT,
-                "--peer-key-file", STRANGER_KEY,
-                "--peer-trusted-ca-file", CA, "--peer-client-cert-auth"]
-    c = tls_cluster(CA_TLS, per_member={"m4": stranger})
+def join_refused(c, m4_args, reason):
+    """Starts a joining m4 with m4_args on c (CA_TLS members): it must get
+    the cluster from no member, exit with an error naming each member it
+    asked with a message matching reason, within 45 s; the three others
+    still serve writes."""
+    c.per_member["m4"] = m4_args
+    c.start()
     c.wait_leader(timeout=20)
     m4 = clusterlib.Member("m4", c.root)
     _, ic = member_add(c, m4)
@@ -288,17 +284,45 @@ def test_join_with_untrusted_cert_refused(tls_cluster):
         log = f.read()
     assert "could not retrieve cluster information from the given URLs" \
         in log, log[-3000:]
-    # Each member asked is named with the reason: its TLS refused our
-    # certificate (etcd: "remote error: tls: bad certificate").
     for m in c.members[:3]:
-        assert re.search(r"could not get cluster response from %s: .*"
-                         r"tls.*certificate" % re.escape(c.peer_url(m)),
+        assert re.search(r"could not get cluster response from %s: .*%s"
+                         % (re.escape(c.peer_url(m)), reason),
                          log, re.I), log[-3000:]
     assert took < 45, took
-    # The three others still serve writes.
     c.members.remove(m4)
     etcdctl(c.members[0], "put", "still", "fine")
     wait_value(c.members[2], "still", "fine")
+
+
+def test_join_with_untrusted_cert_refused(tls_cluster):
+    """A joining member whose certificate is not signed by the CA the
+    cluster trusts cannot get the cluster from any member (they refuse its
+    client certificate; etcd: "remote error: tls: bad certificate"): it
+    exits with an error and a message instead of hanging or crashing, and
+    the cluster carries on."""
+    if not os.path.exists(CERT) or not os.path.exists(STRANGER_KEY):
+        pytest.skip("etcd's test fixtures are not installed")
+    stranger = ["--peer-cert-file", STRANGER_CERT,
+                "--peer-key-file", STRANGER_KEY,
+                "--peer-trusted-ca-file", CA, "--peer-client-cert-auth"]
+    join_refused(tls_cluster(CA_TLS, start=False), stranger,
+                 r"tls.*certificate")
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--peer-cert-allowed-cn", "other.example"),
+    ("--peer-cert-allowed-hostname", "nothere.example")])
+def test_join_checks_allowed_names(tls_cluster, flag, value):
+    """A joining member checks its --peer-cert-allowed-cn/-hostname on the
+    certificates of the members it asks for the cluster, as etcd's peer
+    TLS config does on both ends: the members' certificates (CN
+    example.com, SANs localhost and 127.0.0.1) lack the allowed name, so
+    it refuses every member ("client certificate authentication failed",
+    Go's words) and exits."""
+    if not os.path.exists(CERT):
+        pytest.skip("etcd's test fixtures are not installed")
+    join_refused(tls_cluster(CA_TLS, start=False), CA_TLS + [flag, value],
+                 "client certificate authentication failed")
 
 
 # -- certificate files re-read ------------------------------------------------

@@ -81,6 +81,8 @@ class Certs:
         _make_leaf(d, "ca", "near", "near", "IP:127.0.0.1", "clientAuth")
         _make_leaf(d, "ca", "far", "far", "IP:10.0.0.1,IP:10.0.0.2",
                    "clientAuth")
+        # A host name in the CN only: no SAN makes it valid for localhost.
+        _make_leaf(d, "ca", "cnhost", "localhost", None, "clientAuth")
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -592,6 +594,48 @@ def test_client_cert_allowed_hostname(make_tls_server, certs, value,
                            certs.path("client.key"))
     wait_log(s, r'rejected connection from "127\.0\.0\.1:\d+" \(error '
              r'"client certificate authentication failed"')
+
+
+def test_allowed_hostname_never_from_cn(make_tls_server, certs):
+    """--client-cert-allowed-hostname is checked against the SANs only, as
+    Go's VerifyHostname (Go 1.15 and later, which etcd 3.4.23 is built
+    with): a certificate whose CN is the allowed host but which has no SAN
+    is refused (OpenSSL's host check would fall back to the CN)."""
+    s = make_tls_server(
+        server_args(certs, "--trusted-ca-file", certs.path("ca.crt"),
+                    "--client-cert-auth",
+                    "--client-cert-allowed-hostname", "localhost"),
+        ready_creds=lambda: creds(certs, who="server"))
+    assert range_ok(s, creds(certs, who="server"))
+    assert not tls_accepts(s.client_port, certs.path("cnhost.crt"),
+                           certs.path("cnhost.key"))
+    wait_log(s, r'rejected connection from "127\.0\.0\.1:\d+" \(error '
+             r'"client certificate authentication failed"')
+
+
+@pytest.mark.parametrize("who,ok", [
+    ("client", True),  # no SANs: nothing to compare
+    ("near", True),    # IP SAN 127.0.0.1, the address it comes from
+    ("far", False),    # IP SANs 10.0.0.1, 10.0.0.2 only
+])
+def test_metrics_listener_san_check(make_tls_server, certs, who, ok):
+    """An https --listen-metrics-urls listener serves with the client TLS
+    material and, unlike the client listener, checks a client
+    certificate's SANs against the address it comes from (etcd 3.4 makes
+    it with transport.NewListener, whose checkSAN the peer listener has
+    too)."""
+    port = servers.free_port()
+    s = make_tls_server(
+        server_args(certs, "--trusted-ca-file", certs.path("ca.crt"),
+                    "--client-cert-auth", "--listen-metrics-urls",
+                    "https://127.0.0.1:%d" % port),
+        ready_creds=lambda: creds(certs))
+    assert tls_accepts(port, certs.path(who + ".crt"),
+                       certs.path(who + ".key")) == ok
+    if not ok:
+        wait_log(s, r'rejected connection from "127\.0\.0\.1:\d+" \(error '
+                 r'"x509: certificate is valid for 10\.0\.0\.1, 10\.0\.0\.2,'
+                 r' not 127\.0\.0\.1"')
 
 
 @pytest.mark.skipif(bool(os.environ.get("CETCD_TEST_AGAINST_ETCD")),

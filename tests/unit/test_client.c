@@ -198,6 +198,14 @@ static void test_client_open_tls(void **state)
     assert_int_equal(cetcd_client_open(&o, &c, &st), CETCD_INVALID_ARGUMENT);
     assert_null(c);
     assert_non_null(strstr(st.message, "cert_pem and key_pem"));
+    tls.cert_pem = NULL;
+    tls.allowed_cn = "a";
+    tls.allowed_hostname = "b"; /* one allowed name at most */
+    assert_int_equal(cetcd_client_open(&o, &c, &st), CETCD_INVALID_ARGUMENT);
+    assert_non_null(strstr(st.message, "allowed_cn and allowed_hostname"));
+    tls.allowed_hostname = NULL;
+    assert_int_equal(cetcd_client_open(&o, &c, &st), 0);
+    cetcd_client_close(c);
 }
 
 static void test_client_unreachable(void **state)
