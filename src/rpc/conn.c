@@ -698,14 +698,47 @@ static void alpn_pick(struct rpc__conn *c)
         c->proto = RPC__PROTO_H1;
 }
 
+/* san_hold: c's handshake waits for the lookups of its client
+ * certificate's DNS SANs: nothing is read meanwhile (the level-triggered
+ * EPOLLIN of the client's bytes would wake the loop again and again), a
+ * hang-up still kills it. */
+static void san_hold(struct rpc__conn *c)
+{
+    assert(c->handshaking && !c->san_wait);
+    c->san_wait = true;
+    c->rd_paused = true;
+    c->want_out = false;
+    rpc__conn_rearm(c);
+}
+
+void rpc__conn_san_resume(struct rpc__conn *c)
+{
+    assert(c->handshaking && c->san_wait && !c->dead);
+    c->san_wait = false;
+    c->rd_paused = false;
+    rpc__conn_rearm(c);
+    c->refs++; /* the handshake may end it */
+    rpc__conn_io(c, EPOLLIN);
+    rpc__conn_unref(c);
+}
+
 void rpc__conn_io(struct rpc__conn *c, uint32_t events)
 {
     if (c->dead)
         return;
+    if (c->handshaking && c->san_wait) {
+        if ((events & (EPOLLHUP | EPOLLERR)) != 0)
+            rpc__conn_kill(c);
+        return; /* the lookups' verdict resumes it */
+    }
     if (c->handshaking) {
         int rv = rpc__tls_handshake(c);
         if (rv < 0) {
             rpc__conn_kill(c);
+            return;
+        }
+        if (rv == RPC__TLS_SAN_WAIT) {
+            san_hold(c);
             return;
         }
         want_out(c, rv == 2);

@@ -13,6 +13,15 @@
  * is logged as etcd logs it: "rejected connection from "ip:port" (error
  * "...", ServerName "...")", with crypto/tls's words for the reason.
  *
+ * A tls_check that needs DNS lookups (the peer listener's SAN check of a
+ * certificate with DNS SANs, tls_san.c) lets the handshake finish, as
+ * etcd checks after its handshake: the connection is then held, read
+ * from by nobody, while a thread looks the names up (san_lookup.c), and
+ * goes on or is closed when the verdict comes back to its loop.  Such a
+ * refusal is logged as etcd logs one after its handshake, with the
+ * certificate's SANs: "..., ServerName "...", IPAddresses [...],
+ * DNSNames [...])".
+ *
  * The context is rebuilt when the files behind it change (tls.h
  * rpc_tls_stale): every SSL object holds a reference to the context it
  * was made from, so the old one lives on with the connections that use
@@ -197,29 +206,47 @@ static const char *remote_ip(int fd, char *buf, size_t cap)
     return inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)cap);
 }
 
+/* leaf_check asks the server's tls_check about the client certificate x
+ * on ssl; why (cap bytes) stays empty when it passes for now: accepted,
+ * or its DNS SANs to be looked up after the handshake (a job on ssl). */
+static void leaf_check(const struct rpc_server *srv, SSL *ssl, X509 *x,
+                       char *why, size_t cap)
+{
+    char ip[INET6_ADDRSTRLEN];
+    const char *rip = remote_ip(SSL_get_fd(ssl), ip, sizeof ip);
+    enum rpc_tls_verdict v = srv->tls_check(x, rip, NULL, srv->tls_check_ctx,
+                                            why, cap);
+    if (v == RPC_TLS_LOOKUP &&
+        (rip == NULL || rpc__san_job_attach(ssl, x, rip) != 0))
+        snprintf(why, cap, "tls: client certificate's DNS names not "
+                 "checked: out of memory");
+    else if (v == RPC_TLS_REFUSE && why[0] == '\0')
+        snprintf(why, cap, "client certificate refused");
+    else if (v != RPC_TLS_REFUSE)
+        why[0] = '\0';
+}
+
 /* verify_cb: a client certificate that fails verification, or the extra
  * check, ends the handshake with a "bad certificate" alert, as Go's
  * crypto/tls sends (OpenSSL would say "unknown ca" and the like).  etcd
  * makes its listener's checks (SANs, CRL) after the handshake and closes
  * the connection without an alert; the client is refused either way and
- * the server logs the same line. */
+ * the server logs the same line.  A check that needs DNS lookups is made
+ * after the handshake, as etcd's (rpc__tls_handshake). */
 static int verify_cb(int ok, X509_STORE_CTX *xs)
 {
     int idx = SSL_get_ex_data_X509_STORE_CTX_idx();
     SSL *ssl = X509_STORE_CTX_get_ex_data(xs, idx);
     const struct rpc_server *srv =
         ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
-    char why[256] = "", ip[INET6_ADDRSTRLEN];
+    char why[256] = "";
     if (!ok)
         snprintf(why, sizeof why, "tls: failed to verify client certificate:"
                  " x509: %s", chain_why(X509_STORE_CTX_get_error(xs)));
     else if (X509_STORE_CTX_get_error_depth(xs) == 0 && srv != NULL &&
-             srv->tls_check != NULL &&
-             !srv->tls_check(X509_STORE_CTX_get_current_cert(xs),
-                             remote_ip(SSL_get_fd(ssl), ip, sizeof ip),
-                             srv->tls_check_ctx, why, sizeof why) &&
-             why[0] == '\0')
-        snprintf(why, sizeof why, "client certificate refused");
+             srv->tls_check != NULL)
+        leaf_check(srv, ssl, X509_STORE_CTX_get_current_cert(xs), why,
+                   sizeof why);
     if (why[0] == '\0')
         return ok;
     if (ssl != NULL && ex_index >= 0 &&
@@ -367,11 +394,59 @@ static char *peer_cn(SSL *ssl)
     return cn;
 }
 
+/* log_rejected logs c's refusal as etcd does: the address and the
+ * ServerName of the client, Go's %q of the reason; after the handshake
+ * (x: the client's certificate, else NULL) the certificate's SANs too. */
+static void log_rejected(const struct rpc__conn *c, const char *why, X509 *x)
+{
+    char addr[80], quoted[1200], sans[600] = "";
+    size_t at = 0;
+    peer_addr(c->fd, addr, sizeof addr);
+    rpc__go_quote(why, quoted, sizeof quoted, &at);
+    if (x != NULL) {
+        sans[0] = ',';
+        sans[1] = ' ';
+        rpc__san_lists(x, sans + 2, sizeof sans - 2);
+    }
+    const char *sni = SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
+    log_info("embed", "rejected connection from \"%s\" (error %s, "
+             "ServerName \"%s\"%s)", addr, quoted, sni != NULL ? sni : "",
+             sans);
+}
+
+/* san_verdict: the handshake is over and job (c's lookups) was made for
+ * the client certificate: the lookups are started, under way, or done,
+ * and then the server's check is asked again with their verdict, as
+ * etcd's listener checks after its handshake.  rpc__tls_handshake's
+ * codes; a refusal closes without an alert, as in etcd. */
+static int san_verdict(struct rpc__conn *c, struct rpc__san_job *job)
+{
+    const struct rpc_server *srv = c->loop->srv;
+    char why[1024] = "";
+    struct rpc_tls_dns dns;
+    int rv = rpc__san_job_poll(job, c, &dns, why, sizeof why);
+    if (rv == 0)
+        return RPC__TLS_SAN_WAIT;
+    X509 *x = SSL_get0_peer_certificate(c->ssl);
+    if (rv == 1 && x != NULL &&
+        srv->tls_check(x, rpc__san_job_ip(job), &dns, srv->tls_check_ctx,
+                       why, sizeof why) == RPC_TLS_PASS)
+        return 1;
+    if (why[0] == '\0')
+        snprintf(why, sizeof why, "client certificate refused");
+    log_rejected(c, why, x);
+    return -1;
+}
+
 int rpc__tls_handshake(struct rpc__conn *c)
 {
     ERR_clear_error();
     int r = SSL_do_handshake(c->ssl);
     if (r == 1) {
+        struct rpc__san_job *job = rpc__san_job_of(c->ssl);
+        int rv = job != NULL ? san_verdict(c, job) : 1;
+        if (rv != 1)
+            return rv;
         assert(c->peer_cn == NULL);
         if (c->loop->srv->tls_cn_identity)
             c->peer_cn = peer_cn(c->ssl);
@@ -382,13 +457,10 @@ int rpc__tls_handshake(struct rpc__conn *c)
         return 0;
     if (e == SSL_ERROR_WANT_WRITE)
         return 2; /* the socket's buffer is full: wait for EPOLLOUT */
-    char why[256], addr[80];
+    char why[256];
     failure_why(c->ssl, e, why, sizeof why);
     ERR_clear_error();
-    peer_addr(c->fd, addr, sizeof addr);
-    const char *sni = SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
-    log_info("embed", "rejected connection from \"%s\" (error \"%s\", "
-             "ServerName \"%s\")", addr, why, sni != NULL ? sni : "");
+    log_rejected(c, why, NULL);
     return -1;
 }
 

@@ -100,6 +100,24 @@ struct rpc_call;
 struct rpc_stream;
 struct x509_st; /* OpenSSL's X509 */
 
+/* What a client certificate check (rpc_server_config.tls_check) says. */
+enum rpc_tls_verdict {
+    RPC_TLS_REFUSE, /* refused: the reason is in why */
+    RPC_TLS_PASS,   /* accepted */
+    /* The answer needs etcd's DNS lookups of the certificate's DNS SANs
+     * against the remote IP (tls.h check_client_san): the runtime makes
+     * them off its loops and asks again with their verdict. */
+    RPC_TLS_LOOKUP,
+};
+
+/* The verdict of those lookups (etcd 3.4's isHostInDNS): a name of the
+ * remote IP (reverse lookup) fits a DNS SAN, or a DNS SAN resolves to the
+ * remote IP (forward lookups). */
+struct rpc_tls_dns {
+    bool match;      /* one did */
+    const char *why; /* else etcd's refusal text, with the lookup error */
+};
+
 /* Server settings; the strings are copied by rpc_server_create. */
 /* HTTP/2 keepalive as grpc-go's server (etcd --grpc-keepalive-*): a
  * connection idle (nothing read) for interval_ms gets a PING, and is
@@ -142,13 +160,20 @@ struct rpc_server_config {
     bool tls_verify_clients;
     /* An extra decision on every verified client certificate (OpenSSL's
      * X509, borrowed for the call), made on a loop during the handshake:
-     * false refuses the connection (CRLs, allowed CN/hostname, SANs
-     * against the address), with the reason for the log in why (cap
+     * RPC_TLS_REFUSE refuses the connection (CRLs, allowed CN/hostname,
+     * SANs against the address), with the reason for the log in why (cap
      * bytes).  remote_ip is the text of the client's IP address, or NULL
-     * for a unix socket.  NULL: none.  Needs tls_verify_clients;
-     * tls_check_ctx must outlive the server. */
-    bool (*tls_check)(struct x509_st *cert, const char *remote_ip,
-                      void *ctx, char *why, size_t cap);
+     * for a unix socket.  dns is NULL at first; after RPC_TLS_LOOKUP the
+     * runtime finishes the handshake, holds the connection (nothing read
+     * from it) while a thread makes the lookups, then asks again with
+     * their verdict in dns (borrowed for the call); a refusal then closes
+     * the connection without an alert, as etcd's checks after its
+     * handshake do.  NULL: none.  Needs tls_verify_clients; tls_check_ctx
+     * must outlive the server. */
+    enum rpc_tls_verdict (*tls_check)(struct x509_st *cert,
+                                      const char *remote_ip,
+                                      const struct rpc_tls_dns *dns,
+                                      void *ctx, char *why, size_t cap);
     void *tls_check_ctx;
     /* --client-cert-auth: the common name of a connection's verified
      * client certificate names its caller (etcd's AuthInfoFromTLS), read

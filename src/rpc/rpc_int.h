@@ -105,7 +105,10 @@ struct rpc__method {
 };
 
 /* What an inbox entry or an HTTP/2 stream's user data points at. */
-enum rpc__kind { RPC__KIND_CALL, RPC__KIND_STREAM, RPC__KIND_CONN };
+enum rpc__kind {
+    RPC__KIND_CALL, RPC__KIND_STREAM, RPC__KIND_CONN,
+    RPC__KIND_SAN_JOB, /* lookups done (san_lookup.c) */
+};
 
 /* An inbox entry, embedded in the object it stands for. */
 struct rpc__item {
@@ -140,6 +143,10 @@ struct rpc__conn {
                                         * unref (calls and streams hold
                                         * refs, so handlers may read it) */
     bool handshaking;                  /* TLS handshake not done yet */
+    bool san_wait;                     /* handshaking: TLS done, waiting
+                                        * for the lookups of the client
+                                        * certificate's DNS SANs (reads
+                                        * paused: rd_paused) */
     nghttp2_session *ng;               /* HTTP/2 state */
     int refs;                          /* see the file comment */
     bool dead;                         /* socket closed, session gone */
@@ -381,9 +388,14 @@ struct rpc_server {
     char *tls_ciphers;                 /* cfg's, copied (NULL: default) */
     int tls_min_version;               /* cfg's */
     int tls_max_version;               /* cfg's */
-    bool (*tls_check)(struct x509_st *cert, const char *remote_ip,
-                      void *ctx, char *why, size_t cap); /* or NULL */
+    enum rpc_tls_verdict (*tls_check)(struct x509_st *cert,
+                                      const char *remote_ip,
+                                      const struct rpc_tls_dns *dns,
+                                      void *ctx, char *why,
+                                      size_t cap); /* or NULL */
     void *tls_check_ctx;               /* its argument */
+    struct rpc__san_hub *san_hub;      /* with tls_check: its lookups'
+                                        * threads (san_lookup.c) */
     bool tls_cn_identity;              /* cfg's: keep the peer's CN */
     size_t max_recv_bytes;             /* max_request_bytes + 512 KiB */
     int threads_n;                     /* event loops */
@@ -549,6 +561,9 @@ void rpc__h1_drain(struct rpc__conn *c);
 bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n);
 /* rpc__conn_rearm sets c's epoll events from want_out and rd_paused. */
 void rpc__conn_rearm(struct rpc__conn *c);
+/* rpc__conn_san_resume: the lookups c waited for (san_wait) are done: its
+ * handshake goes on (conn.c). */
+void rpc__conn_san_resume(struct rpc__conn *c);
 /* http_access.c.  rpc__http_host_allowed: call may be served under
  * --host-whitelist (else host_out, cap bytes, is the host refused).
  * rpc__http_cors_origin: the Access-Control-Allow-Origin of the answer to
@@ -668,20 +683,126 @@ void rpc__not_reading_msg(char *buf, size_t cap, const struct rpc__conn *c);
 /* rpc__guard_out_full: c has more reply bytes queued than allowed. */
 bool rpc__guard_out_full(const struct rpc__conn *c);
 
-/* tls_san.c */
+/* tls_san.c: etcd 3.4's check of a peer's client certificate SANs. */
 
-/* rpc__tls_san_check: the client certificate x fits remote_ip (the
- * text of the client's IP, NULL for a unix socket) as etcd 3.4's checkSAN
- * decides, without its DNS lookups (a certificate with DNS SANs passes);
- * false with Go's words in why (cap bytes) otherwise.  Pure. */
-bool rpc__tls_san_check(struct x509_st *x, const char *remote_ip, char *why,
+/* rpc__tls_san_check: does the client certificate x fit remote_ip (the
+ * text of the client's IP, NULL for a unix socket), as etcd 3.4's
+ * checkSAN decides: RPC_TLS_PASS; RPC_TLS_REFUSE with Go's words in why
+ * (cap bytes); RPC_TLS_LOOKUP when x's DNS SANs must be looked up and
+ * dns (their verdict, rpc__san_dns_match's) is NULL.  Pure. */
+enum rpc_tls_verdict rpc__tls_san_check(struct x509_st *x,
+                                        const char *remote_ip,
+                                        const struct rpc_tls_dns *dns,
+                                        char *why, size_t cap);
+
+#define RPC__DNS_NAME_MAX 1025 /* a name and its NUL (NI_MAXHOST) */
+#define RPC__PTR_NAMES_MAX 4   /* names a reverse lookup gives, at most */
+#define RPC__DNS_ERR_MAX 256   /* a lookup error's words */
+
+/* A resolver: the system's (san_lookup.c) or a test's.  Each function may
+ * block; err (cap bytes) gets Go's words for a failure ("lookup
+ * nothere.invalid on 10.0.0.53:53: no such host"). */
+struct rpc__resolver {
+    /* reverse: the names of ip (PTR records, /etc/hosts) into names (at
+     * most max): their count, or -1 when the lookup failed. */
+    int (*reverse)(void *ctx, const char *ip,
+                   char (*names)[RPC__DNS_NAME_MAX], int max, char *err,
+                   size_t cap);
+    /* forward: 1 when name has ip (text, as rpc__tls_san_check gets it)
+     * among its addresses (A and AAAA), 0 when not, -1 when the lookup
+     * failed. */
+    int (*forward)(void *ctx, const char *name, const char *ip, char *err,
+                   size_t cap);
+    void *ctx; /* their first argument */
+};
+
+/* rpc__san_dns_match makes etcd 3.4's isHostInDNS lookups of ip for the
+ * DNS SANs sans (n of them, "*.x" wildcards among them) with r: true when
+ * one matches, else false with etcd's refusal text in why (cap bytes):
+ * tls: "ip" does not match any of DNSNames ["a" "b"] (<last error>). */
+bool rpc__san_dns_match(const char *ip, const char *const *sans, size_t n,
+                        const struct rpc__resolver *r, char *why,
                         size_t cap);
+
+/* rpc__san_lists writes x's SANs as etcd's log line of a connection
+ * refused after its handshake ends: IPAddresses ["10.0.0.1"], DNSNames
+ * ["a"] (cut to fit cap bytes). */
+void rpc__san_lists(struct x509_st *x, char *buf, size_t cap);
+
+/* rpc__go_quote appends s as Go's %q writes it (in double quotes, '"' and
+ * '\\' escaped, control and non-ASCII bytes as \n or \xNN) to buf at *at,
+ * cut to fit cap bytes with its NUL; *at moves past it. */
+void rpc__go_quote(const char *s, char *buf, size_t cap, size_t *at);
+
+/* san_lookup.c: the lookups rpc__tls_san_check asks for, on threads.
+ *
+ * A job is made by the handshake's verify callback when the server's
+ * tls_check answers RPC_TLS_LOOKUP: the remote IP and the certificate's
+ * DNS SANs copied, kept on the SSL (ex data; the SSL holds a reference,
+ * dropped when it is freed).  Once OpenSSL finished the handshake (with
+ * the certificate provisionally accepted: OpenSSL 3.0 cannot suspend a
+ * server's verification, SSL_set_retry_verify works on clients only),
+ * rpc__tls_handshake starts it: a detached thread (at most
+ * RPC__SAN_THREADS_MAX per server, more are refused) makes the lookups,
+ * then hands the job back through the connection's loop inbox (its
+ * reference goes with it); the loop asks tls_check again with the
+ * verdict, and the connection, which read nothing meanwhile, goes on or
+ * is closed.  The thread touches neither the connection nor, once the
+ * server closed its hub, the loop: a connection freed meanwhile (its
+ * handshake timed out) only clears the job's pointer to it, on its loop,
+ * and tells the thread to skip the lookups left. */
+#define RPC__SAN_THREADS_MAX 8
+
+struct rpc__san_job;
+
+/* The lookups of one server: shared by the server and the threads making
+ * them (refcounted, under its own lock), so a thread ending after the
+ * server closed finds that out here without touching the server. */
+struct rpc__san_hub;
+
+/* rpc__san_hub_new: a hub for a server (rpc_server_create), or NULL. */
+struct rpc__san_hub *rpc__san_hub_new(void);
+/* rpc__san_hub_close: the server is closing (before its loops take their
+ * last inbox): no job is started or handed back from now on.
+ * rpc__san_hub_free (server_free, the loops gone) closes it and drops the
+ * server's reference.  NULL is fine for both. */
+void rpc__san_hub_close(struct rpc__san_hub *h);
+void rpc__san_hub_free(struct rpc__san_hub *h);
+/* rpc__san_job_attach: a job for x's DNS SANs against ip, kept on ssl
+ * (verify callback, any loop).  ERR_NOMEM. */
+int rpc__san_job_attach(SSL *ssl, struct x509_st *x, const char *ip);
+/* rpc__san_job_of: the job kept on ssl, or NULL. */
+struct rpc__san_job *rpc__san_job_of(const SSL *ssl);
+/* rpc__san_job_ip: the remote IP job was made for (the socket's peer
+ * may be gone by the time its verdict is asked for). */
+const char *rpc__san_job_ip(const struct rpc__san_job *job);
+/* rpc__san_job_poll (c's loop; job is c's SSL's): 1 with the verdict in
+ * *dns_out (its text borrowed from the job, valid while c's SSL lives);
+ * 0 while the lookups run (started now, for c, if they had not been);
+ * -1 when they cannot be started, with why (cap bytes) for the log. */
+int rpc__san_job_poll(struct rpc__san_job *job, struct rpc__conn *c,
+                      struct rpc_tls_dns *dns_out, char *why, size_t cap);
+/* The system's resolver (getnameinfo, getaddrinfo), for struct
+ * rpc__resolver; ctx is the job (its lookups stop once it is cancelled)
+ * or NULL. */
+int rpc__san_sys_reverse(void *ctx, const char *ip,
+                         char (*names)[RPC__DNS_NAME_MAX], int max,
+                         char *err, size_t cap);
+int rpc__san_sys_forward(void *ctx, const char *name, const char *ip,
+                         char *err, size_t cap);
+/* rpc__san_job_inbox: the loop takes a job handed back (it: the job's
+ * inbox entry, kind SAN_JOB): its connection, if still there, resumes
+ * (rpc__conn_san_resume). */
+void rpc__san_job_inbox(struct rpc__item *it);
 
 /* handshake.c */
 SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg);
 /* rpc__tls_handshake goes on with c's handshake: 1 done (and the client
- * certificate accepted), 0 waiting for bytes, 2 waiting to write, -1
- * failed. */
+ * certificate accepted), 0 waiting for bytes, 2 waiting to write,
+ * RPC__TLS_SAN_WAIT waiting for the lookups of the client certificate's
+ * DNS SANs (read nothing from c until rpc__conn_san_resume), -1 failed
+ * (logged as etcd logs a rejected connection). */
+#define RPC__TLS_SAN_WAIT 3
 int rpc__tls_handshake(struct rpc__conn *c);
 /* rpc__tls_ssl_new makes the TLS state of a new connection from the
  * server's current context, after a reload when its files changed.

@@ -73,6 +73,11 @@ static int config_apply(struct rpc_server *srv,
     srv->conn_out_max = RPC__CONN_BYTES_MIN;
     srv->tls_check = cfg->tls_check;
     srv->tls_check_ctx = cfg->tls_check_ctx;
+    if (srv->tls_check != NULL) {
+        srv->san_hub = rpc__san_hub_new();
+        if (srv->san_hub == NULL)
+            return ERR_NOMEM;
+    }
     srv->tls_cn_identity = cfg->tls_cn_identity && cfg->tls_verify_clients;
     srv->tls_files = cfg->tls_files;
     if (srv->tls_files != NULL)
@@ -121,6 +126,7 @@ static void server_free(struct rpc_server *srv)
         mem_free(srv->methods[i].stats);
     }
     mem_free(srv->methods);
+    rpc__san_hub_free(srv->san_hub);
     if (srv->tls != NULL)
         SSL_CTX_free(srv->tls);
     mem_free(srv->tls_ciphers);
@@ -483,6 +489,9 @@ static void run_inbox(struct rpc__loop *l)
             rpc__stream_inbox(
                 rpc__container_of(it, struct rpc_stream, item));
             break;
+        case RPC__KIND_SAN_JOB:
+            rpc__san_job_inbox(it); /* its struct is san_lookup.c's */
+            break;
         case RPC__KIND_CONN: {
             struct rpc__conn *c =
                 rpc__container_of(it, struct rpc__conn, item);
@@ -687,6 +696,10 @@ void rpc_server_close(struct rpc_server *srv)
         while (running && (atomic_load(&srv->active_n) != 0 ||
                            atomic_load(&srv->streams_n) != 0))
             shutdown_tick();
+        /* Lookup threads still running hand nothing back from now on;
+         * what they handed back before is in the inboxes, which the
+         * loops take once more as they exit. */
+        rpc__san_hub_close(srv->san_hub);
         atomic_store(&srv->exiting, true);
         wake_all(srv);
     }

@@ -709,14 +709,15 @@ static bool revoked(struct rpc_tls *t, X509 *x)
     return r;
 }
 
-bool rpc_tls_client_check(X509 *x, const char *remote_ip, void *ctx,
-                          char *why, size_t cap)
+enum rpc_tls_verdict rpc_tls_client_check(X509 *x, const char *remote_ip,
+                                          const struct rpc_tls_dns *dns,
+                                          void *ctx, char *why, size_t cap)
 {
     struct rpc_tls *t = ctx;
     assert(t != NULL && why != NULL && cap > 0);
     if (x == NULL) {
         snprintf(why, cap, "tls: client didn't provide a certificate");
-        return false;
+        return RPC_TLS_REFUSE;
     }
     /* etcd's order: the allowed names inside the handshake
      * (VerifyPeerCertificate), then its listener's checkSAN and checkCRL. */
@@ -728,17 +729,21 @@ bool rpc_tls_client_check(X509 *x, const char *remote_ip, void *ctx,
     ERR_clear_error();
     if (!ok) {
         snprintf(why, cap, "client certificate authentication failed");
-        return false;
+        return RPC_TLS_REFUSE;
     }
-    if (t->check_san && !rpc__tls_san_check(x, remote_ip, why, cap))
-        return false;
+    if (t->check_san) {
+        enum rpc_tls_verdict v = rpc__tls_san_check(x, remote_ip, dns, why,
+                                                    cap);
+        if (v != RPC_TLS_PASS)
+            return v; /* refused, or the CRL waits for the lookups */
+    }
     if (revoked(t, x)) {
         char hex[128];
         serial_hex(x, hex, sizeof hex);
         snprintf(why, cap, "transport: certificate serial %s revoked", hex);
-        return false;
+        return RPC_TLS_REFUSE;
     }
-    return true;
+    return RPC_TLS_PASS;
 }
 
 void rpc_tls_free(struct rpc_tls *tls)

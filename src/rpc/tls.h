@@ -37,6 +37,8 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#include "rpc/rpc.h" /* enum rpc_tls_verdict, struct rpc_tls_dns */
+
 struct x509_st; /* OpenSSL's X509 */
 
 /* Protocol versions and TLS 1.2 cipher suites, common to the client and
@@ -96,11 +98,10 @@ struct rpc_tls_files {
      * valid for the address it connects from (etcd 3.4's checkSAN in
      * transport/listener_tls.go, on every listener made by
      * transport.NewListener).  An IP SAN equal to the address passes.
-     * etcd then resolves the DNS SANs (a reverse lookup of the address,
-     * forward lookups of the names); cetcd makes no lookup on its event
-     * loops and lets a certificate with DNS SANs pass (see
-     * docs/ARCHITECTURE.md, TLS row): only a certificate with IP SANs
-     * and no DNS SAN can be refused. */
+     * Else, with DNS SANs, as etcd: a name of the address (reverse
+     * lookup) that is one of them or under a wildcard one passes, or one
+     * of them (not a wildcard) that resolves to the address; these
+     * lookups run on a thread, not on an event loop (tls_san.c). */
     bool check_client_san;
     const struct rpc_tls_opts *opts; /* versions and ciphers, or NULL */
 };
@@ -201,14 +202,19 @@ bool rpc_tls_has_client_check(const struct rpc_tls *tls);
  * certificate authentication failed"); with check_san, when its SANs do
  * not fit remote_ip (see struct rpc_tls_files check_client_san; Go's
  * "x509: certificate is valid for 10.0.0.1, not 127.0.0.1", "address @:
- * missing port in address" for a unix socket, remote_ip NULL); when its
- * serial is in the CRL, expiry of the CRL ignored as in etcd's checkCRL
- * ("transport: certificate serial 0a1b revoked").  why (cap bytes) gets
- * those words.  tls is a struct rpc_tls.  Thread-safe (read-only); runs
- * on the runtime's event loops, inside the handshake (handshake.c).
+ * missing port in address" for a unix socket, remote_ip NULL; with DNS
+ * SANs RPC_TLS_LOOKUP while dns is NULL, then dns's verdict, "tls:
+ * \"127.0.0.1\" does not match any of DNSNames [\"a\"] (lookup a: no such
+ * host)"); when its serial is in the CRL, expiry of the CRL ignored as in
+ * etcd's checkCRL ("transport: certificate serial 0a1b revoked").  why
+ * (cap bytes) gets those words.  tls is a struct rpc_tls.  The type of
+ * rpc_server_config.tls_check.  Thread-safe (read-only); runs on the
+ * runtime's event loops, inside the handshake (handshake.c).
  */
-bool rpc_tls_client_check(struct x509_st *cert, const char *remote_ip,
-                          void *tls, char *why, size_t cap);
+enum rpc_tls_verdict rpc_tls_client_check(struct x509_st *cert,
+                                          const char *remote_ip,
+                                          const struct rpc_tls_dns *dns,
+                                          void *tls, char *why, size_t cap);
 
 /* rpc_tls_free frees tls (NULL is fine). */
 void rpc_tls_free(struct rpc_tls *tls);

@@ -20,13 +20,25 @@ read through it (serializable), every member lists it as started, writes
 through it reach the others.  (e) A joining member whose certificate is
 not signed by the CA the cluster trusts is refused by every member: it
 exits with an error naming each peer and the TLS reason, within seconds.
+(f) The peer listener checks a client certificate's SANs against the
+address it connects from as etcd 3.4's checkCertSAN, DNS SANs included: a
+member whose certificate has only DNS:localhost (connecting from
+127.0.0.1, which /etc/hosts names localhost) is accepted; one with only
+DNS:nothere.invalid (RFC 6761: never resolves) is refused with etcd's
+`tls: "127.0.0.1" does not match any of DNSNames ["nothere.invalid"]
+(lookup nothere.invalid...)` and the other two commit without it; one with
+IP:127.0.0.2 and DNS:nothere.invalid (listening on 127.0.0.2, dialling
+from 127.0.0.1) is refused the same way unless every member runs with
+--experimental-peer-skip-client-san-verification.
 
 Method: the members of cluster.py, but without its proxy (the peer path
 carries TLS here; each member advertises the https:// URL it listens on).
 Certificates come from etcd's own fixtures (server.crt for 127.0.0.1 and
 localhost, signed by ca.crt; CommonName-root.crt is another CA, with its
-own key for (e)).  Runs against real etcd 3.4.23 with
-CETCD_TEST_AGAINST_ETCD=1.
+own key for (e)); for (f), a CA and certificates made with openssl in the
+test's directory (etcd's fixtures have no CA key), a member on the name
+localhost advertising https://localhost:<port>.  Runs against real etcd
+3.4.23 with CETCD_TEST_AGAINST_ETCD=1.
 """
 
 import os
@@ -90,8 +102,8 @@ class TLSCluster(clusterlib.Cluster):
 def tls_cluster(cluster_capable):
     made = []
 
-    def factory(tls_args, start=True, **kw):
-        c = TLSCluster(tls_args, **kw)
+    def factory(tls_args, start=True, cls=TLSCluster, **kw):
+        c = cls(tls_args, **kw)
         made.append(c)
         if start:
             c.start()
@@ -448,3 +460,132 @@ def test_peer_crl_refuses_revoked_member(tls_cluster):
     assert etcdctl(m2, "get", "crl-key",
                    "--print-value-only").strip() == "v"
     assert m3.running, m3.log_tail()
+
+
+# -- the listener's SAN check with DNS SANs (etcd's checkCertSAN) --------------
+
+SAN_REFUSED = (r'rejected connection from "127\.0\.0\.1:\d+" \(error "tls: '
+               r'\\"127\.0\.0\.1\\" does not match any of DNSNames '
+               r'\[\\"nothere\.invalid\\"\] \(lookup nothere\.invalid')
+
+
+@pytest.fixture(scope="module")
+def san_pki(tmp_path_factory):
+    """A CA and, per name, a peer certificate (serverAuth and clientAuth)
+    with those SANs: ip (IP:127.0.0.1), localhost (DNS:localhost only),
+    invalid (DNS:nothere.invalid only), other_ip (IP:127.0.0.2 and
+    DNS:nothere.invalid).  Returns name -> the member's peer TLS flags."""
+    d = tmp_path_factory.mktemp("san-pki")
+    ca, ca_key = str(d / "ca.crt"), str(d / "ca.key")
+
+    def openssl(*args):
+        subprocess.run(["openssl"] + list(args), check=True,
+                       capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:P-256", "-nodes", "-keyout", ca_key,
+            "-out", ca, "-days", "30", "-subj", "/CN=san-test-ca")
+    sans = {"ip": "IP:127.0.0.1", "localhost": "DNS:localhost",
+            "invalid": "DNS:nothere.invalid",
+            "other_ip": "IP:127.0.0.2,DNS:nothere.invalid"}
+    flags = {}
+    for name, san in sans.items():
+        key, csr, crt, ext = (str(d / (name + x))
+                              for x in (".key", ".csr", ".crt", ".ext"))
+        with open(ext, "w") as f:
+            f.write("subjectAltName=%s\nextendedKeyUsage=serverAuth,"
+                    "clientAuth\n" % san)
+        openssl("req", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                "-out", csr, "-subj", "/CN=" + name)
+        openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
+                "-CAcreateserial", "-out", crt, "-days", "30", "-extfile",
+                ext)
+        flags[name] = ["--peer-cert-file", crt, "--peer-key-file", key,
+                       "--peer-trusted-ca-file", ca,
+                       "--peer-client-cert-auth"]
+    return flags
+
+
+class SANCluster(TLSCluster):
+    """listen and advertise map a member's name to the host of its peer
+    URL (default 127.0.0.1): m3 listens on 127.0.0.2, or advertises the
+    name localhost, so that the others can verify its server
+    certificate."""
+
+    def __init__(self, tls_args, listen=None, advertise=None, **kw):
+        super().__init__(tls_args, **kw)
+        self.listen = listen or {}
+        self.advertise = advertise or {}
+
+    def peer_url(self, m):
+        return "https://%s:%d" % (self.advertise.get(m.name, "127.0.0.1"),
+                                  m.peer_port)
+
+    def args(self, m):
+        a = super().args(m)
+        a[a.index("--listen-peer-urls") + 1] = "https://%s:%d" % (
+            self.listen.get(m.name, "127.0.0.1"), m.peer_port)
+        return a
+
+
+def log_of(m):
+    with open(m.log_path, errors="replace") as f:
+        return f.read()
+
+
+def test_peer_san_dns_localhost_accepted(tls_cluster, san_pki):
+    """m3's certificate names only localhost; it dials from 127.0.0.1,
+    whose reverse lookup (/etc/hosts) is localhost: the others' listeners
+    accept it (before, cetcd let any DNS SAN pass unchecked; now it looks
+    the names up as etcd does), and the cluster of three replicates."""
+    c = tls_cluster(san_pki["ip"], cls=SANCluster,
+                    per_member={"m3": san_pki["localhost"]},
+                    advertise={"m3": "localhost"})
+    check_replicates(c)
+    for m in c.members[:2]:
+        assert "does not match any of DNSNames" not in log_of(m), \
+            m.log_tail()
+
+
+def test_peer_san_dns_unresolvable_refused(tls_cluster, san_pki):
+    """m3's certificate names only nothere.invalid: m1's and m2's
+    listeners refuse its connections with etcd's words (the lookup error
+    after them), and m1 and m2 commit without it.  (They cannot dial m3
+    either: its server certificate is not valid for 127.0.0.1.)"""
+    c = tls_cluster(san_pki["ip"], start=False, cls=SANCluster,
+                    per_member={"m3": san_pki["invalid"]})
+    m1, m2, _ = two_serve_third_cut_off(c)
+    for m in (m1, m2):
+        wait_log(m, SAN_REFUSED)
+    # The whole line as etcd writes it: Go's resolver names its DNS
+    # server, the refused certificate's SANs follow.  (cetcd's dialer
+    # sends the IP as ServerName; Go sends none for an IP.)
+    wait_log(m1, SAN_REFUSED + r' on [0-9a-f.:\[\]]+:53: no such host\)", '
+             r'ServerName "[0-9.]*", IPAddresses \[\], DNSNames '
+             r'\["nothere\.invalid"\]\)')
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_peer_san_other_ip_and_dns(tls_cluster, san_pki, skip):
+    """m3 listens on 127.0.0.2 with a certificate for IP:127.0.0.2 and
+    DNS:nothere.invalid, and dials the others from 127.0.0.1: no IP SAN
+    fits, so its DNS SAN is looked up, and m1 refuses it with the same
+    words as above.  With --experimental-peer-skip-client-san-verification
+    on every member nobody checks, and the three replicate."""
+    extra = ["--experimental-peer-skip-client-san-verification"] \
+        if skip else []
+    c = tls_cluster(san_pki["ip"] + extra, start=False, cls=SANCluster,
+                    per_member={"m3": san_pki["other_ip"] + extra},
+                    listen={"m3": "127.0.0.2"},
+                    advertise={"m3": "127.0.0.2"})
+    if skip:
+        c.start()
+        check_replicates(c)
+        for m in c.members:
+            assert "does not match any of DNSNames" not in log_of(m), \
+                m.log_tail()
+        return
+    m1, _, _ = two_serve(c)
+    wait_log(m1, SAN_REFUSED + r'[^\n]*IPAddresses \["127\.0\.0\.2"\], '
+             r'DNSNames \["nothere\.invalid"\]\)')
