@@ -399,7 +399,7 @@ static char *peer_cn(SSL *ssl)
  * (x: the client's certificate, else NULL) the certificate's SANs too. */
 static void log_rejected(const struct rpc__conn *c, const char *why, X509 *x)
 {
-    char addr[80], quoted[1200], sans[600] = "";
+    char addr[80], quoted[2100], sans[600] = "";
     size_t at = 0;
     peer_addr(c->fd, addr, sizeof addr);
     rpc__go_quote(why, quoted, sizeof quoted, &at);

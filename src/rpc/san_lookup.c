@@ -39,6 +39,8 @@
 
 #define THREAD_STACK_BYTES (512 * 1024) /* the resolver's buffers */
 
+/* Shared by a server and its lookup threads (rpc_int.h); any thread, under
+ * mu. */
 struct rpc__san_hub {
     pthread_mutex_t mu;                /* guards the fields below */
     int refs;                          /* the server's + one per thread */
@@ -63,7 +65,7 @@ struct rpc__san_job {
     size_t sans_n;                     /* immutable: their count */
     bool match;                        /* thread, then (after the push)
                                           the loop: the verdict */
-    char why[512];                     /* thread, then loop: its text */
+    char why[1024];                    /* thread, then loop: its text */
 };
 
 static int ex_index = -1;
