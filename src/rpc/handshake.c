@@ -282,6 +282,14 @@ SSL_CTX *rpc__tls_ctx(const struct rpc_server_config *cfg)
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    /* No session resumption: a resumed handshake skips the verify
+     * callback, so the client certificate's checks (allowed names, SANs,
+     * CRL, which etcd makes on every connection) would not run, and a
+     * session ticket is issued before a check made after the handshake
+     * (the DNS SANs) has refused the certificate. */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     if (!use_chain(ctx, cfg->tls_cert_pem) ||
         !use_key(ctx, cfg->tls_key_pem)) {

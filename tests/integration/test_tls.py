@@ -81,6 +81,10 @@ class Certs:
         _make_leaf(d, "ca", "near", "near", "IP:127.0.0.1", "clientAuth")
         _make_leaf(d, "ca", "far", "far", "IP:10.0.0.1,IP:10.0.0.2",
                    "clientAuth")
+        # A DNS SAN that resolves to nothing: the peer listener's SAN
+        # check refuses it after the handshake, once its lookups failed.
+        _make_leaf(d, "ca", "nowhere", "nowhere", "DNS:nothere.invalid",
+                   "clientAuth")
         # A host name in the CN only: no SAN makes it valid for localhost.
         _make_leaf(d, "ca", "cnhost", "localhost", None, "clientAuth")
 
@@ -561,6 +565,58 @@ def test_peer_client_cert_san(make_tls_server, certs, who, skip, ok):
         wait_log(s, r'rejected connection from "127\.0\.0\.1:\d+" \(error '
                  r'"x509: certificate is valid for 10\.0\.0\.1, 10\.0\.0\.2, '
                  r'not 127\.0\.0\.1", ServerName ""')
+
+
+def _session_ctx(certs, who, version):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ctx.maximum_version = version
+    ctx.set_alpn_protocols(["h2"])
+    ctx.load_cert_chain(certs.path(who + ".crt"), certs.path(who + ".key"))
+    return ctx
+
+
+def _session_try(ctx, port, session=None):
+    """One TLS connection made with ctx: (kept open, the session for a
+    resumption, whether this one was resumed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        try:
+            with ctx.wrap_socket(raw, session=session) as tls:
+                tls.settimeout(2.0)
+                try:
+                    kept = tls.recv(64) != b""  # TLS 1.3 tickets come here
+                except socket.timeout:
+                    kept = True
+                except (ssl.SSLError, OSError):
+                    kept = False
+                return kept, tls.session, tls.session_reused
+        except (ssl.SSLError, OSError):
+            return False, None, False
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2,
+                                     ssl.TLSVersion.TLSv1_3])
+def test_refused_certificate_cannot_resume(make_tls_server, certs, version):
+    """A client certificate the peer listener refuses after its handshake
+    (DNS SANs that do not resolve to the client's address) is refused
+    again when the client resumes the TLS session it got: every handshake
+    is checked, as etcd checks every connection.  cetcd offers no session
+    resumption at all (a resumed handshake would skip the certificate
+    checks); a certificate it accepts is not resumed either."""
+    s = make_tls_server(peer_ca_args(certs), client_tls=False, peer_tls=True)
+    ctx = _session_ctx(certs, "nowhere", version)
+    kept, sess, _ = _session_try(ctx, s.peer_port)
+    assert not kept
+    if sess is not None:
+        kept, _, _ = _session_try(ctx, s.peer_port, session=sess)
+        assert not kept
+    ctx = _session_ctx(certs, "near", version)
+    kept, sess, _ = _session_try(ctx, s.peer_port)
+    assert kept
+    if not against_etcd() and sess is not None:
+        kept, _, reused = _session_try(ctx, s.peer_port, session=sess)
+        assert kept and not reused
 
 
 def test_client_listener_no_san_check(make_tls_server, certs):
