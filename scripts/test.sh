@@ -10,7 +10,8 @@
 #   4. 3- and 5-member clusters under kill -9, SIGSTOP and partitions, with a
 #      linearizability check of the recorded histories (tests/cluster)
 #   5. the KV suites again against the ASan+UBSan cetcd
-#   6. every libFuzzer target, built with clang, for a short run each
+#   6. every libFuzzer target, built with clang, for a short run each (two
+#      at a time)
 #   7. etcd's own e2e tests listed in tests/e2e/passing.txt
 # Longer runs: see docs/TESTING.md.
 set -euo pipefail
@@ -56,21 +57,30 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCETCD_F
 fuzzers=$(cd fuzz && ls fuzz_*.c | sed 's/\.c$//')
 # shellcheck disable=SC2086
 cmake --build build-fuzz -j2 --target $fuzzers >/dev/null
-for name in $fuzzers; do
+# fuzz_one NAME runs one target on a copy of its seed corpus (libFuzzer
+# adds what it finds to its dir) and prints its result in one block; two
+# run at once (one per core).
+fuzz_one() {
+    local name=$1 f work corpus
     f=build-fuzz/fuzz/$name
     work=$(mktemp -d)
     mkdir "$work/corpus"
-    # The seed corpus is copied: libFuzzer adds what it finds to its dir.
     corpus="fuzz/corpus/${name#fuzz_}"
     [ -d "$corpus" ] && cp -r "$corpus/." "$work/corpus/"
-    args=("$work/corpus")
-    echo "-- $name"
-    "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=60 \
-        -artifact_prefix="$work/" "${args[@]}" >"$work/log" 2>&1 ||
-        { tail -40 "$work/log"; exit 1; }
-    grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs" "$work/log" | tail -1 || true
+    if ! "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=60 \
+        -artifact_prefix="$work/" "$work/corpus" >"$work/log" 2>&1; then
+        printf -- '-- %s FAILED (artifacts in %s)\n%s\n' "$name" "$work" \
+            "$(tail -40 "$work/log")"
+        return 1
+    fi
+    printf -- '-- %s\n%s\n' "$name" \
+        "$(grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs" "$work/log" | tail -1)"
     rm -rf "$work"
-done
+}
+export -f fuzz_one
+export FUZZ_SECONDS
+# shellcheck disable=SC2086
+printf '%s\n' $fuzzers | xargs -P2 -I{} bash -c 'fuzz_one "$1"' _ {}
 
 echo "== etcd e2e (tests/e2e/passing.txt)"
 CETCD_BIN="$ROOT/build/cetcd" bash tests/e2e/run.sh
