@@ -100,6 +100,42 @@ static void test_expiry(void **state)
     auth_jwt_destroy(hs);
 }
 
+/* A token whose signature verified once (the thread remembers it) is
+ * still refused by another key, even by an instance made at the same
+ * address after the first was destroyed; a token differing in one byte of
+ * its signature is checked again and refused; the claims are checked on
+ * every use (test_expiry). */
+static void test_seen_tokens(void **state)
+{
+    (void)state;
+    struct auth_jwt *a = make("HS256", secret, NULL, 300000, 0);
+    check_user(a, hs256_root, NOW_MS, 0, "root", 5);
+    check_user(a, hs256_root, NOW_MS, 0, "root", 5);
+    char bad[sizeof hs256_root];
+    memcpy(bad, hs256_root, sizeof bad);
+    bad[sizeof bad - 10] = bad[sizeof bad - 10] == 'A' ? 'B' : 'A';
+    check_user(a, bad, NOW_MS, ERR_AUTH_INVALID_TOKEN, NULL, 0);
+    auth_jwt_destroy(a);
+    for (int i = 0; i < 4; i++) { /* likely at a's address at least once */
+        struct auth_jwt *b = make("HS256", "another-secret", NULL, 300000, 0);
+        check_user(b, hs256_root, NOW_MS, ERR_AUTH_INVALID_TOKEN, NULL, 0);
+        auth_jwt_destroy(b);
+    }
+    /* Five tokens in turn: the oldest is forgotten and checked again. */
+    struct auth_jwt *c = make("HS256", secret, NULL, 300000, 0);
+    char *toks[5];
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(auth_jwt_sign(c, "u", (uint64_t)i, NOW_MS,
+                                       &toks[i]), 0);
+        check_user(c, toks[i], NOW_MS, 0, "u", (uint64_t)i);
+    }
+    for (int i = 0; i < 5; i++) {
+        check_user(c, toks[i], NOW_MS, 0, "u", (uint64_t)i);
+        mem_free(toks[i]);
+    }
+    auth_jwt_destroy(c);
+}
+
 static char *b64url_decode(const char *s, size_t n)
 {
     char *out = calloc(1, n + 4);
@@ -325,6 +361,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_answers),
         cmocka_unit_test(test_expiry),
+        cmocka_unit_test(test_seen_tokens),
         cmocka_unit_test(test_claim_bytes),
         cmocka_unit_test(test_methods_round_trip),
         cmocka_unit_test(test_create_refusals),
