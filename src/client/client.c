@@ -73,8 +73,9 @@ static int channels_open(struct cetcd_client *c,
  * and at most one allowed name. */
 static bool tls_valid(const struct cetcd_tls *t)
 {
-    return t == NULL || ((t->cert_pem == NULL) == (t->key_pem == NULL) &&
-                         (t->allowed_cn == NULL || t->allowed_hostname == NULL));
+    return t == NULL ||
+           ((t->cert_pem == NULL) == (t->key_pem == NULL) &&
+            (t->allowed_cn == NULL || t->allowed_hostname == NULL));
 }
 
 /* client_alloc parses the endpoints into a new client (no channels yet).
