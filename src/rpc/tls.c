@@ -606,15 +606,22 @@ bool rpc_tls_stale(const struct rpc_tls *t,
     return stale;
 }
 
-int rpc_tls_reload(struct rpc_tls *t, struct rpc_tls **fresh_out)
+/* files_of: the files and options t was loaded from (rpc_tls_load's
+ * input; check_client_san as t checks). */
+static struct rpc_tls_files files_of(const struct rpc_tls *t)
 {
-    assert(t != NULL && fresh_out != NULL);
-    struct rpc_tls_files f = {
+    return (struct rpc_tls_files){
         .cert_file = t->files[0], .key_file = t->files[1],
         .trusted_ca_file = t->files[2], .crl_file = t->files[3],
         .allowed_cn = t->allowed_cn, .allowed_hostname = t->allowed_hostname,
         .client_cert_auth = t->client_cert_auth,
         .check_client_san = t->check_san, .opts = &t->opts};
+}
+
+int rpc_tls_reload(struct rpc_tls *t, struct rpc_tls **fresh_out)
+{
+    assert(t != NULL && fresh_out != NULL);
+    struct rpc_tls_files f = files_of(t);
     struct rpc_tls *fresh = NULL;
     int rc = rpc_tls_load(&f, &fresh);
     if (rc != 0) {
@@ -639,13 +646,8 @@ int rpc_tls_reload(struct rpc_tls *t, struct rpc_tls **fresh_out)
 int rpc_tls_with_san(const struct rpc_tls *tls, struct rpc_tls **out)
 {
     assert(tls != NULL && out != NULL);
-    struct rpc_tls_files f = {
-        .cert_file = tls->files[0], .key_file = tls->files[1],
-        .trusted_ca_file = tls->files[2], .crl_file = tls->files[3],
-        .allowed_cn = tls->allowed_cn,
-        .allowed_hostname = tls->allowed_hostname,
-        .client_cert_auth = tls->client_cert_auth,
-        .check_client_san = true, .opts = &tls->opts};
+    struct rpc_tls_files f = files_of(tls);
+    f.check_client_san = true;
     return rpc_tls_load(&f, out);
 }
 
