@@ -491,27 +491,26 @@ def test_peer_unixs_socket(make_server):
         assert tls.version().startswith("TLS")
 
 
+def _client_ctx(cert, key, version):
+    """A client context of exactly TLS version with this certificate,
+    offering h2, trusting any server."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ctx.maximum_version = version
+    ctx.set_alpn_protocols(["h2"])
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 def tls_accepts(port, cert, key):
     """True when the peer port keeps a TLS 1.2 connection with this client
     certificate: etcd refuses a disallowed one in the handshake, cetcd
     (the core's post-handshake verifier) closes right after it."""
     if tls_handshake(port, cert, key) != "ok":
         return False
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-    ctx.set_alpn_protocols(["h2"])
-    ctx.load_cert_chain(cert, key)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        try:
-            with ctx.wrap_socket(raw) as tls:
-                tls.settimeout(1.0)
-                return tls.recv(64) != b""
-        except socket.timeout:
-            return True  # still open: accepted
-        except (ssl.SSLError, OSError):
-            return False
+    ctx = _client_ctx(cert, key, ssl.TLSVersion.TLSv1_2)
+    return _session_try(ctx, port, wait=1.0)[0]
 
 
 @pytest.mark.parametrize("flag,value,ok", [
@@ -568,26 +567,21 @@ def test_peer_client_cert_san(make_tls_server, certs, who, skip, ok):
 
 
 def _session_ctx(certs, who, version):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.minimum_version = ctx.maximum_version = version
-    ctx.set_alpn_protocols(["h2"])
-    ctx.load_cert_chain(certs.path(who + ".crt"), certs.path(who + ".key"))
-    return ctx
+    return _client_ctx(certs.path(who + ".crt"), certs.path(who + ".key"),
+                       version)
 
 
-def _session_try(ctx, port, session=None):
-    """One TLS connection made with ctx: (kept open, the session for a
-    resumption, whether this one was resumed)."""
+def _session_try(ctx, port, session=None, wait=2.0):
+    """One TLS connection made with ctx: (kept open for wait seconds, the
+    session for a resumption, whether this one was resumed)."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
         try:
             with ctx.wrap_socket(raw, session=session) as tls:
-                tls.settimeout(2.0)
+                tls.settimeout(wait)
                 try:
                     kept = tls.recv(64) != b""  # TLS 1.3 tickets come here
                 except socket.timeout:
-                    kept = True
+                    kept = True  # still open: accepted
                 except (ssl.SSLError, OSError):
                     kept = False
                 return kept, tls.session, tls.session_reused
