@@ -206,28 +206,31 @@ static void to_bval(const MDB_val *m, struct backend_val *b)
  * with the shorter prefix first, then the suffix.  Keys shorter than the
  * suffix (never written by mvcc) fall back to plain bytewise order among
  * themselves and sort before the others, so the order stays total. */
-static int revkey_cmp(const MDB_val *a, const MDB_val *b)
+int backend_revkey_cmp(const void *a, size_t al, const void *b, size_t bl)
 {
     const size_t s = BACKEND_REVKEY_SUFFIX;
-    if (a->mv_size < s || b->mv_size < s) {
-        if (a->mv_size >= s)
+    if (al < s || bl < s) {
+        if (al >= s)
             return 1;
-        if (b->mv_size >= s)
+        if (bl >= s)
             return -1;
-        size_t n = a->mv_size < b->mv_size ? a->mv_size : b->mv_size;
-        int c = memcmp(a->mv_data, b->mv_data, n);
-        if (c != 0 || a->mv_size == b->mv_size)
+        int c = memcmp(a, b, al < bl ? al : bl);
+        if (c != 0 || al == bl)
             return c;
-        return a->mv_size < b->mv_size ? -1 : 1;
+        return al < bl ? -1 : 1;
     }
-    size_t la = a->mv_size - s, lb = b->mv_size - s;
-    int c = memcmp(a->mv_data, b->mv_data, la < lb ? la : lb);
+    size_t la = al - s, lb = bl - s;
+    int c = memcmp(a, b, la < lb ? la : lb);
     if (c != 0)
         return c;
     if (la != lb)
         return la < lb ? -1 : 1;
-    return memcmp((const char *)a->mv_data + la, (const char *)b->mv_data + lb,
-                  s);
+    return memcmp((const char *)a + la, (const char *)b + lb, s);
+}
+
+static int revkey_cmp(const MDB_val *a, const MDB_val *b)
+{
+    return backend_revkey_cmp(a->mv_data, a->mv_size, b->mv_data, b->mv_size);
 }
 
 static int env_configure(MDB_env *env, const struct backend_options *o)

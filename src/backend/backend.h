@@ -119,6 +119,11 @@ enum {
 /* Length of the fixed suffix of BACKEND_BUCKET_REVKEY keys. */
 #define BACKEND_REVKEY_SUFFIX 17
 
+/* backend_revkey_cmp is the order of a BACKEND_BUCKET_REVKEY bucket (<0,
+ * 0, >0), for keys kept outside LMDB in the same order.  Keys shorter than
+ * the suffix sort first, bytewise among themselves. */
+int backend_revkey_cmp(const void *a, size_t al, const void *b, size_t bl);
+
 /*
  * backend_open opens (creating if needed) the environment in directory
  * `dir` (created with mode 0700 if missing; its parent must exist).

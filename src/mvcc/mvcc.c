@@ -10,6 +10,8 @@
 #include "util/err.h"
 #include "util/mem.h"
 
+#include <sched.h>
+
 static const char state_key[] = "mvcc_state";
 const char mvcc__format_key[] = "mvcc_format";
 
@@ -269,6 +271,7 @@ void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
 {
     CHECK(st->rev >= 1 && st->compact <= st->rev);
     CHECK(st->compact_fin <= st->compact);
+    CHECK(st->fold_rev >= 0 && st->fold_rev <= st->rev);
     mvcc__put_le64(dst, st->ci);
     mvcc__put_le64(dst + 8, (uint64_t)st->rev);
     mvcc__put_le64(dst + 16, (uint64_t)st->compact);
@@ -276,15 +279,17 @@ void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
     mvcc__put_le64(dst + 32, (uint64_t)st->next_main);
     mvcc__put_le64(dst + 40, (uint64_t)st->next_sub);
     mvcc__put_le64(dst + 48, (uint64_t)st->keys);
-    uint32_t crc = crc32c_extend(0, dst, 56);
+    mvcc__put_le64(dst + 56, (uint64_t)st->fold_rev);
+    uint32_t crc = crc32c_extend(0, dst, 64);
     for (int i = 0; i < 4; i++)
-        dst[56 + i] = (uint8_t)(crc >> (8 * i));
+        dst[64 + i] = (uint8_t)(crc >> (8 * i));
 }
 
 int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st)
 {
     const uint8_t *p = v->data;
-    if (v->len != MVCC_STATE_LEN && v->len != MVCC_STATE_LEN_NOKEYS)
+    if (v->len != MVCC_STATE_LEN && v->len != MVCC_STATE_LEN_NOFOLD &&
+        v->len != MVCC_STATE_LEN_NOKEYS)
         return ERR_CORRUPT;
     size_t body = v->len - 4;
     uint32_t crc = 0;
@@ -299,9 +304,12 @@ int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st)
     st->next_main = (mvcc_rev)mvcc__get_le64(p + 32);
     st->next_sub = (int64_t)mvcc__get_le64(p + 40);
     st->keys = body > 48 ? (int64_t)mvcc__get_le64(p + 48) : -1;
+    /* before the overlay `kv` held every version */
+    st->fold_rev = body > 56 ? (mvcc_rev)mvcc__get_le64(p + 56) : st->rev;
     if (st->rev < 1 || st->compact < 0 || st->compact > st->rev ||
         st->compact_fin < 0 || st->compact_fin > st->compact ||
-        st->next_main < 0 || st->next_sub < 0 || st->keys < -1)
+        st->next_main < 0 || st->next_sub < 0 || st->keys < -1 ||
+        st->fold_rev < 0 || st->fold_rev > st->rev)
         return ERR_CORRUPT;
     return 0;
 }
@@ -375,13 +383,24 @@ static int store_load(struct mvcc_store *s)
         else if (rc == 0 && frc != 0)
             rc = frc;
         else if (rc == 0 && (v.len != 1 ||
-                             ((const uint8_t *)v.data)[0] != MVCC_LAYOUT))
+                             (((const uint8_t *)v.data)[0] != MVCC_LAYOUT &&
+                              ((const uint8_t *)v.data)[0] !=
+                                  MVCC_LAYOUT_NOFOLD)))
             rc = ERR_UNSUPPORTED;
-        s->formatted = rc == 0;
+        /* layout 2 is rewritten as 3 by the first commit */
+        s->formatted = rc == 0 &&
+                       ((const uint8_t *)v.data)[0] == MVCC_LAYOUT;
     }
+    if (rc == 0)
+        rc = mvcc__ovl_new(s->st.fold_rev, &s->ovl);
+    if (rc == 0)
+        rc = mvcc__ovl_build(s, txn, s->ovl);
     backend_read_end(txn);
-    if (rc != 0)
+    if (rc != 0) {
+        mvcc__ovl_unref(s->ovl);
+        s->ovl = NULL;
         return rc;
+    }
     atomic_store(&s->cur_rev, s->st.rev);
     atomic_store(&s->compact_rev, s->st.compact);
     atomic_store(&s->compact_fin, s->st.compact_fin);
@@ -449,6 +468,11 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
     return 0;
 }
 
+size_t mvcc_overlay_entries(const struct mvcc_store *s)
+{
+    return s->ovl->n;
+}
+
 int64_t mvcc_keys(const struct mvcc_store *s)
 {
     return atomic_load(&s->keys);
@@ -456,7 +480,8 @@ int64_t mvcc_keys(const struct mvcc_store *s)
 
 static void read_free(struct mvcc_read *r)
 {
-    backend_cursor_close(r->kv);
+    mvcc__ovl_unref(r->kv.ovl);
+    backend_cursor_close(r->kv.db);
     backend_cursor_close(r->revc);
     backend_cursor_close(r->revv);
     backend_cursor_close(r->lk);
@@ -477,6 +502,8 @@ void mvcc_store_close(struct mvcc_store *s)
     }
     mvcc__arena_free(&s->batch.arena);
     mvcc_range_result_close(&s->batch.scratch);
+    mem_free(s->batch.added);
+    mvcc__ovl_unref(s->ovl);
     mem_free(s->batch.ubuf);
     mem_free(s->batch.events);
     pthread_mutex_destroy(&s->pool_mu);
@@ -550,7 +577,7 @@ static int read_new(struct mvcc_store *s, struct mvcc_read **out)
         mem_free(r);
         return rc;
     }
-    rc = backend_cursor_open(r->txn, s->kv, &r->kv);
+    rc = backend_cursor_open(r->txn, s->kv, &r->kv.db);
     if (rc != 0) {
         backend_read_end(r->txn);
         mem_free(r);
@@ -564,7 +591,7 @@ static int read_renew(struct mvcc_read *r)
 {
     int rc = backend_read_renew(r->txn);
     if (rc == 0)
-        rc = backend_cursor_renew(r->txn, r->kv);
+        rc = backend_cursor_renew(r->txn, r->kv.db);
     if (rc == 0 && r->revc != NULL)
         rc = backend_cursor_renew(r->txn, r->revc);
     if (rc == 0 && r->revv != NULL)
@@ -576,7 +603,9 @@ static int read_renew(struct mvcc_read *r)
     return rc;
 }
 
-static int read_state(struct mvcc_read *r)
+/* read_state reads the snapshot's revisions, and its fold_rev into
+ * *fold. */
+static int read_state(struct mvcc_read *r, mvcc_rev *fold)
 {
     struct backend_val v;
     struct mvcc_state st;
@@ -585,6 +614,7 @@ static int read_state(struct mvcc_read *r)
     if (rc == ERR_NOTFOUND) {
         r->rev = 1;
         r->compact = 0;
+        *fold = 0;
         return 0;
     }
     if (rc == 0)
@@ -593,6 +623,7 @@ static int read_state(struct mvcc_read *r)
         return rc;
     r->rev = st.rev;
     r->compact = st.compact;
+    *fold = st.fold_rev;
     /* A tentative batch (mvcc_visible_hold) may be in this snapshot: read
      * as of the pinned, durable state instead.  What reads at or above the
      * pinned compact revision need is all there: a tentative batch only
@@ -609,6 +640,16 @@ static int read_state(struct mvcc_read *r)
     return 0;
 }
 
+/* ovl_take returns the store's current overlay generation, referenced. */
+static struct mvcc_ovl *ovl_take(struct mvcc_store *s)
+{
+    pthread_mutex_lock(&s->pool_mu);
+    struct mvcc_ovl *o = s->ovl;
+    atomic_fetch_add(&o->refs, 1);
+    pthread_mutex_unlock(&s->pool_mu);
+    return o;
+}
+
 int mvcc_read_begin(struct mvcc_store *s, struct mvcc_read **out)
 {
     CHECK(s != NULL && out != NULL);
@@ -619,14 +660,30 @@ int mvcc_read_begin(struct mvcc_store *s, struct mvcc_read **out)
         s->pool_len--;
     }
     pthread_mutex_unlock(&s->pool_mu);
+    /* the generation first, then the snapshot: a fold committed between
+     * the two shows as another fold_rev, and the pair is taken again
+     * (mvcc_ovl.c) */
+    struct mvcc_ovl *o = ovl_take(s);
     int rc = r != NULL ? read_renew(r) : read_new(s, &r);
-    if (rc == 0)
-        rc = read_state(r);
+    for (int tries = 0; rc == 0; tries++) {
+        mvcc_rev fold;
+        rc = read_state(r, &fold);
+        if (rc != 0 || fold == o->base)
+            break;
+        backend_read_reset(r->txn);
+        mvcc__ovl_unref(o);
+        if (tries > 2)
+            sched_yield(); /* the apply thread installs it next */
+        o = ovl_take(s);
+        rc = read_renew(r);
+    }
     if (rc != 0) {
+        mvcc__ovl_unref(o);
         if (r != NULL)
             read_free(r);
         return rc;
     }
+    r->kv.ovl = o;
     r->next_free = NULL;
     *out = r;
     return 0;
@@ -638,6 +695,8 @@ void mvcc_read_end(struct mvcc_read *r)
         return;
     struct mvcc_store *s = r->s;
     backend_read_reset(r->txn);
+    mvcc__ovl_unref(r->kv.ovl);
+    r->kv.ovl = NULL;
     pthread_mutex_lock(&s->pool_mu);
     bool pooled = s->pool_len < MVCC_READ_POOL_MAX;
     if (pooled) {

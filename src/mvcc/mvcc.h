@@ -7,9 +7,12 @@
  * read at any revision >= the compact revision.  The records, values
  * included, are appended to a revision log; the key index lives in LMDB
  * too (one small entry per version, sorted by key, then revision
- * descending), so opening a store with millions of keys costs a few page
- * reads: nothing is rebuilt in memory at start-up.  The on-disk formats
- * are documented in mvcc_int.h.  Keys of any length are stored (as etcd, which limits them
+ * descending), but for the newest versions' entries, which wait in memory
+ * until a batch files thousands of them at once (mvcc_ovl.c: a put then
+ * dirties no random page of the index).  Opening a store with millions of
+ * keys costs a few page reads and the rebuild of those few thousand
+ * entries from the log.  The on-disk formats are documented in
+ * mvcc_int.h.  Keys of any length are stored (as etcd, which limits them
  * by the request size only): those longer than LMDB's key limit allows
  * (about 494 bytes) live in a second bucket under a prefix-plus-hash
  * index, with the same semantics; ranges over them cost a walk over each
@@ -130,6 +133,11 @@ void mvcc_store_close(struct mvcc_store *s);
  * or -1 when the store's state has no count and it was opened without
  * count_keys.  Any thread. */
 int64_t mvcc_keys(const struct mvcc_store *s);
+
+/* mvcc_overlay_entries: the entries of the key index held in memory,
+ * not yet folded into LMDB (mvcc_ovl.c).  The apply thread, or any thread
+ * while no batch is open. */
+size_t mvcc_overlay_entries(const struct mvcc_store *s);
 
 /* Latest committed state, readable from any thread (atomics). */
 mvcc_rev mvcc_current_rev(const struct mvcc_store *s);

@@ -100,18 +100,22 @@ static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     struct mvcc_kv kv;
     struct backend_val k;
     bool tomb;
-    int rc = mvcc__visible(b->kv, u, ul, c, NULL, &kv, &tomb);
+    /* `kv` alone: it holds every version <= fold_rev >= c (the step
+     * folded the overlay first), and only those are dropped */
+    struct backend_cursor *db = b->kv.db;
+    struct mvcc_icur raw = {.db = db};
+    int rc = mvcc__visible(&raw, u, ul, c, NULL, &kv, &tomb);
     if (rc == ERR_NOTFOUND)
         return 0; /* every version <= c is already gone */
     if (rc != 0)
         return rc;
     CHECK(kv.mod_rev <= c);
-    rc = backend_cursor_current(b->kv, &k, NULL);
+    rc = backend_cursor_current(db, &k, NULL);
     if (rc == 0)
-        rc = tomb && kv.mod_rev < c ? del_current(b, b->kv, &k)
-                                    : backend_cursor_next(b->kv, &k, NULL);
+        rc = tomb && kv.mod_rev < c ? del_current(b, db, &k)
+                                    : backend_cursor_next(db, &k, NULL);
     while (rc == 0 && mvcc__same_ukey(&k, u, ul))
-        rc = del_current(b, b->kv, &k);
+        rc = del_current(b, db, &k);
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
@@ -192,6 +196,12 @@ int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
         return b->err;
     bool done = !pending(&b->st);
     size_t ul = 0;
+    /* the versions to drop must all be in `kv` (mvcc_ovl.c) */
+    if (!done && !b->folded && b->st.fold_rev < b->st.compact) {
+        int rc = mvcc__fold(b);
+        if (rc != 0)
+            return mvcc__batch_fail(b, rc);
+    }
     for (size_t n = 0; !done && n < max_revs; n++) {
         int rc = next_rev(b, &ul, &done);
         if (rc == 0 && !done && ul <= b->s->short_max)

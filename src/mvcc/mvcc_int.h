@@ -87,7 +87,7 @@
  * store with state but another layout (or none: cetcd before session 21
  * kept whole records in `kv`) is refused at open (ERR_UNSUPPORTED).
  *
- * Bucket `meta` (bytewise), entry "mvcc_state", 60 bytes:
+ * Bucket `meta` (bytewise), entry "mvcc_state", 68 bytes:
  *          [0, 8)   consistent_index u64 LE
  *          [8, 16)  current_rev i64 LE (1 on an empty store)
  *          [16, 24) compact_scheduled i64 LE (0 = never compacted)
@@ -95,12 +95,21 @@
  *          [32, 40) compact_next_main i64 LE \ next `rev` entry the running
  *          [40, 48) compact_next_sub i64 LE  / compaction examines
  *          [48, 56) live keys i64 LE (-1: not counted)
- *          [56, 60) CRC32C of bytes [0, 56), u32 LE
+ *          [56, 64) fold_rev i64 LE: `kv` holds the entry of every short
+ *                   key's version <= fold_rev; newer ones may be only in
+ *                   the overlay, in memory (mvcc_ovl.c)
+ *          [64, 68) CRC32C of bytes [0, 64), u32 LE
  * The state is rewritten by every batch commit, in the batch's txn, so the
  * live key count is as durable as the keys: an open reads it instead of
  * counting every key (tens of ms per 100k keys, in the restart and in a
- * defragmentation's switch-over).  A 52-byte record (no count, the
- * layout before session 23) is read as "not counted".
+ * defragmentation's switch-over).  A 60-byte record (layout 2: no
+ * fold_rev, `kv` complete) is read with fold_rev = rev; a 52-byte one (no
+ * count either, before session 23) also as "not counted".
+ *
+ * Layouts: 2 (sessions 21-24) had no overlay; 3 is 2 plus fold_rev.  A
+ * layout-2 store opens as is (its `kv` is complete) and is marked 3 by its
+ * first commit, so an older cetcd refuses it from then on (its `kv` may
+ * lack the newest versions).
  */
 #ifndef CETCD_MVCC_MVCC_INT_H
 #define CETCD_MVCC_MVCC_INT_H
@@ -117,11 +126,13 @@
 #define MVCC_REVKEY_LEN 16                /* `rev` bucket key */
 #define MVCC_HDR 26                       /* `kv` value header */
 #define MVCC_LOG_HDR 29                   /* `rev` value header */
-#define MVCC_STATE_LEN 60                 /* `meta` mvcc_state */
-#define MVCC_STATE_LEN_NOKEYS 52          /* the same without the count */
+#define MVCC_STATE_LEN 68                 /* `meta` mvcc_state */
+#define MVCC_STATE_LEN_NOFOLD 60          /* the same without fold_rev */
+#define MVCC_STATE_LEN_NOKEYS 52          /* ... and without the count */
 #define MVCC_FORMAT 3
 #define MVCC_FORMAT_LONG 4
-#define MVCC_LAYOUT 2                     /* `meta` mvcc_format */
+#define MVCC_LAYOUT 3                     /* `meta` mvcc_format */
+#define MVCC_LAYOUT_NOFOLD 2              /* read, rewritten as 3 */
 #define MVCC_HDR_LONG (MVCC_HDR + 4)      /* `kvl` value header */
 #define MVCC_HASH_LEN 8                   /* hash at the end of an index */
 /* Longest user key: the request size limit (--max-request-bytes) is the
@@ -137,7 +148,7 @@
 _Static_assert(MVCC_SUFFIX == 8 + 8 + 1, "kv key suffix layout");
 _Static_assert(MVCC_HDR == 1 + 1 + 8 + 8 + 8, "kv value header layout");
 _Static_assert(MVCC_LOG_HDR == 1 + 8 + 8 + 8 + 4, "rev value header layout");
-_Static_assert(MVCC_STATE_LEN == 7 * 8 + 4, "mvcc_state layout");
+_Static_assert(MVCC_STATE_LEN == 8 * 8 + 4, "mvcc_state layout");
 _Static_assert(sizeof(mvcc_rev) == 8, "revisions are 64-bit");
 
 /* The persisted state (meta "mvcc_state"), decoded. */
@@ -149,6 +160,7 @@ struct mvcc_state {
     mvcc_rev next_main;    /* compaction position: main */
     int64_t next_sub;      /* compaction position: sub */
     int64_t keys;          /* live keys, -1: not counted */
+    mvcc_rev fold_rev;     /* `kv` holds every version <= this */
 };
 
 /* One chunk of the batch arena. */
@@ -166,6 +178,42 @@ struct mvcc_arena {
     size_t keep;             /* reset frees everything above this */
 };
 
+/* --- the overlay (mvcc_ovl.c) ----------------------------------------- */
+
+#define MVCC_OVL_LEVELS 12
+/* A batch folds the overlay into `kv` before it grows past either bound
+ * (entries, bytes of nodes); tests narrow them (mvcc__ovl_max*). */
+#define MVCC_OVL_MAX 8192
+#define MVCC_OVL_MAX_BYTES (2u << 20)
+extern size_t mvcc__ovl_max;
+extern size_t mvcc__ovl_max_bytes;
+
+struct mvcc_onode;  /* an entry: composite key and index value */
+struct mvcc_ochunk; /* a block of nodes */
+
+/* One generation of the overlay: the index entries of the versions after
+ * base that `kv` lacks, in a skip list (one writer, any readers). */
+struct mvcc_ovl {
+    mvcc_rev base;                  /* the fold_rev it goes with */
+    _Atomic int refs;               /* the store's + one per read */
+    _Atomic(struct mvcc_onode *) head[MVCC_OVL_LEVELS]; /* first nodes */
+    size_t n;                       /* linked entries (writer) */
+    size_t bytes;                   /* bytes of nodes allocated (writer) */
+    uint64_t rng;                   /* node heights (writer) */
+    struct mvcc_ochunk *chunks;     /* every node's memory */
+};
+
+/* A cursor on the whole key index: `kv` merged with an overlay.  With
+ * ovl NULL it is the `kv` (or any bucket's) cursor alone. */
+struct mvcc_icur {
+    struct backend_cursor *db;      /* on `kv` */
+    struct mvcc_ovl *ovl;           /* NULL: none */
+    struct mvcc_onode *on;          /* overlay position, NULL: the end */
+    struct backend_val dk, dv;      /* db position when db_ok */
+    bool db_ok;                     /* db has an entry at its position */
+    int at;                         /* 0 none; bit 0 db, bit 1 overlay */
+};
+
 /* A request inside a batch.  Owned by the apply thread. */
 struct mvcc_txn {
     struct mvcc_batch *b; /* owning batch */
@@ -181,7 +229,8 @@ struct mvcc_txn {
 struct mvcc_batch {
     struct mvcc_store *s;         /* owning store */
     struct backend_txn *txn;      /* the LMDB write txn */
-    struct backend_cursor *kv;    /* cursor on `kv` (freed with txn) */
+    struct mvcc_icur kv;          /* on `kv` (db freed with txn) and the
+                                     overlay, until a fold: then `kv` */
     struct backend_cursor *revc;  /* cursor on `rev` (freed with txn) */
     struct backend_cursor *revv;  /* on `rev` for values, lazily (ditto) */
     struct backend_cursor *lk;    /* cursor on `lkey`, lazily (ditto) */
@@ -200,13 +249,19 @@ struct mvcc_batch {
     struct mvcc_event *events;    /* events of the batch (if observed) */
     size_t n_events;              /* used entries of events */
     size_t cap_events;            /* allocated entries of events */
+    struct mvcc_onode **added;    /* overlay nodes linked by this batch */
+    size_t n_added;               /* (unlinked again if it aborts) */
+    size_t cap_added;
+    bool folded;                  /* the overlay is in `kv` (this txn) */
+    struct mvcc_ovl *next_ovl;    /* the generation after the fold */
 };
 
 /* A read snapshot; pooled in the store.  Used by one thread at a time. */
 struct mvcc_read {
     struct mvcc_store *s;          /* owning store */
     struct backend_txn *txn;       /* read txn (reset while pooled) */
-    struct backend_cursor *kv;     /* cursor on `kv` */
+    struct mvcc_icur kv;           /* on `kv` and the read's overlay
+                                      generation (a reference) */
     struct backend_cursor *revc;   /* cursor on `rev`, opened lazily */
     struct backend_cursor *revv;   /* on `rev` for values, lazily */
     struct backend_cursor *lk;     /* cursor on `lkey`, opened lazily */
@@ -234,7 +289,10 @@ struct mvcc_store {
     _Atomic mvcc_rev lim_compact;  /* ... and this compact rev (if lim) */
     struct mvcc_state st;          /* committed state (apply thread) */
     struct mvcc_batch batch;       /* the reusable batch */
-    bool formatted;                /* meta holds mvcc_format */
+    bool formatted;                /* meta holds mvcc_format (this
+                                      layout) */
+    struct mvcc_ovl *ovl;          /* current overlay generation; the
+                                      pointer is swapped under pool_mu */
     _Atomic bool prev_values;      /* mvcc_store_set_prev_values */
     mvcc_observer_fn observer;     /* event consumer or NULL */
     void *observer_arg;            /* its argument */
@@ -399,6 +457,47 @@ int mvcc__latest(struct mvcc_batch *b, const void *key, size_t key_len,
 /* mvcc__batch_revv opens b's value cursor on `rev` if it is not yet. */
 int mvcc__batch_revv(struct mvcc_batch *b);
 
+/* --- mvcc_ovl.c ------------------------------------------------------ */
+
+/* mvcc__ovl_new makes an empty generation for fold_rev base (one
+ * reference: the caller's). */
+int mvcc__ovl_new(mvcc_rev base, struct mvcc_ovl **out);
+/* mvcc__ovl_unref drops a reference; the last one frees it.  Any thread. */
+void mvcc__ovl_unref(struct mvcc_ovl *o);
+/* mvcc__ovl_insert links a copy of (key, val) (writer only): ERR_NOMEM,
+ * or ERR_CORRUPT if that key is there already.  *out (may be NULL) gets
+ * the node, for mvcc__ovl_unlink. */
+int mvcc__ovl_insert(struct mvcc_ovl *o, const uint8_t *key, size_t klen,
+                     const uint8_t *val, size_t vlen,
+                     struct mvcc_onode **out);
+/* mvcc__ovl_unlink takes a linked node out of the list (writer only); its
+ * memory stays until the generation goes. */
+void mvcc__ovl_unlink(struct mvcc_ovl *o, struct mvcc_onode *n);
+/* Walking the entries in key order (any thread): first, next (NULL: no
+ * more), and the entry of a node (v may be NULL). */
+struct mvcc_onode *mvcc__ovl_first(struct mvcc_ovl *o);
+struct mvcc_onode *mvcc__ovl_next(const struct mvcc_onode *n);
+void mvcc__ovl_entry(const struct mvcc_onode *n, struct backend_val *k,
+                     struct backend_val *v);
+/* The merged cursor's moves, as backend_cursor_seek/first/next: 0 and the
+ * entry (pointers valid while the read's txn and generation are, or, in
+ * a batch, until its next write), ERR_NOTFOUND past the end, or the
+ * backend's error.  ic->db and ic->ovl are set by the owner. */
+int mvcc__ic_seek(struct mvcc_icur *ic, const void *key, size_t len,
+                  struct backend_val *k, struct backend_val *v);
+int mvcc__ic_first(struct mvcc_icur *ic, struct backend_val *k,
+                   struct backend_val *v);
+int mvcc__ic_next(struct mvcc_icur *ic, struct backend_val *k,
+                  struct backend_val *v);
+/* mvcc__ovl_build fills o (base = fold_rev) from the log's entries after
+ * base, in the read txn txn: what the index lacks after an open. */
+int mvcc__ovl_build(struct mvcc_store *s, struct backend_txn *txn,
+                    struct mvcc_ovl *o);
+/* mvcc__fold files every entry of the store's overlay into `kv` in b's
+ * txn; the rest of the batch writes to `kv` directly, and its commit
+ * stores fold_rev = its revision and installs an empty generation. */
+int mvcc__fold(struct mvcc_batch *b);
+
 /* --- mvcc_read.c ----------------------------------------------------- */
 
 /* mvcc__result_grow makes room for one more entry of res->kvs; 0 or
@@ -408,23 +507,26 @@ int mvcc__result_grow(struct mvcc_range_result *res);
 /* mvcc__seek_at moves c to the newest version <= rev of user key u (after
  * = false) or of the smallest key > u (after = true), or past that to the
  * next user key's entries when there is none (u: at most MVCC_CKEY_MAX -
- * MVCC_SUFFIX - 1 bytes). */
+ * MVCC_SUFFIX - 1 bytes).  mvcc__iseek_at: the same on the merged index. */
 int mvcc__seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
                   bool after, mvcc_rev rev, struct backend_val *k,
                   struct backend_val *v);
+int mvcc__iseek_at(struct mvcc_icur *ic, const uint8_t *u, size_t ul,
+                   bool after, mvcc_rev rev, struct backend_val *k,
+                   struct backend_val *v);
 /* mvcc__scan runs a range over cursors kv and kvl (kvl may be NULL for a
  * single short key) at rev (already validated) into res (grown with
  * mem_realloc), reading values through revc (a cursor on `rev`, NULL only
  * with MVCC_RANGE_KEYS_ONLY or COUNT_ONLY).  Pointers are those of the
  * cursors' txn. */
-int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
+int mvcc__scan(struct mvcc_icur *kv, struct backend_cursor *kvl,
                struct backend_cursor *revc, const struct mvcc_span *sp, mvcc_rev rev, int64_t limit,
                unsigned flags, struct mvcc_range_result *res);
 /* mvcc__visible seeks the version of key visible at rev: 0 and out, tomb_out
  * filled if the key has a version <= rev, ERR_NOTFOUND if not; the value
  * is read through revc (NULL: none, value NULL).  The cursor is left on
  * that version. */
-int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
+int mvcc__visible(struct mvcc_icur *kv, const void *key, size_t key_len,
                   mvcc_rev rev, struct backend_cursor *revc,
                   struct mvcc_kv *out, bool *tomb_out);
 

@@ -19,33 +19,52 @@
 /* Versions stepped over with cursor nexts before seeking past a key. */
 #define SKIP_NEXTS 4
 
-int mvcc__seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
-                  bool after, mvcc_rev rev, struct backend_val *k,
-                  struct backend_val *v)
+/* seek_key builds in buf (MVCC_CKEY_MAX + 1 bytes) the composite key
+ * that mvcc__seek_at seeks to; returns its length. */
+static size_t seek_key(uint8_t *buf, const uint8_t *u, size_t ul, bool after,
+                       mvcc_rev rev)
 {
-    uint8_t buf[MVCC_CKEY_MAX + 1];
-    CHECK(ul + MVCC_SUFFIX + 1 <= sizeof buf && rev >= 0);
+    CHECK(ul + MVCC_SUFFIX + 1 <= MVCC_CKEY_MAX + 1 && rev >= 0);
     memcpy(buf, u, ul);
     if (after)
         buf[ul++] = 0; /* u + "\0" is the smallest key greater than u */
     mvcc__put_be64(buf + ul, ~(uint64_t)rev);
     mvcc__put_be64(buf + ul + 8, ~(uint64_t)INT64_MAX);
     buf[ul + 16] = 0;
-    return backend_cursor_seek(c, buf, ul + MVCC_SUFFIX, k, v);
+    return ul + MVCC_SUFFIX;
+}
+
+int mvcc__seek_at(struct backend_cursor *c, const uint8_t *u, size_t ul,
+                  bool after, mvcc_rev rev, struct backend_val *k,
+                  struct backend_val *v)
+{
+    uint8_t buf[MVCC_CKEY_MAX + 1];
+    size_t n = seek_key(buf, u, ul, after, rev);
+    return backend_cursor_seek(c, buf, n, k, v);
+}
+
+int mvcc__iseek_at(struct mvcc_icur *ic, const uint8_t *u, size_t ul,
+                   bool after, mvcc_rev rev, struct backend_val *k,
+                   struct backend_val *v)
+{
+    uint8_t buf[MVCC_CKEY_MAX + 1];
+    size_t n = seek_key(buf, u, ul, after, rev);
+    return mvcc__ic_seek(ic, buf, n, k, v);
 }
 
 /* next_key moves c from a version of u to the first entry of the next
- * user key.  u must stay valid (it points into the txn's pages). */
-static int next_key(struct backend_cursor *c, const uint8_t *u, size_t ul,
+ * user key.  u must stay valid (it points into the txn's pages or the
+ * read's overlay). */
+static int next_key(struct mvcc_icur *c, const uint8_t *u, size_t ul,
                     mvcc_rev rev, struct backend_val *k,
                     struct backend_val *v)
 {
     for (int i = 0; i < SKIP_NEXTS; i++) {
-        int rc = backend_cursor_next(c, k, v);
+        int rc = mvcc__ic_next(c, k, v);
         if (rc != 0 || !mvcc__same_ukey(k, u, ul))
             return rc;
     }
-    return mvcc__seek_at(c, u, ul, true, rev, k, v);
+    return mvcc__iseek_at(c, u, ul, true, rev, k, v);
 }
 
 int mvcc__result_grow(struct mvcc_range_result *res)
@@ -78,7 +97,7 @@ static int emit(struct mvcc_range_result *res, const struct backend_val *k,
 
 /* The short keys of a range, from `kv`, one live version at a time. */
 struct sstream {
-    struct backend_cursor *c;   /* on `kv` */
+    struct mvcc_icur *c;        /* on the key index */
     const struct mvcc_span *sp; /* the range */
     mvcc_rev rev;               /* the revision read */
     struct backend_val k, v;    /* the current live version (if has) */
@@ -100,8 +119,8 @@ static int short_settle(struct sstream *st, int rc)
         if (rc != 0 || !mvcc__span_has(sp, st->k.data, st->ul))
             break;
         if (main > st->rev) { /* a version newer than rev: jump below it */
-            rc = mvcc__seek_at(st->c, st->k.data, st->ul, false, st->rev,
-                               &st->k, &st->v);
+            rc = mvcc__iseek_at(st->c, st->k.data, st->ul, false, st->rev,
+                                &st->k, &st->v);
             continue;
         }
         if (kind == MVCC_KIND_PUT) {
@@ -120,17 +139,18 @@ static int short_start(struct sstream *st)
     const struct mvcc_span *sp = st->sp;
     uint8_t past[MVCC_CKEY_MAX];
     if (sp->key_len <= sp->short_max)
-        return short_settle(st, mvcc__seek_at(st->c, sp->key, sp->key_len,
-                                              false, st->rev, &st->k, &st->v));
+        return short_settle(st, mvcc__iseek_at(st->c, sp->key, sp->key_len,
+                                               false, st->rev, &st->k,
+                                               &st->v));
     if (sp->single)
         return 0; /* a long key is never in `kv` */
     /* A short key S >= a long key K iff S > K's first L bytes: seek past
      * every version of that L-byte key (the largest suffix). */
     memcpy(past, sp->key, sp->short_max);
     memset(past + sp->short_max, 0xff, MVCC_SUFFIX);
-    return short_settle(st, backend_cursor_seek(st->c, past,
-                                                sp->short_max + MVCC_SUFFIX,
-                                                &st->k, &st->v));
+    return short_settle(st, mvcc__ic_seek(st->c, past,
+                                          sp->short_max + MVCC_SUFFIX,
+                                          &st->k, &st->v));
 }
 
 static int short_advance(struct sstream *st)
@@ -267,7 +287,7 @@ static int scan_merge(struct sstream *ss,
     return rc;
 }
 
-int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
+int mvcc__scan(struct mvcc_icur *kv, struct backend_cursor *kvl,
                struct backend_cursor *revc, const struct mvcc_span *sp,
                mvcc_rev rev, int64_t limit, unsigned flags,
                struct mvcc_range_result *res)
@@ -295,13 +315,13 @@ int mvcc__scan(struct backend_cursor *kv, struct backend_cursor *kvl,
     return 0;
 }
 
-int mvcc__visible(struct backend_cursor *kv, const void *key, size_t key_len,
+int mvcc__visible(struct mvcc_icur *kv, const void *key, size_t key_len,
                   mvcc_rev rev, struct backend_cursor *revc,
                   struct mvcc_kv *out, bool *tomb_out)
 {
     CHECK(kv != NULL && key_len > 0);
     struct backend_val k, v;
-    int rc = mvcc__seek_at(kv, key, key_len, false, rev, &k, &v);
+    int rc = mvcc__iseek_at(kv, key, key_len, false, rev, &k, &v);
     if (rc != 0)
         return rc;
     if (!mvcc__same_ukey(&k, key, key_len))
@@ -348,7 +368,7 @@ int mvcc__range(struct mvcc_read *r, const void *key, size_t key_len,
         rc = lazy_cursor(r, r->s->rev, &r->revv);
     if (rc != 0)
         return rc;
-    return mvcc__scan(r->kv, r->kvl, values ? r->revv : NULL, &sp, rev,
+    return mvcc__scan(&r->kv, r->kvl, values ? r->revv : NULL, &sp, rev,
                       limit, flags, res);
 }
 
@@ -397,9 +417,9 @@ static int long_prev(struct backend_cursor *kvl, struct backend_cursor *revv,
 
 /* prev_fill fills ev->prev_kv (decoded from the log) with the version of
  * its key before it, if that is a put still stored: found through the
- * index (c: the `kv` cursor, or the `kvl` one for a long key; l the
- * store's L), its value read through revv. */
-static int prev_fill(struct backend_cursor *c, struct backend_cursor *revv,
+ * index (c: the merged index, or the `kvl` cursor alone for a long key;
+ * l the store's L), its value read through revv. */
+static int prev_fill(struct mvcc_icur *c, struct backend_cursor *revv,
                      size_t l, struct mvcc_event *ev)
 {
     uint8_t buf[MVCC_CKEY_MAX];
@@ -410,14 +430,15 @@ static int prev_fill(struct backend_cursor *c, struct backend_cursor *revv,
     size_t n = lg ? (mvcc__lindex(l, buf, u, ul), l) : ul;
     n = mvcc__ckey(buf, lg ? buf : u, n, ev->kv.mod_rev, ev->sub_rev, kind);
     struct backend_val k, v;
-    int rc = backend_cursor_seek(c, buf, n, &k, &v);
+    int rc = mvcc__ic_seek(c, buf, n, &k, &v);
     if (rc == ERR_NOTFOUND || (rc == 0 && (k.len != n ||
                                            memcmp(k.data, buf, n) != 0)))
         return ERR_CORRUPT; /* the log names a version the index lacks */
     if (rc == 0 && lg) {
-        rc = long_prev(c, revv, buf, l, u, ul, &ev->prev_kv, &found);
+        CHECK(c->ovl == NULL); /* long keys: `kvl` alone */
+        rc = long_prev(c->db, revv, buf, l, u, ul, &ev->prev_kv, &found);
     } else if (rc == 0) {
-        rc = backend_cursor_next(c, &k, &v);
+        rc = mvcc__ic_next(c, &k, &v);
         found = rc == 0 && mvcc__same_ukey(&k, u, ul);
         if (found)
             rc = mvcc__entry_decode(&k, &v, revv, false, &ev->prev_kv, &tomb);
@@ -498,7 +519,8 @@ int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
             bool lg = ev.kv.key_len > sp.short_max;
             if (lg && (rc = lazy_cursor(r, r->s->kvl, &r->kvl)) != 0)
                 return rc;
-            rc = prev_fill(lg ? r->kvl : r->kv, r->revv, sp.short_max, &ev);
+            struct mvcc_icur lc = {.db = r->kvl};
+            rc = prev_fill(lg ? &lc : &r->kv, r->revv, sp.short_max, &ev);
         }
         if (rc == 0)
             rc = fn(arg, &ev);
@@ -518,13 +540,13 @@ int mvcc_events_scan(struct mvcc_read *r, struct mvcc_scan *sc,
  * rev but the tombstones at the compact rev: compaction keeps those for a
  * watcher starting there (mvcc_compact.c), and they are not part of the
  * state a hash compares. */
-static int hash_bucket(struct backend_cursor *c, mvcc_rev rev,
+static int hash_bucket(struct mvcc_icur *c, mvcc_rev rev,
                        mvcc_rev compact, uint32_t *crc)
 {
     struct backend_val k, v;
     int rc;
-    for (rc = backend_cursor_first(c, &k, &v); rc == 0;
-         rc = backend_cursor_next(c, &k, &v)) {
+    for (rc = mvcc__ic_first(c, &k, &v); rc == 0;
+         rc = mvcc__ic_next(c, &k, &v)) {
         size_t ul;
         mvcc_rev main;
         int64_t sub;
@@ -569,10 +591,11 @@ int mvcc_hash_kv(struct mvcc_read *r, mvcc_rev rev, uint32_t *hash_out,
     int rc = rev_resolve(r, &rev);
     if (rc == 0)
         rc = lazy_cursor(r, r->s->kvl, &r->kvl);
+    struct mvcc_icur lc = {.db = r->kvl};
     if (rc == 0)
-        rc = hash_bucket(r->kv, rev, r->compact, &crc);
+        rc = hash_bucket(&r->kv, rev, r->compact, &crc);
     if (rc == 0) /* long keys after short ones, in `kvl` order */
-        rc = hash_bucket(r->kvl, rev, r->compact, &crc);
+        rc = hash_bucket(&lc, rev, r->compact, &crc);
     if (rc == 0)
         rc = lazy_cursor(r, r->s->rev, &r->revc);
     if (rc == 0) /* then the records, values included, in revision order */

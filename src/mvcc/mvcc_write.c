@@ -113,10 +113,14 @@ int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
     b->kvl = NULL;
     b->revv = NULL;
     b->prev_values = atomic_load(&s->prev_values);
+    b->n_added = 0;
+    b->folded = false;
+    b->next_ovl = NULL;
     int rc = backend_write_begin(s->be, &b->txn);
     if (rc != 0)
         return rc;
-    rc = backend_cursor_open(b->txn, s->kv, &b->kv);
+    b->kv = (struct mvcc_icur){.ovl = s->ovl};
+    rc = backend_cursor_open(b->txn, s->kv, &b->kv.db);
     if (rc == 0)
         rc = backend_cursor_open(b->txn, s->rev, &b->revc);
     if (rc != 0) {
@@ -130,19 +134,40 @@ int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
     return 0;
 }
 
-static void batch_close(struct mvcc_batch *b)
+/* batch_close ends the batch; unless it committed, the overlay entries
+ * it linked are taken out again. */
+static void batch_close(struct mvcc_batch *b, bool committed)
 {
+    struct mvcc_store *s = b->s;
+    for (size_t i = b->n_added; !committed && i > 0; i--)
+        mvcc__ovl_unlink(s->ovl, b->added[i - 1]);
+    b->n_added = 0;
+    if (!committed) {
+        mvcc__ovl_unref(b->next_ovl);
+    } else if (b->next_ovl != NULL) {
+        /* the fold is durable: readers of the new snapshot take the new
+         * generation; the old one goes with its last reader */
+        struct mvcc_ovl *old = s->ovl;
+        b->next_ovl->base = s->st.fold_rev;
+        pthread_mutex_lock(&s->pool_mu);
+        s->ovl = b->next_ovl;
+        pthread_mutex_unlock(&s->pool_mu);
+        mvcc__ovl_unref(old);
+    }
+    b->next_ovl = NULL;
+    b->folded = false;
     b->open = false;
     b->t.open = false;
     b->txn = NULL;
-    b->kv = b->revc = b->revv = b->lk = b->kvl = NULL; /* with the txn */
+    b->kv = (struct mvcc_icur){0};
+    b->revc = b->revv = b->lk = b->kvl = NULL; /* with the txn */
 }
 
 void mvcc_batch_abort(struct mvcc_batch *b)
 {
     CHECK(b != NULL && b->open);
     backend_write_abort(b->txn);
-    batch_close(b);
+    batch_close(b, false);
 }
 
 int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
@@ -154,6 +179,8 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
     int rc = b->err;
     if (rc == 0) {
         b->st.ci = consistent_index;
+        if (b->folded)
+            b->st.fold_rev = b->st.rev;
         /* (a count gone negative could only be a bug: "not counted",
          * so the next open counts again, rather than a stop) */
         if (b->st.keys >= 0 && b->st.keys + b->keys_delta >= 0)
@@ -173,11 +200,12 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
         return rc;
     }
     rc = backend_write_commit(b->txn);
-    batch_close(b);
+    if (rc == 0)
+        s->st = b->st;
+    batch_close(b, rc == 0);
     if (rc != 0)
         return rc;
     s->formatted = true;
-    s->st = b->st;
     atomic_store(&s->cur_rev, s->st.rev);
     atomic_store(&s->compact_rev, s->st.compact);
     atomic_store(&s->compact_fin, s->st.compact_fin);
@@ -358,9 +386,27 @@ static int put_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
         n = mvcc__ckey(ck, kv->key, kv->key_len, t->rev, t->sub, kind);
     }
     size_t vlen = lg ? MVCC_HDR_LONG + kv->key_len : MVCC_HDR;
+    struct mvcc_ovl *o = b->s->ovl;
+    if (!lg && !b->folded &&
+        (o->n >= mvcc__ovl_max || o->bytes >= mvcc__ovl_max_bytes)) {
+        int rc = mvcc__fold(b);
+        if (rc != 0)
+            return rc;
+    }
+    if (!lg && !b->folded) { /* the overlay (mvcc_ovl.c) */
+        uint8_t val[MVCC_HDR];
+        struct mvcc_onode **a = mem_grow(b->added, &b->cap_added,
+                                         b->n_added, sizeof *a, 64);
+        if (a == NULL)
+            return ERR_NOMEM;
+        b->added = a;
+        mvcc__value_encode(val, kv, tomb, false);
+        return mvcc__ovl_insert(o, ck, n, val, sizeof val,
+                                &b->added[b->n_added++]);
+    }
     /* the cursor is at or near the key's latest version (mvcc__visible,
      * by every caller), on the page the new version goes to */
-    int rc = backend_cursor_put_reserve(lg ? b->kvl : b->kv, ck, n, vlen,
+    int rc = backend_cursor_put_reserve(lg ? b->kvl : b->kv.db, ck, n, vlen,
                                         &dst);
     if (rc == 0)
         mvcc__value_encode(dst, kv, tomb, lg);
@@ -405,7 +451,7 @@ int mvcc__latest(struct mvcc_batch *b, const void *key, size_t key_len,
         rc = mvcc__batch_revv(b);
     struct backend_cursor *revc = value ? b->revv : NULL;
     if (rc == 0 && key_len <= l)
-        rc = mvcc__visible(b->kv, key, key_len, INT64_MAX, revc, kv, &tomb);
+        rc = mvcc__visible(&b->kv, key, key_len, INT64_MAX, revc, kv, &tomb);
     else if (rc == 0)
         rc = mvcc__visible_long(l, b->kvl, key, key_len, INT64_MAX, revc, kv,
                                 &tomb);
@@ -519,7 +565,7 @@ int mvcc_txn_delete_range(struct mvcc_txn *t, const void *key,
     if ((rc = mvcc__batch_kvl(b)) != 0 ||
         (values && (rc = mvcc__batch_revv(b)) != 0))
         return mvcc__batch_fail(b, rc);
-    rc = mvcc__scan(b->kv, b->kvl, b->revv, &sp, INT64_MAX, 0,
+    rc = mvcc__scan(&b->kv, b->kvl, b->revv, &sp, INT64_MAX, 0,
                     values ? 0 : MVCC_RANGE_KEYS_ONLY, &b->scratch);
     if (rc == 0)
         rc = copy_result(&b->arena, b->scratch.kvs, b->scratch.n_kvs, &dead);
@@ -560,7 +606,7 @@ int mvcc_txn_range(struct mvcc_txn *t, const void *key, size_t key_len,
     if (!(flags & (MVCC_RANGE_KEYS_ONLY | MVCC_RANGE_COUNT_ONLY)) &&
         (rc = mvcc__batch_revv(b)) != 0)
         return mvcc__batch_fail(b, rc);
-    rc = mvcc__scan(b->kv, b->kvl, b->revv, &sp, rev, limit, flags, res);
+    rc = mvcc__scan(&b->kv, b->kvl, b->revv, &sp, rev, limit, flags, res);
     for (size_t i = 0; rc == 0 && i < res->n_kvs; i++)
         rc = copy_kv(&b->arena, &res->kvs[i], &res->kvs[i]);
     if (rc != 0) {

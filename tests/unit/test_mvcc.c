@@ -10,7 +10,10 @@
  * ranges at random revisions after every batch, every range at every
  * revision at the end, and the buckets' contents after each compaction.
  */
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,8 +48,17 @@ static void fx_close(struct fixture *f)
     backend_close(f->be);
 }
 
+/* The overlay's bound (mvcc_int.h MVCC_OVL_MAX): entries of the key
+ * index kept in memory before a batch folds them into LMDB; 0 files every
+ * entry in LMDB at once (the layout before the overlay). */
+extern size_t mvcc__ovl_max;
+static size_t ovl_max_default;
+
 static int setup(void **state)
 {
+    if (ovl_max_default == 0)
+        ovl_max_default = mvcc__ovl_max;
+    mvcc__ovl_max = ovl_max_default;
     struct fixture *f = calloc(1, sizeof *f);
     strcpy(f->dir, "/tmp/cetcd-test-mvcc-XXXXXX");
     assert_non_null(mkdtemp(f->dir));
@@ -1467,7 +1479,8 @@ static void check_physical(struct fixture *f, mvcc_rev c)
          rc = backend_cursor_next(cur, &k, &v))
         n_rev++;
     assert_int_equal(rc, ERR_NOTFOUND);
-    assert_int_equal(n_rev, n_kv);
+    /* the newest versions' index entries may be in memory still */
+    assert_int_equal(n_rev, n_kv + mvcc_overlay_entries(f->s));
     backend_cursor_close(cur);
     backend_read_end(t);
 }
@@ -1637,8 +1650,13 @@ static void test_random_model(void **state)
      * index (reopened: the store is written with one mask only) */
     static const uint64_t masks[3] = {UINT64_MAX, 1, 0};
     uint64_t mask = masks[rand() % 3];
+    /* the overlay folded at every put, every few puts, or at its bound */
+    static const size_t folds[4] = {0, 1, 5, 60};
+    int fi = rand() % 5;
+    mvcc__ovl_max = fi < 4 ? folds[fi] : ovl_max_default;
     printf("test_random_model seed %u (CETCD_TEST_SEED replays it), hash "
-           "mask %llx\n", seed, (unsigned long long)mask);
+           "mask %llx, overlay bound %zu\n", seed, (unsigned long long)mask,
+           mvcc__ovl_max);
     fx_close(f);
     mvcc__hash_mask = mask;
     fx_open(f);
@@ -1763,9 +1781,202 @@ static void test_import_versions(void **state)
  * back at open, not recounted; a state record without it (52 bytes, the
  * layout before the count) is counted at open when count_keys asks, else
  * reads as -1, and the next commit stores the count. */
+/* all_keys counts the live keys of a read at its own revision. */
+static int64_t all_keys(struct mvcc_read *r)
+{
+    struct mvcc_range_result res = {0};
+    assert_int_equal(mvcc_range(r, "\0", 1, "\0", 1, 0, 0,
+                                MVCC_RANGE_COUNT_ONLY, &res),
+                     0);
+    int64_t n = res.count;
+    mvcc_range_result_close(&res);
+    return n;
+}
+
+/* The key index's newest entries live in memory until a batch folds them
+ * into LMDB (mvcc_ovl.c): a read begun before a fold keeps its own
+ * generation, an aborted batch leaves none of its entries, a reopen
+ * rebuilds them from the log. */
+static void test_overlay_generations(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_kv kv;
+    char val[16];
+    mvcc__ovl_max = 4;
+    put(f->s, "k1", "1", 0);
+    put(f->s, "k2", "2", 0);
+    put(f->s, "k3", "3", 0);
+    assert_int_equal(mvcc_overlay_entries(f->s), 3);
+    struct mvcc_read *old;
+    assert_int_equal(mvcc_read_begin(f->s, &old), 0); /* rev 4 */
+    put(f->s, "k4", "4", 0);
+    assert_int_equal(mvcc_overlay_entries(f->s), 4);
+    put(f->s, "k5", "5", 0); /* folds the four first */
+    assert_int_equal(mvcc_overlay_entries(f->s), 0);
+    put(f->s, "k1", "6", 0);
+    assert_int_equal(mvcc_overlay_entries(f->s), 1);
+    /* the old read: its snapshot and the generation that goes with it */
+    assert_int_equal(mvcc_read_rev(old), 4);
+    assert_int_equal(all_keys(old), 3);
+    struct mvcc_range_result res = {0};
+    assert_int_equal(mvcc_range(old, "k1", 2, NULL, 0, 0, 0, 0, &res), 0);
+    assert_int_equal(res.n_kvs, 1);
+    assert_int_equal(res.kvs[0].mod_rev, 2);
+    mvcc_range_result_close(&res);
+    struct mvcc_read *now;
+    assert_int_equal(mvcc_read_begin(f->s, &now), 0);
+    mvcc_read_end(old); /* the old generation goes with it */
+    assert_int_equal(all_keys(now), 5);
+    assert_int_equal(mvcc_range(now, "k1", 2, NULL, 0, 0, 0, 0, &res), 0);
+    assert_int_equal(res.kvs[0].mod_rev, 7);
+    assert_int_equal(res.kvs[0].version, 2);
+    assert_int_equal(res.kvs[0].create_rev, 2); /* from the folded entry */
+    mvcc_range_result_close(&res);
+    mvcc_read_end(now);
+    /* an aborted batch: its entries leave the overlay, its revision is
+     * written again */
+    struct mvcc_batch *b;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "k6", 2, "x", 1, 0, 0, NULL), 0);
+    assert_int_equal(mvcc_txn_put(t, "k2", 2, "x", 1, 0, 0, NULL), 0);
+    mvcc_txn_end(t);
+    assert_int_equal(mvcc_overlay_entries(f->s), 3);
+    mvcc_batch_abort(b);
+    assert_int_equal(mvcc_overlay_entries(f->s), 1);
+    assert_int_equal(get(f->s, "k6", 0, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.mod_rev, 0);
+    assert_int_equal(put(f->s, "k2", "8", 0), 8);
+    assert_int_equal(get(f->s, "k2", 0, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.version, 2);
+    assert_string_equal(val, "8");
+    /* a reopen rebuilds the two unfolded entries from the log */
+    fx_close(f);
+    fx_open(f);
+    assert_int_equal(mvcc_overlay_entries(f->s), 2);
+    assert_int_equal(get(f->s, "k2", 0, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.mod_rev, 8);
+    assert_int_equal(get(f->s, "k2", 7, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.mod_rev, 3);
+    assert_int_equal(count_range(f->s, "k", 1, "l", 1, 0, 0, NULL), 5);
+    /* a compaction folds what it drops into LMDB first */
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    assert_int_equal(mvcc_compact(b, 8), 0);
+    bool more;
+    assert_int_equal(mvcc_compact_step(b, 100, &more), 0);
+    assert_false(more);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    assert_int_equal(mvcc_overlay_entries(f->s), 0);
+    assert_int_equal(get(f->s, "k2", 7, &kv, val, sizeof val), ERR_COMPACTED);
+    assert_int_equal(get(f->s, "k1", 8, &kv, val, sizeof val), 0);
+    assert_string_equal(val, "6");
+    assert_int_equal(count_range(f->s, "k", 1, "l", 1, 0, 0, NULL), 5);
+}
+
+/* A store written before the overlay (layout 2: a 60-byte state, every
+ * entry in LMDB) opens, reads, and is marked layout 3 by its first
+ * commit. */
+static void test_overlay_from_layout2(void **state)
+{
+    struct fixture *f = *state;
+    mvcc__ovl_max = 0;
+    put(f->s, "a", "1", 0);
+    put(f->s, "b", "1", 0);
+    put(f->s, "a", "2", 0);
+    fx_close(f);
+    assert_int_equal(backend_open(f->dir, NULL, &f->be), 0);
+    backend_bucket meta;
+    struct backend_txn *t;
+    struct backend_val v;
+    uint8_t rec[60], two = 2;
+    assert_int_equal(backend_bucket_open(f->be, "meta", 0, &meta), 0);
+    assert_int_equal(backend_write_begin(f->be, &t), 0);
+    assert_int_equal(backend_get(t, meta, "mvcc_state", 10, &v), 0);
+    assert_int_equal(v.len, 68);
+    memcpy(rec, v.data, 56);
+    uint32_t crc = crc32c_extend(0, rec, 56);
+    for (int i = 0; i < 4; i++)
+        rec[56 + i] = (uint8_t)(crc >> (8 * i));
+    assert_int_equal(backend_put(t, meta, "mvcc_state", 10, rec, 60), 0);
+    assert_int_equal(backend_put(t, meta, "mvcc_format", 11, &two, 1), 0);
+    assert_int_equal(backend_write_commit(t), 0);
+    mvcc__ovl_max = ovl_max_default;
+    assert_int_equal(mvcc_store_open(f->be, NULL, &f->s), 0);
+    assert_int_equal(mvcc_overlay_entries(f->s), 0);
+    assert_int_equal(mvcc_keys(f->s), 2);
+    struct mvcc_kv kv;
+    char val[8];
+    assert_int_equal(get(f->s, "a", 0, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.version, 2);
+    put(f->s, "c", "1", 0);
+    assert_int_equal(mvcc_overlay_entries(f->s), 1);
+    fx_close(f);
+    fx_open(f);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 3);
+    assert_int_equal(mvcc_overlay_entries(f->s), 1);
+    struct backend_txn *rt;
+    assert_int_equal(backend_bucket_open(f->be, "meta", 0, &meta), 0);
+    assert_int_equal(backend_read_begin(f->be, &rt), 0);
+    assert_int_equal(backend_get(rt, meta, "mvcc_format", 11, &v), 0);
+    assert_int_equal(((const uint8_t *)v.data)[0], 3);
+    backend_read_end(rt);
+}
+
+/* Readers on other threads while the writer folds every few puts: each
+ * read sees exactly the keys its revision holds (one new key per
+ * revision), whichever generation and snapshot it was given. */
+struct race {
+    struct mvcc_store *s;
+    atomic_bool stop;
+    long reads, bad;
+};
+
+static void *race_reader(void *arg)
+{
+    struct race *rc = arg;
+    while (!atomic_load(&rc->stop)) {
+        struct mvcc_read *r;
+        if (mvcc_read_begin(rc->s, &r) != 0) {
+            rc->bad++;
+            break;
+        }
+        if (all_keys(r) != mvcc_read_rev(r) - 1)
+            rc->bad++;
+        rc->reads++;
+        mvcc_read_end(r);
+    }
+    return NULL;
+}
+
+static void test_overlay_concurrent_reads(void **state)
+{
+    struct fixture *f = *state;
+    mvcc__ovl_max = 7;
+    struct race rc[2] = {{.s = f->s}, {.s = f->s}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, race_reader, &rc[i]),
+                         0);
+    char key[16];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(key, sizeof key, "k%05d", (i * 7919) % 3000);
+        put(f->s, key, "v", 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        atomic_store(&rc[i].stop, true);
+        pthread_join(th[i], NULL);
+        assert_int_equal(rc[i].bad, 0);
+        assert_true(rc[i].reads > 0);
+    }
+    assert_true(mvcc_overlay_entries(f->s) < 7);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 3000);
+}
+
 static void test_keys_count_kept(void **state)
 {
     struct fixture *f = *state;
+    /* (every entry in LMDB, as a store written before the overlay) */
+    mvcc__ovl_max = 0;
     assert_int_equal(mvcc_keys(f->s), 0); /* an empty store: 0, known */
     put(f->s, "a", "1", 0);
     put(f->s, "b", "1", 0);
@@ -1788,7 +1999,7 @@ static void test_keys_count_kept(void **state)
     assert_int_equal(backend_bucket_open(f->be, "meta", 0, &meta), 0);
     assert_int_equal(backend_write_begin(f->be, &t), 0);
     assert_int_equal(backend_get(t, meta, "mvcc_state", 10, &v), 0);
-    assert_int_equal(v.len, 60);
+    assert_int_equal(v.len, 68);
     memcpy(rec, v.data, 48);
     uint32_t crc = crc32c_extend(0, rec, 48);
     for (int i = 0; i < 4; i++)
@@ -1897,7 +2108,7 @@ static void test_values_in_the_log(void **state)
     assert_int_equal(count_keys(f->s, "k", MVCC_RANGE_COUNT_ONLY), 1);
 }
 
-#define MVCC_LAYOUT_FOR_TEST 2 /* mvcc_int.h MVCC_LAYOUT */
+#define MVCC_LAYOUT_FOR_TEST 3 /* mvcc_int.h MVCC_LAYOUT */
 
 /* A store with state but without this layout's mark (cetcd before the
  * log held the values, or another layout) is refused, not misread. */
@@ -1917,7 +2128,7 @@ static void test_layout_refused(void **state)
     assert_int_equal(layout, MVCC_LAYOUT_FOR_TEST);
     backend_read_end(t);
     mvcc_store_close(f->s);
-    uint8_t marks[3] = {1, MVCC_LAYOUT_FOR_TEST, 0}; /* 1; 2 as 2 bytes */
+    uint8_t marks[3] = {1, MVCC_LAYOUT_FOR_TEST, 0}; /* 1; 3 as 2 bytes */
     for (int i = 0; i < 3; i++) {
         assert_int_equal(backend_write_begin(f->be, &t), 0);
         if (i < 2) /* another layout; this one's byte, but two bytes */
@@ -2023,6 +2234,9 @@ int main(void)
         T(test_prev_values),
         T(test_random_model),
         T(test_keys_count_kept),
+        T(test_overlay_generations),
+        T(test_overlay_from_layout2),
+        T(test_overlay_concurrent_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

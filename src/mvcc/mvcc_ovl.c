@@ -1,0 +1,368 @@
+/*
+ * mvcc_ovl.c - the key index's recent part, kept in memory (the overlay),
+ * and the cursor that reads it merged with the `kv` bucket.
+ *
+ * WHY.  A put files a ~60-byte entry under its key in `kv`: with random
+ * keys that is a random leaf per put, and LMDB's copy-on-write makes every
+ * such leaf a new page that the next pin writes to the disk (4-5 KB a put,
+ * 25x the WAL's bytes: docs/BENCHMARKS.md sessions 19-24).  So the entries
+ * of the latest versions go to an in-memory sorted list first, and are
+ * filed into `kv` in key order, many at once, by a fold: one pass that
+ * dirties each leaf once for thousands of puts.
+ *
+ * THE INVARIANT.  The state record (mvcc_int.h "mvcc_state") holds
+ * fold_rev: `kv` holds the entry of every short-key version <= fold_rev
+ * (it may hold newer ones too), and the overlay generation whose base is
+ * fold_rev holds those of every newer version that `kv` lacks.  The
+ * revision log holds every version, so an open rebuilds the overlay from
+ * the log's entries after fold_rev (mvcc__ovl_build): nothing here needs
+ * to be durable on its own.
+ *
+ * GENERATIONS.  A fold writes every entry of the overlay into `kv` inside
+ * the batch's txn; from then on that batch writes to `kv` directly and
+ * commits fold_rev = its revision.  After that commit a new, empty
+ * generation (base = the new fold_rev) replaces the old one.  A read takes
+ * a reference on the current generation and then its LMDB snapshot, and
+ * keeps the pair only if the snapshot's fold_rev is the generation's base
+ * (else it retries: a fold committed in between).  The old generation is
+ * freed by whoever drops its last reference.
+ *
+ * CONCURRENCY.  The apply thread is the only writer: it links nodes into
+ * a skip list with release stores, readers walk it with acquire loads
+ * while it grows.  A node is never freed before its generation; the
+ * entries of an aborted batch are unlinked (readers standing on one go on
+ * through its links) and stay in memory until then.  Entries newer than a
+ * read's revision are there for it to see, as they are in `kv` for a read
+ * at an old revision: every read filters by revision already.
+ */
+#include "mvcc/mvcc_int.h"
+
+#include "util/err.h"
+#include "util/mem.h"
+
+#define OVL_CHUNK (64u << 10)
+
+size_t mvcc__ovl_max = MVCC_OVL_MAX;
+size_t mvcc__ovl_max_bytes = MVCC_OVL_MAX_BYTES;
+
+struct mvcc_onode {
+    uint16_t klen;   /* composite key bytes */
+    uint8_t vlen;    /* value bytes */
+    uint8_t height;  /* levels this node is linked on */
+    _Atomic(struct mvcc_onode *) next[]; /* height links, then key, value */
+};
+
+struct mvcc_ochunk {
+    struct mvcc_ochunk *next; /* older chunk */
+    size_t used, cap;         /* bytes after the header */
+};
+
+static uint8_t *node_key(const struct mvcc_onode *n)
+{
+    return (uint8_t *)&n->next[n->height];
+}
+
+static int node_cmp(const struct mvcc_onode *n, const uint8_t *key,
+                    size_t len)
+{
+    return backend_revkey_cmp(node_key(n), n->klen, key, len);
+}
+
+static void *chunk_alloc(struct mvcc_ovl *o, size_t len)
+{
+    len = (len + 7) & ~(size_t)7;
+    struct mvcc_ochunk *c = o->chunks;
+    if (c == NULL || c->cap - c->used < len) {
+        size_t cap = len > OVL_CHUNK ? len : OVL_CHUNK;
+        c = mem_malloc(sizeof *c + cap);
+        if (c == NULL)
+            return NULL;
+        c->cap = cap;
+        c->used = 0;
+        c->next = o->chunks;
+        o->chunks = c;
+    }
+    void *p = (char *)(c + 1) + c->used;
+    c->used += len;
+    return p;
+}
+
+int mvcc__ovl_new(mvcc_rev base, struct mvcc_ovl **out)
+{
+    struct mvcc_ovl *o = mem_calloc(1, sizeof *o);
+    if (o == NULL)
+        return ERR_NOMEM;
+    o->base = base;
+    o->rng = 0x9e3779b97f4a7c15u ^ (uint64_t)base;
+    atomic_init(&o->refs, 1);
+    for (int i = 0; i < MVCC_OVL_LEVELS; i++)
+        atomic_init(&o->head[i], NULL);
+    *out = o;
+    return 0;
+}
+
+void mvcc__ovl_unref(struct mvcc_ovl *o)
+{
+    if (o == NULL || atomic_fetch_sub(&o->refs, 1) != 1)
+        return;
+    while (o->chunks != NULL) {
+        struct mvcc_ochunk *c = o->chunks;
+        o->chunks = c->next;
+        mem_free(c);
+    }
+    mem_free(o);
+}
+
+/* link_of is the address of level i's link out of node n (NULL: head). */
+static _Atomic(struct mvcc_onode *) *link_of(struct mvcc_ovl *o,
+                                             struct mvcc_onode *n, int i)
+{
+    return n == NULL ? &o->head[i] : &n->next[i];
+}
+
+/* find fills pred[i] with the last node < key on every level (NULL: the
+ * head) and returns the first node >= key. */
+static struct mvcc_onode *find(struct mvcc_ovl *o, const uint8_t *key,
+                               size_t len, struct mvcc_onode **pred)
+{
+    struct mvcc_onode *p = NULL, *n = NULL;
+    for (int i = MVCC_OVL_LEVELS - 1; i >= 0; i--) {
+        n = atomic_load_explicit(link_of(o, p, i), memory_order_acquire);
+        while (n != NULL && node_cmp(n, key, len) < 0) {
+            p = n;
+            n = atomic_load_explicit(&n->next[i], memory_order_acquire);
+        }
+        if (pred != NULL)
+            pred[i] = p;
+    }
+    return n;
+}
+
+static int pick_height(struct mvcc_ovl *o)
+{
+    /* xorshift64; each level taken with probability 1/4 */
+    uint64_t x = o->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    o->rng = x;
+    int h = 1;
+    while (h < MVCC_OVL_LEVELS && (x & 3) == 0) {
+        h++;
+        x >>= 2;
+    }
+    return h;
+}
+
+int mvcc__ovl_insert(struct mvcc_ovl *o, const uint8_t *key, size_t klen,
+                     const uint8_t *val, size_t vlen,
+                     struct mvcc_onode **out)
+{
+    CHECK(klen <= UINT16_MAX && vlen <= UINT8_MAX);
+    struct mvcc_onode *pred[MVCC_OVL_LEVELS];
+    struct mvcc_onode *at = find(o, key, klen, pred);
+    if (at != NULL && node_cmp(at, key, klen) == 0)
+        return ERR_CORRUPT; /* a version is written once */
+    int h = pick_height(o);
+    size_t links = (size_t)h * sizeof(struct mvcc_onode *);
+    struct mvcc_onode *n = chunk_alloc(o, sizeof *n + links + klen + vlen);
+    if (n == NULL)
+        return ERR_NOMEM;
+    n->klen = (uint16_t)klen;
+    n->vlen = (uint8_t)vlen;
+    n->height = (uint8_t)h;
+    memcpy(node_key(n), key, klen);
+    memcpy(node_key(n) + klen, val, vlen);
+    for (int i = 0; i < h; i++) {
+        struct mvcc_onode *next = atomic_load_explicit(
+            link_of(o, pred[i], i), memory_order_relaxed);
+        atomic_store_explicit(&n->next[i], next, memory_order_relaxed);
+    }
+    /* bottom up: a reader that meets n on a level sees it whole */
+    for (int i = 0; i < h; i++)
+        atomic_store_explicit(link_of(o, pred[i], i), n,
+                              memory_order_release);
+    o->n++;
+    o->bytes += sizeof *n + links + klen + vlen;
+    if (out != NULL)
+        *out = n;
+    return 0;
+}
+
+void mvcc__ovl_unlink(struct mvcc_ovl *o, struct mvcc_onode *n)
+{
+    struct mvcc_onode *pred[MVCC_OVL_LEVELS];
+    struct mvcc_onode *at = find(o, node_key(n), n->klen, pred);
+    CHECK(at == n);
+    for (int i = n->height - 1; i >= 0; i--) {
+        struct mvcc_onode *next =
+            atomic_load_explicit(&n->next[i], memory_order_relaxed);
+        atomic_store_explicit(link_of(o, pred[i], i), next,
+                              memory_order_release);
+    }
+    o->n--;
+}
+
+struct mvcc_onode *mvcc__ovl_first(struct mvcc_ovl *o)
+{
+    return atomic_load_explicit(&o->head[0], memory_order_acquire);
+}
+
+struct mvcc_onode *mvcc__ovl_next(const struct mvcc_onode *n)
+{
+    return atomic_load_explicit(&((struct mvcc_onode *)n)->next[0],
+                                memory_order_acquire);
+}
+
+void mvcc__ovl_entry(const struct mvcc_onode *n, struct backend_val *k,
+                     struct backend_val *v)
+{
+    k->data = node_key(n);
+    k->len = n->klen;
+    if (v != NULL) {
+        v->data = node_key(n) + n->klen;
+        v->len = n->vlen;
+    }
+}
+
+/* --- the merged cursor ---------------------------------------------- */
+
+/* settle makes the smaller of the two positions the cursor's entry (both
+ * when they hold the same key: a version `kv` and the overlay both have,
+ * possible after a batch wrote to `kv` directly; they are equal). */
+static int settle(struct mvcc_icur *ic, struct backend_val *k,
+                  struct backend_val *v)
+{
+    struct backend_val ok, ov;
+    ic->at = 0;
+    if (ic->on != NULL)
+        mvcc__ovl_entry(ic->on, &ok, &ov);
+    if (ic->db_ok && ic->on != NULL) {
+        int c = backend_revkey_cmp(ic->dk.data, ic->dk.len, ok.data,
+                                   ok.len);
+        ic->at = c < 0 ? 1 : (c > 0 ? 2 : 3);
+    } else if (ic->db_ok) {
+        ic->at = 1;
+    } else if (ic->on != NULL) {
+        ic->at = 2;
+    }
+    if (ic->at == 0)
+        return ERR_NOTFOUND;
+    const struct backend_val *ck = ic->at == 2 ? &ok : &ic->dk;
+    const struct backend_val *cv = ic->at == 2 ? &ov : &ic->dv;
+    if (k != NULL)
+        *k = *ck;
+    if (v != NULL)
+        *v = *cv;
+    return 0;
+}
+
+/* db_result keeps the `kv` cursor's answer: an entry, none, or an
+ * error to pass on. */
+static int db_result(struct mvcc_icur *ic, int rc)
+{
+    ic->db_ok = rc == 0;
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
+
+int mvcc__ic_seek(struct mvcc_icur *ic, const void *key, size_t len,
+                  struct backend_val *k, struct backend_val *v)
+{
+    int rc = db_result(ic, backend_cursor_seek(ic->db, key, len, &ic->dk,
+                                               &ic->dv));
+    if (rc != 0)
+        return rc;
+    ic->on = ic->ovl != NULL ? find(ic->ovl, key, len, NULL) : NULL;
+    return settle(ic, k, v);
+}
+
+int mvcc__ic_first(struct mvcc_icur *ic, struct backend_val *k,
+                   struct backend_val *v)
+{
+    int rc = db_result(ic, backend_cursor_first(ic->db, &ic->dk, &ic->dv));
+    if (rc != 0)
+        return rc;
+    ic->on = ic->ovl != NULL ? mvcc__ovl_first(ic->ovl) : NULL;
+    return settle(ic, k, v);
+}
+
+int mvcc__ic_next(struct mvcc_icur *ic, struct backend_val *k,
+                  struct backend_val *v)
+{
+    if (ic->at == 0)
+        return ERR_NOTFOUND;
+    if (ic->at & 1) {
+        int rc = db_result(ic, backend_cursor_next(ic->db, &ic->dk,
+                                                   &ic->dv));
+        if (rc != 0)
+            return rc;
+    }
+    if (ic->at & 2)
+        ic->on = mvcc__ovl_next(ic->on);
+    return settle(ic, k, v);
+}
+
+/* --- fold and rebuild ------------------------------------------------ */
+
+int mvcc__fold(struct mvcc_batch *b)
+{
+    CHECK(b->open && !b->folded);
+    struct mvcc_ovl *next;
+    int rc = mvcc__ovl_new(0, &next); /* base: set when it is installed */
+    if (rc != 0)
+        return rc;
+    /* in key order: each leaf of `kv` is copied once for all its entries */
+    for (struct mvcc_onode *n = mvcc__ovl_first(b->s->ovl);
+         rc == 0 && n != NULL; n = mvcc__ovl_next(n)) {
+        struct backend_val k, v;
+        void *dst;
+        mvcc__ovl_entry(n, &k, &v);
+        rc = backend_cursor_put_reserve(b->kv.db, k.data, k.len, v.len,
+                                        &dst);
+        if (rc == 0)
+            memcpy(dst, v.data, v.len);
+    }
+    if (rc != 0) {
+        mvcc__ovl_unref(next);
+        return rc;
+    }
+    b->next_ovl = next;
+    b->folded = true;
+    b->kv.ovl = NULL; /* `kv` holds everything now */
+    return 0;
+}
+
+int mvcc__ovl_build(struct mvcc_store *s, struct backend_txn *txn,
+                    struct mvcc_ovl *o)
+{
+    struct backend_cursor *c;
+    int rc = backend_cursor_open(txn, s->rev, &c);
+    if (rc != 0)
+        return rc;
+    uint8_t rk[MVCC_REVKEY_LEN];
+    mvcc__put_be64(rk, (uint64_t)o->base + 1);
+    mvcc__put_be64(rk + 8, 0);
+    struct backend_val k, v;
+    for (rc = backend_cursor_seek(c, rk, sizeof rk, &k, &v); rc == 0;
+         rc = backend_cursor_next(c, &k, &v)) {
+        struct mvcc_event ev;
+        if ((rc = mvcc__log_decode(&k, &v, &ev)) != 0)
+            break;
+        if (ev.kv.key_len > s->short_max)
+            continue; /* long keys are filed in `kvl` at once */
+        bool tomb = ev.type == MVCC_EVENT_DELETE;
+        if (!tomb && ev.kv.version < 1) {
+            rc = ERR_CORRUPT;
+            break;
+        }
+        uint8_t ck[MVCC_CKEY_MAX], val[MVCC_HDR];
+        size_t n = mvcc__ckey(ck, ev.kv.key, ev.kv.key_len, ev.kv.mod_rev,
+                              ev.sub_rev,
+                              tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT);
+        mvcc__value_encode(val, &ev.kv, tomb, false);
+        if ((rc = mvcc__ovl_insert(o, ck, n, val, sizeof val, NULL)) != 0)
+            break;
+    }
+    backend_cursor_close(c);
+    return rc == ERR_NOTFOUND ? 0 : rc;
+}
