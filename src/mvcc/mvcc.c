@@ -359,7 +359,7 @@ static int store_buckets(struct mvcc_store *s)
     return rc;
 }
 
-static int store_load(struct mvcc_store *s)
+static int store_load(struct mvcc_store *s, const struct mvcc_store *from)
 {
     struct backend_txn *txn;
     int rc = backend_read_begin(s->be, &txn);
@@ -391,10 +391,15 @@ static int store_load(struct mvcc_store *s)
         s->formatted = rc == 0 &&
                        ((const uint8_t *)v.data)[0] == MVCC_LAYOUT;
     }
-    if (rc == 0)
+    if (rc == 0 && from != NULL && from->ovl->base == s->st.fold_rev &&
+        from->st.rev == s->st.rev && !from->batch.open) {
+        s->ovl = from->ovl; /* the same entries: share them */
+        atomic_fetch_add(&s->ovl->refs, 1);
+    } else if (rc == 0) {
         rc = mvcc__ovl_new(s->st.fold_rev, &s->ovl);
-    if (rc == 0)
-        rc = mvcc__ovl_build(s, txn, s->ovl);
+        if (rc == 0)
+            rc = mvcc__ovl_build(s, txn, s->ovl);
+    }
     backend_read_end(txn);
     if (rc != 0) {
         mvcc__ovl_unref(s->ovl);
@@ -450,7 +455,7 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
     CHECK(s->short_max + MVCC_SUFFIX <= km);
     int rc = store_buckets(s);
     if (rc == 0)
-        rc = store_load(s);
+        rc = store_load(s, opts != NULL ? opts->overlay_from : NULL);
     if (rc != 0) {
         mem_free(s);
         return rc;

@@ -115,6 +115,12 @@ struct mvcc_options {
      * etcd_debugging_mvcc_keys_total).  Batches keep the count in the
      * state from then on, so later opens read it. */
     bool count_keys;
+    /* The store this one is a copy of (a defragmentation's switch-over:
+     * the same revision, the same log), or NULL: its in-memory index
+     * entries (mvcc_ovl.c) are shared instead of read back from the log,
+     * when its fold_rev and revision are the copy's; otherwise ignored.
+     * It must not write again. */
+    const struct mvcc_store *overlay_from;
 };
 
 /*

@@ -288,6 +288,7 @@ static int swap_store(struct server *s, const char *data,
     server__pin_drop(s);
     old->mvcc = s->mvcc;
     old->be = s->be;
+    s->defrag.replaced = old->mvcc;
     s->mvcc = NULL;
     s->be = NULL;
     int rc = unlink(lock) == 0 || errno == ENOENT ? 0 : err_from_errno(errno);
@@ -335,6 +336,7 @@ static int swap_in(struct server *s, struct backend *dst, const char *data,
     s->defrag.swapping = true;
     rc = swap_store(s, data, ph, t, old);
     s->defrag.swapping = false;
+    s->defrag.replaced = NULL;
     if (rc != 0) {
         /* The old store is closed and the copy may be in its place: only
          * a restart (which trusts whichever file is there, both are

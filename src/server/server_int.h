@@ -428,6 +428,9 @@ struct server {
         bool swapping;             /* apply_mu held: the store is being
                                     * replaced by its defragmented copy
                                     * (same data: leases stay in memory) */
+        struct mvcc_store *replaced; /* while swapping: the store the
+                                    * copy replaces (its index entries in
+                                    * memory are shared, mvcc.h) */
         struct server_defrag_waiter *next; /* under mu: answered after the
                                     * next defragmentation */
         size_t n_next;             /* under mu: their count */

@@ -74,9 +74,13 @@ int server__store_open(struct server *s, const char *dir)
     }
     int rc = backend_open(dir, &bo, &s->be);
     if (rc == 0)
-        rc = mvcc_store_open(s->be,
-                             &(struct mvcc_options){.count_keys = true},
-                             &s->mvcc);
+        rc = mvcc_store_open(
+            s->be,
+            &(struct mvcc_options){
+                .count_keys = true,
+                .overlay_from = s->defrag.swapping ? s->defrag.replaced
+                                                   : NULL},
+            &s->mvcc);
     if (rc == ERR_UNSUPPORTED) /* mvcc_int.h "mvcc_format" */
         log_error("etcdserver", "the store in %s has another layout than "
                   "this cetcd's (the key index and a revision log with the "

@@ -1922,6 +1922,44 @@ static void test_overlay_from_layout2(void **state)
     backend_read_end(rt);
 }
 
+/* A defragmentation's switch-over opens the copy with overlay_from = the
+ * store it replaces: the entries in memory are shared when the copy is at
+ * the same revision and fold_rev, and read back from the log when not. */
+static void test_overlay_shared_by_a_copy(void **state)
+{
+    struct fixture *f = *state;
+    struct mvcc_kv kv;
+    char val[8];
+    put(f->s, "a", "1", 0);
+    put(f->s, "b", "2", 0);
+    struct mvcc_store *copy;
+    struct mvcc_options o = {.overlay_from = f->s};
+    assert_int_equal(mvcc_store_open(f->be, &o, &copy), 0);
+    assert_int_equal(mvcc_overlay_entries(copy), 2);
+    put(copy, "c", "3", 0); /* the shared entries, written by the copy */
+    assert_int_equal(mvcc_overlay_entries(copy), 3);
+    assert_int_equal(mvcc_overlay_entries(f->s), 3); /* the same list */
+    mvcc_store_close(f->s); /* the replaced store goes; they stay */
+    f->s = copy;
+    assert_int_equal(get(f->s, "a", 0, &kv, val, sizeof val), 0);
+    assert_string_equal(val, "1");
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 3);
+    /* another revision: rebuilt from the log instead (the same entries) */
+    struct mvcc_store *stale;
+    assert_int_equal(mvcc_store_open(f->be, NULL, &stale), 0);
+    put(f->s, "d", "4", 0);
+    o.overlay_from = stale; /* one revision behind the store */
+    assert_int_equal(mvcc_store_open(f->be, &o, &copy), 0);
+    assert_int_equal(mvcc_overlay_entries(copy), 4);
+    mvcc_store_close(f->s);
+    f->s = copy;
+    put(f->s, "e", "5", 0);
+    assert_int_equal(mvcc_overlay_entries(f->s), 5);
+    assert_int_equal(mvcc_overlay_entries(stale), 3); /* its own list */
+    mvcc_store_close(stale);
+    assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 5);
+}
+
 /* Readers on other threads while the writer folds every few puts: each
  * read sees exactly the keys its revision holds (one new key per
  * revision), whichever generation and snapshot it was given. */
@@ -2237,6 +2275,7 @@ int main(void)
         T(test_overlay_generations),
         T(test_overlay_from_layout2),
         T(test_overlay_concurrent_reads),
+        T(test_overlay_shared_by_a_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
