@@ -15,6 +15,7 @@ P=$(start); sleep 2
 $B --endpoints $EP --conns 10 --clients 200 put --total 1000000 --key-size 16 --val-size 64 --key-space-size 1000000 --sequential-keys 2>&1 | grep RESULT | cut -c1-120
 sleep 3
 echo "$NAME rss_kb=$(awk '/VmRSS/{print $2}' /proc/$P/status) hwm_kb=$(awk '/VmHWM/{print $2}' /proc/$P/status)"
+echo "$NAME rss_anon_kb=$(awk '/RssAnon/{print $2}' /proc/$P/status) rss_file_kb=$(awk '/RssFile/{print $2}' /proc/$P/status)"
 ETCDCTL_API=3 etcdctl --endpoints $EP get "\x00" --from-key --count-only -w fields 2>/dev/null | grep Count
 kill -9 $P; sleep 1
 # The probe imports its modules first (a quarter second of Python start-up
