@@ -391,14 +391,28 @@ static int store_load(struct mvcc_store *s, const struct mvcc_store *from)
         s->formatted = rc == 0 &&
                        ((const uint8_t *)v.data)[0] == MVCC_LAYOUT;
     }
+    memset(&s->round, 0, sizeof s->round);
+    if (rc == 0) {
+        int frc = backend_get(txn, s->meta, mvcc__round_key,
+                              strlen(mvcc__round_key), &v);
+        if (frc == 0)
+            rc = mvcc__round_decode(&v, &s->round);
+        else if (frc != ERR_NOTFOUND)
+            rc = frc;
+        if (rc == 0 && s->round.target != 0 &&
+            s->round.target <= s->st.fold_rev)
+            rc = ERR_CORRUPT;
+    }
     if (rc == 0 && from != NULL && from->ovl->base == s->st.fold_rev &&
-        from->st.rev == s->st.rev && !from->batch.open) {
+        from->st.rev == s->st.rev && !from->batch.open &&
+        from->round.target == s->round.target) {
         s->ovl = from->ovl; /* the same entries: share them */
         atomic_fetch_add(&s->ovl->refs, 1);
+        s->round = from->round;
     } else if (rc == 0) {
         rc = mvcc__ovl_new(s->st.fold_rev, &s->ovl);
         if (rc == 0)
-            rc = mvcc__ovl_build(s, txn, s->ovl);
+            rc = mvcc__ovl_build(s, txn, s->ovl, &s->round);
     }
     backend_read_end(txn);
     if (rc != 0) {
@@ -475,7 +489,7 @@ int mvcc_store_open(struct backend *be, const struct mvcc_options *opts,
 
 size_t mvcc_overlay_entries(const struct mvcc_store *s)
 {
-    return s->ovl->n;
+    return s->ovl->n - s->round.folded; /* (those are in `kv` too) */
 }
 
 int64_t mvcc_keys(const struct mvcc_store *s)

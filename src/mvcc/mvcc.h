@@ -8,8 +8,8 @@
  * included, are appended to a revision log; the key index lives in LMDB
  * too (one small entry per version, sorted by key, then revision
  * descending), but for the newest versions' entries, which wait in memory
- * until a batch files thousands of them at once (mvcc_ovl.c: a put then
- * dirties no random page of the index).  Opening a store with millions of
+ * until a fold round files thousands of them in key order, a slice per
+ * batch (mvcc_ovl.c: a put then dirties no random page of the index).  Opening a store with millions of
  * keys costs a few page reads and the rebuild of those few thousand
  * entries from the log.  The on-disk formats are documented in
  * mvcc_int.h.  Keys of any length are stored (as etcd, which limits them

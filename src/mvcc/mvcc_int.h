@@ -106,6 +106,14 @@
  * fold_rev, `kv` complete) is read with fold_rev = rev; a 52-byte one (no
  * count either, before session 23) also as "not counted".
  *
+ * Bucket `meta`, entry "mvcc_fold", only while a fold round runs
+ * (mvcc_ovl.c): 8 + n + 4 bytes
+ *          [0, 8)     target i64 LE: the round files the versions <= it
+ *          [8, 8+n)   pos: the composite `kv` key the round has passed
+ *                     (n >= 18); every version in (fold_rev, target] of
+ *                     a key <= pos is in `kv`
+ *          [8+n, +4)  CRC32C of the bytes before, u32 LE
+ *
  * Layouts: 2 (sessions 21-24) had no overlay; 3 is 2 plus fold_rev.  A
  * layout-2 store opens as is (its `kv` is complete) and is marked 3 by its
  * first commit, so an older cetcd refuses it from then on (its `kv` may
@@ -181,12 +189,18 @@ struct mvcc_arena {
 /* --- the overlay (mvcc_ovl.c) ----------------------------------------- */
 
 #define MVCC_OVL_LEVELS 12
-/* A batch folds the overlay into `kv` before it grows past either bound
- * (entries, bytes of nodes); tests narrow them (mvcc__ovl_max*). */
-#define MVCC_OVL_MAX 8192
-#define MVCC_OVL_MAX_BYTES (2u << 20)
+/* Once the overlay holds MVCC_OVL_MAX entries or MVCC_OVL_MAX_BYTES of
+ * nodes, a fold round starts: each batch's commit then files up to
+ * MVCC_OVL_SLICE of its entries into `kv`, in key order, until the round
+ * has passed every entry.  At 4x the bounds (a batch of many writes) a
+ * batch files all of them at once.  Tests narrow them (mvcc__ovl_*); a
+ * bound of 0 files every entry in `kv` at once, as before the overlay. */
+#define MVCC_OVL_MAX 16384
+#define MVCC_OVL_MAX_BYTES (4u << 20)
+#define MVCC_OVL_SLICE 1024
 extern size_t mvcc__ovl_max;
 extern size_t mvcc__ovl_max_bytes;
+extern size_t mvcc__ovl_slice;
 
 struct mvcc_onode;  /* an entry: composite key and index value */
 struct mvcc_ochunk; /* a block of nodes */
@@ -212,6 +226,18 @@ struct mvcc_icur {
     struct backend_val dk, dv;      /* db position when db_ok */
     bool db_ok;                     /* db has an entry at its position */
     int at;                         /* 0 none; bit 0 db, bit 1 overlay */
+};
+
+/* A fold round (mvcc_ovl.c): the versions <= target are being filed into
+ * `kv` in key order, a slice per batch; those of keys <= pos are there.
+ * Persisted in meta "mvcc_fold" (mvcc_int.h) while it runs. */
+struct mvcc_round {
+    mvcc_rev target;                /* 0: no round */
+    uint8_t pos[MVCC_CKEY_MAX];     /* the last composite key passed */
+    size_t pos_len;                 /* 0: none yet */
+    size_t folded;                  /* entries of the current generation
+                                       this process filed in this round
+                                       (also in `kv`) */
 };
 
 /* A request inside a batch.  Owned by the apply thread. */
@@ -254,6 +280,7 @@ struct mvcc_batch {
     size_t cap_added;
     bool folded;                  /* the overlay is in `kv` (this txn) */
     struct mvcc_ovl *next_ovl;    /* the generation after the fold */
+    struct mvcc_round round;      /* the store's, as this batch leaves it */
 };
 
 /* A read snapshot; pooled in the store.  Used by one thread at a time. */
@@ -293,6 +320,7 @@ struct mvcc_store {
                                       layout) */
     struct mvcc_ovl *ovl;          /* current overlay generation; the
                                       pointer is swapped under pool_mu */
+    struct mvcc_round round;       /* the committed fold round */
     _Atomic bool prev_values;      /* mvcc_store_set_prev_values */
     mvcc_observer_fn observer;     /* event consumer or NULL */
     void *observer_arg;            /* its argument */
@@ -490,13 +518,23 @@ int mvcc__ic_first(struct mvcc_icur *ic, struct backend_val *k,
 int mvcc__ic_next(struct mvcc_icur *ic, struct backend_val *k,
                   struct backend_val *v);
 /* mvcc__ovl_build fills o (base = fold_rev) from the log's entries after
- * base, in the read txn txn: what the index lacks after an open. */
+ * base, in the read txn txn: what the index lacks after an open (those
+ * a running round r already filed are skipped). */
 int mvcc__ovl_build(struct mvcc_store *s, struct backend_txn *txn,
-                    struct mvcc_ovl *o);
+                    struct mvcc_ovl *o, const struct mvcc_round *r);
 /* mvcc__fold files every entry of the store's overlay into `kv` in b's
  * txn; the rest of the batch writes to `kv` directly, and its commit
  * stores fold_rev = its revision and installs an empty generation. */
 int mvcc__fold(struct mvcc_batch *b);
+/* mvcc__fold_slice runs, at b's commit, the next slice of a fold round
+ * (starting one when the overlay is at its bound): the slice's entries
+ * into `kv`, the round's meta record, and when the round has passed
+ * every entry, the next generation (b->next_ovl) and fold_rev. */
+int mvcc__fold_slice(struct mvcc_batch *b);
+/* The round's meta record ("mvcc_fold"): mvcc__round_decode fills r
+ * (ERR_CORRUPT if malformed). */
+extern const char mvcc__round_key[];
+int mvcc__round_decode(const struct backend_val *v, struct mvcc_round *r);
 
 /* --- mvcc_read.c ----------------------------------------------------- */
 

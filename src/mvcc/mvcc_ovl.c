@@ -6,26 +6,37 @@
  * keys that is a random leaf per put, and LMDB's copy-on-write makes every
  * such leaf a new page that the next pin writes to the disk (4-5 KB a put,
  * 25x the WAL's bytes: docs/BENCHMARKS.md sessions 19-24).  So the entries
- * of the latest versions go to an in-memory sorted list first, and are
- * filed into `kv` in key order, many at once, by a fold: one pass that
- * dirties each leaf once for thousands of puts.
+ * of the latest versions go to an in-memory sorted list first, and fold
+ * rounds file them into `kv` in key order, each leaf copied once for all
+ * its entries of the round.
  *
  * THE INVARIANT.  The state record (mvcc_int.h "mvcc_state") holds
- * fold_rev: `kv` holds the entry of every short-key version <= fold_rev
- * (it may hold newer ones too), and the overlay generation whose base is
- * fold_rev holds those of every newer version that `kv` lacks.  The
- * revision log holds every version, so an open rebuilds the overlay from
- * the log's entries after fold_rev (mvcc__ovl_build): nothing here needs
- * to be durable on its own.
+ * fold_rev: `kv` holds the entry of every short-key version <= fold_rev;
+ * while a round runs, its record "mvcc_fold" = (target, pos) adds: and of
+ * every version <= target of a key <= pos.  The overlay generation whose
+ * base is fold_rev holds every newer entry (those a round filed in this
+ * process too: the same bytes, merged once by the cursor).  The revision
+ * log holds every version, so an open rebuilds the overlay from the log's
+ * entries after fold_rev but those the round filed (mvcc__ovl_build):
+ * nothing here needs to be durable on its own.
  *
- * GENERATIONS.  A fold writes every entry of the overlay into `kv` inside
- * the batch's txn; from then on that batch writes to `kv` directly and
- * commits fold_rev = its revision.  After that commit a new, empty
- * generation (base = the new fold_rev) replaces the old one.  A read takes
- * a reference on the current generation and then its LMDB snapshot, and
- * keeps the pair only if the snapshot's fold_rev is the generation's base
- * (else it retries: a fold committed in between).  The old generation is
- * freed by whoever drops its last reference.
+ * ROUNDS.  Once the overlay is at its bound, a round starts at a commit
+ * with target = the last committed revision, and every commit files the
+ * next MVCC_OVL_SLICE entries <= target past pos (mvcc__fold_slice): a
+ * round's pages are dirtied in slices, never all in one batch (a batch's
+ * time, and LMDB's buffers of its dirty pages, which it keeps).  The
+ * commit that passes the last entry stores fold_rev = target; after it,
+ * a new generation (base = target) holding the entries newer than the
+ * target replaces the old one.  A batch of many writes, or a compaction
+ * that needs every version <= its revision in `kv`, files everything at
+ * once instead (mvcc__fold) and writes the rest of its batch to `kv`
+ * directly; its commit stores fold_rev = its revision.
+ *
+ * GENERATIONS.  A read takes a reference on the current generation and
+ * then its LMDB snapshot, and keeps the pair only if the snapshot's
+ * fold_rev is the generation's base (else it retries: a round ended in
+ * between).  The old generation is freed by whoever drops its last
+ * reference.
  *
  * CONCURRENCY.  The apply thread is the only writer: it links nodes into
  * a skip list with release stores, readers walk it with acquire loads
@@ -37,6 +48,7 @@
  */
 #include "mvcc/mvcc_int.h"
 
+#include "util/crc32c.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -44,6 +56,8 @@
 
 size_t mvcc__ovl_max = MVCC_OVL_MAX;
 size_t mvcc__ovl_max_bytes = MVCC_OVL_MAX_BYTES;
+size_t mvcc__ovl_slice = MVCC_OVL_SLICE;
+const char mvcc__round_key[] = "mvcc_fold";
 
 struct mvcc_onode {
     uint16_t klen;   /* composite key bytes */
@@ -60,6 +74,12 @@ struct mvcc_ochunk {
 static uint8_t *node_key(const struct mvcc_onode *n)
 {
     return (uint8_t *)&n->next[n->height];
+}
+
+/* node_rev is the main revision in n's composite key. */
+static mvcc_rev node_rev(const struct mvcc_onode *n)
+{
+    return (mvcc_rev)~mvcc__get_be64(node_key(n) + n->klen - MVCC_SUFFIX);
 }
 
 static int node_cmp(const struct mvcc_onode *n, const uint8_t *key,
@@ -329,11 +349,139 @@ int mvcc__fold(struct mvcc_batch *b)
     b->next_ovl = next;
     b->folded = true;
     b->kv.ovl = NULL; /* `kv` holds everything now */
+    b->round.target = 0; /* (a running round is done with) */
+    b->round.folded = 0;
     return 0;
 }
 
+/* copy_newer fills the unpublished generation o with the entries of from
+ * newer than rev, appended in key order. */
+static int copy_newer(struct mvcc_ovl *from, mvcc_rev rev,
+                      struct mvcc_ovl *o)
+{
+    struct mvcc_onode *tail[MVCC_OVL_LEVELS] = {0};
+    for (struct mvcc_onode *f = mvcc__ovl_first(from); f != NULL;
+         f = mvcc__ovl_next(f)) {
+        if (node_rev(f) <= rev)
+            continue;
+        int h = pick_height(o);
+        size_t links = (size_t)h * sizeof(struct mvcc_onode *);
+        size_t len = sizeof *f + links + f->klen + f->vlen;
+        struct mvcc_onode *n = chunk_alloc(o, len);
+        if (n == NULL)
+            return ERR_NOMEM;
+        n->klen = f->klen;
+        n->vlen = f->vlen;
+        n->height = (uint8_t)h;
+        memcpy(node_key(n), node_key(f), (size_t)f->klen + f->vlen);
+        for (int i = 0; i < h; i++) {
+            atomic_init(&n->next[i], NULL);
+            atomic_store_explicit(link_of(o, tail[i], i), n,
+                                  memory_order_relaxed);
+            tail[i] = n;
+        }
+        o->n++;
+        o->bytes += len;
+    }
+    return 0;
+}
+
+/* round_put writes the round's meta record (or deletes it: target 0). */
+static int round_put(struct mvcc_batch *b)
+{
+    static const size_t klen = sizeof mvcc__round_key - 1;
+    const struct mvcc_round *r = &b->round;
+    if (r->target == 0) {
+        int rc = backend_del(b->txn, b->s->meta, mvcc__round_key, klen);
+        return rc == ERR_NOTFOUND ? 0 : rc;
+    }
+    uint8_t rec[8 + MVCC_CKEY_MAX + 4];
+    mvcc__put_le64(rec, (uint64_t)r->target);
+    memcpy(rec + 8, r->pos, r->pos_len);
+    uint32_t crc = crc32c_extend(0, rec, 8 + r->pos_len);
+    for (int i = 0; i < 4; i++)
+        rec[8 + r->pos_len + i] = (uint8_t)(crc >> (8 * i));
+    return backend_put(b->txn, b->s->meta, mvcc__round_key, klen, rec,
+                       8 + r->pos_len + 4);
+}
+
+int mvcc__round_decode(const struct backend_val *v, struct mvcc_round *r)
+{
+    const uint8_t *p = v->data;
+    if (v->len < 8 + MVCC_SUFFIX + 1 + 4 || v->len > 8 + MVCC_CKEY_MAX + 4)
+        return ERR_CORRUPT;
+    size_t body = v->len - 4;
+    uint32_t crc = 0;
+    for (int i = 3; i >= 0; i--)
+        crc = (crc << 8) | p[body + i];
+    if (crc != crc32c_extend(0, p, body))
+        return ERR_CORRUPT;
+    r->target = (mvcc_rev)mvcc__get_le64(p);
+    r->pos_len = body - 8;
+    memcpy(r->pos, p + 8, r->pos_len);
+    r->folded = 0;
+    return r->target >= 1 ? 0 : ERR_CORRUPT;
+}
+
+int mvcc__fold_slice(struct mvcc_batch *b)
+{
+    struct mvcc_store *s = b->s;
+    struct mvcc_ovl *o = s->ovl;
+    struct mvcc_round *r = &b->round;
+    if (b->folded) /* everything is in `kv`: a round is over */
+        return s->round.target != 0 ? round_put(b) : 0;
+    if (r->target == 0) {
+        if ((o->n - r->folded < mvcc__ovl_max &&
+             o->bytes < mvcc__ovl_max_bytes) ||
+            s->st.rev == s->st.fold_rev)
+            return 0;
+        /* the versions already committed; this batch's wait for the next
+         * round (a batch's own may still be aborted) */
+        r->target = s->st.rev;
+        r->pos_len = 0;
+        r->folded = 0;
+    }
+    struct mvcc_onode *n;
+    if (r->pos_len == 0) {
+        n = mvcc__ovl_first(o);
+    } else {
+        n = find(o, r->pos, r->pos_len, NULL);
+        if (n != NULL && node_cmp(n, r->pos, r->pos_len) == 0)
+            n = mvcc__ovl_next(n);
+    }
+    int rc = 0;
+    size_t done = 0;
+    for (; rc == 0 && n != NULL && done < mvcc__ovl_slice;
+         n = mvcc__ovl_next(n)) {
+        memcpy(r->pos, node_key(n), n->klen);
+        r->pos_len = n->klen;
+        if (node_rev(n) > r->target)
+            continue; /* for the next generation */
+        void *dst;
+        rc = backend_cursor_put_reserve(b->kv.db, node_key(n), n->klen,
+                                        n->vlen, &dst);
+        if (rc == 0)
+            memcpy(dst, node_key(n) + n->klen, n->vlen);
+        done++;
+    }
+    r->folded += done;
+    if (rc == 0 && n == NULL) { /* every entry passed: the round is done */
+        struct mvcc_ovl *next;
+        rc = mvcc__ovl_new(0, &next);
+        if (rc == 0 && (rc = copy_newer(o, r->target, next)) != 0)
+            mvcc__ovl_unref(next);
+        if (rc == 0) {
+            b->next_ovl = next;
+            b->st.fold_rev = r->target;
+            r->target = 0;
+            r->folded = 0;
+        }
+    }
+    return rc == 0 ? round_put(b) : rc;
+}
+
 int mvcc__ovl_build(struct mvcc_store *s, struct backend_txn *txn,
-                    struct mvcc_ovl *o)
+                    struct mvcc_ovl *o, const struct mvcc_round *r)
 {
     struct backend_cursor *c;
     int rc = backend_cursor_open(txn, s->rev, &c);
@@ -359,6 +507,9 @@ int mvcc__ovl_build(struct mvcc_store *s, struct backend_txn *txn,
         size_t n = mvcc__ckey(ck, ev.kv.key, ev.kv.key_len, ev.kv.mod_rev,
                               ev.sub_rev,
                               tomb ? MVCC_KIND_TOMB : MVCC_KIND_PUT);
+        if (r->target != 0 && ev.kv.mod_rev <= r->target &&
+            backend_revkey_cmp(ck, n, r->pos, r->pos_len) <= 0)
+            continue; /* the running round filed it in `kv` */
         mvcc__value_encode(val, &ev.kv, tomb, false);
         if ((rc = mvcc__ovl_insert(o, ck, n, val, sizeof val, NULL)) != 0)
             break;

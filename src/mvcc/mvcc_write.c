@@ -116,6 +116,7 @@ int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
     b->n_added = 0;
     b->folded = false;
     b->next_ovl = NULL;
+    b->round = s->round;
     int rc = backend_write_begin(s->be, &b->txn);
     if (rc != 0)
         return rc;
@@ -144,7 +145,10 @@ static void batch_close(struct mvcc_batch *b, bool committed)
     b->n_added = 0;
     if (!committed) {
         mvcc__ovl_unref(b->next_ovl);
-    } else if (b->next_ovl != NULL) {
+    } else {
+        s->round = b->round;
+    }
+    if (committed && b->next_ovl != NULL) {
         /* the fold is durable: readers of the new snapshot take the new
          * generation; the old one goes with its last reader */
         struct mvcc_ovl *old = s->ovl;
@@ -177,6 +181,8 @@ int mvcc_batch_commit(struct mvcc_batch *b, uint64_t consistent_index)
     struct mvcc_store *s = b->s;
     uint8_t st[MVCC_STATE_LEN];
     int rc = b->err;
+    if (rc == 0) /* a slice of a fold round (mvcc_ovl.c) */
+        rc = mvcc__fold_slice(b);
     if (rc == 0) {
         b->st.ci = consistent_index;
         if (b->folded)
@@ -388,7 +394,8 @@ static int put_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
     size_t vlen = lg ? MVCC_HDR_LONG + kv->key_len : MVCC_HDR;
     struct mvcc_ovl *o = b->s->ovl;
     if (!lg && !b->folded &&
-        (o->n >= mvcc__ovl_max || o->bytes >= mvcc__ovl_max_bytes)) {
+        (o->n - b->round.folded >= 4 * mvcc__ovl_max ||
+         o->bytes >= 4 * mvcc__ovl_max_bytes)) { /* a batch of many */
         int rc = mvcc__fold(b);
         if (rc != 0)
             return rc;

@@ -52,13 +52,17 @@ static void fx_close(struct fixture *f)
  * index kept in memory before a batch folds them into LMDB; 0 files every
  * entry in LMDB at once (the layout before the overlay). */
 extern size_t mvcc__ovl_max;
-static size_t ovl_max_default;
+extern size_t mvcc__ovl_slice; /* entries a batch files per round slice */
+static size_t ovl_max_default, ovl_slice_default;
 
 static int setup(void **state)
 {
-    if (ovl_max_default == 0)
+    if (ovl_max_default == 0) {
         ovl_max_default = mvcc__ovl_max;
+        ovl_slice_default = mvcc__ovl_slice;
+    }
     mvcc__ovl_max = ovl_max_default;
+    mvcc__ovl_slice = ovl_slice_default;
     struct fixture *f = calloc(1, sizeof *f);
     strcpy(f->dir, "/tmp/cetcd-test-mvcc-XXXXXX");
     assert_non_null(mkdtemp(f->dir));
@@ -1652,11 +1656,13 @@ static void test_random_model(void **state)
     uint64_t mask = masks[rand() % 3];
     /* the overlay folded at every put, every few puts, or at its bound */
     static const size_t folds[4] = {0, 1, 5, 60};
-    int fi = rand() % 5;
+    static const size_t slices[3] = {1, 3, 40};
+    int fi = rand() % 5, si = rand() % 4;
     mvcc__ovl_max = fi < 4 ? folds[fi] : ovl_max_default;
+    mvcc__ovl_slice = si < 3 ? slices[si] : ovl_slice_default;
     printf("test_random_model seed %u (CETCD_TEST_SEED replays it), hash "
-           "mask %llx, overlay bound %zu\n", seed, (unsigned long long)mask,
-           mvcc__ovl_max);
+           "mask %llx, overlay bound %zu, slice %zu\n", seed,
+           (unsigned long long)mask, mvcc__ovl_max, mvcc__ovl_slice);
     fx_close(f);
     mvcc__hash_mask = mask;
     fx_open(f);
@@ -1793,83 +1799,92 @@ static int64_t all_keys(struct mvcc_read *r)
     return n;
 }
 
-/* The key index's newest entries live in memory until a batch folds them
- * into LMDB (mvcc_ovl.c): a read begun before a fold keeps its own
- * generation, an aborted batch leaves none of its entries, a reopen
- * rebuilds them from the log. */
+/* The key index's newest entries live in memory until fold rounds file
+ * them into LMDB, a slice per batch (mvcc_ovl.c): reads begun before and
+ * during a round keep their generation and see the entries a slice filed
+ * once, an aborted batch leaves none of its entries nor moves the round,
+ * a reopen mid-round resumes it, a compaction files everything first. */
 static void test_overlay_generations(void **state)
 {
     struct fixture *f = *state;
     struct mvcc_kv kv;
     char val[16];
-    mvcc__ovl_max = 4;
-    put(f->s, "k1", "1", 0);
-    put(f->s, "k2", "2", 0);
-    put(f->s, "k3", "3", 0);
-    assert_int_equal(mvcc_overlay_entries(f->s), 3);
-    struct mvcc_read *old;
-    assert_int_equal(mvcc_read_begin(f->s, &old), 0); /* rev 4 */
-    put(f->s, "k4", "4", 0);
-    assert_int_equal(mvcc_overlay_entries(f->s), 4);
-    put(f->s, "k5", "5", 0); /* folds the four first */
-    assert_int_equal(mvcc_overlay_entries(f->s), 0);
-    put(f->s, "k1", "6", 0);
-    assert_int_equal(mvcc_overlay_entries(f->s), 1);
-    /* the old read: its snapshot and the generation that goes with it */
-    assert_int_equal(mvcc_read_rev(old), 4);
-    assert_int_equal(all_keys(old), 3);
     struct mvcc_range_result res = {0};
+    mvcc__ovl_max = 3;
+    mvcc__ovl_slice = 1;
+    put(f->s, "k1", "1", 0); /* rev 2 */
+    put(f->s, "k2", "2", 0); /* rev 3 */
+    assert_int_equal(mvcc_overlay_entries(f->s), 2);
+    struct mvcc_read *old, *mid;
+    assert_int_equal(mvcc_read_begin(f->s, &old), 0); /* rev 3 */
+    put(f->s, "k3", "3", 0); /* rev 4; a round to rev 3 starts: k1 filed */
+    assert_int_equal(mvcc_overlay_entries(f->s), 2);
+    assert_int_equal(mvcc_read_begin(f->s, &mid), 0); /* rev 4 */
+    assert_int_equal(all_keys(mid), 3); /* k1 in both: once */
+    /* an aborted batch: its entry goes, the round does not move */
+    struct mvcc_batch *b;
+    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
+    struct mvcc_txn *t = mvcc_txn_begin(b);
+    assert_int_equal(mvcc_txn_put(t, "k9", 2, "x", 1, 0, 0, NULL), 0);
+    mvcc_txn_end(t);
+    mvcc_batch_abort(b);
+    assert_int_equal(mvcc_overlay_entries(f->s), 2);
+    /* a reopen mid-round: k1 is not read back, the round resumes */
+    mvcc_read_end(mid);
+    mvcc_read_end(old);
+    fx_close(f);
+    fx_open(f);
+    assert_int_equal(mvcc_overlay_entries(f->s), 2);
+    assert_int_equal(count_range(f->s, "k", 1, "l", 1, 0, 0, NULL), 3);
+    assert_int_equal(mvcc_read_begin(f->s, &old), 0); /* rev 4 */
+    put(f->s, "k4", "4", 0); /* rev 5: k2 filed */
+    assert_int_equal(mvcc_overlay_entries(f->s), 2);
+    assert_int_equal(mvcc_read_begin(f->s, &mid), 0); /* rev 5 */
+    put(f->s, "k1", "5", 0); /* rev 6: the rest is newer: round done */
+    assert_int_equal(mvcc_overlay_entries(f->s), 3); /* k3, k4, k1@6 */
+    put(f->s, "k5", "6", 0); /* rev 7: the next round (to 6) files k1@6,
+                                  k3, k4... one slice: k1@6 */
+    /* the reads keep their generation and snapshot */
+    assert_int_equal(all_keys(old), 3);
     assert_int_equal(mvcc_range(old, "k1", 2, NULL, 0, 0, 0, 0, &res), 0);
     assert_int_equal(res.n_kvs, 1);
     assert_int_equal(res.kvs[0].mod_rev, 2);
     mvcc_range_result_close(&res);
-    struct mvcc_read *now;
-    assert_int_equal(mvcc_read_begin(f->s, &now), 0);
-    mvcc_read_end(old); /* the old generation goes with it */
-    assert_int_equal(all_keys(now), 5);
-    assert_int_equal(mvcc_range(now, "k1", 2, NULL, 0, 0, 0, 0, &res), 0);
-    assert_int_equal(res.kvs[0].mod_rev, 7);
-    assert_int_equal(res.kvs[0].version, 2);
-    assert_int_equal(res.kvs[0].create_rev, 2); /* from the folded entry */
-    mvcc_range_result_close(&res);
-    mvcc_read_end(now);
-    /* an aborted batch: its entries leave the overlay, its revision is
-     * written again */
-    struct mvcc_batch *b;
-    assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
-    struct mvcc_txn *t = mvcc_txn_begin(b);
-    assert_int_equal(mvcc_txn_put(t, "k6", 2, "x", 1, 0, 0, NULL), 0);
-    assert_int_equal(mvcc_txn_put(t, "k2", 2, "x", 1, 0, 0, NULL), 0);
-    mvcc_txn_end(t);
-    assert_int_equal(mvcc_overlay_entries(f->s), 3);
-    mvcc_batch_abort(b);
-    assert_int_equal(mvcc_overlay_entries(f->s), 1);
-    assert_int_equal(get(f->s, "k6", 0, &kv, val, sizeof val), 0);
-    assert_int_equal(kv.mod_rev, 0);
-    assert_int_equal(put(f->s, "k2", "8", 0), 8);
-    assert_int_equal(get(f->s, "k2", 0, &kv, val, sizeof val), 0);
+    assert_int_equal(all_keys(mid), 4);
+    mvcc_read_end(old); /* the old generations go with them */
+    mvcc_read_end(mid);
+    assert_int_equal(count_range(f->s, "k", 1, "l", 1, 0, 0, NULL), 5);
+    assert_int_equal(get(f->s, "k1", 0, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.mod_rev, 6);
     assert_int_equal(kv.version, 2);
-    assert_string_equal(val, "8");
-    /* a reopen rebuilds the two unfolded entries from the log */
+    assert_int_equal(kv.create_rev, 2); /* from the filed entry */
+    assert_int_equal(get(f->s, "k1", 5, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.mod_rev, 2);
+    /* the rest of the round, across another reopen */
     fx_close(f);
     fx_open(f);
-    assert_int_equal(mvcc_overlay_entries(f->s), 2);
+    for (int i = 0; i < 6; i++)
+        put(f->s, "k2", "7", 0); /* revs 8-13 */
     assert_int_equal(get(f->s, "k2", 0, &kv, val, sizeof val), 0);
-    assert_int_equal(kv.mod_rev, 8);
-    assert_int_equal(get(f->s, "k2", 7, &kv, val, sizeof val), 0);
-    assert_int_equal(kv.mod_rev, 3);
-    assert_int_equal(count_range(f->s, "k", 1, "l", 1, 0, 0, NULL), 5);
-    /* a compaction folds what it drops into LMDB first */
+    assert_int_equal(kv.version, 7);
+    assert_int_equal(get(f->s, "k3", 0, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.mod_rev, 4);
+    /* a compaction files everything first */
     assert_int_equal(mvcc_batch_begin(f->s, &b), 0);
-    assert_int_equal(mvcc_compact(b, 8), 0);
+    assert_int_equal(mvcc_compact(b, 12), 0);
     bool more;
     assert_int_equal(mvcc_compact_step(b, 100, &more), 0);
     assert_false(more);
     assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
     assert_int_equal(mvcc_overlay_entries(f->s), 0);
-    assert_int_equal(get(f->s, "k2", 7, &kv, val, sizeof val), ERR_COMPACTED);
-    assert_int_equal(get(f->s, "k1", 8, &kv, val, sizeof val), 0);
-    assert_string_equal(val, "6");
+    assert_int_equal(get(f->s, "k2", 11, &kv, val, sizeof val),
+                     ERR_COMPACTED);
+    assert_int_equal(get(f->s, "k2", 12, &kv, val, sizeof val), 0);
+    assert_int_equal(kv.version, 6);
+    assert_int_equal(count_range(f->s, "k", 1, "l", 1, 0, 0, NULL), 5);
+    fx_close(f);
+    fx_open(f);
+    assert_int_equal(mvcc_overlay_entries(f->s), 0);
     assert_int_equal(count_range(f->s, "k", 1, "l", 1, 0, 0, NULL), 5);
 }
 
@@ -1960,7 +1975,8 @@ static void test_overlay_shared_by_a_copy(void **state)
     assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 5);
 }
 
-/* Readers on other threads while the writer folds every few puts: each
+/* Readers on other threads while the writer runs a fold round every few
+ * puts, two entries a batch: each
  * read sees exactly the keys its revision holds (one new key per
  * revision), whichever generation and snapshot it was given. */
 struct race {
@@ -1990,6 +2006,7 @@ static void test_overlay_concurrent_reads(void **state)
 {
     struct fixture *f = *state;
     mvcc__ovl_max = 7;
+    mvcc__ovl_slice = 2;
     struct race rc[2] = {{.s = f->s}, {.s = f->s}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
@@ -2006,7 +2023,7 @@ static void test_overlay_concurrent_reads(void **state)
         assert_int_equal(rc[i].bad, 0);
         assert_true(rc[i].reads > 0);
     }
-    assert_true(mvcc_overlay_entries(f->s) < 7);
+    assert_true(mvcc_overlay_entries(f->s) < 7 + 4);
     assert_int_equal(count_range(f->s, "\0", 1, "\0", 1, 0, 0, NULL), 3000);
 }
 
