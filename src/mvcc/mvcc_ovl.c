@@ -430,6 +430,8 @@ int mvcc__fold_slice(struct mvcc_batch *b)
     struct mvcc_round *r = &b->round;
     if (b->folded) /* everything is in `kv`: a round is over */
         return s->round.target != 0 ? round_put(b) : 0;
+    if (backend_space_low(s->be))
+        return 0; /* no pages for a slice now: the disk is nearly full */
     if (r->target == 0) {
         if ((o->n - r->folded < mvcc__ovl_max &&
              o->bytes < mvcc__ovl_max_bytes) ||
