@@ -267,6 +267,23 @@ int mvcc_kv_decode(const void *ckey, size_t ckey_len, const void *val,
     return 0;
 }
 
+void mvcc__crc_seal(uint8_t *p, size_t body)
+{
+    uint32_t crc = crc32c_extend(0, p, body);
+    for (int i = 0; i < 4; i++)
+        p[body + i] = (uint8_t)(crc >> (8 * i));
+}
+
+bool mvcc__crc_ok(const uint8_t *p, size_t len)
+{
+    CHECK(len >= 4);
+    size_t body = len - 4;
+    uint32_t crc = 0;
+    for (int i = 3; i >= 0; i--)
+        crc = (crc << 8) | p[body + i];
+    return crc == crc32c_extend(0, p, body);
+}
+
 void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
 {
     CHECK(st->rev >= 1 && st->compact <= st->rev);
@@ -280,9 +297,7 @@ void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st)
     mvcc__put_le64(dst + 40, (uint64_t)st->next_sub);
     mvcc__put_le64(dst + 48, (uint64_t)st->keys);
     mvcc__put_le64(dst + 56, (uint64_t)st->fold_rev);
-    uint32_t crc = crc32c_extend(0, dst, 64);
-    for (int i = 0; i < 4; i++)
-        dst[64 + i] = (uint8_t)(crc >> (8 * i));
+    mvcc__crc_seal(dst, 64);
 }
 
 int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st)
@@ -292,10 +307,7 @@ int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st)
         v->len != MVCC_STATE_LEN_NOKEYS)
         return ERR_CORRUPT;
     size_t body = v->len - 4;
-    uint32_t crc = 0;
-    for (int i = 3; i >= 0; i--)
-        crc = (crc << 8) | p[body + i];
-    if (crc != crc32c_extend(0, p, body))
+    if (!mvcc__crc_ok(p, v->len))
         return ERR_CORRUPT;
     st->ci = mvcc__get_le64(p);
     st->rev = (mvcc_rev)mvcc__get_le64(p + 8);

@@ -203,7 +203,6 @@ extern size_t mvcc__ovl_max_bytes;
 extern size_t mvcc__ovl_slice;
 
 struct mvcc_onode;  /* an entry: composite key and index value */
-struct mvcc_ochunk; /* a block of nodes */
 
 /* One generation of the overlay: the index entries of the versions after
  * base that `kv` lacks, in a skip list (one writer, any readers). */
@@ -214,7 +213,7 @@ struct mvcc_ovl {
     size_t n;                       /* linked entries (writer) */
     size_t bytes;                   /* bytes of nodes allocated (writer) */
     uint64_t rng;                   /* node heights (writer) */
-    struct mvcc_ochunk *chunks;     /* every node's memory */
+    struct mvcc_arena mem;          /* every node's memory */
 };
 
 /* A cursor on the whole key index: `kv` merged with an overlay.  With
@@ -466,6 +465,11 @@ int mvcc__span_init(struct mvcc_span *sp, const struct mvcc_store *s,
 /* mvcc__span_has tells whether user key u is inside sp (u >= sp->key is
  * the caller's knowledge). */
 bool mvcc__span_has(const struct mvcc_span *sp, const uint8_t *u, size_t ul);
+/* mvcc__crc_seal writes the CRC32C of p[0, body) after it (u32 LE), the
+ * trailer of the meta records; mvcc__crc_ok checks it on a record of len
+ * bytes (>= 4). */
+void mvcc__crc_seal(uint8_t *p, size_t body);
+bool mvcc__crc_ok(const uint8_t *p, size_t len);
 /* mvcc__state_encode / decode: the meta record. */
 void mvcc__state_encode(uint8_t *dst, const struct mvcc_state *st);
 int mvcc__state_decode(const struct backend_val *v, struct mvcc_state *st);

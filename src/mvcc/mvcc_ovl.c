@@ -48,11 +48,8 @@
  */
 #include "mvcc/mvcc_int.h"
 
-#include "util/crc32c.h"
 #include "util/err.h"
 #include "util/mem.h"
-
-#define OVL_CHUNK (64u << 10)
 
 size_t mvcc__ovl_max = MVCC_OVL_MAX;
 size_t mvcc__ovl_max_bytes = MVCC_OVL_MAX_BYTES;
@@ -64,11 +61,6 @@ struct mvcc_onode {
     uint8_t vlen;    /* value bytes */
     uint8_t height;  /* levels this node is linked on */
     _Atomic(struct mvcc_onode *) next[]; /* height links, then key, value */
-};
-
-struct mvcc_ochunk {
-    struct mvcc_ochunk *next; /* older chunk */
-    size_t used, cap;         /* bytes after the header */
 };
 
 static uint8_t *node_key(const struct mvcc_onode *n)
@@ -86,25 +78,6 @@ static int node_cmp(const struct mvcc_onode *n, const uint8_t *key,
                     size_t len)
 {
     return backend_revkey_cmp(node_key(n), n->klen, key, len);
-}
-
-static void *chunk_alloc(struct mvcc_ovl *o, size_t len)
-{
-    len = (len + 7) & ~(size_t)7;
-    struct mvcc_ochunk *c = o->chunks;
-    if (c == NULL || c->cap - c->used < len) {
-        size_t cap = len > OVL_CHUNK ? len : OVL_CHUNK;
-        c = mem_malloc(sizeof *c + cap);
-        if (c == NULL)
-            return NULL;
-        c->cap = cap;
-        c->used = 0;
-        c->next = o->chunks;
-        o->chunks = c;
-    }
-    void *p = (char *)(c + 1) + c->used;
-    c->used += len;
-    return p;
 }
 
 int mvcc__ovl_new(mvcc_rev base, struct mvcc_ovl **out)
@@ -125,11 +98,7 @@ void mvcc__ovl_unref(struct mvcc_ovl *o)
 {
     if (o == NULL || atomic_fetch_sub(&o->refs, 1) != 1)
         return;
-    while (o->chunks != NULL) {
-        struct mvcc_ochunk *c = o->chunks;
-        o->chunks = c->next;
-        mem_free(c);
-    }
+    mvcc__arena_free(&o->mem);
     mem_free(o);
 }
 
@@ -174,6 +143,27 @@ static int pick_height(struct mvcc_ovl *o)
     return h;
 }
 
+/* node_new makes an unlinked node of height h holding (key, val), counted
+ * in o; NULL if out of memory. */
+static struct mvcc_onode *node_new(struct mvcc_ovl *o, int h,
+                                   const uint8_t *key, size_t klen,
+                                   const uint8_t *val, size_t vlen)
+{
+    size_t len = sizeof(struct mvcc_onode) +
+                 (size_t)h * sizeof(struct mvcc_onode *) + klen + vlen;
+    struct mvcc_onode *n = mvcc__arena_alloc(&o->mem, len);
+    if (n == NULL)
+        return NULL;
+    n->klen = (uint16_t)klen;
+    n->vlen = (uint8_t)vlen;
+    n->height = (uint8_t)h;
+    memcpy(node_key(n), key, klen);
+    memcpy(node_key(n) + klen, val, vlen);
+    o->n++;
+    o->bytes += len;
+    return n;
+}
+
 int mvcc__ovl_insert(struct mvcc_ovl *o, const uint8_t *key, size_t klen,
                      const uint8_t *val, size_t vlen,
                      struct mvcc_onode **out)
@@ -184,15 +174,9 @@ int mvcc__ovl_insert(struct mvcc_ovl *o, const uint8_t *key, size_t klen,
     if (at != NULL && node_cmp(at, key, klen) == 0)
         return ERR_CORRUPT; /* a version is written once */
     int h = pick_height(o);
-    size_t links = (size_t)h * sizeof(struct mvcc_onode *);
-    struct mvcc_onode *n = chunk_alloc(o, sizeof *n + links + klen + vlen);
+    struct mvcc_onode *n = node_new(o, h, key, klen, val, vlen);
     if (n == NULL)
         return ERR_NOMEM;
-    n->klen = (uint16_t)klen;
-    n->vlen = (uint8_t)vlen;
-    n->height = (uint8_t)h;
-    memcpy(node_key(n), key, klen);
-    memcpy(node_key(n) + klen, val, vlen);
     for (int i = 0; i < h; i++) {
         struct mvcc_onode *next = atomic_load_explicit(
             link_of(o, pred[i], i), memory_order_relaxed);
@@ -202,8 +186,6 @@ int mvcc__ovl_insert(struct mvcc_ovl *o, const uint8_t *key, size_t klen,
     for (int i = 0; i < h; i++)
         atomic_store_explicit(link_of(o, pred[i], i), n,
                               memory_order_release);
-    o->n++;
-    o->bytes += sizeof *n + links + klen + vlen;
     if (out != NULL)
         *out = n;
     return 0;
@@ -324,6 +306,17 @@ int mvcc__ic_next(struct mvcc_icur *ic, struct backend_val *k,
 
 /* --- fold and rebuild ------------------------------------------------ */
 
+/* file_node writes n's entry into `kv` in b's txn. */
+static int file_node(struct mvcc_batch *b, const struct mvcc_onode *n)
+{
+    void *dst;
+    int rc = backend_cursor_put_reserve(b->kv.db, node_key(n), n->klen,
+                                        n->vlen, &dst);
+    if (rc == 0)
+        memcpy(dst, node_key(n) + n->klen, n->vlen);
+    return rc;
+}
+
 int mvcc__fold(struct mvcc_batch *b)
 {
     CHECK(b->open && !b->folded);
@@ -333,15 +326,8 @@ int mvcc__fold(struct mvcc_batch *b)
         return rc;
     /* in key order: each leaf of `kv` is copied once for all its entries */
     for (struct mvcc_onode *n = mvcc__ovl_first(b->s->ovl);
-         rc == 0 && n != NULL; n = mvcc__ovl_next(n)) {
-        struct backend_val k, v;
-        void *dst;
-        mvcc__ovl_entry(n, &k, &v);
-        rc = backend_cursor_put_reserve(b->kv.db, k.data, k.len, v.len,
-                                        &dst);
-        if (rc == 0)
-            memcpy(dst, v.data, v.len);
-    }
+         rc == 0 && n != NULL; n = mvcc__ovl_next(n))
+        rc = file_node(b, n);
     if (rc != 0) {
         mvcc__ovl_unref(next);
         return rc;
@@ -365,23 +351,16 @@ static int copy_newer(struct mvcc_ovl *from, mvcc_rev rev,
         if (node_rev(f) <= rev)
             continue;
         int h = pick_height(o);
-        size_t links = (size_t)h * sizeof(struct mvcc_onode *);
-        size_t len = sizeof *f + links + f->klen + f->vlen;
-        struct mvcc_onode *n = chunk_alloc(o, len);
+        struct mvcc_onode *n = node_new(o, h, node_key(f), f->klen,
+                                        node_key(f) + f->klen, f->vlen);
         if (n == NULL)
             return ERR_NOMEM;
-        n->klen = f->klen;
-        n->vlen = f->vlen;
-        n->height = (uint8_t)h;
-        memcpy(node_key(n), node_key(f), (size_t)f->klen + f->vlen);
         for (int i = 0; i < h; i++) {
             atomic_init(&n->next[i], NULL);
             atomic_store_explicit(link_of(o, tail[i], i), n,
                                   memory_order_relaxed);
             tail[i] = n;
         }
-        o->n++;
-        o->bytes += len;
     }
     return 0;
 }
@@ -398,9 +377,7 @@ static int round_put(struct mvcc_batch *b)
     uint8_t rec[8 + MVCC_CKEY_MAX + 4];
     mvcc__put_le64(rec, (uint64_t)r->target);
     memcpy(rec + 8, r->pos, r->pos_len);
-    uint32_t crc = crc32c_extend(0, rec, 8 + r->pos_len);
-    for (int i = 0; i < 4; i++)
-        rec[8 + r->pos_len + i] = (uint8_t)(crc >> (8 * i));
+    mvcc__crc_seal(rec, 8 + r->pos_len);
     return backend_put(b->txn, b->s->meta, mvcc__round_key, klen, rec,
                        8 + r->pos_len + 4);
 }
@@ -411,10 +388,7 @@ int mvcc__round_decode(const struct backend_val *v, struct mvcc_round *r)
     if (v->len < 8 + MVCC_SUFFIX + 1 + 4 || v->len > 8 + MVCC_CKEY_MAX + 4)
         return ERR_CORRUPT;
     size_t body = v->len - 4;
-    uint32_t crc = 0;
-    for (int i = 3; i >= 0; i--)
-        crc = (crc << 8) | p[body + i];
-    if (crc != crc32c_extend(0, p, body))
+    if (!mvcc__crc_ok(p, v->len))
         return ERR_CORRUPT;
     r->target = (mvcc_rev)mvcc__get_le64(p);
     r->pos_len = body - 8;
@@ -459,11 +433,7 @@ int mvcc__fold_slice(struct mvcc_batch *b)
         r->pos_len = n->klen;
         if (node_rev(n) > r->target)
             continue; /* for the next generation */
-        void *dst;
-        rc = backend_cursor_put_reserve(b->kv.db, node_key(n), n->klen,
-                                        n->vlen, &dst);
-        if (rc == 0)
-            memcpy(dst, node_key(n) + n->klen, n->vlen);
+        rc = file_node(b, n);
         done++;
     }
     r->folded += done;
