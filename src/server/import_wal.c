@@ -704,7 +704,13 @@ int import__translate(struct import *im, const struct import_ent *e,
     }
     if (e->type != 0 || e->len == 0 || is_v2(e->data, e->len))
         return e->type <= 1 ? 0 : ERR_IMPORT_UNSUPPORTED;
-    uint8_t *buf = mem_malloc(e->len + 64);
+    /* The output may be longer than the entry: a header's fields get
+     * two-byte keys (60, 61) where etcd's have one-byte keys (2, 3), and
+     * a header may repeat them, so a two-byte auth_revision becomes three.
+     * Every other translation keeps or shortens its field's size, so half
+     * the entry again bounds the growth. */
+    size_t cap = e->len + e->len / 2 + 64;
+    uint8_t *buf = mem_malloc(cap);
     if (buf == NULL)
         return ERR_NOMEM;
     struct etcdwal_field f;
@@ -719,7 +725,7 @@ int import__translate(struct import *im, const struct import_ent *e,
     if (rc == ERR_CORRUPT)
         log_error(LOG_MOD, "%s: entry %" PRIu64 " does not decode", im->path,
                   e->index);
-    CHECK(n <= e->len + 64);
+    CHECK(n <= cap);
     if (rc != 1 || empty || !request) {
         mem_free(buf);
         return rc == 1 ? 0 : rc;

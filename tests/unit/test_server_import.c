@@ -282,6 +282,36 @@ static void test_member_attr_set_35(void **state)
     assert_null(out);
 }
 
+/* A header may repeat its fields (protobuf keeps the last), and each
+ * becomes a field with a two-byte key: an entry of 400 two-byte
+ * auth_revisions translates to 1.5 times its size (the fuzzer's case:
+ * the output buffer was sized for the entry plus 64 bytes). */
+static void test_header_repeated_fields_grow(void **state)
+{
+    struct fixture *f = *state;
+    static struct pb hdr, put, data;
+    memset(&hdr, 0, sizeof hdr);
+    memset(&put, 0, sizeof put);
+    memset(&data, 0, sizeof data);
+    for (unsigned i = 1; i <= 400; i++)
+        pb_varint(&hdr, 3, i % 100 + 1);
+    pb_str(&hdr, 2, "root");
+    pb_str(&put, 1, "k");
+    pb_str(&put, 2, "v");
+    pb_msg(&data, 100, &hdr);
+    pb_msg(&data, 4, &put);
+    int rc;
+    Cetcdpb__InternalRequest *r = translate(&f->im, &data, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(r);
+    assert_int_equal(r->auth_revision, 1); /* the last: 400 % 100 + 1 */
+    assert_string_equal(r->auth_user, "root");
+    assert_non_null(r->put);
+    assert_int_equal(r->put->key.len, 1);
+    assert_memory_equal(r->put->key.data, "k", 1);
+    cetcdpb__internal_request__free_unpacked(r, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +327,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_member_attr_set_35, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_header_repeated_fields_grow,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
