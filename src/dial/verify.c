@@ -20,7 +20,6 @@
  * (dial_tls.alert_target; the peer transport makes credentials per
  * channel when it checks names).
  */
-#include <arpa/inet.h>
 #include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,6 +37,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/thread.h"
+#include "util/x509_host.h"
 
 #define ALERTS_MAX 2
 #define ALERT_TIMEOUT_MS 2000
@@ -80,28 +80,13 @@ static bool last_cn(X509 *x, char *buf, size_t cap)
     return ok;
 }
 
-/* valid_for: x is valid for host, as Go's Certificate.VerifyHostname: an
- * IP against the IP SANs, a name against the DNS SANs (never the CN), a
- * wildcard only as a whole leftmost label. */
-static bool valid_for(X509 *x, const char *host)
-{
-    unsigned char ip[16];
-    if (inet_pton(AF_INET, host, ip) == 1 ||
-        inet_pton(AF_INET6, host, ip) == 1)
-        return X509_check_ip_asc(x, host, 0) == 1;
-    return X509_check_host(x, host, strlen(host),
-                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT |
-                               X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
-                           NULL) == 1;
-}
-
 bool dial__cert_allowed(X509 *x, const char *cn, const char *hostname)
 {
     assert((cn == NULL) != (hostname == NULL));
     char have[256];
     bool ok = x != NULL && (cn != NULL ? last_cn(x, have, sizeof have) &&
                                              strcmp(have, cn) == 0
-                                       : valid_for(x, hostname));
+                                       : x509_valid_for_host(x, hostname));
     ERR_clear_error();
     return ok;
 }

@@ -37,6 +37,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/x509_host.h"
 
 #define TLS_FILE_MAX (4u << 20) /* a PEM bundle larger than this is junk */
 #define SELF_CERT_DAYS 365
@@ -666,24 +667,6 @@ static bool cn_is(X509 *x, const char *cn)
     return n >= 0 && (size_t)n == strlen(cn) && strcmp(buf, cn) == 0;
 }
 
-/* host_fits: x is valid for host as Go's x509 VerifyHostname decides
- * (etcd's --client/--peer-cert-allowed-hostname): an IP literal against
- * the IP SANs only, a name against the DNS SANs only, with a wildcard
- * only as a whole leftmost label.  Go (1.15 and later, with which etcd
- * 3.4.23 is built) never falls back to the subject's CN, where OpenSSL
- * does by default for a certificate without DNS SANs. */
-static bool host_fits(X509 *x, const char *host)
-{
-    unsigned char ip[16];
-    if (inet_pton(AF_INET, host, ip) == 1 ||
-        inet_pton(AF_INET6, host, ip) == 1)
-        return X509_check_ip_asc(x, host, 0) == 1;
-    return X509_check_host(x, host, 0,
-                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT |
-                               X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
-                           NULL) == 1;
-}
-
 /* serial_hex writes x's serial as Go's %x of its bytes (lower case). */
 static void serial_hex(X509 *x, char *buf, size_t cap)
 {
@@ -727,7 +710,7 @@ enum rpc_tls_verdict rpc_tls_client_check(X509 *x, const char *remote_ip,
     if (t->allowed_cn != NULL)
         ok = cn_is(x, t->allowed_cn);
     if (ok && t->allowed_hostname != NULL)
-        ok = host_fits(x, t->allowed_hostname);
+        ok = x509_valid_for_host(x, t->allowed_hostname);
     ERR_clear_error();
     if (!ok) {
         snprintf(why, cap, "client certificate authentication failed");

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/x509v3.h>
 
 #include "util/crc32c.h"
 #include "util/err.h"
@@ -26,6 +27,7 @@
 #include "util/str.h"
 #include "util/thread.h"
 #include "util/tls_alert.h"
+#include "util/x509_host.h"
 
 static void test_crc32c_vectors(void **state)
 {
@@ -294,6 +296,59 @@ static void test_tls_alert(void **state)
     assert_int_equal(tls_alert_from_openssl(NULL), -1);
 }
 
+/* A certificate with subject CN cn and subjectAltName san (OpenSSL's
+ * config syntax, NULL for none); unsigned (the host check reads names
+ * only). */
+static X509 *cert_with(const char *cn, const char *san)
+{
+    X509 *x = X509_new();
+    assert_non_null(x);
+    X509_NAME *name = X509_get_subject_name(x);
+    assert_int_equal(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                                                (const unsigned char *)cn,
+                                                -1, -1, 0),
+                     1);
+    if (san != NULL) {
+        X509_EXTENSION *ext =
+            X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, san);
+        assert_non_null(ext);
+        assert_int_equal(X509_add_ext(x, ext, -1), 1);
+        X509_EXTENSION_free(ext);
+    }
+    return x;
+}
+
+/* Go's VerifyHostname rules: IPs against IP SANs only, names against
+ * DNS SANs only, a wildcard as a whole leftmost label, never the CN. */
+static void test_x509_valid_for_host(void **state)
+{
+    (void)state;
+    X509 *x = cert_with("www.example.com",
+                        "DNS:*.example.com,DNS:f*.test.org,IP:127.0.0.1,"
+                        "IP:::1,DNS:10.0.0.1");
+    assert_true(x509_valid_for_host(x, "a.example.com"));
+    assert_true(x509_valid_for_host(x, "A.Example.COM"));
+    assert_false(x509_valid_for_host(x, "b.a.example.com"));
+    assert_false(x509_valid_for_host(x, "example.com"));
+    assert_false(x509_valid_for_host(x, "foo.test.org")); /* partial */
+    assert_true(x509_valid_for_host(x, "127.0.0.1"));
+    assert_false(x509_valid_for_host(x, "127.0.0.2"));
+    assert_true(x509_valid_for_host(x, "::1"));
+    /* an IP literal is never matched against a DNS SAN */
+    assert_false(x509_valid_for_host(x, "10.0.0.1"));
+    assert_false(x509_valid_for_host(x, NULL));
+    X509_free(x);
+    /* no SANs: the CN is not a fallback (OpenSSL's default would be) */
+    x = cert_with("cn-only.example.com", NULL);
+    assert_false(x509_valid_for_host(x, "cn-only.example.com"));
+    X509_free(x);
+    x = cert_with("cn.example.com", "IP:192.0.2.1");
+    assert_false(x509_valid_for_host(x, "cn.example.com"));
+    assert_true(x509_valid_for_host(x, "192.0.2.1"));
+    X509_free(x);
+    assert_false(x509_valid_for_host(NULL, "a.example.com"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_str_go_duration),
         cmocka_unit_test(test_fs_all),
         cmocka_unit_test(test_tls_alert),
+        cmocka_unit_test(test_x509_valid_for_host),
         cmocka_unit_test(test_thread_turns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
