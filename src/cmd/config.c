@@ -308,7 +308,9 @@ static void jerr(struct parse *p, const char *sort, const char *what,
                  const char *field, const char *go)
 {
     char k[160];
-    snprintf(k, sizeof k, "%c%s", p->proxy_pass ? '1' : '0', sort);
+    if (snprintf(k, sizeof k, "%c%s", p->proxy_pass ? '1' : '0', sort) >=
+        (int)sizeof k)
+        k[sizeof k - 1] = '\0'; /* a longer key sorts by its start */
     if (p->have_err && strcmp(k, p->err_key) >= 0)
         return;
     snprintf(p->err_key, sizeof p->err_key, "%s", k);

@@ -165,7 +165,7 @@ static int record_decode(const uint8_t *p, size_t len,
                          struct etcdwal_record *out)
 {
     size_t pos = 0;
-    struct etcdwal_field f;
+    struct etcdwal_field f = {0};
     int rc;
     out->type = 0;
     out->crc = 0;

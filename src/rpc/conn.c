@@ -207,6 +207,104 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
     return 0;
 }
 
+/*
+ * Lazy answers.  grpc-go's client sends a PING (its bandwidth probe, with
+ * a connection WINDOW_UPDATE before it) whenever DATA arrives and no probe
+ * is out: after nearly every reply, and after every burst of watch events
+ * on every connection.  Answered at once (nghttp2's automatic ACK), each
+ * cost a write here and a wake-up and a read in the client, and let the
+ * client probe again at the next reply: at 1000 puts/s with watchers on
+ * 10 connections, 16 writes per put.  Now a PING's ACK is held:
+ * it goes out with the next frames written on the connection once
+ * RPC__PING_RIDE_NS have passed, else on its own at RPC__LAZY_NS, so a
+ * client probes at most about once per RPC__PING_RIDE_NS per connection.
+ * HTTP/2 asks (SHOULD) that PING answers go before other frames: they
+ * do, in the write that carries them; grpc-go and the gRPC core only
+ * time their probes with them, and their keepalive timeouts are seconds.
+ * A read made of such frames alone (a PING, a PING or SETTINGS ACK, a
+ * connection WINDOW_UPDATE while the send window was not short) needs no
+ * write now: the connection goes on the loop's lazy list, written at its
+ * due time if nothing else wrote it before.  Any other frame, a partial
+ * one, or an error is answered at once, as before.
+ */
+#define RPC__LAZY_NS 10000000        /* 10 ms: a held ACK's latest */
+#define RPC__PING_RIDE_NS 5000000    /* 5 ms: it rides with data after */
+#define RPC__LAZY_WIN_MIN (16 * 1024) /* below it, a WINDOW_UPDATE is urgent */
+#define RPC__FRAME_HDLEN 9            /* an HTTP/2 frame header */
+
+static bool lazy_frame(const struct rpc__conn *c, const nghttp2_frame *f)
+{
+    switch (f->hd.type) {
+    case NGHTTP2_PING:
+        return true;
+    case NGHTTP2_SETTINGS:
+        return (f->hd.flags & NGHTTP2_FLAG_ACK) != 0;
+    case NGHTTP2_WINDOW_UPDATE:
+        return f->hd.stream_id == 0 && c->rx_win0 >= RPC__LAZY_WIN_MIN;
+    default:
+        return false;
+    }
+}
+
+/* ping_ack_send submits the held ACK (the caller writes it); false when
+ * nghttp2 refuses it: more ACKs queued than a client that reads would
+ * leave (a PING flood), or out of memory. */
+static bool ping_ack_send(struct rpc__conn *c)
+{
+    c->ping_held = false;
+    return nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_ACK, c->ping_opaque) == 0;
+}
+
+/* ping_ack_ready: the held ACK goes out with this write (see above). */
+static void ping_ack_ready(struct rpc__conn *c, bool due)
+{
+    if (c->ping_held && !c->dead && c->ng != NULL &&
+        (due || rpc__now_ns() >= c->ping_ride_ns) && !ping_ack_send(c))
+        c->close_after_flush = true; /* one held ACK: not a flood */
+}
+
+static void lazy_add(struct rpc__conn *c)
+{
+    if (c->lazy || c->dead)
+        return;
+    struct rpc__loop *l = c->loop;
+    c->lazy = true;
+    c->refs++; /* the lazy list's */
+    c->lazy_due_ns = rpc__now_ns() + RPC__LAZY_NS;
+    c->lazy_next = NULL;
+    if (l->lazy_tail != NULL)
+        l->lazy_tail->lazy_next = c;
+    else
+        l->lazy = c;
+    l->lazy_tail = c;
+}
+
+int rpc__conn_lazy_timeout_ms(const struct rpc__loop *l, int ms)
+{
+    if (l->lazy == NULL)
+        return ms;
+    int64_t left = l->lazy->lazy_due_ns - rpc__now_ns();
+    int lazy_ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+    return ms < 0 || lazy_ms < ms ? lazy_ms : ms;
+}
+
+void rpc__conn_lazy_due(struct rpc__loop *l, bool all)
+{
+    if (l->lazy == NULL)
+        return;
+    int64_t now = all ? INT64_MAX : rpc__now_ns();
+    while (l->lazy != NULL && l->lazy->lazy_due_ns <= now) {
+        struct rpc__conn *c = l->lazy;
+        l->lazy = c->lazy_next;
+        if (l->lazy == NULL)
+            l->lazy_tail = NULL;
+        c->lazy = false;
+        ping_ack_ready(c, true);
+        rpc__conn_mark_dirty(c); /* nothing to write if it was flushed */
+        rpc__conn_unref(c);
+    }
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
                          void *ud)
 {
@@ -217,9 +315,24 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         assert(c->loop->unready_n > 0);
         c->loop->unready_n--;
     }
+    if (lazy_frame(c, f))
+        c->rx_lazy_bytes += RPC__FRAME_HDLEN + f->hd.length;
     if (f->hd.type == NGHTTP2_PING &&
-        (f->hd.flags & NGHTTP2_FLAG_ACK) == 0)
+        (f->hd.flags & NGHTTP2_FLAG_ACK) == 0) {
         rpc__keepalive_ping(c);
+        if (c->ping_held) {
+            /* A second PING before the first's ACK left: answer the
+             * first now (every PING gets its own ACK); a flood of them
+             * that the client does not read ends the connection. */
+            if (!ping_ack_send(c))
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+            c->rx_lazy_bytes = 0; /* a write is due */
+        }
+        memcpy(c->ping_opaque, f->ping.opaque_data, sizeof c->ping_opaque);
+        c->ping_held = true;
+        c->ping_ride_ns = rpc__now_ns() + RPC__PING_RIDE_NS;
+        lazy_add(c);
+    }
     if (f->hd.type == NGHTTP2_WINDOW_UPDATE && f->hd.stream_id == 0)
         rpc__conn_bg_update(c); /* stream.c: background streams */
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
@@ -404,6 +517,8 @@ struct rpc__conn *rpc__conn_new(struct rpc__loop *l, int fd, bool tls)
      * concurrent streams allowed (unbounded here, as etcd allows): 1M
      * puts on 10 connections grew the member by 270 MiB. */
     nghttp2_option_set_no_closed_streams(opt, 1);
+    /* PING ACKs are sent here (see "Lazy answers"). */
+    nghttp2_option_set_no_auto_ping_ack(opt, 1);
     int rv = nghttp2_session_server_new2(&c->ng, rpc_callbacks(), c,
                                          opt);
     nghttp2_option_del(opt);
@@ -599,6 +714,8 @@ void rpc__conn_flush(struct rpc__conn *c)
         rpc__conn_kill(c); /* H1 answers are in c->out already (h1.c) */
         return;
     }
+    if (c->proto == RPC__PROTO_H2)
+        ping_ack_ready(c, false); /* rides with this write (above) */
     while (c->proto != RPC__PROTO_H1 && c->out_off == c->out_n) {
         if (!gather(c)) {
             rpc__conn_kill(c);
@@ -655,6 +772,8 @@ static ssize_t sock_read(struct rpc__conn *c)
 
 bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n)
 {
+    c->rx_lazy_bytes = 0;
+    c->rx_win0 = nghttp2_session_get_remote_window_size(c->ng);
     ssize_t used = nghttp2_session_mem_recv(c->ng, p, n);
     if (used < 0) {
         /* A fatal error (bad preface, a flood, a broken frame): the rest
@@ -668,7 +787,10 @@ bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n)
         rpc__conn_unref(c);
         return false;
     }
-    rpc__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, PINGs */
+    if (c->rx_lazy_bytes == n && c->preface_ok)
+        lazy_add(c); /* see "Lazy answers" */
+    else
+        rpc__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, ... */
     return true;
 }
 

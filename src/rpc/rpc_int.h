@@ -160,6 +160,17 @@ struct rpc__conn {
                                           last keepalive sweep */
     unsigned bg_idle;                  /* sweeps deferred without one */
     bool dirty;                        /* on the loop's flush list */
+    /* Frames that need no prompt answer (conn.c "Lazy answers"): what the
+     * last feed held of them, and the lazy list.  Loop-only. */
+    size_t rx_lazy_bytes;              /* bytes of such frames this feed */
+    int32_t rx_win0;                   /* send window before the feed */
+    bool lazy;                         /* on the loop's lazy list */
+    bool ping_held;                    /* a PING's ACK not yet sent */
+    uint8_t ping_opaque[8];            /* its payload */
+    int64_t ping_ride_ns;              /* from then on it goes out with
+                                          any write; due at lazy_due_ns */
+    int64_t lazy_due_ns;               /* flushed by then at the latest */
+    struct rpc__conn *lazy_next;       /* lazy list link */
     bool want_out;                     /* EPOLLOUT armed */
     uint8_t *out;                      /* frames not yet written */
     size_t out_n, out_off, out_cap;    /* end, written up to, allocated */
@@ -348,6 +359,8 @@ struct rpc__loop {
     _Atomic(struct rpc__item *) inbox; /* any thread pushes, loop takes */
     struct rpc__conn *conns;           /* live connections */
     struct rpc__conn *dirty;           /* connections with frames to write */
+    struct rpc__conn *lazy, *lazy_tail; /* answers that may wait, by due
+                                           time (conn.c "Lazy answers") */
     struct rpc_call *ready;            /* requests complete, to dispatch */
     struct rpc_call *ready_tail;       /* its end */
     struct rpc_call *free_calls;       /* recycled call objects */
@@ -486,6 +499,12 @@ void rpc__conn_attach(struct rpc__conn *c);
 void rpc__conn_io(struct rpc__conn *c, uint32_t events);
 void rpc__conn_flush(struct rpc__conn *c);
 void rpc__conn_mark_dirty(struct rpc__conn *c);
+/* Lazy answers (conn.c): rpc__conn_lazy_timeout_ms caps a loop's epoll
+ * timeout ms (-1: none) at the first lazy connection's due time;
+ * rpc__conn_lazy_due marks the connections that are due (all: every one)
+ * dirty and takes them off the lazy list. */
+int rpc__conn_lazy_timeout_ms(const struct rpc__loop *l, int ms);
+void rpc__conn_lazy_due(struct rpc__loop *l, bool all);
 void rpc__conn_kill(struct rpc__conn *c);
 void rpc__conn_unref(struct rpc__conn *c);
 int rpc__hdrs_add(struct rpc__hdrs *h, const uint8_t *name, size_t name_n,

@@ -413,8 +413,15 @@ static void loop_wake(struct rpc__loop *l)
     (void)w; /* A full counter is a wake-up already pending. */
 }
 
+static void loop_wake_held(void *l)
+{
+    loop_wake(l);
+}
+
 /* rpc__loop_push wakes the loop when the inbox was empty, unless the
- * pusher is the loop itself: it looks at its inbox before it sleeps. */
+ * pusher is the loop itself: it looks at its inbox before it sleeps.  A
+ * pusher holding its wake-ups (util/thread.h: the applier publishing a
+ * batch) wakes the loop once, at the end of its burst. */
 void rpc__loop_push(struct rpc__loop *l, struct rpc__item *it)
 {
     assert(l != NULL && it != NULL);
@@ -422,7 +429,7 @@ void rpc__loop_push(struct rpc__loop *l, struct rpc__item *it)
     do
         it->next = head;
     while (!atomic_compare_exchange_weak(&l->inbox, &head, it));
-    if (head == NULL && l != this_loop)
+    if (head == NULL && l != this_loop && !thread_wake_defer(loop_wake_held, l))
         loop_wake(l);
 }
 
@@ -553,6 +560,7 @@ void rpc__loop_turn(struct rpc__loop *l)
     rpc__call_dispatch(l);
     thread_turn_end();
     run_inbox(l);
+    rpc__conn_lazy_due(l, false);
     flush_dirty(l);
 }
 
@@ -576,7 +584,9 @@ static void *loop_main(void *arg)
          * HTTP/1.x requests as earlier ones are answered). */
         bool more = atomic_load(&l->inbox) != NULL || l->ready != NULL;
         int n = epoll_wait(l->ep, evs, EVENTS_MAX,
-                           more ? 0 : rpc__guard_timeout_ms(l));
+                           more ? 0
+                                : rpc__conn_lazy_timeout_ms(
+                                      l, rpc__guard_timeout_ms(l)));
         for (int i = 0; i < n; i++) {
             uintptr_t d = (uintptr_t)evs[i].data.ptr;
             if (d == RPC__TAG_EVFD) {
@@ -598,6 +608,8 @@ static void *loop_main(void *arg)
     /* Exiting: close sees no call or stream left, so every connection is
      * dead and unreferenced by now except ones never flushed. */
     run_inbox(l);
+    rpc__conn_lazy_due(l, true);
+    flush_dirty(l);
     while (l->conns != NULL)
         rpc__conn_kill(l->conns);
     rpc__loop_free_calls(l);

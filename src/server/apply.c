@@ -16,6 +16,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/thread.h"
 
 #define COMPACT_STEP_REVS 1000 /* default revisions compacted per batch */
 #define COMPACT_IDLE_MS 10u    /* a pending compaction steps when idle */
@@ -273,9 +274,13 @@ int server__apply_entries(struct server *s, struct server_entry *head,
                           size_t n, bool wake_waiters)
 {
     struct applied a;
+    /* The observer's events (in the commit) and the answers: each event
+     * loop is woken once, after both (util/thread.h "Held wake-ups"). */
+    thread_wakes_hold();
     int rc = apply_batch(s, head, n, &s->apply_arena, false, &a);
     if (rc == 0)
         publish(s, &a, wake_waiters);
+    thread_wakes_release();
     return rc;
 }
 
@@ -301,8 +306,10 @@ static void spec_finish(struct server *s)
     /* spec.mu not held: only the caller that saw both halves gets here. */
     struct applied a = {s->spec.done.ps, s->spec.done.n, s->spec.done.last};
     mvcc_visible_release(s->mvcc);
+    thread_wakes_hold(); /* the events and answers: one wake per loop */
     server__watch_release(s); /* durable: watchers may see it */
     publish(s, &a, true);
+    thread_wakes_release();
     arena_reset(&s->spec_arena);
 }
 

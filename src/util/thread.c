@@ -73,3 +73,40 @@ void thread_turn_end(void)
     turn_head = turn_n = 0;
     turn_open = false;
 }
+
+/* --- held wake-ups ------------------------------------------------------- */
+
+static __thread unsigned wakes_depth;
+static __thread size_t wakes_n;
+static __thread struct turn_work wakes_q[THREAD_WAKES_MAX];
+
+void thread_wakes_hold(void)
+{
+    wakes_depth++;
+}
+
+bool thread_wake_defer(thread_turn_fn fn, void *arg)
+{
+    if (wakes_depth == 0)
+        return false;
+    for (size_t i = 0; i < wakes_n; i++)
+        if (wakes_q[i].fn == fn && wakes_q[i].arg == arg)
+            return true;
+    if (wakes_n == THREAD_WAKES_MAX)
+        return false;
+    wakes_q[wakes_n++] = (struct turn_work){fn, arg};
+    return true;
+}
+
+void thread_wakes_release(void)
+{
+    CHECK(wakes_depth > 0);
+    if (--wakes_depth > 0)
+        return;
+    /* Nothing is deferred once the depth is 0: a wake-up never queues
+     * another one. */
+    size_t n = wakes_n;
+    wakes_n = 0;
+    for (size_t i = 0; i < n; i++)
+        wakes_q[i].fn(wakes_q[i].arg);
+}

@@ -96,18 +96,18 @@ def echo(monkeypatch):
 # -- Nagle ---------------------------------------------------------------
 
 def test_replies_not_held_by_nagle(echo):
-    """A PING in the same write as a request gets its ACK flushed at once;
-    the reply, answered 3 ms later from another thread, follows while that
-    ACK is unacknowledged.  Without TCP_NODELAY it waits for the client's
-    delayed ACK (~40 ms)."""
+    """Two requests in one write: the first is answered at once, the
+    second 3 ms later from another thread, while the first answer is
+    still unacknowledged.  Without TCP_NODELAY the second waits for the
+    client's delayed ACK (~40 ms)."""
     srv = echo()
     conn = h2raw.Conn(srv.port)
     times = []
     for i in range(40):
+        sid0, req0 = conn.request(RANGE, range_body(b"now/%d" % i))
         sid, req = conn.request(RANGE, range_body(b"async/3/%d" % i))
-        ping = h2raw.frame(h2raw.PING, 0, 0, struct.pack(">Q", i))
         t0 = time.monotonic()
-        conn.send(req + ping)
+        conn.send(req0 + req)
         hdrs, _ = read_until_stream_end(conn, sid)
         times.append(time.monotonic() - t0)
         assert hdrs.get(b"grpc-status") == b"0", hdrs
@@ -117,6 +117,83 @@ def test_replies_not_held_by_nagle(echo):
     # the 90th percentile keep one scheduling hiccup from failing this.
     assert times[len(times) // 2] < 0.025, times
     assert times[int(len(times) * 0.9)] < 0.030, times
+
+
+# -- PING answers (rpc/conn.c "Lazy answers") ---------------------------
+
+def read_acks(conn, want, timeout=2):
+    """Reads frames until want PING ACKs came; returns their payloads and
+    the time each arrived."""
+    acks = []
+    deadline = time.monotonic() + timeout
+    while len(acks) < want:
+        f = conn.read_frame(timeout=max(0.01, deadline - time.monotonic()))
+        assert f is not None, "server closed the connection"
+        if f[0] == h2raw.PING and f[1] & h2raw.ACK:
+            acks.append((f[3], time.monotonic()))
+    return acks
+
+
+def test_ping_acks_held_then_sent(echo):
+    """Every PING gets an ACK with its payload, in order: alone on an idle
+    connection a few ms later (held for a write it could ride with), and
+    at once for each PING that arrives while an earlier one is held."""
+    srv = echo()
+    conn = h2raw.Conn(srv.port)
+    read_acks(conn, 0)
+    t0 = time.monotonic()
+    conn.send(h2raw.frame(h2raw.PING, 0, 0, b"idle-pin"))
+    (payload, t1), = read_acks(conn, 1)
+    assert payload == b"idle-pin"
+    assert 0.003 <= t1 - t0 < 1.0, t1 - t0  # held (10 ms), not lost
+    # A reply first: PINGs after data are no keepalive strikes (grpc-go's
+    # policy: the 4th PING in a row with nothing sent is "too_many_pings")
+    sid, req = conn.request(RANGE, range_body(b"k"))
+    conn.send(req)
+    read_until_stream_end(conn, sid)
+    pings = [struct.pack(">Q", i) for i in range(3)]
+    conn.send(b"".join(h2raw.frame(h2raw.PING, 0, 0, p) for p in pings))
+    assert [p for p, _ in read_acks(conn, 3)] == pings
+    conn.close()
+
+
+def test_ping_probes_after_each_reply_are_few(echo):
+    """grpc-go's client sends a bandwidth PING after DATA whenever none is
+    out.  Answered at once, that is one PING, one ACK and one more write
+    per reply; held, the client probes about once per 5 ms.  Requests in
+    sequence, a PING after each reply when none is out (as grpc-go): far
+    fewer PINGs than requests, and each one answered with its payload."""
+    srv = echo()
+    conn = h2raw.Conn(srv.port)
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as
+    # grpc-go: the request after a PING is not held for the server's ACK
+    n, sent, acked, out = 300, 0, 0, None
+    t0 = time.monotonic()
+    for i in range(n):
+        sid, req = conn.request(RANGE, range_body(b"k%d" % i))
+        conn.send(req)
+        while True:
+            f = conn.read_frame()
+            assert f is not None, "server closed the connection"
+            if f[0] == h2raw.PING and f[1] & h2raw.ACK:
+                assert f[3] == out, (f[3], out)
+                acked, out = acked + 1, None
+            elif f[2] == sid and f[1] & h2raw.END_STREAM:
+                break
+        if out is None:
+            out = struct.pack(">Q", sent)
+            conn.send(h2raw.frame(h2raw.PING, 0, 0, out))
+            sent += 1
+    elapsed = time.monotonic() - t0
+    if out is not None:
+        assert read_acks(conn, 1)[0][0] == out
+        acked += 1
+    conn.close()
+    assert acked == sent
+    # At most one probe per ~5 ms of the run, plus slack; answered at once
+    # it would be one per request (n).
+    assert sent <= elapsed / 0.004 + 5, (sent, elapsed)
+    assert sent < n / 2, (sent, elapsed)
 
 
 # -- idle, garbage and flooding connections ------------------------------

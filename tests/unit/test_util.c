@@ -273,6 +273,46 @@ static void test_thread_turns(void **state)
     assert_memory_equal(tl.s, "01234567", THREAD_TURN_MAX);
 }
 
+/* Held wake-ups: queued once per (fn, arg), run at the outermost
+ * release in order, refused (the caller wakes now) when nothing is held
+ * or the queue is full. */
+static void test_thread_wakes_held(void **state)
+{
+    (void)state;
+    static const char a = 'a', b = 'b';
+    memset(&tl, 0, sizeof tl);
+    assert_false(thread_wake_defer(turn_a, (void *)&a)); /* not held */
+    thread_wakes_hold();
+    assert_true(thread_wake_defer(turn_a, (void *)&a));
+    thread_wakes_hold(); /* nested */
+    assert_true(thread_wake_defer(turn_a, (void *)&b));
+    assert_true(thread_wake_defer(turn_a, (void *)&a)); /* once */
+    thread_wakes_release();
+    assert_int_equal(tl.n, 0); /* still held by the outer one */
+    thread_wakes_release();
+    assert_string_equal(tl.s, "ab");
+    assert_false(thread_wake_defer(turn_a, (void *)&a)); /* released */
+
+    /* a full queue: the caller wakes now */
+    static char k[THREAD_WAKES_MAX + 1];
+    memset(&tl, 0, sizeof tl);
+    thread_wakes_hold();
+    for (int i = 0; i < THREAD_WAKES_MAX; i++) {
+        k[i] = (char)('0' + i);
+        assert_true(thread_wake_defer(turn_a, &k[i]));
+    }
+    assert_false(thread_wake_defer(turn_a, &k[THREAD_WAKES_MAX]));
+    thread_wakes_release();
+    assert_int_equal(tl.n, THREAD_WAKES_MAX);
+    assert_memory_equal(tl.s, "01234567", THREAD_WAKES_MAX);
+    /* a second burst starts empty */
+    memset(&tl, 0, sizeof tl);
+    thread_wakes_hold();
+    assert_true(thread_wake_defer(turn_a, (void *)&b));
+    thread_wakes_release();
+    assert_string_equal(tl.s, "b");
+}
+
 static void test_tls_alert(void **state)
 {
     (void)state;
@@ -363,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_tls_alert),
         cmocka_unit_test(test_x509_valid_for_host),
         cmocka_unit_test(test_thread_turns),
+        cmocka_unit_test(test_thread_wakes_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
