@@ -37,6 +37,20 @@ struct turn_work {
     void *arg;
 };
 
+/* work_queue_once queues (fn, arg) in q[*n] (cap entries) unless it is
+ * among q[from..*n) already; false when q is full. */
+static bool work_queue_once(struct turn_work *q, size_t cap, size_t from,
+                            size_t *n, thread_turn_fn fn, void *arg)
+{
+    for (size_t i = from; i < *n; i++)
+        if (q[i].fn == fn && q[i].arg == arg)
+            return true;
+    if (*n == cap)
+        return false;
+    q[(*n)++] = (struct turn_work){fn, arg};
+    return true;
+}
+
 static __thread bool turn_open;
 static __thread size_t turn_head, turn_n; /* [turn_head, turn_n) to run */
 static __thread struct turn_work turn_q[THREAD_TURN_MAX];
@@ -49,15 +63,8 @@ void thread_turn_begin(void)
 
 bool thread_turn_defer(thread_turn_fn fn, void *arg)
 {
-    if (!turn_open)
-        return false;
-    for (size_t i = turn_head; i < turn_n; i++)
-        if (turn_q[i].fn == fn && turn_q[i].arg == arg)
-            return true;
-    if (turn_n == THREAD_TURN_MAX)
-        return false;
-    turn_q[turn_n++] = (struct turn_work){fn, arg};
-    return true;
+    return turn_open && work_queue_once(turn_q, THREAD_TURN_MAX, turn_head,
+                                        &turn_n, fn, arg);
 }
 
 void thread_turn_end(void)
@@ -87,15 +94,8 @@ void thread_wakes_hold(void)
 
 bool thread_wake_defer(thread_turn_fn fn, void *arg)
 {
-    if (wakes_depth == 0)
-        return false;
-    for (size_t i = 0; i < wakes_n; i++)
-        if (wakes_q[i].fn == fn && wakes_q[i].arg == arg)
-            return true;
-    if (wakes_n == THREAD_WAKES_MAX)
-        return false;
-    wakes_q[wakes_n++] = (struct turn_work){fn, arg};
-    return true;
+    return wakes_depth > 0 && work_queue_once(wakes_q, THREAD_WAKES_MAX, 0,
+                                              &wakes_n, fn, arg);
 }
 
 void thread_wakes_release(void)
