@@ -481,12 +481,65 @@ static int alloc_to(struct backend *be, uint64_t to)
     return 0;
 }
 
+/* Reader-table lines of mdb_reader_list: "pid thread txnid" (txnid "-"
+ * for a slot without a txn; a header line first). */
+static int oldest_reader(const char *line, void *ctx)
+{
+    uint64_t *oldest = ctx;
+    int pid;
+    size_t tid, txnid;
+    if (sscanf(line, "%d %zx %zu", &pid, &tid, &txnid) == 3 &&
+        txnid < *oldest)
+        *oldest = txnid;
+    return 0;
+}
+
+/* reusable_bytes is what LMDB's free list can give the next write txn
+ * without growing the file: the pages of the records freed by txns
+ * before the oldest reader (LMDB reuses no newer ones; a pin is such a
+ * reader, snap_pin.c) and before the last commit.  A compaction's
+ * deletes come back this way once the pin taken after them is durable.
+ * A walk of those records in a read txn; the writer, with no write txn
+ * open (after a commit).  0 if it cannot be read. */
+static uint64_t reusable_bytes(struct backend *be)
+{
+    MDB_txn *txn;
+    if (mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn) != 0)
+        return 0;
+    uint64_t oldest = mdb_txn_id(txn); /* the last commit */
+    MDB_cursor *c;
+    uint64_t pages = 0;
+    if (mdb_reader_list(be->env, oldest_reader, &oldest) >= 0 &&
+        mdb_cursor_open(txn, 0, &c) == 0) {
+        MDB_val k, v;
+        for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            size_t id, n;
+            if (k.mv_size != sizeof id || v.mv_size < sizeof n)
+                continue;
+            memcpy(&id, k.mv_data, sizeof id);
+            if (id >= oldest)
+                break; /* keys ascend: the rest are newer still */
+            memcpy(&n, v.mv_data, sizeof n);
+            pages += n;
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(txn);
+    return pages * be->page_size;
+}
+
 /* low_update sets the low flag after an allocation that got rc, logging
- * each change once (not per write). */
-static void low_update(struct backend *be, int rc)
+ * each change once (not per write).  `reusable`: the free list's bytes
+ * the next txn can take (reusable_bytes), counted as room, but half of
+ * LOW_BYTES must still be allocated past the last page: a value longer
+ * than a page takes a run of consecutive pages, which the free list may
+ * not have. */
+static void low_update(struct backend *be, int rc, uint64_t reusable)
 {
     uint64_t room = be->ahead_end - atomic_load(&be->extent);
-    bool low = rc != 0 && room < LOW_BYTES;
+    bool low = rc != 0 &&
+               (room < LOW_BYTES / 2 || room + reusable < LOW_BYTES);
     if (rc != 0 && !be->ahead_warned) {
         be->ahead_warned = true;
         log_warn("backend", "cannot allocate blocks ahead in the store "
@@ -502,6 +555,9 @@ static void low_update(struct backend *be, int rc)
         log_error("backend", "the store's disk is full (%s, %llu bytes left "
                   "allocated): writes are refused until space is freed",
                   strerror(rc), (unsigned long long)room);
+    else if (rc != 0)
+        log_info("backend", "the store's disk has room again: %llu bytes "
+                 "free in the store file", (unsigned long long)reusable);
     else
         log_info("backend", "the store's disk has room again");
 }
@@ -548,7 +604,12 @@ static void alloc_ahead(struct backend *be)
     uint64_t t = ahead_target(be);
     if (be->ahead_end >= used + t / 2 && !atomic_load(&be->low))
         return;
-    low_update(be, alloc_to(be, used + t));
+    int rc = alloc_to(be, used + t);
+    /* The disk is short: the free list inside the file may still hold
+     * room (a compaction's deletes). */
+    bool short_room = rc != 0 && be->ahead_end - used < LOW_BYTES &&
+                      be->ahead_end - used >= LOW_BYTES / 2;
+    low_update(be, rc, short_room ? reusable_bytes(be) : 0);
 }
 
 /* A new page past the data is a hole of the page cache: the first write to
@@ -611,7 +672,8 @@ static int room_check(MDB_txn *txn, size_t bytes)
         populate(be, txn_next_pgno(txn));
         return 0;
     }
-    low_update(be, rc);
+    /* This txn had to grow the file: the free list could not serve it. */
+    low_update(be, rc, 0);
     be->txn_refused = true;
     return ERR_NOSPC;
 }
@@ -620,6 +682,14 @@ bool backend_space_low(struct backend *be)
 {
     CHECK(be != NULL);
     return atomic_load(&be->low);
+}
+
+void backend_space_recheck(struct backend *be)
+{
+    CHECK(be != NULL);
+    CHECK(!be->writing);
+    if (be->room_ok && !be->no_ahead && atomic_load(&be->low))
+        alloc_ahead(be);
 }
 
 int backend_write_commit(struct backend_txn *txn)

@@ -323,10 +323,21 @@ uint64_t backend_used_bytes(struct backend *be);
  * backend_space_low tells (any thread, cheap) that the disk refused to
  * give the store more blocks and less than 8 MiB are left allocated: the
  * caller should stop adding data (etcd's NOSPACE alarm) while deletes and
- * small writes still fit.  It turns false again after a commit finds the
- * disk has room.  The change is logged once each way.
+ * small writes still fit.  The pages on LMDB's free list that the next
+ * write txn may reuse (freed before the oldest read txn, i.e. the pin)
+ * count as room too, as long as 4 MiB are still allocated past the last
+ * page (a value longer than a page needs consecutive pages): so a
+ * compaction makes room on a full disk once the pin after its deletes
+ * is durable.  It turns false again after a commit or
+ * backend_space_recheck finds the room.  The change is logged once each
+ * way.
  */
 bool backend_space_low(struct backend *be);
+
+/* backend_space_recheck looks again, while backend_space_low, for room
+ * on the disk or in the file's free list (the writer, with no write txn
+ * open: e.g. an idle apply thread, after a pin released pages). */
+void backend_space_recheck(struct backend *be);
 
 /* backend_sync forces everything committed to disk (used at clean shutdown
  * and after no_fsync runs).  Errors: ERR_IO. */

@@ -518,15 +518,30 @@ static void compact_idle(struct server *s)
     pthread_mutex_unlock(&s->apply_mu);
 }
 
+/* The store's disk was full: has room come back while no write came (a
+ * pin released a compaction's deletes, or space was freed)?  The API's
+ * check reads the answer (server__quota_update). */
+static void space_idle(struct server *s)
+{
+    pthread_mutex_lock(&s->apply_mu);
+    if (server_queue_is_empty(&s->committed) && backend_space_low(s->be)) {
+        backend_space_recheck(s->be);
+        server__quota_update(s);
+    }
+    pthread_mutex_unlock(&s->apply_mu);
+}
+
 /* Waits for committed entries; false once the queue is closed and empty.
  * Meanwhile it looks for a pending compaction every APPLY_LOOK_MS (a
  * batch applied inline by the log thread may have left one: it does not
- * wake this thread) and steps it every COMPACT_IDLE_MS. */
+ * wake this thread) and steps it every COMPACT_IDLE_MS, and while the
+ * store's disk is full it looks for room every APPLY_LOOK_MS. */
 static bool wait_work(struct server *s)
 {
     for (;;) {
         pthread_mutex_lock(&s->apply_mu);
         bool pending = mvcc_compact_pending(s->mvcc);
+        bool low = backend_space_low(s->be);
         pthread_mutex_unlock(&s->apply_mu);
         int w = server_queue_wait_nonempty_ms(
             &s->committed, pending ? COMPACT_IDLE_MS : APPLY_LOOK_MS);
@@ -534,6 +549,8 @@ static bool wait_work(struct server *s)
             return w > 0;
         if (pending)
             compact_idle(s);
+        else if (low)
+            space_idle(s);
     }
 }
 

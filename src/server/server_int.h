@@ -108,6 +108,8 @@ struct server_snap {
     struct raft_conf_state pin_conf; /* under mu: pin_done's membership */
     bool pin_failed;              /* under mu: the asked pin failed */
     bool pin_raft;                /* under mu: it becomes raft's snapshot */
+    uint64_t pin_fails;           /* under mu: failed pins not yet logged */
+    uint64_t pin_fail_log_ms;     /* under mu: when one was last logged */
     struct server_snap_recv *recv_head;   /* under mu: to stage */
     struct server_snap_recv *staged_head; /* under mu: for the raft thread */
     size_t n_recv;                /* under mu: recv + staged */
@@ -140,6 +142,7 @@ struct server_snap {
     pthread_mutex_t export_mu;    /* one export made at a time */
     /* raft thread only */
     uint64_t copy_asked_at;       /* applied index at the last pin request */
+    uint64_t pin_retry_ms;        /* a pin failed: no growth pin before */
     uint64_t freed_pin_txnid;     /* the pin whose held pages are counted */
     uint64_t freed_scanned;       /* freelist records read up to this txn */
     uint64_t freed_pages;         /* pages they hold (server__pin_grown) */

@@ -164,7 +164,18 @@ static bool no_sync(const struct server *s)
     return s->cfg.unsafe_no_fsync;
 }
 
-/* Removes every pin file but `keep`'s (keep 0: all) and syncs the dir. */
+/* The spare: a released pin file kept (renamed, not removed) so that the
+ * next pin file is written into its blocks.  A pin then needs no new
+ * space: on a full disk a compaction's deletes come back for reuse only
+ * once a pin after them is durable (backend.h, "A full disk"), and that
+ * pin could not be written.  Not a *.pin name: never read as a pin. */
+static void spare_path(const struct server *s, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/snap/pin.spare", s->member_dir);
+}
+
+/* Removes every pin file but `keep`'s (keep 0: all; else the first one
+ * released becomes the spare if there is none) and syncs the dir. */
 static int pin_files_remove(const struct server *s, uint64_t keep)
 {
     uint64_t *v;
@@ -172,12 +183,23 @@ static int pin_files_remove(const struct server *s, uint64_t keep)
     int rc = pin_list(s, &v, &n);
     if (rc != 0)
         return rc;
+    char spare[PIN_PATH_MAX];
+    spare_path(s, spare, sizeof spare);
+    bool want_spare = keep != 0 && access(spare, F_OK) != 0;
     for (size_t i = 0; i < n; i++) {
         char p[PIN_PATH_MAX];
         pin_path(s, v[i], p, sizeof p);
-        if (v[i] != keep && unlink(p) != 0 && errno != ENOENT)
+        if (v[i] == keep)
+            continue;
+        if (want_spare && rename(p, spare) == 0) {
+            want_spare = false;
+            continue;
+        }
+        if (unlink(p) != 0 && errno != ENOENT)
             rc = err_from_errno(errno);
     }
+    if (keep == 0 && unlink(spare) != 0 && errno != ENOENT)
+        rc = err_from_errno(errno);
     mem_free(v);
     char dir[PIN_PATH_MAX];
     pin_dir(s, dir, sizeof dir);
@@ -213,8 +235,20 @@ static int pin_file_write(struct server *s, uint64_t index,
     pin_path(s, index, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     pin_dir(s, dir, sizeof dir);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    rc = fd < 0 ? err_from_errno(errno) : fs_write_all(fd, buf, len);
+    /* Into the spare's blocks when there is one (the same length: the
+     * page size does not change; a longer one is cut). */
+    char spare[PIN_PATH_MAX];
+    spare_path(s, spare, sizeof spare);
+    int fd = -1;
+    if (rename(spare, tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    rc = fd < 0 ? err_from_errno(errno) : fs_pwrite_all(fd, buf, len, 0);
+    struct stat st;
+    if (rc == 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size > len &&
+        ftruncate(fd, (off_t)len) != 0)
+        rc = err_from_errno(errno);
     if (rc == 0 && !no_sync(s) && fsync(fd) != 0)
         rc = err_from_errno(errno);
     if (fd >= 0)

@@ -32,6 +32,10 @@
 #include "util/mem.h"
 #include "wal/wal.h"
 
+/* After a failed pin (a full disk), the next one asked for the store's
+ * growth waits this long: the failure is not retried in a loop. */
+#define PIN_RETRY_MS 1000u
+
 /* Asks the worker for an export (a copy to send) at >= target. */
 static void ask_copy(struct server *s, uint64_t target)
 {
@@ -389,6 +393,8 @@ static void take_results(struct server *s)
     pthread_mutex_lock(&sn->mu);
     struct raft_conf_state pin_conf = sn->pin_conf, exp_conf = sn->copy_conf;
     bool for_raft = sn->pin_raft;
+    if (sn->pin_busy && sn->pin_want == 0 && sn->pin_failed)
+        sn->pin_retry_ms = server__clock_ms(s) + PIN_RETRY_MS;
     take(&sn->pin_busy, sn->pin_want, &sn->pin_done, &sn->pin_failed, &pin);
     take(&sn->copy_busy, sn->copy_want, &sn->copy_done, &sn->copy_failed,
          &exp);
@@ -418,7 +424,9 @@ void server__snap_tick(struct server *s)
     wal_budget(s); /* the start-up pin's (a no-op when unchanged) */
     uint64_t every = s->cfg.snapshot_count ? s->cfg.snapshot_count : 100000;
     bool due = s->node.applied_raft >= sn->copy_asked_at + every;
-    if ((due || server__pin_grown(s)) &&
+    bool grown = server__clock_ms(s) >= sn->pin_retry_ms &&
+                 server__pin_grown(s);
+    if ((due || grown) &&
         ask_pin(s, s->node.applied_raft, due) && due)
         sn->copy_asked_at = s->node.applied_raft;
     bool pending = false;

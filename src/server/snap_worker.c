@@ -186,6 +186,9 @@ static void do_export(struct server *s)
     sn->copy_failed = rc != 0;
 }
 
+/* A pin that keeps failing is logged once per this many ms. */
+#define PIN_FAIL_LOG_MS 60000u
+
 /* Worker, mu held (released meanwhile): the pin asked for. */
 static void do_pin(struct server *s)
 {
@@ -197,10 +200,27 @@ static void do_pin(struct server *s)
     int rc = server__snap_wait_applied(s, target) ? 0 : ERR_TIMEOUT;
     if (rc == 0)
         rc = server__pin_worker(s, &index, &conf);
-    if (rc != 0 && !atomic_load(&s->stopping) && rc != ERR_STOPPED)
-        log_warn("etcdserver", "snapshot of the store at index >= %"
-                 PRIu64 " failed: %s (pinning it)", target, err_str(rc));
     pthread_mutex_lock(&sn->mu);
+    if (rc != 0 && !atomic_load(&s->stopping) && rc != ERR_STOPPED) {
+        /* Retried (snap_raft.c), and said once per PIN_FAIL_LOG_MS: a full
+         * disk may last. */
+        uint64_t now = server__clock_ms(s);
+        sn->pin_fails++;
+        if (sn->pin_fail_log_ms == 0 ||
+            now >= sn->pin_fail_log_ms + PIN_FAIL_LOG_MS) {
+            log_warn("etcdserver", "snapshot of the store at index >= %"
+                     PRIu64 " failed: %s (pinning it; %" PRIu64 " failed "
+                     "since the last such line)", target, err_str(rc),
+                     sn->pin_fails);
+            sn->pin_fail_log_ms = now;
+            sn->pin_fails = 0;
+        }
+    } else if (rc == 0 && sn->pin_fail_log_ms != 0) {
+        log_info("etcdserver", "the store is pinned again at index %" PRIu64,
+                 index);
+        sn->pin_fail_log_ms = 0;
+        sn->pin_fails = 0;
+    }
     sn->pin_done = rc == 0 ? index : 0;
     if (rc == 0)
         sn->pin_conf = conf;
