@@ -196,11 +196,17 @@ int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
         return b->err;
     bool done = !pending(&b->st);
     size_t ul = 0;
-    /* the versions to drop must all be in `kv` (mvcc_ovl.c) */
+    /* the versions to drop must all be in `kv` (mvcc_ovl.c): at once, or
+     * on a nearly full disk a slice per step, deleting after the last */
     if (!done && !b->folded && b->st.fold_rev < b->st.compact) {
-        int rc = mvcc__fold(b);
+        bool low = backend_space_low(b->s->be);
+        int rc = low ? mvcc__fold_slice_low(b) : mvcc__fold(b);
         if (rc != 0)
             return mvcc__batch_fail(b, rc);
+        if (low) {
+            *more_out = true;
+            return 0;
+        }
     }
     for (size_t n = 0; !done && n < max_revs; n++) {
         int rc = next_rev(b, &ul, &done);

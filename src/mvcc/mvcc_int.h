@@ -535,6 +535,14 @@ int mvcc__fold(struct mvcc_batch *b);
  * into `kv`, the round's meta record, and when the round has passed
  * every entry, the next generation (b->next_ovl) and fold_rev. */
 int mvcc__fold_slice(struct mvcc_batch *b);
+/* mvcc__fold_slice_low is a compaction's fold on a nearly full disk
+ * (backend_space_low), where mvcc__fold could need more new pages than
+ * are left (up to one leaf per entry) and its batch would stall the apply
+ * until space is freed: the next MVCC_OVL_SLICE_LOW entries of a round,
+ * started now whatever the overlay's size, one slice per compaction
+ * step; the compaction deletes once the round has passed its revision. */
+int mvcc__fold_slice_low(struct mvcc_batch *b);
+#define MVCC_OVL_SLICE_LOW 128
 /* The round's meta record ("mvcc_fold"): mvcc__round_decode fills r
  * (ERR_CORRUPT if malformed). */
 extern const char mvcc__round_key[];

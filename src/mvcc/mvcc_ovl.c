@@ -397,17 +397,15 @@ int mvcc__round_decode(const struct backend_val *v, struct mvcc_round *r)
     return r->target >= 1 ? 0 : ERR_CORRUPT;
 }
 
-int mvcc__fold_slice(struct mvcc_batch *b)
+/* slice files the next `max` entries of the round (starting one at the
+ * overlay's bound, or at once if `now`). */
+static int slice(struct mvcc_batch *b, bool now, size_t max)
 {
     struct mvcc_store *s = b->s;
     struct mvcc_ovl *o = s->ovl;
     struct mvcc_round *r = &b->round;
-    if (b->folded) /* everything is in `kv`: a round is over */
-        return s->round.target != 0 ? round_put(b) : 0;
-    if (backend_space_low(s->be))
-        return 0; /* no pages for a slice now: the disk is nearly full */
     if (r->target == 0) {
-        if ((o->n - r->folded < mvcc__ovl_max &&
+        if ((!now && o->n - r->folded < mvcc__ovl_max &&
              o->bytes < mvcc__ovl_max_bytes) ||
             s->st.rev == s->st.fold_rev)
             return 0;
@@ -427,8 +425,7 @@ int mvcc__fold_slice(struct mvcc_batch *b)
     }
     int rc = 0;
     size_t done = 0;
-    for (; rc == 0 && n != NULL && done < mvcc__ovl_slice;
-         n = mvcc__ovl_next(n)) {
+    for (; rc == 0 && n != NULL && done < max; n = mvcc__ovl_next(n)) {
         memcpy(r->pos, node_key(n), n->klen);
         r->pos_len = n->klen;
         if (node_rev(n) > r->target)
@@ -450,6 +447,21 @@ int mvcc__fold_slice(struct mvcc_batch *b)
         }
     }
     return rc == 0 ? round_put(b) : rc;
+}
+
+int mvcc__fold_slice(struct mvcc_batch *b)
+{
+    if (b->folded) /* everything is in `kv`: a round is over */
+        return b->s->round.target != 0 ? round_put(b) : 0;
+    if (backend_space_low(b->s->be))
+        return 0; /* no pages for a slice now: the disk is nearly full */
+    return slice(b, false, mvcc__ovl_slice);
+}
+
+int mvcc__fold_slice_low(struct mvcc_batch *b)
+{
+    CHECK(b->open && !b->folded);
+    return slice(b, true, MVCC_OVL_SLICE_LOW);
 }
 
 int mvcc__ovl_build(struct mvcc_store *s, struct backend_txn *txn,
