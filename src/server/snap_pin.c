@@ -174,35 +174,57 @@ static void spare_path(const struct server *s, char *buf, size_t cap)
     snprintf(buf, cap, "%s/snap/pin.spare", s->member_dir);
 }
 
-/* Removes every pin file but `keep`'s (keep 0: all; else the first one
- * released becomes the spare if there is none) and syncs the dir. */
-static int pin_files_remove(const struct server *s, uint64_t keep)
+/* Releases the files named by v[0..n) (suffix: ".pin" or ".pin.tmp")
+ * but *keep's (keep NULL: all): the first becomes the spare while
+ * *want_spare, the others are removed. */
+static int release_files(const struct server *s, const uint64_t *v, size_t n,
+                         const char *suffix, const uint64_t *keep,
+                         bool *want_spare)
 {
-    uint64_t *v;
-    size_t n;
-    int rc = pin_list(s, &v, &n);
-    if (rc != 0)
-        return rc;
     char spare[PIN_PATH_MAX];
     spare_path(s, spare, sizeof spare);
-    bool want_spare = keep != 0 && access(spare, F_OK) != 0;
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
         char p[PIN_PATH_MAX];
-        pin_path(s, v[i], p, sizeof p);
-        if (v[i] == keep)
+        snprintf(p, sizeof p, "%s/snap/%016" PRIx64 "%s", s->member_dir,
+                 v[i], suffix);
+        if (keep != NULL && v[i] == *keep)
             continue;
-        if (want_spare && rename(p, spare) == 0) {
-            want_spare = false;
+        if (*want_spare && rename(p, spare) == 0) {
+            *want_spare = false;
             continue;
         }
         if (unlink(p) != 0 && errno != ENOENT)
             rc = err_from_errno(errno);
     }
-    if (keep == 0 && unlink(spare) != 0 && errno != ENOENT)
-        rc = err_from_errno(errno);
-    mem_free(v);
-    char dir[PIN_PATH_MAX];
+    return rc;
+}
+
+/* Removes every pin file but *keep's (keep NULL: all, the spare too;
+ * else the first one released becomes the spare if there is none), and
+ * the temp files a crash left behind (pin_file_write's), and syncs the
+ * dir. */
+static int pin_files_remove(const struct server *s, const uint64_t *keep)
+{
+    char dir[PIN_PATH_MAX], spare[PIN_PATH_MAX];
     pin_dir(s, dir, sizeof dir);
+    spare_path(s, spare, sizeof spare);
+    bool want_spare = keep != NULL && access(spare, F_OK) != 0;
+    uint64_t *v, *t;
+    size_t n, nt;
+    int rc = pin_list(s, &v, &n);
+    if (rc != 0)
+        return rc;
+    rc = release_files(s, v, n, ".pin", keep, &want_spare);
+    mem_free(v);
+    /* (no pin file is being written: the pins are made one at a time) */
+    if (server__snap_indexes(dir, ".pin.tmp", &t, &nt) == 0) {
+        int trc = release_files(s, t, nt, ".pin.tmp", NULL, &want_spare);
+        rc = rc != 0 ? rc : trc;
+        mem_free(t);
+    }
+    if (keep == NULL && unlink(spare) != 0 && errno != ENOENT)
+        rc = err_from_errno(errno);
     return rc == 0 && !no_sync(s) ? fs_fsync_dir(dir) : rc;
 }
 
@@ -367,7 +389,7 @@ static void promote(struct server *s, struct backend_pin *p, uint64_t index,
     sn->pin_ms = server__clock_ms(s);
     pthread_mutex_unlock(&sn->mu);
     memset(p, 0, sizeof *p);
-    (void)pin_files_remove(s, index);
+    (void)pin_files_remove(s, &index);
     backend_pin_end(&old);
     /* The pages in use, what the WAL's budget is measured against: a walk
      * of the whole free list, so only when the extent moved by 1/16 since
@@ -482,7 +504,7 @@ void server__pin_drop(struct server *s)
 int server__pin_forget(struct server *s)
 {
     server__pin_drop(s);
-    return pin_files_remove(s, 0);
+    return pin_files_remove(s, NULL);
 }
 
 /* Raft thread: the pages freed since the durable pin at txnid (which it

@@ -20,6 +20,7 @@ src/server/boot_guard.c: "<boot id> dirty").  Readiness is a linearizable
 Range, which needs a leader.  Log lines are read from the member's log.
 """
 import os
+import re
 import stat
 
 import grpc
@@ -226,3 +227,34 @@ def test_member_update_nul_url_refused(server):
         timeout=10)
     assert (code, details) == (grpc.StatusCode.INVALID_ARGUMENT, BAD_URLS)
     assert members(server) == before
+
+
+@pytest.mark.skipif(against_etcd(), reason="cetcd's pins (member/snap/*.pin)")
+def test_pin_files_spare_and_crash_leftovers(make_server):
+    """member/snap holds the durable pin (<index>.pin) and one released pin
+    file kept as pin.spare, whose blocks the next pin file is written into
+    (so a pin needs no new space on a full disk: test_full_disk.py).  A
+    pin file's temp (<index>.pin.tmp) that a crash left behind is reused
+    as the spare or removed, not kept forever."""
+    s = make_server()
+    snap = os.path.join(s.data_dir, "member", "snap")
+    s.stop()
+    s.start()  # the start-up pin: the previous one is released
+    names = sorted(os.listdir(snap))
+    pins = [n for n in names if re.fullmatch(r"[0-9a-f]{16}\.pin", n)]
+    assert len(pins) == 1 and "pin.spare" in names, names
+    s.stop()
+    os.unlink(os.path.join(snap, "pin.spare"))
+    for i in (1, 2):
+        with open(os.path.join(snap, "%016x.pin.tmp" % i), "wb") as f:
+            f.write(b"x" * 100)
+    s.start()
+    names = sorted(os.listdir(snap))
+    assert not [n for n in names if n.endswith(".tmp")], names
+    assert "pin.spare" in names, names
+    assert len([n for n in names if n.endswith(".pin")]) == 1, names
+    kv = s.kv()
+    kv.Put(rpc_pb2.PutRequest(key=b"a", value=b"b"), timeout=10)
+    s.restart()
+    assert s.kv().Range(rpc_pb2.RangeRequest(key=b"a"), timeout=10).kvs[0].value \
+        == b"b"
