@@ -244,6 +244,8 @@ static int visit(struct walk *w, uint64_t pgno)
 /* Sorts the (first, count) pairs and merges touching runs. */
 static size_t merge_runs(uint64_t *v, size_t pairs)
 {
+    if (pairs == 0)
+        return 0; /* (v may be NULL then: qsort wants an array) */
     /* Pairs sort by their first page: qsort over 16-byte elements. */
     qsort(v, pairs, 2 * sizeof *v, cmp_u64);
     size_t out = 0;
