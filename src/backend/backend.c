@@ -481,6 +481,37 @@ static int alloc_to(struct backend *be, uint64_t to)
     return 0;
 }
 
+/* free_records sums the pages of the free list's records whose txn ids
+ * are in [from, below) (*pages_out), with the last such id (*last_out,
+ * left as it was if none): a cursor walk in txn.  Errors: map()'s. */
+static int free_records(MDB_txn *txn, uint64_t from, uint64_t below,
+                        uint64_t *last_out, uint64_t *pages_out)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, 0, &c);
+    if (rc != 0)
+        return map(rc);
+    /* The freelist's keys are txn ids (size_t, MDB_INTEGERKEY). */
+    size_t key = (size_t)from;
+    MDB_val k = {sizeof key, &key}, v;
+    uint64_t pages = 0;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        size_t id, n;
+        if (k.mv_size != sizeof id || v.mv_size < sizeof n)
+            continue;
+        memcpy(&id, k.mv_data, sizeof id);
+        if (id >= below)
+            break; /* keys ascend: the rest are newer still */
+        memcpy(&n, v.mv_data, sizeof n);
+        pages += n;
+        *last_out = id;
+    }
+    mdb_cursor_close(c);
+    *pages_out = pages;
+    return rc == 0 || rc == MDB_NOTFOUND ? 0 : map(rc);
+}
+
 /* Reader-table lines of mdb_reader_list: "pid thread txnid" (txnid "-"
  * for a slot without a txn; a header line first). */
 static int oldest_reader(const char *line, void *ctx)
@@ -507,24 +538,10 @@ static uint64_t reusable_bytes(struct backend *be)
     if (mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn) != 0)
         return 0;
     uint64_t oldest = mdb_txn_id(txn); /* the last commit */
-    MDB_cursor *c;
-    uint64_t pages = 0;
+    uint64_t pages = 0, last;
     if (mdb_reader_list(be->env, oldest_reader, &oldest) >= 0 &&
-        mdb_cursor_open(txn, 0, &c) == 0) {
-        MDB_val k, v;
-        for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-            size_t id, n;
-            if (k.mv_size != sizeof id || v.mv_size < sizeof n)
-                continue;
-            memcpy(&id, k.mv_data, sizeof id);
-            if (id >= oldest)
-                break; /* keys ascend: the rest are newer still */
-            memcpy(&n, v.mv_data, sizeof n);
-            pages += n;
-        }
-        mdb_cursor_close(c);
-    }
+        free_records(txn, 0, oldest, &last, &pages) != 0)
+        pages = 0;
     mdb_txn_abort(txn);
     return pages * be->page_size;
 }
@@ -1012,30 +1029,10 @@ int backend_freed_since(struct backend *be, uint64_t after_txnid,
     int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0)
         return map(rc);
-    MDB_cursor *c;
-    rc = mdb_cursor_open(txn, 0, &c);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map(rc);
-    }
-    /* The freelist's keys are txn ids (size_t, MDB_INTEGERKEY). */
-    size_t from = (size_t)after_txnid + 1;
-    MDB_val k = {sizeof from, &from}, v;
-    uint64_t pages = 0;
-    for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        size_t id, n;
-        if (k.mv_size != sizeof id || v.mv_size < sizeof n)
-            continue;
-        memcpy(&id, k.mv_data, sizeof id);
-        memcpy(&n, v.mv_data, sizeof n);
-        pages += n;
-        *last_txnid_out = id;
-    }
-    mdb_cursor_close(c);
+    rc = free_records(txn, after_txnid + 1, UINT64_MAX, last_txnid_out,
+                      pages_out);
     mdb_txn_abort(txn);
-    *pages_out = pages;
-    return rc == MDB_NOTFOUND ? 0 : map(rc);
+    return rc;
 }
 
 uint64_t backend_page_bytes(const struct backend *be)
