@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <stdio.h>
@@ -61,11 +62,20 @@ struct backend {
                               commit: see tree_pages */
     uint64_t ahead_end;    /* blocks allocated up to here (room_ok) */
     bool ahead_warned;     /* alloc_ahead failed and said so */
+    bool said_low;         /* the log's last word on it: full (writer) */
+    uint64_t said_low_ms;  /* when it said so (monotonic ms; writer) */
     _Atomic bool low;      /* the disk refused blocks and less than
                               LOW_BYTES are left allocated: see
                               backend_space_low */
     bool txn_refused;      /* the open write txn was refused room: its
                               commit fails (writer only) */
+    bool credit_on;        /* the open write txn began short of room: it
+                              counts LMDB's reusable free pages (writer
+                              only; see room_check) */
+    uint64_t credit;       /* those pages, less what its writes were
+                              charged (writer only) */
+    uint64_t write_pages;  /* a small write's most new pages, from the
+                              trees' depth (writer only, credit_on) */
     struct backend_journal *journal; /* the running journal or NULL
                               (backend_journal.c; writer only, changed
                               with the writer excluded) */
@@ -438,14 +448,25 @@ static const double commit_bounds[] = {0.001, 0.002, 0.004, 0.008, 0.016,
                                        1.024, 2.048, 4.096, 8.192};
 struct metrics_hist backend_metrics_commit = METRICS_HIST_INIT(commit_bounds);
 
+static uint64_t reusable_bytes(struct backend *be);
+static void credit_begin(struct backend *be, MDB_txn *txn);
+
 int backend_write_begin(struct backend *be, struct backend_txn **out)
 {
     CHECK(be != NULL && out != NULL);
     CHECK(!be->writing); /* one writer, one txn at a time */
+    /* Short of room on a disk that gives no more: the free list's
+     * reusable pages, counted before the txn may take any. */
+    be->credit_on = be->room_ok && !be->no_ahead &&
+                    (atomic_load(&be->low) || be->ahead_warned ||
+                     be->ahead_end < atomic_load(&be->extent) + LOW_BYTES);
+    be->credit = be->credit_on ? reusable_bytes(be) / be->page_size : 0;
     MDB_txn *txn;
     int rc = mdb_txn_begin(be->env, NULL, 0, &txn);
     if (rc != 0)
         return map(rc);
+    if (be->credit_on)
+        credit_begin(be, txn);
     be->writing = true;
     *out = (struct backend_txn *)txn;
     return 0;
@@ -546,8 +567,21 @@ static uint64_t reusable_bytes(struct backend *be)
     return pages * be->page_size;
 }
 
+/* The "disk is full" line at most this often: while a compaction frees
+ * pages on a full disk the flag may turn on and off at every step. */
+#define LOW_LOG_MS 60000u
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 /* low_update sets the low flag after an allocation that got rc, logging
- * each change once (not per write).  `reusable`: the free list's bytes
+ * a change (not each write): "full" at most once per LOW_LOG_MS (a flag
+ * still on after a quiet interval is said then), "room again" after a
+ * "full" that was said.  `reusable`: the free list's bytes
  * the next txn can take (reusable_bytes), counted as room, but half of
  * LOW_BYTES must still be allocated past the last page: a value longer
  * than a page takes a run of consecutive pages, which the free list may
@@ -565,14 +599,19 @@ static void low_update(struct backend *be, int rc, uint64_t reusable)
     }
     if (rc == 0)
         be->ahead_warned = false;
-    if (low == atomic_load(&be->low))
-        return;
     atomic_store(&be->low, low);
-    if (low)
+    if (low == be->said_low)
+        return;
+    uint64_t now = mono_ms();
+    if (low && be->said_low_ms != 0 && now - be->said_low_ms < LOW_LOG_MS)
+        return; /* said a moment ago; said again later if it stays */
+    be->said_low = low;
+    if (low) {
+        be->said_low_ms = now;
         log_error("backend", "the store's disk is full (%s, %llu bytes left "
                   "allocated): writes are refused until space is freed",
                   strerror(rc), (unsigned long long)room);
-    else if (rc != 0)
+    } else if (rc != 0)
         log_info("backend", "the store's disk has room again: %llu bytes "
                  "free in the store file", (unsigned long long)reusable);
     else
@@ -667,25 +706,74 @@ static void populate(struct backend *be, size_t next_pgno)
     be->pop_end = to;
 }
 
+/* credit_begin sets, for a write txn that counts the free list's pages
+ * (credit_on), the most pages one small write may take: a copy of each
+ * page on its path and a split (or, for a delete, a sibling touched by a
+ * merge) per level, with a level more for a root split, in the deepest
+ * tree. */
+static void credit_begin(struct backend *be, MDB_txn *txn)
+{
+    unsigned depth = 0;
+    pthread_mutex_lock(&be->names_mu);
+    for (MDB_dbi dbi = 1; dbi < DBI_SLOTS; dbi++) {
+        MDB_stat st;
+        if ((dbi == 1 || be->names[dbi][0] != '\0') &&
+            mdb_stat(txn, dbi, &st) == 0 && st.ms_depth > depth)
+            depth = st.ms_depth;
+    }
+    pthread_mutex_unlock(&be->names_mu);
+    be->write_pages = 2u * (depth + 1u) + 2u;
+}
+
+/* A value this long or shorter never takes overflow pages (a run of
+ * consecutive pages, which the free list may not have). */
+#define CREDIT_BYTES_MAX 1024u
+
+/* charge counts a write of `bytes` against the txn's credit: whatever
+ * room it passed on, the pages it takes may come from the free list. */
+static void charge(struct backend *be, size_t bytes)
+{
+    if (!be->credit_on)
+        return;
+    uint64_t c = be->write_pages + (2 * (uint64_t)bytes + be->page_size - 1) /
+                                       be->page_size;
+    be->credit = be->credit > c ? be->credit - c : 0;
+}
+
 /* room_check makes sure a write adding about `bytes` to txn stays inside
  * the allocated blocks (see AHEAD_BYTES); ERR_NOSPC refuses it, and the
- * txn with it. */
-static int room_check(MDB_txn *txn, size_t bytes)
+ * txn with it.  A txn that began short of room (credit_on) may also
+ * take pages of the free list that LMDB is sure to reuse (LMDB takes a
+ * page from its free list before it adds one past the last), as long as
+ * the free pages counted at its begin, less a worst case for each of its
+ * writes so far, cover the write's worst case: then only the commit's
+ * reserve must lie past the next page.  Without that, a disk with no
+ * block left past the margin refused every write, the deletes of a
+ * compaction too, although the free list had the pages.  `commit`: the
+ * check before the commit (no write of its own). */
+static int room_check_at(MDB_txn *txn, size_t bytes, bool commit)
 {
     struct backend *be = txn_backend(txn);
     if (!be->room_ok)
         return 0; /* pwrite reports a full disk itself (the commit) */
     if (be->txn_refused)
         return ERR_NOSPC;
-    uint64_t need = (uint64_t)txn_next_pgno(txn) * be->page_size +
-                    WRITE_PAGES_MAX * be->page_size + 2 * (uint64_t)bytes +
-                    RESERVE_BYTES;
-    if (need <= be->ahead_end) {
-        populate(be, txn_next_pgno(txn));
-        return 0;
-    }
-    int rc = alloc_to(be, need + ALLOC_CHUNK);
-    if (rc == 0 || need <= be->ahead_end) {
+    uint64_t at = (uint64_t)txn_next_pgno(txn) * be->page_size;
+    uint64_t need = at + WRITE_PAGES_MAX * be->page_size +
+                    2 * (uint64_t)bytes + RESERVE_BYTES;
+    bool ok = need <= be->ahead_end;
+    int rc = 0;
+    if (!ok)
+        ok = (rc = alloc_to(be, need + ALLOC_CHUNK)) == 0 ||
+             need <= be->ahead_end;
+    if (!ok && be->credit_on && at + RESERVE_BYTES <= be->ahead_end)
+        ok = commit || (bytes <= CREDIT_BYTES_MAX &&
+                        be->credit >=
+                            be->write_pages + 2 * (uint64_t)bytes /
+                                                  be->page_size + 1);
+    if (ok) {
+        if (!commit)
+            charge(be, bytes);
         populate(be, txn_next_pgno(txn));
         return 0;
     }
@@ -693,6 +781,40 @@ static int room_check(MDB_txn *txn, size_t bytes)
     low_update(be, rc, 0);
     be->txn_refused = true;
     return ERR_NOSPC;
+}
+
+static int room_check(MDB_txn *txn, size_t bytes)
+{
+    return room_check_at(txn, bytes, false);
+}
+
+uint64_t backend_write_room(struct backend_txn *txn)
+{
+    CHECK(txn != NULL);
+    struct backend *be = txn_backend(mtxn(txn));
+    if (!be->credit_on)
+        return UINT64_MAX; /* room_check allocates what it needs */
+    if (be->txn_refused)
+        return 0;
+    /* LOW_BYTES / 2 past the last page stays for values longer than a
+     * page (see low_update): the room to take is above it */
+    uint64_t at = (uint64_t)txn_next_pgno(mtxn(txn)) * be->page_size;
+    uint64_t head = at + WRITE_PAGES_MAX * be->page_size + RESERVE_BYTES +
+                    LOW_BYTES / 2;
+    uint64_t room = be->ahead_end > head ? be->ahead_end - head : 0;
+    if (at + RESERVE_BYTES <= be->ahead_end)
+        room += be->credit * be->page_size;
+    return room;
+}
+
+uint64_t backend_write_bound(struct backend_txn *txn)
+{
+    CHECK(txn != NULL);
+    struct backend *be = txn_backend(mtxn(txn));
+    /* a write passing on the blocks past the next page is charged to
+     * the credit as well: twice its pages */
+    return 2 * (be->credit_on ? be->write_pages : WRITE_PAGES_MAX) *
+           be->page_size;
 }
 
 bool backend_space_low(struct backend *be)
@@ -715,7 +837,7 @@ int backend_write_commit(struct backend_txn *txn)
     struct backend *be = txn_backend(mtxn(txn));
     CHECK(be->writing);
     be->writing = false;
-    if (be->txn_refused || room_check(mtxn(txn), 0) != 0) {
+    if (be->txn_refused || room_check_at(mtxn(txn), 0, true) != 0) {
         /* A write was refused room (its caller may have gone on): none
          * of this txn is committed. */
         be->txn_refused = false;

@@ -339,6 +339,26 @@ bool backend_space_low(struct backend *be);
  * open: e.g. an idle apply thread, after a pin released pages). */
 void backend_space_recheck(struct backend *be);
 
+/* A write txn begun short of room (the disk refused the last blocks
+ * asked for, or less than 8 MiB are allocated past the store's last
+ * page) may also take the pages of
+ * LMDB's free list that it is sure to reuse (counted at its begin, as
+ * backend_space_recheck does), each write charged a worst case for its
+ * trees' depth: so deletes and a compaction still go on when the blocks
+ * past the last page are down to the commit's reserve.
+ *
+ * backend_write_room is the room such a txn has for new pages for
+ * certain, leaving the 4 MiB past the last page that values longer than
+ * a page need (UINT64_MAX for any other txn: its writes allocate blocks
+ * as they need them, and are refused only if the disk fills meanwhile), and
+ * backend_write_bound what one more write of up to 1 KiB of key and
+ * value takes from it at most: a writer that must not be refused halfway
+ * (a compaction step on a nearly full disk) stops before room < its
+ * writes x bound, commits what it did, and goes on in a later txn, once
+ * a pin has made the pages it freed reusable. */
+uint64_t backend_write_room(struct backend_txn *txn);
+uint64_t backend_write_bound(struct backend_txn *txn);
+
 /* backend_sync forces everything committed to disk (used at clean shutdown
  * and after no_fsync runs).  Errors: ERR_IO. */
 int backend_sync(struct backend *be);

@@ -91,9 +91,24 @@ static int del_current(struct mvcc_batch *b, struct backend_cursor *c,
     return backend_cursor_current(c, k, NULL);
 }
 
+bool mvcc__room_for(struct mvcc_batch *b, unsigned writes)
+{
+    return backend_write_room(b->txn) >=
+           (uint64_t)writes * backend_write_bound(b->txn);
+}
+
+/* Before a deletion (two writes, `kv` and `rev`) of a step short of room:
+ * ERR_FULL stops the step there (see mvcc_compact_step). */
+static int del_room(struct mvcc_batch *b)
+{
+    return b->compact_low && !mvcc__room_for(b, 4) ? ERR_FULL : 0;
+}
+
 /* compact_key drops the versions of user key u that are dead at c: all
  * those older than its newest one <= c, and that one if it is a tombstone
- * older than c (see the top of the file). */
+ * older than c (see the top of the file).  The tombstone goes last, found
+ * again: a step stopped for room (ERR_FULL) between the deletions leaves
+ * it the newest version <= c, so reads never see an older one come back. */
 static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
                        mvcc_rev c)
 {
@@ -110,11 +125,15 @@ static int compact_key(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     if (rc != 0)
         return rc;
     CHECK(kv.mod_rev <= c);
-    rc = backend_cursor_current(db, &k, NULL);
-    if (rc == 0)
-        rc = tomb && kv.mod_rev < c ? del_current(b, db, &k)
-                                    : backend_cursor_next(db, &k, NULL);
-    while (rc == 0 && mvcc__same_ukey(&k, u, ul))
+    bool drop = tomb && kv.mod_rev < c;
+    rc = backend_cursor_next(db, &k, NULL);
+    while (rc == 0 && mvcc__same_ukey(&k, u, ul) && (rc = del_room(b)) == 0)
+        rc = del_current(b, db, &k);
+    if (rc == ERR_NOTFOUND)
+        rc = 0;
+    if (rc == 0 && drop && (rc = del_room(b)) == 0 &&
+        (rc = mvcc__visible(&raw, u, ul, c, NULL, &kv, &tomb)) == 0 &&
+        (rc = backend_cursor_current(db, &k, NULL)) == 0)
         rc = del_current(b, db, &k);
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
@@ -138,21 +157,28 @@ static int compact_long(struct mvcc_batch *b, const uint8_t *u, size_t ul,
     if (rc != 0)
         return rc;
     CHECK(kv.mod_rev <= c);
+    bool drop = tomb && kv.mod_rev < c;
     mvcc__lindex(l, idx, u, ul);
-    rc = backend_cursor_current(b->kvl, &k, NULL);
-    if (rc == 0)
-        rc = tomb && kv.mod_rev < c ? del_current(b, b->kvl, &k)
-                                    : backend_cursor_next(b->kvl, &k, NULL);
+    rc = backend_cursor_next(b->kvl, &k, NULL);
     while (rc == 0 && mvcc__same_ukey(&k, idx, l)) {
         rc = backend_cursor_current(b->kvl, &k, &v);
         if (rc == 0)
             rc = mvcc__entry_decode(&k, &v, NULL, true, &kv, &tomb);
         if (rc != 0)
             break;
-        rc = kv.key_len == ul && memcmp(kv.key, u, ul) == 0
-                 ? del_current(b, b->kvl, &k)
-                 : backend_cursor_next(b->kvl, &k, NULL);
+        bool mine = kv.key_len == ul && memcmp(kv.key, u, ul) == 0;
+        if (mine && (rc = del_room(b)) != 0)
+            break;
+        rc = mine ? del_current(b, b->kvl, &k)
+                  : backend_cursor_next(b->kvl, &k, NULL);
     }
+    if (rc == ERR_NOTFOUND)
+        rc = 0;
+    if (rc == 0 && drop && (rc = del_room(b)) == 0 &&
+        (rc = mvcc__visible_long(l, b->kvl, u, ul, c, NULL, &kv, &tomb)) ==
+            0 &&
+        (rc = backend_cursor_current(b->kvl, &k, NULL)) == 0)
+        rc = del_current(b, b->kvl, &k);
     return rc == ERR_NOTFOUND ? 0 : rc;
 }
 
@@ -195,25 +221,41 @@ int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
     if (b->err != 0)
         return b->err;
     bool done = !pending(&b->st);
+    *more_out = !done;
     size_t ul = 0;
+    /* A txn short of room (a nearly full disk): a step does what fits,
+     * or nothing (ERR_FULL). */
+    b->compact_low = backend_write_room(b->txn) != UINT64_MAX;
+    if (!done && b->compact_low && !mvcc__room_for(b, 8))
+        return ERR_FULL;
     /* the versions to drop must all be in `kv` (mvcc_ovl.c): at once, or
-     * on a nearly full disk a slice per step, deleting after the last */
+     * short of room a slice per step (up to one leaf copied per entry),
+     * deleting after the last */
     if (!done && !b->folded && b->st.fold_rev < b->st.compact) {
-        bool low = backend_space_low(b->s->be);
-        int rc = low ? mvcc__fold_slice_low(b) : mvcc__fold(b);
+        int rc = b->compact_low ? mvcc__fold_slice_low(b) : mvcc__fold(b);
         if (rc != 0)
             return mvcc__batch_fail(b, rc);
-        if (low) {
-            *more_out = true;
+        if (b->compact_low)
             return 0;
-        }
     }
     for (size_t n = 0; !done && n < max_revs; n++) {
+        mvcc_rev at_main = b->st.next_main;
+        int64_t at_sub = b->st.next_sub;
+        if (b->compact_low && !mvcc__room_for(b, 8))
+            break;
         int rc = next_rev(b, &ul, &done);
         if (rc == 0 && !done && ul <= b->s->short_max)
             rc = compact_key(b, b->ubuf, ul, b->st.compact);
         else if (rc == 0 && !done)
             rc = compact_long(b, b->ubuf, ul, b->st.compact);
+        if (rc == ERR_FULL) {
+            /* stopped within a key: its entry again next step (if this
+             * step deleted that version itself, the key's newer one in
+             * the walk comes next and finishes it) */
+            b->st.next_main = at_main;
+            b->st.next_sub = at_sub;
+            break;
+        }
         if (rc != 0)
             return mvcc__batch_fail(b, rc);
     }

@@ -278,6 +278,8 @@ struct mvcc_batch {
     size_t n_added;               /* (unlinked again if it aborts) */
     size_t cap_added;
     bool folded;                  /* the overlay is in `kv` (this txn) */
+    bool compact_low;             /* its compaction step runs short of
+                                     room: mvcc__room_for before writes */
     struct mvcc_ovl *next_ovl;    /* the generation after the fold */
     struct mvcc_round round;      /* the store's, as this batch leaves it */
 };
@@ -536,13 +538,19 @@ int mvcc__fold(struct mvcc_batch *b);
  * every entry, the next generation (b->next_ovl) and fold_rev. */
 int mvcc__fold_slice(struct mvcc_batch *b);
 /* mvcc__fold_slice_low is a compaction's fold on a nearly full disk
- * (backend_space_low), where mvcc__fold could need more new pages than
+ * (backend_write_room), where mvcc__fold could need more new pages than
  * are left (up to one leaf per entry) and its batch would stall the apply
  * until space is freed: the next MVCC_OVL_SLICE_LOW entries of a round,
  * started now whatever the overlay's size, one slice per compaction
- * step; the compaction deletes once the round has passed its revision. */
+ * step (fewer entries where the txn's room runs short: mvcc__room_for);
+ * the compaction deletes once the round has passed its revision. */
 int mvcc__fold_slice_low(struct mvcc_batch *b);
 #define MVCC_OVL_SLICE_LOW 128
+/* mvcc__room_for: b's txn has room for `writes` more small writes for
+ * certain (backend_write_room): a compaction step on a nearly full disk
+ * (b->compact_low) stops before it is refused halfway, its slice of the
+ * fold as well. */
+bool mvcc__room_for(struct mvcc_batch *b, unsigned writes);
 /* The round's meta record ("mvcc_fold"): mvcc__round_decode fills r
  * (ERR_CORRUPT if malformed). */
 extern const char mvcc__round_key[];

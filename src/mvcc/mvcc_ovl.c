@@ -426,6 +426,9 @@ static int slice(struct mvcc_batch *b, bool now, size_t max)
     int rc = 0;
     size_t done = 0;
     for (; rc == 0 && n != NULL && done < max; n = mvcc__ovl_next(n)) {
+        if (b->compact_low && !mvcc__room_for(b, 4))
+            break; /* the rest in the next step (the round's record and
+                      the state still fit) */
         memcpy(r->pos, node_key(n), n->klen);
         r->pos_len = n->klen;
         if (node_rev(n) > r->target)

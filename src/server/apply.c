@@ -159,20 +159,21 @@ static void wake(struct server *s, struct pending *ps, size_t n)
  * Skipping every tentative batch instead stalled compaction for as long as
  * a lone voter's batches kept being tentative (one client writing in
  * sequence makes nearly all of them so). */
-static void compact_more(struct server *s, struct mvcc_batch *b,
-                         bool tentative, mvcc_rev durable_compact)
+static int compact_more(struct server *s, struct mvcc_batch *b,
+                        bool tentative, mvcc_rev durable_compact)
 {
     if (!mvcc_compact_pending(s->mvcc))
-        return;
+        return 0;
     if (tentative && mvcc_batch_compact_rev(b) != durable_compact)
-        return; /* scheduled in b itself: the next batch steps it */
+        return 0; /* scheduled in b itself: the next batch steps it */
     bool more;
     uint32_t step = s->cfg.compaction_batch_limit;
     if (step == 0)
         step = COMPACT_STEP_REVS;
     int rc = server__compact_step(s, b, step, &more);
-    if (rc != 0)
+    if (rc != 0 && rc != ERR_FULL) /* ERR_FULL: no room now, b unharmed */
         log_warn("mvcc", "compaction step failed: %s", err_str(rc));
+    return rc;
 }
 
 int server__compact_step(struct server *s, struct mvcc_batch *b,
@@ -232,7 +233,7 @@ static int apply_batch(struct server *s, struct server_entry *head, size_t n,
     }
     s->apply_tentative = false;
     if (rc == 0)
-        compact_more(s, b, tentative, durable_compact);
+        (void)compact_more(s, b, tentative, durable_compact);
     if (rc != 0) {
         log_error("etcdserver", "applying entry %llu failed: %s",
                   (unsigned long long)last, err_str(rc));
@@ -506,10 +507,15 @@ static void compact_idle(struct server *s)
     }
     struct mvcc_batch *b;
     int rc = mvcc_batch_begin(s->mvcc, &b);
-    if (rc == 0) {
-        compact_more(s, b, false, 0);
-        rc = mvcc_batch_commit(b, mvcc_consistent_index(s->mvcc));
+    if (rc == 0 && compact_more(s, b, false, 0) == ERR_FULL) {
+        /* no room for a step until a pin makes freed pages reusable:
+         * nothing to commit (an empty commit takes pages too) */
+        mvcc_batch_abort(b);
+        pthread_mutex_unlock(&s->apply_mu);
+        return;
     }
+    if (rc == 0)
+        rc = mvcc_batch_commit(b, mvcc_consistent_index(s->mvcc));
     if (rc == 0)
         server__quota_update(s);
     else if (rc != ERR_NOSPC) /* a full disk: said by the apply stall */

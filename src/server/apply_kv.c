@@ -546,7 +546,11 @@ static int do_compact(struct server *s, struct mvcc_batch *b,
         bool more = true;
         while (more && rc == 0)
             rc = server__compact_step(s, b, 10000, &more);
-        if (rc != 0)
+        /* ERR_FULL: a nearly full disk left this txn no room for more
+         * (each step did what fit, mvcc_compact_step); the rest goes on a
+         * step per batch once pins make the freed pages reusable, and the
+         * request is answered now rather than stall the apply */
+        if (rc != 0 && rc != ERR_FULL)
             return rc;
     }
     Etcdserverpb__CompactionResponse *r =

@@ -104,6 +104,10 @@
  * them (snap_raft.c) and bounds what a power loss replays. */
 #define PIN_GROW_MIN ((uint64_t)4 << 20)
 #define PIN_GROW_DIV 64u
+/* While the store's disk is nearly full (backend_space_low), a pin as
+ * soon as this much was freed: a compaction's steps there take the
+ * pages the previous ones freed, reusable only behind a new pin. */
+#define PIN_HELD_LOW ((uint64_t)256 << 10)
 /* The free list is counted (for the pages in use) at most every this
  * many pins unless the extent moved (promote). */
 #define PIN_IN_USE_EVERY 64u
@@ -568,6 +572,8 @@ bool server__pin_grown(struct server *s)
     uint64_t budget = now / PIN_HELD_DIV, pages;
     if (budget < PIN_HELD_MIN)
         budget = PIN_HELD_MIN;
+    if (backend_space_low(s->be))
+        budget = PIN_HELD_LOW;
     return held_pages(s, txnid, &pages) &&
            pages * backend_page_bytes(s->be) >= budget;
 }

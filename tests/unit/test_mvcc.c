@@ -2361,6 +2361,133 @@ static void test_compact_on_full_disk(void **state)
     assert_int_equal(umount(mnt), 0);
 }
 
+/* Checks n keys of the model (want[i]: the mod revision of "k%05d" % i,
+ * 0 if deleted) picked from rnd (every key if n == 0). */
+static void check_model(struct mvcc_store *s, const mvcc_rev *want,
+                        size_t keys, size_t n, uint64_t *rnd)
+{
+    for (size_t j = 0; j < (n ? n : keys); j++) {
+        size_t i = j;
+        if (n) {
+            *rnd = *rnd * 6364136223846793005ull + 1442695040888963407ull;
+            i = (size_t)(*rnd >> 33) % keys;
+        }
+        char k[16], v[1024];
+        struct mvcc_kv kv;
+        snprintf(k, sizeof k, "k%05zu", i);
+        assert_int_equal(get(s, k, 0, &kv, v, sizeof v), 0);
+        assert_int_equal(kv.mod_rev, want[i]);
+    }
+}
+
+/* A compaction on a full disk of overwritten and deleted keys, with a
+ * reader held as a pin holds one (so the pages its steps free are not
+ * reusable until that reader ends).  Before: the steps took the blocks
+ * allocated past the store's last page down to the write margin, and
+ * from then on every write was refused although LMDB's free list had
+ * the pages (a physical compaction stalled the member's apply).  Now a
+ * step does what its txn has room for, counting the reusable free pages
+ * (backend_write_room), stops before a write could be refused, and
+ * answers ERR_FULL with nothing done when it has no room at all; a
+ * tombstone goes after the older versions, so a step stopped within a
+ * key never lets an old version show again.  Method: a 64 MiB tmpfs;
+ * 500-byte puts and 1 in 8 deletes over 20 000 keys until the disk is
+ * low; then the compaction's steps with a reader held, replaced by a new
+ * one whenever a step answers ERR_FULL; after every step 200 keys read
+ * as the model says, and every key at the end and after a reopen. */
+static void test_compact_full_disk_held_reader(void **state)
+{
+    struct fixture *f = *state;
+    char mnt[128], db[160];
+    snprintf(mnt, sizeof mnt, "%s/small", f->dir);
+    assert_int_equal(mkdir(mnt, 0700), 0);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=64m") != 0) {
+        fprintf(stderr, "mount tmpfs: %s: skipped\n", strerror(errno));
+        skip();
+    }
+    snprintf(db, sizeof db, "%s/db", mnt);
+    struct backend_options o = {.no_fsync = true};
+    struct backend *be;
+    struct mvcc_store *s;
+    assert_int_equal(backend_open(db, &o, &be), 0);
+    assert_int_equal(mvcc_store_open(be, NULL, &s), 0);
+    enum { KEYS = 20000 };
+    static mvcc_rev want[KEYS];
+    memset(want, 0, sizeof want);
+    static char val[500];
+    memset(val, 'v', sizeof val);
+    uint64_t rnd = 7;
+    mvcc_rev last = 0;
+    size_t ops = 0;
+    while (!backend_space_low(be)) {
+        struct mvcc_batch *b;
+        assert_int_equal(mvcc_batch_begin(s, &b), 0);
+        for (int j = 0; j < 50; j++, ops++) {
+            rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+            size_t i = (size_t)(rnd >> 33) % KEYS;
+            char k[16];
+            snprintf(k, sizeof k, "k%05zu", i);
+            struct mvcc_txn *t = mvcc_txn_begin(b);
+            int64_t n;
+            if ((rnd >> 20) % 8 == 0)
+                assert_int_equal(mvcc_txn_delete_range(t, k, strlen(k), NULL,
+                                                       0, &n, NULL), 0);
+            else
+                assert_int_equal(mvcc_txn_put(t, k, strlen(k), val,
+                                              sizeof val, 0, 0, NULL), 0);
+            last = mvcc_txn_end(t);
+            if ((rnd >> 20) % 8 == 0 && n == 1)
+                want[i] = 0;
+            else if ((rnd >> 20) % 8 != 0)
+                want[i] = last;
+        }
+        assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+        assert_true(ops < 2000000);
+    }
+    assert_true(ops > 50000); /* most of them overwrites */
+    last = mvcc_current_rev(s);
+    struct mvcc_batch *b;
+    assert_int_equal(mvcc_batch_begin(s, &b), 0);
+    assert_int_equal(mvcc_compact(b, last), 0);
+    assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    struct mvcc_read *held;
+    assert_int_equal(mvcc_read_begin(s, &held), 0);
+    bool more = true;
+    size_t steps = 0, fulls = 0;
+    while (more) {
+        assert_int_equal(mvcc_batch_begin(s, &b), 0);
+        int rc = mvcc_compact_step(b, 1000, &more);
+        if (rc == ERR_FULL) {
+            assert_true(more);
+            mvcc_batch_abort(b);
+            /* the next "pin": the pages freed so far become reusable */
+            mvcc_read_end(held);
+            assert_int_equal(mvcc_read_begin(s, &held), 0);
+            fulls++;
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+            check_model(s, want, KEYS, 200, &rnd);
+        }
+        assert_true(++steps < 200000);
+    }
+    mvcc_read_end(held);
+    assert_true(fulls > 0); /* the held reader did run the room out */
+    assert_false(mvcc_compact_pending(s));
+    assert_int_equal(mvcc_compact_finished_rev(s), last);
+    check_model(s, want, KEYS, 0, &rnd);
+    int64_t live = 0;
+    for (size_t i = 0; i < KEYS; i++)
+        live += want[i] != 0;
+    mvcc_store_close(s);
+    assert_int_equal(mvcc_store_open(be, NULL, &s), 0);
+    assert_int_equal(count_range(s, "k", 1, "l", 1, 0, 0, NULL), live);
+    check_model(s, want, KEYS, 0, &rnd);
+    mvcc_store_close(s);
+    backend_close(be);
+    assert_int_equal(umount(mnt), 0);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -2394,6 +2521,7 @@ int main(void)
         T(test_overlay_concurrent_reads),
         T(test_overlay_shared_by_a_copy),
         T(test_compact_on_full_disk),
+        T(test_compact_full_disk_held_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
