@@ -2372,7 +2372,7 @@ static void check_model(struct mvcc_store *s, const mvcc_rev *want,
             *rnd = *rnd * 6364136223846793005ull + 1442695040888963407ull;
             i = (size_t)(*rnd >> 33) % keys;
         }
-        char k[16], v[1024];
+        char k[32], v[1024];
         struct mvcc_kv kv;
         snprintf(k, sizeof k, "k%05zu", i);
         assert_int_equal(get(s, k, 0, &kv, v, sizeof v), 0);
@@ -2425,7 +2425,7 @@ static void test_compact_full_disk_held_reader(void **state)
         for (int j = 0; j < 50; j++, ops++) {
             rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
             size_t i = (size_t)(rnd >> 33) % KEYS;
-            char k[16];
+            char k[32];
             snprintf(k, sizeof k, "k%05zu", i);
             struct mvcc_txn *t = mvcc_txn_begin(b);
             int64_t n;
