@@ -707,10 +707,10 @@ static void populate(struct backend *be, size_t next_pgno)
 }
 
 /* credit_begin sets, for a write txn that counts the free list's pages
- * (credit_on), the most pages one small write may take: a copy of each
- * page on its path and a split (or, for a delete, a sibling touched by a
- * merge) per level, with a level more for a root split, in the deepest
- * tree. */
+ * (credit_on), the most pages one small write may take: per level of the
+ * deepest tree, a copy of the page on its path, a split (or, for a
+ * delete, a sibling touched by a merge) and a split of the parent whose
+ * separator key a merge replaced, with a level more for a root split. */
 static void credit_begin(struct backend *be, MDB_txn *txn)
 {
     unsigned depth = 0;
@@ -722,7 +722,7 @@ static void credit_begin(struct backend *be, MDB_txn *txn)
             depth = st.ms_depth;
     }
     pthread_mutex_unlock(&be->names_mu);
-    be->write_pages = 2u * (depth + 1u) + 2u;
+    be->write_pages = 3u * (depth + 1u) + 2u;
 }
 
 /* A value this long or shorter never takes overflow pages (a run of

@@ -105,9 +105,11 @@
 #define PIN_GROW_MIN ((uint64_t)4 << 20)
 #define PIN_GROW_DIV 64u
 /* While the store's disk is nearly full (backend_space_low), a pin as
- * soon as this much was freed: a compaction's steps there take the
- * pages the previous ones freed, reusable only behind a new pin. */
-#define PIN_HELD_LOW ((uint64_t)256 << 10)
+ * soon as anything was freed: a compaction's steps there take the pages
+ * the previous ones freed, reusable only behind a new pin, and a step
+ * left with little room frees little (a larger budget could leave the
+ * compaction waiting for a pin that never comes). */
+#define PIN_HELD_LOW ((uint64_t)1)
 /* The free list is counted (for the pages in use) at most every this
  * many pins unless the extent moved (promote). */
 #define PIN_IN_USE_EVERY 64u
@@ -148,10 +150,18 @@ static void pin_dir(const struct server *s, char *buf, size_t cap)
     snprintf(buf, cap, "%s/snap", s->member_dir);
 }
 
+/* The pin file of `index` (suffix ".pin"), or its temp (".pin.tmp"). */
+static void pin_path_sfx(const struct server *s, uint64_t index,
+                         const char *suffix, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/snap/%016" PRIx64 "%s", s->member_dir, index,
+             suffix);
+}
+
 static void pin_path(const struct server *s, uint64_t index, char *buf,
                      size_t cap)
 {
-    snprintf(buf, cap, "%s/snap/%016" PRIx64 ".pin", s->member_dir, index);
+    pin_path_sfx(s, index, ".pin", buf, cap);
 }
 
 /* The indexes of the pin files, ascending (mem_free *out). */
@@ -172,7 +182,9 @@ static bool no_sync(const struct server *s)
  * next pin file is written into its blocks.  A pin then needs no new
  * space: on a full disk a compaction's deletes come back for reuse only
  * once a pin after them is durable (backend.h, "A full disk"), and that
- * pin could not be written.  Not a *.pin name: never read as a pin. */
+ * pin could not be written.  A pin written without a spare leaves one
+ * (spare_make), so the disk may fill up before a second pin ever was.
+ * Not a *.pin name: never read as a pin. */
 static void spare_path(const struct server *s, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s/snap/pin.spare", s->member_dir);
@@ -190,8 +202,7 @@ static int release_files(const struct server *s, const uint64_t *v, size_t n,
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         char p[PIN_PATH_MAX];
-        snprintf(p, sizeof p, "%s/snap/%016" PRIx64 "%s", s->member_dir,
-                 v[i], suffix);
+        pin_path_sfx(s, v[i], suffix, p, sizeof p);
         if (keep != NULL && v[i] == *keep)
             continue;
         if (*want_spare && rename(p, spare) == 0) {
@@ -232,6 +243,23 @@ static int pin_files_remove(const struct server *s, const uint64_t *keep)
     return rc == 0 && !no_sync(s) ? fs_fsync_dir(dir) : rc;
 }
 
+/* spare_make writes a spare of len bytes (buf) after a pin that found
+ * none: its blocks are what counts, not its durability (a crash that
+ * loses it loses the reserve only until the next pin). */
+static void spare_make(const struct server *s, const uint8_t *buf,
+                       size_t len)
+{
+    char spare[PIN_PATH_MAX];
+    spare_path(s, spare, sizeof spare);
+    int fd = open(spare, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    int rc = fs_pwrite_all(fd, buf, len, 0);
+    close(fd);
+    if (rc != 0) /* a full disk: no spare rather than a short one */
+        unlink(spare);
+}
+
 /* Writes the pin file of p (consistent index `index`) durably. */
 static int pin_file_write(struct server *s, uint64_t index,
                           const struct backend_pin *p)
@@ -266,7 +294,8 @@ static int pin_file_write(struct server *s, uint64_t index,
     char spare[PIN_PATH_MAX];
     spare_path(s, spare, sizeof spare);
     int fd = -1;
-    if (rename(spare, tmp) == 0)
+    bool had_spare = rename(spare, tmp) == 0;
+    if (had_spare)
         fd = open(tmp, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -279,13 +308,21 @@ static int pin_file_write(struct server *s, uint64_t index,
         rc = err_from_errno(errno);
     if (fd >= 0)
         close(fd);
-    mem_free(buf);
+    /* A pin at the durable pin's index (no entry applied since) replaces
+     * its file: that file's blocks become the spare (released pins make
+     * it otherwise, pin_files_remove; before, a full disk that stopped
+     * the writes found no spare for the pin after a compaction). */
+    if (rc == 0 && had_spare)
+        (void)link(path, spare);
     if (rc == 0 && rename(tmp, path) != 0)
         rc = err_from_errno(errno);
     if (rc == 0 && !no_sync(s))
         rc = fs_fsync_dir(dir);
     if (rc != 0)
         unlink(tmp);
+    else if (!had_spare)
+        spare_make(s, buf, len);
+    mem_free(buf);
     return rc;
 }
 

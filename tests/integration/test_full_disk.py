@@ -227,8 +227,9 @@ def test_snapshot_disk_full(make_server, tmpfs):
     try:
         kv = s.kv()
         fillers = fill_all(snap, "a")
-        for f in pin_files(snap):
-            # the start-up pin goes too: its blocks are taken as well
+        for f in pin_files(snap) + ["pin.spare"]:
+            # the start-up pin and the spare it left go too: their
+            # blocks are taken as well
             os.unlink(os.path.join(snap, f))
         fillers += fill_all(snap, "b")
         for i in range(1500):
@@ -361,6 +362,11 @@ def test_store_full_physical_compaction(make_server, tmpfs):
                                         count_only=True), timeout=10)
         rev = keys.header.revision
         assert keys.count > 5000
+        # the pins after the refused puts are at the same index: each
+        # leaves the replaced file's blocks as the spare, which the pins
+        # after the compaction need once every block is taken
+        assert "pin.spare" in os.listdir(os.path.join(s.data_dir, "member",
+                                                      "snap"))
         fill_all(s.data_dir, "rest")  # nothing outside the store helps
         t0 = time.time()
         kv.Compact(pb.CompactionRequest(revision=rev, physical=True),
