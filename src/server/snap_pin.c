@@ -318,9 +318,11 @@ static int pin_file_write(struct server *s, uint64_t index,
         rc = err_from_errno(errno);
     if (rc == 0 && !no_sync(s))
         rc = fs_fsync_dir(dir);
-    if (rc != 0)
+    /* a failed pin keeps the spare's blocks (as the spare again) */
+    if (rc != 0 &&
+        !(had_spare && access(spare, F_OK) != 0 && rename(tmp, spare) == 0))
         unlink(tmp);
-    else if (!had_spare)
+    if (rc == 0 && !had_spare)
         spare_make(s, buf, len);
     mem_free(buf);
     return rc;

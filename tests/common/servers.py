@@ -50,6 +50,17 @@ def server_bin():
     return os.environ.get("CETCD_BIN", os.path.join(REPO, "build", "cetcd"))
 
 
+def bench_bin():
+    """cetcd-bench of $CETCD_BUILD_DIR (else <repo>/build); None if not
+    built."""
+    for d in (os.environ.get("CETCD_BUILD_DIR", ""),
+              os.path.join(REPO, "build")):
+        p = os.path.join(d, "src", "bench", "cetcd-bench")
+        if d and os.access(p, os.X_OK):
+            return p
+    return None
+
+
 class ClientAddress:
     """endpoint and client_url of a member serving clients on 127.0.0.1 at
     self.client_port."""

@@ -28,9 +28,9 @@ import subprocess
 
 import pytest
 
+from common.servers import bench_bin
 from conftest import against_etcd
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MIB = 1 << 20
 
 pytestmark = pytest.mark.skipif(against_etcd(),
@@ -38,12 +38,7 @@ pytestmark = pytest.mark.skipif(against_etcd(),
 
 
 def find_bench():
-    for d in (os.environ.get("CETCD_BUILD_DIR", ""),
-              os.path.join(ROOT, "build")):
-        p = os.path.join(d, "src", "bench", "cetcd-bench")
-        if d and os.access(p, os.X_OK):
-            return p
-    pytest.skip("cetcd-bench not built")
+    return bench_bin() or pytest.skip("cetcd-bench not built")
 
 
 def dir_blocks(path):

@@ -26,6 +26,7 @@ import time
 import grpc
 import pytest
 
+from common.servers import bench_bin
 from conftest import against_etcd
 from etcd3.etcdrpc import rpc_pb2 as pb
 
@@ -127,6 +128,17 @@ def recover(s, acked, filler_path, member_line):
 def member_line(s):
     st = s.maintenance().Status(pb.StatusRequest(), timeout=10)
     return "memberID:%d alarm:NOSPACE \n" % st.header.member_id
+
+
+def store_on_tmpfs(make_server, tmpfs):
+    """A member started with its data dir on a 64 MB tmpfs, its WAL
+    beside it (on the test's disk), no raft snapshot by count."""
+    s = make_server(start=False)
+    wal = os.path.join(s.root, "wal")
+    s.extra_args += ["--wal-dir", wal, "--snapshot-count", "1000000"]
+    tmpfs(s.data_dir)
+    s.start()
+    return s
 
 
 def test_store_disk_full(make_server, tmpfs):
@@ -272,11 +284,7 @@ def test_store_full_compact_then_write(make_server, tmpfs):
     history, (defrag,) disarm.  Overwrites of a few keys fill the store;
     a compaction then frees their old versions inside data.mdb, so after
     the disarm writes go in again without freeing anything outside."""
-    s = make_server(start=False)
-    wal = os.path.join(s.root, "wal")
-    s.extra_args += ["--wal-dir", wal, "--snapshot-count", "1000000"]
-    tmpfs(s.data_dir)
-    s.start()
+    s = store_on_tmpfs(make_server, tmpfs)
     try:
         kv = s.kv()
         acked = 0
@@ -322,17 +330,6 @@ def test_store_full_compact_then_write(make_server, tmpfs):
 
 
 
-def find_bench():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    for d in (os.environ.get("CETCD_BUILD_DIR", ""),
-              os.path.join(root, "build")):
-        p = os.path.join(d, "src", "bench", "cetcd-bench")
-        if d and os.access(p, os.X_OK):
-            return p
-    pytest.skip("cetcd-bench not built")
-
-
 def test_store_full_physical_compaction(make_server, tmpfs):
     """A physical compaction on a full store disk of random overwrites
     (64 clients of cetcd-bench over 20 000 random keys until NOSPACE).
@@ -344,13 +341,10 @@ def test_store_full_physical_compaction(make_server, tmpfs):
     (counting the free pages a pin made reusable), the call is answered,
     the rest goes on a step per batch, and once it is done and disarmed,
     writes go in again with nothing freed outside."""
-    s = make_server(start=False)
-    wal = os.path.join(s.root, "wal")
-    s.extra_args += ["--wal-dir", wal, "--snapshot-count", "1000000"]
-    tmpfs(s.data_dir)
-    s.start()
+    s = store_on_tmpfs(make_server, tmpfs)
     try:
-        subprocess.run([find_bench(), "--endpoints", s.endpoint,
+        subprocess.run([bench_bin() or pytest.skip("cetcd-bench not built"),
+                        "--endpoints", s.endpoint,
                         "--conns", "8", "--clients", "64", "--total",
                         "100000", "put", "--key-size", "16", "--val-size",
                         "900", "--key-space-size", "20000"], check=True,

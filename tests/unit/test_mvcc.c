@@ -2273,6 +2273,25 @@ static void test_prev_values(void **state)
     }
 }
 
+/* Mounts a 64 MiB tmpfs at <f->dir>/small (into mnt; teardown unmounts
+ * it) and opens a store in it; skips the test where mount is not
+ * permitted. */
+static void open_on_tmpfs(struct fixture *f, char *mnt, size_t cap,
+                          struct backend **be, struct mvcc_store **s)
+{
+    char db[160];
+    snprintf(mnt, cap, "%s/small", f->dir);
+    assert_int_equal(mkdir(mnt, 0700), 0);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=64m") != 0) {
+        fprintf(stderr, "mount tmpfs: %s: skipped\n", strerror(errno));
+        skip();
+    }
+    snprintf(db, sizeof db, "%s/db", mnt);
+    struct backend_options o = {.no_fsync = true};
+    assert_int_equal(backend_open(db, &o, be), 0);
+    assert_int_equal(mvcc_store_open(*be, NULL, s), 0);
+}
+
 /* Puts n random keys (rnd: the generator's state) with values of vlen
  * bytes, `per` to a batch, until n or the disk is low; returns how many
  * went in and leaves the last key's revision in *last. */
@@ -2316,19 +2335,10 @@ static size_t put_random(struct mvcc_store *s, struct backend *be,
 static void test_compact_on_full_disk(void **state)
 {
     struct fixture *f = *state;
-    char mnt[128], db[160];
-    snprintf(mnt, sizeof mnt, "%s/small", f->dir);
-    assert_int_equal(mkdir(mnt, 0700), 0);
-    if (mount("tmpfs", mnt, "tmpfs", 0, "size=64m") != 0) {
-        fprintf(stderr, "mount tmpfs: %s: skipped\n", strerror(errno));
-        skip();
-    }
-    snprintf(db, sizeof db, "%s/db", mnt);
-    struct backend_options o = {.no_fsync = true};
+    char mnt[128];
     struct backend *be;
     struct mvcc_store *s;
-    assert_int_equal(backend_open(db, &o, &be), 0);
-    assert_int_equal(mvcc_store_open(be, NULL, &s), 0);
+    open_on_tmpfs(f, mnt, sizeof mnt, &be, &s);
     uint64_t rnd = 42;
     mvcc_rev last = 0;
     size_t first = put_random(s, be, &rnd, 200000, 1, 500, &last);
@@ -2398,19 +2408,10 @@ static void check_model(struct mvcc_store *s, const mvcc_rev *want,
 static void test_compact_full_disk_held_reader(void **state)
 {
     struct fixture *f = *state;
-    char mnt[128], db[160];
-    snprintf(mnt, sizeof mnt, "%s/small", f->dir);
-    assert_int_equal(mkdir(mnt, 0700), 0);
-    if (mount("tmpfs", mnt, "tmpfs", 0, "size=64m") != 0) {
-        fprintf(stderr, "mount tmpfs: %s: skipped\n", strerror(errno));
-        skip();
-    }
-    snprintf(db, sizeof db, "%s/db", mnt);
-    struct backend_options o = {.no_fsync = true};
+    char mnt[128];
     struct backend *be;
     struct mvcc_store *s;
-    assert_int_equal(backend_open(db, &o, &be), 0);
-    assert_int_equal(mvcc_store_open(be, NULL, &s), 0);
+    open_on_tmpfs(f, mnt, sizeof mnt, &be, &s);
     enum { KEYS = 20000 };
     static mvcc_rev want[KEYS];
     memset(want, 0, sizeof want);
