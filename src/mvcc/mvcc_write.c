@@ -115,6 +115,7 @@ int mvcc_batch_begin(struct mvcc_store *s, struct mvcc_batch **out)
     b->prev_values = atomic_load(&s->prev_values);
     b->n_added = 0;
     b->folded = false;
+    b->compact_low = false; /* set by a compaction step (mvcc_compact.c) */
     b->next_ovl = NULL;
     b->round = s->round;
     int rc = backend_write_begin(s->be, &b->txn);
