@@ -6,7 +6,7 @@ every guarantee of tests/common/watchcheck.py (Ordered, Unique, Atomic,
 Reliable, Resumable, Bookmarkable, IsCreate) while members are killed -9,
 paused with SIGSTOP and partitioned, writers put, txn and delete, and a
 compactor compacts every 100-200 ms (often right at a delete's revision,
-etcd #18089).  Every write touches the watched prefix, so each watch
+etcd #18089; it goes on past the faults until 10 are done).  Every write touches the watched prefix, so each watch
 session must also see every revision from its start to its last event,
 with no gap: a lost event is caught even when its write's outcome is
 unknown to the writer.
@@ -57,6 +57,7 @@ SEED = int(os.environ.get("CETCD_WATCH_FAULTS_SEED", "1"))
 WATCHERS = int(os.environ.get("CETCD_WATCH_FAULTS_WATCHERS", "4"))
 WRITERS = int(os.environ.get("CETCD_WATCH_FAULTS_WRITERS", "3"))
 STALL_S = 1.5
+MIN_COMPACTIONS = 10
 
 
 class Writers:
@@ -303,6 +304,14 @@ def test_watch_guarantees_under_faults(make_cluster):
     for m in c.members:
         if not m.running:
             c.restart(m)
+    # A slow machine can leave the faults with few compactions done (each
+    # waits for a new acknowledged write past the last one, and a call to a
+    # cut-off member times out): writers and compactor go on, faults over,
+    # until MIN_COMPACTIONS are done, so the check below is about cetcd.
+    calm_end = time.monotonic() + 20
+    while (len(compactor.done) < MIN_COMPACTIONS
+           and time.monotonic() < calm_end):
+        time.sleep(0.1)
     compactor.stop.set()
     compactor.join(10)
     writers.join()
@@ -335,5 +344,5 @@ def test_watch_guarantees_under_faults(make_cluster):
               [x[1] for x in nemesis.log]))
     watchcheck.assert_ok(history)
     # The run did what it is for: faults, compactions, reconnections.
-    assert len(nemesis.log) >= 2 and len(compactor.done) >= 10
+    assert len(nemesis.log) >= 2 and len(compactor.done) >= MIN_COMPACTIONS
     assert sum(len(w.sessions) for w in watchers) > WATCHERS
