@@ -6,10 +6,10 @@ every guarantee of tests/common/watchcheck.py (Ordered, Unique, Atomic,
 Reliable, Resumable, Bookmarkable, IsCreate) while members are killed -9,
 paused with SIGSTOP and partitioned, writers put, txn and delete, and a
 compactor compacts every 100-200 ms (often right at a delete's revision,
-etcd #18089; it goes on past the faults until 10 are done).  Every write touches the watched prefix, so each watch
-session must also see every revision from its start to its last event,
-with no gap: a lost event is caught even when its write's outcome is
-unknown to the writer.
+etcd #18089; it goes on past the faults until 10 are done).  Every write
+touches the watched prefix, so each watch session must also see every
+revision from its start to its last event, with no gap: a lost event is
+caught even when its write's outcome is unknown to the writer.
 
 Method: cluster.py's 3 members behind the test's peer proxy; workload.py's
 Nemesis cycling kill, pause and partition faults; writer threads writing
