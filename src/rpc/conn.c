@@ -218,17 +218,27 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
  * it goes out with the next frames written on the connection once
  * RPC__PING_RIDE_NS have passed, else on its own at RPC__LAZY_NS, so a
  * client probes at most about once per RPC__PING_RIDE_NS per connection.
+ * The hold is 100 ms (it was 5 ms until session 29): grpc-go grows its
+ * receive windows (65 535 bytes at first) only when a probe's round trip
+ * saw at least 2/3 of the window arrive, and a watch connection getting
+ * 3.5 MB/s saw 17 KB in 5 ms, so it kept the small windows and sent a
+ * WINDOW_UPDATE per 16 KB read.  Held 100 ms, its windows grow after the
+ * first probes: with 100 watchers on 10 connections at 1000 puts/s the
+ * member's reads fell from 3.3 to 1.8 per put and its CPU by 7 %, and
+ * 100 unary clients put 8-10 % faster (docs/BENCHMARKS.md session 29).
  * HTTP/2 asks (SHOULD) that PING answers go before other frames: they
  * do, in the write that carries them; grpc-go and the gRPC core only
- * time their probes with them, and their keepalive timeouts are seconds.
+ * time their probes with them, their keepalive timeouts are seconds
+ * (etcdctl's 6 s, grpc-go's and the core's 20 s), and grpc-go counts any
+ * frame read as the peer being alive.
  * A read made of such frames alone (a PING, a PING or SETTINGS ACK, a
  * connection WINDOW_UPDATE while the send window was not short) needs no
  * write now: the connection goes on the loop's lazy list, written at its
  * due time if nothing else wrote it before.  Any other frame, a partial
  * one, or an error is answered at once, as before.
  */
-#define RPC__LAZY_NS 10000000        /* 10 ms: a held ACK's latest */
-#define RPC__PING_RIDE_NS 5000000    /* 5 ms: it rides with data after */
+#define RPC__LAZY_NS 110000000       /* 110 ms: a held ACK's latest */
+#define RPC__PING_RIDE_NS 100000000  /* 100 ms: it rides with data after */
 #define RPC__LAZY_WIN_MIN (16 * 1024) /* below it, a WINDOW_UPDATE is urgent */
 #define RPC__FRAME_HDLEN 9            /* an HTTP/2 frame header */
 

@@ -126,8 +126,8 @@ struct rpc_tls_dns {
  * stream open) gets strikes, and past 2 a GOAWAY ENHANCE_YOUR_CALM
  * "too_many_pings" that closes the connection.  Sending HEADERS or DATA
  * clears the strikes.  0 means grpc-go's default (5 s, 2 h, 20 s).  A
- * client's PING is answered within 10 ms, with the next frames written
- * on its connection once 5 ms have passed (conn.c "Lazy answers"). */
+ * client's PING is answered within 110 ms, with the next frames written
+ * on its connection once 100 ms have passed (conn.c "Lazy answers"). */
 struct rpc_keepalive {
     int64_t min_time_ms; /* least gap between a client's PINGs */
     int64_t interval_ms; /* idle time before the server PINGs */

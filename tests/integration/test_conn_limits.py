@@ -145,7 +145,7 @@ def test_ping_acks_held_then_sent(echo):
     conn.send(h2raw.frame(h2raw.PING, 0, 0, b"idle-pin"))
     (payload, t1), = read_acks(conn, 1)
     assert payload == b"idle-pin"
-    assert 0.003 <= t1 - t0 < 1.0, t1 - t0  # held (10 ms), not lost
+    assert 0.09 <= t1 - t0 < 1.0, t1 - t0  # held (110 ms), not lost
     # A reply first: PINGs after data are no keepalive strikes (grpc-go's
     # policy: the 4th PING in a row with nothing sent is "too_many_pings")
     sid, req = conn.request(RANGE, range_body(b"k"))
@@ -160,7 +160,7 @@ def test_ping_acks_held_then_sent(echo):
 def test_ping_probes_after_each_reply_are_few(echo):
     """grpc-go's client sends a bandwidth PING after DATA whenever none is
     out.  Answered at once, that is one PING, one ACK and one more write
-    per reply; held, the client probes about once per 5 ms.  Requests in
+    per reply; held, the client probes about once per 100 ms.  Requests in
     sequence, a PING after each reply when none is out (as grpc-go): far
     fewer PINGs than requests, and each one answered with its payload."""
     srv = echo()
@@ -190,9 +190,9 @@ def test_ping_probes_after_each_reply_are_few(echo):
         acked += 1
     conn.close()
     assert acked == sent
-    # At most one probe per ~5 ms of the run, plus slack; answered at once
-    # it would be one per request (n).
-    assert sent <= elapsed / 0.004 + 5, (sent, elapsed)
+    # At most one probe per ~100 ms of the run, plus slack; answered at
+    # once it would be one per request (n).
+    assert sent <= elapsed / 0.09 + 2, (sent, elapsed)
     assert sent < n / 2, (sent, elapsed)
 
 
