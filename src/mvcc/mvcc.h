@@ -413,9 +413,9 @@ int mvcc_compact(struct mvcc_batch *b, mvcc_rev rev);
  * finished compact rev is stored (in b).  On a nearly full disk (the
  * backend low on space, or short of room for the whole in-memory index)
  * a step does what b's txn has room for (backend_write_room) and stops
- * there; ERR_FULL: it had room for nothing, b is unharmed (commit or
- * abort it; try again once a pin made freed pages reusable).  Errors:
- * ERR_FULL, the poisoning ones. */
+ * there; ERR_FULL: nothing more can go in b, b is unharmed (commit or
+ * abort it; the next batch goes on, once a pin made freed pages reusable
+ * if it had no room).  Errors: ERR_FULL, the poisoning ones. */
 int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out);
 /* mvcc_batch_compact_rev is the compact revision scheduled as of batch b
  * (mvcc_compact_rev plus what b scheduled). */

@@ -233,6 +233,8 @@ int mvcc_compact_step(struct mvcc_batch *b, size_t max_revs, bool *more_out)
      * deleting after the last */
     if (!done && !b->folded && b->st.fold_rev < b->st.compact) {
         int rc = b->compact_low ? mvcc__fold_slice_low(b) : mvcc__fold(b);
+        if (rc == ERR_FULL)
+            return rc; /* the fold goes on in the next batch */
         if (rc != 0)
             return mvcc__batch_fail(b, rc);
         if (b->compact_low)

@@ -543,7 +543,10 @@ int mvcc__fold_slice(struct mvcc_batch *b);
  * until space is freed: the next MVCC_OVL_SLICE_LOW entries of a round,
  * started now whatever the overlay's size, one slice per compaction
  * step (fewer entries where the txn's room runs short: mvcc__room_for);
- * the compaction deletes once the round has passed its revision. */
+ * the compaction deletes once the round has passed its revision.
+ * ERR_FULL (b unharmed): no slice in b - a round ended in b (the next
+ * one walks the generation b's commit installs), or the entries to fold
+ * are all b's own (a round's target is a committed revision). */
 int mvcc__fold_slice_low(struct mvcc_batch *b);
 #define MVCC_OVL_SLICE_LOW 128
 /* mvcc__room_for: b's txn has room for `writes` more small writes for

@@ -324,14 +324,19 @@ int mvcc__fold(struct mvcc_batch *b)
     int rc = mvcc__ovl_new(0, &next); /* base: set when it is installed */
     if (rc != 0)
         return rc;
+    /* After a round that ended in b, `kv` holds the versions up to its
+     * target (those a compaction step in b did not delete since: never
+     * filed again) and the round's next generation every newer one. */
+    struct mvcc_ovl *from = b->next_ovl != NULL ? b->next_ovl : b->s->ovl;
     /* in key order: each leaf of `kv` is copied once for all its entries */
-    for (struct mvcc_onode *n = mvcc__ovl_first(b->s->ovl);
-         rc == 0 && n != NULL; n = mvcc__ovl_next(n))
+    for (struct mvcc_onode *n = mvcc__ovl_first(from); rc == 0 && n != NULL;
+         n = mvcc__ovl_next(n))
         rc = file_node(b, n);
     if (rc != 0) {
         mvcc__ovl_unref(next);
         return rc;
     }
+    mvcc__ovl_unref(b->next_ovl);
     b->next_ovl = next;
     b->folded = true;
     b->kv.ovl = NULL; /* `kv` holds everything now */
@@ -404,6 +409,7 @@ static int slice(struct mvcc_batch *b, bool now, size_t max)
     struct mvcc_store *s = b->s;
     struct mvcc_ovl *o = s->ovl;
     struct mvcc_round *r = &b->round;
+    CHECK(b->next_ovl == NULL); /* one round ends in a batch */
     if (r->target == 0) {
         if ((!now && o->n - r->folded < mvcc__ovl_max &&
              o->bytes < mvcc__ovl_max_bytes) ||
@@ -458,12 +464,26 @@ int mvcc__fold_slice(struct mvcc_batch *b)
         return b->s->round.target != 0 ? round_put(b) : 0;
     if (backend_space_low(b->s->be))
         return 0; /* no pages for a slice now: the disk is nearly full */
+    if (b->next_ovl != NULL)
+        return 0; /* a round ended in b: see mvcc__fold_slice_low */
     return slice(b, false, mvcc__ovl_slice);
 }
 
 int mvcc__fold_slice_low(struct mvcc_batch *b)
 {
     CHECK(b->open && !b->folded);
+    /* A round that ended in b (an earlier step's) leaves the next one to
+     * the next batch: the generation a round walks is still the one the
+     * ended round walked (replaced at b's commit), whose versions <= its
+     * target are in `kv` - or were deleted from it by b's compaction
+     * steps after the round: filing those again brought them back
+     * without their `rev` entries, and every later compaction step that
+     * met one failed (ERR_CORRUPT). */
+    if (b->next_ovl != NULL)
+        return ERR_FULL;
+    /* a round's target is a committed revision: none of b's own */
+    if (b->round.target == 0 && b->s->st.rev == b->s->st.fold_rev)
+        return ERR_FULL;
     return slice(b, true, MVCC_OVL_SLICE_LOW);
 }
 

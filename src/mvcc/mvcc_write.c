@@ -409,8 +409,14 @@ static int put_version(struct mvcc_txn *t, const struct mvcc_kv *kv,
             return ERR_NOMEM;
         b->added = a;
         mvcc__value_encode(val, kv, tomb, false);
-        return mvcc__ovl_insert(o, ck, n, val, sizeof val,
-                                &b->added[b->n_added++]);
+        int rc = mvcc__ovl_insert(o, ck, n, val, sizeof val,
+                                  &b->added[b->n_added++]);
+        /* a round ended in b (a compaction's step before this write):
+         * the generation it made, which b's commit installs, holds the
+         * entries newer than its target, this one too */
+        if (rc == 0 && b->next_ovl != NULL)
+            rc = mvcc__ovl_insert(b->next_ovl, ck, n, val, sizeof val, NULL);
+        return rc;
     }
     /* the cursor is at or near the key's latest version (mvcc__visible,
      * by every caller), on the page the new version goes to */
