@@ -7,8 +7,11 @@ measured), like a WAL committing one small batch at a time.
 --wal: writes COUNT records of 320 bytes one after the other into a
 64 MiB file preallocated with fallocate, fdatasync after each: what
 cetcd's WAL does for one serial put (a segment is fallocated ahead).
+--walz: the same into a file whose 64 MiB were written with zeros and
+synced first (no unwritten extent left: an fdatasync of an overwrite
+needs no journal commit).
 Prints one line: FSYNC count=N p50_ms=.. p99_ms=.. avg_ms=.. max_ms=..
-usage: fsync_lat.py [--wal] DIR [COUNT]
+usage: fsync_lat.py [--wal|--walz] DIR [COUNT]
 """
 import os
 import sys
@@ -17,7 +20,8 @@ import time
 
 def main():
     args = sys.argv[1:]
-    wal = bool(args) and args[0] == "--wal"
+    wal = bool(args) and args[0] in ("--wal", "--walz")
+    zeros = bool(args) and args[0] == "--walz"
     if wal:
         args = args[1:]
     d = args[0]
@@ -27,6 +31,10 @@ def main():
         buf = os.urandom(320)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.posix_fallocate(fd, 0, 64 << 20)
+        if zeros:
+            z = bytes(1 << 20)
+            for off in range(0, 64 << 20, 1 << 20):
+                os.pwrite(fd, z, off)
         os.fsync(fd)
     else:
         buf = os.urandom(4096)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # put_c1_ab.sh - 1-client put latency (ebench, etcd's Go client), servers
 # alternating, each run on a fresh single member (2 x N puts); prints the
-# medians of qps, p50, p99, p99.9 and max per server.
+# medians of qps, p50, p99, p99.9 and max per server, and the longest
+# request of all its runs.
 # usage: bench/put_c1_ab.sh ROUNDS label=BIN [label=BIN ...]
 #   N (4000 puts per run), EBENCH (default /tmp/eb/ebench), ETCDCTL
 R=$1; shift
@@ -28,6 +29,7 @@ for l in open(sys.argv[1]):
     for kv in f[1:]:
         k, v = kv.split('='); d[f[0]][k].append(float(v))
 for lab in d:
-    print(lab, ' '.join('%s=%.2f' % (k, statistics.median(v)) for k, v in d[lab].items()), 'runs=%d' % len(d[lab]['qps']))
+    print(lab, ' '.join('%s=%.2f' % (k, statistics.median(v)) for k, v in d[lab].items()), 'runs=%d' % len(d[lab]['qps']),
+          'longest=%.2f' % max(d[lab]['max']))
 PY
 rm -f "$OUT"
