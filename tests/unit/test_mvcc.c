@@ -2620,15 +2620,19 @@ static void put_del(struct mvcc_store *s, mvcc_rev *want, size_t from,
  * entries, and every later step that met one failed with ERR_CORRUPT (a
  * clean-clone CI run of test_full_disk.py's physical compaction:
  * "compaction step failed: data corruption detected" every 10 ms, never
- * finished).  Method: a 64 MiB tmpfs with 8 MiB of files; puts and
- * deletes over 5 000 keys until the disk is low; the files removed a MiB
- * at a time until it is not (the blocks ahead still short); a first
- * compaction; then 100 keys put and deleted in one batch (the overlay's
- * only entries, two slices of a fold round), the overlay's bound below
- * that, and a compaction: the round its batch runs walks those entries,
- * and its next steps delete them.  Then every key overwritten and compacted again (meeting any
- * version left behind); each compaction finishes, and every key reads as
- * the model says, also after a reopen. */
+ * finished).  A batch of many writes after the round in the same batch
+ * filed that old generation too, and a write after it went only into
+ * the old generation: not read back after the commit.  Method: a 64 MiB
+ * tmpfs with 8 MiB of files; puts and deletes over 5 000 keys until the
+ * disk is low; the files removed a MiB at a time until it is not (the
+ * blocks ahead still short); a first compaction; then 100 keys put and
+ * deleted in one batch (the overlay's only entries, two slices of a
+ * fold round), the overlay's bound below that, and a compaction: the
+ * round its batch runs walks those entries, its next steps delete them,
+ * and 300 puts follow in the batch.  Then every key overwritten and
+ * compacted again (meeting any version left behind).  Each compaction
+ * finishes, and every key reads as the model says and every put after a
+ * Compact as it was put, also after a reopen. */
 static void test_compact_near_full_one_batch(void **state)
 {
     struct fixture *f = *state;
