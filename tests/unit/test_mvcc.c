@@ -2390,6 +2390,43 @@ static void check_model(struct mvcc_store *s, const mvcc_rev *want,
     }
 }
 
+/* Puts (or, one in 8, deletes) n random keys of "k%05d" % [0, keys),
+ * 50 to a batch, until n or the disk is low, keeping want (the mod
+ * revision of each key, 0 if deleted) up to date; returns how many. */
+static size_t churn(struct mvcc_store *s, struct backend *be, uint64_t *rnd,
+                    mvcc_rev *want, size_t keys, size_t n)
+{
+    static char val[500];
+    memset(val, 'v', sizeof val);
+    size_t ops = 0;
+    while (ops < n && !backend_space_low(be)) {
+        struct mvcc_batch *b;
+        assert_int_equal(mvcc_batch_begin(s, &b), 0);
+        for (int j = 0; j < 50 && ops < n; j++, ops++) {
+            *rnd = *rnd * 6364136223846793005ull + 1442695040888963407ull;
+            size_t i = (size_t)(*rnd >> 33) % keys;
+            bool d = (*rnd >> 20) % 8 == 0;
+            char k[32];
+            snprintf(k, sizeof k, "k%05zu", i);
+            struct mvcc_txn *t = mvcc_txn_begin(b);
+            int64_t gone = 0;
+            if (d)
+                assert_int_equal(mvcc_txn_delete_range(t, k, strlen(k), NULL,
+                                                       0, &gone, NULL), 0);
+            else
+                assert_int_equal(mvcc_txn_put(t, k, strlen(k), val,
+                                              sizeof val, 0, 0, NULL), 0);
+            mvcc_rev rev = mvcc_txn_end(t);
+            if (!d)
+                want[i] = rev;
+            else if (gone == 1)
+                want[i] = 0;
+        }
+        assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
+    }
+    return ops;
+}
+
 /* A compaction on a full disk of overwritten and deleted keys, with a
  * reader held as a pin holds one (so the pages its steps free are not
  * reusable until that reader ends).  Before: the steps took the blocks
@@ -2415,38 +2452,11 @@ static void test_compact_full_disk_held_reader(void **state)
     enum { KEYS = 20000 };
     static mvcc_rev want[KEYS];
     memset(want, 0, sizeof want);
-    static char val[500];
-    memset(val, 'v', sizeof val);
     uint64_t rnd = 7;
-    mvcc_rev last = 0;
-    size_t ops = 0;
-    while (!backend_space_low(be)) {
-        struct mvcc_batch *b;
-        assert_int_equal(mvcc_batch_begin(s, &b), 0);
-        for (int j = 0; j < 50; j++, ops++) {
-            rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
-            size_t i = (size_t)(rnd >> 33) % KEYS;
-            char k[32];
-            snprintf(k, sizeof k, "k%05zu", i);
-            struct mvcc_txn *t = mvcc_txn_begin(b);
-            int64_t n;
-            if ((rnd >> 20) % 8 == 0)
-                assert_int_equal(mvcc_txn_delete_range(t, k, strlen(k), NULL,
-                                                       0, &n, NULL), 0);
-            else
-                assert_int_equal(mvcc_txn_put(t, k, strlen(k), val,
-                                              sizeof val, 0, 0, NULL), 0);
-            last = mvcc_txn_end(t);
-            if ((rnd >> 20) % 8 == 0 && n == 1)
-                want[i] = 0;
-            else if ((rnd >> 20) % 8 != 0)
-                want[i] = last;
-        }
-        assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
-        assert_true(ops < 2000000);
-    }
+    size_t ops = churn(s, be, &rnd, want, KEYS, 2000000);
+    assert_true(backend_space_low(be));
     assert_true(ops > 50000); /* most of them overwrites */
-    last = mvcc_current_rev(s);
+    mvcc_rev last = mvcc_current_rev(s);
     struct mvcc_batch *b;
     assert_int_equal(mvcc_batch_begin(s, &b), 0);
     assert_int_equal(mvcc_compact(b, last), 0);
@@ -2489,43 +2499,6 @@ static void test_compact_full_disk_held_reader(void **state)
     assert_int_equal(umount(mnt), 0);
 }
 
-/* Puts (or, one in 8, deletes) n random keys of "k%05d" % [0, keys),
- * 50 to a batch, until n or the disk is low, keeping want (the mod
- * revision of each key, 0 if deleted) up to date; returns how many. */
-static size_t churn(struct mvcc_store *s, struct backend *be, uint64_t *rnd,
-                    mvcc_rev *want, size_t keys, size_t n)
-{
-    static char val[500];
-    memset(val, 'v', sizeof val);
-    size_t ops = 0;
-    while (ops < n && !backend_space_low(be)) {
-        struct mvcc_batch *b;
-        assert_int_equal(mvcc_batch_begin(s, &b), 0);
-        for (int j = 0; j < 50 && ops < n; j++, ops++) {
-            *rnd = *rnd * 6364136223846793005ull + 1442695040888963407ull;
-            size_t i = (size_t)(*rnd >> 33) % keys;
-            bool d = (*rnd >> 20) % 8 == 0;
-            char k[32];
-            snprintf(k, sizeof k, "k%05zu", i);
-            struct mvcc_txn *t = mvcc_txn_begin(b);
-            int64_t gone = 0;
-            if (d)
-                assert_int_equal(mvcc_txn_delete_range(t, k, strlen(k), NULL,
-                                                       0, &gone, NULL), 0);
-            else
-                assert_int_equal(mvcc_txn_put(t, k, strlen(k), val,
-                                              sizeof val, 0, 0, NULL), 0);
-            mvcc_rev rev = mvcc_txn_end(t);
-            if (!d)
-                want[i] = rev;
-            else if (gone == 1)
-                want[i] = 0;
-        }
-        assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
-    }
-    return ops;
-}
-
 /* Compacts s at its revision: the steps of a physical Compact in the
  * batch that schedules it, each after the one before, until the txn has
  * no room (apply_kv.c do_compact), then one step per batch (apply.c);
@@ -2534,6 +2507,16 @@ static size_t churn(struct mvcc_store *s, struct backend *be, uint64_t *rnd,
  * same batch; as many as a batch of many, which files the in-memory
  * index at once), their revisions into want_after. */
 enum { AFTER = 300 };
+
+/* A compaction step answered 0 or ERR_FULL (with nothing done); anything
+ * else is named before the test fails. */
+static void step_ok(int rc)
+{
+    if (rc != 0 && rc != ERR_FULL)
+        fprintf(stderr, "compaction step: %s\n", err_str(rc));
+    assert_true(rc == 0 || rc == ERR_FULL);
+}
+
 static void compact_now(struct mvcc_store *s, char prefix,
                         mvcc_rev *want_after)
 {
@@ -2547,9 +2530,7 @@ static void compact_now(struct mvcc_store *s, char prefix,
         rc = mvcc_compact_step(b, 10000, &more);
         assert_true(n < 100000);
     }
-    if (rc != 0 && rc != ERR_FULL)
-        fprintf(stderr, "compaction step: %s\n", err_str(rc));
-    assert_true(rc == 0 || rc == ERR_FULL);
+    step_ok(rc);
     for (int i = 0; i < AFTER; i++) {
         char k[16];
         snprintf(k, sizeof k, "%c%03d", prefix, i);
@@ -2561,10 +2542,7 @@ static void compact_now(struct mvcc_store *s, char prefix,
     assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
     for (size_t n = 0; more; n++) {
         assert_int_equal(mvcc_batch_begin(s, &b), 0);
-        rc = mvcc_compact_step(b, 1000, &more);
-        if (rc != 0 && rc != ERR_FULL)
-            fprintf(stderr, "compaction step: %s\n", err_str(rc));
-        assert_true(rc == 0 || rc == ERR_FULL);
+        step_ok(mvcc_compact_step(b, 1000, &more));
         assert_int_equal(mvcc_batch_commit(b, next_ci++), 0);
         assert_true(n < 100000);
     }
