@@ -11,8 +11,9 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       iproute2 procps)
 # Installed without their recommended packages (Prometheus would bring its
 # exporters and their services): the Prometheus server that
-# tests/cluster/test_prometheus.py starts itself.
-bare=(prometheus)
+# tests/cluster/test_prometheus.py starts itself, and Patroni with
+# PostgreSQL for tests/cluster/test_patroni.py.
+bare=(prometheus patroni postgresql)
 missing=()
 missing_bare=()
 for p in "${pkgs[@]}"; do
