@@ -1,0 +1,694 @@
+// goclient: the recipes of etcd's official Go client (clientv3 3.4, the
+// client etcdctl, Kubernetes and most Go programs use) run against a
+// server, each checking the guarantee it promises its users.
+//
+//	mutex     concurrency.Mutex: sessions lock, read-modify-write a counter
+//	          with a txn guarded by IsOwner, unlock; never two holders at
+//	          once, no lost increment, no fenced write refused
+//	election  concurrency.Election: candidates campaign, proclaim, resign;
+//	          one leader at a time, every candidate leads, Leader() and an
+//	          observer agree with who leads
+//	stm       concurrency.NewSTM bank transfers under SerializableSnapshot
+//	          and Serializable: every snapshot read sums to the total
+//	leasing   leasing.NewKV caches on two clients: each reads the other's
+//	          last write at once (the lease is revoked on every write)
+//	mirror    mirror.Syncer: base copy plus updates equal the source after
+//	          concurrent puts and deletes
+//	namespace namespace.NewKV/NewWatcher: keys carry the prefix on the
+//	          server, not in answers or events
+//
+// usage: goclient -endpoints 127.0.0.1:2379 [check ...]   (default: all)
+// Prints "ok <check> <details>" or "FAIL <check> <why>"; exit 1 on a FAIL.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/clientv3"
+	"go.etcd.io/etcd/clientv3/concurrency"
+	"go.etcd.io/etcd/clientv3/leasing"
+	"go.etcd.io/etcd/clientv3/mirror"
+	"go.etcd.io/etcd/clientv3/namespace"
+	"go.etcd.io/etcd/mvcc/mvccpb"
+)
+
+var endpoints []string
+
+// faults: members are killed under the client; errors are retried and only
+// the safety of each recipe is checked (-faults).
+var faults bool
+
+func client() *clientv3.Client {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func ctxT(d time.Duration) context.Context {
+	ctx, _ := context.WithTimeout(context.Background(), d) //nolint
+	return ctx
+}
+
+// setPut puts a check's starting value; with -faults it tries again after
+// an error (the put sets a value, so doing it twice is harmless).
+func setPut(c *clientv3.Client, key, val string) error {
+	for try := 0; ; try++ {
+		_, err := c.Put(ctxT(10*time.Second), key, val)
+		if err == nil || !faults || try == 50 {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// firstErr keeps the first error any goroutine reports.
+type firstErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstErr) set(format string, a ...interface{}) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = fmt.Errorf(format, a...)
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstErr) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// checkMutex: each critical section appends its id to a list kept in one
+// key (read, pause, write guarded by IsOwner), so two holders at once would
+// lose an id.  With -faults an error (a member killed under the client) is
+// retried: an id whose write's answer was lost may be there once or not at
+// all, a write refused because the session's lease ran out is not a
+// violation; every acknowledged id must be there exactly once.
+func checkMutex() (string, error) {
+	workers, rounds := 6, 25
+	if faults {
+		rounds = 60
+	}
+	var fe firstErr
+	var holders int32
+	var refused, errs int64
+	acked := make(map[string]bool)
+	maybe := make(map[string]bool)
+	var mu sync.Mutex
+	list := "/goclient/mutex/list"
+	cli := client()
+	defer cli.Close()
+	if err := setPut(cli, list, ""); err != nil {
+		return "", err
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			c := client()
+			defer c.Close()
+			fail := func(format string, a ...interface{}) bool {
+				if !faults {
+					fe.set(format, a...)
+					return true
+				}
+				atomic.AddInt64(&errs, 1)
+				time.Sleep(100 * time.Millisecond)
+				return false
+			}
+			var s *concurrency.Session
+			for i := 0; i < rounds && fe.get() == nil; {
+				if s == nil {
+					var err error
+					s, err = concurrency.NewSession(c,
+						concurrency.WithTTL(5))
+					if err != nil {
+						s = nil
+						if fail("worker %d session: %v", w, err) {
+							return
+						}
+						continue
+					}
+				}
+				select {
+				case <-s.Done(): // the lease is gone: a new session
+					s.Close()
+					s = nil
+					continue
+				default:
+				}
+				m := concurrency.NewMutex(s, "/goclient/mutex/lock")
+				if err := m.Lock(ctxT(30 * time.Second)); err != nil {
+					if fail("worker %d lock: %v", w, err) {
+						return
+					}
+					m.Unlock(ctxT(5 * time.Second))
+					continue
+				}
+				if n := atomic.AddInt32(&holders, 1); n != 1 && !faults {
+					fe.set("worker %d: %d holders at once", w, n)
+				}
+				id := fmt.Sprintf("w%d.%d", w, i)
+				g, err := c.Get(ctxT(5*time.Second), list)
+				if err != nil || len(g.Kvs) != 1 {
+					atomic.AddInt32(&holders, -1)
+					if fail("worker %d get: %v", w, err) {
+						return
+					}
+					m.Unlock(ctxT(5 * time.Second))
+					continue
+				}
+				time.Sleep(time.Duration(rand.Intn(2000)) * time.Microsecond)
+				t, err := c.Txn(ctxT(5 * time.Second)).If(m.IsOwner()).
+					Then(clientv3.OpPut(list,
+						string(g.Kvs[0].Value)+" "+id)).Commit()
+				atomic.AddInt32(&holders, -1)
+				mu.Lock()
+				switch {
+				case err != nil:
+					maybe[id] = true
+				case t.Succeeded:
+					acked[id] = true
+				default:
+					atomic.AddInt64(&refused, 1)
+				}
+				mu.Unlock()
+				if err == nil && !t.Succeeded && !faults {
+					fe.set("worker %d: fenced put refused while holding"+
+						" the lock", w)
+				}
+				if err != nil && fail("worker %d put: %v", w, err) {
+					return
+				}
+				i++
+				if err := m.Unlock(ctxT(5 * time.Second)); err != nil {
+					if fail("worker %d unlock: %v", w, err) {
+						return
+					}
+				}
+			}
+			if s != nil {
+				s.Close()
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err := fe.get(); err != nil {
+		return "", err
+	}
+	g, err := cli.Get(ctxT(30*time.Second), list)
+	if err != nil {
+		return "", err
+	}
+	seen := make(map[string]bool)
+	for _, id := range strings.Fields(string(g.Kvs[0].Value)) {
+		if seen[id] {
+			return "", fmt.Errorf("%s written twice", id)
+		}
+		if !acked[id] && !maybe[id] {
+			return "", fmt.Errorf("%s in the list but never written", id)
+		}
+		seen[id] = true
+	}
+	for id := range acked {
+		if !seen[id] {
+			return "", fmt.Errorf("acknowledged %s lost: two holders at"+
+				" once (%d acknowledged, %d in the list)", id, len(acked),
+				len(seen))
+		}
+	}
+	if !faults && len(seen) != workers*rounds {
+		return "", fmt.Errorf("%d ids after %d locked writes", len(seen),
+			workers*rounds)
+	}
+	if !faults {
+		left, err := cli.Get(ctxT(5*time.Second), "/goclient/mutex/lock/",
+			clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return "", err
+		}
+		if left.Count != 0 {
+			return "", fmt.Errorf("%d lock keys left after every unlock",
+				left.Count)
+		}
+	}
+	return fmt.Sprintf("%d workers: %d acknowledged, %d unknown, %d refused"+
+		" (lease lost), %d errors retried", workers, len(acked), len(maybe),
+		refused, errs), nil
+}
+
+func checkElection() (string, error) {
+	const candidates = 5
+	pfx := "/goclient/election"
+	var fe firstErr
+	var leading int32
+	var mu sync.Mutex
+	var led []string
+	obsCli := client()
+	defer obsCli.Close()
+	obsSess, err := concurrency.NewSession(obsCli)
+	if err != nil {
+		return "", err
+	}
+	defer obsSess.Close()
+	obsCtx, stopObs := context.WithCancel(context.Background())
+	observed := make(map[string]bool)
+	obsDone := make(chan struct{})
+	go func() {
+		defer close(obsDone)
+		for r := range concurrency.NewElection(obsSess, pfx).Observe(obsCtx) {
+			if len(r.Kvs) > 0 {
+				mu.Lock()
+				observed[string(r.Kvs[0].Value)] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := 0; i < candidates; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c := client()
+			defer c.Close()
+			s, err := concurrency.NewSession(c, concurrency.WithTTL(10))
+			if err != nil {
+				fe.set("session: %v", err)
+				return
+			}
+			defer s.Close()
+			e := concurrency.NewElection(s, pfx)
+			name := fmt.Sprintf("c%d", i)
+			if err := e.Campaign(ctxT(60*time.Second), name); err != nil {
+				fe.set("%s campaign: %v", name, err)
+				return
+			}
+			if n := atomic.AddInt32(&leading, 1); n != 1 {
+				fe.set("%s: %d leaders at once", name, n)
+			}
+			mu.Lock()
+			led = append(led, name)
+			mu.Unlock()
+			final := name + "-proclaimed"
+			if err := e.Proclaim(ctxT(5*time.Second), final); err != nil {
+				fe.set("%s proclaim: %v", name, err)
+			}
+			l, err := e.Leader(ctxT(5 * time.Second))
+			if err != nil || len(l.Kvs) == 0 ||
+				string(l.Kvs[0].Value) != final {
+				fe.set("%s: Leader() = %v, %v while leading", name, l, err)
+			}
+			// Let the observer see this leader before stepping down.
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				seen := observed[final]
+				mu.Unlock()
+				if seen {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			atomic.AddInt32(&leading, -1)
+			if err := e.Resign(ctxT(5 * time.Second)); err != nil {
+				fe.set("%s resign: %v", name, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	stopObs()
+	<-obsDone
+	if err := fe.get(); err != nil {
+		return "", err
+	}
+	if len(led) != candidates {
+		return "", fmt.Errorf("%d of %d candidates led", len(led), candidates)
+	}
+	for _, n := range led {
+		if !observed[n+"-proclaimed"] {
+			return "", fmt.Errorf("the observer never saw %s's proclamation"+
+				" (saw %v)", n, observed)
+		}
+	}
+	return fmt.Sprintf("%d leaders in turn: %s", candidates,
+		strings.Join(led, " ")), nil
+}
+
+func checkSTM() (string, error) {
+	const accounts, initial, workers = 8, 100, 6
+	transfers := 40
+	if faults {
+		transfers = 150
+	}
+	var details []string
+	for _, iso := range []concurrency.Isolation{
+		concurrency.SerializableSnapshot, concurrency.Serializable} {
+		cli := client()
+		pfx := fmt.Sprintf("/goclient/stm%d/", iso)
+		key := func(i int) string { return fmt.Sprintf("%sacct%02d", pfx, i) }
+		for i := 0; i < accounts; i++ {
+			if err := setPut(cli, key(i), strconv.Itoa(initial)); err != nil {
+				cli.Close()
+				return "", err
+			}
+		}
+		var fe firstErr
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		audits, errs := int64(0), int64(0)
+		go func() { // auditor: every snapshot sums to the total
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sum := 0
+				_, err := concurrency.NewSTM(cli, func(s concurrency.STM) error {
+					sum = 0
+					for i := 0; i < accounts; i++ {
+						v, _ := strconv.Atoi(s.Get(key(i)))
+						sum += v
+					}
+					return nil
+				}, concurrency.WithIsolation(iso))
+				if err != nil {
+					if !faults {
+						fe.set("audit: %v", err)
+						return
+					}
+					atomic.AddInt64(&errs, 1)
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				if sum != accounts*initial {
+					fe.set("a snapshot summed to %d, not %d", sum,
+						accounts*initial)
+				}
+				atomic.AddInt64(&audits, 1)
+			}
+		}()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				r := rand.New(rand.NewSource(int64(w)))
+				for t := 0; t < transfers; t++ {
+					from, to := r.Intn(accounts), r.Intn(accounts)
+					if from == to {
+						continue
+					}
+					amt := r.Intn(20) + 1
+					_, err := concurrency.NewSTM(cli,
+						func(s concurrency.STM) error {
+							a, _ := strconv.Atoi(s.Get(key(from)))
+							b, _ := strconv.Atoi(s.Get(key(to)))
+							if a < amt {
+								return nil
+							}
+							s.Put(key(from), strconv.Itoa(a-amt))
+							s.Put(key(to), strconv.Itoa(b+amt))
+							return nil
+						}, concurrency.WithIsolation(iso))
+					if err != nil {
+						if !faults {
+							fe.set("worker %d transfer: %v", w, err)
+							return
+						}
+						// Done or not: either way the sum holds.
+						atomic.AddInt64(&errs, 1)
+						time.Sleep(100 * time.Millisecond)
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+		close(stop)
+		g, err := cli.Get(ctxT(30*time.Second), pfx, clientv3.WithPrefix())
+		cli.Close()
+		if err != nil {
+			return "", err
+		}
+		if e := fe.get(); e != nil {
+			return "", fmt.Errorf("isolation %d: %v", iso, e)
+		}
+		sum := 0
+		for _, kv := range g.Kvs {
+			v, _ := strconv.Atoi(string(kv.Value))
+			if v < 0 {
+				return "", fmt.Errorf("%s went negative: %d", kv.Key, v)
+			}
+			sum += v
+		}
+		if sum != accounts*initial {
+			return "", fmt.Errorf("isolation %d: final sum %d", iso, sum)
+		}
+		if audits == 0 {
+			return "", fmt.Errorf("isolation %d: no audit finished", iso)
+		}
+		details = append(details, fmt.Sprintf("isolation %d: %d audits, %d"+
+			" errors retried", iso, audits, errs))
+	}
+	return strings.Join(details, ", "), nil
+}
+
+func checkLeasing() (string, error) {
+	const rounds = 60
+	ca, cb, plain := client(), client(), client()
+	defer ca.Close()
+	defer cb.Close()
+	defer plain.Close()
+	ka, closeA, err := leasing.NewKV(ca, "/goclient/leases/")
+	if err != nil {
+		return "", err
+	}
+	defer closeA()
+	kb, closeB, err := leasing.NewKV(cb, "/goclient/leases/")
+	if err != nil {
+		return "", err
+	}
+	defer closeB()
+	key := "/goclient/leasing/k"
+	kvs := []clientv3.KV{ka, kb}
+	for i := 0; i < rounds; i++ {
+		w, r := kvs[i%2], kvs[(i+1)%2]
+		val := "v" + strconv.Itoa(i)
+		if _, err := w.Put(ctxT(10*time.Second), key, val); err != nil {
+			return "", fmt.Errorf("round %d put: %v", i, err)
+		}
+		for _, kv := range []clientv3.KV{r, w, plain} {
+			g, err := kv.Get(ctxT(10*time.Second), key)
+			if err != nil {
+				return "", fmt.Errorf("round %d get: %v", i, err)
+			}
+			if len(g.Kvs) != 1 || string(g.Kvs[0].Value) != val {
+				return "", fmt.Errorf("round %d: read %v after the other"+
+					" client wrote %s", i, g.Kvs, val)
+			}
+		}
+		if i%10 == 9 { // deletes revoke cached leases too
+			if _, err := r.Delete(ctxT(10*time.Second), key); err != nil {
+				return "", err
+			}
+			g, err := w.Get(ctxT(10*time.Second), key)
+			if err != nil || len(g.Kvs) != 0 {
+				return "", fmt.Errorf("round %d: %v, %v after a delete",
+					i, g, err)
+			}
+		}
+	}
+	return fmt.Sprintf("%d rounds of cached reads after the other's write",
+		rounds), nil
+}
+
+func checkMirror() (string, error) {
+	cli := client()
+	defer cli.Close()
+	src := "/goclient/mirror/"
+	for i := 0; i < 300; i++ {
+		if _, err := cli.Put(ctxT(5*time.Second),
+			fmt.Sprintf("%s%04d", src, i), "base"); err != nil {
+			return "", err
+		}
+	}
+	s := mirror.NewSyncer(cli, src, 0)
+	copyOf := map[string]string{}
+	rch, ech := s.SyncBase(ctxT(30 * time.Second))
+	for r := range rch {
+		for _, kv := range r.Kvs {
+			copyOf[string(kv.Key)] = string(kv.Value)
+		}
+	}
+	if err := <-ech; err != nil {
+		return "", fmt.Errorf("SyncBase: %v", err)
+	}
+	based := len(copyOf)
+	wctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	wch := s.SyncUpdates(wctx)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 200; i++ {
+			k := fmt.Sprintf("%s%04d", src, rand.Intn(400))
+			var err error
+			if i%4 == 3 {
+				_, err = cli.Delete(ctxT(5*time.Second), k)
+			} else {
+				_, err = cli.Put(ctxT(5*time.Second), k, "u"+strconv.Itoa(i))
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		_, err := cli.Put(ctxT(5*time.Second), src+"zzzz-end", "end")
+		done <- err
+	}()
+	for {
+		wr, ok := <-wch
+		if !ok {
+			return "", errors.New("SyncUpdates ended early")
+		}
+		if wr.Err() != nil {
+			return "", fmt.Errorf("SyncUpdates: %v", wr.Err())
+		}
+		end := false
+		for _, ev := range wr.Events {
+			k := string(ev.Kv.Key)
+			if ev.Type == mvccpb.DELETE {
+				delete(copyOf, k)
+			} else {
+				copyOf[k] = string(ev.Kv.Value)
+			}
+			end = end || k == src+"zzzz-end"
+		}
+		if end {
+			break
+		}
+	}
+	if err := <-done; err != nil {
+		return "", err
+	}
+	g, err := cli.Get(ctxT(5*time.Second), src, clientv3.WithPrefix())
+	if err != nil {
+		return "", err
+	}
+	if len(g.Kvs) != len(copyOf) {
+		return "", fmt.Errorf("copy holds %d keys, source %d", len(copyOf),
+			len(g.Kvs))
+	}
+	for _, kv := range g.Kvs {
+		if copyOf[string(kv.Key)] != string(kv.Value) {
+			return "", fmt.Errorf("%s: copy %q, source %q", kv.Key,
+				copyOf[string(kv.Key)], kv.Value)
+		}
+	}
+	return fmt.Sprintf("base %d keys, then 201 updates: copy equals source"+
+		" (%d keys)", based, len(g.Kvs)), nil
+}
+
+func checkNamespace() (string, error) {
+	cli := client()
+	defer cli.Close()
+	kv := namespace.NewKV(cli.KV, "/goclient/ns/")
+	w := namespace.NewWatcher(cli.Watcher, "/goclient/ns/")
+	defer w.Close()
+	wctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	wch := w.Watch(wctx, "a", clientv3.WithPrefix())
+	for _, k := range []string{"a1", "a2", "b1"} {
+		if _, err := kv.Put(ctxT(5*time.Second), k, k); err != nil {
+			return "", err
+		}
+	}
+	raw, err := cli.Get(ctxT(5*time.Second), "/goclient/ns/",
+		clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return "", err
+	}
+	var rawKeys []string
+	for _, k := range raw.Kvs {
+		rawKeys = append(rawKeys, string(k.Key))
+	}
+	sort.Strings(rawKeys)
+	if strings.Join(rawKeys, ",") != "/goclient/ns/a1,/goclient/ns/a2,"+
+		"/goclient/ns/b1" {
+		return "", fmt.Errorf("keys on the server: %v", rawKeys)
+	}
+	g, err := kv.Get(ctxT(5*time.Second), "a", clientv3.WithPrefix())
+	if err != nil || len(g.Kvs) != 2 || string(g.Kvs[0].Key) != "a1" {
+		return "", fmt.Errorf("namespaced get: %v, %v", g, err)
+	}
+	var got []string
+	timeout := time.After(10 * time.Second)
+	for len(got) < 2 {
+		select {
+		case wr := <-wch:
+			for _, ev := range wr.Events {
+				got = append(got, string(ev.Kv.Key))
+			}
+		case <-timeout:
+			return "", fmt.Errorf("namespaced watch saw only %v", got)
+		}
+	}
+	if strings.Join(got, ",") != "a1,a2" {
+		return "", fmt.Errorf("namespaced watch saw %v", got)
+	}
+	return "prefix on the server, not in answers or events", nil
+}
+
+func main() {
+	eps := flag.String("endpoints", "127.0.0.1:2379", "comma-separated")
+	flag.BoolVar(&faults, "faults", false, "members are killed meanwhile")
+	flag.Parse()
+	endpoints = strings.Split(*eps, ",")
+	checks := map[string]func() (string, error){
+		"mutex": checkMutex, "election": checkElection, "stm": checkSTM,
+		"leasing": checkLeasing, "mirror": checkMirror,
+		"namespace": checkNamespace,
+	}
+	names := flag.Args()
+	if len(names) == 0 {
+		names = []string{"mutex", "election", "stm", "leasing", "mirror",
+			"namespace"}
+	}
+	failed := false
+	for _, n := range names {
+		f, ok := checks[n]
+		if !ok {
+			fmt.Printf("FAIL %s unknown check\n", n)
+			failed = true
+			continue
+		}
+		t0 := time.Now()
+		details, err := f()
+		if err != nil {
+			fmt.Printf("FAIL %s %v\n", n, err)
+			failed = true
+		} else {
+			fmt.Printf("ok %s %s (%.1f s)\n", n, details,
+				time.Since(t0).Seconds())
+		}
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
