@@ -2,9 +2,9 @@
 // client etcdctl, Kubernetes and most Go programs use) run against a
 // server, each checking the guarantee it promises its users.
 //
-//	mutex     concurrency.Mutex: sessions lock, read-modify-write a counter
+//	mutex     concurrency.Mutex: sessions lock, append their id to a list
 //	          with a txn guarded by IsOwner, unlock; never two holders at
-//	          once, no lost increment, no fenced write refused
+//	          once, every id once, no fenced write refused
 //	election  concurrency.Election: candidates campaign, proclaim, resign;
 //	          one leader at a time, every candidate leads, Leader() and an
 //	          observer agree with who leads
@@ -16,8 +16,14 @@
 //	          concurrent puts and deletes
 //	namespace namespace.NewKV/NewWatcher: keys carry the prefix on the
 //	          server, not in answers or events
+//	kube      Kubernetes' apiserver storage patterns: CAS txns, paginated
+//	          lists, an informer's watch cache with progress notify and
+//	          RequestProgress, the compactor, a relist after compaction
 //
-// usage: goclient -endpoints 127.0.0.1:2379 [check ...]   (default: all)
+// With -faults (members killed meanwhile; mutex and stm only) errors are
+// retried and only each recipe's safety is checked.
+//
+// usage: goclient -endpoints 127.0.0.1:2379 [-faults] [check ...]
 // Prints "ok <check> <details>" or "FAIL <check> <why>"; exit 1 on a FAIL.
 package main
 
@@ -40,6 +46,7 @@ import (
 	"go.etcd.io/etcd/clientv3/leasing"
 	"go.etcd.io/etcd/clientv3/mirror"
 	"go.etcd.io/etcd/clientv3/namespace"
+	"go.etcd.io/etcd/etcdserver/api/v3rpc/rpctypes"
 	"go.etcd.io/etcd/mvcc/mvccpb"
 )
 
@@ -655,6 +662,380 @@ func checkNamespace() (string, error) {
 	return "prefix on the server, not in answers or events", nil
 }
 
+// checkKube runs the storage patterns of Kubernetes' apiserver (its etcd3
+// store and cacher): creates as txns on mod_revision == 0, updates as
+// compare-and-swap loops on mod_revision, deletes with a precondition,
+// paginated lists at one revision (limit + continue key), an informer
+// (list, then a watch from the list's revision + 1 with prev_kv, progress
+// notify and created notify) keeping a cache, consistent reads from that
+// cache (the current revision from a limit-1 read, then RequestProgress
+// until the cache has it), the compactor's txn on compact_rev_key then
+// Compact, and a reflector whose watch was compacted relisting.  Checked:
+// events in revision order, every prev_kv equal to the cache's value, no
+// progress revision above an undelivered event, each consistent read
+// served within 5 s, the cache equal to a list at its revision, a
+// compacted watch canceled with its compact revision.
+func checkKube() (string, error) {
+	const objects, writers, updates = 100, 4, 60
+	pfx := "/registry/pods/default/"
+	end := clientv3.GetPrefixRangeEnd(pfx)
+	cli := client()
+	defer cli.Close()
+	ctx := func() context.Context { return ctxT(10 * time.Second) }
+	create := func(c *clientv3.Client, name, val string) (bool, error) {
+		k := pfx + name
+		t, err := c.Txn(ctx()).If(clientv3.Compare(
+			clientv3.ModRevision(k), "=", 0)).Then(
+			clientv3.OpPut(k, val)).Else(clientv3.OpGet(k)).Commit()
+		if err != nil {
+			return false, err
+		}
+		return t.Succeeded, nil
+	}
+	list := func(rev int64) (map[string]string, int64, error) {
+		out := map[string]string{}
+		key := pfx
+		for {
+			opts := []clientv3.OpOption{clientv3.WithRange(end),
+				clientv3.WithLimit(17)}
+			if rev != 0 {
+				opts = append(opts, clientv3.WithRev(rev))
+			}
+			g, err := cli.Get(ctx(), key, opts...)
+			if err != nil {
+				return nil, 0, err
+			}
+			if rev == 0 {
+				rev = g.Header.Revision
+			}
+			for _, kv := range g.Kvs {
+				out[string(kv.Key)] = string(kv.Value)
+			}
+			if !g.More {
+				return out, rev, nil
+			}
+			key = string(g.Kvs[len(g.Kvs)-1].Key) + "\x00"
+		}
+	}
+	if _, err := cli.Delete(ctx(), pfx, clientv3.WithRange(end)); err != nil {
+		return "", err
+	}
+	for i := 0; i < objects; i++ {
+		ok, err := create(cli, fmt.Sprintf("pod-%03d", i), "0")
+		if err != nil || !ok {
+			return "", fmt.Errorf("create pod-%03d: %v %v", i, ok, err)
+		}
+	}
+	if ok, err := create(cli, "pod-000", "x"); err != nil || ok {
+		return "", fmt.Errorf("a second create of pod-000 passed: %v", err)
+	}
+	cache, listRev, err := list(0)
+	if err != nil {
+		return "", err
+	}
+	if len(cache) != objects {
+		return "", fmt.Errorf("list: %d objects", len(cache))
+	}
+
+	// The informer.
+	var fe firstErr
+	var mu sync.Mutex
+	var cacheRev int64 = listRev
+	progress := 0
+	icli := client()
+	defer icli.Close()
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	wch := icli.Watch(wctx, pfx, clientv3.WithRange(end),
+		clientv3.WithRev(listRev+1), clientv3.WithPrevKV(),
+		clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+	informerDone := make(chan struct{})
+	go func() {
+		defer close(informerDone)
+		created := false
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				fe.set("informer watch: %v", err)
+				return
+			}
+			mu.Lock()
+			if wr.Created {
+				created = true
+			} else if !created {
+				fe.set("informer: a response before the created notice")
+			}
+			if wr.IsProgressNotify() {
+				progress++
+				if wr.Header.Revision < cacheRev {
+					fe.set("progress at %d after events up to %d",
+						wr.Header.Revision, cacheRev)
+				}
+				cacheRev = wr.Header.Revision
+			}
+			for _, ev := range wr.Events {
+				k := string(ev.Kv.Key)
+				if ev.Kv.ModRevision <= cacheRev {
+					fe.set("event %s at %d after the cache reached %d", k,
+						ev.Kv.ModRevision, cacheRev)
+				}
+				cacheRev = ev.Kv.ModRevision
+				old, had := cache[k]
+				if had != (ev.PrevKv != nil) ||
+					(had && string(ev.PrevKv.Value) != old) {
+					fe.set("%s at %d: prev_kv %v, cache %q (%v)", k,
+						ev.Kv.ModRevision, ev.PrevKv, old, had)
+				}
+				if ev.Type == mvccpb.DELETE {
+					delete(cache, k)
+				} else {
+					if ev.IsCreate() == had {
+						fe.set("%s at %d: IsCreate %v with the cache "+
+							"holding it %v", k, ev.Kv.ModRevision,
+							ev.IsCreate(), had)
+					}
+					cache[k] = string(ev.Kv.Value)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Writers: compare-and-swap updates, deletes with a precondition,
+	// re-creates.
+	var conflicts, deletes, recreates int64
+	began := time.Now()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			c := client()
+			defer c.Close()
+			r := rand.New(rand.NewSource(int64(w) + 100))
+			// At least 1.5 s of writes, so that the compactor compacts.
+			for u := 0; (u < updates || time.Since(began) < 1500*
+				time.Millisecond) && fe.get() == nil; u++ {
+				k := pfx + fmt.Sprintf("pod-%03d", r.Intn(objects))
+				for {
+					g, err := c.Get(ctx(), k)
+					if err != nil {
+						fe.set("writer get: %v", err)
+						return
+					}
+					if len(g.Kvs) == 0 { // deleted: create it again
+						ok, err := create(c, k[len(pfx):], "0")
+						if err != nil {
+							fe.set("writer create: %v", err)
+							return
+						}
+						if ok {
+							atomic.AddInt64(&recreates, 1)
+							break
+						}
+						atomic.AddInt64(&conflicts, 1)
+						continue
+					}
+					cur := g.Kvs[0]
+					cmp := clientv3.Compare(clientv3.ModRevision(k), "=",
+						cur.ModRevision)
+					var op clientv3.Op
+					if r.Intn(10) == 0 {
+						op = clientv3.OpDelete(k)
+					} else {
+						n, _ := strconv.Atoi(string(cur.Value))
+						op = clientv3.OpPut(k, strconv.Itoa(n+1))
+					}
+					t, err := c.Txn(ctx()).If(cmp).Then(op).Else(
+						clientv3.OpGet(k)).Commit()
+					if err != nil {
+						fe.set("writer txn: %v", err)
+						return
+					}
+					if t.Succeeded {
+						if op.IsDelete() {
+							atomic.AddInt64(&deletes, 1)
+						}
+						break
+					}
+					atomic.AddInt64(&conflicts, 1)
+				}
+			}
+		}(w)
+	}
+
+	// The compactor (apiserver's: a txn on compact_rev_key's version, then
+	// Compact of the revision seen one interval before).
+	compactions := 0
+	compDone := make(chan struct{})
+	go func() {
+		defer close(compDone)
+		var version, prev int64
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+			t, err := cli.Txn(ctx()).If(clientv3.Compare(
+				clientv3.Version("compact_rev_key"), "=", version)).Then(
+				clientv3.OpPut("compact_rev_key", "x")).Else(
+				clientv3.OpGet("compact_rev_key")).Commit()
+			if err != nil {
+				fe.set("compactor txn: %v", err)
+				return
+			}
+			if !t.Succeeded {
+				version = t.Responses[0].GetResponseRange().Kvs[0].Version
+				continue
+			}
+			version++
+			if prev != 0 {
+				if _, err := cli.Compact(ctx(), prev); err != nil {
+					fe.set("compact %d: %v", prev, err)
+					return
+				}
+				compactions++
+			}
+			prev = t.Header.Revision
+		}
+	}()
+
+	// Consistent reads from the cache.
+	var waits []time.Duration
+	reads := func() error {
+		g, err := cli.Get(ctx(), pfx, clientv3.WithRange(end),
+			clientv3.WithLimit(1))
+		if err != nil {
+			return err
+		}
+		want := g.Header.Revision
+		t0 := time.Now()
+		if err := icli.RequestProgress(ctx()); err != nil {
+			return err
+		}
+		for {
+			mu.Lock()
+			have := cacheRev
+			mu.Unlock()
+			if have >= want {
+				break
+			}
+			if time.Since(t0) > 5*time.Second {
+				return fmt.Errorf("the cache stayed at %d, not %d, 5 s"+
+					" after RequestProgress", have, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		waits = append(waits, time.Since(t0))
+		return nil
+	}
+	readsDone := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				readsDone <- nil
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if err := reads(); err != nil {
+				readsDone <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-compDone
+	if err := <-readsDone; err != nil {
+		return "", err
+	}
+	if err := fe.get(); err != nil {
+		return "", err
+	}
+	// Quiet now: one more consistent read, then the cache against a list.
+	if err := reads(); err != nil {
+		return "", err
+	}
+	mu.Lock()
+	at := cacheRev
+	snapshot := make(map[string]string, len(cache))
+	for k, v := range cache {
+		snapshot[k] = v
+	}
+	mu.Unlock()
+	fresh, _, err := list(at)
+	if err != nil {
+		return "", fmt.Errorf("list at the cache's revision %d: %v", at, err)
+	}
+	if len(fresh) != len(snapshot) {
+		return "", fmt.Errorf("cache %d objects, list %d at %d",
+			len(snapshot), len(fresh), at)
+	}
+	for k, v := range fresh {
+		if snapshot[k] != v {
+			return "", fmt.Errorf("%s: cache %q, list %q at %d", k,
+				snapshot[k], v, at)
+		}
+	}
+	if compactions == 0 {
+		return "", errors.New("the compactor never compacted")
+	}
+
+	// A reflector whose watch start was compacted: canceled with the
+	// compact revision, then a relist and a watch from there.
+	rcli := client()
+	defer rcli.Close()
+	rctx, rstop := context.WithCancel(context.Background())
+	defer rstop()
+	old := rcli.Watch(rctx, pfx, clientv3.WithRange(end),
+		clientv3.WithRev(listRev+1))
+	var compactRev int64
+	select {
+	case wr, ok := <-old:
+		if !ok || wr.CompactRevision == 0 || !wr.Canceled ||
+			wr.Err() != rpctypes.ErrCompacted {
+			return "", fmt.Errorf("a watch from compacted revision %d: %+v",
+				listRev+1, wr)
+		}
+		compactRev = wr.CompactRevision
+	case <-time.After(10 * time.Second):
+		return "", errors.New("no answer to a watch from a compacted" +
+			" revision")
+	}
+	relisted, rrev, err := list(0)
+	if err != nil || len(relisted) != len(fresh) {
+		return "", fmt.Errorf("relist: %d objects, %v", len(relisted), err)
+	}
+	rw := rcli.Watch(rctx, pfx, clientv3.WithRange(end),
+		clientv3.WithRev(rrev+1))
+	if _, err := cli.Put(ctx(), pfx+"pod-new", "n"); err != nil {
+		return "", err
+	}
+	select {
+	case wr := <-rw:
+		if len(wr.Events) != 1 || string(wr.Events[0].Kv.Key) !=
+			pfx+"pod-new" {
+			return "", fmt.Errorf("the relisted watch got %+v", wr)
+		}
+	case <-time.After(10 * time.Second):
+		return "", errors.New("the relisted watch got nothing")
+	}
+	stopWatch()
+	<-informerDone
+	if err := fe.get(); err != nil {
+		return "", err
+	}
+	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+	return fmt.Sprintf("%d writers x >= %d updates (%d conflicts, %d deletes,"+
+		" %d re-creates), %d compactions (relist after compacted %d), %d"+
+		" consistent reads from the cache: wait p50 %v max %v, %d progress"+
+		" notifies", writers, updates, conflicts, deletes, recreates,
+		compactions, compactRev, len(waits), waits[len(waits)/2],
+		waits[len(waits)-1], progress), nil
+}
+
 func main() {
 	eps := flag.String("endpoints", "127.0.0.1:2379", "comma-separated")
 	flag.BoolVar(&faults, "faults", false, "members are killed meanwhile")
@@ -663,12 +1044,12 @@ func main() {
 	checks := map[string]func() (string, error){
 		"mutex": checkMutex, "election": checkElection, "stm": checkSTM,
 		"leasing": checkLeasing, "mirror": checkMirror,
-		"namespace": checkNamespace,
+		"namespace": checkNamespace, "kube": checkKube,
 	}
 	names := flag.Args()
 	if len(names) == 0 {
 		names = []string{"mutex", "election", "stm", "leasing", "mirror",
-			"namespace"}
+			"namespace", "kube"}
 	}
 	failed := false
 	for _, n := range names {
