@@ -682,6 +682,30 @@ func checkKube() (string, error) {
 	cli := client()
 	defer cli.Close()
 	ctx := func() context.Context { return ctxT(10 * time.Second) }
+	var fe firstErr
+	var errs int64
+	// retry: with -faults an error is counted and the step tried again
+	// (true); else it is the check's failure (false).
+	retry := func(format string, a ...interface{}) bool {
+		if !faults {
+			fe.set(format, a...)
+			return false
+		}
+		atomic.AddInt64(&errs, 1)
+		time.Sleep(100 * time.Millisecond)
+		return true
+	}
+	// again: f until it succeeds, with -faults up to 100 times.
+	again := func(f func() error) error {
+		for try := 0; ; try++ {
+			err := f()
+			if err == nil || !faults || try == 100 {
+				return err
+			}
+			atomic.AddInt64(&errs, 1)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 	create := func(c *clientv3.Client, name, val string) (bool, error) {
 		k := pfx + name
 		t, err := c.Txn(ctx()).If(clientv3.Compare(
@@ -717,28 +741,48 @@ func checkKube() (string, error) {
 			key = string(g.Kvs[len(g.Kvs)-1].Key) + "\x00"
 		}
 	}
-	if _, err := cli.Delete(ctx(), pfx, clientv3.WithRange(end)); err != nil {
+	if err := again(func() error {
+		_, err := cli.Delete(ctx(), pfx, clientv3.WithRange(end))
+		return err
+	}); err != nil {
 		return "", err
 	}
 	for i := 0; i < objects; i++ {
-		ok, err := create(cli, fmt.Sprintf("pod-%03d", i), "0")
-		if err != nil || !ok {
-			return "", fmt.Errorf("create pod-%03d: %v %v", i, ok, err)
+		tries := 0
+		if err := again(func() error {
+			ok, err := create(cli, fmt.Sprintf("pod-%03d", i), "0")
+			tries++
+			if err == nil && !ok && tries == 1 {
+				err = fmt.Errorf("create pod-%03d refused", i)
+				tries = -1000 // not to be retried
+			}
+			return err
+		}); err != nil || tries < 0 {
+			return "", fmt.Errorf("create: %v", err)
 		}
 	}
-	if ok, err := create(cli, "pod-000", "x"); err != nil || ok {
+	var ok bool
+	if err := again(func() (err error) {
+		ok, err = create(cli, "pod-000", "x")
+		return err
+	}); err != nil || ok {
 		return "", fmt.Errorf("a second create of pod-000 passed: %v", err)
 	}
-	cache, listRev, err := list(0)
-	if err != nil {
+	var cache map[string]string
+	var listRev int64
+	if err := again(func() (err error) {
+		cache, listRev, err = list(0)
+		return err
+	}); err != nil {
 		return "", err
 	}
 	if len(cache) != objects {
 		return "", fmt.Errorf("list: %d objects", len(cache))
 	}
 
-	// The informer.
-	var fe firstErr
+	// The informer.  inform feeds the cache from one watch; false when the
+	// watch ended for good, true when its start revision was compacted.
+	var inform func(wch clientv3.WatchChan) bool
 	var mu sync.Mutex
 	var cacheRev int64 = listRev
 	progress := 0
@@ -746,17 +790,15 @@ func checkKube() (string, error) {
 	defer icli.Close()
 	wctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	wch := icli.Watch(wctx, pfx, clientv3.WithRange(end),
-		clientv3.WithRev(listRev+1), clientv3.WithPrevKV(),
-		clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
-	informerDone := make(chan struct{})
-	go func() {
-		defer close(informerDone)
+	inform = func(wch clientv3.WatchChan) bool {
 		created := false
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
+				if faults && wr.CompactRevision != 0 {
+					return true
+				}
 				fe.set("informer watch: %v", err)
-				return
+				return false
 			}
 			mu.Lock()
 			if wr.Created {
@@ -798,6 +840,34 @@ func checkKube() (string, error) {
 			}
 			mu.Unlock()
 		}
+		return false
+	}
+	relists := 0
+	informerDone := make(chan struct{})
+	go func() {
+		defer close(informerDone)
+		for wctx.Err() == nil {
+			mu.Lock()
+			from := cacheRev + 1
+			mu.Unlock()
+			wch := icli.Watch(wctx, pfx, clientv3.WithRange(end),
+				clientv3.WithRev(from), clientv3.WithPrevKV(),
+				clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+			if !inform(wch) {
+				return
+			}
+			// The watch's start was compacted (a reconnection after a
+			// member was killed came too late): relist, as a reflector.
+			fresh, rev, err := list(0)
+			if err != nil {
+				fe.set("informer relist: %v", err)
+				return
+			}
+			mu.Lock()
+			cache, cacheRev = fresh, rev
+			relists++
+			mu.Unlock()
+		}
 	}()
 
 	// Writers: compare-and-swap updates, deletes with a precondition,
@@ -820,13 +890,17 @@ func checkKube() (string, error) {
 				for {
 					g, err := c.Get(ctx(), k)
 					if err != nil {
-						fe.set("writer get: %v", err)
+						if retry("writer get: %v", err) {
+							continue
+						}
 						return
 					}
 					if len(g.Kvs) == 0 { // deleted: create it again
 						ok, err := create(c, k[len(pfx):], "0")
 						if err != nil {
-							fe.set("writer create: %v", err)
+							if retry("writer create: %v", err) {
+								continue
+							}
 							return
 						}
 						if ok {
@@ -848,8 +922,10 @@ func checkKube() (string, error) {
 					}
 					t, err := c.Txn(ctx()).If(cmp).Then(op).Else(
 						clientv3.OpGet(k)).Commit()
-					if err != nil {
-						fe.set("writer txn: %v", err)
+					if err != nil { // done or not: read again
+						if retry("writer txn: %v", err) {
+							continue
+						}
 						return
 					}
 					if t.Succeeded {
@@ -882,7 +958,9 @@ func checkKube() (string, error) {
 				clientv3.OpPut("compact_rev_key", "x")).Else(
 				clientv3.OpGet("compact_rev_key")).Commit()
 			if err != nil {
-				fe.set("compactor txn: %v", err)
+				if retry("compactor txn: %v", err) {
+					continue
+				}
 				return
 			}
 			if !t.Succeeded {
@@ -891,8 +969,8 @@ func checkKube() (string, error) {
 			}
 			version++
 			if prev != 0 {
-				if _, err := cli.Compact(ctx(), prev); err != nil {
-					fe.set("compact %d: %v", prev, err)
+				if _, err := cli.Compact(ctx(), prev); err != nil &&
+					!retry("compact %d: %v", prev, err) {
 					return
 				}
 				compactions++
@@ -903,6 +981,10 @@ func checkKube() (string, error) {
 
 	// Consistent reads from the cache.
 	var waits []time.Duration
+	readBound := 5 * time.Second
+	if faults { // a killed member's watch is resumed elsewhere first
+		readBound = 20 * time.Second
+	}
 	reads := func() error {
 		g, err := cli.Get(ctx(), pfx, clientv3.WithRange(end),
 			clientv3.WithLimit(1))
@@ -921,9 +1003,9 @@ func checkKube() (string, error) {
 			if have >= want {
 				break
 			}
-			if time.Since(t0) > 5*time.Second {
-				return fmt.Errorf("the cache stayed at %d, not %d, 5 s"+
-					" after RequestProgress", have, want)
+			if time.Since(t0) > readBound {
+				return fmt.Errorf("the cache stayed at %d, not %d, %v"+
+					" after RequestProgress", have, want, readBound)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -939,8 +1021,8 @@ func checkKube() (string, error) {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			if err := reads(); err != nil {
-				readsDone <- err
+			if err := reads(); err != nil && !retry("%v", err) {
+				readsDone <- fe.get()
 				return
 			}
 		}
@@ -954,8 +1036,9 @@ func checkKube() (string, error) {
 	if err := fe.get(); err != nil {
 		return "", err
 	}
-	// Quiet now: one more consistent read, then the cache against a list.
-	if err := reads(); err != nil {
+	// Writes over: one more consistent read, then the cache against a list
+	// at its revision.
+	if err := again(reads); err != nil {
 		return "", err
 	}
 	mu.Lock()
@@ -965,8 +1048,11 @@ func checkKube() (string, error) {
 		snapshot[k] = v
 	}
 	mu.Unlock()
-	fresh, _, err := list(at)
-	if err != nil {
+	var fresh map[string]string
+	if err := again(func() (err error) {
+		fresh, _, err = list(at)
+		return err
+	}); err != nil {
 		return "", fmt.Errorf("list at the cache's revision %d: %v", at, err)
 	}
 	if len(fresh) != len(snapshot) {
@@ -981,6 +1067,16 @@ func checkKube() (string, error) {
 	}
 	if compactions == 0 {
 		return "", errors.New("the compactor never compacted")
+	}
+	if faults {
+		stopWatch()
+		<-informerDone
+		if err := fe.get(); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d compactions, %d consistent reads, %d"+
+			" relists, %d errors retried; the cache equals a list at %d",
+			compactions, len(waits), relists, errs, at), nil
 	}
 
 	// A reflector whose watch start was compacted: canceled with the
