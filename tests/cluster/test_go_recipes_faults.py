@@ -1,8 +1,9 @@
-"""etcd's Go client recipes stay safe while members are killed and paused.
+"""etcd's Go client recipes stay safe while members are killed, paused and
+cut off.
 
 Goal: a Go program's locks and STM transactions on a 3-member cluster keep
-their guarantees while a nemesis kills -9, restarts and SIGSTOPs members
-(the leader among them), one at a time so that a quorum stays up:
+their guarantees while a nemesis kills -9, restarts, SIGSTOPs and isolates
+members (the leader among them), one at a time so that a quorum stays up:
   - concurrency.Mutex with writes fenced by IsOwner (6 workers appending
     their ids to one key): every acknowledged id is in the list exactly
     once, no id is there twice, none that was never written (errors are
@@ -36,7 +37,8 @@ tests/integration/test_go_recipes.py).
 Method: tests/goclient/main.go with -faults, all three endpoints, run
 again and again for CETCD_GO_FAULTS_SECONDS (default 20) while a thread
 picks a member every 1.5-3 s (the leader every other time): kill -9 and
-restart it after 1 s, or SIGSTOP it for 2 s.  Every run must print "ok"
+restart it after 1 s, SIGSTOP it for 2 s, or cut its peer links for 3 s
+(its clients stay connected to it).  Every run must print "ok"
 for each check; afterwards the members converge.  About 30 s.
 """
 
@@ -60,18 +62,23 @@ def nemesis(c, stop, log, rng):
         m = lead if (n % 2 == 0 and lead is not None) else \
             rng.choice(c.members)
         n += 1
-        if rng.random() < 0.6:
+        what = rng.random()
+        role = " (leader)" if m is lead else ""
+        if what < 0.45:
             c.kill(m)
-            log.append("kill %s%s" % (m.name, " (leader)" if m is lead
-                                      else ""))
+            log.append("kill %s%s" % (m.name, role))
             time.sleep(1.0)
             c.restart(m)
-        else:
+        elif what < 0.75:
             c.pause(m)
-            log.append("pause %s%s" % (m.name, " (leader)" if m is lead
-                                       else ""))
+            log.append("pause %s%s" % (m.name, role))
             time.sleep(2.0)
             c.resume(m)
+        else:
+            c.isolate(m)
+            log.append("isolate %s%s" % (m.name, role))
+            time.sleep(3.0)
+            c.heal()
 
 
 @pytest.mark.cluster
@@ -105,6 +112,7 @@ def test_go_recipes_under_faults(make_cluster):
         stop.set()
         t.join(timeout=30)
     assert not errors, errors
+    c.heal()
     for m in c.members:
         if m.paused:
             c.resume(m)
