@@ -381,11 +381,15 @@ func checkSTM() (string, error) {
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		audits, errs := int64(0), int64(0)
+		auditDone := make(chan struct{})
 		go func() { // auditor: every snapshot sums to the total
-			for {
+			defer close(auditDone)
+			for first := true; ; first = false {
 				select {
 				case <-stop:
-					return
+					if !first { // at least one audit, however short the run
+						return
+					}
 				default:
 				}
 				sum := 0
@@ -449,6 +453,7 @@ func checkSTM() (string, error) {
 		}
 		wg.Wait()
 		close(stop)
+		<-auditDone // its last audit ends before the client closes
 		g, err := cli.Get(ctxT(30*time.Second), pfx, clientv3.WithPrefix())
 		cli.Close()
 		if err != nil {
