@@ -103,7 +103,8 @@ def test_go_recipes_under_faults(make_cluster):
     deadline = time.monotonic() + SECONDS
     try:
         # Runs until the deadline and at least 4 faults, whichever is last.
-        while time.monotonic() < deadline or len(log) < 4:
+        while (time.monotonic() < deadline or len(log) < 4) and \
+                t.is_alive():
             checks = ["mutex", "stm"] + ([] if against_etcd() else ["kube"])
             rc, lines = run_goclient(eps, checks, faults=True)
             runs.append(lines)
