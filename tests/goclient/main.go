@@ -20,8 +20,8 @@
 //	          lists, an informer's watch cache with progress notify and
 //	          RequestProgress, the compactor, a relist after compaction
 //
-// With -faults (members killed meanwhile; mutex and stm only) errors are
-// retried and only each recipe's safety is checked.
+// With -faults (members killed meanwhile; mutex, stm and kube only) errors
+// are retried and only each recipe's safety is checked.
 //
 // usage: goclient -endpoints 127.0.0.1:2379 [-faults] [check ...]
 // Prints "ok <check> <details>" or "FAIL <check> <why>"; exit 1 on a FAIL.
@@ -70,22 +70,21 @@ func ctxT(d time.Duration) context.Context {
 	return ctx
 }
 
-// setPut puts a check's starting value; with -faults it tries again after
-// an error (the put sets a value, so doing it twice is harmless).
-func setPut(c *clientv3.Client, key, val string) error {
-	for try := 0; ; try++ {
+// setPut puts a check's starting value, with -faults up to 50 times (the
+// put sets a value, so doing it twice is harmless).
+func setPut(fe *firstErr, c *clientv3.Client, key, val string) error {
+	return fe.again(50, func() error {
 		_, err := c.Put(ctxT(10*time.Second), key, val)
-		if err == nil || !faults || try == 50 {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }
 
-// firstErr keeps the first error any goroutine reports.
+// firstErr keeps the first error any goroutine of a check reports, and
+// counts the errors retried with -faults.
 type firstErr struct {
-	mu  sync.Mutex
-	err error
+	mu      sync.Mutex
+	err     error
+	retried int64
 }
 
 func (f *firstErr) set(format string, a ...interface{}) {
@@ -102,6 +101,31 @@ func (f *firstErr) get() error {
 	return f.err
 }
 
+// retry: with -faults the error is counted and the caller tries again after
+// 100 ms (true); without, it is the check's failure (false).
+func (f *firstErr) retry(format string, a ...interface{}) bool {
+	if !faults {
+		f.set(format, a...)
+		return false
+	}
+	atomic.AddInt64(&f.retried, 1)
+	time.Sleep(100 * time.Millisecond)
+	return true
+}
+
+// again runs fn until it succeeds; with -faults up to tries more times,
+// 200 ms apart, each error counted.
+func (f *firstErr) again(tries int, fn func() error) error {
+	for try := 0; ; try++ {
+		err := fn()
+		if err == nil || !faults || try == tries {
+			return err
+		}
+		atomic.AddInt64(&f.retried, 1)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // checkMutex: each critical section appends its id to a list kept in one
 // key (read, pause, write guarded by IsOwner), so two holders at once would
 // lose an id.  With -faults an error (a member killed under the client) is
@@ -115,14 +139,14 @@ func checkMutex() (string, error) {
 	}
 	var fe firstErr
 	var holders int32
-	var refused, errs int64
+	var refused int64
 	acked := make(map[string]bool)
 	maybe := make(map[string]bool)
 	var mu sync.Mutex
 	list := "/goclient/mutex/list"
 	cli := client()
 	defer cli.Close()
-	if err := setPut(cli, list, ""); err != nil {
+	if err := setPut(&fe, cli, list, ""); err != nil {
 		return "", err
 	}
 	var wg sync.WaitGroup
@@ -132,15 +156,6 @@ func checkMutex() (string, error) {
 			defer wg.Done()
 			c := client()
 			defer c.Close()
-			fail := func(format string, a ...interface{}) bool {
-				if !faults {
-					fe.set(format, a...)
-					return true
-				}
-				atomic.AddInt64(&errs, 1)
-				time.Sleep(100 * time.Millisecond)
-				return false
-			}
 			var s *concurrency.Session
 			for i := 0; i < rounds && fe.get() == nil; {
 				if s == nil {
@@ -149,7 +164,7 @@ func checkMutex() (string, error) {
 						concurrency.WithTTL(5))
 					if err != nil {
 						s = nil
-						if fail("worker %d session: %v", w, err) {
+						if !fe.retry("worker %d session: %v", w, err) {
 							return
 						}
 						continue
@@ -164,7 +179,7 @@ func checkMutex() (string, error) {
 				}
 				m := concurrency.NewMutex(s, "/goclient/mutex/lock")
 				if err := m.Lock(ctxT(30 * time.Second)); err != nil {
-					if fail("worker %d lock: %v", w, err) {
+					if !fe.retry("worker %d lock: %v", w, err) {
 						return
 					}
 					m.Unlock(ctxT(5 * time.Second))
@@ -177,7 +192,7 @@ func checkMutex() (string, error) {
 				g, err := c.Get(ctxT(5*time.Second), list)
 				if err != nil || len(g.Kvs) != 1 {
 					atomic.AddInt32(&holders, -1)
-					if fail("worker %d get: %v", w, err) {
+					if !fe.retry("worker %d get: %v", w, err) {
 						return
 					}
 					m.Unlock(ctxT(5 * time.Second))
@@ -202,12 +217,12 @@ func checkMutex() (string, error) {
 					fe.set("worker %d: fenced put refused while holding"+
 						" the lock", w)
 				}
-				if err != nil && fail("worker %d put: %v", w, err) {
+				if err != nil && !fe.retry("worker %d put: %v", w, err) {
 					return
 				}
 				i++
 				if err := m.Unlock(ctxT(5 * time.Second)); err != nil {
-					if fail("worker %d unlock: %v", w, err) {
+					if !fe.retry("worker %d unlock: %v", w, err) {
 						return
 					}
 				}
@@ -259,7 +274,7 @@ func checkMutex() (string, error) {
 	}
 	return fmt.Sprintf("%d workers: %d acknowledged, %d unknown, %d refused"+
 		" (lease lost), %d errors retried", workers, len(acked), len(maybe),
-		refused, errs), nil
+		refused, fe.retried), nil
 }
 
 func checkElection() (string, error) {
@@ -371,16 +386,16 @@ func checkSTM() (string, error) {
 		cli := client()
 		pfx := fmt.Sprintf("/goclient/stm%d/", iso)
 		key := func(i int) string { return fmt.Sprintf("%sacct%02d", pfx, i) }
+		var fe firstErr
 		for i := 0; i < accounts; i++ {
-			if err := setPut(cli, key(i), strconv.Itoa(initial)); err != nil {
+			if err := setPut(&fe, cli, key(i), strconv.Itoa(initial)); err != nil {
 				cli.Close()
 				return "", err
 			}
 		}
-		var fe firstErr
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
-		audits, errs := int64(0), int64(0)
+		audits := int64(0)
 		auditDone := make(chan struct{})
 		go func() { // auditor: every snapshot sums to the total
 			defer close(auditDone)
@@ -402,12 +417,9 @@ func checkSTM() (string, error) {
 					return nil
 				}, concurrency.WithIsolation(iso))
 				if err != nil {
-					if !faults {
-						fe.set("audit: %v", err)
+					if !fe.retry("audit: %v", err) {
 						return
 					}
-					atomic.AddInt64(&errs, 1)
-					time.Sleep(100 * time.Millisecond)
 					continue
 				}
 				if sum != accounts*initial {
@@ -439,14 +451,10 @@ func checkSTM() (string, error) {
 							s.Put(key(to), strconv.Itoa(b+amt))
 							return nil
 						}, concurrency.WithIsolation(iso))
-					if err != nil {
-						if !faults {
-							fe.set("worker %d transfer: %v", w, err)
-							return
-						}
-						// Done or not: either way the sum holds.
-						atomic.AddInt64(&errs, 1)
-						time.Sleep(100 * time.Millisecond)
+					// Done or not, an error leaves the sum whole.
+					if err != nil &&
+						!fe.retry("worker %d transfer: %v", w, err) {
+						return
 					}
 				}
 			}(w)
@@ -477,7 +485,7 @@ func checkSTM() (string, error) {
 			return "", fmt.Errorf("isolation %d: no audit finished", iso)
 		}
 		details = append(details, fmt.Sprintf("isolation %d: %d audits, %d"+
-			" errors retried", iso, audits, errs))
+			" errors retried", iso, audits, fe.retried))
 	}
 	return strings.Join(details, ", "), nil
 }
@@ -688,29 +696,7 @@ func checkKube() (string, error) {
 	defer cli.Close()
 	ctx := func() context.Context { return ctxT(10 * time.Second) }
 	var fe firstErr
-	var errs int64
-	// retry: with -faults an error is counted and the step tried again
-	// (true); else it is the check's failure (false).
-	retry := func(format string, a ...interface{}) bool {
-		if !faults {
-			fe.set(format, a...)
-			return false
-		}
-		atomic.AddInt64(&errs, 1)
-		time.Sleep(100 * time.Millisecond)
-		return true
-	}
-	// again: f until it succeeds, with -faults up to 100 times.
-	again := func(f func() error) error {
-		for try := 0; ; try++ {
-			err := f()
-			if err == nil || !faults || try == 100 {
-				return err
-			}
-			atomic.AddInt64(&errs, 1)
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	again := func(f func() error) error { return fe.again(100, f) }
 	create := func(c *clientv3.Client, name, val string) (bool, error) {
 		k := pfx + name
 		t, err := c.Txn(ctx()).If(clientv3.Compare(
@@ -923,7 +909,7 @@ func checkKube() (string, error) {
 				for {
 					g, err := c.Get(ctx(), k)
 					if err != nil {
-						if retry("writer get: %v", err) {
+						if fe.retry("writer get: %v", err) {
 							continue
 						}
 						return
@@ -931,7 +917,7 @@ func checkKube() (string, error) {
 					if len(g.Kvs) == 0 { // deleted: create it again
 						ok, err := create(c, k[len(pfx):], "0")
 						if err != nil {
-							if retry("writer create: %v", err) {
+							if fe.retry("writer create: %v", err) {
 								continue
 							}
 							return
@@ -956,7 +942,7 @@ func checkKube() (string, error) {
 					t, err := c.Txn(ctx()).If(cmp).Then(op).Else(
 						clientv3.OpGet(k)).Commit()
 					if err != nil { // done or not: read again
-						if retry("writer txn: %v", err) {
+						if fe.retry("writer txn: %v", err) {
 							continue
 						}
 						return
@@ -991,7 +977,7 @@ func checkKube() (string, error) {
 				clientv3.OpPut("compact_rev_key", "x")).Else(
 				clientv3.OpGet("compact_rev_key")).Commit()
 			if err != nil {
-				if retry("compactor txn: %v", err) {
+				if fe.retry("compactor txn: %v", err) {
 					continue
 				}
 				return
@@ -1003,7 +989,7 @@ func checkKube() (string, error) {
 			version++
 			if prev != 0 {
 				if _, err := cli.Compact(ctx(), prev); err != nil &&
-					!retry("compact %d: %v", prev, err) {
+					!fe.retry("compact %d: %v", prev, err) {
 					return
 				}
 				compactions++
@@ -1054,7 +1040,7 @@ func checkKube() (string, error) {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			if err := reads(); err != nil && !retry("%v", err) {
+			if err := reads(); err != nil && !fe.retry("%v", err) {
 				readsDone <- fe.get()
 				return
 			}
@@ -1110,7 +1096,7 @@ func checkKube() (string, error) {
 		return fmt.Sprintf("%d compactions, %d consistent reads, %d"+
 			" relists, %d events repeated by the client's resume, %d"+
 			" errors retried; the cache equals a list at %d", compactions,
-			len(waits), relists, resumeDups, errs, at), nil
+			len(waits), relists, resumeDups, fe.retried, at), nil
 	}
 
 	// A reflector whose watch start was compacted: canceled with the
