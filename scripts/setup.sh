@@ -34,3 +34,12 @@ if [ ${#missing[@]} -gt 0 ] || [ ${#missing_bare[@]} -gt 0 ]; then
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
             --no-install-recommends "${missing_bare[@]}"
 fi
+# Node.js and npm for tests/nodeclient (the npm etcd3 client, installed
+# from the npm registry by tests/nodeclient/install.sh): machines of this
+# kind come with them; one without gets Debian's.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm
+fi
