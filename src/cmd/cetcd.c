@@ -21,6 +21,7 @@
 #include "cmd/auth_token.h"
 #include "cmd/corrupt.h"
 #include "cmd/flags.h"
+#include "cmd/gateway.h"
 #include "cmd/etcd_dir.h"
 #include "cmd/join.h"
 #include "cmd/notify.h"
@@ -1106,6 +1107,15 @@ static void tune_malloc(void)
 int main(int argc, char **argv)
 {
     int code;
+    /* etcd's modes other than the member: `etcd gateway ...` (built) and
+     * `etcd grpc-proxy ...` (not yet: refused, never run as a member). */
+    if (argc > 1 && strcmp(argv[1], "gateway") == 0)
+        return gateway_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "grpc-proxy") == 0) {
+        fprintf(stderr, "cetcd: grpc-proxy is not supported yet: the "
+                "grpc-proxy mode is not built in this version of cetcd\n");
+        return 1;
+    }
     switch (flags_parse(argc, argv, &code)) {
     case FLAGS_HELP:
         flags_print_help();

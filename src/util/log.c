@@ -39,6 +39,7 @@ static struct {
     enum log_level min_level; /* lines below it are skipped */
     bool to_stdout;           /* capnslog: stdout instead of stderr */
     bool zap;                 /* JSON lines */
+    bool zap_epoch;           /* their "ts" in epoch seconds, not ISO8601 */
     struct output out[LOG_OUTPUTS_MAX]; /* after log_open */
     size_t n_out;                       /* 0: synchronous, stderr/stdout */
     pthread_mutex_t mu;
@@ -57,6 +58,11 @@ static struct {
 void log_set_stdout(bool on)
 {
     L.to_stdout = on;
+}
+
+void log_set_zap_epoch_time(bool on)
+{
+    L.zap_epoch = on;
 }
 
 void log_set_level(enum log_level level)
@@ -445,6 +451,9 @@ static void jw_field(struct jw *w, const struct log_field *f)
         log_go_duration(f->i, num + 1, sizeof num - 2);
         strcat(num, "\"");
         break;
+    case LOG_K_SECS:
+        snprintf(num, sizeof num, "%.9g", (double)f->i / 1e9);
+        break;
     case LOG_K_SIZE:
         num[0] = '"';
         human_bytes(f->u, num + 1, sizeof num - 2);
@@ -492,11 +501,20 @@ size_t log_format_zap(char *buf, size_t cap, enum log_level level,
     if (cap < 512)
         return 0;
     char ts[96], caller[200];
-    zap_time(ts, sizeof ts);
+    if (L.zap_epoch) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        snprintf(ts, sizeof ts, "%lld.%07ld", (long long)now.tv_sec,
+                 now.tv_nsec / 100);
+    } else {
+        ts[0] = '"';
+        zap_time(ts + 1, sizeof ts - 2);
+        strcat(ts, "\"");
+    }
     short_caller(file, line, caller, sizeof caller);
     struct jw w = {.b = buf, .end = cap - 8};
     /* The head always fits (cap >= 512): level, ts, caller. */
-    int n0 = snprintf(buf, cap, "{\"level\":\"%s\",\"ts\":\"%s\",\"caller\":",
+    int n0 = snprintf(buf, cap, "{\"level\":\"%s\",\"ts\":%s,\"caller\":",
                       names[level], ts);
     w.len = n0 > 0 ? (size_t)n0 : 0;
     jw_string(&w, caller);

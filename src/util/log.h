@@ -63,6 +63,10 @@ void log_set_level(enum log_level level);
 /* log_set_stdout: capnslog lines go to stdout (true) or stderr (false,
  * the default); called once at start-up, before log_open(). */
 void log_set_stdout(bool on);
+/* log_set_zap_epoch_time: zap lines carry "ts" as epoch seconds, a number
+ * (zap.NewProduction's encoder, which etcd's gateway logs with), instead
+ * of the ISO8601 string of etcd's server logger; before log_open(). */
+void log_set_zap_epoch_time(bool on);
 /* log_level_parse maps "debug"/"info"/"warn"/"error"/"dpanic"/"panic"/
  * "fatal"; -1 if unknown. */
 int log_level_parse(const char *s);
@@ -104,7 +108,9 @@ enum log_kind {
     LOG_K_ID,   /* "k":"<u in hex, no padding>" (etcd's types.ID) */
     LOG_K_DUR,  /* "k":"<i ns as a Go duration>" ("1.5s", "900ms") */
     LOG_K_CSV,  /* "k":["a","b"] from s = "a,b" ("" gives []) */
-    LOG_K_SIZE  /* "k":"<u bytes as humanize.Bytes>" ("2.1 GB") */
+    LOG_K_SIZE, /* "k":"<u bytes as humanize.Bytes>" ("2.1 GB") */
+    LOG_K_SECS  /* "k":<i ns as seconds, a number> (zap.NewProduction's
+                   durations: 2, 0.1) */
 };
 
 struct log_field {
@@ -123,6 +129,7 @@ struct log_field {
 #define LOG_DUR_NS(k, v) ((struct log_field){.key = (k), .kind = LOG_K_DUR, .i = (int64_t)(v)})
 #define LOG_DUR_MS(k, v) LOG_DUR_NS(k, (int64_t)(v) * 1000000)
 #define LOG_CSV(k, v) ((struct log_field){.key = (k), .kind = LOG_K_CSV, .s = (v)})
+#define LOG_SECS_MS(k, v) ((struct log_field){.key = (k), .kind = LOG_K_SECS, .i = (int64_t)(v) * 1000000})
 #define LOG_SIZE(k, v) ((struct log_field){.key = (k), .kind = LOG_K_SIZE, .u = (uint64_t)(v)})
 
 void log_zap_at(enum log_level level, const char *file, int line,
