@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cmd/flags.h"
@@ -67,6 +68,7 @@ static const char start_usage[] =
 struct start_opts {
     const char *listen_addr;
     char *endpoints[ENDPOINTS_MAX];
+    uint16_t priority[ENDPOINTS_MAX], weight[ENDPOINTS_MAX]; /* DNS SRV's */
     size_t n_endpoints;
     bool endpoints_set;
     int64_t retry_delay_ns;
@@ -261,16 +263,12 @@ static int parse_start(struct start_opts *o, char **args, int n)
 
 static int refuse_unbuilt(const struct start_opts *o)
 {
-    const char *flag = o->discovery_srv[0] ? "discovery-srv" :
-                       o->discovery_srv_name[0] ? "discovery-srv-name" :
-                       o->insecure_discovery ? "insecure-discovery" :
-                       o->trusted_ca_file[0] ? "trusted-ca-file" : NULL;
-    if (flag == NULL)
+    if (o->trusted_ca_file[0] == '\0')
         return 0;
     fprintf(stderr,
-            "cetcd: --%s is not supported yet: the feature behind it (the "
-            "gateway's DNS SRV discovery) is not built in this version of "
-            "cetcd\n", flag);
+            "cetcd: --trusted-ca-file is not supported yet: the feature "
+            "behind it (a TLS check of the endpoints --discovery-srv finds) "
+            "is not built in this version of cetcd\n");
     return 1;
 }
 
@@ -417,18 +415,48 @@ static int check_addresses(struct start_opts *o, char *lhost, size_t lcap,
     return 0;
 }
 
+/* --discovery-srv: the endpoints found replace --endpoints' (which stay
+ * when nothing is found), with their priorities and weights. */
+static int discover(struct start_opts *o)
+{
+    static struct gateway_endpoint found[ENDPOINTS_MAX];
+    size_t n = 0;
+    if (o->discovery_srv[0] == '\0')
+        return 0;
+    int rc = gateway_discover(o->discovery_srv, o->discovery_srv_name,
+                              o->insecure_discovery, found, ENDPOINTS_MAX,
+                              &n);
+    if (rc != 0 || n == 0)
+        return rc;
+    for (size_t i = 0; i < o->n_endpoints; i++)
+        free(o->endpoints[i]);
+    o->n_endpoints = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *u = strdup(found[i].url);
+        if (u == NULL)
+            return 1;
+        o->endpoints[i] = u;
+        o->priority[i] = found[i].priority;
+        o->weight[i] = found[i].weight;
+        o->n_endpoints++;
+    }
+    return 0;
+}
+
 static int start(struct start_opts *o)
 {
     char lhost[256], lport[8], why[512];
-    int rc = check_addresses(o, lhost, sizeof lhost, lport, sizeof lport);
-    if (rc != 0)
-        return rc;
     log_set_zap_epoch_time(true);
     const char *out[] = {"stderr"};
     if (log_open(true, out, 1, why, sizeof why) != 0) {
         fprintf(stderr, "%s\n", why);
         return 1;
     }
+    int rc = discover(o);
+    if (rc == 0)
+        rc = check_addresses(o, lhost, sizeof lhost, lport, sizeof lport);
+    if (rc != 0)
+        return rc;
     int lfd = listen_on(lhost, lport, o->listen_addr);
     if (lfd < 0)
         return 1;
@@ -437,9 +465,14 @@ static int start(struct start_opts *o)
         delay_ms = GATEWAY_RETRY_ZERO_MS;
     else if (delay_ms == 0)
         delay_ms = 1;
+    static struct tcpproxy_endpoint eps[ENDPOINTS_MAX];
+    for (size_t i = 0; i < o->n_endpoints; i++)
+        eps[i] = (struct tcpproxy_endpoint){.addr = o->endpoints[i],
+                                            .priority = o->priority[i],
+                                            .weight = o->weight[i]};
     struct tcpproxy_options po = {
         .listen_fd = lfd,
-        .endpoints = (const char *const *)o->endpoints,
+        .endpoints = eps,
         .n_endpoints = o->n_endpoints,
         .retry_delay_ms = delay_ms,
         .connect_timeout_ms = GATEWAY_DIAL_TIMEOUT_MS,
@@ -511,6 +544,7 @@ int gateway_main(int argc, char **argv)
         if (i != sub)
             args[n++] = argv[i];
     int rc = parse_start(&o, args, n);
+    srandom((unsigned)time(NULL) ^ (unsigned)getpid()); /* SRV weights */
     if (rc == 0 && o.help) {
         printf("start the gateway\n\n%s", start_usage);
     } else if (rc == 0) {

@@ -13,17 +13,43 @@
  * $NOTIFY_SOCKET once listening.  SIGINT/SIGTERM stop it; it then dies of
  * that signal, as the Go program does.
  *
- * Refused with a message naming the flag, where etcd differs: the SRV
- * discovery flags (--discovery-srv, --discovery-srv-name,
- * --insecure-discovery, --trusted-ca-file: not built), a negative
- * --retry-delay (etcd's monitor then spins), and arguments after `start`
- * (etcd ignores them).
+ * --discovery-srv (with --discovery-srv-name, --insecure-discovery):
+ * the endpoints from DNS SRV records, as etcd (gateway_discover), ahead of
+ * --endpoints, which are used when none is found.
+ *
+ * Refused with a message naming the flag, where etcd differs:
+ * --trusted-ca-file (etcd takes it and dials the discovered endpoints
+ * without TLS all the same: not built here), a negative --retry-delay
+ * (etcd's monitor then spins), and arguments after `start` (etcd ignores
+ * them).
  */
 #ifndef CETCD_CMD_GATEWAY_H
 #define CETCD_CMD_GATEWAY_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 /* gateway_main runs `argv[0] gateway argv[2..]` and returns the exit
  * code (0: help printed); only returns after the proxy stopped. */
 int gateway_main(int argc, char **argv);
+
+/* An endpoint found by DNS: "<scheme>://<target>:<port>" (the target with
+ * the SRV record's trailing dot, as etcd keeps it), its priority and
+ * weight. */
+struct gateway_endpoint {
+    char url[300];
+    uint16_t priority, weight;
+};
+
+/* gateway_discover (gateway_srv.c): etcd's discoverEndpoints for domain
+ * dns: the https records first, then the http ones; unless insecure only
+ * the https ones that take a TCP connection within 5 s are kept (etcd's
+ * check).  Logs etcd's lines ("discovered cluster from SRV", ...).
+ * Returns 0 with eps[0..*n_out) (*n_out may be 0), or 1 after printing
+ * "dns lookup errors: ... and ..." when neither lookup answered. */
+int gateway_discover(const char *dns, const char *service_name,
+                     bool insecure, struct gateway_endpoint *eps, size_t cap,
+                     size_t *n_out);
 
 #endif

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -54,8 +55,9 @@ bool tcpproxy_split_host_port(const char *ep, char *host, size_t host_cap,
     return true;
 }
 
-int tcpproxy__remotes_resolve(struct tcpproxy *p, const char *const *eps,
-                              size_t n, char *why, size_t why_cap)
+int tcpproxy__remotes_resolve(struct tcpproxy *p,
+                              const struct tcpproxy_endpoint *eps, size_t n,
+                              char *why, size_t why_cap)
 {
     if (n == 0 || n > TCPPROXY_ENDPOINTS_MAX) {
         snprintf(why, why_cap, "%zu endpoints (1 to %d)", n,
@@ -72,10 +74,13 @@ int tcpproxy__remotes_resolve(struct tcpproxy *p, const char *const *eps,
     }
     for (size_t i = 0; i < n; i++) {
         struct remote *r = &p->remotes[i];
+        r->priority = eps[i].priority;
+        r->weight = eps[i].weight;
         char host[256], port[8];
-        if (!tcpproxy_split_host_port(eps[i], host, sizeof host, port,
+        if (!tcpproxy_split_host_port(eps[i].addr, host, sizeof host, port,
                                       sizeof port)) {
-            snprintf(why, why_cap, "error parsing endpoint \"%s\"", eps[i]);
+            snprintf(why, why_cap, "error parsing endpoint \"%s\"",
+                     eps[i].addr);
             return ERR_INVAL;
         }
         snprintf(r->addr, sizeof r->addr, strchr(host, ':') ? "[%s]:%s" :
@@ -92,6 +97,11 @@ int tcpproxy__remotes_resolve(struct tcpproxy *p, const char *const *eps,
         }
         memcpy(&r->sa, res->ai_addr, res->ai_addrlen);
         r->sa_len = res->ai_addrlen;
+        char ip[64] = "?";
+        getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0,
+                    NI_NUMERICHOST);
+        snprintf(r->dialled, sizeof r->dialled,
+                 strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
         freeaddrinfo(res);
     }
     return 0;
@@ -133,22 +143,54 @@ void tcpproxy__dial_error(const struct remote *r, int err, bool timed_out,
                           char *buf, size_t cap)
 {
     if (timed_out) {
-        snprintf(buf, cap, "dial tcp %s: i/o timeout", r->addr);
+        snprintf(buf, cap, "dial tcp %s: i/o timeout", r->dialled);
         return;
     }
     char text[128];
     snprintf(text, sizeof text, "%s", strerror(err));
     text[0] = (char)tolower((unsigned char)text[0]); /* Go's errno text */
-    snprintf(buf, cap, "dial tcp %s: connect: %s", r->addr, text);
+    snprintf(buf, cap, "dial tcp %s: connect: %s", r->dialled, text);
 }
 
 long tcpproxy__pick(struct tcpproxy *p, const struct pair *c)
 {
     size_t n = p->n_remotes;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = p->pick_count++ % n;
-        if (!p->remotes[k].inactive && !(c->tried & (1ull << k)))
-            return (long)k;
+    /* The best priority among the active endpoints not dialled yet. */
+    long best = -1;
+    unsigned long weights = 0;
+    for (size_t k = 0; k < n; k++) {
+        const struct remote *r = &p->remotes[k];
+        if (r->inactive || (c->tried & (1ull << k)))
+            continue;
+        if (best < 0 || r->priority < best) {
+            best = r->priority;
+            weights = 0;
+        }
+        if (r->priority == best)
+            weights += r->weight;
+    }
+    if (best >= 0 && weights > 0) {
+        /* RFC 2782: at random in proportion to the weights (an endpoint
+         * of weight 0 is taken only when no weighted one is left). */
+        unsigned long s = (unsigned long)random() % weights;
+        for (size_t k = 0; k < n; k++) {
+            const struct remote *r = &p->remotes[k];
+            if (r->inactive || (c->tried & (1ull << k)) ||
+                r->priority != best || r->weight == 0)
+                continue;
+            if (s < r->weight)
+                return (long)k;
+            s -= r->weight;
+        }
+    }
+    if (best >= 0) {
+        for (size_t i = 0; i < n; i++) {
+            size_t k = p->pick_count++ % n;
+            const struct remote *r = &p->remotes[k];
+            if (!r->inactive && !(c->tried & (1ull << k)) &&
+                r->priority == best)
+                return (long)k;
+        }
     }
     for (size_t k = 0; k < n; k++) {
         if (!(c->tried & (1ull << k)))

@@ -5,7 +5,10 @@
  * pass through untouched, so the client talks to the member itself).
  *
  * What etcd 3.4's gateway does, and cetcd's does too:
- *   - endpoints are taken round robin, one per accepted connection;
+ *   - endpoints are taken one per accepted connection: among the active
+ *     ones of the best (lowest) SRV priority, by weight at random when
+ *     they have weights (RFC 2782), else round robin (all of them, when
+ *     given by --endpoints);
  *   - an endpoint whose dial fails is "deactivated" (logged with the dial's
  *     error) and skipped, and the connection tries the next one; after
  *     retry_delay_ms it is dialled again in the background and "activated"
@@ -20,6 +23,8 @@
  *     before it is closed [closed at once: with one endpoint, a restart of
  *     that member turns every client away for retry_delay_ms, 1 min by
  *     default];
+ *   - the best SRV priority is kept to when its records have no weight
+ *     [round robin over every endpoint then];
  *   - IPv6 endpoints are dialled as [addr]:port [printed and dialled as
  *     addr:port, which fails];
  *   - a half-close is passed on (shutdown of the other side's write end)
@@ -51,13 +56,19 @@
 /* Endpoints a proxy takes at most. */
 #define TCPPROXY_ENDPOINTS_MAX 64
 
+/* One endpoint: "host:port" ("[v6]:port" for an IPv6 literal), resolved
+ * by tcpproxy_create, once; with its DNS SRV priority and weight (0 and 0
+ * for an endpoint given by --endpoints). */
+struct tcpproxy_endpoint {
+    const char *addr;
+    uint16_t priority, weight;
+};
+
 struct tcpproxy_options {
     int listen_fd; /* bound and listening TCP socket; the proxy owns it
                       from tcpproxy_create on (closed by destroy, or by
                       create when it fails) */
-    /* "host:port" each ("[v6]:port" for an IPv6 literal); the hosts are
-     * resolved by tcpproxy_create, once. */
-    const char *const *endpoints;
+    const struct tcpproxy_endpoint *endpoints;
     size_t n_endpoints;
     int64_t retry_delay_ms;  /* > 0: how long a deactivated endpoint waits
                                 before its next dial */

@@ -24,6 +24,8 @@ struct tag {
 
 struct remote {
     char addr[300]; /* as logged: host:port, [v6]:port */
+    char dialled[80]; /* the address resolved, as Go's dial errors name it */
+    uint16_t priority, weight; /* DNS SRV's (0, 0 for --endpoints) */
     struct sockaddr_storage sa;
     socklen_t sa_len;
     bool inactive;
@@ -93,13 +95,15 @@ void tcpproxy__dial_error(const struct remote *r, int err, bool timed_out,
 /* remote.c */
 /* Go's options on every TCP connection: TCP_NODELAY, keepalive 15 s. */
 void tcpproxy__tune(int fd);
-int tcpproxy__remotes_resolve(struct tcpproxy *p, const char *const *eps,
-                              size_t n, char *why, size_t why_cap);
+int tcpproxy__remotes_resolve(struct tcpproxy *p,
+                              const struct tcpproxy_endpoint *eps, size_t n,
+                              char *why, size_t why_cap);
 /* tcpproxy__dial starts a non-blocking connect to r: the fd, or -1 with
  * *err_out set (the connect failed at once). *done_out: connected already. */
 int tcpproxy__dial(const struct remote *r, int *err_out, bool *done_out);
-/* Which endpoint the connection dials next: an active one, round robin,
- * then (all inactive) one it has not dialled yet; -1: none left. */
+/* Which endpoint the connection dials next: an active one it has not
+ * dialled, of the best priority (by weight at random, or round robin),
+ * then (none left) any it has not dialled; -1: none left. */
 long tcpproxy__pick(struct tcpproxy *p, const struct pair *c);
 void tcpproxy__deactivate(struct tcpproxy *p, struct remote *r, int err,
                           bool timed_out);

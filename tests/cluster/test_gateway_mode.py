@@ -48,6 +48,7 @@ import etcd3
 import grpc
 import pytest
 
+from common.fakedns import FakeDNS, resolved_by
 from common.servers import against_etcd, free_port, server_bin
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
@@ -55,7 +56,8 @@ ETCDCTL = os.environ.get("ETCDCTL_BIN", "/usr/bin/etcdctl")
 
 
 class Gateway:
-    def __init__(self, endpoints, retry_delay="1s", nofile=None):
+    def __init__(self, endpoints, retry_delay="1s", nofile=None, dns=None,
+                 extra=()):
         self.port = free_port()
         self.addr = "127.0.0.1:%d" % self.port
         fd, self.log_path = tempfile.mkstemp(prefix="gateway-", suffix=".log")
@@ -63,6 +65,9 @@ class Gateway:
         args = [server_bin(), "gateway", "start",
                 "--endpoints=" + ",".join(endpoints),
                 "--listen-addr=" + self.addr, "--retry-delay=" + retry_delay]
+        args += list(extra)
+        if dns is not None:
+            args = resolved_by(dns, args)
 
         def limits():
             if nofile:
@@ -302,8 +307,6 @@ def test_gateway_flags_as_etcd(args):
 
 @pytest.mark.skipif(against_etcd(), reason="cetcd's refusals")
 @pytest.mark.parametrize("args,msg", [
-    (["--discovery-srv=example.com"], "--discovery-srv is not supported"),
-    (["--insecure-discovery"], "--insecure-discovery is not supported"),
     (["--trusted-ca-file=/x"], "--trusted-ca-file is not supported"),
     (["--retry-delay=-1s"], 'invalid argument "-1s" for "--retry-delay" '
      'flag: must not be negative'),
@@ -361,3 +364,117 @@ def test_gateway_memory_bounded_by_slow_peers(gateways):
     assert grown < 40 * 2 * 32 + 4096, "gateway grew %d KiB" % grown
     for s in clients + ends + [sink]:
         s.close()
+
+
+@pytest.fixture
+def fake_dns():
+    made = []
+
+    def make(records):
+        d = FakeDNS(records)
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        d.close()
+
+
+def srv_records(domain, http, https, hosts):
+    """SRV records of the client services and A records of their hosts:
+    http/https are [(priority, weight, port, host)]."""
+    recs = {(h + ".", "A"): ["127.0.0.1"] for h in hosts}
+    if http:
+        recs[("_etcd-client._tcp.%s." % domain, "SRV")] = [
+            (p, w, port, h + ".") for p, w, port, h in http]
+    if https:
+        recs[("_etcd-client-ssl._tcp.%s." % domain, "SRV")] = [
+            (p, w, port, h + ".") for p, w, port, h in https]
+    return recs
+
+
+def test_gateway_discovery_srv(make_cluster, gateways, fake_dns):
+    """--discovery-srv: the endpoints of _etcd-client-ssl._tcp and
+    _etcd-client._tcp, logged as etcd logs them; without
+    --insecure-discovery the http ones are dropped (and --endpoints
+    used); the best SRV priority takes every connection while one of its
+    endpoints is active (cetcd; etcd 3.4.23 round-robins over all of them
+    when that priority's records have no weight)."""
+    c = make_cluster(3)
+    c.learn_ids()
+    ports = [m.client_port for m in c.members]
+    dead = free_port()
+    d = fake_dns(srv_records(
+        "example.test",
+        http=[(0, 0, ports[0], "m1.example.test"),
+              (10, 5, ports[1], "m2.example.test"),
+              (10, 5, ports[2], "m3.example.test")],
+        https=[(0, 0, dead, "m1.example.test")],
+        hosts=["m1.example.test", "m2.example.test", "m3.example.test"]))
+    gw = gateways([], dns=d, extra=["--discovery-srv=example.test",
+                                    "--insecure-discovery"])
+    found = gw.wait_log("discovered cluster from SRV")
+    assert found["srv-server"] == "example.test"
+    # https first, then http by priority (m2 and m3 in either order: their
+    # weights shuffle them).
+    assert found["endpoints"][:2] == [
+        "https://m1.example.test.:%d" % dead,
+        "http://m1.example.test.:%d" % ports[0]]
+    assert set(found["endpoints"][2:]) == {
+        "http://m2.example.test.:%d" % ports[1],
+        "http://m3.example.test.:%d" % ports[2]}
+    ready = gw.wait_log("ready to proxy client requests")
+    assert ready["endpoints"][:2] == ["m1.example.test.:%d" % dead,
+                                      "m1.example.test.:%d" % ports[0]]
+    r = etcdctl(gw, "put", "srv", "v")
+    assert r.stdout == "OK\n", r.stderr
+    # Priority 0 (m1, live, and the dead https one) first: every
+    # connection reaches m1 while it is up; then m2 and m3 (weights 5, 5).
+    # etcd 3.4.23 ignores the priority when the best one's records have
+    # no weight (its round robin walks every endpoint): cetcd only.
+    first = {gw.member_id() for _ in range(6)}
+    if not against_etcd():
+        assert first == {c.members[0].id}, first
+    warn = gw.wait_log("deactivated endpoint",
+                       address="m1.example.test.:%d" % dead)
+    assert warn["error"] == \
+        "dial tcp 127.0.0.1:%d: connect: connection refused" % dead
+    c.kill(c.members[0])
+    seen = {gw.member_id() for _ in range(16)}
+    assert seen == {c.members[1].id, c.members[2].id}, seen
+
+    # Validated: the http records are insecure, the https one does not
+    # dial: none left, so --endpoints serves.
+    gw2 = gateways([c.members[1].endpoint], dns=d,
+                   extra=["--discovery-srv=example.test"])
+    gw2.wait_log("validating discovered SRV endpoints")
+    bad = gw2.wait_log("failed to validate discovered endpoints")
+    assert bad["endpoints"] == []
+    assert ('"https://m1.example.test.:%d" failed to dial (dial tcp '
+            '127.0.0.1:%d: connect: connection refused)' % (dead, dead)
+            ) in bad["error"]
+    assert '"http://m2.example.test.:%d" is insecure' % ports[1] in \
+        bad["error"]
+    ready = gw2.wait_log("ready to proxy client requests")
+    assert ready["endpoints"] == [c.members[1].endpoint]
+    assert gw2.member_id() == c.members[1].id
+
+
+def test_gateway_discovery_srv_errors_as_etcd(fake_dns):
+    """No SRV record at all, and a --discovery-srv-name: etcd's message and
+    exit code, byte for byte (the nameserver is the fake one for both)."""
+    d = fake_dns({("other.example.test.", "A"): ["127.0.0.1"]})
+    args = ["gateway", "start", "--discovery-srv=example.test",
+            "--discovery-srv-name=blue", "--listen-addr=127.0.0.1:%d"
+            % free_port()]
+
+    def run(binary):
+        p = subprocess.run(resolved_by(d, [binary] + args),
+                           capture_output=True, text=True, timeout=20)
+        return p.returncode, p.stdout, p.stderr
+    rc, out, err = run(server_bin())
+    assert rc == 1 and err == (
+        "dns lookup errors: lookup _etcd-client-ssl-blue._tcp.example.test "
+        "on %s:53: no such host and lookup _etcd-client-blue._tcp."
+        "example.test on %s:53: no such host\n" % (d.addr, d.addr)), err
+    if not against_etcd():
+        assert run("/usr/bin/etcd") == (rc, out, err)
