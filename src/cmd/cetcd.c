@@ -20,6 +20,7 @@
 #include "rpc/tls.h"
 #include "cmd/auth_token.h"
 #include "cmd/corrupt.h"
+#include "cmd/discovery_srv.h"
 #include "cmd/flags.h"
 #include "cmd/gateway.h"
 #include "cmd/etcd_dir.h"
@@ -50,12 +51,22 @@ static const char *data_dir(char *buf, size_t cap)
 /* A new cluster is bootstrapped from --initial-cluster (the server finds
  * this member in it); joining an existing one (after MemberAdd) asks its
  * running members first (join.c). */
+static void flag_error(const char *why);
+
 static int check_cluster(void)
 {
     const char *state = flags_get("initial-cluster-state");
     if (strcmp(state, "new") != 0 && strcmp(state, "existing") != 0) {
         fprintf(stderr, "cetcd: unexpected --initial-cluster-state \"%s\" "
                         "(new or existing)\n", state);
+        return 1;
+    }
+    /* etcd's ErrConflictBootstrapFlags (--discovery is not built). */
+    if (flags_get("discovery-srv")[0] != '\0' &&
+        flags_was_set("initial-cluster")) {
+        flag_error("multiple discovery or bootstrap flags are set. Choose "
+                   "one of \"initial-cluster\", \"discovery\" or "
+                   "\"discovery-srv\"");
         return 1;
     }
     return 0;
@@ -363,6 +374,8 @@ static int check_timing(void)
 static const char *initial_cluster(void)
 {
     static char buf[4096];
+    if (flags_get("discovery-srv")[0] != '\0')
+        return ""; /* etcd clears it; run() asks DNS (a member without data) */
     if (flags_was_set("initial-cluster") ||
         strcmp(flags_get("name"), "default") == 0)
         return flags_get("initial-cluster");
@@ -919,6 +932,27 @@ static int run(void)
     struct server *s;
     cfg.peer_listener = l.peer;
     cfg.peer_tls = l.peer_tls != NULL ? &l.peer_dial : NULL;
+    static char srv_cluster[8192];
+    if (flags_get("discovery-srv")[0] != '\0' && !has_data) {
+        char why[2048];
+        if (discovery_srv_cluster(cfg.name, flags_get("discovery-srv"),
+                                  flags_get("discovery-srv-name"),
+                                  cfg.peer_urls, srv_cluster,
+                                  sizeof srv_cluster, why, sizeof why) != 0) {
+            if (log_is_zap()) {
+                char e[2200];
+                snprintf(e, sizeof e, "error setting up initial cluster: %s",
+                         why);
+                log_zap(LOG_FATAL, "discovery failed", LOG_STR("error", e));
+            } else {
+                log_msg(LOG_FATAL, "etcdmain", "error setting up initial "
+                        "cluster: %s", why);
+            }
+            listeners_close(&l);
+            return 1;
+        }
+        cfg.initial_cluster = srv_cluster;
+    }
     struct join_result join;
     memset(&join, 0, sizeof join);
     if (strcmp(flags_get("initial-cluster-state"), "existing") == 0 &&
