@@ -9,7 +9,10 @@ member picked by a second seeded generator (the same member index on both
 sides), except for one etcd divergence that is avoided
 (avoid_etcd_divergence).  Requests that read locally without a consensus round (any
 serializable Range, inside a Txn too) go to the leader: on a follower
-their answer may legitimately lag, on both servers.  Defaults: 3 seeds x
+their answer may legitimately lag, on both servers; the leader too lags a
+write that a follower acknowledged (a member answers once IT applied), so
+before such a read both leaders are waited for until they applied the
+revision the last write made (wait_applied).  Defaults: 3 seeds x
 600 ops; CETCD_DIFF_CLUSTER_SEEDS / CETCD_DIFF_CLUSTER_OPS raise them.
 """
 
@@ -17,6 +20,7 @@ import importlib.util
 import os
 import random
 import sys
+import time
 
 import pytest
 
@@ -91,6 +95,17 @@ def reads_locally(method, req):
     return False
 
 
+def wait_applied(kv, rev, timeout=10.0):
+    """Until the member behind kv serves revision rev locally (a
+    serializable read's header), or timeout seconds."""
+    probe = rpc_pb2.RangeRequest(key=b"\x00", serializable=True,
+                                 count_only=True)
+    deadline = time.monotonic() + timeout
+    while kv.Range(probe, timeout=5).header.revision < rev:
+        assert time.monotonic() < deadline, "revision %d not applied" % rev
+        time.sleep(0.005)
+
+
 @pytest.mark.parametrize("seed", range(1, SEEDS + 1))
 def test_differential_cluster(make_cluster, seed):
     under = make_cluster(3)
@@ -107,6 +122,8 @@ def test_differential_cluster(make_cluster, seed):
         k = pick.randrange(3)
         if reads_locally(method, req):
             uk, rk = u_lead.kv(), r_lead.kv()
+            wait_applied(uk, gen.rev)
+            wait_applied(rk, gen.rev)
         else:
             uk, rk = u_kv[k], r_kv[k]
         step(gen, method, req, rk, uk,
