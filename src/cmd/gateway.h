@@ -20,8 +20,10 @@
  * Refused with a message naming the flag, where etcd differs:
  * --trusted-ca-file (etcd takes it and dials the discovered endpoints
  * without TLS all the same: not built here), a negative --retry-delay
- * (etcd's monitor then spins), and arguments after `start` (etcd ignores
- * them).
+ * (etcd's monitor then spins), arguments after `start` (etcd ignores
+ * them), and an endpoint port above 65535 ("error parsing endpoint", as
+ * for a missing port; etcd wraps it: 127.0.0.1:99999 became
+ * 127.0.0.1:0).
  */
 #ifndef CETCD_CMD_GATEWAY_H
 #define CETCD_CMD_GATEWAY_H
