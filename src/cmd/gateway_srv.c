@@ -146,11 +146,11 @@ int gateway_discover(const char *dns, const char *service_name,
             LOG_STR("srv-server", dns), LOG_CSV("endpoints", list));
     /* etcd's ValidateSecureEndpoints: http ones are insecure, https ones
      * must take a TCP connection; the errors joined by ",". */
-    static char errs[TCPPROXY_ENDPOINTS_MAX * 700];
+    static char errs[TCPPROXY_ENDPOINTS_MAX * 1000];
     size_t kept = 0, ew = 0;
     errs[0] = '\0';
     for (size_t i = 0; i < n; i++) {
-        char e[600] = "";
+        char e[1000] = "";
         if (strncmp(eps[i].url, "https://", 8) != 0)
             snprintf(e, sizeof e, "\"%s\" is insecure", eps[i].url);
         else {
