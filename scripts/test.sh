@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test.sh - the whole suite, as CI runs it (about 40 minutes on 2 cores; CI
+# test.sh - the whole suite, as CI runs it (about 42 minutes on 2 cores; CI
 # allows 45, so a slow suite goes to the long runs of docs/TESTING.md):
 #   0. the layer check (scripts/check_layers.sh, docs/ARCHITECTURE.md)
 #   1. build: release (build/) and ASan+UBSan (build-asan/), -Werror
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=/usr/bin/python3
-FUZZ_SECONDS=${FUZZ_SECONDS:-6}
+FUZZ_SECONDS=${FUZZ_SECONDS:-4}
 
 echo "== layers (no include of an upper layer, no link circle)"
 bash scripts/check_layers.sh
@@ -37,6 +37,8 @@ CETCD_BIN="$ROOT/build/cetcd" CETCD_BUILD_DIR="$ROOT/build" \
 echo "== clusters: faults and linearizability (release cetcd)"
 CETCD_BIN="$ROOT/build/cetcd" $PY -m pytest -q -p no:cacheprovider --durations=12 tests/cluster
 
+# (The HTTP/1.0 stream comparison is left to the release run: 16 s of
+# curl time-outs on the same stream code the chunked one drives here.)
 echo "== integration KV suites (asan+ubsan cetcd)"
 CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
     $PY -m pytest -q -p no:cacheprovider tests/integration/test_kv_etcdctl.py \
@@ -49,7 +51,8 @@ CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
     tests/integration/test_config_file.py tests/integration/test_flags_ops.py \
     tests/integration/test_snapshot_etcd.py tests/integration/test_import_etcd.py \
     tests/integration/test_auth_cn.py tests/integration/test_differential_auth.py \
-    tests/integration/test_auth_observe.py
+    tests/integration/test_auth_observe.py \
+    --deselect tests/integration/test_gateway.py::test_gateway_streams_http10_same_as_etcd
 
 echo "== fuzz targets (clang, ${FUZZ_SECONDS}s each)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCETCD_FUZZ=ON \
