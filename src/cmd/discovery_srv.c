@@ -40,10 +40,7 @@ static bool resolve(const char *host, const char *port, char *out, size_t cap,
             pick = a;
     if (pick == NULL)
         pick = res;
-    char ip[64] = "?";
-    getnameinfo(pick->ai_addr, pick->ai_addrlen, ip, sizeof ip, NULL, 0,
-                NI_NUMERICHOST);
-    snprintf(out, cap, strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
+    tcpproxy_addr_string(pick->ai_addr, pick->ai_addrlen, port, out, cap);
     freeaddrinfo(res);
     return true;
 }

@@ -346,8 +346,7 @@ static int listen_on(const char *host, const char *port, const char *addr)
         }
     }
     char text[128];
-    snprintf(text, sizeof text, "%s", strerror(errno));
-    text[0] = (char)(text[0] >= 'A' && text[0] <= 'Z' ? text[0] + 32 : text[0]);
+    tcpproxy_errno_text(errno, text, sizeof text);
     fprintf(stderr, "listen tcp %s: %s: %s\n", addr, op, text);
     if (fd >= 0)
         close(fd);

@@ -61,22 +61,15 @@ static int tcp_dial(const char *hostport, char *why, size_t why_cap)
     if (fd >= 0)
         close(fd);
     /* Go names the address it dialled, not the host it was given. */
-    char ip[64] = "?", addr[80];
-    getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0,
-                NI_NUMERICHOST);
-    snprintf(addr, sizeof addr, strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip,
-             port);
+    char addr[80], text[128];
+    tcpproxy_addr_string(res->ai_addr, res->ai_addrlen, port, addr,
+                         sizeof addr);
     freeaddrinfo(res);
+    tcpproxy_errno_text(err, text, sizeof text);
     if (err == ETIMEDOUT)
         snprintf(why, why_cap, "dial tcp %s: i/o timeout", addr);
     else if (err != 0)
-        snprintf(why, why_cap, "dial tcp %s: connect: %s", addr,
-                 strerror(err));
-    if (err != 0 && why[0] != '\0') {
-        char *c = strstr(why, "connect: ");
-        if (c != NULL && c[9] >= 'A' && c[9] <= 'Z')
-            c[9] = (char)(c[9] + 32); /* Go's lower-case errno text */
-    }
+        snprintf(why, why_cap, "dial tcp %s: connect: %s", addr, text);
     return err;
 }
 

@@ -55,6 +55,20 @@ bool tcpproxy_split_host_port(const char *ep, char *host, size_t host_cap,
     return true;
 }
 
+void tcpproxy_addr_string(const struct sockaddr *sa, socklen_t len,
+                          const char *port, char *buf, size_t cap)
+{
+    char ip[64] = "?";
+    getnameinfo(sa, len, ip, sizeof ip, NULL, 0, NI_NUMERICHOST);
+    snprintf(buf, cap, strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
+}
+
+void tcpproxy_errno_text(int err, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", strerror(err));
+    buf[0] = (char)tolower((unsigned char)buf[0]);
+}
+
 int tcpproxy__remotes_resolve(struct tcpproxy *p,
                               const struct tcpproxy_endpoint *eps, size_t n,
                               char *why, size_t why_cap)
@@ -97,11 +111,8 @@ int tcpproxy__remotes_resolve(struct tcpproxy *p,
         }
         memcpy(&r->sa, res->ai_addr, res->ai_addrlen);
         r->sa_len = res->ai_addrlen;
-        char ip[64] = "?";
-        getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0,
-                    NI_NUMERICHOST);
-        snprintf(r->dialled, sizeof r->dialled,
-                 strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
+        tcpproxy_addr_string(res->ai_addr, res->ai_addrlen, port,
+                             r->dialled, sizeof r->dialled);
         freeaddrinfo(res);
     }
     return 0;
@@ -147,8 +158,7 @@ void tcpproxy__dial_error(const struct remote *r, int err, bool timed_out,
         return;
     }
     char text[128];
-    snprintf(text, sizeof text, "%s", strerror(err));
-    text[0] = (char)tolower((unsigned char)text[0]); /* Go's errno text */
+    tcpproxy_errno_text(err, text, sizeof text);
     snprintf(buf, cap, "dial tcp %s: connect: %s", r->dialled, text);
 }
 

@@ -50,6 +50,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 /* Bytes read at once, and kept at most per direction of a connection. */
 #define TCPPROXY_CHUNK (32 * 1024)
@@ -82,6 +83,15 @@ struct tcpproxy;
  * that.  host and port are NUL-terminated (false if they do not fit). */
 bool tcpproxy_split_host_port(const char *ep, char *host, size_t host_cap,
                               char *port, size_t port_cap);
+
+/* tcpproxy_addr_string writes the address sa (len bytes) with port as Go's
+ * net package names a dialled address: "ip:port", "[v6]:port". */
+void tcpproxy_addr_string(const struct sockaddr *sa, socklen_t len,
+                          const char *port, char *buf, size_t cap);
+
+/* tcpproxy_errno_text writes strerror(err) as Go's syscall errors read:
+ * "connection refused", not "Connection refused". */
+void tcpproxy_errno_text(int err, char *buf, size_t cap);
 
 /* tcpproxy_create resolves the endpoints and makes the loop's epoll and
  * wake-up descriptors.  On success *out owns o->listen_fd.  Errors:
