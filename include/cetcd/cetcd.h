@@ -21,6 +21,9 @@
  *   - Watch streams (cetcd_watch_*): watchers created and cancelled on a
  *     bidirectional stream, responses taken by poll or by callback on an
  *     async queue, with bounded buffers.
+ *   - generic streams (cetcd_stream_*): any other streaming method by its
+ *     path (LeaseKeepAlive, Snapshot, Election Observe, ...), protobuf-c
+ *     messages sent and received by poll, with bounded buffers.
  *   Plus a small latency-statistics helper (cetcd_latency_*) that the
  *   benchmark and callers timing their own calls share.
  *
@@ -166,9 +169,18 @@ struct cetcd_client_opts {
     const char *token;       /* auth token sent as "token" metadata; NULL =
                                 none.  Copied. */
     int max_recv_bytes;      /* largest reply accepted; 0 = 64 MiB */
+    int keepalive_time_ms;   /* a PING after this long without activity
+                                while a call or stream is open (grpc-go's
+                                keepalive as etcd's clients set it); 0 =
+                                none */
+    int keepalive_timeout_ms; /* no answer to it within this long closes
+                                 the connection (its calls and streams
+                                 fail UNAVAILABLE); 0 = the C core's 20 s */
     const char *md_key;      /* one more metadata pair sent with every
-                                unary call (lower-case key), or NULL =
-                                none.  Both copied. */
+                                call and stream (lower-case key; e.g.
+                                "hasleader" = "true", etcd's
+                                WithRequireLeader), or NULL = none.  Both
+                                copied. */
     const char *md_value;
     const struct cetcd_tls *tls; /* TLS material (borrowed for the open
                                     call), or NULL: bare endpoints are plain
@@ -658,6 +670,124 @@ int cetcd_watch_poll(struct cetcd_watch_stream *stream, int timeout_ms,
 /* cetcd_watch_stream_buffered returns the number of responses held by a
  * poll-mode stream (at most its buffer_max). */
 size_t cetcd_watch_stream_buffered(const struct cetcd_watch_stream *stream);
+
+/* ------------------------------------------------------------------------
+ * Generic streams
+ *
+ * A stream is one streaming call of any method, by its path, with
+ * protobuf-c messages as cetcd_call_unary() takes them: bidirectional
+ * ("/etcdserverpb.Lease/LeaseKeepAlive"), server-streaming
+ * ("/etcdserverpb.Maintenance/Snapshot", "/v3electionpb.Election/Observe":
+ * send the one request, then cetcd_stream_close_send()) or
+ * client-streaming.  It goes to the client's current endpoint with the
+ * metadata unary calls send (the auth token and md_key/md_value, as they
+ * are at open), without failover or dial wait: a server that cannot be
+ * reached ends the stream with UNAVAILABLE, and the caller opens a new
+ * one (a unary call moves the client on to an endpoint that answers).
+ *
+ * Poll mode only: the stream has its own completion queue and makes
+ * progress (sends, receives) only inside cetcd_stream_recv().  recv
+ * returns the responses in the order the server sent them, then, once
+ * every one was taken, the call's final status, again at every later
+ * recv:
+ *   0, *msg_out set       a response
+ *   0, *msg_out NULL      the server ended the call with OK
+ *   a gRPC status code    the call failed: the server's code and message
+ *                         in st (etcd's error text, as unary calls report
+ *                         it), UNAVAILABLE (unreachable, connection
+ *                         lost), DEADLINE_EXCEEDED (opts->timeout_ms
+ *                         passed; the server is told the deadline and
+ *                         may end the call first with its own status:
+ *                         etcd's UNKNOWN "context deadline exceeded"),
+ *                         CANCELLED, RESOURCE_EXHAUSTED (a response
+ *                         above the client's max_recv_bytes),
+ *                         INTERNAL (a response resp_desc cannot decode:
+ *                         the stream is ended)
+ *   CETCD_STREAM_WAIT_TIMEOUT  nothing within this recv's timeout_ms; the
+ *                         call goes on (not a gRPC code:
+ *                         cetcd_code_name() says "UNKNOWN_CODE")
+ *
+ * BOUNDS: at most opts->buffer_max responses wait in the stream: when it
+ * is full the stream stops reading, and HTTP/2 flow control holds the
+ * server back, until recv takes one.  A response is at most the client's
+ * max_recv_bytes.  At most opts->send_max requests wait behind the one
+ * being written (CETCD_RESOURCE_EXHAUSTED beyond); they leave the ring
+ * only inside recv, so a caller that sends a lot receives in between.
+ *
+ * THREADS: send and close_send may be called from any thread; recv
+ * belongs to one thread.  Close only after every other call on the
+ * stream returned.
+ *
+ * LIFETIME: cetcd_stream_open() ... cetcd_stream_close(), which cancels
+ * the call if it still runs, waits until gRPC gave every operation back
+ * and frees the stream with the requests and responses it still holds.
+ * The handle must not be used after close.  Close the stream before its
+ * client.  Requests are borrowed for the send call only (packed at once);
+ * responses belong to the caller.
+ * ---------------------------------------------------------------------- */
+
+struct cetcd_stream; /* opaque */
+
+#define CETCD_STREAM_BUFFER_DEFAULT 64 /* responses held */
+#define CETCD_STREAM_SEND_DEFAULT 64   /* requests waiting to be sent */
+#define CETCD_STREAM_WAIT_TIMEOUT 100  /* recv: this wait timed out */
+
+/* Options of a stream; zero-initialise, then set what you need. */
+struct cetcd_stream_opts {
+    size_t buffer_max; /* responses held; 0 = default */
+    size_t send_max;   /* requests waiting to be sent; 0 = default */
+    int timeout_ms;    /* deadline of the whole call (its end is
+                          DEADLINE_EXCEEDED); 0 = none, not the client's
+                          call_timeout_ms */
+};
+
+/* cetcd_stream_open starts a call of method_path on the client's current
+ * endpoint, whose responses are decoded with resp_desc (e.g.
+ * &etcdserverpb__lease_keep_alive_response__descriptor).  opts may be
+ * NULL for defaults.  It does not wait for the connection.  On success
+ * *stream_out is the stream; free it with cetcd_stream_close().
+ * Errors: CETCD_INVALID_ARGUMENT (no client, stream_out or resp_desc, a
+ * method_path not starting with '/', timeout_ms < 0),
+ * CETCD_RESOURCE_EXHAUSTED, CETCD_INTERNAL (gRPC refused the call). */
+int cetcd_stream_open(struct cetcd_client *client, const char *method_path,
+                      const ProtobufCMessageDescriptor *resp_desc,
+                      const struct cetcd_stream_opts *opts,
+                      struct cetcd_stream **stream_out,
+                      struct cetcd_status *st);
+
+/* cetcd_stream_send packs req (borrowed for the call) and sends it, or
+ * queues it behind the one being written.  Success says nothing of the
+ * server: a failure shows in recv.
+ * Errors: CETCD_INVALID_ARGUMENT (no stream or req),
+ * CETCD_FAILED_PRECONDITION (the call has ended, or close_send was
+ * called), CETCD_RESOURCE_EXHAUSTED (send_max requests waiting, or no
+ * memory), CETCD_INTERNAL (gRPC refused the send). */
+int cetcd_stream_send(struct cetcd_stream *s, const ProtobufCMessage *req,
+                      struct cetcd_status *st);
+
+/* cetcd_stream_close_send half-closes the call once the requests sent so
+ * far are written: no more sends; the server sees the end of its input
+ * (a server-streaming method needs it after its one request).  Calling it
+ * again, or after the call ended, does nothing.
+ * Errors: CETCD_INVALID_ARGUMENT (no stream), CETCD_INTERNAL (gRPC
+ * refused the half-close). */
+int cetcd_stream_close_send(struct cetcd_stream *s, struct cetcd_status *st);
+
+/* cetcd_stream_recv waits up to timeout_ms (<0: forever, 0: only what is
+ * ready) for the next response and sets *msg_out to it, owned by the
+ * caller: free with protobuf_c_message_free_unpacked(*msg_out, NULL).
+ * *msg_out is NULL whenever recv does not return a response.  Returns as
+ * the table above says; CETCD_INVALID_ARGUMENT for no stream or
+ * msg_out. */
+int cetcd_stream_recv(struct cetcd_stream *s, int timeout_ms,
+                      ProtobufCMessage **msg_out, struct cetcd_status *st);
+
+/* cetcd_stream_buffered returns the number of responses held (at most
+ * buffer_max). */
+size_t cetcd_stream_buffered(const struct cetcd_stream *s);
+
+/* cetcd_stream_close ends the stream (see LIFETIME).  NULL is fine. */
+void cetcd_stream_close(struct cetcd_stream *s);
 
 /* ------------------------------------------------------------------------
  * Latency statistics (pure computation, no I/O)

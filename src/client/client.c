@@ -48,7 +48,11 @@ static int channels_open(struct cetcd_client *c,
                                         .backoff_min_ms = 100,
                                         .backoff_max_ms = 1000,
                                         .connect_timeout_ms =
-                                            c->dial_timeout_ms};
+                                            c->dial_timeout_ms,
+                                        .keepalive_time_ms =
+                                            opts->keepalive_time_ms,
+                                        .keepalive_timeout_ms =
+                                            opts->keepalive_timeout_ms};
     grpc_channel_credentials *creds[2] = {NULL, NULL};
     int rc = 0;
 

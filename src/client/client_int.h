@@ -110,6 +110,98 @@ grpc_completion_queue *client__queue_cq(struct cetcd_async_queue *q);
 void client__queue_hold(struct cetcd_async_queue *q);
 void client__queue_release(struct cetcd_async_queue *q);
 
+/* Streaming calls (stream.c): one gRPC call on the client's current
+ * endpoint, with requests sent through a bounded ring and responses
+ * decoded into objects that are either held for a poller (poll mode, at
+ * most buffer_max) or handed to a callback on an async queue (callback
+ * mode).  struct cetcd_stream is that engine; the public cetcd_stream_*
+ * calls are its protobuf-c flavour, and the Watch stream (watch.c) is a
+ * flavour with its own decoding, messages and callbacks. */
+
+/* How a flavour decodes, frees and delivers its objects.  Static and
+ * immutable. */
+struct client__stream_hooks {
+    /* decode turns one received message of len bytes into a new object
+     * (*obj_out); returns 0, CETCD_INTERNAL (not that message) or
+     * CETCD_RESOURCE_EXHAUSTED.  decode_ctx is the cfg's. */
+    int (*decode)(const void *decode_ctx, const uint8_t *data, size_t len,
+                  void **obj_out);
+    /* obj_free frees an object decode made (those still held at the end). */
+    void (*obj_free)(void *obj);
+    /* on_msg (callback mode) receives each object and owns it; runs on the
+     * queue's thread without the stream's lock.  ctx is the cfg's. */
+    void (*on_msg)(void *ctx, void *obj);
+    /* on_close (callback mode, NULL = none) runs once when the call ended
+     * and nothing is outstanding; st is the final status (borrowed). */
+    void (*on_close)(void *ctx, const struct cetcd_status *st);
+    /* release (NULL = none) runs exactly once, as the stream's last act
+     * when it is freed (also when its open fails): the flavour frees ctx
+     * there. */
+    void (*release)(void *ctx);
+};
+
+/* What client__stream_open starts. */
+struct client__stream_cfg {
+    const char *method;        /* gRPC method path; borrowed for the open */
+    const char *what;          /* the response's type name, static: errors
+                                  say "cannot decode <what>" */
+    const struct client__stream_hooks *hooks; /* static */
+    const void *decode_ctx;    /* passed to decode */
+    void *ctx;                 /* passed to the other hooks */
+    struct cetcd_async_queue *queue; /* callback mode; NULL = poll mode */
+    size_t buffer_max;         /* poll mode: objects held, > 0 */
+    size_t send_max;           /* requests waiting to be sent, > 0 */
+    int timeout_ms;            /* whole-call deadline; <= 0 = none */
+    bool md_extra;             /* send the client's md_key/md_value pair
+                                  besides the token (unary calls do) */
+    bool ok_is_cancelled;      /* report a server's OK end as CANCELLED
+                                  (a Watch never ends well for a client) */
+};
+
+/* client__stream_open starts the call: initial metadata, the status
+ * receiver and the first receive.  It does not wait for the connection.
+ * On success *stream_out is the stream; on error nothing is left but
+ * what completes later (callback mode), and release ran or will run.
+ * Returns 0, CETCD_RESOURCE_EXHAUSTED or CETCD_INTERNAL. */
+int client__stream_open(struct cetcd_client *c,
+                        const struct client__stream_cfg *cfg,
+                        struct cetcd_stream **stream_out);
+
+/* client__stream_send sends buf (taken in every case), or queues it
+ * behind the one being written.  Any thread.  Returns 0,
+ * CETCD_FAILED_PRECONDITION (the call ended, or sending was closed),
+ * CETCD_RESOURCE_EXHAUSTED (send_max waiting) or CETCD_INTERNAL. */
+int client__stream_send(struct cetcd_stream *s, grpc_byte_buffer *buf);
+
+/* client__stream_close_send half-closes once the queued requests are
+ * written.  Any thread; repeating it, or after the call ended, does
+ * nothing.  Returns 0 or CETCD_INTERNAL. */
+int client__stream_close_send(struct cetcd_stream *s);
+
+/* What client__stream_poll got. */
+enum client__stream_got {
+    CLIENT_STREAM_MSG,     /* *obj_out is the next object */
+    CLIENT_STREAM_END,     /* the call ended: *final_out is its status */
+    CLIENT_STREAM_TIMEOUT, /* nothing within the time; the call goes on */
+};
+
+/* client__stream_poll (poll mode, one thread) runs the stream's
+ * completions until an object is held, the call has ended (objects held
+ * before come first) or timeout_ms passed (< 0: forever, 0: only what is
+ * ready). */
+enum client__stream_got client__stream_poll(struct cetcd_stream *s,
+                                            int timeout_ms, void **obj_out,
+                                            struct cetcd_status *final_out);
+
+/* client__stream_buffered returns the number of objects held. */
+size_t client__stream_buffered(const struct cetcd_stream *s);
+
+/* client__stream_close cancels the call if it still runs.  Poll mode: it
+ * waits until gRPC gave every operation back and frees the stream.
+ * Callback mode: it returns at once; the queue's thread frees the stream
+ * after its last completion (and on_close).  NULL is fine. */
+void client__stream_close(struct cetcd_stream *s);
+
 /* client__watch_response_decode unpacks len bytes of a WatchResponse into
  * a new public response (*resp_out, freed with
  * cetcd_watch_response_free).  Returns 0, CETCD_INTERNAL (not a

@@ -40,13 +40,35 @@ grpc_channel *dial_channel_create(const char *target,
     _Static_assert(sizeof(keys) / sizeof(keys[0]) ==
                        sizeof(values) / sizeof(values[0]),
                    "one value per key");
-    grpc_arg args[sizeof(keys) / sizeof(keys[0])];
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        args[i].type = GRPC_ARG_INTEGER;
-        args[i].key = (char *)keys[i];
-        args[i].value.integer = values[i];
+    /* Keepalive, when asked for: PINGs only while a call is open (as
+     * grpc-go's PermitWithoutStream false) and no cap on PINGs without
+     * data (the C core stops after 2 by default, so a quiet Watch stream
+     * would stop noticing a dead server; grpc-go has no such cap). */
+    static const char *const ka_keys[] = {
+        GRPC_ARG_KEEPALIVE_TIME_MS,
+        GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+        GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+        GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA,
+    };
+    const int ka_values[] = {o->keepalive_time_ms,
+                             o->keepalive_timeout_ms > 0
+                                 ? o->keepalive_timeout_ms
+                                 : 20000,
+                             0, 0};
+    enum { N = sizeof(keys) / sizeof(keys[0]),
+           NKA = sizeof(ka_keys) / sizeof(ka_keys[0]) };
+    grpc_arg args[N + NKA];
+    size_t n = 0;
+    for (size_t i = 0; i < N; i++, n++) {
+        args[n].type = GRPC_ARG_INTEGER;
+        args[n].key = (char *)keys[i];
+        args[n].value.integer = values[i];
     }
-    grpc_channel_args cargs = {.num_args = sizeof(args) / sizeof(args[0]),
-                               .args = args};
+    for (size_t i = 0; o->keepalive_time_ms > 0 && i < NKA; i++, n++) {
+        args[n].type = GRPC_ARG_INTEGER;
+        args[n].key = (char *)ka_keys[i];
+        args[n].value.integer = ka_values[i];
+    }
+    grpc_channel_args cargs = {.num_args = n, .args = args};
     return grpc_channel_create(target, creds, &cargs);
 }

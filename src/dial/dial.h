@@ -146,6 +146,12 @@ struct dial_channel_opts {
      * TLS handshake on a loaded machine (hundreds of ms under ASan on two
      * busy cores), so seconds, not the back-off's milliseconds. */
     int connect_timeout_ms;
+    /* Keepalive PINGs (grpc-go's ClientParameters, which etcd's clients
+     * set): after keepalive_time_ms without activity on a connection with
+     * a call open, a PING; no answer within keepalive_timeout_ms closes
+     * the connection.  0 = no keepalive PINGs (the C core's default). */
+    int keepalive_time_ms;
+    int keepalive_timeout_ms;
 };
 
 /* dial_channel_create opens a channel to target (a dial_url_parse output)
