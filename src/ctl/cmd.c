@@ -252,6 +252,9 @@ static int help_run(int argc, char **argv)
             fprintf(stderr, "%s`%s`", i ? " " : "", argv[i]);
         fprintf(stderr, "]\n");
         run.path[0] = '\0';
+        /* cobra prints the root's usage here without having given the
+         * root its help flag: no -h line */
+        run.help[0] = (struct ctl_flag)CTL_FLAG_END;
     }
     run.cmd = c;
     const char *name;

@@ -31,7 +31,7 @@ extern const struct ctl_cmd ctl_cmd_snapshot; /* ctl_snapshot.c */
 extern const struct ctl_cmd ctl_cmd_check;    /* ctl_check.c */
 extern const struct ctl_cmd ctl_cmd_migrate;  /* ctl_migrate.c */
 
-/* Shared by defrag --data-dir and snapshot restore (ctl_snapshot.c).
+/* Shared by defrag --data-dir and snapshot restore (ctl_snapshot_util.c).
  * ctl_bbolt_copy rewrites the bbolt database src into the new file dst
  * (0600, fsynced) with the project's validating reader and writer: every
  * bucket and entry, compacted.  ci >= 0 also does what etcd's mvcc store

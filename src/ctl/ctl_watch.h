@@ -1,7 +1,10 @@
 /*
  * ctl_watch.h - the watch engine that cetcdctl's `watch` and `make-mirror`
- * share: watchers on one libcetcd Watch stream (poll mode) that behave as
- * etcd clientv3 3.4's watchers do, which is what etcdctl's output follows.
+ * share (ctl_wengine.c): watchers on one libcetcd Watch stream (poll mode)
+ * that behave as etcd clientv3 3.4's watchers do, which is what etcdctl's
+ * output follows.  At the end, the private declarations that the files of
+ * the `watch` command share (ctl_watch.c, ctl_watch_print.c,
+ * ctl_watch_interactive.c); make-mirror uses none of them.
  *
  * WHAT CLIENTV3 DOES, AND SO THIS ENGINE
  *   - A created response is not shown to the caller; it gives the watcher
@@ -35,6 +38,7 @@
 #include <stdint.h>
 
 #include "cetcd/cetcd.h"
+#include "ctl/ctl.h"
 
 #define CTL_WATCHERS_MAX 1024
 
@@ -106,5 +110,83 @@ bool ctl_wengine_is_progress(const struct cetcd_watch_response *r);
  * what follows dropped; "\0" when there is none) into out (room for
  * key_len, at least 1) and returns its length. */
 size_t ctl_wengine_prefix_end(const uint8_t *key, size_t key_len, uint8_t *out);
+
+/* ========================================================================
+ * Private to the `watch` command's files.  Single-threaded, as the engine.
+ * ====================================================================== */
+
+/* What the watch command's engine callback needs (its ctx). */
+struct ctl_watch_run {
+    enum ctl_output out; /* the output format */
+    bool closed;         /* a watcher closed (ends a plain watch) */
+};
+
+/* A list of argument strings, borrowed; the array v is the list's own
+ * (free(v)). */
+struct ctl_watch_args {
+    char **v; /* the strings */
+    int n;    /* how many */
+};
+
+/* The watch of a command line: what to watch and what to run. */
+struct ctl_watch_req {
+    struct ctl_watch_args watch; /* key [range_end] ... (watchArgs) */
+    struct ctl_watch_args exec;  /* the command after "--" (execArgs) */
+};
+
+/* ctl_watch__args_push appends s (borrowed) to a, growing a->v; exits
+ * cetcdctl when out of memory.  (ctl_watch.c) */
+void ctl_watch__args_push(struct ctl_watch_args *a, char *s);
+
+/* ctl_watch__parse_line is parseWatchArgs for an interactive "watch ..."
+ * line (its words after "watch"); errors end cetcdctl as they end
+ * etcdctl.  It resets the watch flags to their defaults and sets them from
+ * the line's.  q's lists borrow from words, env_key and env_range; the
+ * caller frees q->watch.v and q->exec.v.  (ctl_watch.c) */
+void ctl_watch__parse_line(struct ctl_watch_req *q,
+                           const struct ctl_watch_args *words,
+                           const char *env_key, const char *env_range);
+
+/* ctl_watch__add_watch starts the watch of q on e with the current flags
+ * (--prefix, --rev, --prev-kv); the watcher's arg is a copy of q's
+ * command.  Returns NULL, or getWatchChan's error as static text.
+ * (ctl_watch.c) */
+const char *ctl_watch__add_watch(struct ctl_wengine *e,
+                                 struct ctl_watch_req *q);
+
+/* ctl_watch__on_watch is the watch command's ctl_wengine_fn, etcdctl's
+ * printWatchCh: ctx is a struct ctl_watch_run, whose closed it sets when a
+ * watcher's channel closes.  It prints the cancel and progress lines and
+ * the response, then runs the watcher's command for every event (a failed
+ * one exits 1), and frees that command when the channel closes.
+ * (ctl_watch.c) */
+void ctl_watch__on_watch(void *ctx, struct ctl_watcher *w,
+                         const struct cetcd_watch_response *r,
+                         const char *err);
+
+/* ctl_watch__go_errno writes Go's syscall.Errno text for err into buf
+ * (cap bytes): glibc's with a lower-case first letter, which is how Go's
+ * table reads for these.  (ctl_watch.c) */
+void ctl_watch__go_errno(char *buf, size_t cap, int err);
+
+/* ctl_watch__flush_out writes stdout out now (a watch streams); a reader
+ * that went away ends cetcdctl by SIGPIPE as it ends etcdctl (gRPC may
+ * have set the signal to be ignored).  (ctl_watch_print.c) */
+void ctl_watch__flush_out(void);
+
+/* ctl_watch__display is etcdctl's display.Watch: r in format out on
+ * stdout, then flushed.  r NULL is the zero response with Canceled set
+ * that clientv3 sends with a closing error.  r is borrowed for the call;
+ * the table format exits with etcdctl's error.  (ctl_watch_print.c) */
+void ctl_watch__display(enum ctl_output out,
+                        const struct cetcd_watch_response *r);
+
+/* ctl_watch__interactive is watchInteractiveFunc (-i): lines from stdin,
+ * watchers on one stream with run as the callback's ctx.  Responses are
+ * polled in short steps between reads of stdin.  It never returns: the
+ * end of stdin or an error exits cetcdctl.  (ctl_watch_interactive.c) */
+__attribute__((noreturn)) void
+ctl_watch__interactive(struct ctl_watch_run *run, const char *env_key,
+                       const char *env_range);
 
 #endif /* CETCD_CTL_WATCH_H */

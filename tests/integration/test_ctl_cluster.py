@@ -36,6 +36,7 @@ import pytest
 _TESTS = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, _TESTS)
 sys.path.insert(0, os.path.join(_TESTS, "cluster"))
+from common.ctldiff import LONG, LONG_REASON  # noqa: E402
 from common.ctldiff import (  # noqa: E402
     ETCDCTL, both_plain, cetcdctl_as_etcdctl, cetcdctl_bin, run)
 from common.servers import free_port  # noqa: E402
@@ -199,6 +200,7 @@ def test_argument_errors_and_help():
         same_plain(["member", "update", "1", "--peer-urls", u])
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_unreachable_endpoints():
     for args in (["member", "list"], ["member", "remove", "1"],
                  ["member", "add", "n", "--peer-urls", "http://a:1"],
@@ -222,6 +224,7 @@ def test_member_list_formats(server):
     same(server.endpoint, ["member", "list", "extra", "-w", "bad"])
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_endpoint_status_and_hashkv(server):
     kv = server.kv()
     for i in range(5):
@@ -526,6 +529,7 @@ def _add_norm(r, mid, url, w):
     return r
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_member_add_remove(c3):
     one = c3.members[0].endpoint
     for w, extra in [(w, []) for w in FORMATS] + [("simple", ["--learner"]),
@@ -633,6 +637,7 @@ def promote(tool, c, m, args=()):
         time.sleep(0.3)
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_member_promote(c3):
     one = c3.members[0].endpoint
     url = "http://127.0.0.1:%d" % free_port()

@@ -29,8 +29,9 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from common.ctldiff import LONG, LONG_REASON  # noqa: E402
 from test_ctl_lease import (  # noqa: E402
-    ETCDCTL, LeaseIds, Running, cetcdctl_as_etcdctl, cetcdctl_bin,
+    ETCDCTL, LeaseIds, cetcdctl_as_etcdctl, cetcdctl_bin,
     finish_both, on_each, pair, rpc_pb2, run, same, start_both)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(cetcdctl_bin()),
@@ -195,6 +196,7 @@ def test_elect_every_format(pair):
                                 b"format\n")
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_elect_session_expired(pair):
     leases = LeaseIds(pair)
     procs = start_both(pair, ["elect", "se", "v"])

@@ -30,6 +30,7 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from common.ctldiff import LONG, LONG_REASON  # noqa: E402
 from common.ctldiff import (  # noqa: E402
     ETCDCTL, Pair, both_plain, cetcdctl_as_etcdctl, cetcdctl_bin, run)
 from common.servers import ETCD_BIN, REPO  # noqa: E402
@@ -274,7 +275,10 @@ def test_snapshot_save_errors(pair, wd):
     on_both(pair, "user", "add", "root:rootpw")
     on_both(pair, "auth", "enable")
     a, b = pair.both(["snapshot", "save", "x.db"])
-    same(a, b, zap_times)
+    # etcdctl's clientv3 logs the failure from its reading goroutine,
+    # which races the main goroutine's "fetching snapshot" line: the
+    # lines are compared in sorted order
+    same(a, b, lambda s: b"".join(sorted(s.splitlines(keepends=True))))
     assert a.rc == 5 and b"failed to receive from snapshot stream" in a.err
     assert not os.path.exists("x.db") and not os.path.exists("x.db.part")
     a, b = sides(pair, lambda t: ["--user", "root:rootpw", "snapshot",
@@ -518,6 +522,7 @@ def test_check_datascale(pair):
     assert pair.a.rev() - rev[0] == pair.b.rev() - rev[1] == 10001
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_check_perf(pair):
     """60 s of load on each side at once (two servers, one machine: the
     verdict lines are compared by shape; which pass is the machine's)."""

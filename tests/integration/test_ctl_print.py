@@ -29,7 +29,6 @@ import tempfile
 import threading
 import time
 
-import grpc
 import pytest
 
 from common.servers import ETCD_BIN

@@ -34,6 +34,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from common.ctldiff import LONG, LONG_REASON  # noqa: E402
 from common.ctldiff import (  # noqa: E402
     ETCDCTL, Pair, both_plain, cetcdctl_as_etcdctl, cetcdctl_bin,
     clean_env, run, _replace_ids)
@@ -645,6 +646,7 @@ def test_make_mirror_both_prefix_flags(mirror):
     assert rc == 128
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_make_mirror_counts_every_30s(mirror):
     """make-mirror prints the number of keys it copied every 30 s."""
     for k in ("a1", "a2", "a3"):
