@@ -15,12 +15,12 @@
 #        tests/e2e/run.sh TestCtlV3Put ... # these tests instead
 # Env:   E2E_ETCD_BIN     server used as `etcd` (default $CETCD_BIN, else
 #                         build/cetcd); /usr/bin/etcd validates the runner
-#        E2E_ETCDCTL_BIN  etcdctl (default /usr/bin/etcdctl)
+#        E2E_ETCDCTL_BIN  etcdctl (default /usr/bin/etcdctl; CI runs
+#                         build/src/ctl/cetcdctl, cetcd's etcdctl)
 #        E2E_TEST_BIN     cached test binary (default build/e2e/e2e.test)
 #        E2E_TIMEOUT      go test timeout (default 30m)
 #        E2E_LIST         the list file read when no test is named (default
-#                         tests/e2e/passing.txt; passing_cetcdctl.txt: the
-#                         etcdctl tests that pass with cetcdctl as etcdctl)
+#                         tests/e2e/passing.txt)
 # The tests bind fixed ports from 20000 up on localhost: run one at a time.
 set -euo pipefail
 

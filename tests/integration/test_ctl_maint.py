@@ -411,6 +411,7 @@ def test_snapshot_restore_cluster(saved, tmp_path):
     check_restored("side-a/data", "side-b/data", "side-a/wal", "side-b/wal")
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 @pytest.mark.parametrize("args", [
     ["--initial-cluster", "default=localhost:2380"],
     ["--initial-cluster", "default=http://localhost"],
@@ -512,6 +513,7 @@ def test_check_prefix_has_keys(pair):
     pair.assert_same(["check", "datascale", "--prefix", "/p/"])
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)
 def test_check_datascale(pair):
     rev = [pair.a.rev(), pair.b.rev()]
     a, b = pair.both(["check", "datascale", "--auto-compact"], timeout=300)
