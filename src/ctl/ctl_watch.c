@@ -7,9 +7,10 @@
  * (-i) in ctl_watch_interactive.c and the watch engine that make-mirror
  * shares in ctl_wengine.c (ctl_watch.h has all three).
  *
- * etcdctl's --keepalive-time and --keepalive-timeout apply to its watch
- * connection; libcetcd has no keepalive option, so they are accepted and
- * have no effect here.
+ * etcdctl's --keepalive-time and --keepalive-timeout apply to the watch
+ * connection through the shared client (global.c: libcetcd's keepalive,
+ * with grpc-go's 10 s floor), and the client asks for "hasleader", so a
+ * member that loses its leader ends the watch as etcdctl's does.
  */
 #include <errno.h>
 #include <fcntl.h>
