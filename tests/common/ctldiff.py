@@ -108,6 +108,27 @@ def mask_zap(data):
                   b"<UUID>/", data)
 
 
+def pb_varint(b, i):
+    """The protobuf varint at b[i:]: (value, index after it)."""
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if c < 0x80:
+            return v, i
+
+
+def pb_enc_varint(v):
+    """v as a protobuf varint."""
+    out = b""
+    while v >= 0x80:
+        out += bytes([v & 0x7f | 0x80])
+        v >>= 7
+    return out + bytes([v])
+
+
 def server_ids(endpoint):
     """(cluster_id, member_id) of the member at endpoint, from etcdctl's
     json output."""

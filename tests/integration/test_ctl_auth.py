@@ -22,6 +22,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from common.ctldiff import pb_enc_varint as _enc_varint  # noqa: E402
+from common.ctldiff import pb_varint as _varint  # noqa: E402
 from common.ctldiff import Pair, both_plain, cetcdctl_bin, run  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.exists(cetcdctl_bin()),
@@ -36,24 +38,6 @@ def _no_zap(data):
     """Drops clientv3's JSON log lines (time stamp, random client id)."""
     return re.sub(rb'\{"level":"warn","ts":.*\n', b"", data)
 
-
-def _varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
-def _enc_varint(v):
-    out = b""
-    while v >= 0x80:
-        out += bytes([v & 0x7f | 0x80])
-        v >>= 7
-    return out + bytes([v])
 
 
 def _pb_field(b, i):

@@ -24,6 +24,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from common.ctldiff import pb_enc_varint as _enc_varint  # noqa: E402
+from common.ctldiff import pb_varint as _varint  # noqa: E402
 from common.ctldiff import (  # noqa: E402
     mask_zap,
     ETCDCTL, Pair, both_plain, cetcdctl_as_etcdctl, cetcdctl_bin, run)
@@ -44,24 +46,6 @@ def _no_zap(data):
     masked (both tools print them; the rest of each line is compared)."""
     return mask_zap(data)
 
-
-def _varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
-def _enc_varint(v):
-    out = b""
-    while v >= 0x80:
-        out += bytes([v & 0x7f | 0x80])
-        v >>= 7
-    return out + bytes([v])
 
 
 def _pb_field(b, i):

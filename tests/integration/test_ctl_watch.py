@@ -34,6 +34,8 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from common.ctldiff import pb_enc_varint as _enc_varint  # noqa: E402
+from common.ctldiff import pb_varint as _varint  # noqa: E402
 from common.ctldiff import LONG, LONG_REASON  # noqa: E402
 from common.ctldiff import (  # noqa: E402
     ETCDCTL, Pair, both_plain, cetcdctl_as_etcdctl, cetcdctl_bin,
@@ -128,24 +130,6 @@ def write(pair, *args, input=None):
         r = run(ETCDCTL, args, endpoint=ep, input=input)
         assert r.rc == 0, (args, r)
 
-
-def _varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
-def _enc_varint(v):
-    out = b""
-    while v >= 0x80:
-        out += bytes([v & 0x7f | 0x80])
-        v >>= 7
-    return out + bytes([v])
 
 
 def _pb_field(b, i):
