@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libgrpc-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler liblmdb-dev libyaml-dev
       libcrypt-dev libssl-dev libcmocka-dev libjson-c-dev
-      python3 python3-pytest python3-pytest-xdist python3-etcd3 python3-grpcio python3-h2
+      python3 python3-pytest python3-etcd3 python3-grpcio python3-h2
       python3-prometheus-client python3-jwt python3-etcd3gw python3-tooz
       etcd-server etcd-client golang-go golang-etcd-server-dev
       iproute2 procps)
