@@ -107,42 +107,6 @@ static void show_simple(const Etcdserverpb__WatchResponse *r)
     }
 }
 
-/* show_json writes clientv3.WatchResponse as encoding/json does.
- * print.h's ctl_json_watch_response writes "Events":null for a response
- * without events, but clientv3 makes the slice of every response it
- * passes on ("Events":[]); only the zero response that carries a closing
- * error (events NULL here) has a nil slice. */
-static void show_json(const Etcdserverpb__WatchResponse *r, bool nil_events)
-{
-    struct ctl_json j;
-    ctl_json_init(&j, stdout);
-    ctl_json_begin_object(&j);
-    ctl_json_key(&j, "Header");
-    if (r->header) {
-        ctl_json_message_value(&j, &r->header->base);
-    } else {
-        ctl_json_begin_object(&j);
-        ctl_json_end_object(&j);
-    }
-    ctl_json_key(&j, "Events");
-    if (nil_events) {
-        ctl_json_null(&j);
-    } else {
-        ctl_json_begin_array(&j);
-        for (size_t i = 0; i < r->n_events; i++)
-            ctl_json_message_value(&j, &r->events[i]->base);
-        ctl_json_end_array(&j);
-    }
-    ctl_json_key(&j, "CompactRevision");
-    ctl_json_i64(&j, r->compact_revision);
-    ctl_json_key(&j, "Canceled");
-    ctl_json_bool(&j, r->canceled);
-    ctl_json_key(&j, "Created");
-    ctl_json_bool(&j, r->created);
-    ctl_json_end_object(&j);
-    fputc('\n', stdout);
-}
-
 void ctl_watch__display(enum ctl_output out,
                         const struct cetcd_watch_response *r)
 {
@@ -159,7 +123,7 @@ void ctl_watch__display(enum ctl_output out,
         show_simple(m);
         break;
     case CTL_OUT_JSON:
-        show_json(m, r == NULL);
+        ctl_json_watch_response(stdout, m, r == NULL);
         break;
     case CTL_OUT_PROTOBUF:
         ctl_pb_watch_response(stdout, m);

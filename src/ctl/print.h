@@ -160,8 +160,12 @@ void ctl_json_message_fields(struct ctl_json *j, const ProtobufCMessage *m);
  *   header, "leases":[{"id":N},..]; endpoint health: [{"endpoint","health",
  *   "took"[,"error"]}..]; status: [{"Endpoint","Status"}..]; hashkv:
  *   [{"Endpoint","HashKV"}..]; db status: {"hash","revision","totalKey",
- *   "totalSize"}.  A NULL response prints as Go prints a zero struct. */
-void ctl_json_watch_response(FILE *f, const Etcdserverpb__WatchResponse *r);
+ *   "totalSize"}.  A NULL response prints as Go prints a zero struct.
+ *   watch: nil_events writes "Events":null (the zero response clientv3
+ *   passes on with a closing error leaves its slice nil); otherwise an
+ *   array, [] when empty (every other response has its slice made). */
+void ctl_json_watch_response(FILE *f, const Etcdserverpb__WatchResponse *r,
+                             bool nil_events);
 void ctl_json_lease_grant(FILE *f, const Etcdserverpb__LeaseGrantResponse *r);
 void ctl_json_lease_keepalive(FILE *f,
                               const Etcdserverpb__LeaseKeepAliveResponse *r);

@@ -35,7 +35,8 @@ static void end(struct ctl_json *j)
     fputc('\n', j->f);
 }
 
-void ctl_json_watch_response(FILE *f, const Etcdserverpb__WatchResponse *r)
+void ctl_json_watch_response(FILE *f, const Etcdserverpb__WatchResponse *r,
+                             bool nil_events)
 {
     static const Etcdserverpb__WatchResponse zero =
         ETCDSERVERPB__WATCH_RESPONSE__INIT;
@@ -47,8 +48,8 @@ void ctl_json_watch_response(FILE *f, const Etcdserverpb__WatchResponse *r)
     ctl_json_key(&j, "Header");
     header_object(&j, r->header);
     ctl_json_key(&j, "Events");
-    if (r->n_events == 0) {
-        ctl_json_null(&j); /* clientv3 leaves the slice nil */
+    if (nil_events) {
+        ctl_json_null(&j); /* the slice clientv3 left nil */
     } else {
         ctl_json_begin_array(&j);
         for (size_t i = 0; i < r->n_events; i++)

@@ -86,7 +86,9 @@ static bool is(const ProtobufCMessage *m, const char *name)
 static int print_json(const ProtobufCMessage *m)
 {
     if (is(m, "etcdserverpb.WatchResponse"))
-        ctl_json_watch_response(stdout, AS(Etcdserverpb__WatchResponse, m));
+        ctl_json_watch_response(stdout, AS(Etcdserverpb__WatchResponse, m),
+                                AS(Etcdserverpb__WatchResponse, m)->n_events
+                                    == 0);
     else if (is(m, "etcdserverpb.LeaseGrantResponse"))
         ctl_json_lease_grant(stdout, AS(Etcdserverpb__LeaseGrantResponse, m));
     else if (is(m, "etcdserverpb.LeaseKeepAliveResponse"))

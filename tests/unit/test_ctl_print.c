@@ -1351,8 +1351,8 @@ static void test_json_wrappers(void **state)
     struct ctl_ep_status st[2] = {{"e1", &X.st}, {"e2", &X.st2}};
     struct ctl_ep_hashkv hk[1] = {{"e1", &X.hkv}};
     (void)state;
-    EXPECT(x_json_watch, ctl_json_watch_response(f, &X.watch));
-    EXPECT(x_json_watch_nil, ctl_json_watch_response(f, &X.watch_nil));
+    EXPECT(x_json_watch, ctl_json_watch_response(f, &X.watch, false));
+    EXPECT(x_json_watch_nil, ctl_json_watch_response(f, &X.watch_nil, true));
     EXPECT(x_json_grant, ctl_json_lease_grant(f, &X.grant));
     EXPECT(x_json_grant_nohdr, ctl_json_lease_grant(f, &X.grant_nohdr));
     EXPECT(x_json_keepalive, ctl_json_lease_keepalive(f, &X.ka));
