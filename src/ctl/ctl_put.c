@@ -141,31 +141,35 @@ static int run(int argc, char **argv)
     return CTL_EXIT_SUCCESS;
 }
 
+/* etcdctl's Long text of put, without its last newline: ctl_cmd_put's
+ * long_desc adds it back, ctl_kv_put_kind's help_head goes without. */
+#define PUT_LONG \
+        "\n" \
+        "Puts the given key into the store.\n" \
+        "\n" \
+        "When <value> begins with '-', <value> is interpreted as a flag.\n" \
+        "Insert '--' for workaround:\n" \
+        "\n" \
+        "$ put <key> -- <value>\n" \
+        "$ put -- <key> <value>\n" \
+        "\n" \
+        "If <value> isn't given as a command line argument and " \
+        "'--ignore-value' is not specified,\n" \
+        "this command tries to read the value from standard input.\n" \
+        "\n" \
+        "If <lease> isn't given as a command line argument and " \
+        "'--ignore-lease' is not specified,\n" \
+        "this command tries to read the value from standard input.\n" \
+        "\n" \
+        "For example,\n" \
+        "$ cat file | put <key>\n" \
+        "will store the content of the file to <key>."
+
 const struct ctl_cmd ctl_cmd_put = {
     .use = "put [options] <key> <value> (<value> can also be given from "
            "stdin)",
     .short_desc = "Puts the given key into the store",
-    .long_desc =
-        "\n"
-        "Puts the given key into the store.\n"
-        "\n"
-        "When <value> begins with '-', <value> is interpreted as a flag.\n"
-        "Insert '--' for workaround:\n"
-        "\n"
-        "$ put <key> -- <value>\n"
-        "$ put -- <key> <value>\n"
-        "\n"
-        "If <value> isn't given as a command line argument and "
-        "'--ignore-value' is not specified,\n"
-        "this command tries to read the value from standard input.\n"
-        "\n"
-        "If <lease> isn't given as a command line argument and "
-        "'--ignore-lease' is not specified,\n"
-        "this command tries to read the value from standard input.\n"
-        "\n"
-        "For example,\n"
-        "$ cat file | put <key>\n"
-        "will store the content of the file to <key>.\n",
+    .long_desc = PUT_LONG "\n",
     .flags = flags,
     .run = run,
 };
@@ -174,27 +178,7 @@ const struct ctl_kv_kind ctl_kv_put_kind = {
     .name = "put",
     .flags = flags,
     /* cobra's help prints Long with its trailing blanks trimmed */
-    .help_head =
-        "\n"
-        "Puts the given key into the store.\n"
-        "\n"
-        "When <value> begins with '-', <value> is interpreted as a flag.\n"
-        "Insert '--' for workaround:\n"
-        "\n"
-        "$ put <key> -- <value>\n"
-        "$ put -- <key> <value>\n"
-        "\n"
-        "If <value> isn't given as a command line argument and "
-        "'--ignore-value' is not specified,\n"
-        "this command tries to read the value from standard input.\n"
-        "\n"
-        "If <lease> isn't given as a command line argument and "
-        "'--ignore-lease' is not specified,\n"
-        "this command tries to read the value from standard input.\n"
-        "\n"
-        "For example,\n"
-        "$ cat file | put <key>\n"
-        "will store the content of the file to <key>.",
+    .help_head = PUT_LONG,
     .usage =
         "Usage:\n"
         "   put [options] <key> <value> (<value> can also be given from "
