@@ -5,6 +5,17 @@
  */
 #include "api/api_int.h"
 #include "svc/svc.h"
+#include "util/err.h"
+#include "util/pbwalk.h"
+
+/* The deepest message nesting of a TxnRequest decoded: a txn inside a txn
+ * is two levels (TxnRequest, RequestOp), so about 1000 txn levels, far
+ * beyond what --max-txn-ops lets pass (etcd's check takes one op of the
+ * budget per level: 129 levels at its default 128).  Deeper requests are
+ * refused before protobuf-c, whose decoder recurses without a limit (8000
+ * levels, 58 KiB, overflowed the loop's stack: a crash, where etcd
+ * answers "too many operations"). */
+#define KV_TXN_DEPTH_MAX 2048
 
 static void kv_range(struct rpc_call *call, const uint8_t *req, size_t len,
                      void *ctx)
@@ -47,8 +58,13 @@ static void kv_txn(struct rpc_call *call, const uint8_t *req, size_t len,
                    void *ctx)
 {
     struct api *api = ctx;
-    Etcdserverpb__TxnRequest *r =
-        etcdserverpb__txn_request__unpack(NULL, len, req);
+    Etcdserverpb__TxnRequest *r;
+    int rc = pb_walk_check(&etcdserverpb__txn_request__descriptor, req, len,
+                           KV_TXN_DEPTH_MAX);
+
+    if (rc == ERR_TOO_LARGE)
+        return api__reply_err(call, ERR_TOO_MANY_OPS);
+    r = rc == 0 ? etcdserverpb__txn_request__unpack(NULL, len, req) : NULL;
     if (r == NULL)
         return api__bad_request(call);
     svc_kv_txn(api->server, r, api__done(call));

@@ -16,11 +16,15 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/pbwalk.h"
 #include "util/thread.h"
 
 #define COMPACT_STEP_REVS 1000 /* default revisions compacted per batch */
 #define COMPACT_IDLE_MS 10u    /* a pending compaction steps when idle */
 #define APPLY_LOOK_MS 100u     /* the idle apply thread looks for one */
+/* The deepest entry decoded: the API refuses txns nested deeper than
+ * api/kv.c KV_TXN_DEPTH_MAX messages; this leaves room for the wrapper. */
+#define APPLY_DEPTH_MAX 2100
 
 /* A response waiting for the batch commit. */
 struct pending {
@@ -41,8 +45,13 @@ static int apply_one(struct server *s, struct mvcc_batch *b,
         p->msg = NULL;
         return 0;
     }
-    Cetcdpb__InternalRequest *req = cetcdpb__internal_request__unpack(
-        NULL, e->len, e->data);
+    /* Bounded nesting first: protobuf-c recurses without a limit, and a
+     * forged entry (plain-text peers) must not crash the member. */
+    Cetcdpb__InternalRequest *req =
+        pb_walk_check(&cetcdpb__internal_request__descriptor, e->data,
+                      e->len, APPLY_DEPTH_MAX) == 0
+            ? cetcdpb__internal_request__unpack(NULL, e->len, e->data)
+            : NULL;
     p->id = e->id;
     p->msg = NULL;
     if (req == NULL) {
