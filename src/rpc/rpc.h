@@ -40,11 +40,20 @@
  * messages arrive one at a time through ops->on_message on its loop (the
  * next one is read only after the callback returns: that is the flow
  * control).  Any thread may send with rpc_stream_send; sends are queued in a
- * bounded per-stream queue with one SEND_MESSAGE in flight.  ops->on_close
+ * bounded per-stream queue with one SEND_MESSAGE in flight.  A send past
+ * the queue's limit is refused with ERR_FULL; an owner that would rather
+ * wait than drop (a proxy) sets ops->on_writable to learn when the queue
+ * has drained.  Sends, finish and release only record under the stream's
+ * lock and hand the stream to its loop, so another thread may make them
+ * while the loop is inside a callback of the same stream; the stream is
+ * freed only on its loop, between callbacks.  ops->on_close
  * runs exactly once when the stream has ended (finished, cancelled by the
  * client, deadline, or server shutdown).  The stream object stays valid
  * until its owner calls rpc_stream_release, exactly once, after on_open (it
- * may be called from on_close).
+ * may be called from on_close).  A release before on_close does not stop
+ * the callbacks: on_message and on_close still come (the stream stays
+ * valid for them), so an owner that releases early keeps its ctx until
+ * on_close.
  *
  * Limits (guard.c has the details).  Each connection may open
  * max_concurrent_streams streams at once, must finish its TLS handshake
@@ -229,6 +238,20 @@ struct rpc_stream_ops {
      * (zero: a bidirectional stream).  A unary wire method served as a
      * stream (v3lock's Lock) says RPC_TYPE_UNARY. */
     enum rpc_method_type wire_type;
+    /* Optional (NULL: never called), for an owner that paces what it
+     * sends by the client's reading (a proxy forwarding an upstream
+     * stream): once a send on the stream was refused with ERR_FULL
+     * (rpc_stream_send, _send_bytes or _send_ctrl) and the stream's send
+     * queue has since drained to at most half of its limits (stream_queue
+     * messages and, for a background stream, RPC_BG_QUEUE_BYTES bytes),
+     * this runs once on the stream's loop; it may send, finish or
+     * release.  Refusals before that call share it: one call per run of
+     * refusals, none without a refusal.  Never after on_close, nor once
+     * the loop has seen the owner's rpc_stream_release (a release from
+     * another thread may cross a call already under way).  A queue that
+     * does not drain (the client reads nothing) never calls it: the
+     * stream ends through on_close instead. */
+    void (*on_writable)(struct rpc_stream *stream, void *ctx);
 };
 
 /* --- metrics --- */
@@ -557,6 +580,16 @@ int64_t rpc_call_deadline_ns(const struct rpc_call *call);
  * queued - the caller decides, e.g. etcd cancels a slow watcher),
  * ERR_CLOSED (stream ended or finishing), ERR_NOMEM. */
 int rpc_stream_send(struct rpc_stream *stream, const ProtobufCMessage *msg);
+
+/* rpc_stream_send_bytes queues len already serialized message bytes (msg,
+ * copied, so it may be freed on return; NULL when len is 0) exactly as
+ * rpc_stream_send queues a packed message: the same queue, order, limits
+ * and counting (msg_sent, rpc_server_bytes).  For a module that passes
+ * messages on without decoding them (a proxy).  Any thread.  Errors:
+ * ERR_FULL (nothing queued; see ops->on_writable), ERR_CLOSED, ERR_NOMEM,
+ * ERR_INVAL (len over 4 GiB - 1, the gRPC frame's limit). */
+int rpc_stream_send_bytes(struct rpc_stream *stream, const uint8_t *msg,
+                          size_t len);
 
 /* rpc_stream_send_ctrl queues msg as rpc_stream_send does, in the same
  * order, but may also take one of RPC_STREAM_CTRL_RESERVE slots past the

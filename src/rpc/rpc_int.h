@@ -303,12 +303,18 @@ struct rpc_stream {
                                           loop before any send) */
     bool bg_deferred;                  /* loop: waits for the budget */
     bool fin_submitted;                /* loop (read callback): trailers */
+    bool writable_due;                 /* loop: ops->on_writable is to run
+                                          at the next inbox visit */
     void *data;                        /* owner's pointer */
     pthread_mutex_t mu;                /* guards the fields below */
     bool scheduled;                    /* mu: in the loop's inbox */
     bool release_req;                  /* mu: rpc_stream_release called */
     bool closed;                       /* mu: on_close ran or runs */
     bool finishing;                    /* mu: rpc_stream_finish called */
+    bool writable_want;                /* mu: a send was refused with
+                                          ERR_FULL since on_writable was
+                                          last due (only with an
+                                          on_writable; stream.c) */
     struct rpc__msg *queue;            /* mu: ring of queued messages */
     size_t q_head, q_n, q_cap;         /* mu: ring position, count, size */
     size_t q_limit;                    /* rpc_stream_send's bound (q_cap
@@ -665,7 +671,8 @@ void rpc__stream_inbox(struct rpc_stream *s);
 /* rpc__stream_tell_close runs the owner's on_close once. */
 void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled);
 /* rpc__stream_queue queues p (n bytes, owned: taken on success) under the
- * limit; counts metrics for gRPC streams.  ERR_FULL, ERR_CLOSED. */
+ * limit; counts metrics for gRPC streams.  ERR_FULL (it arms the gRPC
+ * owner's ops->on_writable, if any), ERR_CLOSED. */
 int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
                       size_t limit);
 

@@ -2,7 +2,8 @@
  * stream.c - streaming calls (Watch, LeaseKeepAlive, Snapshot,
  * Observe): client messages delivered one at a time on the loop, a bounded
  * send queue that nghttp2 drains as the client's flow-control window
- * allows, and trailers once the owner finished.
+ * allows, and trailers once the owner finished; and the owner's
+ * on_writable once a refused (ERR_FULL) queue drained.
  *
  * Any thread may send, finish or release: it changes the stream under its
  * mutex and, unless the stream is already waiting there, pushes it onto
@@ -304,6 +305,65 @@ void rpc__conn_bg_sweep(struct rpc__conn *c)
     c->bg_updated = false;
 }
 
+/* schedule_locked: the loop must look at s; true when the caller must push
+ * it (s->mu held). */
+static bool schedule_locked(struct rpc_stream *s)
+{
+    if (s->scheduled)
+        return false;
+    s->scheduled = true;
+    return true;
+}
+
+/* --- on_writable ----------------------------------------------------------
+ *
+ * A send refused with ERR_FULL sets writable_want (any thread, under mu)
+ * when the owner has an on_writable (streams without one see no change).
+ * stream_read, having taken whole messages off the queue (its count and
+ * bytes only drop then), checks under the same lock whether the queue is
+ * down to half its limits; if so it turns the want into writable_due and
+ * pushes the stream onto its loop's inbox, where rpc__stream_inbox runs
+ * ops->on_writable outside nghttp2's callbacks (the owner may send from
+ * it, which resumes this very read).  A background stream's message
+ * larger than half its byte bound may be refused again after that call
+ * (it waits for an empty queue, as before): the refusal arms the next
+ * call, due when the next message leaves the queue.
+ * The stream is not pushed once its owner is gone: nobody would listen,
+ * and a stream released and done with must not sit in the inbox. */
+
+/* drained_locked: s's queue holds at most half of its limits (s->mu). */
+static bool drained_locked(const struct rpc_stream *s)
+{
+    if (s->q_n > s->q_limit / 2)
+        return false;
+    return !s->background || s->q_bytes <= RPC_BG_QUEUE_BYTES / 2;
+}
+
+/* writable_check_locked: stream_read took messages off s's queue; true
+ * when s must be pushed for its on_writable (s->mu held, loop). */
+static bool writable_check_locked(struct rpc_stream *s)
+{
+    if (!s->writable_want || s->owner_gone || !drained_locked(s))
+        return false;
+    s->writable_want = false;
+    s->writable_due = true;
+    return schedule_locked(s);
+}
+
+/* tell_writable runs the owner's on_writable if one is due (loop, from the
+ * inbox).  Not once on_close ran or the release was seen. */
+static void tell_writable(struct rpc_stream *s)
+{
+    assert(!s->http);
+    if (!s->writable_due)
+        return;
+    s->writable_due = false;
+    if (s->close_told || s->owner_gone ||
+        s->method->ops->on_writable == NULL)
+        return;
+    s->method->ops->on_writable(s, s->method->ctx);
+}
+
 /* stream_read feeds nghttp2 the queued messages as the window allows, then
  * the trailers once the owner finished. */
 static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
@@ -312,6 +372,7 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
 {
     struct rpc_stream *s = src->ptr;
     size_t done = 0;
+    bool taken = false; /* a whole message left the queue */
     ssize_t rv;
     (void)ud;
     if (s->background) {
@@ -336,9 +397,11 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
             s->head_off = 0;
             s->q_head = (s->q_head + 1) % s->q_cap;
             s->q_n--;
+            taken = true;
         }
     }
     rv = (ssize_t)done;
+    bool push = taken && writable_check_locked(s);
     if (s->q_n == 0 && s->finishing && !s->fin_submitted) {
         nghttp2_nv nv[2];
         char code_buf[12], msg_buf[1024];
@@ -356,6 +419,8 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
         }
     }
     pthread_mutex_unlock(&s->mu);
+    if (push)
+        rpc__loop_push(s->conn->loop, &s->item);
     return rv;
 }
 
@@ -404,17 +469,29 @@ void rpc__stream_inbox(struct rpc_stream *s)
         }
         rpc__conn_mark_dirty(c);
     }
+    tell_writable(s);
     maybe_free(s);
 }
 
-/* schedule_locked: the loop must look at s; true when the caller must push
- * it (s->mu held). */
-static bool schedule_locked(struct rpc_stream *s)
+/* admit_locked: may n more bytes be queued on s under limit messages?
+ * 0, ERR_CLOSED or ERR_FULL (s->mu held). */
+static int admit_locked(const struct rpc_stream *s, size_t n, size_t limit)
 {
-    if (s->scheduled)
-        return false;
-    s->scheduled = true;
-    return true;
+    if (s->closed || s->finishing)
+        return ERR_CLOSED;
+    if (s->q_n >= limit)
+        return ERR_FULL;
+    /* Control sends (limit q_cap) count in the bytes but do not wait. */
+    if (s->http && limit < s->q_cap && s->q_bytes > 0 &&
+        s->q_bytes + n > H1_STREAM_BYTES_MAX)
+        return ERR_FULL;
+    /* A background stream yields its connection (bg_room), so what it
+     * cannot send waits here: bounded in bytes too (a Watch falls back to
+     * catching up from the store, as at 128 messages). */
+    if (s->background && limit < s->q_cap && s->q_bytes > 0 &&
+        s->q_bytes + n > RPC_BG_QUEUE_BYTES)
+        return ERR_FULL;
+    return 0;
 }
 
 int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
@@ -422,23 +499,12 @@ int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
 {
     assert(s != NULL && (p != NULL || n == 0));
     assert(limit <= s->q_cap);
-    int rv = 0;
     bool push = false;
     pthread_mutex_lock(&s->mu);
-    if (s->closed || s->finishing) {
-        rv = ERR_CLOSED;
-    } else if (s->q_n >= limit) {
-        rv = ERR_FULL;
-    } else if (s->http && limit < s->q_cap && s->q_bytes > 0 &&
-               s->q_bytes + n > H1_STREAM_BYTES_MAX) {
-        rv = ERR_FULL; /* control sends (limit q_cap) count, not wait */
-    } else if (s->background && limit < s->q_cap && s->q_bytes > 0 &&
-               s->q_bytes + n > RPC_BG_QUEUE_BYTES) {
-        /* A background stream yields its connection (bg_room), so what it
-         * cannot send waits here: bounded in bytes too (a Watch falls
-         * back to catching up from the store, as at 128 messages). */
-        rv = ERR_FULL;
-    } else {
+    int rv = admit_locked(s, n, limit);
+    if (rv == ERR_FULL && !s->http && s->method->ops->on_writable != NULL) {
+        s->writable_want = true; /* stream_read tells once it drained */
+    } else if (rv == 0) {
         s->q_bytes += n;
         s->queue[(s->q_head + s->q_n) % s->q_cap] =
             (struct rpc__msg){.p = p, .n = n};
@@ -455,28 +521,61 @@ int rpc__stream_queue(struct rpc_stream *s, uint8_t *p, size_t n,
     return rv;
 }
 
-/* queue_msg packs msg and queues it if fewer than limit are queued. */
-static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
-                     size_t limit)
+/* framed_queue queues len message bytes behind their 5-byte prefix,
+ * written by fill (msg packed, or bytes copied) into a buffer of its own,
+ * if fewer than limit are queued.  The one way gRPC stream sends go. */
+static int framed_queue(struct rpc_stream *s, size_t len,
+                        void (*fill)(uint8_t *dst, const void *src,
+                                     size_t len),
+                        const void *src, size_t limit)
 {
-    assert(s != NULL && msg != NULL && !s->http);
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    if (n > UINT32_MAX)
+    assert(s != NULL && !s->http);
+    assert(fill != NULL && limit <= s->q_cap);
+    if (len > UINT32_MAX)
         return ERR_INVAL;
-    uint8_t *p = mem_malloc(n + RPC__PREFIX);
+    uint8_t *p = mem_malloc(len + RPC__PREFIX);
     if (p == NULL)
         return ERR_NOMEM;
-    rpc__prefix_put(p, n);
-    protobuf_c_message_pack(msg, p + RPC__PREFIX);
-    int rv = rpc__stream_queue(s, p, n + RPC__PREFIX, limit);
+    rpc__prefix_put(p, len);
+    fill(p + RPC__PREFIX, src, len);
+    int rv = rpc__stream_queue(s, p, len + RPC__PREFIX, limit);
     if (rv != 0)
         mem_free(p);
     return rv;
 }
 
+static void fill_packed(uint8_t *dst, const void *msg, size_t len)
+{
+    size_t packed = protobuf_c_message_pack(msg, dst);
+    assert(packed == len);
+    (void)packed, (void)len;
+}
+
+static void fill_copied(uint8_t *dst, const void *bytes, size_t len)
+{
+    if (len > 0)
+        memcpy(dst, bytes, len);
+}
+
+/* queue_msg packs msg and queues it if fewer than limit are queued. */
+static int queue_msg(struct rpc_stream *s, const ProtobufCMessage *msg,
+                     size_t limit)
+{
+    assert(s != NULL && msg != NULL);
+    return framed_queue(s, protobuf_c_message_get_packed_size(msg),
+                        fill_packed, msg, limit);
+}
+
 int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg)
 {
     return queue_msg(s, msg, s->q_limit);
+}
+
+int rpc_stream_send_bytes(struct rpc_stream *s, const uint8_t *msg,
+                          size_t len)
+{
+    assert(s != NULL && (msg != NULL || len == 0));
+    return framed_queue(s, len, fill_copied, msg, s->q_limit);
 }
 
 int rpc_stream_send_ctrl(struct rpc_stream *s, const ProtobufCMessage *msg)
