@@ -24,6 +24,9 @@
  *   - generic streams (cetcd_stream_*): any other streaming method by its
  *     path (LeaseKeepAlive, Snapshot, Election Observe, ...), protobuf-c
  *     messages sent and received by poll, with bounded buffers.
+ *   - raw calls and streams (cetcd_async_call_raw, cetcd_raw_stream_*):
+ *     request and reply bytes passed through undecoded, with the caller's
+ *     metadata and deadline, for a gRPC proxy.
  *   Plus a small latency-statistics helper (cetcd_latency_*) that the
  *   benchmark and callers timing their own calls share.
  *
@@ -788,6 +791,173 @@ size_t cetcd_stream_buffered(const struct cetcd_stream *s);
 
 /* cetcd_stream_close ends the stream (see LIFETIME).  NULL is fine. */
 void cetcd_stream_close(struct cetcd_stream *s);
+
+/* ------------------------------------------------------------------------
+ * Raw calls and streams (a proxy's)
+ *
+ * What a gRPC proxy needs to forward calls it does not decode: request
+ * bytes in, reply bytes out, the caller's metadata and deadline passed on,
+ * the upstream's status code and message passed back unchanged.  Both
+ * kinds run on an async queue (cetcd_async_queue_*): their callbacks run
+ * on the queue's thread inside cetcd_async_queue_run(), and each call or
+ * stream counts as pending on the queue until its last callback ran (so
+ * the queue can be closed once pending is 0).
+ *
+ * METADATA: md == NULL sends the client's own (the token and the
+ * md_key/md_value pair, as other calls do); otherwise md[0..md_n) is sent
+ * INSTEAD (md_n 0: none at all, not even the client's token).  Keys are
+ * lower case and legal HTTP/2 header names (not ":..." nor "grpc-..."),
+ * values printable ASCII unless the key ends in "-bin".  Copied.
+ *
+ * DEADLINE: deadline_mono_ns is a point on CLOCK_MONOTONIC in ns (0 or
+ * INT64_MAX: none).  The server is told it (grpc-timeout) and the call
+ * ends DEADLINE_EXCEEDED when it passes, unless the server ended it first
+ * with a status of its own.
+ *
+ * FAILOVER (unary only): a raw unary call goes to the client's current
+ * endpoint.  When it fails UNAVAILABLE because the endpoint could not be
+ * reached or the connection broke (not a status the server sent, which
+ * etcd words "etcdserver: ..."), the
+ * client's current endpoint moves on to the next one, and the call is
+ * tried again on the next endpoints (each at most once, within the same
+ * deadline) when that is safe: the method is read-only (as cetcd_range),
+ * or the request certainly never left (no connection could be made).  A
+ * mutation that may have reached a server is never sent again.  Streams
+ * have no failover: a broken connection ends them UNAVAILABLE and the
+ * caller opens a new one.
+ * ---------------------------------------------------------------------- */
+
+/* One metadata pair of a raw call (key lower case, value NUL-terminated). */
+struct cetcd_md {
+    const char *key;   /* the header name, e.g. "token" */
+    const char *value; /* its value */
+};
+
+#define CETCD_RAW_MD_MAX 4      /* metadata pairs of one raw call */
+#define CETCD_RAW_SEND_DEFAULT 64 /* raw stream: requests waiting */
+
+/* Options of a raw unary call; zero-initialise, then set what you need. */
+struct cetcd_raw_opts {
+    /* The call's metadata: md[0..md_n) INSTEAD of the client's token and
+     * md_key pair (md == NULL: the client's, as other calls send).  Copied
+     * (see METADATA above). */
+    const struct cetcd_md *md;
+    size_t md_n;                 /* <= CETCD_RAW_MD_MAX */
+    /* Deadline on CLOCK_MONOTONIC in ns (INT64_MAX or 0: none, then the
+     * client's call_timeout_ms if it has one, from the start); the server
+     * is told it (grpc-timeout) and the call ends DEADLINE_EXCEEDED at
+     * it. */
+    int64_t deadline_mono_ns;
+};
+
+/* Completion of a raw unary call, on the queue's thread: st is the outcome
+ * (code 0 = OK; else the server's code and message as sent, or the
+ * transport's UNAVAILABLE / DEADLINE_EXCEEDED / ...; an OK end without a
+ * reply message is INTERNAL "no reply message"); resp/len the reply bytes
+ * (NULL, 0 unless OK; non-NULL when OK, also for an empty reply), borrowed
+ * for the callback.  st is borrowed for the callback too. */
+typedef void (*cetcd_raw_done_fn)(void *arg, const struct cetcd_status *st,
+                                  const uint8_t *resp, size_t len);
+
+/* cetcd_async_call_raw starts a unary call of method_path
+ * ("/etcdserverpb.KV/Range") with the len request bytes req (copied; NULL
+ * is fine when len is 0) on queue q, with the options o (NULL: the
+ * client's metadata, no deadline of the call's own).  Failover as FAILOVER
+ * above says.  done runs exactly once on success (0); never on error.
+ * Any thread; also inside a callback of q.
+ * Errors: CETCD_INVALID_ARGUMENT (no client, queue, method path starting
+ * with '/' or done; req NULL with len > 0; bad metadata),
+ * CETCD_RESOURCE_EXHAUSTED, CETCD_INTERNAL (gRPC refused the call). */
+int cetcd_async_call_raw(struct cetcd_client *c, struct cetcd_async_queue *q,
+                         const char *method_path, const uint8_t *req,
+                         size_t len, const struct cetcd_raw_opts *o,
+                         cetcd_raw_done_fn done, void *arg);
+
+/* A raw stream: one streaming call of any method by its path
+ * (bidirectional, server- or client-streaming), in callback mode only: no
+ * thread per stream, the queue's thread runs the callbacks.  It goes to
+ * the client's current endpoint without waiting for the connection.
+ *
+ * THREADS: send, close_send, pause and close may be called from any
+ * thread, also inside the stream's own callbacks.  The callbacks run one
+ * at a time on the queue's thread, never inside those calls.
+ *
+ * LIFETIME: cetcd_raw_stream_open() ... cetcd_raw_stream_close(), which
+ * the owner calls exactly once, whether or not the call has ended.  close
+ * cancels the call if it still runs; after it, on_msg is not called
+ * any more, but for one the queue's thread had already begun to deliver
+ * when close came from another thread.  on_close
+ * runs exactly once for every stream open returned, before or after
+ * close (CANCELLED when close ended the call), and is the last callback.
+ * The library frees the stream once both happened; the handle must not
+ * be used after close.  Close every stream before its client, and let
+ * their on_close run before closing the queue. */
+struct cetcd_raw_stream; /* opaque */
+
+/* Options of a raw stream; zero-initialise, then set what you need. */
+struct cetcd_raw_stream_opts {
+    struct cetcd_async_queue *queue; /* required: its thread runs the
+                                        callbacks */
+    const struct cetcd_md *md;       /* as in cetcd_raw_opts */
+    size_t md_n;                     /* as in cetcd_raw_opts */
+    int64_t deadline_mono_ns;        /* as in cetcd_raw_opts, but none is
+                                        none (never call_timeout_ms) */
+    /* on_msg (required) receives each message from the server, in order;
+     * msg/len borrowed for the callback. */
+    void (*on_msg)(void *arg, const uint8_t *msg, size_t len);
+    /* on_close (optional) runs once, last, when the call ended: st its
+     * final status, borrowed for the callback (0 when the server ended it
+     * with OK; the server's code and message; UNAVAILABLE when the
+     * connection broke or none could be made; DEADLINE_EXCEEDED;
+     * CANCELLED after a close). */
+    void (*on_close)(void *arg, const struct cetcd_status *st);
+    void *arg;       /* passed to both */
+    size_t send_max; /* requests waiting to be sent behind the one being
+                        written; 0 = CETCD_RAW_SEND_DEFAULT */
+};
+
+/* cetcd_raw_stream_open starts a call of method_path on the client's
+ * current endpoint.  On success (0) *out is the stream, whose on_close
+ * will run once; on error no callback runs and *out is NULL.
+ * Errors: CETCD_INVALID_ARGUMENT (no client, out, opts, queue or on_msg;
+ * a method path not starting with '/'; bad metadata),
+ * CETCD_RESOURCE_EXHAUSTED, CETCD_INTERNAL (gRPC refused the call). */
+int cetcd_raw_stream_open(struct cetcd_client *c, const char *method_path,
+                          const struct cetcd_raw_stream_opts *o,
+                          struct cetcd_raw_stream **out,
+                          struct cetcd_status *st);
+
+/* cetcd_raw_stream_send copies the len bytes msg (NULL is fine when len is
+ * 0) and sends them, or queues them behind the one being written.  Any
+ * thread.  Success says nothing of the server: a failure ends the call
+ * (on_close).
+ * Errors: CETCD_INVALID_ARGUMENT (no stream; msg NULL with len > 0),
+ * CETCD_FAILED_PRECONDITION (the call has ended, or close_send or close
+ * was called), CETCD_RESOURCE_EXHAUSTED (send_max requests waiting, or no
+ * memory), CETCD_INTERNAL (gRPC refused the send). */
+int cetcd_raw_stream_send(struct cetcd_raw_stream *s, const uint8_t *msg,
+                          size_t len, struct cetcd_status *st);
+
+/* cetcd_raw_stream_close_send half-closes the call once the requests sent
+ * so far are written (a server-streaming method needs it after its one
+ * request).  Any thread; again, or after the call ended, it does nothing.
+ * Errors: CETCD_INVALID_ARGUMENT (no stream), CETCD_INTERNAL (gRPC
+ * refused the half-close). */
+int cetcd_raw_stream_close_send(struct cetcd_raw_stream *s,
+                                struct cetcd_status *st);
+
+/* cetcd_raw_stream_pause(s, true) stops receiving: no on_msg runs until
+ * cetcd_raw_stream_pause(s, false), and HTTP/2 flow control then holds the
+ * server back (a message that was already on its way is held, one at
+ * most).  Resuming delivers what was held first, then receives again, in
+ * the server's order.  A paused stream whose call ended keeps its held
+ * message, and its on_close, until it is resumed or closed (a close drops
+ * the held message).  Any thread, also inside on_msg; never after close. */
+void cetcd_raw_stream_pause(struct cetcd_raw_stream *s, bool paused);
+
+/* cetcd_raw_stream_close ends the stream (see LIFETIME above).  NULL is
+ * fine. */
+void cetcd_raw_stream_close(struct cetcd_raw_stream *s);
 
 /* ------------------------------------------------------------------------
  * Latency statistics (pure computation, no I/O)

@@ -44,6 +44,26 @@ bool client__method_is_readonly(const char *method_path);
 int client__status_set(struct cetcd_status *st, int code, const char *fmt,
                         ...) __attribute__((format(printf, 3, 4)));
 
+/* Most outgoing metadata pairs of one call: the client's token and extra
+ * pair, or a raw call's own list (cetcd_md). */
+#define CLIENT_MD_MAX 4
+_Static_assert(CLIENT_MD_MAX >= 2 && CLIENT_MD_MAX >= CETCD_RAW_MD_MAX,
+               "room for every kind of call's metadata");
+
+/* client__md_check says whether md[0..n) is a metadata list a raw call may
+ * send (n <= CETCD_RAW_MD_MAX, legal keys and values; raw.c). */
+bool client__md_check(const struct cetcd_md *md, size_t n);
+
+/* client__md_set copies the checked md[0..n) into out[0..n) as slices,
+ * which the caller unrefs (grpc_slice_unref of each key and value);
+ * returns n. */
+size_t client__md_set(grpc_metadata *out, const struct cetcd_md *md,
+                      size_t n);
+
+/* client__deadline_mono turns a CLOCK_MONOTONIC point in ns into a gRPC
+ * deadline (ns <= 0 or INT64_MAX: infinite; a past point: now). */
+gpr_timespec client__deadline_mono(int64_t ns);
+
 /* One endpoint of a client.  Owned by the client; channel is thread-safe. */
 struct client__endpoint {
     char target[CLIENT_TARGET_MAX]; /* "host:port" or "unix:path" */
@@ -156,6 +176,13 @@ struct client__stream_cfg {
                                   besides the token (unary calls do) */
     bool ok_is_cancelled;      /* report a server's OK end as CANCELLED
                                   (a Watch never ends well for a client) */
+    const struct cetcd_md *md; /* checked metadata sent INSTEAD of the
+                                  token and extra pair (raw streams);
+                                  NULL = those.  Borrowed for the open */
+    size_t md_n;               /* entries of md */
+    int64_t deadline_mono_ns;  /* > 0 and < INT64_MAX: the call's
+                                  deadline on CLOCK_MONOTONIC, instead of
+                                  timeout_ms */
 };
 
 /* client__stream_open starts the call: initial metadata, the status
@@ -195,6 +222,14 @@ enum client__stream_got client__stream_poll(struct cetcd_stream *s,
 
 /* client__stream_buffered returns the number of objects held. */
 size_t client__stream_buffered(const struct cetcd_stream *s);
+
+/* client__stream_pause (callback mode, any thread, also inside on_msg)
+ * stops receiving (paused) or starts again.  While paused no RECV is
+ * armed; a message already on its way is held (one at most) and on_msg
+ * gets it, on the queue's thread, once resumed.  on_close waits for a
+ * held message to be delivered, unless the stream is closed (close drops
+ * it).  Streams never paused behave as before. */
+void client__stream_pause(struct cetcd_stream *s, bool paused);
 
 /* client__stream_close cancels the call if it still runs.  Poll mode: it
  * waits until gRPC gave every operation back and frees the stream.

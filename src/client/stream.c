@@ -13,11 +13,19 @@
  *           the server while nobody reads)
  *   SEND    one request, or the half-close once every request is written;
  *           the next request waits in a bounded ring
+ *   WAKE    a batch of no operations, which gRPC completes at once: how a
+ *           thread that resumes a paused stream (or closes one whose
+ *           on_close is still due) gets the queue's thread to deliver
  * The tags complete on the stream's own completion queue (poll mode,
  * drained inside client__stream_poll) or on an async queue (callback mode,
  * drained by cetcd_async_queue_run).  A mutex guards the state, since
  * sends may come from any thread; callbacks run without it.  The stream
  * is freed once it is closing and no operation is outstanding.
+ *
+ * Pause (callback mode, raw streams): no RECV is armed while paused.  The
+ * RECV armed before the pause may still bring a message, which is held
+ * ("parked") and delivered after the resume by a WAKE, before the next
+ * RECV is armed, so the order stays the server's.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -30,7 +38,7 @@
 #include "client/client_int.h"
 #include "util/mem.h"
 
-enum { TAG_START, TAG_STATUS, TAG_RECV, TAG_SEND, TAG_N };
+enum { TAG_START, TAG_STATUS, TAG_RECV, TAG_SEND, TAG_WAKE, TAG_N };
 
 /* One operation kind's completion tag. */
 struct stream_tag {
@@ -48,7 +56,8 @@ struct cetcd_stream {
     grpc_completion_queue *own_cq;    /* poll mode: ours; else NULL */
     bool held;                        /* we hold cfg.queue (pending + 1) */
     struct stream_tag tags[TAG_N];    /* one per operation kind */
-    grpc_metadata md[2];              /* outgoing metadata (token, extra) */
+    grpc_metadata md[CLIENT_MD_MAX];  /* outgoing metadata (token, extra;
+                                         or cfg.md's copy) */
     size_t md_len;                    /* used entries of md */
     pthread_mutex_t mu;               /* guards what follows */
     int outstanding;                  /* batches started, not completed */
@@ -61,6 +70,12 @@ struct cetcd_stream {
     bool silent;                      /* the open failed: no on_close */
     bool dispatching;                 /* a handler runs callbacks */
     bool final_set;                   /* final holds the outcome */
+    bool paused;                      /* no RECV armed (pause) */
+    void *parked;                     /* callback mode: an object received
+                                         while paused, not yet delivered */
+    bool waking;                      /* a WAKE batch is in flight */
+    bool close_reported;              /* on_close was run (or is due in the
+                                         running handler) */
     grpc_byte_buffer *send_buf;       /* the request being sent */
     grpc_byte_buffer **sendq;         /* ring of cfg.send_max waiting */
     size_t send_head, send_len;       /* ring position and fill */
@@ -98,7 +113,8 @@ static void recv_arm(struct cetcd_stream *s)
     grpc_op ops[2];
     size_t n = 0;
 
-    if (s->recv_armed || s->ended || s->closing)
+    if (s->recv_armed || s->ended || s->closing || s->paused ||
+        s->parked != NULL)
         return;
     if (s->own_cq != NULL && s->buf_len >= s->cfg.buffer_max)
         return; /* full: resumed by poll */
@@ -259,47 +275,90 @@ static void handle(struct cetcd_stream *s, int kind, int ok, void **obj_out)
     case TAG_SEND:
         send_done(s, ok);
         break;
+    case TAG_WAKE:
+        s->waking = false;
+        if (s->parked == NULL || s->paused || s->closing)
+            break; /* paused again: the next resume wakes; closed: dropped */
+        *obj_out = s->parked;
+        s->parked = NULL;
+        recv_arm(s);
+        break;
     default:
         s->recv_armed = false;
         obj = ok ? recv_take(s) : NULL;
         if (obj == NULL)
             break;
-        if (s->own_cq == NULL) {
-            *obj_out = obj;
-        } else {
+        if (s->own_cq != NULL) {
             assert(s->buf_len < s->cfg.buffer_max);
             s->buf[(s->buf_head + s->buf_len) % s->cfg.buffer_max] = obj;
             s->buf_len++;
+        } else if (s->paused) {
+            assert(s->parked == NULL);
+            s->parked = obj; /* delivered after the resume */
+        } else {
+            *obj_out = obj;
         }
         recv_arm(s);
     }
 }
 
+/* wake_start starts a WAKE batch (no operations: gRPC completes it at
+ * once on the stream's queue); mu held.  Returns 0 or INTERNAL. */
+static int wake_start(struct cetcd_stream *s)
+{
+    grpc_op none;
+
+    assert(s->call != NULL && !s->waking);
+    memset(&none, 0, sizeof(none));
+    if (start_batch(s, &none, 0, TAG_WAKE) != 0)
+        return CETCD_INTERNAL;
+    s->waking = true;
+    return 0;
+}
+
+/* end_due says whether the end is to be reported now, and marks it
+ * reported; mu held.  It is once, when nothing is outstanding and no
+ * parked object waits for a resume (a close drops it); never for a
+ * stream whose open failed. */
+static bool end_due(struct cetcd_stream *s)
+{
+    if (s->close_reported || s->outstanding != 0 ||
+        (s->parked != NULL && !s->closing))
+        return false;
+    s->close_reported = true;
+    return !s->silent;
+}
+
 /* on_complete is the tags' handler: handle, then run the callbacks
- * without the lock, then free the stream if it is closed and idle. */
+ * without the lock, then free the stream if it is closed and idle (a
+ * close that came while the callbacks ran may make the end due only
+ * then). */
 static void on_complete(struct client__tag *tag, int ok)
 {
     struct stream_tag *t = (struct stream_tag *)tag;
     struct cetcd_stream *s = t->s;
     const struct client__stream_hooks *h = s->cfg.hooks;
     void *obj = NULL;
-    bool done;
+    bool done, report;
 
     pthread_mutex_lock(&s->mu);
     handle(s, t->kind, ok, &obj);
-    done = s->outstanding == 0;
+    report = end_due(s);
     s->dispatching = s->own_cq == NULL;
     pthread_mutex_unlock(&s->mu);
     if (s->own_cq != NULL)
         return; /* poll mode: the poller or closer looks at the state */
     if (obj != NULL)
         h->on_msg(s->cfg.ctx, obj);
-    if (done && !s->silent && h->on_close != NULL)
+    if (report && h->on_close != NULL)
         h->on_close(s->cfg.ctx, &s->final);
     pthread_mutex_lock(&s->mu);
     s->dispatching = false;
     done = s->closing && s->outstanding == 0;
+    report = done && end_due(s);
     pthread_mutex_unlock(&s->mu);
+    if (report && h->on_close != NULL)
+        h->on_close(s->cfg.ctx, &s->final);
     if (done)
         stream_free(s);
 }
@@ -349,8 +408,12 @@ static void stream_free(struct cetcd_stream *s)
     for (size_t i = 0; i < s->buf_len; i++)
         s->cfg.hooks->obj_free(
             s->buf[(s->buf_head + i) % s->cfg.buffer_max]);
-    for (size_t i = 0; i < s->md_len; i++)
+    if (s->parked != NULL)
+        s->cfg.hooks->obj_free(s->parked);
+    for (size_t i = 0; i < s->md_len; i++) {
+        grpc_slice_unref(s->md[i].key);
         grpc_slice_unref(s->md[i].value);
+    }
     grpc_metadata_array_destroy(&s->init_md);
     grpc_metadata_array_destroy(&s->trail_md);
     grpc_slice_unref(s->details);
@@ -373,11 +436,18 @@ static void stream_free(struct cetcd_stream *s)
         release(ctx);
 }
 
-/* md_fill sets the outgoing metadata as unary calls send it (call.c):
- * the token, and with md_extra the client's extra pair. */
+/* md_fill sets the outgoing metadata: cfg.md's copy if given (then
+ * forgotten: it was borrowed for the open), else as unary calls send it
+ * (call.c): the token, and with md_extra the client's extra pair. */
 static void md_fill(struct cetcd_client *c, struct cetcd_stream *s)
 {
     assert(s->md_len == 0);
+    if (s->cfg.md != NULL) {
+        assert(s->cfg.md_n <= CLIENT_MD_MAX);
+        s->md_len = client__md_set(s->md, s->cfg.md, s->cfg.md_n);
+        s->cfg.md = NULL;
+        return;
+    }
     if (c->token != NULL) {
         s->md[0].key = grpc_slice_from_static_string("token");
         s->md[0].value = grpc_slice_from_copied_string(c->token);
@@ -396,6 +466,7 @@ static int call_start(struct cetcd_client *c, struct cetcd_stream *s,
 {
     size_t ep = atomic_load(&c->cur);
     grpc_slice method = grpc_slice_from_copied_string(method_path);
+    int64_t dl = s->cfg.deadline_mono_ns;
     grpc_op op[1];
 
     assert(ep < c->n_eps);
@@ -403,7 +474,10 @@ static int call_start(struct cetcd_client *c, struct cetcd_stream *s,
     s->call = grpc_channel_create_call(
         c->eps[ep].channel, NULL, GRPC_PROPAGATE_DEFAULTS,
         s->own_cq != NULL ? s->own_cq : client__queue_cq(s->cfg.queue),
-        method, NULL, client__deadline(s->cfg.timeout_ms), NULL);
+        method, NULL,
+        dl > 0 && dl < INT64_MAX ? client__deadline_mono(dl)
+                                 : client__deadline(s->cfg.timeout_ms),
+        NULL);
     grpc_slice_unref(method);
     if (s->call == NULL)
         return CETCD_INTERNAL;
@@ -445,9 +519,11 @@ int client__stream_open(struct cetcd_client *c,
     }
     pthread_mutex_lock(&s->mu);
     rc = call_start(c, s, cfg->method);
+    if (rc != 0)
+        s->silent = true; /* a failed open reports nothing; set under the
+                             lock: a started batch may complete already */
     pthread_mutex_unlock(&s->mu);
     if (rc != 0) {
-        s->silent = true; /* a failed open reports nothing */
         client__stream_close(s);
         return rc;
     }
@@ -467,9 +543,28 @@ static bool drain_one(struct cetcd_stream *s, gpr_timespec deadline)
     return true;
 }
 
+/* close_wake, in callback mode, when close finds nothing outstanding but
+ * the end not yet reported (a paused stream held a message when its call
+ * ended), has the queue's thread report it with a WAKE; mu held.  Returns
+ * whether the stream may be freed now (no WAKE could start: the report is
+ * then the closer's, *report_out set). */
+static bool close_wake(struct cetcd_stream *s, bool *report_out)
+{
+    assert(s->closing && s->outstanding == 0 && !s->dispatching);
+    *report_out = false;
+    if (s->close_reported || s->silent || s->call == NULL ||
+        s->cfg.hooks->on_close == NULL)
+        return true;
+    if (wake_start(s) == 0)
+        return false; /* its completion reports and frees */
+    s->close_reported = true;
+    *report_out = true;
+    return true;
+}
+
 void client__stream_close(struct cetcd_stream *s)
 {
-    bool now, poll_mode;
+    bool now, poll_mode, report = false;
 
     if (s == NULL)
         return;
@@ -482,8 +577,12 @@ void client__stream_close(struct cetcd_stream *s)
     /* Read before unlocking: in callback mode the queue's thread may free
      * the stream as soon as the lock is released. */
     poll_mode = s->own_cq != NULL;
+    if (now && !poll_mode)
+        now = close_wake(s, &report);
     pthread_mutex_unlock(&s->mu);
     if (!poll_mode) {
+        if (report) /* only if gRPC refused a no-op batch */
+            s->cfg.hooks->on_close(s->cfg.ctx, &s->final);
         if (now)
             stream_free(s); /* else the last completion frees it */
         return;
@@ -497,6 +596,20 @@ void client__stream_close(struct cetcd_stream *s)
         drain_one(s, gpr_inf_future(GPR_CLOCK_REALTIME));
     }
     stream_free(s);
+}
+
+void client__stream_pause(struct cetcd_stream *s, bool paused)
+{
+    assert(s != NULL && s->own_cq == NULL);
+    pthread_mutex_lock(&s->mu);
+    assert(!s->closing);
+    s->paused = paused;
+    if (!paused && s->parked != NULL && !s->waking)
+        wake_start(s); /* its handler delivers, then arms */
+    else if (!paused)
+        recv_arm(s);
+    assert(s->parked == NULL || !s->recv_armed);
+    pthread_mutex_unlock(&s->mu);
 }
 
 int client__stream_send(struct cetcd_stream *s, grpc_byte_buffer *buf)
