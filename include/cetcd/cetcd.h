@@ -185,6 +185,13 @@ struct cetcd_client_opts {
                                 WithRequireLeader), or NULL = none.  Both
                                 copied. */
     const char *md_value;
+    /* The most a stream's server may send ahead of what the caller takes
+     * (the HTTP/2 stream window, with the gRPC core's bandwidth probing,
+     * which grows windows to megabytes, turned off): a paused raw stream
+     * (cetcd_raw_stream_pause) then holds at most this plus one message.
+     * 0 = gRPC's defaults.  A proxy sets it; it costs throughput on slow
+     * long links. */
+    int stream_window_bytes;
     const struct cetcd_tls *tls; /* TLS material (borrowed for the open
                                     call), or NULL: bare endpoints are plain
                                     text, https:// ones use the system's

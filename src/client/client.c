@@ -52,7 +52,9 @@ static int channels_open(struct cetcd_client *c,
                                         .keepalive_time_ms =
                                             opts->keepalive_time_ms,
                                         .keepalive_timeout_ms =
-                                            opts->keepalive_timeout_ms};
+                                            opts->keepalive_timeout_ms,
+                                        .stream_window_bytes =
+                                            opts->stream_window_bytes};
     grpc_channel_credentials *creds[2] = {NULL, NULL};
     int rc = 0;
 

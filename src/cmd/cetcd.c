@@ -23,6 +23,7 @@
 #include "cmd/discovery_srv.h"
 #include "cmd/flags.h"
 #include "cmd/gateway.h"
+#include "cmd/grpc_proxy.h"
 #include "cmd/etcd_dir.h"
 #include "cmd/join.h"
 #include "cmd/notify.h"
@@ -1141,15 +1142,12 @@ static void tune_malloc(void)
 int main(int argc, char **argv)
 {
     int code;
-    /* etcd's modes other than the member: `etcd gateway ...` (built) and
-     * `etcd grpc-proxy ...` (not yet: refused, never run as a member). */
+    /* etcd's modes other than the member: `etcd gateway ...` and
+     * `etcd grpc-proxy ...`. */
     if (argc > 1 && strcmp(argv[1], "gateway") == 0)
         return gateway_main(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "grpc-proxy") == 0) {
-        fprintf(stderr, "cetcd: grpc-proxy is not supported yet: the "
-                "grpc-proxy mode is not built in this version of cetcd\n");
-        return 1;
-    }
+    if (argc > 1 && strcmp(argv[1], "grpc-proxy") == 0)
+        return grpc_proxy_main(argc, argv);
     switch (flags_parse(argc, argv, &code)) {
     case FLAGS_HELP:
         flags_print_help();

@@ -57,7 +57,7 @@ grpc_channel *dial_channel_create(const char *target,
                              0, 0};
     enum { N = sizeof(keys) / sizeof(keys[0]),
            NKA = sizeof(ka_keys) / sizeof(ka_keys[0]) };
-    grpc_arg args[N + NKA];
+    grpc_arg args[N + NKA + 2];
     size_t n = 0;
     for (size_t i = 0; i < N; i++, n++) {
         args[n].type = GRPC_ARG_INTEGER;
@@ -68,6 +68,14 @@ grpc_channel *dial_channel_create(const char *target,
         args[n].type = GRPC_ARG_INTEGER;
         args[n].key = (char *)ka_keys[i];
         args[n].value.integer = ka_values[i];
+    }
+    if (o->stream_window_bytes > 0) {
+        args[n].type = GRPC_ARG_INTEGER;
+        args[n].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
+        args[n++].value.integer = 0;
+        args[n].type = GRPC_ARG_INTEGER;
+        args[n].key = (char *)GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+        args[n++].value.integer = o->stream_window_bytes;
     }
     grpc_channel_args cargs = {.num_args = n, .args = args};
     return grpc_channel_create(target, creds, &cargs);

@@ -152,6 +152,12 @@ struct dial_channel_opts {
      * the connection.  0 = no keepalive PINGs (the C core's default). */
     int keepalive_time_ms;
     int keepalive_timeout_ms;
+    /* The most a stream's server may send ahead of what the caller takes
+     * (the HTTP/2 stream window, without the C core's bandwidth probing
+     * that grows it to megabytes): a caller that stops reading a stream
+     * then holds at most this, plus the message it asked for.  0 = the
+     * core's defaults (probing on). */
+    int stream_window_bytes;
 };
 
 /* dial_channel_create opens a channel to target (a dial_url_parse output)

@@ -1,0 +1,264 @@
+/*
+ * http.c - HTTP on the proxy's port (and on --metrics-addr), as etcd
+ * 3.4's proxy serves it:
+ *   /health   a Get of "a" through the proxy's client within 1 s: healthy
+ *             when it answers (or answers "permission denied", or, better
+ *             than etcd, "user name is empty": auth is on);
+ *             {"health":"true"} 200, else {"health":"false"} 503
+ *   /metrics  the first endpoint's /metrics, fetched and passed on
+ *             ("Internal server error", 500, when it cannot be fetched)
+ *   else      404, Go's NotFound.
+ * /metrics is fetched by a thread of its own (at most GP_METRICS_MAX at
+ * once, the others answered 503), with plain HTTP/1.0; an endpoint with
+ * TLS is refused (not built: etcd's proxy fetches it with the client's
+ * TLS material).
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grpcproxy/grpcproxy_int.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define TEXT "text/plain; charset=utf-8"
+#define GP_METRICS_MAX 4
+#define GP_METRICS_BODY_MAX (16u << 20)
+#define GP_METRICS_TIMEOUT_MS 5000
+
+static atomic_int metrics_running;
+
+static void reply_text(struct rpc_call *call, int status, unsigned flags,
+                       const char *body)
+{
+    rpc_call_reply_http(call, status, TEXT, flags, body, strlen(body));
+}
+
+/* --- /health --- */
+
+static void health_done(void *arg, const struct cetcd_status *st,
+                        const uint8_t *resp, size_t len)
+{
+    struct rpc_call *call = arg;
+
+    (void)resp;
+    (void)len;
+    /* etcd's proxy: healthy when the Get answers or is denied.  With auth
+     * on, its Get (no user) is answered "user name is empty", and etcd's
+     * proxy stays unhealthy for ever; here that answer counts too: the
+     * cluster served it. */
+    if (st->code == 0 ||
+        (st->code == CETCD_PERMISSION_DENIED &&
+         strcmp(st->message, "etcdserver: permission denied") == 0) ||
+        (st->code == CETCD_INVALID_ARGUMENT &&
+         strcmp(st->message, "etcdserver: user name is empty") == 0))
+        reply_text(call, 200, 0, "{\"health\":\"true\"}");
+    else
+        reply_text(call, 503, RPC_HTTP_NOSNIFF, "{\"health\":\"false\"}\n");
+}
+
+static void health(struct grpcproxy *p, struct rpc_call *call)
+{
+    /* RangeRequest{key: "a"} */
+    static const uint8_t get_a[] = {0x0a, 0x01, 'a'};
+    struct cetcd_raw_opts o;
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    memset(&o, 0, sizeof o);
+    o.deadline_mono_ns =
+        (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + 1000000000;
+    if (cetcd_async_call_raw(p->cli, p->q, "/etcdserverpb.KV/Range", get_a,
+                             sizeof get_a, &o, health_done, call) != 0)
+        reply_text(call, 503, RPC_HTTP_NOSNIFF, "{\"health\":\"false\"}\n");
+}
+
+/* --- /metrics --- */
+
+struct metrics_fetch {
+    struct rpc_call *call;
+    char *target; /* host:port */
+};
+
+/* dial connects to host:port within the timeout; -1 on failure. */
+static int dial(const char *target)
+{
+    char host[256], port[16];
+    const char *colon = strrchr(target, ':');
+    struct addrinfo hints, *res = NULL;
+    int fd = -1;
+
+    if (colon == NULL || (size_t)(colon - target) >= sizeof host ||
+        strlen(colon + 1) >= sizeof port)
+        return -1;
+    memcpy(host, target, (size_t)(colon - target));
+    host[colon - target] = '\0';
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    snprintf(port, sizeof port, "%s", colon + 1);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, port, &hints, &res) != 0)
+        return -1;
+    for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
+        struct timeval tv = {GP_METRICS_TIMEOUT_MS / 1000, 0};
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC,
+                    a->ai_protocol);
+        if (fd < 0)
+            continue;
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+/* fetch GETs http://target/metrics; the body in *body_out (free()). */
+static bool fetch(const char *target, char **body_out, size_t *len_out)
+{
+    char req[512];
+    char *buf = NULL, *body;
+    size_t len = 0, cap = 0;
+    int fd = dial(target);
+    bool ok = false;
+
+    *body_out = NULL;
+    if (fd < 0)
+        return false;
+    snprintf(req, sizeof req,
+             "GET /metrics HTTP/1.0\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
+             target);
+    if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
+        goto out;
+    for (;;) {
+        ssize_t n;
+        if (len + 65536 > cap) {
+            char *nb;
+            if (cap >= GP_METRICS_BODY_MAX)
+                goto out;
+            cap = cap == 0 ? 131072 : cap * 2;
+            nb = mem_realloc(buf, cap + 1);
+            if (nb == NULL)
+                goto out;
+            buf = nb;
+        }
+        n = recv(fd, buf + len, cap - len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            goto out;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    body = strstr(buf, "\r\n\r\n");
+    if (len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 || body == NULL)
+        goto out;
+    body += 4;
+    *len_out = len - (size_t)(body - buf);
+    memmove(buf, body, *len_out);
+    *body_out = buf;
+    buf = NULL;
+    ok = true;
+out:
+    mem_free(buf);
+    close(fd);
+    return ok;
+}
+
+static void *metrics_main(void *arg)
+{
+    struct metrics_fetch *f = arg;
+    char *body = NULL;
+    size_t len = 0;
+
+    if (fetch(f->target, &body, &len))
+        rpc_call_reply_http(f->call, 200, "text/plain; version=0.0.4", 0,
+                            body, len);
+    else
+        reply_text(f->call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
+    mem_free(body);
+    free(f->target);
+    mem_free(f);
+    atomic_fetch_sub(&metrics_running, 1);
+    return NULL;
+}
+
+static void metrics(struct grpcproxy *p, struct rpc_call *call)
+{
+    struct metrics_fetch *f;
+    pthread_attr_t attr;
+    pthread_t t;
+
+    if (p->metrics_tls) {
+        reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
+        return;
+    }
+    if (atomic_fetch_add(&metrics_running, 1) >= GP_METRICS_MAX) {
+        atomic_fetch_sub(&metrics_running, 1);
+        reply_text(call, 503, RPC_HTTP_NOSNIFF, "Service Unavailable\n");
+        return;
+    }
+    f = mem_calloc(1, sizeof *f);
+    if (f != NULL)
+        f->target = strdup(p->metrics_target);
+    if (f == NULL || f->target == NULL) {
+        mem_free(f);
+        atomic_fetch_sub(&metrics_running, 1);
+        reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
+        return;
+    }
+    f->call = call;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, metrics_main, f) != 0) {
+        free(f->target);
+        mem_free(f);
+        atomic_fetch_sub(&metrics_running, 1);
+        reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
+    }
+    pthread_attr_destroy(&attr);
+}
+
+void gp_http(struct rpc_call *call, const uint8_t *body, size_t len,
+             void *ctx)
+{
+    struct grpcproxy *p = ctx;
+    size_t mlen = 0, plen = 0;
+    const char *method = rpc_call_metadata(call, ":method", &mlen);
+    const char *path = rpc_call_metadata(call, ":path", &plen);
+    size_t pend = 0;
+
+    (void)body;
+    (void)len;
+    while (path != NULL && pend < plen && path[pend] != '?')
+        pend++;
+    if (path != NULL && pend == 7 && memcmp(path, "/health", 7) == 0) {
+        if (method == NULL || mlen != 3 || memcmp(method, "GET", 3) != 0) {
+            log_warn("etcdhttp", "/health error (status code 405)");
+            reply_text(call, 405, RPC_HTTP_NOSNIFF | RPC_HTTP_ALLOW_GET,
+                       "Method Not Allowed\n");
+            return;
+        }
+        health(p, call);
+        return;
+    }
+    if (path != NULL && pend == 8 && memcmp(path, "/metrics", 8) == 0) {
+        metrics(p, call);
+        return;
+    }
+    reply_text(call, 404, RPC_HTTP_NOSNIFF, "404 page not found\n");
+}
