@@ -317,9 +317,6 @@ def test_gateway_refuses_what_it_would_ignore(args, msg):
                         "--listen-addr=127.0.0.1:%d" % free_port()] + args,
                        capture_output=True, text=True, timeout=10)
     assert p.returncode == 1 and msg in p.stderr, (p.returncode, p.stderr)
-    p = subprocess.run([server_bin(), "grpc-proxy", "start"],
-                       capture_output=True, text=True, timeout=10)
-    assert p.returncode == 1 and "grpc-proxy is not supported" in p.stderr
 
 
 def test_gateway_memory_bounded_by_slow_peers(gateways):

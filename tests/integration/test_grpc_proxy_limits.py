@@ -47,6 +47,11 @@ def rss_kb(pid):
     raise AssertionError("no VmRSS")
 
 
+def asan(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def watch_create(prefix):
     end = prefix[:-1] + bytes([prefix[-1] + 1])
     create = h2raw.pb_bytes_field(1, prefix) + h2raw.pb_bytes_field(2, end)
@@ -120,7 +125,8 @@ def test_slow_watch_and_snapshot_hold_the_server_back(proxied):
     grown_mb = (rss_kb(proxy.proc.pid) - base) / 1024
     # 40 MiB of events and a ~42 MiB snapshot wait upstream (without the
     # pause and the small upstream window the proxy grew by ~55 MiB)
-    assert grown_mb < 12, grown_mb
+    if not asan(proxy.proc.pid):  # ASan's quarantine keeps freed memory
+        assert grown_mb < 12, grown_mb
     assert proxy.proc.poll() is None
     # The client reads now: every event, in order, and the whole snapshot.
     c.send(h2raw.frame(h2raw.SETTINGS, 0, 0, struct.pack(
