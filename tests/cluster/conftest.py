@@ -14,6 +14,7 @@ that accepts clusters still lacks pieces the faults need).
 """
 
 import os
+import signal
 import sys
 
 import pytest
@@ -23,6 +24,13 @@ _TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 import cluster as clusterlib  # noqa: E402
+
+# A shell that starts pytest in the background without job control makes
+# it ignore SIGINT, and every process a test starts inherits that: etcdctl
+# and cetcdctl would then outlive the SIGINT a test sends them (Ctrl-C
+# tests).  Python's own handler instead: children start with the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _LIVE = []
 

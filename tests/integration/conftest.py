@@ -39,6 +39,13 @@ LOG_TAIL_LINES = 40
 
 # Servers started and not yet stopped; their log tails go into failure
 # reports (see pytest_runtest_makereport below).
+# A shell that starts pytest in the background without job control makes
+# it ignore SIGINT, and every process a test starts inherits that: etcdctl
+# and cetcdctl would then outlive the SIGINT a test sends them (Ctrl-C
+# tests).  Python's own handler instead: children start with the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 _LIVE = []
 
 
