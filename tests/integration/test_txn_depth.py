@@ -31,12 +31,17 @@ def varint(n):
 
 def nested(levels):
     """TxnRequest{success: [RequestOp{request_txn: ...}]}, levels deep,
-    the innermost txn empty."""
-    t = b""
+    the innermost txn empty.  Built from the inside out by lengths alone
+    (concatenating 100000 levels would copy gigabytes)."""
+    heads, size = [], 0
     for _ in range(levels - 1):
-        op = b"\x22" + varint(len(t)) + t  # RequestOp.request_txn (4)
-        t = b"\x12" + varint(len(op)) + op  # TxnRequest.success (2)
-    return t
+        h = b"\x22" + varint(size)  # RequestOp.request_txn (4)
+        size += len(h)
+        heads.append(h)
+        h = b"\x12" + varint(size)  # TxnRequest.success (2)
+        size += len(h)
+        heads.append(h)
+    return b"".join(reversed(heads))
 
 
 def txn(server, req):
