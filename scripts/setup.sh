@@ -12,8 +12,11 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
 # Installed without their recommended packages (Prometheus would bring its
 # exporters and their services): the Prometheus server that
 # tests/cluster/test_prometheus.py starts itself, and Patroni with
-# PostgreSQL for tests/cluster/test_patroni.py.
-bare=(prometheus patroni postgresql)
+# PostgreSQL for tests/cluster/test_patroni.py.  python3-etcd is named:
+# patroni depends on it OR on another store's client, and apt takes
+# whichever is there already (a machine with python3-kubernetes got no
+# etcd store in Patroni at all).
+bare=(prometheus patroni postgresql python3-etcd)
 missing=()
 missing_bare=()
 for p in "${pkgs[@]}"; do
