@@ -14,7 +14,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
 # tests/cluster/test_prometheus.py starts itself, and Patroni with
 # PostgreSQL for tests/cluster/test_patroni.py.  python3-etcd is named:
 # patroni depends on it OR on another store's client, and apt takes
-# whichever is there already (a machine with python3-kubernetes got no
+# whichever is there already (a machine with python3-kazoo got no
 # etcd store in Patroni at all).
 bare=(prometheus patroni postgresql python3-etcd)
 missing=()
