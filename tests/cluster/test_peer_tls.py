@@ -322,7 +322,9 @@ def test_join_with_untrusted_cert_refused(tls_cluster):
 
 
 @pytest.mark.parametrize("flag,value", [
-    ("--peer-cert-allowed-cn", "other.example"),
+    pytest.param("--peer-cert-allowed-cn", "other.example",
+                 marks=pytest.mark.skipif(not servers.LONG,
+                                          reason=servers.LONG_REASON)),
     ("--peer-cert-allowed-hostname", "nothere.example")])
 def test_join_checks_allowed_names(tls_cluster, flag, value):
     """A joining member checks its --peer-cert-allowed-cn/-hostname on the

@@ -38,6 +38,12 @@ def free_port():
             return port
 
 
+# The long tier (docs/TESTING.md "Longer runs"): tests that repeat what CI
+# already covers another way run only with CETCD_TEST_LONG=1.
+LONG = bool(os.environ.get("CETCD_TEST_LONG"))
+LONG_REASON = "long run: set CETCD_TEST_LONG=1 (docs/TESTING.md)"
+
+
 def against_etcd():
     return os.environ.get("CETCD_TEST_AGAINST_ETCD") == "1"
 

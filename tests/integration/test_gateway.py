@@ -41,7 +41,7 @@ import pytest
 from etcd3.etcdrpc import rpc_pb2 as pb
 
 from common.gwstream import GwStream
-from common.servers import ETCD_BIN, free_port
+from common.servers import ETCD_BIN, LONG, LONG_REASON, free_port
 from conftest import Server
 from test_tls import TLSServer, certs, creds, server_args  # noqa: F401
 
@@ -510,6 +510,7 @@ def test_gateway_streams_http2_same_as_etcd(certs):  # noqa: F811
     assert len(want[9][1][1]) == 2
 
 
+@pytest.mark.skipif(not LONG, reason=LONG_REASON)  # 1.1 and h2 in CI
 def test_gateway_streams_http10_same_as_etcd(pair):
     """The same stream steps over HTTP/1.0 (no chunks): Go's net/http
     writes a 1.0 status line and the lines as they come, with no length,
