@@ -294,10 +294,18 @@ void server_member_change(struct server *s,
         refuse_now(fn, arg, ERR_STOPPED);
         return;
     }
-    uint64_t id;
-    pthread_mutex_lock(&s->ms->mu);
-    int rc = check_change(s, c, &id);
-    pthread_mutex_unlock(&s->ms->mu);
+    uint64_t id = c->id;
+    int rc = 0;
+    /* etcd's PromoteMember: a follower checks nothing itself and asks the
+     * leader, which checks the learner (its own members may lag behind the
+     * leader's: a learner just added is "not found" here). */
+    bool ask_leader = c->op == SERVER_MEMBER_PROMOTE && !c->from_peer &&
+                      atomic_load(&s->lead) != s->member_id;
+    if (!ask_leader) {
+        pthread_mutex_lock(&s->ms->mu);
+        rc = check_change(s, c, &id);
+        pthread_mutex_unlock(&s->ms->mu);
+    }
     bool reserved = rc == 0 && job_reserve(s);
     if (rc == 0 && !reserved)
         rc = ERR_TOO_MANY_REQUESTS;
