@@ -241,7 +241,9 @@ int __wrap_peer_call(struct peer_transport *t, raft_id to, const char *method,
     check(to != 0 && method != NULL && timeout_ms > 0 && fwd.fn == NULL);
     Cetcdpb__PromoteRequest *r =
         cetcdpb__promote_request__unpack(NULL, len, req);
-    check(r != NULL && r->member_id != 0);
+    /* Any id, 0 too: a follower forwards every promotion unchecked, as
+     * etcd's (the leader answers "member not found"). */
+    check(r != NULL);
     cetcdpb__promote_request__free_unpacked(r, NULL);
     if (fwd.refuse != 0)
         return fwd.refuse;
