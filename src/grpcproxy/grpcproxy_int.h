@@ -4,8 +4,14 @@
  *
  * Two pure parts, without I/O or threads of their own (unit-tested in
  * tests/unit/test_grpcproxy_*.c):
- *   cache.c  the KV proxy's cache of serializable Range replies
- *   ns.c     --namespace: rewriting of request and reply bytes
+ *   cache.c, cache_ivl.c, cache_txn.c  the KV proxy's cache of
+ *            serializable Range replies (its interval index, its txns)
+ *   ns.c, ns_msgs.c  --namespace: rewriting of request and reply bytes
+ * and the proxy around them:
+ *   proxy.c  start and close, the method table, the upstream thread
+ *   unary.c  unary calls; stream.c  streams and their flow control
+ *   cluster.c  MemberList; register.c  the --resolver-prefix registration
+ *   http.c   /health and /metrics
  */
 #ifndef CETCD_GRPCPROXY_INT_H
 #define CETCD_GRPCPROXY_INT_H

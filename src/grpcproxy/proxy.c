@@ -125,7 +125,8 @@ static void *queue_main(void *arg)
     return NULL;
 }
 
-/* ns_set keeps --namespace. */
+/* strings_set keeps the namespace, advertise address, resolver prefix
+ * and TTL, and the host name (MemberList and the registration name it). */
 static int strings_set(struct grpcproxy *p, const struct grpcproxy_config *cfg)
 {
     char host[256] = "";
