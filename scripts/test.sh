@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test.sh - the whole suite, as CI runs it (about 42 minutes on 2 cores; CI
+# test.sh - the whole suite, as CI runs it (about 35 minutes on 2 cores; CI
 # allows 45, so a slow suite goes to the long runs of docs/TESTING.md):
 #   0. the layer check (scripts/check_layers.sh, docs/ARCHITECTURE.md)
 #   1. build: release (build/) and ASan+UBSan (build-asan/), -Werror
