@@ -344,6 +344,15 @@ extern const struct rpc_stream_ops gp_stream_ops;
 extern const struct rpc_stream_ops gp_stream_ops_unary;
 extern const struct rpc_stream_ops gp_stream_ops_server;
 
+/* gp_ns_apply runs --namespace over one message of method (a reply or
+ * server message when reply, else a request or client message): with no
+ * namespace or nothing to change it leaves *msg and *len; with a rewrite it
+ * points them at *out (the caller frees it).  False when the message is
+ * refused: *code_out and *msg_out say how to end the call. */
+bool gp_ns_apply(const struct grpcproxy *p, const char *method, bool reply,
+                 const uint8_t **msg, size_t *len, uint8_t **out,
+                 int *code_out, const char **msg_out);
+
 /* gp_too_big: a message above --max-send-bytes gets grpc-go's client
  * error in msg (cap bytes); returns true then. */
 bool gp_too_big(const struct grpcproxy *p, size_t len, char *msg,

@@ -102,6 +102,29 @@ size_t gp_md_fill(const char *(*get)(const void *obj, const char *key,
     return n;
 }
 
+bool gp_ns_apply(const struct grpcproxy *p, const char *method, bool reply,
+                 const uint8_t **msg, size_t *len, uint8_t **out,
+                 int *code_out, const char **msg_out)
+{
+    size_t out_len = 0;
+    enum gp_ns_result r;
+
+    *out = NULL;
+    if (p->ns == NULL)
+        return true;
+    r = reply ? gp_ns_reply(p->ns, p->ns_len, method, *msg, *len, out,
+                            &out_len, code_out, msg_out)
+              : gp_ns_request(p->ns, p->ns_len, method, *msg, *len, out,
+                              &out_len, code_out, msg_out);
+    if (r == GP_NS_ERROR)
+        return false;
+    if (r == GP_NS_NEW) {
+        *msg = *out;
+        *len = out_len;
+    }
+    return true;
+}
+
 bool gp_too_big(const struct grpcproxy *p, size_t len, char *msg,
                 size_t cap)
 {

@@ -120,7 +120,6 @@ static void up_msg(void *arg, const uint8_t *msg, size_t len)
     struct gp_stream *gs = arg;
     struct grpcproxy *p = gs->p;
     uint8_t *out = NULL;
-    size_t out_len = 0;
     int code = 0;
     const char *emsg = NULL;
     struct cetcd_raw_stream *close_up = NULL;
@@ -128,20 +127,11 @@ static void up_msg(void *arg, const uint8_t *msg, size_t len)
     pthread_mutex_lock(&gs->mu);
     if (gs->down_gone)
         goto out;
-    if (p->ns != NULL) {
-        switch (gp_ns_reply(p->ns, p->ns_len, gs->m->path, msg, len, &out,
-                            &out_len, &code, &emsg)) {
-        case GP_NS_NEW:
-            msg = out;
-            len = out_len;
-            break;
-        case GP_NS_ERROR:
-            finish_down(gs, code, emsg);
-            close_up = up_close_locked(gs);
-            goto out;
-        case GP_NS_SAME:
-            break;
-        }
+    if (!gp_ns_apply(p, gs->m->path, true, &msg, &len, &out, &code,
+                     &emsg)) {
+        finish_down(gs, code, emsg);
+        close_up = up_close_locked(gs);
+        goto out;
     }
     send_down(gs, msg, len);
 out:
@@ -237,7 +227,6 @@ static void down_msg(struct rpc_stream *down, const uint8_t *msg,
     struct cetcd_raw_stream *close_up = NULL;
     struct cetcd_status st;
     uint8_t *out = NULL;
-    size_t out_len = 0;
     int code = 0;
     const char *emsg = NULL;
     char big[128];
@@ -253,20 +242,11 @@ static void down_msg(struct rpc_stream *down, const uint8_t *msg,
         cetcd_raw_stream_close_send(gs->up, &st);
         goto out;
     }
-    if (p->ns != NULL) {
-        switch (gp_ns_request(p->ns, p->ns_len, gs->m->path, msg, len, &out,
-                              &out_len, &code, &emsg)) {
-        case GP_NS_NEW:
-            msg = out;
-            len = out_len;
-            break;
-        case GP_NS_ERROR:
-            finish_down(gs, code, emsg);
-            close_up = up_close_locked(gs);
-            goto out;
-        case GP_NS_SAME:
-            break;
-        }
+    if (!gp_ns_apply(p, gs->m->path, false, &msg, &len, &out, &code,
+                     &emsg)) {
+        finish_down(gs, code, emsg);
+        close_up = up_close_locked(gs);
+        goto out;
     }
     if (gp_too_big(p, len, big, sizeof big)) {
         finish_down(gs, GRPC_STATUS_RESOURCE_EXHAUSTED, big);

@@ -58,24 +58,13 @@ static const char *call_md(const void *obj, const char *key, size_t *len)
 static void reply_up(struct gp_call *c, const uint8_t *resp, size_t len)
 {
     struct grpcproxy *p = c->p;
-    uint8_t *out = NULL;
-    size_t out_len = 0;
+    uint8_t *out;
     int code = 0;
     const char *msg = NULL;
 
-    if (p->ns != NULL) {
-        switch (gp_ns_reply(p->ns, p->ns_len, c->m->path, resp, len, &out,
-                            &out_len, &code, &msg)) {
-        case GP_NS_NEW:
-            resp = out;
-            len = out_len;
-            break;
-        case GP_NS_ERROR:
-            rpc_call_reply_error(c->call, (grpc_status_code)code, msg);
-            return;
-        case GP_NS_SAME:
-            break;
-        }
+    if (!gp_ns_apply(p, c->m->path, true, &resp, &len, &out, &code, &msg)) {
+        rpc_call_reply_error(c->call, (grpc_status_code)code, msg);
+        return;
     }
     switch (c->cache ? c->m->kind : GP_PLAIN) {
     case GP_RANGE:
@@ -117,27 +106,16 @@ static void forward(struct grpcproxy *p, const struct gp_method *m,
     struct cetcd_raw_opts o;
     char mdbuf[4096], msg[128], whobuf[GP_TOKEN_MAX];
     const char *who;
-    uint8_t *out = NULL;
-    size_t out_len = 0;
+    uint8_t *out;
     const uint8_t *up = req;
     size_t up_len = len;
     int code = 0;
     const char *nmsg = NULL;
     struct gp_call *c;
 
-    if (p->ns != NULL) {
-        switch (gp_ns_request(p->ns, p->ns_len, m->path, req, len, &out,
-                              &out_len, &code, &nmsg)) {
-        case GP_NS_NEW:
-            up = out;
-            up_len = out_len;
-            break;
-        case GP_NS_ERROR:
-            rpc_call_reply_error(call, (grpc_status_code)code, nmsg);
-            return;
-        case GP_NS_SAME:
-            break;
-        }
+    if (!gp_ns_apply(p, m->path, false, &up, &up_len, &out, &code, &nmsg)) {
+        rpc_call_reply_error(call, (grpc_status_code)code, nmsg);
+        return;
     }
     if (gp_too_big(p, up_len, msg, sizeof msg)) {
         rpc_call_reply_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
