@@ -115,6 +115,16 @@ def settle(lives, quiet=0.6, timeout=15):
         time.sleep(0.05)
 
 
+def wait_output(lives, want, timeout=30):
+    """Waits until every process printed at least `want` (a reconnect
+    waits for grpc-go's backoff, which can pass a second after a server
+    came back, so quiet output does not mean it is done)."""
+    end = time.time() + timeout
+    while time.time() < end and not all(
+            x.out[0].startswith(want) for x in lives):
+        time.sleep(0.05)
+
+
 def first_output(lives, timeout=15):
     """Waits until every process printed something: the watcher is
     registered, so that later writes are not caught up with in one
@@ -356,7 +366,8 @@ def test_watch_survives_server_restart(pair):
     pair.a.restart()
     pair.b.restart()
     write(pair, "put", "r", "after")
-    settle([a, b], quiet=1.0, timeout=30)
+    wait_output([a, b], b"PUT\nr\nbefore\nPUT\nr\nafter\n")
+    settle([a, b])
     rc, out, err = compare(pair, a, b)
     assert out == b"PUT\nr\nbefore\nPUT\nr\nafter\n"
 
