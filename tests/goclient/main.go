@@ -892,6 +892,10 @@ func checkKube() (string, error) {
 	// Writers: compare-and-swap updates, deletes with a precondition,
 	// re-creates.
 	var conflicts, deletes, recreates int64
+	// compactions is counted by the compactor below and read by the
+	// writers: they go on until it compacted once (a minute at most), so
+	// that a run whose members are killed meanwhile still compacts.
+	var compactions int64
 	began := time.Now()
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -902,9 +906,10 @@ func checkKube() (string, error) {
 			c := client()
 			defer c.Close()
 			r := rand.New(rand.NewSource(int64(w) + 100))
-			// At least 1.5 s of writes, so that the compactor compacts.
+			// At least 1.5 s of writes, and until the compactor compacted.
 			for u := 0; (u < updates || time.Since(began) < 1500*
-				time.Millisecond) && fe.get() == nil; u++ {
+				time.Millisecond || atomic.LoadInt64(&compactions) == 0 &&
+				time.Since(began) < time.Minute) && fe.get() == nil; u++ {
 				k := pfx + fmt.Sprintf("pod-%03d", r.Intn(objects))
 				for {
 					g, err := c.Get(ctx(), k)
@@ -961,7 +966,6 @@ func checkKube() (string, error) {
 
 	// The compactor (apiserver's: a txn on compact_rev_key's version, then
 	// Compact of the revision seen one interval before).
-	compactions := 0
 	compDone := make(chan struct{})
 	go func() {
 		defer close(compDone)
@@ -992,7 +996,7 @@ func checkKube() (string, error) {
 					!fe.retry("compact %d: %v", prev, err) {
 					return
 				}
-				compactions++
+				atomic.AddInt64(&compactions, 1)
 			}
 			prev = t.Header.Revision
 		}
@@ -1084,7 +1088,7 @@ func checkKube() (string, error) {
 				snapshot[k], v, at)
 		}
 	}
-	if compactions == 0 {
+	if atomic.LoadInt64(&compactions) == 0 {
 		return "", errors.New("the compactor never compacted")
 	}
 	if faults {
