@@ -343,8 +343,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         c->ping_ride_ns = rpc__now_ns() + RPC__PING_RIDE_NS;
         lazy_add(c);
     }
+    if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK))
+        rpc__conn_bg_probe_ack(c, f->ping.opaque_data);
     if (f->hd.type == NGHTTP2_WINDOW_UPDATE && f->hd.stream_id == 0)
-        rpc__conn_bg_update(c); /* stream.c: background streams */
+        rpc__conn_bg_update(c, f->window_update.window_size_increment);
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
     struct rpc__item *it =
@@ -506,6 +508,7 @@ struct rpc__conn *rpc__conn_new(struct rpc__loop *l, int fd, bool tls)
     c->refs = 1;
     c->born_ms = rpc__now_ms();
     c->last_read_ms = c->born_ms;
+    c->bg_mark = NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE; /* granted so far */
     c->proto = l->srv->http != NULL ? RPC__PROTO_SNIFF : RPC__PROTO_H2;
     if (tls) {
         c->ssl = rpc__tls_ssl_new(l->srv);
@@ -726,17 +729,25 @@ void rpc__conn_flush(struct rpc__conn *c)
     }
     if (c->proto == RPC__PROTO_H2)
         ping_ack_ready(c, false); /* rides with this write (above) */
-    while (c->proto != RPC__PROTO_H1 && c->out_off == c->out_n) {
-        if (!gather(c)) {
-            rpc__conn_kill(c);
-            return;
+    for (bool probed = false;;) {
+        while (c->proto != RPC__PROTO_H1 && c->out_off == c->out_n) {
+            if (!gather(c)) {
+                rpc__conn_kill(c);
+                return;
+            }
+            if (c->out_n == 0)
+                break;
+            if (!sock_write(c)) {
+                rpc__conn_kill(c);
+                return;
+            }
         }
-        if (c->out_n == 0)
+        /* A background stream deferred while gathering: the window probe
+         * (stream.c "background streams") goes out with this flush. */
+        if (probed || c->proto != RPC__PROTO_H2 || c->out_off != c->out_n ||
+            !rpc__conn_bg_probe(c))
             break;
-        if (!sock_write(c)) {
-            rpc__conn_kill(c);
-            return;
-        }
+        probed = true;
     }
     if (c->out_off != c->out_n)
         return;

@@ -154,11 +154,16 @@ struct rpc__conn {
      * DATA they may have unacknowledged by the client's connection-level
      * WINDOW_UPDATEs.  All loop-only. */
     int32_t win_max;                   /* the largest send window seen */
+    int64_t bg_mark;                   /* window granted in all minus the
+                                          bytes known read (probes) */
     int32_t bg_cap;                    /* their in-flight budget, bytes */
     bool bg_waiting;                   /* a background stream is deferred */
     bool bg_updated;                   /* a WINDOW_UPDATE came since the
                                           last keepalive sweep */
     unsigned bg_idle;                  /* sweeps deferred without one */
+    bool bg_probe_out;                 /* our probe PING is unanswered */
+    int64_t bg_probe_mark;             /* the window when it was sent,
+                                          plus the updates since */
     bool dirty;                        /* on the loop's flush list */
     /* Frames that need no prompt answer (conn.c "Lazy answers"): what the
      * last feed held of them, and the lazy list.  Loop-only. */
@@ -661,12 +666,17 @@ void rpc__stream_half_closed(struct rpc_stream *s);
 void rpc__stream_trailers_sent(struct rpc_stream *s);
 void rpc__stream_closed(struct rpc_stream *s);
 /* Background streams' budget (stream.c "background streams"): a
- * connection-level WINDOW_UPDATE came (on_frame_recv, after nghttp2
- * applied it); resume the deferred ones; the keepalive sweep's check for
- * a stalled budget (guard.c). */
-void rpc__conn_bg_update(struct rpc__conn *c);
+ * connection-level WINDOW_UPDATE of increment came (on_frame_recv, after
+ * nghttp2 applied it); resume the deferred ones; the keepalive sweep's
+ * check for a stalled budget (guard.c). */
+void rpc__conn_bg_update(struct rpc__conn *c, int32_t increment);
 void rpc__conn_bg_resume(struct rpc__conn *c);
 void rpc__conn_bg_sweep(struct rpc__conn *c);
+/* rpc__conn_bg_probe submits the probe PING when a background stream is
+ * deferred and none is out (true: one was submitted; conn.c's flush
+ * writes it); rpc__conn_bg_probe_ack: a PING ACK came (ours or not). */
+bool rpc__conn_bg_probe(struct rpc__conn *c);
+void rpc__conn_bg_probe_ack(struct rpc__conn *c, const uint8_t opaque[8]);
 void rpc__stream_inbox(struct rpc_stream *s);
 /* rpc__stream_tell_close runs the owner's on_close once. */
 void rpc__stream_tell_close(struct rpc_stream *s, bool cancelled);

@@ -21,7 +21,11 @@
  * gives window back only lazily gets the budget doubled after a few
  * keepalive sweeps.  Same rig: the client announces a 4 MiB connection
  * window, opens a stream whose 160 queued messages of 16 KiB (2.5 MiB)
- * it does not acknowledge, then a unary call.
+ * it does not acknowledge, then a unary call.  A deferred stream sends
+ * one probe PING: its ACK (the client read everything before it) lets
+ * the stream go on without any WINDOW_UPDATE (grpc's C core holds its
+ * window back while its readers pause: a Watch through the grpc-proxy
+ * stalled a second per doubling before).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -251,6 +255,8 @@ struct bg_seen {
     size_t n;            /* partial frame bytes kept in buf */
     size_t data;         /* DATA payload bytes of stream 1 */
     bool unary_headers;  /* HEADERS on stream 3 */
+    int pings;           /* PINGs (not ACKs) from the server */
+    uint8_t ping[8];     /* the last one's payload */
 };
 
 static void bg_read(struct rig *r, struct bg_seen *v)
@@ -272,6 +278,10 @@ static void bg_read(struct rig *r, struct bg_seen *v)
                 v->data += len;
             if (h[3] == 1 && sid == 3)
                 v->unary_headers = true;
+            if (h[3] == 6 && (h[4] & 1) == 0 && len == 8) {
+                v->pings++;
+                memcpy(v->ping, h + 9, 8);
+            }
             off += 9 + len;
         }
         memmove(v->buf, v->buf + off, v->n - off);
@@ -381,24 +391,49 @@ static void test_background_yields(void **state)
     assert_true(v->unary_headers);
     assert_int_equal(answered, answered0 + 1);
 
-    /* The client gives back what it read: the stream goes on. */
+    /* The probe: one PING went out when the stream was deferred.  Its ACK
+     * says the client read everything sent before it: the stream goes on
+     * without any WINDOW_UPDATE, at most a budget past the PING, and is
+     * deferred again with a new probe out. */
     size_t first = v->data;
-    bg_send(&r, v, out, window_update(out, 0, (uint32_t)first));
-    assert_true(v->data > first);
-    assert_true(v->data <= first + budget + 64);
-
-    /* A client that gives nothing back: after the stall sweeps the budget
-     * doubles, and the stream goes on without any update. */
+    assert_int_equal(v->pings, 1);
+    assert_memory_equal(v->ping, "cetcdwin", 8);
+    uint8_t ack[32];
+    bg_send(&r, v, ack, frame(ack, 6, 0x1, 0, v->ping, 8));
     size_t second = v->data;
+    print_message("background: %zu more after the probe's ACK\n",
+                  second - first);
+    assert_true(second > first);
+    assert_true(second <= first + budget + 64);
     assert_true(c->bg_waiting);
+    assert_int_equal(v->pings, 2);
+    /* An ACK of another PING (a keepalive's) changes nothing. */
+    static const uint8_t zero[8] = {0};
+    bg_send(&r, v, ack, frame(ack, 6, 0x1, 0, zero, 8));
+    assert_int_equal(v->data, second);
+
+    /* The client gives back what it read: the stream goes on, within the
+     * budget of what the window says is unread. */
+    /* Refilled: 2.5 MiB waiting, past every budget. */
+    bg_queue(bg_stream, (int)(bg_stream->q_cap - bg_stream->q_n));
+    bg_send(&r, v, out, window_update(out, 0, (uint32_t)second));
+    size_t third = v->data;
+    assert_true(third > second);
+    assert_true(third <= second + budget + 64);
+
+    /* A client that gives nothing back and answers no PING: after the
+     * stall sweeps the budget doubles, and the stream goes on without
+     * any update. */
+    assert_true(c->bg_waiting);
+    assert_int_equal(v->pings, 2); /* the second still unanswered */
     rpc__conn_bg_sweep(c); /* the sweep that saw the update */
     for (int i = 0; i < 3; i++)
         rpc__conn_bg_sweep(c);
     bg_turns(&r, v);
-    assert_int_equal(v->data, second); /* not yet */
+    assert_int_equal(v->data, third); /* not yet */
     rpc__conn_bg_sweep(c);
     bg_turns(&r, v);
-    assert_true(v->data > second);
+    assert_true(v->data > third);
     assert_true(c->bg_cap >= (int32_t)(2 * budget));
 
     free(v);
