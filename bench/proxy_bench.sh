@@ -59,7 +59,8 @@
 #                              rows, qps is events/s, p50/p99 the put-to-
 #                              event latency, CPU is per event.
 #   direct-range-l-c1, -c100,  baselines: ebench straight at the member,
-#   direct-put-c1, -c100       no proxy, so the proxy's own cost shows.
+#   direct-put-c1, -c100,      no proxy, so the proxy's own cost shows.
+#   direct-watch-c100
 # The 1-client workloads do T/10 requests.
 #
 # Per workload we record qps, p50 and p99 (ebench --json), the proxy's and
@@ -124,6 +125,7 @@ WORKLOADS=(
 "direct-range-l-c100|member|10|100|$T|--op range --consistency l $RANGE_FLAGS"
 "direct-put-c1|member|1|1|$T10|--op put $PUT_FLAGS"
 "direct-put-c100|member|10|100|$T|--op put $PUT_FLAGS"
+"direct-watch-c100|member|10|100|$T10|--op watch --watchers 100 $WATCH_FLAGS"
 )
 if [ -n "${ONLY:-}" ]; then
     keep=()
