@@ -28,6 +28,7 @@
 #include "dial/dial.h"
 #include "dial/dial_int.h"
 #include "util/err.h"
+#include "util/mem.h"
 
 /* split_host copies the host of "host:port" / "[v6]:port" into host and
  * points *port at the port. */
@@ -119,14 +120,15 @@ static int certs_add(const char *pem, X509_STORE *roots, SSL_CTX *ctx)
 }
 
 /* ctx_create builds the OpenSSL context for tls, as dial_creds_create
- * configures gRPC: own certificate, CAs or the system's, verification. */
-static SSL_CTX *ctx_create(const struct dial_tls *tls)
+ * configures gRPC: own certificate, CAs or the system's, verification;
+ * alpn: the protocols offered (wire format). */
+static SSL_CTX *ctx_create(const struct dial_tls *tls, const char *alpn)
 {
-    static const unsigned char alpn[] = "\x02h2";
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL)
         return NULL;
-    bool ok = SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1) == 0;
+    bool ok = SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)alpn,
+                                      (unsigned)strlen(alpn)) == 0;
     SSL_CTX_set_verify(ctx, tls->skip_verify ? SSL_VERIFY_NONE
                                              : SSL_VERIFY_PEER, NULL);
     if (!tls->skip_verify && tls->ca_pem != NULL)
@@ -205,33 +207,56 @@ static bool names_allowed(SSL *ssl, const struct dial_tls *tls)
     return ok;
 }
 
-int dial_tls_probe(const char *target, const struct dial_tls *tls,
-                   int timeout_ms, char *why, size_t cap)
+/* A TLS connection made with a dial_tls's material and checks. */
+struct tls_conn {
+    SSL_CTX *ctx;
+    SSL *ssl;
+    int fd;
+};
+
+static void tls_close(struct tls_conn *t)
+{
+    SSL_free(t->ssl);
+    if (t->fd >= 0)
+        close(t->fd);
+    SSL_CTX_free(t->ctx);
+    ERR_clear_error();
+}
+
+/* tls_connect connects to target and makes the handshake, offering alpn;
+ * 0, or an ERR_* with why written (t is then closed already). */
+static int tls_connect(struct tls_conn *t, const char *target,
+                       const struct dial_tls *tls, const char *alpn,
+                       int timeout_ms, char *why, size_t cap)
 {
     char host[256];
     assert(target != NULL && tls != NULL && why != NULL && cap > 0);
     assert((tls->cert_pem == NULL) == (tls->key_pem == NULL));
     why[0] = '\0';
     ERR_clear_error();
-    SSL_CTX *ctx = ctx_create(tls);
-    if (ctx == NULL) {
+    t->ssl = NULL;
+    t->fd = -1;
+    t->ctx = ctx_create(tls, alpn);
+    if (t->ctx == NULL) {
         snprintf(why, cap, "unusable TLS material");
         return ERR_INVAL;
     }
-    int fd = sock_open(target, timeout_ms, host, sizeof host, why, cap);
-    SSL *ssl = fd >= 0 ? SSL_new(ctx) : NULL;
-    int rv = fd < 0 ? ERR_IO : ssl == NULL ? ERR_NOMEM : 0;
+    t->fd = sock_open(target, timeout_ms, host, sizeof host, why, cap);
+    t->ssl = t->fd >= 0 ? SSL_new(t->ctx) : NULL;
+    int rv = t->fd < 0 ? ERR_IO : t->ssl == NULL ? ERR_NOMEM : 0;
+    if (rv == ERR_NOMEM)
+        snprintf(why, cap, "out of memory");
     if (rv == 0) {
         if (!tls->skip_verify && host[0] != '\0')
-            host_check(ssl, host);
-        SSL_set_fd(ssl, fd);
-        int rc = SSL_connect(ssl);
+            host_check(t->ssl, host);
+        SSL_set_fd(t->ssl, t->fd);
+        int rc = SSL_connect(t->ssl);
         if (rc != 1) {
-            ssl_why(ssl, rc, "TLS handshake failed", why, cap);
+            ssl_why(t->ssl, rc, "TLS handshake failed", why, cap);
             rv = ERR_IO;
         }
     }
-    if (rv == 0 && !names_allowed(ssl, tls)) {
+    if (rv == 0 && !names_allowed(t->ssl, tls)) {
         snprintf(why, cap, "TLS handshake failed: client certificate "
                  "authentication failed (the server certificate lacks "
                  "the allowed %s \"%s\")",
@@ -240,6 +265,80 @@ int dial_tls_probe(const char *target, const struct dial_tls *tls,
                                          : tls->allowed_hostname);
         rv = ERR_IO;
     }
+    if (rv != 0)
+        tls_close(t);
+    return rv;
+}
+
+int dial_tls_exchange(const char *target, const struct dial_tls *tls,
+                      const char *alpn, const void *req, size_t req_len,
+                      int timeout_ms, size_t max, char **resp_out,
+                      size_t *len_out, char *why, size_t cap)
+{
+    struct tls_conn t;
+    char *buf = NULL;
+    size_t len = 0;
+    assert(req != NULL && resp_out != NULL && len_out != NULL && max > 0);
+    *resp_out = NULL;
+    *len_out = 0;
+    int rv = tls_connect(&t, target, tls, alpn, timeout_ms, why, cap);
+    if (rv != 0)
+        return rv;
+    if (req_len > 0 && SSL_write(t.ssl, req, (int)req_len) != (int)req_len) {
+        ssl_why(t.ssl, 0, "TLS write failed", why, cap);
+        tls_close(&t);
+        return ERR_IO;
+    }
+    buf = mem_malloc(max + 1);
+    if (buf == NULL) {
+        snprintf(why, cap, "out of memory");
+        tls_close(&t);
+        return ERR_NOMEM;
+    }
+    for (;;) {
+        if (len == max) { /* more than max: refused */
+            snprintf(why, cap, "answer longer than %zu bytes", max);
+            rv = ERR_TOO_LARGE;
+            break;
+        }
+        size_t want = max - len < 65536 ? max - len : 65536;
+        int rc = SSL_read(t.ssl, buf + len, (int)want);
+        if (rc > 0) {
+            len += (size_t)rc;
+            continue;
+        }
+        int err = SSL_get_error(t.ssl, rc);
+        unsigned long e = ERR_peek_last_error();
+        /* The end: close_notify, or a close without it (OpenSSL 3 calls
+         * that an error; HTTP/1.0 answers end so). */
+        if (err == SSL_ERROR_ZERO_RETURN ||
+            (e != 0 &&
+             ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+            (err == SSL_ERROR_SYSCALL && e == 0 && errno == 0))
+            break;
+        ssl_why(t.ssl, rc, "TLS read failed", why, cap);
+        rv = ERR_IO;
+        break;
+    }
+    tls_close(&t);
+    if (rv != 0) {
+        mem_free(buf);
+        return rv;
+    }
+    buf[len] = '\0';
+    *resp_out = buf;
+    *len_out = len;
+    return 0;
+}
+
+int dial_tls_probe(const char *target, const struct dial_tls *tls,
+                   int timeout_ms, char *why, size_t cap)
+{
+    struct tls_conn t;
+    int rv = tls_connect(&t, target, tls, "\x02h2", timeout_ms, why, cap);
+    if (rv != 0)
+        return rv;
+    SSL *ssl = t.ssl;
     if (rv == 0) {
         /* A gRPC server speaks first (HTTP/2 settings); a refusal of our
          * certificate arrives instead.  Silence (a timeout) is no error. */
@@ -254,11 +353,7 @@ int dial_tls_probe(const char *target, const struct dial_tls *tls,
             rv = ERR_IO;
         }
     }
-    SSL_free(ssl);
-    if (fd >= 0)
-        close(fd);
-    SSL_CTX_free(ctx);
-    ERR_clear_error();
+    tls_close(&t);
     assert(rv == 0 || why[0] != '\0');
     return rv;
 }

@@ -25,6 +25,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "cetcd/cetcd.h"
+#include "dial/dial.h"
 #include "rpc/rpc.h"
 
 /* --- cache.c ------------------------------------------------------------
@@ -299,6 +300,10 @@ struct gp_route {
     const struct gp_method *m;
 };
 
+/* The scheme of an endpoint: none ("host:port": TLS when the client has
+ * TLS material), http://, https://. */
+enum gp_scheme { GP_SCHEME_NONE, GP_SCHEME_HTTP, GP_SCHEME_HTTPS };
+
 struct grpcproxy {
     struct rpc_server *srv;         /* the client side */
     struct rpc_server *metrics_srv; /* --metrics-addr, or NULL */
@@ -317,7 +322,9 @@ struct grpcproxy {
     int ttl;                        /* --resolver-ttl */
     char hostname[256];             /* os.Hostname() */
     char *metrics_target;           /* the first endpoint, for /metrics */
-    bool metrics_tls;               /* that endpoint speaks TLS */
+    enum gp_scheme metrics_scheme;  /* its scheme */
+    struct dial_tls *metrics_tls;   /* the client's TLS material for it
+                                       (NULL: none given) */
     /* register.c: the registration's thread. */
     pthread_t reg_thread;
     bool reg_started;

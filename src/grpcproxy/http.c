@@ -9,9 +9,15 @@
  *             ("Internal server error", 500, when it cannot be fetched)
  *   else      404, Go's NotFound.
  * /metrics is fetched by a thread of its own (at most GP_METRICS_MAX at
- * once, the others answered 503), with plain HTTP/1.0; an endpoint with
- * TLS is refused (not built: etcd's proxy fetches it with the client's
- * TLS material).
+ * once, the others answered 503) with HTTP/1.0: over TLS for an https://
+ * endpoint, or a bare "host:port" one when the client has TLS material
+ * (as its gRPC side dials it), with that material (dial_tls_exchange:
+ * --cacert or the system's CAs, --cert/--key, --insecure-skip-tls-verify).
+ * etcd 3.4.23's proxy asks a bare endpoint in plain HTTP whatever the
+ * flags (500 from a member that serves TLS), and checks the member
+ * against the system's CAs unless --cacert, --cert and --key are all
+ * given: both differences on purpose (tests/integration/
+ * test_grpc_proxy_tls.py).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -83,7 +89,10 @@ static void health(struct grpcproxy *p, struct rpc_call *call)
 
 struct metrics_fetch {
     struct rpc_call *call;
-    char *target; /* host:port */
+    char *target;         /* host:port */
+    bool tls;             /* ask over TLS */
+    struct dial_tls *mat; /* with this (mem_free), or NULL: the system's
+                             CAs, no certificate */
 };
 
 /* dial connects to host:port within the timeout; -1 on failure. */
@@ -125,21 +134,65 @@ static int dial(const char *target)
     return fd;
 }
 
-/* fetch GETs http://target/metrics; the body in *body_out (free()). */
-static bool fetch(const char *target, char **body_out, size_t *len_out)
+/* body_take: buf (len bytes, NUL-terminated) is an HTTP/1.x answer; its
+ * body is moved to the front.  False when it is no answer. */
+static bool body_take(char *buf, size_t len, size_t *len_out)
+{
+    char *body = strstr(buf, "\r\n\r\n");
+
+    if (len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 || body == NULL)
+        return false;
+    body += 4;
+    *len_out = len - (size_t)(body - buf);
+    memmove(buf, body, *len_out);
+    return true;
+}
+
+/* fetch_tls GETs https://target/metrics; the body in *body_out
+ * (mem_free). */
+static bool fetch_tls(const char *target, const struct dial_tls *mat,
+                      const char *req, char **body_out, size_t *len_out)
+{
+    static const struct dial_tls system_cas = {0};
+    char why[256];
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (dial_tls_exchange(target, mat != NULL ? mat : &system_cas,
+                          "\x08http/1.1", req, strlen(req),
+                          GP_METRICS_TIMEOUT_MS, GP_METRICS_BODY_MAX, &buf,
+                          &len, why, sizeof why) != 0) {
+        log_warn("grpcproxy", "/metrics from %s: %s", target, why);
+        return false;
+    }
+    if (!body_take(buf, len, len_out)) {
+        mem_free(buf);
+        return false;
+    }
+    *body_out = buf;
+    return true;
+}
+
+/* fetch GETs http(s)://target/metrics; the body in *body_out
+ * (mem_free). */
+static bool fetch(const char *target, bool tls, const struct dial_tls *mat,
+                  char **body_out, size_t *len_out)
 {
     char req[512];
-    char *buf = NULL, *body;
+    char *buf = NULL;
     size_t len = 0, cap = 0;
-    int fd = dial(target);
+    int fd;
     bool ok = false;
 
     *body_out = NULL;
-    if (fd < 0)
-        return false;
     snprintf(req, sizeof req,
              "GET /metrics HTTP/1.0\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
              target);
+    if (tls)
+        return fetch_tls(target, mat, req, body_out, len_out);
+    fd = dial(target);
+    if (fd < 0)
+        return false;
     if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
         goto out;
     for (;;) {
@@ -164,12 +217,8 @@ static bool fetch(const char *target, char **body_out, size_t *len_out)
         len += (size_t)n;
     }
     buf[len] = '\0';
-    body = strstr(buf, "\r\n\r\n");
-    if (len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 || body == NULL)
+    if (!body_take(buf, len, len_out))
         goto out;
-    body += 4;
-    *len_out = len - (size_t)(body - buf);
-    memmove(buf, body, *len_out);
     *body_out = buf;
     buf = NULL;
     ok = true;
@@ -185,13 +234,14 @@ static void *metrics_main(void *arg)
     char *body = NULL;
     size_t len = 0;
 
-    if (fetch(f->target, &body, &len))
+    if (fetch(f->target, f->tls, f->mat, &body, &len))
         rpc_call_reply_http(f->call, 200, "text/plain; version=0.0.4", 0,
                             body, len);
     else
         reply_text(f->call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
     mem_free(body);
     free(f->target);
+    mem_free(f->mat);
     mem_free(f);
     atomic_fetch_sub(&metrics_running, 1);
     return NULL;
@@ -203,19 +253,26 @@ static void metrics(struct grpcproxy *p, struct rpc_call *call)
     pthread_attr_t attr;
     pthread_t t;
 
-    if (p->metrics_tls) {
-        reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
-        return;
-    }
     if (atomic_fetch_add(&metrics_running, 1) >= GP_METRICS_MAX) {
         atomic_fetch_sub(&metrics_running, 1);
         reply_text(call, 503, RPC_HTTP_NOSNIFF, "Service Unavailable\n");
         return;
     }
     f = mem_calloc(1, sizeof *f);
-    if (f != NULL)
+    if (f != NULL) {
         f->target = strdup(p->metrics_target);
-    if (f == NULL || f->target == NULL) {
+        f->tls = p->metrics_scheme == GP_SCHEME_HTTPS ||
+                 (p->metrics_scheme == GP_SCHEME_NONE &&
+                  p->metrics_tls != NULL);
+        if (f->tls && p->metrics_tls != NULL)
+            f->mat = dial_tls_copy(p->metrics_tls);
+    }
+    if (f == NULL || f->target == NULL ||
+        (f->tls && p->metrics_tls != NULL && f->mat == NULL)) {
+        if (f != NULL) {
+            free(f->target);
+            mem_free(f->mat);
+        }
         mem_free(f);
         atomic_fetch_sub(&metrics_running, 1);
         reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
@@ -226,6 +283,7 @@ static void metrics(struct grpcproxy *p, struct rpc_call *call)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&t, &attr, metrics_main, f) != 0) {
         free(f->target);
+        mem_free(f->mat);
         mem_free(f);
         atomic_fetch_sub(&metrics_running, 1);
         reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");

@@ -173,22 +173,40 @@ static int strings_set(struct grpcproxy *p, const struct grpcproxy_config *cfg)
 }
 
 /* metrics_target: /metrics asks the first endpoint (etcd shuffles them
- * and takes the first; a TLS endpoint is asked over TLS). */
-static int metrics_target(struct grpcproxy *p, const char *endpoints)
+ * and takes the first), over TLS with the client's material (--cacert,
+ * --cert, --key, --insecure-skip-tls-verify) for an https:// one, or a
+ * bare one when that material is given (http.c). */
+static int metrics_target(struct grpcproxy *p,
+                          const struct cetcd_client_opts *c)
 {
-    const char *e = endpoints, *end = strchr(e, ',');
+    const char *e = c->endpoints, *end = strchr(e, ',');
     size_t n = end != NULL ? (size_t)(end - e) : strlen(e);
 
     while (n > 0 && (*e == ' ' || *e == '\t'))
         e++, n--;
     if (n > 8 && strncmp(e, "https://", 8) == 0)
-        p->metrics_tls = true, e += 8, n -= 8;
+        p->metrics_scheme = GP_SCHEME_HTTPS, e += 8, n -= 8;
     else if (n > 7 && strncmp(e, "http://", 7) == 0)
-        e += 7, n -= 7;
+        p->metrics_scheme = GP_SCHEME_HTTP, e += 7, n -= 7;
     while (n > 0 && (e[n - 1] == '/' || e[n - 1] == ' '))
         n--;
     p->metrics_target = strndup(e, n);
-    return p->metrics_target == NULL ? ERR_NOMEM : 0;
+    if (p->metrics_target == NULL)
+        return ERR_NOMEM;
+    if (c->tls != NULL) {
+        /* etcd 3.4 uses the CA only with a certificate and key too (else
+         * the system's CAs); here the CA given is always the one. */
+        struct dial_tls t = {
+            .cert_pem = c->tls->cert_pem,
+            .key_pem = c->tls->cert_pem != NULL ? c->tls->key_pem : NULL,
+            .ca_pem = c->tls->ca_pem,
+            .skip_verify = c->tls->insecure_skip_verify,
+        };
+        p->metrics_tls = dial_tls_copy(&t);
+        if (p->metrics_tls == NULL)
+            return ERR_NOMEM;
+    }
+    return 0;
 }
 
 static int serve(struct grpcproxy *p, const struct grpcproxy_config *cfg)
@@ -272,7 +290,7 @@ int grpcproxy_start(const struct grpcproxy_config *cfg,
                                            : GP_DEFAULT_MAX_SEND;
     rc = strings_set(p, cfg);
     if (rc == 0)
-        rc = metrics_target(p, cfg->client->endpoints);
+        rc = metrics_target(p, cfg->client);
     if (rc == 0)
         rc = gp_cache_open(0, 0, &p->cache);
     if (rc != 0)
@@ -339,6 +357,7 @@ void grpcproxy_close(struct grpcproxy *p)
     free(p->advertise);
     free(p->prefix);
     free(p->metrics_target);
+    mem_free(p->metrics_tls);
     pthread_mutex_destroy(&p->reg_mu);
     pthread_cond_destroy(&p->reg_cv);
     free(p);
