@@ -20,8 +20,8 @@
  *   back-off on the caller's scale, a connect timeout and a receive
  *   limit;
  * - dial_tls_probe tells why a TLS connection fails (gRPC does not);
- *   dial_tls_exchange makes a one-shot request over TLS with the same
- *   material and checks (the grpc-proxy's /metrics fetch);
+ *   dial_exchange makes a one-shot request, over TLS with the same
+ *   material and checks or in plain text (the grpc-proxy's /metrics);
  * - dial_unary_ops and dial_reply_ops build the ops of a client call's
  *   batch: the whole of a unary call, or the receiving half that waits
  *   for the server's reply and status (a client-streaming call sends its
@@ -41,8 +41,7 @@
  *
  * ERRORS
  * dial_url_parse returns 0 or ERR_INVAL (util/err.h), dial_tls_probe and
- * dial_tls_exchange a
- * negative ERR_* code.  The constructors return NULL when gRPC refuses.
+ * dial_exchange a negative ERR_* code.  The constructors return NULL when gRPC refuses.
  */
 #ifndef CETCD_DIAL_DIAL_H
 #define CETCD_DIAL_DIAL_H
@@ -124,21 +123,21 @@ struct dial_tls *dial_tls_copy(const struct dial_tls *tls);
 #define DIAL_TLS_REFRESH_S 1
 
 /*
- * dial_tls_exchange connects to target ("host:port" or "unix:path")
- * within timeout_ms (each connect, read and write), makes a TLS handshake
- * with tls's material and checks (as dial_tls_probe), offering the ALPN
- * protocols alpn (wire format, e.g. "\x08http/1.1"), writes the req_len
- * bytes of req and reads until the server closes: what it read, at most
- * max bytes, in *resp_out (NUL-terminated; mem_free it) and
- * *len_out.  For one-shot requests such as an HTTP/1.0 GET.  Returns 0,
- * or ERR_INVAL (unusable material), ERR_IO (connect, handshake, read or
- * write failed), ERR_TOO_LARGE (more than max), ERR_NOMEM, with why
+ * dial_exchange connects to target ("host:port" or "unix:path") within
+ * timeout_ms (each connect, read and write), with tls (NULL: plain text)
+ * makes a TLS handshake with its material and checks (as dial_tls_probe)
+ * offering the ALPN protocols alpn (wire format, e.g. "\x08http/1.1"),
+ * writes the req_len bytes of req and reads until the server closes: what
+ * it read, at most max bytes, in *resp_out (NUL-terminated; mem_free it)
+ * and *len_out.  For one-shot requests such as an HTTP/1.0 GET.  Returns
+ * 0, or ERR_INVAL (unusable material), ERR_IO (connect, handshake, read
+ * or write failed), ERR_TOO_LARGE (more than max), ERR_NOMEM, with why
  * written.  Any thread.
  */
-int dial_tls_exchange(const char *target, const struct dial_tls *tls,
-                      const char *alpn, const void *req, size_t req_len,
-                      int timeout_ms, size_t max, char **resp_out,
-                      size_t *len_out, char *why, size_t cap);
+int dial_exchange(const char *target, const struct dial_tls *tls,
+                  const char *alpn, const void *req, size_t req_len,
+                  int timeout_ms, size_t max, char **resp_out,
+                  size_t *len_out, char *why, size_t cap);
 
 /* dial_creds_create returns channel credentials for tls, or insecure
  * (plain text) ones when tls is NULL; the caller releases them.  NULL when

@@ -207,7 +207,8 @@ static bool names_allowed(SSL *ssl, const struct dial_tls *tls)
     return ok;
 }
 
-/* A TLS connection made with a dial_tls's material and checks. */
+/* A connection: TLS (ssl set) made with a dial_tls's material and
+ * checks, or plain text (ssl and ctx NULL). */
 struct tls_conn {
     SSL_CTX *ctx;
     SSL *ssl;
@@ -270,22 +271,88 @@ static int tls_connect(struct tls_conn *t, const char *target,
     return rv;
 }
 
-int dial_tls_exchange(const char *target, const struct dial_tls *tls,
-                      const char *alpn, const void *req, size_t req_len,
-                      int timeout_ms, size_t max, char **resp_out,
-                      size_t *len_out, char *why, size_t cap)
+/* conn_write writes all n bytes of p to t (TLS) or fd (plain); false
+ * on failure, with why written. */
+static bool conn_write(struct tls_conn *t, const void *p, size_t n,
+                       char *why, size_t cap)
 {
-    struct tls_conn t;
+    if (t->ssl != NULL) {
+        int rc = n > 0 ? SSL_write(t->ssl, p, (int)n) : 1;
+        if (rc > 0)
+            return true;
+        ssl_why(t->ssl, rc, "TLS write failed", why, cap);
+        return false;
+    }
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(t->fd, (const char *)p + off, n - off,
+                         MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            snprintf(why, cap, "write failed: %s", strerror(errno));
+            return false;
+        }
+        off += (size_t)w;
+    }
+    return true;
+}
+
+/* conn_read reads at most n bytes into p: > 0 bytes read, 0 at the end,
+ * -1 on failure (why written). */
+static ssize_t conn_read(struct tls_conn *t, void *p, size_t n, char *why,
+                         size_t cap)
+{
+    if (t->ssl == NULL) {
+        for (;;) {
+            ssize_t r = recv(t->fd, p, n, 0);
+            if (r >= 0)
+                return r;
+            if (errno != EINTR) {
+                snprintf(why, cap, "read failed: %s", strerror(errno));
+                return -1;
+            }
+        }
+    }
+    int rc = SSL_read(t->ssl, p, (int)n);
+    if (rc > 0)
+        return rc;
+    int err = SSL_get_error(t->ssl, rc);
+    unsigned long e = ERR_peek_last_error();
+    /* The end: close_notify, or a close without it (OpenSSL 3 calls that
+     * an error; HTTP/1.0 answers end so). */
+    if (err == SSL_ERROR_ZERO_RETURN ||
+        (e != 0 && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+        (err == SSL_ERROR_SYSCALL && e == 0 && errno == 0))
+        return 0;
+    ssl_why(t->ssl, rc, "TLS read failed", why, cap);
+    return -1;
+}
+
+int dial_exchange(const char *target, const struct dial_tls *tls,
+                  const char *alpn, const void *req, size_t req_len,
+                  int timeout_ms, size_t max, char **resp_out,
+                  size_t *len_out, char *why, size_t cap)
+{
+    struct tls_conn t = {.fd = -1};
+    char host[256];
     char *buf = NULL;
     size_t len = 0;
-    assert(req != NULL && resp_out != NULL && len_out != NULL && max > 0);
+    int rv = 0;
+    assert(target != NULL && req != NULL && resp_out != NULL &&
+           len_out != NULL && max > 0 && why != NULL && cap > 0);
     *resp_out = NULL;
     *len_out = 0;
-    int rv = tls_connect(&t, target, tls, alpn, timeout_ms, why, cap);
-    if (rv != 0)
-        return rv;
-    if (req_len > 0 && SSL_write(t.ssl, req, (int)req_len) != (int)req_len) {
-        ssl_why(t.ssl, 0, "TLS write failed", why, cap);
+    why[0] = '\0';
+    if (tls != NULL) {
+        rv = tls_connect(&t, target, tls, alpn, timeout_ms, why, cap);
+        if (rv != 0)
+            return rv;
+    } else {
+        t.fd = sock_open(target, timeout_ms, host, sizeof host, why, cap);
+        if (t.fd < 0)
+            return ERR_IO;
+    }
+    if (!conn_write(&t, req, req_len, why, cap)) {
         tls_close(&t);
         return ERR_IO;
     }
@@ -302,23 +369,12 @@ int dial_tls_exchange(const char *target, const struct dial_tls *tls,
             break;
         }
         size_t want = max - len < 65536 ? max - len : 65536;
-        int rc = SSL_read(t.ssl, buf + len, (int)want);
-        if (rc > 0) {
-            len += (size_t)rc;
-            continue;
-        }
-        int err = SSL_get_error(t.ssl, rc);
-        unsigned long e = ERR_peek_last_error();
-        /* The end: close_notify, or a close without it (OpenSSL 3 calls
-         * that an error; HTTP/1.0 answers end so). */
-        if (err == SSL_ERROR_ZERO_RETURN ||
-            (e != 0 &&
-             ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
-            (err == SSL_ERROR_SYSCALL && e == 0 && errno == 0))
+        ssize_t r = conn_read(&t, buf + len, want, why, cap);
+        if (r < 0)
+            rv = ERR_IO;
+        if (r <= 0)
             break;
-        ssl_why(t.ssl, rc, "TLS read failed", why, cap);
-        rv = ERR_IO;
-        break;
+        len += (size_t)r;
     }
     tls_close(&t);
     if (rv != 0) {

@@ -11,7 +11,7 @@
  * /metrics is fetched by a thread of its own (at most GP_METRICS_MAX at
  * once, the others answered 503) with HTTP/1.0: over TLS for an https://
  * endpoint, or a bare "host:port" one when the client has TLS material
- * (as its gRPC side dials it), with that material (dial_tls_exchange:
+ * (as its gRPC side dials it), with that material (dial_exchange:
  * --cacert or the system's CAs, --cert/--key, --insecure-skip-tls-verify).
  * etcd 3.4.23's proxy asks a bare endpoint in plain HTTP whatever the
  * flags (500 from a member that serves TLS), and checks the member
@@ -19,15 +19,10 @@
  * given: both differences on purpose (tests/integration/
  * test_grpc_proxy_tls.py).
  */
-#include <errno.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "grpcproxy/grpcproxy_int.h"
 #include "util/log.h"
@@ -95,45 +90,6 @@ struct metrics_fetch {
                              CAs, no certificate */
 };
 
-/* dial connects to host:port within the timeout; -1 on failure. */
-static int dial(const char *target)
-{
-    char host[256], port[16];
-    const char *colon = strrchr(target, ':');
-    struct addrinfo hints, *res = NULL;
-    int fd = -1;
-
-    if (colon == NULL || (size_t)(colon - target) >= sizeof host ||
-        strlen(colon + 1) >= sizeof port)
-        return -1;
-    memcpy(host, target, (size_t)(colon - target));
-    host[colon - target] = '\0';
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = '\0';
-    }
-    snprintf(port, sizeof port, "%s", colon + 1);
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, port, &hints, &res) != 0)
-        return -1;
-    for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
-        struct timeval tv = {GP_METRICS_TIMEOUT_MS / 1000, 0};
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC,
-                    a->ai_protocol);
-        if (fd < 0)
-            continue;
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
-    return fd;
-}
-
 /* body_take: buf (len bytes, NUL-terminated) is an HTTP/1.x answer; its
  * body is moved to the front.  False when it is no answer. */
 static bool body_take(char *buf, size_t len, size_t *len_out)
@@ -148,21 +104,27 @@ static bool body_take(char *buf, size_t len, size_t *len_out)
     return true;
 }
 
-/* fetch_tls GETs https://target/metrics; the body in *body_out
- * (mem_free). */
-static bool fetch_tls(const char *target, const struct dial_tls *mat,
-                      const char *req, char **body_out, size_t *len_out)
+/* fetch GETs http(s)://target/metrics; the body in *body_out
+ * (mem_free).  TLS with mat, or the system's CAs and no certificate. */
+static bool fetch(const char *target, bool tls, const struct dial_tls *mat,
+                  char **body_out, size_t *len_out)
 {
     static const struct dial_tls system_cas = {0};
-    char why[256];
+    char req[512], why[256];
     char *buf = NULL;
     size_t len = 0;
 
-    if (dial_tls_exchange(target, mat != NULL ? mat : &system_cas,
-                          "\x08http/1.1", req, strlen(req),
-                          GP_METRICS_TIMEOUT_MS, GP_METRICS_BODY_MAX, &buf,
-                          &len, why, sizeof why) != 0) {
-        log_warn("grpcproxy", "/metrics from %s: %s", target, why);
+    *body_out = NULL;
+    snprintf(req, sizeof req,
+             "GET /metrics HTTP/1.0\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
+             target);
+    if (dial_exchange(target,
+                      !tls ? NULL : mat != NULL ? mat : &system_cas,
+                      "\x08http/1.1", req, strlen(req),
+                      GP_METRICS_TIMEOUT_MS, GP_METRICS_BODY_MAX, &buf, &len,
+                      why, sizeof why) != 0) {
+        /* etcd's proxy logs nothing here; the reason at debug level */
+        log_debug("grpcproxy", "/metrics from %s: %s", target, why);
         return false;
     }
     if (!body_take(buf, len, len_out)) {
@@ -171,61 +133,6 @@ static bool fetch_tls(const char *target, const struct dial_tls *mat,
     }
     *body_out = buf;
     return true;
-}
-
-/* fetch GETs http(s)://target/metrics; the body in *body_out
- * (mem_free). */
-static bool fetch(const char *target, bool tls, const struct dial_tls *mat,
-                  char **body_out, size_t *len_out)
-{
-    char req[512];
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int fd;
-    bool ok = false;
-
-    *body_out = NULL;
-    snprintf(req, sizeof req,
-             "GET /metrics HTTP/1.0\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
-             target);
-    if (tls)
-        return fetch_tls(target, mat, req, body_out, len_out);
-    fd = dial(target);
-    if (fd < 0)
-        return false;
-    if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
-        goto out;
-    for (;;) {
-        ssize_t n;
-        if (len + 65536 > cap) {
-            char *nb;
-            if (cap >= GP_METRICS_BODY_MAX)
-                goto out;
-            cap = cap == 0 ? 131072 : cap * 2;
-            nb = mem_realloc(buf, cap + 1);
-            if (nb == NULL)
-                goto out;
-            buf = nb;
-        }
-        n = recv(fd, buf + len, cap - len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            goto out;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    if (!body_take(buf, len, len_out))
-        goto out;
-    *body_out = buf;
-    buf = NULL;
-    ok = true;
-out:
-    mem_free(buf);
-    close(fd);
-    return ok;
 }
 
 static void *metrics_main(void *arg)
