@@ -41,7 +41,8 @@
  *
  * ERRORS
  * dial_url_parse returns 0 or ERR_INVAL (util/err.h), dial_tls_probe and
- * dial_exchange a negative ERR_* code.  The constructors return NULL when gRPC refuses.
+ * dial_exchange a negative ERR_* code.  The constructors return NULL
+ * when gRPC refuses.
  */
 #ifndef CETCD_DIAL_DIAL_H
 #define CETCD_DIAL_DIAL_H

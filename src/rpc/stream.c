@@ -328,9 +328,11 @@ void rpc__conn_bg_probe_ack(struct rpc__conn *c, const uint8_t opaque[8])
         memcmp(opaque, bg_probe_opaque, sizeof bg_probe_opaque) != 0)
         return;
     c->bg_probe_out = false;
-    /* Read up to the PING: what is unread was sent after it. */
+    /* Read up to the PING: what is unread was sent after it.  Progress,
+     * as an update is, for the stall sweeps. */
     if (c->bg_probe_mark < c->bg_mark)
         c->bg_mark = c->bg_probe_mark;
+    c->bg_updated = true;
     if (c->bg_waiting)
         rpc__conn_bg_resume(c);
 }
