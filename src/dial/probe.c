@@ -209,13 +209,13 @@ static bool names_allowed(SSL *ssl, const struct dial_tls *tls)
 
 /* A connection: TLS (ssl set) made with a dial_tls's material and
  * checks, or plain text (ssl and ctx NULL). */
-struct tls_conn {
+struct conn {
     SSL_CTX *ctx;
     SSL *ssl;
     int fd;
 };
 
-static void tls_close(struct tls_conn *t)
+static void conn_close(struct conn *t)
 {
     SSL_free(t->ssl);
     if (t->fd >= 0)
@@ -226,7 +226,7 @@ static void tls_close(struct tls_conn *t)
 
 /* tls_connect connects to target and makes the handshake, offering alpn;
  * 0, or an ERR_* with why written (t is then closed already). */
-static int tls_connect(struct tls_conn *t, const char *target,
+static int tls_connect(struct conn *t, const char *target,
                        const struct dial_tls *tls, const char *alpn,
                        int timeout_ms, char *why, size_t cap)
 {
@@ -267,13 +267,13 @@ static int tls_connect(struct tls_conn *t, const char *target,
         rv = ERR_IO;
     }
     if (rv != 0)
-        tls_close(t);
+        conn_close(t);
     return rv;
 }
 
 /* conn_write writes all n bytes of p to t (TLS) or fd (plain); false
  * on failure, with why written. */
-static bool conn_write(struct tls_conn *t, const void *p, size_t n,
+static bool conn_write(struct conn *t, const void *p, size_t n,
                        char *why, size_t cap)
 {
     if (t->ssl != NULL) {
@@ -299,7 +299,7 @@ static bool conn_write(struct tls_conn *t, const void *p, size_t n,
 
 /* conn_read reads at most n bytes into p: > 0 bytes read, 0 at the end,
  * -1 on failure (why written). */
-static ssize_t conn_read(struct tls_conn *t, void *p, size_t n, char *why,
+static ssize_t conn_read(struct conn *t, void *p, size_t n, char *why,
                          size_t cap)
 {
     if (t->ssl == NULL) {
@@ -333,7 +333,7 @@ int dial_exchange(const char *target, const struct dial_tls *tls,
                   int timeout_ms, size_t max, char **resp_out,
                   size_t *len_out, char *why, size_t cap)
 {
-    struct tls_conn t = {.fd = -1};
+    struct conn t = {.fd = -1};
     char host[256];
     char *buf = NULL;
     size_t len = 0;
@@ -353,13 +353,13 @@ int dial_exchange(const char *target, const struct dial_tls *tls,
             return ERR_IO;
     }
     if (!conn_write(&t, req, req_len, why, cap)) {
-        tls_close(&t);
+        conn_close(&t);
         return ERR_IO;
     }
     buf = mem_malloc(max + 1);
     if (buf == NULL) {
         snprintf(why, cap, "out of memory");
-        tls_close(&t);
+        conn_close(&t);
         return ERR_NOMEM;
     }
     for (;;) {
@@ -376,7 +376,7 @@ int dial_exchange(const char *target, const struct dial_tls *tls,
             break;
         len += (size_t)r;
     }
-    tls_close(&t);
+    conn_close(&t);
     if (rv != 0) {
         mem_free(buf);
         return rv;
@@ -390,26 +390,23 @@ int dial_exchange(const char *target, const struct dial_tls *tls,
 int dial_tls_probe(const char *target, const struct dial_tls *tls,
                    int timeout_ms, char *why, size_t cap)
 {
-    struct tls_conn t;
+    struct conn t;
     int rv = tls_connect(&t, target, tls, "\x02h2", timeout_ms, why, cap);
     if (rv != 0)
         return rv;
-    SSL *ssl = t.ssl;
-    if (rv == 0) {
-        /* A gRPC server speaks first (HTTP/2 settings); a refusal of our
-         * certificate arrives instead.  Silence (a timeout) is no error. */
-        char byte;
-        int rc = SSL_read(ssl, &byte, 1);
-        int err = rc > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, rc);
-        bool quiet = err == SSL_ERROR_WANT_READ ||
-                     (err == SSL_ERROR_SYSCALL &&
-                      (errno == EAGAIN || errno == EWOULDBLOCK));
-        if (rc <= 0 && !quiet) {
-            ssl_why(ssl, rc, "TLS refused after the handshake", why, cap);
-            rv = ERR_IO;
-        }
+    /* A gRPC server speaks first (HTTP/2 settings); a refusal of our
+     * certificate arrives instead.  Silence (a timeout) is no error. */
+    char byte;
+    int rc = SSL_read(t.ssl, &byte, 1);
+    int err = rc > 0 ? SSL_ERROR_NONE : SSL_get_error(t.ssl, rc);
+    bool quiet = err == SSL_ERROR_WANT_READ ||
+                 (err == SSL_ERROR_SYSCALL &&
+                  (errno == EAGAIN || errno == EWOULDBLOCK));
+    if (rc <= 0 && !quiet) {
+        ssl_why(t.ssl, rc, "TLS refused after the handshake", why, cap);
+        rv = ERR_IO;
     }
-    tls_close(&t);
+    conn_close(&t);
     assert(rv == 0 || why[0] != '\0');
     return rv;
 }

@@ -82,12 +82,12 @@ static void health(struct grpcproxy *p, struct rpc_call *call)
 
 /* --- /metrics --- */
 
+/* One /metrics request for its thread.  What it reads of the proxy
+ * (the target and TLS material) stays valid: the proxy's servers are
+ * closed, which waits for this call's answer, before the proxy is freed. */
 struct metrics_fetch {
     struct rpc_call *call;
-    char *target;         /* host:port */
-    bool tls;             /* ask over TLS */
-    struct dial_tls *mat; /* with this (mem_free), or NULL: the system's
-                             CAs, no certificate */
+    const struct grpcproxy *p;
 };
 
 /* body_take: buf (len bytes, NUL-terminated) is an HTTP/1.x answer; its
@@ -104,12 +104,16 @@ static bool body_take(char *buf, size_t len, size_t *len_out)
     return true;
 }
 
-/* fetch GETs http(s)://target/metrics; the body in *body_out
- * (mem_free).  TLS with mat, or the system's CAs and no certificate. */
-static bool fetch(const char *target, bool tls, const struct dial_tls *mat,
-                  char **body_out, size_t *len_out)
+/* fetch GETs http(s)://<the first endpoint>/metrics; the body in
+ * *body_out (mem_free).  TLS with the client's material, or the system's
+ * CAs and no certificate. */
+static bool fetch(const struct grpcproxy *p, char **body_out,
+                  size_t *len_out)
 {
     static const struct dial_tls system_cas = {0};
+    const char *target = p->metrics_target;
+    bool tls = p->metrics_scheme == GP_SCHEME_HTTPS ||
+               (p->metrics_scheme == GP_SCHEME_NONE && p->metrics_tls != NULL);
     char req[512], why[256];
     char *buf = NULL;
     size_t len = 0;
@@ -119,7 +123,9 @@ static bool fetch(const char *target, bool tls, const struct dial_tls *mat,
              "GET /metrics HTTP/1.0\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
              target);
     if (dial_exchange(target,
-                      !tls ? NULL : mat != NULL ? mat : &system_cas,
+                      !tls                     ? NULL
+                      : p->metrics_tls != NULL ? p->metrics_tls
+                                               : &system_cas,
                       "\x08http/1.1", req, strlen(req),
                       GP_METRICS_TIMEOUT_MS, GP_METRICS_BODY_MAX, &buf, &len,
                       why, sizeof why) != 0) {
@@ -141,14 +147,12 @@ static void *metrics_main(void *arg)
     char *body = NULL;
     size_t len = 0;
 
-    if (fetch(f->target, f->tls, f->mat, &body, &len))
+    if (fetch(f->p, &body, &len))
         rpc_call_reply_http(f->call, 200, "text/plain; version=0.0.4", 0,
                             body, len);
     else
         reply_text(f->call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
     mem_free(body);
-    free(f->target);
-    mem_free(f->mat);
     mem_free(f);
     atomic_fetch_sub(&metrics_running, 1);
     return NULL;
@@ -159,6 +163,7 @@ static void metrics(struct grpcproxy *p, struct rpc_call *call)
     struct metrics_fetch *f;
     pthread_attr_t attr;
     pthread_t t;
+    int rc;
 
     if (atomic_fetch_add(&metrics_running, 1) >= GP_METRICS_MAX) {
         atomic_fetch_sub(&metrics_running, 1);
@@ -166,36 +171,20 @@ static void metrics(struct grpcproxy *p, struct rpc_call *call)
         return;
     }
     f = mem_calloc(1, sizeof *f);
-    if (f != NULL) {
-        f->target = strdup(p->metrics_target);
-        f->tls = p->metrics_scheme == GP_SCHEME_HTTPS ||
-                 (p->metrics_scheme == GP_SCHEME_NONE &&
-                  p->metrics_tls != NULL);
-        if (f->tls && p->metrics_tls != NULL)
-            f->mat = dial_tls_copy(p->metrics_tls);
+    rc = f == NULL ? -1 : 0;
+    if (rc == 0) {
+        f->call = call;
+        f->p = p;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&t, &attr, metrics_main, f);
+        pthread_attr_destroy(&attr);
     }
-    if (f == NULL || f->target == NULL ||
-        (f->tls && p->metrics_tls != NULL && f->mat == NULL)) {
-        if (f != NULL) {
-            free(f->target);
-            mem_free(f->mat);
-        }
-        mem_free(f);
-        atomic_fetch_sub(&metrics_running, 1);
-        reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
-        return;
-    }
-    f->call = call;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, metrics_main, f) != 0) {
-        free(f->target);
-        mem_free(f->mat);
+    if (rc != 0) {
         mem_free(f);
         atomic_fetch_sub(&metrics_running, 1);
         reply_text(call, 500, RPC_HTTP_NOSNIFF, "Internal server error\n");
     }
-    pthread_attr_destroy(&attr);
 }
 
 void gp_http(struct rpc_call *call, const uint8_t *body, size_t len,

@@ -28,7 +28,6 @@ test_grpc_proxy_cli.py) made by openssl; each member is started with
 
 import os
 import ssl
-import subprocess
 import sys
 import time
 import urllib.request
@@ -38,41 +37,19 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from common.grpcproxy import (  # noqa: E402
     KINDS, GrpcProxy, cetcd_as_etcd, kind_binary, require_cetcd_proxy)
-from test_tls import TLSServer  # noqa: E402
-
-
-def _openssl(d, *args):
-    subprocess.run(["openssl"] + list(args), cwd=d, check=True,
-                   capture_output=True)
-
-
-def _leaf(d, ca, name, subj, san, usage):
-    with open(os.path.join(d, name + ".ext"), "w") as f:
-        f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=%s\n" % usage)
-        if san:
-            f.write("subjectAltName=%s\n" % san)
-    _openssl(d, "req", "-newkey", "ec", "-pkeyopt",
-             "ec_paramgen_curve:P-256", "-nodes", "-keyout", name + ".key",
-             "-out", name + ".csr", "-subj", subj)
-    _openssl(d, "x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt",
-             "-CAkey", ca + ".key", "-CAcreateserial", "-out",
-             name + ".crt", "-days", "30", "-extfile", name + ".ext")
+from test_tls import TLSServer, _make_ca, _make_leaf  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("gptls"))
-    for ca in ("ca", "other"):
-        _openssl(d, "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                 "ec_paramgen_curve:P-256", "-nodes", "-keyout", ca + ".key",
-                 "-out", ca + ".crt", "-days", "30", "-subj", "/CN=" + ca,
-                 "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    _leaf(d, "ca", "server", "/CN=server", "IP:127.0.0.1",
-          "serverAuth,clientAuth")
-    _leaf(d, "other", "stranger", "/CN=server", "IP:127.0.0.1",
-          "serverAuth")
-    _leaf(d, "ca", "client", "/O=proxy", None, "clientAuth")
+    _make_ca(d, "ca")
+    _make_ca(d, "other")
+    _make_leaf(d, "ca", "server", "server", "IP:127.0.0.1",
+               "serverAuth,clientAuth")
+    _make_leaf(d, "other", "stranger", "server", "IP:127.0.0.1",
+               "serverAuth")
+    _make_leaf(d, "ca", "client", None, None, "clientAuth", subj="/O=proxy")
     return lambda name: os.path.join(d, name)
 
 

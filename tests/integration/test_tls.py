@@ -54,7 +54,8 @@ def _make_ca(d, name):
              "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
 
 
-def _make_leaf(d, ca, name, cn, san, usage):
+def _make_leaf(d, ca, name, cn, san, usage, subj=None):
+    """A certificate of ca's; subj (e.g. "/O=x") in place of "/CN=cn"."""
     ext = os.path.join(d, name + ".ext")
     with open(ext, "w") as f:
         f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=%s\n" % usage)
@@ -62,7 +63,7 @@ def _make_leaf(d, ca, name, cn, san, usage):
             f.write("subjectAltName=%s\n" % san)
     _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
              "-nodes", "-keyout", name + ".key", "-out", name + ".csr",
-             "-subj", "/CN=" + cn, cwd=d)
+             "-subj", subj or "/CN=" + cn, cwd=d)
     _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt",
              "-CAkey", ca + ".key", "-CAcreateserial", "-out", name + ".crt",
              "-days", "30", "-extfile", ext, cwd=d)
