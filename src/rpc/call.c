@@ -435,6 +435,7 @@ static void dispatch_one(struct rpc_server *srv, struct rpc_call *call)
     char msg[400];
     call->state = RPC__CALL_HANDLER;
     atomic_fetch_add(&srv->active_n, 1);
+    rpc__conn_bg_foreground(call->conn); /* its reply: stream.c budget */
     if (call->http) {
         dispatch_http(srv, call);
         return;

@@ -161,6 +161,8 @@ struct rpc__conn {
     bool bg_updated;                   /* a WINDOW_UPDATE came since the
                                           last keepalive sweep */
     unsigned bg_idle;                  /* sweeps deferred without one */
+    unsigned bg_fg;                    /* sweeps left with a tight budget
+                                          (rpc__conn_bg_foreground) */
     bool bg_probe_out;                 /* our probe PING is unanswered */
     int64_t bg_probe_mark;             /* the window when it was sent,
                                           plus the updates since */
@@ -672,6 +674,9 @@ void rpc__stream_closed(struct rpc_stream *s);
 void rpc__conn_bg_update(struct rpc__conn *c, int32_t increment);
 void rpc__conn_bg_resume(struct rpc__conn *c);
 void rpc__conn_bg_sweep(struct rpc__conn *c);
+/* rpc__conn_bg_foreground: a unary call came or a foreground stream sent
+ * on c: its background streams' budget is tight for a while. */
+void rpc__conn_bg_foreground(struct rpc__conn *c);
 /* rpc__conn_bg_probe submits the probe PING when a background stream is
  * deferred and none is out (true: one was submitted; conn.c's flush
  * writes it); rpc__conn_bg_probe_ack: a PING ACK came (ours or not). */

@@ -249,13 +249,28 @@ void rpc__stream_closed(struct rpc_stream *s)
  * whose deferred streams saw no update for RPC_BG_STALL_SWEEPS keepalive
  * sweeps (a client that answers no PING either) doubles the budget
  * (rpc__conn_bg_sweep), so progress is certain for any client that reads:
- * the wait is bounded by about a second, once per doubling. */
+ * the wait is bounded by about a second, once per doubling.
+ *
+ * The budget is tight while the connection carries other calls: from a
+ * unary call or a foreground stream's send (rpc__conn_bg_foreground) until
+ * RPC_BG_FG_SWEEPS keepalive sweeps without one, it is RPC_BG_TIGHT (or
+ * the doubled budget, if larger), the lazy quarter not counted: the probe
+ * keeps such a client going.  A Put's reply then waits behind at most 64
+ * KiB of events, not a quarter of the client's window (grpc's C core: 4
+ * MiB, so 1 MiB; 100 Put clients beside 10 000 prefix watchers: 1.5k ->
+ * 2.5-4k puts/s, docs/BENCHMARKS.md session 37).  A connection that
+ * carries only background streams (a mirror, a proxy's watch connection)
+ * has nothing to protect and keeps the lazy budget, so its throughput is
+ * not bounded by one budget per round trip. */
 
 #define RPC_BG_INFLIGHT_MIN (256 * 1024) /* bytes */
+#define RPC_BG_TIGHT (64 * 1024)          /* bytes, beside other calls */
 #define RPC_BG_FRAME (16 * 1024)          /* one DATA frame */
 /* Keepalive sweeps (SWEEP_MS, 250 ms) deferred without an update before
  * the budget doubles. */
 #define RPC_BG_STALL_SWEEPS 4
+/* Keepalive sweeps without another call before the budget is lazy again. */
+#define RPC_BG_FG_SWEEPS 4
 
 void rpc_stream_background(struct rpc_stream *s)
 {
@@ -265,10 +280,17 @@ void rpc_stream_background(struct rpc_stream *s)
 
 static int32_t bg_budget(const struct rpc__conn *c)
 {
+    if (c->bg_fg > 0)
+        return c->bg_cap > RPC_BG_TIGHT ? c->bg_cap : RPC_BG_TIGHT;
     int32_t cap = c->bg_cap > RPC_BG_INFLIGHT_MIN ? c->bg_cap
                                                    : RPC_BG_INFLIGHT_MIN;
     int32_t lazy = c->win_max / 4 + RPC_BG_FRAME; /* grpc-go's T + a frame */
     return cap > lazy ? cap : lazy;
+}
+
+void rpc__conn_bg_foreground(struct rpc__conn *c)
+{
+    c->bg_fg = RPC_BG_FG_SWEEPS;
 }
 
 /* bg_room: how many bytes background stream s may send now (0: defer). */
@@ -339,6 +361,13 @@ void rpc__conn_bg_probe_ack(struct rpc__conn *c, const uint8_t opaque[8])
 
 void rpc__conn_bg_sweep(struct rpc__conn *c)
 {
+    if (c->bg_fg > 0 && --c->bg_fg == 0 && c->bg_waiting) {
+        /* The lazy budget again: the deferred streams may have room. */
+        c->bg_idle = 0;
+        c->bg_updated = false;
+        rpc__conn_bg_resume(c);
+        return;
+    }
     if (!c->bg_waiting || c->bg_updated) {
         c->bg_idle = 0;
     } else if (++c->bg_idle >= RPC_BG_STALL_SWEEPS) {
@@ -448,6 +477,8 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t stream_id,
         }
     }
     rv = (ssize_t)done;
+    if (!s->background && done > 0)
+        rpc__conn_bg_foreground(s->conn);
     bool push = taken && writable_check_locked(s);
     if (s->q_n == 0 && s->finishing && !s->fin_submitted) {
         nghttp2_nv nv[2];

@@ -85,6 +85,23 @@ static void hold(struct server *s, const struct mvcc_event *ev, size_t n,
     w->n_held = n;
 }
 
+/* kick wakes cetcd-watch at once. */
+static void kick(struct server *s)
+{
+    pthread_mutex_lock(&s->watch.kmu);
+    s->watch.kicked = true;
+    pthread_cond_signal(&s->watch.kcv);
+    pthread_mutex_unlock(&s->watch.kmu);
+}
+
+/* kick_if_work: after the hub observed a batch, when it left work for a
+ * step (a batch past the observer's budget, a full sink: watch.h). */
+static void kick_if_work(struct server *s)
+{
+    if (s->watch.hub != NULL && watch_hub_pending(s->watch.hub) > 0)
+        kick(s);
+}
+
 /* The store's observer (apply thread, inside mvcc_batch_commit). */
 static void observe(void *arg, const struct mvcc_event *ev, size_t n,
                     mvcc_rev rev)
@@ -92,11 +109,14 @@ static void observe(void *arg, const struct mvcc_event *ev, size_t n,
     struct server *s = arg;
     struct server_watch *w = &s->watch;
     pthread_mutex_lock(&w->mu);
+    bool given = !w->tentative && w->hub != NULL;
     if (w->tentative)
         hold(s, ev, n, rev);
-    else if (w->hub != NULL)
+    else if (given)
         watch_hub_observe(w->hub, ev, n, rev);
     pthread_mutex_unlock(&w->mu);
+    if (given)
+        kick_if_work(s);
 }
 
 void server__watch_release(struct server *s)
@@ -114,12 +134,7 @@ void server__watch_release(struct server *s)
     w->held_lost = false;
     arena_reset(&w->held_arena);
     pthread_mutex_unlock(&w->mu);
-    if (w->hub != NULL && watch_hub_pending(w->hub) > 0) {
-        pthread_mutex_lock(&w->kmu);
-        w->kicked = true;
-        pthread_cond_signal(&w->kcv);
-        pthread_mutex_unlock(&w->kmu);
-    }
+    kick_if_work(s);
 }
 
 int server__watch_store_opened(struct server *s)
@@ -252,14 +267,6 @@ void server__watch_close(struct server *s)
 }
 
 /* --- server.h wrappers --------------------------------------------------- */
-
-static void kick(struct server *s)
-{
-    pthread_mutex_lock(&s->watch.kmu);
-    s->watch.kicked = true;
-    pthread_cond_signal(&s->watch.kcv);
-    pthread_mutex_unlock(&s->watch.kmu);
-}
 
 int server_watch_open(struct server *s, const struct watch_sink *sink,
                       bool require_leader, struct watch_stream **st_out)

@@ -31,6 +31,8 @@ int watch_hub_open(struct mvcc_store *s, const struct watch_options *opts,
         h->o.sync_events_max = 1000;
     if (h->o.sync_bytes_max == 0)
         h->o.sync_bytes_max = 4u << 20;
+    if (h->o.fan_pairs_max == 0)
+        h->o.fan_pairs_max = 4096;
     if (h->o.progress_interval_ms == 0)
         h->o.progress_interval_ms = 10 * 60 * 1000;
     pthread_mutex_init(&h->mu, NULL);

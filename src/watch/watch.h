@@ -71,8 +71,9 @@
  * Memory and bounds: watchers per hub and per stream are limited (options).
  * A sink bounds its own queue.  A sync step copies at most about
  * sync_bytes_max bytes of events (plus one revision) and max_events
- * events (plus one revision's worth).  The observer's fan-out scratch is
- * proportional to the (watcher, event) pairs it delivers.
+ * events (plus one revision's worth).  The observer delivers at most
+ * fan_pairs_max (watcher, event) pairs itself; its fan-out scratch is
+ * proportional to the pairs the batch reaches.
  *
  * Errors: 0 or a negative ERR_* (util/err.h).
  */
@@ -159,6 +160,9 @@ struct watch_options {
                                      0 = 1.5 MiB (--max-request-bytes) */
     size_t sync_events_max;       /* events per sync step; 0 = 1000 */
     size_t sync_bytes_max;        /* event bytes per sync step; 0 = 4 MiB */
+    size_t fan_pairs_max;         /* (watcher, event) pairs one observed
+                                     batch delivers at once; 0 = 4096
+                                     (watch_hub_observe) */
     uint64_t progress_interval_ms; /* periodic progress; 0 = 10 minutes */
     /* Fragmentation follows etcd's sendFragments (v3rpc/watch.go): a
      * response of a fragment watcher whose encoded size is >=
@@ -187,7 +191,13 @@ int watch_hub_open(struct mvcc_store *s, const struct watch_options *opts,
 void watch_hub_close(struct watch_hub *h);
 
 /* watch_hub_observe is an mvcc_observer_fn (arg = the hub): it delivers a
- * committed batch to the synced watchers.  One caller at a time (above). */
+ * committed batch to the synced watchers.  One caller at a time (above).
+ * Its work is bounded: past fan_pairs_max (watcher, event) pairs, the
+ * batch's other watchers become unsynced at its first revision and the
+ * next sync step hands it to them with one history read (the observer
+ * runs on the apply path: 10 000 watchers on the written prefix must not
+ * make each commit wait for 10 000 responses).  So after a call,
+ * watch_hub_pending may be > 0: the owner steps at once. */
 void watch_hub_observe(void *hub, const struct mvcc_event *events, size_t n,
                        mvcc_rev rev);
 

@@ -10,6 +10,12 @@
  * batch holds whole revisions).  A watcher whose sink is full is moved to
  * the unsynced group at the batch's first revision; the sync step replays
  * the batch to it from the store, so the apply thread never waits.
+ *
+ * Bounded work: the responses go out in the touched order until they hold
+ * fan_pairs_max pairs; the watchers after that are moved to the unsynced
+ * group the same way, unsent (the stab and the moves are cheap, building
+ * and queuing a response per watcher is not).  The sync step reads the
+ * batch back once for all of them (watch_sync.c), on its own thread.
  */
 #include <string.h>
 
@@ -85,6 +91,16 @@ static int group(struct watch_hub *h, const struct fan *f)
     return 0;
 }
 
+/* replay_later moves synced w to the unsynced group from the batch's first
+ * revision: the sync step hands it the batch from the store. */
+static void replay_later(struct watch_hub *h, struct watch_watcher *w,
+                         mvcc_rev first_rev)
+{
+    if (w->next_rev < first_rev)
+        w->next_rev = first_rev;
+    watch__to_unsynced(h, w);
+}
+
 /* deliver sends touched watcher t its events [from, to) of order. */
 static void deliver(struct watch_hub *h, const struct mvcc_event *evs,
                     struct watch_watcher *w, size_t from, size_t to,
@@ -105,9 +121,7 @@ static void deliver(struct watch_hub *h, const struct mvcc_event *evs,
         return;
     /* Full, or prev values missing: everything from the batch's first
      * revision is replayed from the store. */
-    if (w->next_rev < first_rev)
-        w->next_rev = first_rev;
-    watch__to_unsynced(h, w);
+    replay_later(h, w, first_rev);
 }
 
 /* fallback: out of memory for the scratch arrays; every synced watcher
@@ -134,11 +148,8 @@ static void demote_all(struct watch_hub *h, const struct mvcc_event *evs,
     /* Marked watchers are moved after the walks (the index changes). */
     for (struct watch_stream *st = h->streams; st != NULL; st = st->next)
         for (struct watch_watcher *w = st->ws; w != NULL; w = w->snext)
-            if (w->synced && w->mark == h->batch_seq) {
-                if (w->next_rev < first_rev)
-                    w->next_rev = first_rev;
-                watch__to_unsynced(h, w);
-            }
+            if (w->synced && w->mark == h->batch_seq)
+                replay_later(h, w, first_rev);
 }
 
 static int fan_out(struct watch_hub *h, const struct mvcc_event *evs,
@@ -168,7 +179,10 @@ static int fan_out(struct watch_hub *h, const struct mvcc_event *evs,
         return f.err;
     for (size_t t = 0; t < f.n_touched; t++) {
         size_t from = t == 0 ? 0 : h->counts[t - 1];
-        deliver(h, evs, h->touched[t], from, h->counts[t], first_rev, rev);
+        if (from < h->o.fan_pairs_max)
+            deliver(h, evs, h->touched[t], from, h->counts[t], first_rev, rev);
+        else /* past the budget: the sync step's */
+            replay_later(h, h->touched[t], first_rev);
     }
     return 0;
 }

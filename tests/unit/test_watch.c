@@ -603,6 +603,73 @@ static void test_full_sink_catch_up(void **state)
     assert_int_equal(watch_hub_unsynced(f->h), 0);
 }
 
+/* The observer's budget (fan_pairs_max): it sends responses holding that
+ * many (watcher, event) pairs and moves the batch's other watchers to the
+ * unsynced group, unsent; a sync step then gives them the batch from the
+ * store, each event once and in order, and they are synced again. */
+static void test_fan_budget(void **state)
+{
+    struct fixture *f = *state;
+    struct watch_options o = {.fan_pairs_max = 5};
+    fx_hub(f, &o);
+    int64_t ids[8];
+    for (int i = 0; i < 8; i++)
+        ids[i] = i < 6 ? watch_on(f->st, 0, "p/", "p0", 2, 0, 0, false)
+                       : watch_key(f, "p/b", 0);
+    put(f, "p/a", "1"); /* 6 watchers, 1 pair each */
+    size_t got = 0;
+    for (int i = 0; i < 8; i++)
+        got += rec_of(f, ids[i])->n;
+    assert_int_equal(got, 5);
+    assert_int_equal(watch_hub_unsynced(f->h), 1);
+    assert_true(watch_hub_pending(f->h) > 0);
+    sync_all(f);
+    assert_int_equal(watch_hub_unsynced(f->h), 0);
+    /* 3 events to the prefix watchers, 1 to each "p/b" one: 20 pairs in
+     * one revision; whole revisions go out, so the budget is crossed
+     * after the second watcher. */
+    mvcc_rev r3 = txn3(f, "p/b", "p/c", "p/d", "2");
+    assert_true(watch_hub_unsynced(f->h) >= 5);
+    put(f, "p/b", "3"); /* while they are unsynced: after the catch-up */
+    sync_all(f);
+    assert_int_equal(watch_hub_unsynced(f->h), 0);
+    for (int i = 0; i < 8; i++) {
+        struct rec *r = rec_of(f, ids[i]);
+        size_t want = i < 6 ? 5 : 2;
+        assert_int_equal(r->n, want);
+        for (size_t j = 1; j < r->n; j++)
+            assert_true(r->evs[j].mod_rev > r->evs[j - 1].mod_rev ||
+                        (r->evs[j].mod_rev == r3 &&
+                         r->evs[j - 1].mod_rev == r3));
+        /* The txn's events in one response (atomic). */
+        for (size_t j = 0; j < r->n_log; j++) {
+            size_t in_r3 = 0;
+            for (size_t e = r->log[j].from; r->log[j].kind == 'E' &&
+                                            e < r->log[j].to; e++)
+                in_r3 += r->evs[e].mod_rev == r3;
+            assert_true(in_r3 == 0 || in_r3 == (i < 6 ? 3u : 1u));
+        }
+        assert_int_equal(r->evs[r->n - 1].mod_rev, r3 + 1);
+    }
+    /* Again: the synced watchers take part in the next batch. */
+    put(f, "p/z", "4"); /* the 6 prefix watchers: 6 pairs, 5 sent */
+    assert_int_equal(watch_hub_unsynced(f->h), 1);
+    sync_all(f);
+    assert_int_equal(rec_of(f, ids[0])->n + rec_of(f, ids[5])->n, 12);
+    /* Within the budget everything goes out at once. */
+    o.fan_pairs_max = 100;
+    fx_hub(f, &o);
+    for (int i = 0; i < 8; i++)
+        watch_on(f->st, 0, "p/", "p0", 2, 0, 0, false);
+    put(f, "p/b", "6");
+    assert_int_equal(watch_hub_unsynced(f->h), 0);
+    assert_int_equal(watch_hub_pending(f->h), 0);
+    got = 0;
+    for (int i = 0; i < 1024; i++)
+        got += rec_of(f, i)->n;
+    assert_int_equal(got, 8);
+}
+
 /* A snapshot behind the hub (tentative batches, mvcc_visible_hold): the
  * catch-up stops at what the snapshot has and finishes after release. */
 static void test_snapshot_behind_hub(void **state)
@@ -1545,7 +1612,8 @@ static void test_random_model(void **state)
         seed = (unsigned)strtoul(env, NULL, 10);
     printf("test_random_model seed %u (CETCD_TEST_SEED)\n", seed);
     struct watch_options o = {.sync_events_max = 1 + seed % 7,
-                              .sync_bytes_max = 256 + seed % 4096};
+                              .sync_bytes_max = 256 + seed % 4096,
+                              .fan_pairs_max = 1 + seed % 64};
     fx_hub(f, &o);
     struct sink *ks = calloc(NSTREAMS, sizeof *ks);
     struct watch_stream *sts[NSTREAMS];
@@ -1759,6 +1827,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fragment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fanout_nomem, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fan_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_and_create_nomem, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_random_model, setup, teardown),
