@@ -170,7 +170,11 @@ void rpc__keepalive_ping(struct rpc__conn *c)
         c->ping_strikes++;
     if (c->ping_strikes <= RPC__KA_MAX_STRIKES || c->close_after_flush)
         return;
-    /* grpc-go: GOAWAY ENHANCE_YOUR_CALM "too_many_pings", then close. */
+    /* grpc-go: GOAWAY ENHANCE_YOUR_CALM "too_many_pings", then close
+     * (its transport's message, at its verbose level). */
+    log_debug("rpc", "Got too many pings from the client, closing the "
+              "connection (%d strikes, last two %lld ms apart)",
+              c->ping_strikes, (long long)(now - last));
     static const char why[] = "too_many_pings";
     nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
                           nghttp2_session_get_last_proc_stream_id(c->ng),
