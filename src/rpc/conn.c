@@ -345,6 +345,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
     }
     if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK))
         rpc__conn_bg_probe_ack(c, f->ping.opaque_data);
+    if (f->hd.type == NGHTTP2_SETTINGS && (f->hd.flags & NGHTTP2_FLAG_ACK))
+        rpc__conn_bg_settings_acked(c);
     if (f->hd.type == NGHTTP2_WINDOW_UPDATE && f->hd.stream_id == 0)
         rpc__conn_bg_update(c, f->window_update.window_size_increment);
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
@@ -431,6 +433,9 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
     struct rpc__conn *c = ud;
     if (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA)
         c->reset_strikes = true; /* grpc-go: writes reset ping strikes */
+    if (f->hd.type == NGHTTP2_SETTINGS &&
+        (f->hd.flags & NGHTTP2_FLAG_ACK) == 0)
+        c->bg_settings_ns = rpc__now_ns(); /* a round trip: stream.c */
     /* END_STREAM ends a stream's answer: on the trailers of a gRPC
      * stream, on the last DATA (or HEADERS) of an HTTP one. */
     if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||

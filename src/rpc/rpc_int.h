@@ -163,6 +163,13 @@ struct rpc__conn {
     unsigned bg_idle;                  /* sweeps deferred without one */
     unsigned bg_fg;                    /* sweeps left with a tight budget
                                           (rpc__conn_bg_foreground) */
+    int32_t bg_tight;                  /* that budget (rpc__bg_tight) */
+    int64_t bg_min_rtt_ns;             /* smallest round trip seen, 0 =
+                                          none yet */
+    int64_t bg_settings_ns;            /* our SETTINGS went out, 0 = no
+                                          ACK awaited */
+    int64_t bg_probe_ns;               /* the probe went out */
+    int64_t bg_probe_inflight;         /* bytes unread then */
     bool bg_probe_out;                 /* our probe PING is unanswered */
     int64_t bg_probe_mark;             /* the window when it was sent,
                                           plus the updates since */
@@ -677,6 +684,14 @@ void rpc__conn_bg_sweep(struct rpc__conn *c);
 /* rpc__conn_bg_foreground: a unary call came or a foreground stream sent
  * on c: its background streams' budget is tight for a while. */
 void rpc__conn_bg_foreground(struct rpc__conn *c);
+/* rpc__conn_bg_settings_acked: the client ACKed our SETTINGS (sent at
+ * bg_settings_ns): a round trip with nothing in flight. */
+void rpc__conn_bg_settings_acked(struct rpc__conn *c);
+/* rpc__bg_tight: the tight budget after a probe that had inflight bytes
+ * unread when sent and came back after rtt_ns, the smallest round trip
+ * known being min_rtt_ns: twice inflight * min_rtt / rtt, at least
+ * RPC_BG_TIGHT (64 KiB; also when an input is unknown, <= 0). */
+int32_t rpc__bg_tight(int64_t inflight, int64_t rtt_ns, int64_t min_rtt_ns);
 /* rpc__conn_bg_probe submits the probe PING when a background stream is
  * deferred and none is out (true: one was submitted; conn.c's flush
  * writes it); rpc__conn_bg_probe_ack: a PING ACK came (ours or not). */

@@ -253,15 +253,20 @@ void rpc__stream_closed(struct rpc_stream *s)
  *
  * The budget is tight while the connection carries other calls: from a
  * unary call or a foreground stream's send (rpc__conn_bg_foreground) until
- * RPC_BG_FG_SWEEPS keepalive sweeps without one, it is RPC_BG_TIGHT (or
- * the doubled budget, if larger), the lazy quarter not counted: the probe
- * keeps such a client going.  A Put's reply then waits behind at most 64
- * KiB of events, not a quarter of the client's window (grpc's C core: 4
- * MiB, so 1 MiB; 100 Put clients beside 10 000 prefix watchers: 1.5k ->
- * 2.5-4k puts/s, docs/BENCHMARKS.md session 37).  A connection that
- * carries only background streams (a mirror, a proxy's watch connection)
- * has nothing to protect and keeps the lazy budget, so its throughput is
- * not bounded by one budget per round trip. */
+ * RPC_BG_FG_SWEEPS keepalive sweeps without one, it is bg_tight (or the
+ * doubled budget, if larger; never more than the lazy one), the lazy
+ * quarter not counted: the probe keeps such a client going.  A Put's
+ * reply then waits behind at most that, not a quarter of the client's
+ * window (grpc's C core: 4 MiB, so 1 MiB; 100 Put clients beside 10 000
+ * prefix watchers: 1.5k -> 2.5-4k puts/s, docs/BENCHMARKS.md session 37).
+ * bg_tight is RPC_BG_TIGHT, or twice the bytes the network itself holds
+ * if that is more (rpc__bg_tight: the rate of the last probe, what was in
+ * flight over its round trip, times the smallest round trip seen, the
+ * SETTINGS exchange's included): on a long link one budget per round
+ * trip would cap a Watch (64 KiB per 10 ms: 6.4 MB/s), while a slow
+ * reader's long round trips do not loosen it.  A connection that carries
+ * only background streams (a mirror, a proxy's watch connection) has
+ * nothing to protect and keeps the lazy budget. */
 
 #define RPC_BG_INFLIGHT_MIN (256 * 1024) /* bytes */
 #define RPC_BG_TIGHT (64 * 1024)          /* bytes, beside other calls */
@@ -280,12 +285,47 @@ void rpc_stream_background(struct rpc_stream *s)
 
 static int32_t bg_budget(const struct rpc__conn *c)
 {
-    if (c->bg_fg > 0)
-        return c->bg_cap > RPC_BG_TIGHT ? c->bg_cap : RPC_BG_TIGHT;
     int32_t cap = c->bg_cap > RPC_BG_INFLIGHT_MIN ? c->bg_cap
                                                    : RPC_BG_INFLIGHT_MIN;
     int32_t lazy = c->win_max / 4 + RPC_BG_FRAME; /* grpc-go's T + a frame */
-    return cap > lazy ? cap : lazy;
+    int32_t loose = cap > lazy ? cap : lazy;
+    if (c->bg_fg == 0)
+        return loose;
+    int32_t tight = c->bg_tight > RPC_BG_TIGHT ? c->bg_tight : RPC_BG_TIGHT;
+    if (c->bg_cap > tight)
+        tight = c->bg_cap;
+    return tight < loose ? tight : loose;
+}
+
+int32_t rpc__bg_tight(int64_t inflight, int64_t rtt_ns, int64_t min_rtt_ns)
+{
+    if (inflight <= 0 || rtt_ns <= 0 || min_rtt_ns <= 0 ||
+        min_rtt_ns > rtt_ns)
+        return RPC_BG_TIGHT;
+    /* inflight / rtt is the rate; times min_rtt the network's share;
+     * twice that keeps the link busy while the rate is probed upward. */
+    double held = (double)inflight * (double)min_rtt_ns / (double)rtt_ns;
+    double t = 2 * held;
+    if (t <= RPC_BG_TIGHT)
+        return RPC_BG_TIGHT;
+    return t >= INT32_MAX / 2 ? INT32_MAX / 2 : (int32_t)t;
+}
+
+/* rtt_sample: one round trip of ours (a probe's or the SETTINGS'). */
+static void rtt_sample(struct rpc__conn *c, int64_t rtt_ns)
+{
+    if (rtt_ns <= 0)
+        rtt_ns = 1;
+    if (c->bg_min_rtt_ns == 0 || rtt_ns < c->bg_min_rtt_ns)
+        c->bg_min_rtt_ns = rtt_ns;
+}
+
+void rpc__conn_bg_settings_acked(struct rpc__conn *c)
+{
+    if (c->bg_settings_ns == 0)
+        return;
+    rtt_sample(c, rpc__now_ns() - c->bg_settings_ns);
+    c->bg_settings_ns = 0;
 }
 
 void rpc__conn_bg_foreground(struct rpc__conn *c)
@@ -340,7 +380,11 @@ bool rpc__conn_bg_probe(struct rpc__conn *c)
     c->bg_probe_out = true;
     /* Every DATA frame gathered so far goes out before the PING: the
      * window now is what was granted minus what they make. */
-    c->bg_probe_mark = nghttp2_session_get_remote_window_size(c->ng);
+    int32_t r = nghttp2_session_get_remote_window_size(c->ng);
+    c->bg_probe_mark = r;
+    int64_t base = c->bg_mark < c->win_max ? c->bg_mark : c->win_max;
+    c->bg_probe_inflight = base - r;
+    c->bg_probe_ns = rpc__now_ns();
     return true;
 }
 
@@ -350,6 +394,14 @@ void rpc__conn_bg_probe_ack(struct rpc__conn *c, const uint8_t opaque[8])
         memcmp(opaque, bg_probe_opaque, sizeof bg_probe_opaque) != 0)
         return;
     c->bg_probe_out = false;
+    /* The tight budget from this round trip, measured against the
+     * smallest one known before it (a first sample only sets that). */
+    int64_t rtt = rpc__now_ns() - c->bg_probe_ns;
+    if (c->bg_min_rtt_ns > 0)
+        c->bg_tight = rpc__bg_tight(c->bg_probe_inflight, rtt,
+                                    rtt < c->bg_min_rtt_ns ? rtt
+                                                           : c->bg_min_rtt_ns);
+    rtt_sample(c, rtt);
     /* Read up to the PING: what is unread was sent after it.  Progress,
      * as an update is, for the stall sweeps. */
     if (c->bg_probe_mark < c->bg_mark)

@@ -469,6 +469,35 @@ static void test_background_yields(void **state)
     rpc_server_close(r.srv);
 }
 
+/* The tight background budget's size (rpc__bg_tight): twice what the
+ * network holds at the last probe's rate, never below 64 KiB.  A slow
+ * reader on a short link (round trips long only because the client is
+ * busy) stays at 64 KiB; a fast one on a long link gets twice the bytes in
+ * flight, so the budget doubles per round trip until the link or the
+ * reader is the limit. */
+static void test_background_tight_size(void **state)
+{
+    (void)state;
+    const int64_t ms = 1000000;
+    /* unknown inputs: the floor */
+    assert_int_equal(rpc__bg_tight(0, 10 * ms, 10 * ms), TIGHT);
+    assert_int_equal(rpc__bg_tight(TIGHT, 0, 10 * ms), TIGHT);
+    assert_int_equal(rpc__bg_tight(TIGHT, 10 * ms, 0), TIGHT);
+    assert_int_equal(rpc__bg_tight(TIGHT, 5 * ms, 10 * ms), TIGHT);
+    /* localhost, a busy reader: 64 KiB took 5 ms, the link 50 us */
+    assert_int_equal(rpc__bg_tight(TIGHT, 5 * ms, ms / 20), TIGHT);
+    /* a 10 ms link and a reader that keeps up: doubling per round trip */
+    assert_int_equal(rpc__bg_tight(TIGHT, 10 * ms, 10 * ms), 2 * TIGHT);
+    assert_int_equal(rpc__bg_tight(4 * TIGHT, 10 * ms, 10 * ms), 8 * TIGHT);
+    /* the same link once the reader is the limit (4 MiB took 40 ms):
+     * twice its rate times the link, 2 MiB, not more */
+    int32_t t = rpc__bg_tight(4 << 20, 40 * ms, 10 * ms);
+    assert_int_equal(t, 2 << 20);
+    /* bounded */
+    assert_int_equal(rpc__bg_tight(INT64_MAX / 4, 10 * ms, 10 * ms),
+                     INT32_MAX / 2);
+}
+
 /* --cipher-suites / --tls-min-version / --tls-max-version: Go's names to
  * OpenSSL's, etcd's messages for bad values. */
 static void test_tls_opts_parse(void **state)
@@ -521,6 +550,7 @@ int main(void)
         cmocka_unit_test(test_memory_flat_over_calls),
         cmocka_unit_test(test_tls_opts_parse),
         cmocka_unit_test(test_background_yields),
+        cmocka_unit_test(test_background_tight_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
