@@ -224,6 +224,14 @@ static void sweep(struct rpc__loop *l, int64_t now)
     while (c != NULL) {
         struct rpc__conn *next = c->next;
         if (!c->preface_ok && now - c->born_ms >= limit) {
+            log_debug("rpc", "closing a connection without a preface after "
+                      "%lld ms (%s, %u preface bytes kept, last read %lld "
+                      "ms after accept)", (long long)(now - c->born_ms),
+                      c->proto == RPC__PROTO_SNIFF ? "sniffing"
+                      : c->proto == RPC__PROTO_H2  ? "HTTP/2"
+                                                   : "HTTP/1",
+                      (unsigned)c->sniff_n,
+                      (long long)(c->last_read_ms - c->born_ms));
             c->refs++;
             rpc__conn_kill(c);
             rpc__conn_unref(c);
