@@ -296,10 +296,9 @@ static int32_t bg_budget(const struct rpc__conn *c)
         loose = c->bg_tight;
     if (c->bg_fg == 0)
         return loose;
+    /* Each term is also one of loose's: never above it. */
     int32_t tight = c->bg_tight > RPC_BG_TIGHT ? c->bg_tight : RPC_BG_TIGHT;
-    if (c->bg_cap > tight)
-        tight = c->bg_cap;
-    return tight < loose ? tight : loose;
+    return c->bg_cap > tight ? c->bg_cap : tight;
 }
 
 int32_t rpc__bg_tight(int64_t inflight, int64_t rtt_ns, int64_t min_rtt_ns)
@@ -338,6 +337,15 @@ void rpc__conn_bg_foreground(struct rpc__conn *c)
     c->bg_fg = RPC_BG_FG_SWEEPS;
 }
 
+/* bg_unread: the bytes that may be unread on c, its send window being r:
+ * the smaller of the largest window's count and what was sent since the
+ * bytes known read (bg_mark). */
+static int64_t bg_unread(const struct rpc__conn *c, int32_t r)
+{
+    int64_t base = c->bg_mark < c->win_max ? c->bg_mark : c->win_max;
+    return base - r;
+}
+
 /* bg_room: how many bytes background stream s may send now (0: defer). */
 static size_t bg_room(struct rpc_stream *s, nghttp2_session *ng)
 {
@@ -345,8 +353,7 @@ static size_t bg_room(struct rpc_stream *s, nghttp2_session *ng)
     int32_t r = nghttp2_session_get_remote_window_size(ng);
     if (r > c->win_max)
         c->win_max = r;
-    int64_t base = c->bg_mark < c->win_max ? c->bg_mark : c->win_max;
-    int64_t used = base - r, cap = bg_budget(c);
+    int64_t used = bg_unread(c, r), cap = bg_budget(c);
     return used >= cap ? 0 : (size_t)(cap - used);
 }
 
@@ -387,8 +394,7 @@ bool rpc__conn_bg_probe(struct rpc__conn *c)
      * window now is what was granted minus what they make. */
     int32_t r = nghttp2_session_get_remote_window_size(c->ng);
     c->bg_probe_mark = r;
-    int64_t base = c->bg_mark < c->win_max ? c->bg_mark : c->win_max;
-    c->bg_probe_inflight = base - r;
+    c->bg_probe_inflight = bg_unread(c, r);
     c->bg_probe_ns = rpc__now_ns();
     return true;
 }
@@ -402,11 +408,11 @@ void rpc__conn_bg_probe_ack(struct rpc__conn *c, const uint8_t opaque[8])
     /* The tight budget from this round trip, measured against the
      * smallest one known before it (a first sample only sets that). */
     int64_t rtt = rpc__now_ns() - c->bg_probe_ns;
-    if (c->bg_min_rtt_ns > 0)
-        c->bg_tight = rpc__bg_tight(c->bg_probe_inflight, rtt,
-                                    rtt < c->bg_min_rtt_ns ? rtt
-                                                           : c->bg_min_rtt_ns);
+    bool known = c->bg_min_rtt_ns > 0;
     rtt_sample(c, rtt);
+    if (known)
+        c->bg_tight = rpc__bg_tight(c->bg_probe_inflight, rtt,
+                                    c->bg_min_rtt_ns);
     /* Read up to the PING: what is unread was sent after it.  Progress,
      * as an update is, for the stall sweeps. */
     if (c->bg_probe_mark < c->bg_mark)
