@@ -218,16 +218,20 @@ run_all() {
                 cmd="$cmd --prefill no"
                 c0=$(cpu_all)
             fi
+            # The load generator's own CPU (user + system, bash's `time`):
+            # it shares the cores, so it bounds what a faster server shows.
             # shellcheck disable=SC2086
-            $cmd >"$txt" 2>&1 && res=$(result_line "$cl" "$txt") || {
+            { TIMEFORMAT='%3U %3S'; time $cmd >"$txt" 2>&1; } 2>"$txt.cpu" &&
+                res=$(result_line "$cl" "$txt") || {
                 echo "compare.sh: $name $row failed (see $txt)" >&2; continue; }
             c1=$(cpu_all)
             python3 - "${row// /_}" "$c0" "$c1" "$CLK_TCK" \
-                "$(rss_kb "$(leader_pid)")" $res >>"$out" <<'PY'
+                "$(rss_kb "$(leader_pid)")" "$(tail -1 "$txt.cpu")" $res >>"$out" <<'PY'
 import sys
-w, c0, c1, tck, rss, qps, p50, p99, ok, errors = sys.argv[1:]
+w, c0, c1, tck, rss, gen, qps, p50, p99, ok, errors = sys.argv[1:]
 cpu_us = (int(c1) - int(c0)) * 1e6 / int(tck) / max(1, int(ok))
-print(w, qps, p50, p99, "%.1f" % cpu_us, rss, errors)
+gen_us = sum(float(x) for x in gen.split()) * 1e6 / max(1, int(ok))
+print(w, qps, p50, p99, "%.1f" % cpu_us, rss, errors, "%.1f" % gen_us)
 PY
             echo "  $name $row: $(tail -1 "$out")" >&2
         done
@@ -277,7 +281,9 @@ def load(name):
         rows = [run[w] for run in runs if w in run]
         med = ["%g" % statistics.median(float(x[i]) for x in rows) for i in range(5)]
         med[4] = "%d" % float(med[4])
-        res[w] = med + [str(sum(int(x[5]) for x in rows))]
+        gen = [float(x[6]) for x in rows if len(x) > 6]
+        res[w] = med + [str(sum(int(x[5]) for x in rows)),
+                        "%.1f" % statistics.median(gen) if gen else "-"]
     return res
 
 def qps_ratios(w):
@@ -321,8 +327,9 @@ if rounds > 1:
     print()
 print("| workload | etcd qps | cetcd qps | qps ratio | etcd p50 ms | cetcd p50 ms "
       "| etcd p99 ms | cetcd p99 ms | etcd CPU µs/req | cetcd CPU µs/req | CPU ratio "
-      "| etcd RSS MiB | cetcd RSS MiB |" + (" rounds |" if rounds > 1 else ""))
-print("|" + "---|" * (13 + (rounds > 1)))
+      "| etcd RSS MiB | cetcd RSS MiB | load gen CPU µs/req etcd / cetcd "
+      "| CPU-bound qps ratio ceiling |" + (" rounds |" if rounds > 1 else ""))
+print("|" + "---|" * (15 + (rounds > 1)))
 for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 99):
     a, b = e.get(w), c.get(w)
     g = lambda r, i: r[i] if r else "-"
@@ -330,10 +337,20 @@ for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 9
     err = " (errors: etcd %s, cetcd %s)" % (g(a, 5), g(b, 5)) if (a and a[5] != "0") or (b and b[5] != "0") else ""
     qr = qps_ratios(w)
     span = (" %.2f-%.2f |" % (min(qr), max(qr)) if qr else " - |") if rounds > 1 else ""
-    print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
+    gen = "%s / %s" % (g(a, 6), g(b, 6))
+    try: # both the generator and the server busy on the same cores:
+        ceil = "%.2f" % ((float(a[6]) + float(a[3])) / (float(a[6]) + float(b[3])))
+    except (TypeError, ValueError, ZeroDivisionError):
+        ceil = "-"
+    print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
         w.replace("_", " "), err, g(a, 0), g(b, 0), ratio(g(a, 0) if a else None, g(b, 0) if b else None),
         g(a, 1), g(b, 1), g(a, 2), g(b, 2), g(a, 3), g(b, 3),
-        ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b), span))
+        ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b), gen, ceil, span))
+print()
+print("The ceiling: with the load generator and the server both using the "
+      "same cores to the full, the qps ratio cannot pass (gen + etcd CPU) / "
+      "(gen + cetcd CPU) per request, the generator's CPU taken from its run "
+      "against etcd; it bounds only rows whose machine is CPU-bound.")
 print()
 print("Ratios are cetcd/etcd (qps: higher is better; CPU: lower is better). "
       "Raw output: %s" % work)

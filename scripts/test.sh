@@ -37,7 +37,8 @@ echo "== unit + raft (asan+ubsan)"
 echo "== integration (release cetcd)"
 CETCD_BIN="$ROOT/build/cetcd" CETCD_BUILD_DIR="$ROOT/build" \
     CETCD_DIFF_SEEDS=${CETCD_DIFF_SEEDS:-3} \
-    $PY -m pytest -q -p no:cacheprovider --durations=12 tests/integration
+    $PY -m pytest -q -p no:cacheprovider --durations=12 \
+    -o faulthandler_timeout=300 tests/integration
 
 # The cluster tests mostly wait (elections, kills, timeouts): etcd's e2e
 # tests (fixed ports from 20000 up; the cluster tests take free ephemeral
@@ -48,7 +49,10 @@ e2e_log=$(mktemp)
       bash tests/e2e/run.sh >"$e2e_log" 2>&1 ) &
 e2e_pid=$!
 cluster_rc=0
-CETCD_BIN="$ROOT/build/cetcd" $PY -m pytest -q -p no:cacheprovider --durations=12 tests/cluster ||
+# A test still running after 300 s gets every thread's Python stack
+# printed (pytest's faulthandler): a hang leaves a trace in CI's log.
+CETCD_BIN="$ROOT/build/cetcd" $PY -m pytest -q -p no:cacheprovider --durations=12 \
+    -o faulthandler_timeout=300 tests/cluster ||
     cluster_rc=$?
 e2e_rc=0
 wait "$e2e_pid" || e2e_rc=$?

@@ -240,7 +240,6 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f,
 #define RPC__LAZY_NS 110000000       /* 110 ms: a held ACK's latest */
 #define RPC__PING_RIDE_NS 100000000  /* 100 ms: it rides with data after */
 #define RPC__LAZY_WIN_MIN (16 * 1024) /* below it, a WINDOW_UPDATE is urgent */
-#define RPC__FRAME_HDLEN 9            /* an HTTP/2 frame header */
 
 static bool lazy_frame(const struct rpc__conn *c, const nghttp2_frame *f)
 {
@@ -326,7 +325,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
         c->loop->unready_n--;
     }
     if (lazy_frame(c, f))
-        c->rx_lazy_bytes += RPC__FRAME_HDLEN + f->hd.length;
+        c->rx_lazy_bytes += RPC__H2_FRAME_HDLEN + f->hd.length;
     if (f->hd.type == NGHTTP2_PING &&
         (f->hd.flags & NGHTTP2_FLAG_ACK) == 0) {
         rpc__keepalive_ping(c);
@@ -433,6 +432,16 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
     struct rpc__conn *c = ud;
     if (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA)
         c->reset_strikes = true; /* grpc-go: writes reset ping strikes */
+    if (f->hd.type == NGHTTP2_GOAWAY)
+        log_debug("rpc", "GOAWAY sent on fd %d: error code %u, last stream "
+                  "%d, \"%.*s\"", c->fd, f->goaway.error_code,
+                  f->goaway.last_stream_id,
+                  (int)(f->goaway.opaque_data_len > 200
+                            ? 200
+                            : f->goaway.opaque_data_len),
+                  f->goaway.opaque_data != NULL
+                      ? (const char *)f->goaway.opaque_data
+                      : "");
     if (f->hd.type == NGHTTP2_SETTINGS &&
         (f->hd.flags & NGHTTP2_FLAG_ACK) == 0)
         c->bg_settings_ns = rpc__now_ns(); /* a round trip: stream.c */
@@ -473,6 +482,18 @@ static int on_stream_close(nghttp2_session *ng, int32_t stream_id,
     return 0;
 }
 
+/* on_error: what nghttp2 found wrong in the client's frames (it answers
+ * a connection error with a GOAWAY on its own), at debug level. */
+static int on_error(nghttp2_session *ng, int lib_error_code, const char *msg,
+                    size_t len, void *ud)
+{
+    (void)ng;
+    const struct rpc__conn *c = ud;
+    log_debug("rpc", "HTTP/2 error on fd %d: %.*s (%s)", c->fd, (int)len, msg,
+              nghttp2_strerror(lib_error_code));
+    return 0;
+}
+
 /* The callback table, made once. */
 static nghttp2_session_callbacks *cbs_table;
 
@@ -491,6 +512,7 @@ static void cbs_init(void)
                                                          on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs_table,
                                                            on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(cbs_table, on_error);
 }
 
 static const nghttp2_session_callbacks *rpc_callbacks(void)
@@ -597,11 +619,13 @@ void rpc__conn_mark_dirty(struct rpc__conn *c)
     c->loop->dirty = c;
 }
 
-void rpc__conn_kill(struct rpc__conn *c)
+void rpc__conn_kill_at(struct rpc__conn *c, const char *fn, int line)
 {
     if (c->dead)
         return;
     struct rpc__loop *l = c->loop;
+    log_debug("rpc", "connection fd %d closed by %s:%d (%s)", c->fd, fn,
+              line, c->preface_ok ? "after its preface" : "before a preface");
     c->dead = true;
     if (!c->preface_ok) {
         assert(l->unready_n > 0);
@@ -796,10 +820,13 @@ static ssize_t sock_read(struct rpc__conn *c)
     }
 }
 
-bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n)
+/* h2_pass: kept bytes of the client's (h2_scan.c) into nghttp2; false
+ * when the connection died. */
+static bool h2_pass(void *ud, const uint8_t *p, size_t n)
 {
-    c->rx_lazy_bytes = 0;
-    c->rx_win0 = nghttp2_session_get_remote_window_size(c->ng);
+    struct rpc__conn *c = ud;
+    if (c->dead)
+        return false;
     ssize_t used = nghttp2_session_mem_recv(c->ng, p, n);
     if (used < 0) {
         /* A fatal error (bad preface, a flood, a broken frame): the rest
@@ -813,7 +840,24 @@ bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n)
         rpc__conn_unref(c);
         return false;
     }
-    if (c->rx_lazy_bytes == n && c->preface_ok)
+    c->rx_fed += n;
+    return true;
+}
+
+bool rpc__h2_feed(struct rpc__conn *c, const uint8_t *p, size_t n)
+{
+    c->rx_lazy_bytes = 0;
+    c->rx_fed = 0;
+    c->rx_win0 = nghttp2_session_get_remote_window_size(c->ng);
+    uint64_t dropped = c->h2_scan.dropped;
+    if (!rpc__h2_scan(&c->h2_scan, p, n, h2_pass, c))
+        return false;
+    if (c->h2_scan.dropped != dropped)
+        log_debug("rpc", "fd %d: %llu frame(s) for streams never opened "
+                  "dropped (RST_STREAM or WINDOW_UPDATE; grpc-go ignores "
+                  "them)", c->fd,
+                  (unsigned long long)(c->h2_scan.dropped - dropped));
+    if (c->rx_lazy_bytes == c->rx_fed && c->preface_ok)
         lazy_add(c); /* see "Lazy answers" */
     else
         rpc__conn_mark_dirty(c); /* WINDOW_UPDATE, SETTINGS ACK, ... */

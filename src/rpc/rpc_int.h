@@ -131,6 +131,25 @@ struct rpc__loop;
 enum rpc__proto { RPC__PROTO_SNIFF, RPC__PROTO_H2, RPC__PROTO_H1 };
 
 /* One client connection. */
+/* The client's frames looked at before nghttp2 (h2_scan.c): RST_STREAM
+ * and WINDOW_UPDATE frames for streams the client never opened are
+ * dropped, as grpc-go ignores them.  Zeroed at the connection's start. */
+#define RPC__H2_FRAME_HDLEN 9
+struct rpc__h2_scan {
+    uint8_t magic_n;                   /* bytes of the client magic seen */
+    uint8_t hdr_n;                     /* bytes of a cut frame header */
+    uint8_t hdr[RPC__H2_FRAME_HDLEN];  /* held here until whole */
+    bool dropping;                     /* the frame being read is dropped */
+    uint32_t left;                     /* its payload bytes still to come */
+    uint32_t max_id;                   /* highest stream id HEADERS opened */
+    uint64_t dropped;                  /* frames dropped */
+};
+/* rpc__h2_scan passes p's kept bytes to pass, in order, in runs; false as
+ * soon as pass returns false (the connection died: s is gone too). */
+typedef bool (*rpc__h2_pass_fn)(void *ud, const uint8_t *p, size_t n);
+bool rpc__h2_scan(struct rpc__h2_scan *s, const uint8_t *p, size_t n,
+                  rpc__h2_pass_fn pass, void *ud);
+
 struct rpc__conn {
     struct rpc__item item;             /* CONN: handed to its loop */
     struct rpc__loop *loop;            /* immutable */
@@ -177,6 +196,8 @@ struct rpc__conn {
     /* Frames that need no prompt answer (conn.c "Lazy answers"): what the
      * last feed held of them, and the lazy list.  Loop-only. */
     size_t rx_lazy_bytes;              /* bytes of such frames this feed */
+    size_t rx_fed;                     /* bytes nghttp2 got this feed */
+    struct rpc__h2_scan h2_scan;       /* what it gets (h2_scan.c) */
     int32_t rx_win0;                   /* send window before the feed */
     bool lazy;                         /* on the loop's lazy list */
     bool ping_held;                    /* a PING's ACK not yet sent */
@@ -525,7 +546,11 @@ void rpc__conn_mark_dirty(struct rpc__conn *c);
  * dirty and takes them off the lazy list. */
 int rpc__conn_lazy_timeout_ms(const struct rpc__loop *l, int ms);
 void rpc__conn_lazy_due(struct rpc__loop *l, bool all);
-void rpc__conn_kill(struct rpc__conn *c);
+/* rpc__conn_kill closes c, ends its calls and streams; the call site
+ * (function and line) is logged at debug level, a record of why each
+ * connection ended. */
+#define rpc__conn_kill(c) rpc__conn_kill_at((c), __func__, __LINE__)
+void rpc__conn_kill_at(struct rpc__conn *c, const char *fn, int line);
 void rpc__conn_unref(struct rpc__conn *c);
 int rpc__hdrs_add(struct rpc__hdrs *h, const uint8_t *name, size_t name_n,
                   const uint8_t *value, size_t value_n);

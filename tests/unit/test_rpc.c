@@ -498,6 +498,126 @@ static void test_background_tight_size(void **state)
                      INT32_MAX / 2);
 }
 
+/* test_h2_scan: goal: RST_STREAM and WINDOW_UPDATE frames for streams
+ * the client never opened are taken out of what nghttp2 gets (it would
+ * end the connection; grpc-go ignores them), every other byte reaches it
+ * unchanged and in order, wherever the reads cut the frames. */
+struct scan_out {
+    uint8_t buf[512];
+    size_t n;
+    size_t calls;
+    size_t fail_after; /* pass fails on this call (0: never) */
+};
+
+static bool scan_pass(void *ud, const uint8_t *p, size_t n)
+{
+    struct scan_out *o = ud;
+    if (++o->calls == o->fail_after)
+        return false;
+    assert_true(n > 0 && o->n + n <= sizeof o->buf);
+    memcpy(o->buf + o->n, p, n);
+    o->n += n;
+    return true;
+}
+
+static size_t scan_frame(uint8_t *p, uint8_t type, uint32_t id,
+                         const char *payload, size_t len)
+{
+    p[0] = (uint8_t)(len >> 16);
+    p[1] = (uint8_t)(len >> 8);
+    p[2] = (uint8_t)len;
+    p[3] = type;
+    p[4] = 0;
+    p[5] = (uint8_t)(id >> 24);
+    p[6] = (uint8_t)(id >> 16);
+    p[7] = (uint8_t)(id >> 8);
+    p[8] = (uint8_t)id;
+    memcpy(p + 9, payload, len);
+    return 9 + len;
+}
+
+static void test_h2_scan(void **state)
+{
+    (void)state;
+    /* the stream, and the bytes nghttp2 must get from it */
+    static const struct {
+        uint8_t type;
+        uint32_t id;
+        size_t len;
+        bool drop;
+    } fr[] = {
+        {4, 0, 6, false},  /* SETTINGS */
+        {3, 1, 4, true},   /* RST_STREAM before stream 1's HEADERS */
+        {1, 1, 10, false}, /* HEADERS 1 */
+        {8, 3, 4, true},   /* WINDOW_UPDATE, idle stream 3 */
+        {8, 1, 4, false},  /* WINDOW_UPDATE, stream 1: open */
+        {0, 1, 20, false}, /* DATA 1 */
+        {8, 0, 4, false},  /* the connection's WINDOW_UPDATE */
+        {3, 2, 4, true},   /* RST_STREAM, even: the server opens none */
+        {3, 9, 5, false},  /* a bad length: nghttp2's error to answer */
+        {3, 0, 4, false},  /* stream 0: nghttp2's error to answer */
+        {0, 5, 3, false},  /* DATA on an idle stream: left to nghttp2 */
+        {1, 7, 12, false}, /* HEADERS 7 */
+        {3, 5, 4, false},  /* 5 < 7: closed, not idle */
+        {3, 0x80000007, 4, false}, /* the reserved bit ignored: 7 */
+        {3, 11, 4, true},  /* past 7: idle */
+        {6, 0, 8, false},  /* PING */
+    };
+    static const char magic[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    static const char pay[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+    uint8_t in[512], want[512];
+    size_t in_n = 24, want_n = 24, drops = 0;
+    memcpy(in, magic, 24);
+    memcpy(want, magic, 24);
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) {
+        size_t k = scan_frame(in + in_n, fr[i].type, fr[i].id, pay,
+                              fr[i].len);
+        if (fr[i].drop) {
+            drops++;
+        } else {
+            memcpy(want + want_n, in + in_n, k);
+            want_n += k;
+        }
+        in_n += k;
+    }
+    /* whole, in one read: one run per gap the drops leave */
+    struct rpc__h2_scan s;
+    struct scan_out o;
+    memset(&s, 0, sizeof s);
+    memset(&o, 0, sizeof o);
+    assert_true(rpc__h2_scan(&s, in, in_n, scan_pass, &o));
+    assert_int_equal(o.n, want_n);
+    assert_memory_equal(o.buf, want, want_n);
+    assert_int_equal(s.dropped, drops);
+    assert_int_equal(o.calls, drops + 1);
+    /* cut in two and in three at every place */
+    for (size_t a = 0; a <= in_n; a++) {
+        for (size_t b = a; b <= in_n; b += 7) {
+            memset(&s, 0, sizeof s);
+            memset(&o, 0, sizeof o);
+            assert_true(rpc__h2_scan(&s, in, a, scan_pass, &o));
+            assert_true(rpc__h2_scan(&s, in + a, b - a, scan_pass, &o));
+            assert_true(rpc__h2_scan(&s, in + b, in_n - b, scan_pass, &o));
+            assert_int_equal(o.n, want_n);
+            assert_memory_equal(o.buf, want, want_n);
+            assert_int_equal(s.dropped, drops);
+        }
+    }
+    /* a byte per read */
+    memset(&s, 0, sizeof s);
+    memset(&o, 0, sizeof o);
+    for (size_t i = 0; i < in_n; i++)
+        assert_true(rpc__h2_scan(&s, in + i, 1, scan_pass, &o));
+    assert_int_equal(o.n, want_n);
+    assert_memory_equal(o.buf, want, want_n);
+    /* a pass that fails (the connection died) stops the scan at once */
+    memset(&s, 0, sizeof s);
+    memset(&o, 0, sizeof o);
+    o.fail_after = 2;
+    assert_false(rpc__h2_scan(&s, in, in_n, scan_pass, &o));
+    assert_int_equal(o.calls, 2);
+}
+
 /* --cipher-suites / --tls-min-version / --tls-max-version: Go's names to
  * OpenSSL's, etcd's messages for bad values. */
 static void test_tls_opts_parse(void **state)
@@ -551,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_tls_opts_parse),
         cmocka_unit_test(test_background_yields),
         cmocka_unit_test(test_background_tight_size),
+        cmocka_unit_test(test_h2_scan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
