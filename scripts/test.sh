@@ -22,6 +22,18 @@ ROOT=$PWD
 PY=/usr/bin/python3
 FUZZ_SECONDS=${FUZZ_SECONDS:-4}
 
+# in_group CMD...: runs CMD as a process group of its own and then kills
+# what is left of that group: the servers of a test that the pytest hang
+# watchdog (tests/common/hangwatch.py) ended with the process.
+in_group() {
+    local pidf rc=0
+    pidf=$(mktemp)
+    setsid -w bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidf" "$@" || rc=$?
+    kill -9 -- "-$(cat "$pidf")" 2>/dev/null || true
+    rm -f "$pidf"
+    return "$rc"
+}
+
 echo "== layers (no include of an upper layer, no link circle)"
 bash scripts/check_layers.sh
 
@@ -37,8 +49,7 @@ echo "== unit + raft (asan+ubsan)"
 echo "== integration (release cetcd)"
 CETCD_BIN="$ROOT/build/cetcd" CETCD_BUILD_DIR="$ROOT/build" \
     CETCD_DIFF_SEEDS=${CETCD_DIFF_SEEDS:-3} \
-    $PY -m pytest -q -p no:cacheprovider --durations=12 \
-    -o faulthandler_timeout=300 tests/integration
+    in_group $PY -m pytest -q -p no:cacheprovider --durations=12 tests/integration
 
 # The cluster tests mostly wait (elections, kills, timeouts): etcd's e2e
 # tests (fixed ports from 20000 up; the cluster tests take free ephemeral
@@ -49,10 +60,7 @@ e2e_log=$(mktemp)
       bash tests/e2e/run.sh >"$e2e_log" 2>&1 ) &
 e2e_pid=$!
 cluster_rc=0
-# A test still running after 300 s gets every thread's Python stack
-# printed (pytest's faulthandler): a hang leaves a trace in CI's log.
-CETCD_BIN="$ROOT/build/cetcd" $PY -m pytest -q -p no:cacheprovider --durations=12 \
-    -o faulthandler_timeout=300 tests/cluster ||
+CETCD_BIN="$ROOT/build/cetcd" in_group $PY -m pytest -q -p no:cacheprovider --durations=12 tests/cluster ||
     cluster_rc=$?
 e2e_rc=0
 wait "$e2e_pid" || e2e_rc=$?
@@ -68,7 +76,7 @@ rm -f "$e2e_log"
 # the release build above and under ASan in the long runs: CI's 45 minutes.)
 echo "== integration KV suites (asan+ubsan cetcd)"
 CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
-    $PY -m pytest -q -p no:cacheprovider tests/integration/test_kv_etcdctl.py \
+    in_group $PY -m pytest -q -p no:cacheprovider tests/integration/test_kv_etcdctl.py \
     tests/integration/test_kv_python.py tests/integration/test_crash.py \
     tests/integration/test_lease_etcdctl.py tests/integration/test_lease_grpc.py \
     tests/integration/test_rpc_runtime.py tests/integration/test_quota.py \

@@ -24,6 +24,7 @@ _TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 import cluster as clusterlib  # noqa: E402
+from common import hangwatch  # noqa: E402
 
 # A shell that starts pytest in the background without job control makes
 # it ignore SIGINT, and every process a test starts inherits that: etcdctl
@@ -35,7 +36,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 _LIVE = []
 
 
+@pytest.fixture(autouse=True)
+def _hang_watch():
+    """A test still running after hangwatch.HANG_S seconds ends the run
+    with every thread's stack (common/hangwatch.py)."""
+    yield from hangwatch.watch()
+
+
 def pytest_configure(config):
+    hangwatch.configure()
     config.addinivalue_line(
         "markers", "cluster: needs a multi-member cluster of the server "
         "under test (skipped while it cannot form one)")
