@@ -328,7 +328,7 @@ if rounds > 1:
 print("| workload | etcd qps | cetcd qps | qps ratio | etcd p50 ms | cetcd p50 ms "
       "| etcd p99 ms | cetcd p99 ms | etcd CPU µs/req | cetcd CPU µs/req | CPU ratio "
       "| etcd RSS MiB | cetcd RSS MiB | load gen CPU µs/req etcd / cetcd "
-      "| CPU-bound qps ratio ceiling |" + (" rounds |" if rounds > 1 else ""))
+      "| busy cores etcd / cetcd |" + (" rounds |" if rounds > 1 else ""))
 print("|" + "---|" * (15 + (rounds > 1)))
 for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 99):
     a, b = e.get(w), c.get(w)
@@ -338,19 +338,24 @@ for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 9
     qr = qps_ratios(w)
     span = (" %.2f-%.2f |" % (min(qr), max(qr)) if qr else " - |") if rounds > 1 else ""
     gen = "%s / %s" % (g(a, 6), g(b, 6))
-    try: # both the generator and the server busy on the same cores:
-        ceil = "%.2f" % ((float(a[6]) + float(a[3])) / (float(a[6]) + float(b[3])))
-    except (TypeError, ValueError, ZeroDivisionError):
-        ceil = "-"
+
+    def busy(r):  # cores the server and the generator kept busy
+        try:
+            return "%.2f" % (float(r[0]) * (float(r[3]) + float(r[6])) / 1e6)
+        except (TypeError, ValueError, IndexError):
+            return "-"
+    ceil = "%s / %s" % (busy(a), busy(b))
     print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
         w.replace("_", " "), err, g(a, 0), g(b, 0), ratio(g(a, 0) if a else None, g(b, 0) if b else None),
         g(a, 1), g(b, 1), g(a, 2), g(b, 2), g(a, 3), g(b, 3),
         ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b), gen, ceil, span))
 print()
-print("The ceiling: with the load generator and the server both using the "
-      "same cores to the full, the qps ratio cannot pass (gen + etcd CPU) / "
-      "(gen + cetcd CPU) per request, the generator's CPU taken from its run "
-      "against etcd; it bounds only rows whose machine is CPU-bound.")
+print("Busy cores: qps x (server + load generator CPU per request), the "
+      "cores the two kept busy.  Near the machine's core count (%d) the row "
+      "is CPU-bound: the qps ratio is then the ratio of (generator + server) "
+      "CPU per request, and the generator's share caps it (with a server "
+      "using no CPU at all, qps could not pass cores / generator CPU)."
+      % os.cpu_count())
 print()
 print("Ratios are cetcd/etcd (qps: higher is better; CPU: lower is better). "
       "Raw output: %s" % work)
