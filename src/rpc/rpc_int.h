@@ -130,7 +130,6 @@ struct rpc__loop;
  * without an HTTP handler speaks HTTP/2 only, from the first byte. */
 enum rpc__proto { RPC__PROTO_SNIFF, RPC__PROTO_H2, RPC__PROTO_H1 };
 
-/* One client connection. */
 /* The client's frames looked at before nghttp2 (h2_scan.c): RST_STREAM
  * and WINDOW_UPDATE frames for streams the client never opened are
  * dropped, as grpc-go ignores them.  Zeroed at the connection's start. */
@@ -150,6 +149,7 @@ typedef bool (*rpc__h2_pass_fn)(void *ud, const uint8_t *p, size_t n);
 bool rpc__h2_scan(struct rpc__h2_scan *s, const uint8_t *p, size_t n,
                   rpc__h2_pass_fn pass, void *ud);
 
+/* One client connection. */
 struct rpc__conn {
     struct rpc__item item;             /* CONN: handed to its loop */
     struct rpc__loop *loop;            /* immutable */
