@@ -105,6 +105,32 @@ class Conn:
                 return None
             self.buf += d
 
+    def read_stream(self, sid, timeout=10, goaway_fails=False):
+        """Reads frames until stream sid ends (PINGs answered); returns its
+        headers (trailers included) as one dict, and its DATA bytes.  Fails
+        when the server closes the connection (or sends GOAWAY, with
+        goaway_fails) first."""
+        hdrs, data = {}, b""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            f = self.read_frame(timeout=deadline - time.time())
+            assert f is not None, "server closed the connection"
+            ftype, flags, fsid, payload = f
+            assert not (goaway_fails and ftype == GOAWAY), \
+                "GOAWAY: %r" % payload[8:]
+            if ftype == HEADERS:
+                h = self.decode_headers(payload)
+                if fsid == sid:
+                    hdrs.update(h)
+            elif ftype == DATA and fsid == sid:
+                data += payload
+            elif ftype == PING and not flags & ACK:
+                self.send(frame(PING, ACK, 0, payload))
+            if fsid == sid and flags & END_STREAM and ftype in (HEADERS,
+                                                               DATA):
+                return hdrs, data
+        raise AssertionError("stream %d did not end" % sid)
+
     def decode_headers(self, payload):
         return {k: v for k, v in self.dec.decode(payload, raw=True)}
 

@@ -39,24 +39,9 @@ def put_body(key, value):
     return h2raw.pb_bytes_field(1, key) + h2raw.pb_bytes_field(2, value)
 
 
-def answer(conn, sid, timeout=10):
-    """Reads frames until stream sid ends; fails on a GOAWAY or a close.
-    Returns (trailers and headers, DATA bytes)."""
-    hdrs, data = {}, b""
-    while True:
-        f = conn.read_frame(timeout=timeout)
-        assert f is not None, "the server closed the connection"
-        ftype, flags, fsid, payload = f
-        assert ftype != h2raw.GOAWAY, "GOAWAY: %r" % payload[8:]
-        if ftype == h2raw.HEADERS and fsid == sid:
-            hdrs.update(conn.decode_headers(payload))
-        elif ftype == h2raw.DATA and fsid == sid:
-            data += payload
-        elif ftype == h2raw.PING and not flags & h2raw.ACK:
-            conn.send(h2raw.frame(h2raw.PING, h2raw.ACK, 0, payload))
-        if fsid == sid and flags & h2raw.END_STREAM and ftype in (
-                h2raw.HEADERS, h2raw.DATA):
-            return hdrs, data
+def answer(conn, sid):
+    """Stream sid's headers and DATA; a GOAWAY or a close fails."""
+    return conn.read_stream(sid, goaway_fails=True)
 
 
 def unary(conn, sid, path, body):
