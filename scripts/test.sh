@@ -80,7 +80,7 @@ CETCD_BIN="$ROOT/build-asan/cetcd" CETCD_BUILD_DIR="$ROOT/build-asan" \
     tests/integration/test_kv_python.py tests/integration/test_crash.py \
     tests/integration/test_lease_etcdctl.py tests/integration/test_lease_grpc.py \
     tests/integration/test_rpc_runtime.py tests/integration/test_quota.py \
-    tests/integration/test_conn_limits.py \
+    tests/integration/test_conn_limits.py tests/integration/test_h2_idle_frames.py \
     tests/integration/test_http.py tests/integration/test_http_split.py \
     tests/integration/test_config_file.py tests/integration/test_flags_ops.py \
     tests/integration/test_snapshot_etcd.py tests/integration/test_import_etcd.py \
