@@ -344,11 +344,11 @@ for w in sorted(set(e) | set(c), key=lambda k: list(e).index(k) if k in e else 9
             return "%.2f" % (float(r[0]) * (float(r[3]) + float(r[6])) / 1e6)
         except (TypeError, ValueError, IndexError):
             return "-"
-    ceil = "%s / %s" % (busy(a), busy(b))
+    cores = "%s / %s" % (busy(a), busy(b))
     print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
         w.replace("_", " "), err, g(a, 0), g(b, 0), ratio(g(a, 0) if a else None, g(b, 0) if b else None),
         g(a, 1), g(b, 1), g(a, 2), g(b, 2), g(a, 3), g(b, 3),
-        ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b), gen, ceil, span))
+        ratio(g(a, 3) if a else None, g(b, 3) if b else None), mib(a), mib(b), gen, cores, span))
 print()
 print("Busy cores: qps x (server + load generator CPU per request), the "
       "cores the two kept busy.  Near the machine's core count (%d) the row "

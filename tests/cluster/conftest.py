@@ -25,6 +25,7 @@ if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 import cluster as clusterlib  # noqa: E402
 from common import hangwatch  # noqa: E402
+from common.hangwatch import hang_watch  # noqa: E402,F401 (autouse)
 
 # A shell that starts pytest in the background without job control makes
 # it ignore SIGINT, and every process a test starts inherits that: etcdctl
@@ -34,13 +35,6 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _LIVE = []
-
-
-@pytest.fixture(autouse=True)
-def _hang_watch():
-    """A test still running after hangwatch.HANG_S seconds ends the run
-    with every thread's stack (common/hangwatch.py)."""
-    yield from hangwatch.watch()
 
 
 def pytest_configure(config):

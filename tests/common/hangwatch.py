@@ -7,17 +7,20 @@ pytest process sat in futex waits (a known grpcio deadlock closing a
 channel, grpc/grpc 20026 and 42247, takes the whole process with the
 GIL held), and the harness's own threads (the peer proxies) froze with it.
 
-Method: faulthandler's timer, armed for each test (an autouse fixture in
-the suites' conftest.py): its thread dumps the stacks without the GIL and
-_exit()s the process after HANG_S seconds.  The dump goes to a copy of
-the terminal's stderr taken at pytest_configure (configure()): during a
-test, pytest's capture holds fd 2, and its file is lost at that exit.  $CETCD_TEST_HANG_S sets it
-(0: off).  pytest's own faulthandler_timeout only dumps, and shares the
-same timer: it is not used beside this.
+Method: faulthandler's timer, armed for each test by the autouse fixture
+hang_watch (the suites' conftest.py import it): its thread dumps the
+stacks without the GIL and _exit()s the process after HANG_S seconds
+($CETCD_TEST_HANG_S, 0: off).  The dump goes to a copy of the terminal's
+stderr taken at pytest_configure (configure(), called from the
+conftests' hook): during a test, pytest's capture holds fd 2, and its
+file is lost at that exit.  pytest's own faulthandler_timeout only dumps,
+and shares the same timer: it is not used beside this.
 """
 import faulthandler
 import os
 import sys
+
+import pytest
 
 HANG_S = float(os.environ.get("CETCD_TEST_HANG_S", "600"))
 _out = None
@@ -30,8 +33,9 @@ def configure():
         _out = os.fdopen(os.dup(sys.stderr.fileno()), "w")
 
 
-def watch():
-    """Generator body of the autouse fixture: armed around one test."""
+@pytest.fixture(autouse=True)
+def hang_watch():
+    """Armed around each test of a suite whose conftest imports it."""
     if HANG_S <= 0 or _out is None:
         yield
         return

@@ -34,6 +34,7 @@ from common.servers import (  # noqa: E402  (tests/ is on the path now)
     ETCD_BIN, ClientAddress, against_etcd, free_port, log_tail,
     range_answers, server_bin)
 from common import hangwatch  # noqa: E402
+from common.hangwatch import hang_watch  # noqa: E402,F401 (autouse)
 
 ETCDCTL_BIN = os.environ.get("ETCDCTL_BIN", "/usr/bin/etcdctl")
 LOG_TAIL_LINES = 40
@@ -52,13 +53,6 @@ _LIVE = []
 
 def pytest_configure(config):
     hangwatch.configure()
-
-
-@pytest.fixture(autouse=True)
-def _hang_watch():
-    """A test still running after hangwatch.HANG_S seconds ends the run
-    with every thread's stack (common/hangwatch.py)."""
-    yield from hangwatch.watch()
 
 
 class Server(ClientAddress):
