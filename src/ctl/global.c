@@ -721,8 +721,16 @@ static bool auth_retry(struct cetcd_client *c, const struct cetcd_status *st)
         strcmp(m, "etcdserver: revision of auth store is old") != 0 &&
         !(creds && strcmp(m, "etcdserver: user name is empty") == 0))
         return false;
+    if (!creds)
+        return true;
+    /* the token goes first, as clientv3's refreshToken clears it: an
+     * Authenticate that carries an expired token is refused with that
+     * same "invalid auth token" (etcd checks any token a proposal
+     * carries, and Authenticate is a proposal) */
+    if (cetcd_client_token_set(c, NULL) != 0)
+        ctl_exit(CTL_EXIT_ERROR, "out of memory");
     struct cetcd_status rst = {0};
-    if (creds && get_token(c, user, pw, &rst) != 0)
+    if (get_token(c, user, pw, &rst) != 0)
         ctl_exit_status(CTL_EXIT_ERROR, &rst);
     return true;
 }

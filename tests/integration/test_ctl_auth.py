@@ -17,7 +17,9 @@ complains on stderr exactly alike.
 
 import os
 import re
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,6 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from common.ctldiff import pb_enc_varint as _enc_varint  # noqa: E402
 from common.ctldiff import pb_varint as _varint  # noqa: E402
 from common.ctldiff import Pair, both_plain, cetcdctl_bin, run  # noqa: E402
+from common.ctldiff import ETCDCTL, Result, cetcdctl_as_etcdctl  # noqa: E402
+from common.ctldiff import clean_env  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.exists(cetcdctl_bin()),
                                 reason="cetcdctl not built")
@@ -361,3 +365,40 @@ def test_zap_lines(make_server):
         a, b = p.both(args)
         a.err, b.err = _zap_masked(a.err), _zap_masked(b.err)
         assert b.triple() == a.triple(), (args, a, b)
+
+
+def _txn_after(binary, endpoint, delay, script):
+    """`--user root:rootpw txn` started now, its stdin written after delay
+    seconds (etcdctl authenticates before it reads the txn)."""
+    proc = subprocess.Popen([binary, "--endpoints", endpoint] + ROOT +
+                            ["txn"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=clean_env())
+    time.sleep(delay)
+    out, err = proc.communicate(script, timeout=30)
+    return Result(proc.returncode, out, err)
+
+
+def test_expired_token_refreshed(make_server, tmp_path):
+    """A JWT (ttl=1s) that expired between the command's Authenticate and
+    its call: the call fails with "invalid auth token", the tool clears
+    its token, authenticates again and sends the call again (clientv3's
+    refreshToken).  cetcdctl kept the old token on the second Authenticate,
+    which etcd refuses as an invalid token too: the command failed (etcd's
+    e2e TestCtlV3AuthJWTExpire, when a second boundary fell between)."""
+    key = tmp_path / "hmac.key"
+    key.write_text(os.urandom(32).hex())
+    p = Pair(make_server, extra_args=[
+        "--bcrypt-cost", "4",
+        "--auth-token", "jwt,sign-method=HS256,priv-key=%s,ttl=1s" % key])
+    _same(p, ["user", "add", "root:rootpw"])
+    _same(p, ["auth", "enable"])
+    res = []
+    for binary, srv in ((ETCDCTL, p.a), (cetcdctl_as_etcdctl(), p.b)):
+        r = _txn_after(binary, srv.endpoint, 2.2, b"\nput k v\n\n\n")
+        r.err = _zap_masked(r.err).replace(srv.endpoint.encode(), b"<EP>")
+        res.append(r)
+    a, b = res
+    assert a.rc == 0 and a.out == b"SUCCESS\n\nOK\n", a
+    assert b"invalid auth token" in a.err, a   # the first try did fail
+    assert b.triple() == a.triple(), (a, b)
