@@ -100,6 +100,25 @@ static void test_expiry(void **state)
     auth_jwt_destroy(hs);
 }
 
+/* A token lives at least its ttl and less than ttl + 1 s, whatever the
+ * millisecond it was signed at: exp is now + ttl rounded up to a whole
+ * second (etcd rounds it down: a ttl=1s token signed at x.999 s would be
+ * refused a millisecond later). */
+static void test_lifetime(void **state)
+{
+    (void)state;
+    struct auth_jwt *hs = make("HS256", secret, NULL, 1000, 0);
+    for (int64_t now = NOW_MS - 1000; now <= NOW_MS + 1000; now += 37) {
+        char *tok;
+        assert_int_equal(auth_jwt_sign(hs, "root", 5, now, &tok), 0);
+        check_user(hs, tok, now, 0, "root", 5);
+        check_user(hs, tok, now + 999, 0, "root", 5);
+        check_user(hs, tok, now + 2000, ERR_AUTH_INVALID_TOKEN, NULL, 0);
+        mem_free(tok);
+    }
+    auth_jwt_destroy(hs);
+}
+
 /* A token whose signature verified once (the thread remembers it) is
  * still refused by another key, even by an instance made at the same
  * address after the first was destroyed; a token differing in one byte of
@@ -168,7 +187,7 @@ static void test_claim_bytes(void **state)
     char *head = b64url_decode(tok, (size_t)(d1 - tok));
     char *claims = b64url_decode(d1 + 1, (size_t)(d2 - d1 - 1));
     assert_string_equal(head, "{\"alg\":\"HS384\",\"typ\":\"JWT\"}");
-    assert_string_equal(claims, "{\"exp\":1796428801,\"revision\":42,"
+    assert_string_equal(claims, "{\"exp\":1796428802,\"revision\":42,"
                                 "\"username\":\"a\\u003cb\\u003e\\u0026"
                                 "\\\"\\\\\\n\\u0001\"}");
     check_user(hs, tok, NOW_MS, 0, "a<b>&\"\\\n\x01", 42);
@@ -361,6 +380,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_answers),
         cmocka_unit_test(test_expiry),
+        cmocka_unit_test(test_lifetime),
         cmocka_unit_test(test_seen_tokens),
         cmocka_unit_test(test_claim_bytes),
         cmocka_unit_test(test_methods_round_trip),
