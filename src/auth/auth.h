@@ -287,8 +287,9 @@ void auth_jwt_destroy(struct auth_jwt *j);
 bool auth_jwt_verify_only(const struct auth_jwt *j);
 const char *auth_jwt_method(const struct auth_jwt *j); /* "RS256", ... */
 
-/* auth_jwt_sign: the token of user at revision, exp = now_ms + ttl in
- * whole seconds (wall clock, ms since the Unix epoch); *token_out freed
+/* auth_jwt_sign: the token of user at revision, exp = now_ms + ttl
+ * rounded up to whole seconds, so the token lives at least ttl (wall
+ * clock, ms since the Unix epoch; etcd rounds down); *token_out freed
  * with mem_free.  Errors: ERR_AUTH_VERIFY_ONLY (public key only), ERR_INVAL
  * (the token would pass AUTH_JWT_TOKEN_MAX), ERR_AUTH_SIGN (libcrypto
  * failed), ERR_NOMEM. */

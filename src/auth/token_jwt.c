@@ -583,8 +583,8 @@ int auth_jwt_sign(struct auth_jwt *j, const char *user, uint64_t revision,
      * seconds, rounded down, on the checking member).  etcd rounds
      * now + ttl down (time.Now().Add(ttl).Unix()), so a token may live
      * only ttl - 1 s (with ttl=1s a millisecond: a client can be refused
-     * the token it was just given).  Rounded up here, a
-     * token lives at least ttl and less than ttl + 1 s. */
+     * the token it was just given).  Rounded up here, a token lives at
+     * least ttl and less than ttl + 1 s. */
     int64_t exp_ms = now_ms + j->ttl_ms;
     int64_t exp = exp_ms >= 0 ? (exp_ms + 999) / 1000 : -(-exp_ms / 1000);
     char *claims = mem_malloc(ul * 6 + 96);
